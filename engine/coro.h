@@ -1,0 +1,84 @@
+/* coro.h — stackful coroutines for thread processes (engine-internal)
+ *
+ * One function switches contexts: coro_switch(from, to). The backend is
+ * hand-written assembly on x86-64 and aarch64, or ucontext when built with
+ * KBSIM_CORO_UCONTEXT (and on any other architecture). Stacks are mmap'd,
+ * optionally with a PROT_NONE guard page below them, and pooled per
+ * simulation. Switches are annotated for AddressSanitizer (fiber API) and
+ * stacks are registered with valgrind when its headers are present.
+ */
+#ifndef KBSIM_CORO_H
+#define KBSIM_CORO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#if defined(KBSIM_CORO_UCONTEXT) || !(defined(__x86_64__) || defined(__aarch64__))
+#define KBSIM_CORO_USE_UCONTEXT 1
+#include <ucontext.h>
+#endif
+
+struct coro_stack {
+    void *map;        /* start of the mapping (the guard page, if any) */
+    size_t map_size;  /* whole mapping */
+    void *lo;         /* lowest usable address */
+    size_t size;      /* usable bytes */
+    bool guard;
+    unsigned vg_id;   /* valgrind stack id, 0 if none */
+    struct coro_stack *next_free; /* pool link */
+};
+
+struct coro {
+#ifdef KBSIM_CORO_USE_UCONTEXT
+    ucontext_t uc;
+#else
+    void *sp;          /* saved stack pointer while suspended */
+#endif
+    struct coro_stack *stack; /* NULL for the thread's own (main) stack */
+    void (*entry)(void *arg);
+    void *arg;
+    const char *name;  /* for the stack-overflow report */
+    /* AddressSanitizer fiber bookkeeping */
+    void *asan_fake_stack;
+    const void *asan_bottom;
+    size_t asan_size;
+};
+
+/* A pool of stacks, one per simulation. */
+struct coro_pool {
+    struct coro_stack *free_list;
+    size_t mapped_bytes; /* all stacks mapped by this pool, in use or free */
+};
+
+void coro_pool_init(struct coro_pool *pool);
+/* Unmaps every free stack; stacks still in use must be released first. */
+void coro_pool_release(struct coro_pool *pool);
+
+/* A stack of at least `size` usable bytes (rounded up to pages), with a
+ * guard page below it unless `guard` is false. NULL if mmap fails. */
+struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
+                                  bool guard);
+void coro_stack_put(struct coro_pool *pool, struct coro_stack *st);
+
+/* Makes `c` the context of the calling thread's own stack (the scheduler). */
+void coro_init_main(struct coro *c);
+
+/* Prepares `c` to run entry(arg) on `st` at its first coro_switch to it.
+ * entry must not return: it ends with coro_exit(c, to). */
+void coro_init(struct coro *c, struct coro_stack *st, const char *name,
+               void (*entry)(void *arg), void *arg);
+
+/* Saves the current context in `from` and resumes `to`. */
+void coro_switch(struct coro *from, struct coro *to);
+
+/* Final switch of a finished coroutine; `from` is never resumed, its stack
+ * may be released by `to`. */
+void coro_exit(struct coro *from, struct coro *to) __attribute__((noreturn));
+
+/* Installs (once per process) a SIGSEGV handler on an alternate stack, and
+ * (once per OS thread) that alternate stack, so that a fault in a guard
+ * page is reported as "stack overflow in thread process 'NAME'" before the
+ * process dies. Call from every OS thread that runs coroutines. */
+void coro_overflow_guard_install(void);
+
+#endif

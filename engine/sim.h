@@ -1,0 +1,261 @@
+/* sim.h — kbsim simulation kernel: public API
+ *
+ * One `struct sim` holds all state of one simulation; nothing is global, so
+ * independent simulations may run in parallel threads. Time is an unsigned
+ * 64-bit count of picoseconds. Scheduling follows SystemC: evaluate (run
+ * every runnable process), update (primitive channels commit), delta
+ * notification, then advance to the next timed event. Ties are broken by
+ * insertion order, so a run is deterministic.
+ *
+ * Errors: functions returning int give 0 (or a non-negative status) on
+ * success and a negative SIM_E* code on failure; functions returning a
+ * pointer give NULL. In both cases sim_errmsg() says what went wrong.
+ */
+#ifndef KBSIM_SIM_H
+#define KBSIM_SIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- time ------------------------------------------------------------ */
+
+typedef uint64_t sim_time; /* picoseconds */
+
+#define SIM_PS ((sim_time)1)
+#define SIM_NS ((sim_time)1000)
+#define SIM_US ((sim_time)1000000)
+#define SIM_MS ((sim_time)1000000000)
+#define SIM_FOREVER UINT64_MAX
+
+/* ---- status and error codes ------------------------------------------ */
+
+enum {
+    SIM_DONE = 0,     /* sim_run: no event left, no process blocked */
+    SIM_UNTIL = 1,    /* sim_run: the time limit was reached */
+    SIM_STOPPED = 2,  /* sim_run: sim_stop() or sim_request_stop() */
+    SIM_MORE = 3,     /* sim_step: the batch ended, call again */
+    SIM_EINVAL = -22,
+    SIM_ENOMEM = -12,
+    SIM_EPERM = -1,     /* a call not allowed from this context */
+    SIM_EBIND = -100,   /* port binding / elaboration error */
+    SIM_EDEADLOCK = -101, /* nothing pending but processes blocked */
+    SIM_EPROC = -102,   /* a process failed (see sim_fail) */
+};
+
+struct sim;
+struct sim_proc;
+struct sim_event;
+struct sim_fifo;
+struct sim_signal;
+struct sim_port;
+
+/* ---- simulation ------------------------------------------------------ */
+
+struct sim_config {
+    size_t stack_size;  /* default stack of thread processes, bytes (0: 64 KiB) */
+    bool no_stack_guard; /* true: no guard page below each stack (huge models) */
+};
+
+/* A new simulation at time 0. `cfg` may be NULL for the defaults. */
+struct sim *sim_new(const struct sim_config *cfg);
+
+/* Frees every process, event, channel and port of the simulation. */
+void sim_free(struct sim *s);
+
+/* The message of the last error, or "" if none. Valid until the next call
+ * that fails. */
+const char *sim_errmsg(const struct sim *s);
+
+/* Current simulated time. */
+sim_time sim_now(const struct sim *s);
+
+/* Number of completed delta cycles so far. */
+uint64_t sim_delta_count(const struct sim *s);
+
+/* Opaque user pointer carried by the simulation (e.g. the Lua state). */
+void sim_set_userdata(struct sim *s, void *ud);
+void *sim_userdata(const struct sim *s);
+
+/* Runs until no event is left, until simulated time would pass `until`
+ * (SIM_FOREVER: no limit), or a stop. Every activity at a time <= until is
+ * done. Returns SIM_DONE, SIM_UNTIL, SIM_STOPPED, SIM_EDEADLOCK (the message
+ * lists every blocked process and what it waits on), SIM_EPROC, or
+ * SIM_EBIND (elaboration failed; done on the first run). */
+int sim_run(struct sim *s, sim_time until);
+
+/* Like sim_run but returns SIM_MORE after about `max_activations` process
+ * activations, so that a caller (the libuv driver) can interleave other
+ * work. The same limit `until` must be passed on each call. */
+int sim_step(struct sim *s, sim_time until, uint64_t max_activations);
+
+/* From inside a process: end sim_run after the current evaluate phase. */
+void sim_stop(struct sim *s);
+
+/* From any thread or a signal handler: end sim_run/sim_step at the next
+ * batch boundary (SIM_STOPPED). Async-signal-safe. */
+void sim_request_stop(struct sim *s);
+
+/* From inside a process: record an error (formatted) and stop the run;
+ * sim_run then returns SIM_EPROC and sim_errmsg() gives the message. */
+void sim_fail(struct sim *s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---- counters -------------------------------------------------------- */
+
+struct sim_stats {
+    uint64_t activations;   /* process activations (methods run + thread resumes) */
+    uint64_t timed_events;  /* timed queue entries fired */
+    uint64_t deltas;        /* delta cycles */
+    uint64_t switches;      /* coroutine context switches */
+    uint64_t notifications; /* event notifications of any kind */
+    uint64_t threads_alive; /* thread processes not yet terminated */
+    uint64_t stack_bytes;   /* bytes of stack mapped for thread processes */
+};
+void sim_get_stats(const struct sim *s, struct sim_stats *out);
+
+/* Optional hook called at every process activation with the time, the
+ * delta count and the process; for determinism checks and tracing. */
+typedef void (*sim_trace_fn)(void *ud, sim_time t, uint64_t delta,
+                             const struct sim_proc *p);
+void sim_set_trace(struct sim *s, sim_trace_fn fn, void *ud);
+
+/* ---- processes ------------------------------------------------------- */
+
+typedef void (*sim_proc_fn)(struct sim *s, void *arg);
+
+/* A thread process: a stackful coroutine that runs `fn(s, arg)` from the
+ * first evaluate phase on, may block (sim_wait*, fifo read/write) and ends
+ * when `fn` returns. stack_size 0 takes the simulation's default. The name
+ * is copied; it should be hierarchical ("sip0.cube5.pe3.dma"). */
+struct sim_proc *sim_thread(struct sim *s, const char *name, sim_proc_fn fn,
+                            void *arg, size_t stack_size);
+
+/* A method process: `fn(s, arg)` runs to completion each time it is
+ * triggered, by its static sensitivity or by sim_next_trigger*. It runs
+ * once in the first evaluate phase unless dont_initialize is set. */
+struct sim_proc *sim_method(struct sim *s, const char *name, sim_proc_fn fn,
+                            void *arg, bool dont_initialize);
+
+/* Static sensitivity of a method process (any number of events). */
+int sim_sensitive(struct sim_proc *p, struct sim_event *e);
+
+/* A daemon thread (a hardware server that loops forever) is not reported
+ * as deadlocked when it is blocked at the end of a run. */
+void sim_proc_set_daemon(struct sim_proc *p, bool daemon);
+
+const char *sim_proc_name(const struct sim_proc *p);
+bool sim_proc_terminated(const struct sim_proc *p);
+
+/* The running process, or NULL outside the evaluate phase. */
+struct sim_proc *sim_current(const struct sim *s);
+
+/* Per-process user pointer. */
+void sim_proc_set_userdata(struct sim_proc *p, void *ud);
+void *sim_proc_userdata(const struct sim_proc *p);
+
+/* Thread processes only (SIM_EPERM otherwise). Block the calling thread:
+ * for a time (0: one delta cycle), until an event is notified, or until
+ * any of n events or a timeout (SIM_FOREVER: none). sim_wait_any returns
+ * the index of the event that woke it, or -1 on timeout. */
+int sim_wait(struct sim *s, sim_time delay);
+int sim_wait_event(struct sim *s, struct sim_event *e);
+int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,
+                 sim_time timeout);
+
+/* Method processes only: the next activation replaces static sensitivity
+ * once, after a delay or at an event's notification. */
+int sim_next_trigger(struct sim *s, sim_time delay);
+int sim_next_trigger_event(struct sim *s, struct sim_event *e);
+
+/* ---- events ---------------------------------------------------------- */
+
+/* Events belong to the simulation and are freed with it. The name is
+ * copied and shown in deadlock reports. */
+struct sim_event *sim_event_new(struct sim *s, const char *name);
+const char *sim_event_name(const struct sim_event *e);
+
+/* Immediate: waiting processes run in the current evaluate phase. */
+void sim_notify(struct sim_event *e);
+/* Delta: they run in the next delta cycle. */
+void sim_notify_delta(struct sim_event *e);
+/* Timed: after `delay` (0 is a delta notification). As in SystemC an event
+ * holds at most one pending notification; the earlier one wins. */
+void sim_notify_at(struct sim_event *e, sim_time delay);
+/* Cancels a pending delta or timed notification. */
+void sim_cancel(struct sim_event *e);
+
+/* ---- primitive channels ---------------------------------------------- */
+
+/* Bounded FIFO of `capacity` elements of `elem_size` bytes. As sc_fifo:
+ * what is written in delta n is readable from delta n+1 on, and a slot
+ * freed by a read is writable from delta n+1 on. */
+struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
+                              size_t elem_size, size_t capacity);
+const char *sim_fifo_name(const struct sim_fifo *f);
+/* Blocking, thread processes only. */
+int sim_fifo_read(struct sim_fifo *f, void *out);
+int sim_fifo_write(struct sim_fifo *f, const void *in);
+/* Non-blocking, any process: true on success. */
+bool sim_fifo_nb_read(struct sim_fifo *f, void *out);
+bool sim_fifo_nb_write(struct sim_fifo *f, const void *in);
+size_t sim_fifo_num_available(const struct sim_fifo *f); /* readable now */
+size_t sim_fifo_num_free(const struct sim_fifo *f);      /* writable now */
+struct sim_event *sim_fifo_written_event(struct sim_fifo *f);
+struct sim_event *sim_fifo_read_event(struct sim_fifo *f);
+
+/* A signal of `size` bytes: a write becomes the value in the update phase
+ * of the same delta; if the value changed, value_changed is notified for
+ * the next delta. Initial value: zero bytes. */
+struct sim_signal *sim_signal_new(struct sim *s, const char *name,
+                                  size_t size);
+void sim_signal_read(const struct sim_signal *g, void *out);
+void sim_signal_write(struct sim_signal *g, const void *in);
+struct sim_event *sim_signal_changed_event(struct sim_signal *g);
+
+/* A user primitive channel: `update(ud)` runs in the update phase of the
+ * delta in which sim_request_update was called (once per delta). */
+struct sim_prim;
+struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
+                              void *ud);
+void sim_request_update(struct sim_prim *c);
+
+/* ---- typed ports ----------------------------------------------------- */
+
+enum sim_port_dir { SIM_PORT_IN = 1, SIM_PORT_OUT = 2, SIM_PORT_INOUT = 3 };
+
+/* A port has a hierarchical name, a direction, an interface type tag
+ * ("flit", "dma_req", "credit") and a multiplicity: the number of
+ * bindings it accepts, between min_bind (0 makes it optional) and
+ * max_bind. An IN or INOUT port exports an interface pointer (set by its
+ * owner, e.g. a fifo or a struct of callbacks) that the bound peer uses. */
+struct sim_port *sim_port_new(struct sim *s, const char *name,
+                              enum sim_port_dir dir, const char *type_tag,
+                              int min_bind, int max_bind);
+void sim_port_set_iface(struct sim_port *p, void *iface);
+
+/* Binds OUT to IN, or INOUT to INOUT. Checks direction, type tag and
+ * multiplicity; an error names both ports. */
+int sim_port_bind(struct sim_port *a, struct sim_port *b);
+
+/* Checks every port for min_bind (unbound ports are an error naming the
+ * port); called by the first sim_run. All errors are listed, one a line. */
+int sim_elaborate(struct sim *s);
+
+const char *sim_port_name(const struct sim_port *p);
+int sim_port_bound_count(const struct sim_port *p);
+struct sim_port *sim_port_peer(const struct sim_port *p, int i);
+/* The interface exported by the i-th peer. */
+void *sim_port_peer_iface(const struct sim_port *p, int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
