@@ -1,0 +1,1242 @@
+/* sim.c — the simulation kernel: scheduler, processes, events, channels, ports */
+#include "sim.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coro.h"
+#include "evq.h"
+
+#define DEFAULT_STACK_SIZE ((size_t)64 * 1024)
+#define DEADLOCK_LIST_MAX 64
+
+enum { PROC_THREAD, PROC_METHOD };
+enum { ST_READY, ST_RUNNING, ST_BLOCKED, ST_TERMINATED };
+/* kinds of queue entries (timed queue and delta list) */
+enum { Q_PROC, Q_EVENT };
+enum { PEND_NONE, PEND_DELTA, PEND_TIMED };
+
+struct waiter {
+    struct sim_proc *p;
+    uint32_t gen;
+    int idx; /* index in the waited set, reported by sim_wait_any */
+};
+
+struct sim_event {
+    struct sim *sim;
+    char *name;
+    uint32_t gen;    /* bumped to void a pending delta/timed notification */
+    uint8_t pending; /* PEND_* */
+    sim_time when;   /* time of a pending timed notification */
+    struct waiter *waiters;
+    size_t n_waiters, cap_waiters;
+    struct sim_proc **statics; /* statically sensitive methods */
+    size_t n_statics, cap_statics;
+    struct sim_event *next_all;
+};
+
+struct sim_proc {
+    struct sim *sim;
+    char *name;
+    uint8_t kind, state;
+    bool daemon;
+    bool queued;   /* in the runnable queue */
+    bool dynamic;  /* method: next trigger overrides static sensitivity */
+    uint32_t gen;  /* bumped on every wake: voids other pending wake-ups */
+    sim_proc_fn fn;
+    void *arg;
+    void *ud;
+    int woken_idx;
+    /* what a blocked thread waits on, for the deadlock report */
+    struct sim_event *const *wait_evs;
+    struct sim_event *wait_one;
+    int wait_n;
+    bool wait_timed;
+    const char *wait_what;
+    const void *wait_obj;
+    struct coro co;
+    struct coro_stack *stack;
+    struct sim_proc *next_all;
+};
+
+struct sim_prim {
+    struct sim *sim;
+    void (*update)(void *ud);
+    void *ud;
+    bool requested;
+    struct sim_prim *next_all;
+};
+
+struct sim_fifo {
+    struct sim *sim;
+    char *name;
+    size_t elem_size, capacity;
+    unsigned char *buf;
+    size_t head, count;     /* physical contents */
+    size_t readable, free;  /* visible to readers / writers this delta */
+    size_t n_written, n_read; /* in this delta, committed by update */
+    struct sim_prim *prim;
+    struct sim_event *written_ev, *read_ev;
+    struct sim_fifo *next_all;
+};
+
+struct sim_signal {
+    struct sim *sim;
+    char *name;
+    size_t size;
+    unsigned char *cur, *next;
+    struct sim_prim *prim;
+    struct sim_event *changed;
+    struct sim_signal *next_all;
+};
+
+struct sim_port {
+    struct sim *sim;
+    char *name;
+    enum sim_port_dir dir;
+    char *tag;
+    int min_bind, max_bind;
+    void *iface;
+    struct sim_port **peers;
+    int n_peers, cap_peers;
+    struct sim_port *next_all;
+};
+
+struct qent {
+    void *obj;
+    uint32_t kind;
+    uint32_t gen;
+};
+
+struct sim {
+    sim_time now;
+    uint64_t seq;
+    struct evq timed;
+    /* runnable queue: ring buffer of processes */
+    struct sim_proc **runq;
+    size_t runq_head, runq_len, runq_cap;
+    /* delta notifications of this delta cycle, in notification order */
+    struct qent *delta;
+    size_t n_delta, cap_delta;
+    struct sim_prim **updates;
+    size_t n_updates, cap_updates;
+    struct sim_proc *current;
+    struct coro main_co;
+    struct coro_pool pool;
+    struct sim_config cfg;
+    struct sim_proc *procs, **procs_tail;
+    struct sim_event *events;
+    struct sim_prim *prims;
+    struct sim_fifo *fifos;
+    struct sim_signal *signals;
+    struct sim_port *ports;
+    bool elaborated;
+    bool stop_req;
+    bool failed;
+    atomic_bool async_stop;
+    struct sim_stats stats;
+    sim_trace_fn trace;
+    void *trace_ud;
+    void *ud;
+    char *errmsg;
+    size_t errcap;
+};
+
+/* ---- helpers --------------------------------------------------------- */
+
+static char *xstrdup(const char *s)
+{
+    if (!s)
+        s = "";
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* Grows *arr (of *cap elements of size sz) to hold at least need. */
+static bool grow(void *arr, size_t *cap, size_t need, size_t sz)
+{
+    if (need <= *cap)
+        return true;
+    size_t n = *cap ? *cap : 8;
+    while (n < need)
+        n *= 2;
+    void *p = realloc(*(void **)arr, n * sz);
+    if (!p)
+        return false;
+    *(void **)arr = p;
+    *cap = n;
+    return true;
+}
+
+static void out_of_memory(void)
+{
+    fputs("kbsim: out of memory\n", stderr);
+    abort();
+}
+
+static void seterr_v(struct sim *s, bool append, const char *fmt, va_list ap)
+{
+    size_t used = append && s->errmsg ? strlen(s->errmsg) : 0;
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n < 0)
+        return;
+    size_t need = used + (size_t)n + 1;
+    if (need > s->errcap) {
+        char *p = realloc(s->errmsg, need);
+        if (!p)
+            return;
+        s->errmsg = p;
+        s->errcap = need;
+    }
+    vsnprintf(s->errmsg + used, (size_t)n + 1, fmt, ap);
+}
+
+static int seterr(struct sim *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    seterr_v(s, false, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void adderr(struct sim *s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    seterr_v(s, true, fmt, ap);
+    va_end(ap);
+}
+
+/* Formats a time as nanoseconds with the picosecond fraction when any. */
+static const char *fmt_time(char *buf, size_t n, sim_time t)
+{
+    if (t % SIM_NS)
+        snprintf(buf, n, "%" PRIu64 ".%03" PRIu64 " ns", t / SIM_NS,
+                 t % SIM_NS);
+    else
+        snprintf(buf, n, "%" PRIu64 " ns", t / SIM_NS);
+    return buf;
+}
+
+/* ---- simulation ------------------------------------------------------ */
+
+struct sim *sim_new(const struct sim_config *cfg)
+{
+    struct sim *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    if (cfg)
+        s->cfg = *cfg;
+    if (!s->cfg.stack_size)
+        s->cfg.stack_size = DEFAULT_STACK_SIZE;
+    evq_init(&s->timed);
+    coro_pool_init(&s->pool);
+    coro_init_main(&s->main_co);
+    s->procs_tail = &s->procs;
+    atomic_init(&s->async_stop, false);
+    coro_overflow_guard_install();
+    return s;
+}
+
+void sim_free(struct sim *s)
+{
+    if (!s)
+        return;
+    for (struct sim_proc *p = s->procs, *n; p; p = n) {
+        n = p->next_all;
+        if (p->stack)
+            coro_stack_put(&s->pool, p->stack);
+        free(p->name);
+        free(p);
+    }
+    for (struct sim_event *e = s->events, *n; e; e = n) {
+        n = e->next_all;
+        free(e->name);
+        free(e->waiters);
+        free(e->statics);
+        free(e);
+    }
+    for (struct sim_fifo *f = s->fifos, *n; f; f = n) {
+        n = f->next_all;
+        free(f->name);
+        free(f->buf);
+        free(f);
+    }
+    for (struct sim_signal *g = s->signals, *n; g; g = n) {
+        n = g->next_all;
+        free(g->name);
+        free(g->cur);
+        free(g->next);
+        free(g);
+    }
+    for (struct sim_prim *c = s->prims, *n; c; c = n) {
+        n = c->next_all;
+        free(c);
+    }
+    for (struct sim_port *p = s->ports, *n; p; p = n) {
+        n = p->next_all;
+        free(p->name);
+        free(p->tag);
+        free(p->peers);
+        free(p);
+    }
+    coro_pool_release(&s->pool);
+    evq_release(&s->timed);
+    free(s->runq);
+    free(s->delta);
+    free(s->updates);
+    free(s->errmsg);
+    free(s);
+}
+
+const char *sim_errmsg(const struct sim *s)
+{
+    return s->errmsg ? s->errmsg : "";
+}
+
+sim_time sim_now(const struct sim *s) { return s->now; }
+uint64_t sim_delta_count(const struct sim *s) { return s->stats.deltas; }
+void sim_set_userdata(struct sim *s, void *ud) { s->ud = ud; }
+void *sim_userdata(const struct sim *s) { return s->ud; }
+
+void sim_get_stats(const struct sim *s, struct sim_stats *out)
+{
+    *out = s->stats;
+    out->stack_bytes = s->pool.mapped_bytes;
+}
+
+void sim_set_trace(struct sim *s, sim_trace_fn fn, void *ud)
+{
+    s->trace = fn;
+    s->trace_ud = ud;
+}
+
+void sim_stop(struct sim *s) { s->stop_req = true; }
+
+void sim_request_stop(struct sim *s)
+{
+    atomic_store_explicit(&s->async_stop, true, memory_order_relaxed);
+}
+
+void sim_fail(struct sim *s, const char *fmt, ...)
+{
+    if (!s->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        seterr_v(s, false, fmt, ap);
+        va_end(ap);
+        s->failed = true;
+    }
+    s->stop_req = true;
+}
+
+/* ---- scheduling primitives ------------------------------------------- */
+
+static void runq_push(struct sim *s, struct sim_proc *p)
+{
+    if (p->queued || p->state == ST_TERMINATED)
+        return;
+    if (s->runq_len == s->runq_cap) {
+        size_t cap = s->runq_cap ? s->runq_cap * 2 : 64;
+        struct sim_proc **n = malloc(cap * sizeof *n);
+        if (!n)
+            out_of_memory();
+        for (size_t i = 0; i < s->runq_len; i++)
+            n[i] = s->runq[(s->runq_head + i) & (s->runq_cap - 1)];
+        free(s->runq);
+        s->runq = n;
+        s->runq_cap = cap;
+        s->runq_head = 0;
+    }
+    s->runq[(s->runq_head + s->runq_len) & (s->runq_cap - 1)] = p;
+    s->runq_len++;
+    p->queued = true;
+}
+
+/* Wakes p: every other pending wake-up of p becomes stale. */
+static inline void wake(struct sim *s, struct sim_proc *p, int idx)
+{
+    p->gen++;
+    p->woken_idx = idx;
+    runq_push(s, p);
+}
+
+static void delta_push(struct sim *s, void *obj, uint32_t kind, uint32_t gen)
+{
+    if (!grow(&s->delta, &s->cap_delta, s->n_delta + 1, sizeof *s->delta))
+        out_of_memory();
+    s->delta[s->n_delta++] = (struct qent){obj, kind, gen};
+}
+
+static void timed_push(struct sim *s, sim_time t, void *obj, uint32_t kind,
+                       uint32_t gen)
+{
+    struct evq_entry e = {t, s->seq++, obj, kind, gen};
+    if (!evq_push(&s->timed, &e))
+        out_of_memory();
+}
+
+static void trigger(struct sim *s, struct sim_event *e)
+{
+    size_t n = e->n_waiters;
+    e->n_waiters = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct waiter w = e->waiters[i];
+        if (w.p->gen == w.gen)
+            wake(s, w.p, w.idx);
+    }
+    for (size_t i = 0; i < e->n_statics; i++) {
+        struct sim_proc *p = e->statics[i];
+        if (!p->dynamic)
+            wake(s, p, 0);
+    }
+}
+
+static void add_waiter(struct sim_event *e, struct sim_proc *p, int idx)
+{
+    if (!grow(&e->waiters, &e->cap_waiters, e->n_waiters + 1,
+              sizeof *e->waiters))
+        out_of_memory();
+    e->waiters[e->n_waiters++] = (struct waiter){p, p->gen, idx};
+}
+
+/* ---- events ---------------------------------------------------------- */
+
+struct sim_event *sim_event_new(struct sim *s, const char *name)
+{
+    struct sim_event *e = calloc(1, sizeof *e);
+    if (!e || !(e->name = xstrdup(name))) {
+        free(e);
+        seterr(s, SIM_ENOMEM, "out of memory creating event '%s'", name);
+        return NULL;
+    }
+    e->sim = s;
+    e->next_all = s->events;
+    s->events = e;
+    return e;
+}
+
+const char *sim_event_name(const struct sim_event *e) { return e->name; }
+
+static void event_cancel(struct sim_event *e)
+{
+    if (e->pending != PEND_NONE) {
+        e->gen++;
+        e->pending = PEND_NONE;
+    }
+}
+
+void sim_notify(struct sim_event *e)
+{
+    e->sim->stats.notifications++;
+    event_cancel(e);
+    trigger(e->sim, e);
+}
+
+void sim_notify_delta(struct sim_event *e)
+{
+    e->sim->stats.notifications++;
+    if (e->pending == PEND_DELTA)
+        return;
+    event_cancel(e);
+    e->pending = PEND_DELTA;
+    delta_push(e->sim, e, Q_EVENT, e->gen);
+}
+
+void sim_notify_at(struct sim_event *e, sim_time delay)
+{
+    struct sim *s = e->sim;
+    if (delay == 0) {
+        sim_notify_delta(e);
+        return;
+    }
+    s->stats.notifications++;
+    sim_time t = s->now + delay;
+    if (e->pending == PEND_DELTA ||
+        (e->pending == PEND_TIMED && e->when <= t))
+        return;
+    event_cancel(e);
+    e->pending = PEND_TIMED;
+    e->when = t;
+    timed_push(s, t, e, Q_EVENT, e->gen);
+}
+
+void sim_cancel(struct sim_event *e) { event_cancel(e); }
+
+/* ---- processes ------------------------------------------------------- */
+
+static struct sim_proc *proc_new(struct sim *s, const char *name, int kind,
+                                 sim_proc_fn fn, void *arg)
+{
+    struct sim_proc *p = calloc(1, sizeof *p);
+    if (!p || !(p->name = xstrdup(name))) {
+        free(p);
+        seterr(s, SIM_ENOMEM, "out of memory creating process '%s'", name);
+        return NULL;
+    }
+    p->sim = s;
+    p->kind = (uint8_t)kind;
+    p->state = ST_READY;
+    p->fn = fn;
+    p->arg = arg;
+    *s->procs_tail = p;
+    s->procs_tail = &p->next_all;
+    return p;
+}
+
+static void thread_entry(void *arg)
+{
+    struct sim_proc *p = arg;
+    struct sim *s = p->sim;
+    p->fn(s, p->arg);
+    p->state = ST_TERMINATED;
+    s->stats.threads_alive--;
+    s->stats.switches++;
+    coro_exit(&p->co, &s->main_co);
+}
+
+struct sim_proc *sim_thread(struct sim *s, const char *name, sim_proc_fn fn,
+                            void *arg, size_t stack_size)
+{
+    if (!fn) {
+        seterr(s, SIM_EINVAL, "thread process '%s' has no function",
+               name ? name : "");
+        return NULL;
+    }
+    struct coro_stack *st =
+        coro_stack_get(&s->pool, stack_size ? stack_size : s->cfg.stack_size,
+                       !s->cfg.no_stack_guard);
+    if (!st) {
+        seterr(s, SIM_ENOMEM, "cannot map a stack for thread process '%s'",
+               name ? name : "");
+        return NULL;
+    }
+    struct sim_proc *p = proc_new(s, name, PROC_THREAD, fn, arg);
+    if (!p) {
+        coro_stack_put(&s->pool, st);
+        return NULL;
+    }
+    p->stack = st;
+    coro_init(&p->co, st, p->name, thread_entry, p);
+    s->stats.threads_alive++;
+    runq_push(s, p);
+    return p;
+}
+
+struct sim_proc *sim_method(struct sim *s, const char *name, sim_proc_fn fn,
+                            void *arg, bool dont_initialize)
+{
+    if (!fn) {
+        seterr(s, SIM_EINVAL, "method process '%s' has no function",
+               name ? name : "");
+        return NULL;
+    }
+    struct sim_proc *p = proc_new(s, name, PROC_METHOD, fn, arg);
+    if (p && !dont_initialize)
+        runq_push(s, p);
+    return p;
+}
+
+int sim_sensitive(struct sim_proc *p, struct sim_event *e)
+{
+    if (p->kind != PROC_METHOD)
+        return seterr(p->sim, SIM_EINVAL,
+                      "static sensitivity is for method processes; '%s' is "
+                      "a thread", p->name);
+    if (!grow(&e->statics, &e->cap_statics, e->n_statics + 1,
+              sizeof *e->statics))
+        return seterr(p->sim, SIM_ENOMEM, "out of memory");
+    e->statics[e->n_statics++] = p;
+    return 0;
+}
+
+void sim_proc_set_daemon(struct sim_proc *p, bool daemon) { p->daemon = daemon; }
+const char *sim_proc_name(const struct sim_proc *p) { return p->name; }
+bool sim_proc_terminated(const struct sim_proc *p)
+{
+    return p->state == ST_TERMINATED;
+}
+struct sim_proc *sim_current(const struct sim *s) { return s->current; }
+void sim_proc_set_userdata(struct sim_proc *p, void *ud) { p->ud = ud; }
+void *sim_proc_userdata(const struct sim_proc *p) { return p->ud; }
+
+static struct sim_proc *need_thread(struct sim *s, const char *what)
+{
+    struct sim_proc *p = s->current;
+    if (!p || p->kind != PROC_THREAD) {
+        seterr(s, SIM_EPERM, "%s called outside a thread process", what);
+        return NULL;
+    }
+    return p;
+}
+
+static struct sim_proc *need_method(struct sim *s, const char *what)
+{
+    struct sim_proc *p = s->current;
+    if (!p || p->kind != PROC_METHOD) {
+        seterr(s, SIM_EPERM, "%s called outside a method process", what);
+        return NULL;
+    }
+    return p;
+}
+
+/* Suspends the running thread until something wakes it. */
+static void block(struct sim *s, struct sim_proc *p)
+{
+    p->state = ST_BLOCKED;
+    s->stats.switches++;
+    coro_switch(&p->co, &s->main_co);
+    p->state = ST_RUNNING;
+    p->wait_evs = NULL;
+    p->wait_one = NULL;
+    p->wait_n = 0;
+    p->wait_timed = false;
+    p->wait_what = NULL;
+}
+
+static void schedule_timeout(struct sim *s, struct sim_proc *p, sim_time d)
+{
+    if (d == 0)
+        delta_push(s, p, Q_PROC, p->gen);
+    else
+        timed_push(s, s->now + d, p, Q_PROC, p->gen);
+}
+
+int sim_wait(struct sim *s, sim_time delay)
+{
+    struct sim_proc *p = need_thread(s, "sim_wait");
+    if (!p)
+        return SIM_EPERM;
+    schedule_timeout(s, p, delay);
+    p->wait_timed = true;
+    block(s, p);
+    return 0;
+}
+
+static int wait_event_what(struct sim *s, struct sim_event *e,
+                           const char *what, const void *obj)
+{
+    struct sim_proc *p = need_thread(s, "sim_wait_event");
+    if (!p)
+        return SIM_EPERM;
+    add_waiter(e, p, 0);
+    p->wait_one = e;
+    p->wait_n = 1;
+    p->wait_what = what;
+    p->wait_obj = obj;
+    block(s, p);
+    return 0;
+}
+
+int sim_wait_event(struct sim *s, struct sim_event *e)
+{
+    return wait_event_what(s, e, NULL, NULL);
+}
+
+int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,
+                 sim_time timeout)
+{
+    struct sim_proc *p = need_thread(s, "sim_wait_any");
+    if (!p)
+        return SIM_EPERM;
+    if (n < 0 || (n > 0 && !evs))
+        return seterr(s, SIM_EINVAL, "sim_wait_any: bad event list");
+    for (int i = 0; i < n; i++)
+        add_waiter(evs[i], p, i);
+    if (timeout != SIM_FOREVER) {
+        schedule_timeout(s, p, timeout);
+        p->wait_timed = true;
+    }
+    p->wait_evs = evs;
+    p->wait_n = n;
+    p->woken_idx = -1;
+    block(s, p);
+    return p->woken_idx;
+}
+
+int sim_next_trigger(struct sim *s, sim_time delay)
+{
+    struct sim_proc *p = need_method(s, "sim_next_trigger");
+    if (!p)
+        return SIM_EPERM;
+    p->dynamic = true;
+    p->gen++;
+    schedule_timeout(s, p, delay);
+    return 0;
+}
+
+int sim_next_trigger_event(struct sim *s, struct sim_event *e)
+{
+    struct sim_proc *p = need_method(s, "sim_next_trigger_event");
+    if (!p)
+        return SIM_EPERM;
+    p->dynamic = true;
+    p->gen++;
+    add_waiter(e, p, 0);
+    return 0;
+}
+
+/* ---- primitive channels ---------------------------------------------- */
+
+struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
+                              void *ud)
+{
+    struct sim_prim *c = calloc(1, sizeof *c);
+    if (!c) {
+        seterr(s, SIM_ENOMEM, "out of memory");
+        return NULL;
+    }
+    c->sim = s;
+    c->update = update;
+    c->ud = ud;
+    c->next_all = s->prims;
+    s->prims = c;
+    return c;
+}
+
+static void request_update(struct sim *s, struct sim_prim *c)
+{
+    if (c->requested)
+        return;
+    if (!grow(&s->updates, &s->cap_updates, s->n_updates + 1,
+              sizeof *s->updates))
+        out_of_memory();
+    s->updates[s->n_updates++] = c;
+    c->requested = true;
+}
+
+void sim_request_update(struct sim_prim *c) { request_update(c->sim, c); }
+
+static void fifo_update(void *ud)
+{
+    struct sim_fifo *f = ud;
+    if (f->n_written) {
+        f->readable += f->n_written;
+        f->n_written = 0;
+        sim_notify_delta(f->written_ev);
+    }
+    if (f->n_read) {
+        f->free += f->n_read;
+        f->n_read = 0;
+        sim_notify_delta(f->read_ev);
+    }
+}
+
+struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
+                              size_t elem_size, size_t capacity)
+{
+    if (elem_size == 0 || capacity == 0) {
+        seterr(s, SIM_EINVAL,
+               "fifo '%s' needs a non-zero element size and capacity",
+               name ? name : "");
+        return NULL;
+    }
+    struct sim_fifo *f = calloc(1, sizeof *f);
+    char evname[512];
+    if (!f)
+        goto oom;
+    f->sim = s;
+    f->name = xstrdup(name);
+    f->buf = malloc(elem_size * capacity);
+    if (!f->name || !f->buf)
+        goto oom;
+    f->elem_size = elem_size;
+    f->capacity = capacity;
+    f->free = capacity;
+    snprintf(evname, sizeof evname, "%s.written", f->name);
+    f->written_ev = sim_event_new(s, evname);
+    snprintf(evname, sizeof evname, "%s.read", f->name);
+    f->read_ev = sim_event_new(s, evname);
+    f->prim = sim_prim_new(s, fifo_update, f);
+    if (!f->written_ev || !f->read_ev || !f->prim)
+        goto oom;
+    f->next_all = s->fifos;
+    s->fifos = f;
+    return f;
+oom:
+    if (f) {
+        free(f->name);
+        free(f->buf);
+        free(f);
+    }
+    seterr(s, SIM_ENOMEM, "out of memory creating fifo");
+    return NULL;
+}
+
+const char *sim_fifo_name(const struct sim_fifo *f) { return f->name; }
+size_t sim_fifo_num_available(const struct sim_fifo *f) { return f->readable; }
+size_t sim_fifo_num_free(const struct sim_fifo *f) { return f->free; }
+struct sim_event *sim_fifo_written_event(struct sim_fifo *f)
+{
+    return f->written_ev;
+}
+struct sim_event *sim_fifo_read_event(struct sim_fifo *f) { return f->read_ev; }
+
+bool sim_fifo_nb_read(struct sim_fifo *f, void *out)
+{
+    if (f->readable == 0)
+        return false;
+    memcpy(out, f->buf + f->head * f->elem_size, f->elem_size);
+    f->head = (f->head + 1) % f->capacity;
+    f->count--;
+    f->readable--;
+    f->n_read++;
+    request_update(f->sim, f->prim);
+    return true;
+}
+
+bool sim_fifo_nb_write(struct sim_fifo *f, const void *in)
+{
+    if (f->free == 0)
+        return false;
+    size_t tail = (f->head + f->count) % f->capacity;
+    memcpy(f->buf + tail * f->elem_size, in, f->elem_size);
+    f->count++;
+    f->free--;
+    f->n_written++;
+    request_update(f->sim, f->prim);
+    return true;
+}
+
+int sim_fifo_read(struct sim_fifo *f, void *out)
+{
+    while (!sim_fifo_nb_read(f, out)) {
+        int rc = wait_event_what(f->sim, f->written_ev, "read on fifo", f);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int sim_fifo_write(struct sim_fifo *f, const void *in)
+{
+    while (!sim_fifo_nb_write(f, in)) {
+        int rc = wait_event_what(f->sim, f->read_ev, "write on fifo", f);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void signal_update(void *ud)
+{
+    struct sim_signal *g = ud;
+    if (memcmp(g->cur, g->next, g->size) != 0) {
+        memcpy(g->cur, g->next, g->size);
+        sim_notify_delta(g->changed);
+    }
+}
+
+struct sim_signal *sim_signal_new(struct sim *s, const char *name,
+                                  size_t size)
+{
+    if (size == 0) {
+        seterr(s, SIM_EINVAL, "signal '%s' needs a non-zero size",
+               name ? name : "");
+        return NULL;
+    }
+    struct sim_signal *g = calloc(1, sizeof *g);
+    char evname[512];
+    if (!g)
+        goto oom;
+    g->sim = s;
+    g->size = size;
+    g->name = xstrdup(name);
+    g->cur = calloc(1, size);
+    g->next = calloc(1, size);
+    if (!g->name || !g->cur || !g->next)
+        goto oom;
+    snprintf(evname, sizeof evname, "%s.changed", g->name);
+    g->changed = sim_event_new(s, evname);
+    g->prim = sim_prim_new(s, signal_update, g);
+    if (!g->changed || !g->prim)
+        goto oom;
+    g->next_all = s->signals;
+    s->signals = g;
+    return g;
+oom:
+    if (g) {
+        free(g->name);
+        free(g->cur);
+        free(g->next);
+        free(g);
+    }
+    seterr(s, SIM_ENOMEM, "out of memory creating signal");
+    return NULL;
+}
+
+void sim_signal_read(const struct sim_signal *g, void *out)
+{
+    memcpy(out, g->cur, g->size);
+}
+
+void sim_signal_write(struct sim_signal *g, const void *in)
+{
+    memcpy(g->next, in, g->size);
+    request_update(g->sim, g->prim);
+}
+
+struct sim_event *sim_signal_changed_event(struct sim_signal *g)
+{
+    return g->changed;
+}
+
+/* ---- typed ports ----------------------------------------------------- */
+
+static const char *dir_name(enum sim_port_dir d)
+{
+    return d == SIM_PORT_IN ? "in" : d == SIM_PORT_OUT ? "out" : "inout";
+}
+
+struct sim_port *sim_port_new(struct sim *s, const char *name,
+                              enum sim_port_dir dir, const char *type_tag,
+                              int min_bind, int max_bind)
+{
+    if (dir != SIM_PORT_IN && dir != SIM_PORT_OUT && dir != SIM_PORT_INOUT) {
+        seterr(s, SIM_EINVAL, "port '%s': bad direction", name ? name : "");
+        return NULL;
+    }
+    if (min_bind < 0 || max_bind < 1 || min_bind > max_bind) {
+        seterr(s, SIM_EINVAL,
+               "port '%s': bad multiplicity %d..%d", name ? name : "",
+               min_bind, max_bind);
+        return NULL;
+    }
+    struct sim_port *p = calloc(1, sizeof *p);
+    if (!p || !(p->name = xstrdup(name)) || !(p->tag = xstrdup(type_tag))) {
+        if (p)
+            free(p->name);
+        free(p);
+        seterr(s, SIM_ENOMEM, "out of memory creating port");
+        return NULL;
+    }
+    p->sim = s;
+    p->dir = dir;
+    p->min_bind = min_bind;
+    p->max_bind = max_bind;
+    p->next_all = s->ports;
+    s->ports = p;
+    return p;
+}
+
+void sim_port_set_iface(struct sim_port *p, void *iface) { p->iface = iface; }
+const char *sim_port_name(const struct sim_port *p) { return p->name; }
+int sim_port_bound_count(const struct sim_port *p) { return p->n_peers; }
+
+struct sim_port *sim_port_peer(const struct sim_port *p, int i)
+{
+    return i >= 0 && i < p->n_peers ? p->peers[i] : NULL;
+}
+
+void *sim_port_peer_iface(const struct sim_port *p, int i)
+{
+    struct sim_port *q = sim_port_peer(p, i);
+    return q ? q->iface : NULL;
+}
+
+static bool add_peer(struct sim_port *p, struct sim_port *q)
+{
+    size_t cap = (size_t)p->cap_peers;
+    if (!grow(&p->peers, &cap, (size_t)p->n_peers + 1, sizeof *p->peers))
+        return false;
+    p->cap_peers = (int)cap;
+    p->peers[p->n_peers++] = q;
+    return true;
+}
+
+int sim_port_bind(struct sim_port *a, struct sim_port *b)
+{
+    struct sim *s = a->sim;
+    if (a->sim != b->sim)
+        return seterr(s, SIM_EBIND,
+                      "cannot bind '%s' to '%s': they belong to different "
+                      "simulations", a->name, b->name);
+    if (a == b)
+        return seterr(s, SIM_EBIND, "cannot bind port '%s' to itself",
+                      a->name);
+    bool ok = (a->dir == SIM_PORT_OUT && b->dir == SIM_PORT_IN) ||
+              (a->dir == SIM_PORT_IN && b->dir == SIM_PORT_OUT) ||
+              (a->dir == SIM_PORT_INOUT && b->dir == SIM_PORT_INOUT);
+    if (!ok)
+        return seterr(s, SIM_EBIND,
+                      "cannot bind '%s' (%s) to '%s' (%s): directions must "
+                      "be out to in, or inout to inout",
+                      a->name, dir_name(a->dir), b->name, dir_name(b->dir));
+    if (strcmp(a->tag, b->tag) != 0)
+        return seterr(s, SIM_EBIND,
+                      "cannot bind '%s' (type '%s') to '%s' (type '%s'): "
+                      "interface types differ",
+                      a->name, a->tag, b->name, b->tag);
+    for (int i = 0; i < a->n_peers; i++)
+        if (a->peers[i] == b)
+            return seterr(s, SIM_EBIND, "'%s' is already bound to '%s'",
+                          a->name, b->name);
+    const struct sim_port *full = a->n_peers >= a->max_bind   ? a
+                                  : b->n_peers >= b->max_bind ? b
+                                                              : NULL;
+    if (full)
+        return seterr(s, SIM_EBIND,
+                      "cannot bind '%s' to '%s': '%s' accepts at most %d "
+                      "binding%s and has %d",
+                      a->name, b->name, full->name, full->max_bind,
+                      full->max_bind == 1 ? "" : "s", full->n_peers);
+    if (!add_peer(a, b) || !add_peer(b, a))
+        return seterr(s, SIM_ENOMEM, "out of memory binding ports");
+    return 0;
+}
+
+int sim_elaborate(struct sim *s)
+{
+    int errors = 0;
+    /* ports are kept newest first; report in creation order */
+    size_t n = 0;
+    for (struct sim_port *p = s->ports; p; p = p->next_all)
+        n++;
+    struct sim_port **list = n ? malloc(n * sizeof *list) : NULL;
+    if (n && !list)
+        return seterr(s, SIM_ENOMEM, "out of memory");
+    size_t i = n;
+    for (struct sim_port *p = s->ports; p; p = p->next_all)
+        list[--i] = p;
+    for (i = 0; i < n; i++) {
+        struct sim_port *p = list[i];
+        if (p->n_peers >= p->min_bind)
+            continue;
+        if (errors == 0)
+            seterr(s, 0, "");
+        else
+            adderr(s, "\n");
+        if (p->n_peers == 0)
+            adderr(s, "port '%s' (%s, type '%s') is unbound", p->name,
+                   dir_name(p->dir), p->tag);
+        else
+            adderr(s, "port '%s' (%s, type '%s') has %d binding%s, needs "
+                   "at least %d", p->name, dir_name(p->dir), p->tag,
+                   p->n_peers, p->n_peers == 1 ? "" : "s", p->min_bind);
+        errors++;
+    }
+    free(list);
+    if (errors)
+        return SIM_EBIND;
+    s->elaborated = true;
+    return 0;
+}
+
+/* ---- the scheduler --------------------------------------------------- */
+
+static void run_proc(struct sim *s, struct sim_proc *p)
+{
+    p->queued = false;
+    s->stats.activations++;
+    if (s->trace)
+        s->trace(s->trace_ud, s->now, s->stats.deltas, p);
+    s->current = p;
+    if (p->kind == PROC_METHOD) {
+        p->dynamic = false;
+        p->fn(s, p->arg);
+    } else {
+        p->state = ST_RUNNING;
+        s->stats.switches++;
+        coro_switch(&s->main_co, &p->co);
+        if (p->state == ST_TERMINATED && p->stack) {
+            coro_stack_put(&s->pool, p->stack);
+            p->stack = NULL;
+        }
+    }
+    s->current = NULL;
+}
+
+static void do_update(struct sim *s)
+{
+    /* an update may request none, but notify; the list is stable */
+    for (size_t i = 0; i < s->n_updates; i++) {
+        struct sim_prim *c = s->updates[i];
+        c->requested = false;
+        c->update(c->ud);
+    }
+    s->n_updates = 0;
+}
+
+static void do_delta_notify(struct sim *s)
+{
+    /* notifications made while processing go to the next delta */
+    size_t n = s->n_delta;
+    for (size_t i = 0; i < n; i++) {
+        struct qent q = s->delta[i];
+        if (q.kind == Q_PROC) {
+            struct sim_proc *p = q.obj;
+            if (p->gen == q.gen)
+                wake(s, p, -1);
+        } else {
+            struct sim_event *e = q.obj;
+            if (e->gen == q.gen && e->pending == PEND_DELTA) {
+                e->pending = PEND_NONE;
+                trigger(s, e);
+            }
+        }
+    }
+    memmove(s->delta, s->delta + n, (s->n_delta - n) * sizeof *s->delta);
+    s->n_delta -= n;
+}
+
+static bool entry_live(const struct evq_entry *e)
+{
+    if (e->kind == Q_PROC)
+        return ((struct sim_proc *)e->obj)->gen == e->gen;
+    const struct sim_event *ev = e->obj;
+    return ev->gen == e->gen && ev->pending == PEND_TIMED;
+}
+
+/* Drops stale entries from the head of the timed queue. */
+static const struct evq_entry *timed_head(struct sim *s)
+{
+    const struct evq_entry *e;
+    struct evq_entry dead;
+    while ((e = evq_peek(&s->timed)) && !entry_live(e))
+        evq_pop(&s->timed, &dead);
+    return e;
+}
+
+static void fire_timed(struct sim *s, const struct evq_entry *e)
+{
+    s->stats.timed_events++;
+    if (e->kind == Q_PROC) {
+        wake(s, e->obj, -1);
+    } else {
+        struct sim_event *ev = e->obj;
+        ev->pending = PEND_NONE;
+        trigger(s, ev);
+    }
+}
+
+static void describe_wait(struct sim *s, const struct sim_proc *p)
+{
+    char tb[48];
+    if (p->wait_what) {
+        const struct sim_fifo *f = p->wait_obj;
+        adderr(s, "%s '%s'", p->wait_what, f ? f->name : "?");
+        return;
+    }
+    if (p->wait_one) {
+        adderr(s, "event '%s'", p->wait_one->name);
+        return;
+    }
+    if (p->wait_n > 0) {
+        adderr(s, "any of events");
+        for (int i = 0; i < p->wait_n; i++)
+            adderr(s, "%s'%s'", i ? ", " : " ", p->wait_evs[i]->name);
+        if (p->wait_timed)
+            adderr(s, " (with a timeout)");
+        return;
+    }
+    if (p->wait_n == 0 && !p->wait_timed) {
+        adderr(s, "nothing (an empty event list)");
+        return;
+    }
+    adderr(s, "a timeout (now %s)", fmt_time(tb, sizeof tb, s->now));
+}
+
+/* Nothing is pending: report blocked non-daemon threads, if any. */
+static int finish(struct sim *s)
+{
+    size_t blocked = 0;
+    for (struct sim_proc *p = s->procs; p; p = p->next_all)
+        if (p->kind == PROC_THREAD && p->state == ST_BLOCKED && !p->daemon)
+            blocked++;
+    if (!blocked)
+        return SIM_DONE;
+    char tb[48];
+    seterr(s, 0, "deadlock at %s: nothing is pending but %zu process%s "
+           "blocked:", fmt_time(tb, sizeof tb, s->now), blocked,
+           blocked == 1 ? " is" : "es are");
+    size_t listed = 0;
+    for (struct sim_proc *p = s->procs; p; p = p->next_all) {
+        if (p->kind != PROC_THREAD || p->state != ST_BLOCKED || p->daemon)
+            continue;
+        if (listed == DEADLOCK_LIST_MAX) {
+            adderr(s, "\n  ... and %zu more", blocked - listed);
+            break;
+        }
+        adderr(s, "\n  '%s' waits on ", p->name);
+        describe_wait(s, p);
+        listed++;
+    }
+    return SIM_EDEADLOCK;
+}
+
+int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
+{
+    if (!s->elaborated) {
+        int rc = sim_elaborate(s);
+        if (rc < 0)
+            return rc;
+    }
+    if (s->current)
+        return seterr(s, SIM_EPERM, "sim_run called from inside a process");
+    uint64_t budget = max_activations;
+    for (;;) {
+        if (atomic_load_explicit(&s->async_stop, memory_order_relaxed)) {
+            atomic_store_explicit(&s->async_stop, false,
+                                  memory_order_relaxed);
+            return SIM_STOPPED;
+        }
+        /* evaluate */
+        while (s->runq_len) {
+            if (budget == 0)
+                return SIM_MORE;
+            budget--;
+            struct sim_proc *p = s->runq[s->runq_head];
+            s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
+            s->runq_len--;
+            run_proc(s, p);
+        }
+        /* update, then delta notification */
+        do_update(s);
+        do_delta_notify(s);
+        s->stats.deltas++;
+        if (s->failed)
+            return SIM_EPROC;
+        if (s->stop_req) {
+            s->stop_req = false;
+            return SIM_STOPPED;
+        }
+        if (s->runq_len || s->n_delta)
+            continue;
+        /* advance time */
+        const struct evq_entry *e = timed_head(s);
+        if (!e)
+            return finish(s);
+        if (e->t > until) {
+            if (until > s->now)
+                s->now = until;
+            return SIM_UNTIL;
+        }
+        sim_time t = e->t;
+        s->now = t;
+        struct evq_entry cur;
+        while ((e = timed_head(s)) && e->t == t) {
+            evq_pop(&s->timed, &cur);
+            fire_timed(s, &cur);
+        }
+    }
+}
+
+int sim_run(struct sim *s, sim_time until)
+{
+    int rc;
+    do
+        rc = sim_step(s, until, UINT64_MAX);
+    while (rc == SIM_MORE);
+    return rc;
+}
