@@ -1,0 +1,300 @@
+/* test_sweep.c — tests of the parallel sweep runner (sim_sweep_run) */
+#include <signal.h>
+#include <stdatomic.h>
+#include <uv.h>
+
+#include "sim.h"
+#include "sim_uv.h"
+#include "test.h"
+
+#define N_POINTS 20
+
+/* Point i: a few method processes with LCG delays seeded from i, so that
+ * every point ends at a different, point-dependent time. */
+struct lcg_proc {
+    uint64_t x;
+    int left;
+    uint64_t *fired;
+};
+
+static sim_time lcg_draw(uint64_t *x)
+{
+    *x = *x * 6364136223846793005u + 1442695040888963407u;
+    return (1 + (*x >> 33) % 1000) * SIM_NS;
+}
+
+static void lcg_method(struct sim *s, void *arg)
+{
+    struct lcg_proc *p = arg;
+    if (p->left-- == 0)
+        return;
+    (*p->fired)++;
+    sim_next_trigger(s, lcg_draw(&p->x));
+}
+
+struct result {
+    uint64_t end_ns;
+    uint64_t fired;
+    uint64_t activations;
+};
+
+struct sweep_ctx {
+    struct result res[N_POINTS];
+    size_t finite;             /* points >= finite run for ever */
+    atomic_bool started[N_POINTS];
+    size_t stop_at;            /* progress stops the sweep at this count */
+    bool raise_in_point;       /* the first endless point sends SIGINT */
+    int fail_point;            /* this point fails (-1: none) */
+    size_t progress_calls;
+    size_t last_done;
+    bool progress_order_ok;
+    uv_thread_t loop_thread;
+    bool progress_thread_ok;
+};
+
+static void endless(struct sim *s, void *arg)
+{
+    struct sweep_ctx *c = arg;
+    for (;;) {
+        sim_wait(s, SIM_NS);
+        if (c && sim_now(s) == 100 * SIM_NS)
+            uv_kill(uv_os_getpid(), SIGINT);
+    }
+}
+
+static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
+{
+    struct sweep_ctx *c = ud;
+    struct sim *s = sim_new(NULL);
+    struct lcg_proc procs[5];
+    uint64_t fired = 0;
+    int n = 1 + (int)(i % 5);
+
+    if (!s)
+        return -1;
+    if ((int)i == c->fail_point) {
+        sim_free(s);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        procs[k] = (struct lcg_proc){.x = i * 31 + (uint64_t)k,
+                                     .left = 10 + (int)i, .fired = &fired};
+        sim_method(s, "lcg", lcg_method, &procs[k], false);
+    }
+    if (pt && i >= c->finite) {
+        struct sim_proc *p = sim_thread(
+            s, "endless", endless,
+            c->raise_in_point && i == c->finite ? c : NULL, 0);
+        sim_proc_set_daemon(p, true);
+    }
+    if (pt)
+        sim_sweep_point_attach(pt, s);
+    if (i < N_POINTS)
+        atomic_store(&c->started[i], true);
+    int rc = sim_run(s, SIM_FOREVER);
+    if (pt)
+        sim_sweep_point_attach(pt, NULL);
+    struct sim_stats st;
+    sim_get_stats(s, &st);
+    c->res[i] = (struct result){sim_now(s) / SIM_NS, fired, st.activations};
+    sim_free(s);
+    return rc == SIM_DONE ? 0 : -1;
+}
+
+static bool on_progress(size_t done, size_t total, void *ud)
+{
+    struct sweep_ctx *c = ud;
+    c->progress_calls++;
+    if (done != c->last_done + 1 || total != N_POINTS)
+        c->progress_order_ok = false;
+    c->last_done = done;
+    uv_thread_t self = uv_thread_self();
+    if (!uv_thread_equal(&self, &c->loop_thread))
+        c->progress_thread_ok = false;
+    if (done == c->stop_at) {
+        /* Stop only once the first endless point is inside its run, so
+         * that it is stopped rather than cancelled, every time. */
+        if (c->finite < N_POINTS)
+            while (!atomic_load(&c->started[c->finite]))
+                uv_sleep(1);
+        return true;
+    }
+    return false;
+}
+
+static void ctx_init(struct sweep_ctx *c)
+{
+    memset(c, 0, sizeof *c);
+    for (size_t i = 0; i < N_POINTS; i++)
+        atomic_init(&c->started[i], false);
+    c->finite = N_POINTS;
+    c->stop_at = (size_t)-1;
+    c->fail_point = -1;
+    c->progress_order_ok = true;
+    c->progress_thread_ok = true;
+    c->loop_thread = uv_thread_self();
+}
+
+/* The results of running every point in this thread, one after another. */
+static void reference(struct sweep_ctx *ref)
+{
+    ctx_init(ref);
+    for (size_t i = 0; i < N_POINTS; i++)
+        run_point(NULL, i, ref);
+}
+
+static bool same_result(const struct result *a, const struct result *b)
+{
+    return a->end_ns == b->end_ns && a->fired == b->fired &&
+           a->activations == b->activations;
+}
+
+static struct sweep_ctx ref, c1, c2, c8;
+
+TEST(sweep_results_in_input_order)
+{
+    unsigned char st1[N_POINTS], st2[N_POINTS], st8[N_POINTS];
+    struct sim_sweep_opts o = {.progress = on_progress};
+
+    reference(&ref);
+    /* Point-dependent results: no two neighbours alike. */
+    for (size_t i = 1; i < N_POINTS; i++)
+        ASSERT_TRUE(!same_result(&ref.res[i], &ref.res[i - 1]));
+    ASSERT_U64_EQ(ref.res[0].fired, 10);
+
+    ctx_init(&c1);
+    o.jobs = 1;
+    ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c1, &o, st1), 0);
+    ctx_init(&c2);
+    o.jobs = 2;
+    ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c2, &o, st2), 0);
+    ctx_init(&c8);
+    o.jobs = 8;
+    ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c8, &o, st8), 0);
+
+    for (size_t i = 0; i < N_POINTS; i++) {
+        ASSERT_EQ(st1[i], SIM_SWEEP_DONE);
+        ASSERT_EQ(st2[i], SIM_SWEEP_DONE);
+        ASSERT_EQ(st8[i], SIM_SWEEP_DONE);
+        ASSERT_TRUE(same_result(&c1.res[i], &ref.res[i]));
+        ASSERT_TRUE(same_result(&c2.res[i], &ref.res[i]));
+        ASSERT_TRUE(same_result(&c8.res[i], &ref.res[i]));
+    }
+    ASSERT_EQ(c1.progress_calls, N_POINTS);
+    ASSERT_EQ(c2.progress_calls, N_POINTS);
+    ASSERT_TRUE(c1.progress_order_ok && c2.progress_order_ok);
+    ASSERT_TRUE(c1.progress_thread_ok && c2.progress_thread_ok &&
+                c8.progress_thread_ok);
+}
+
+/* jobs = 1: nothing runs while the progress callback asks for the stop. */
+TEST(sweep_stop_from_progress_keeps_finished)
+{
+    unsigned char st[N_POINTS];
+    struct sim_sweep_opts o = {.jobs = 1, .progress = on_progress};
+
+    reference(&ref);
+    ctx_init(&c1);
+    c1.stop_at = 5;
+    ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c1, &o, st), SIM_STOPPED);
+    for (size_t i = 0; i < N_POINTS; i++) {
+        if (i < 5) {
+            ASSERT_EQ(st[i], SIM_SWEEP_DONE);
+            ASSERT_TRUE(same_result(&c1.res[i], &ref.res[i]));
+        } else {
+            ASSERT_EQ(st[i], SIM_SWEEP_NOT_RUN);
+            ASSERT_U64_EQ(c1.res[i].fired, 0);
+        }
+    }
+    ASSERT_EQ(c1.progress_calls, 5);
+}
+
+/* jobs = 2: points from 8 on never end by themselves; the stop must reach
+ * the running one through its attached simulation. */
+TEST(sweep_stop_reaches_running_point)
+{
+    unsigned char st[N_POINTS];
+    struct sim_sweep_opts o = {.jobs = 2, .progress = on_progress};
+
+    reference(&ref);
+    ctx_init(&c2);
+    c2.finite = 8;
+    c2.stop_at = 8;
+    ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c2, &o, st), SIM_STOPPED);
+    for (size_t i = 0; i < 8; i++) {
+        ASSERT_EQ(st[i], SIM_SWEEP_DONE);
+        ASSERT_TRUE(same_result(&c2.res[i], &ref.res[i]));
+    }
+    ASSERT_EQ(st[8], SIM_SWEEP_STOPPED);
+    for (size_t i = 9; i < N_POINTS; i++)
+        ASSERT_EQ(st[i], SIM_SWEEP_NOT_RUN);
+}
+
+/* A real SIGINT, sent by the first endless point itself once it runs, so
+ * that which points finished is known in advance. */
+TEST(sweep_sigint)
+{
+    unsigned char st[N_POINTS];
+    struct sim_sweep_opts o = {.jobs = 1, .catch_sigint = true,
+                               .progress = on_progress};
+
+    reference(&ref);
+    ctx_init(&c1);
+    c1.finite = 6;
+    c1.raise_in_point = true;
+    ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c1, &o, st), SIM_STOPPED);
+    for (size_t i = 0; i < 6; i++) {
+        ASSERT_EQ(st[i], SIM_SWEEP_DONE);
+        ASSERT_TRUE(same_result(&c1.res[i], &ref.res[i]));
+    }
+    ASSERT_EQ(st[6], SIM_SWEEP_STOPPED);
+    ASSERT_TRUE(c1.res[6].end_ns >= 100);
+    for (size_t i = 7; i < N_POINTS; i++)
+        ASSERT_EQ(st[i], SIM_SWEEP_NOT_RUN);
+    struct sigaction sa;
+    ASSERT_EQ(sigaction(SIGINT, NULL, &sa), 0);
+    ASSERT_TRUE(sa.sa_handler == SIG_DFL);
+}
+
+/* A failing point is recorded; the others finish. */
+TEST(sweep_failed_point_isolated)
+{
+    unsigned char st[N_POINTS];
+    struct sim_sweep_opts o = {.jobs = 2};
+
+    reference(&ref);
+    ctx_init(&c2);
+    c2.fail_point = 3;
+    ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c2, &o, st), SIM_EPROC);
+    for (size_t i = 0; i < N_POINTS; i++) {
+        if (i == 3) {
+            ASSERT_EQ(st[i], SIM_SWEEP_FAILED);
+        } else {
+            ASSERT_EQ(st[i], SIM_SWEEP_DONE);
+            ASSERT_TRUE(same_result(&c2.res[i], &ref.res[i]));
+        }
+    }
+}
+
+/* On the caller's loop, which must be left closable. */
+TEST(sweep_on_caller_loop)
+{
+    uv_loop_t loop;
+    unsigned char st[N_POINTS];
+    ASSERT_EQ(uv_loop_init(&loop), 0);
+    struct sim_sweep_opts o = {.jobs = 3, .loop = &loop,
+                               .catch_sigint = true};
+    reference(&ref);
+    ctx_init(&c2);
+    ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c2, &o, st), 0);
+    for (size_t i = 0; i < N_POINTS; i++)
+        ASSERT_TRUE(same_result(&c2.res[i], &ref.res[i]));
+    ASSERT_EQ(uv_loop_close(&loop), 0);
+    ASSERT_EQ(sim_sweep_run(0, run_point, &c2, &o, NULL), 0);
+    ASSERT_EQ(sim_sweep_run(3, NULL, &c2, &o, NULL), SIM_EINVAL);
+}
+
+TEST_MAIN(sweep_results_in_input_order,
+          sweep_stop_from_progress_keeps_finished,
+          sweep_stop_reaches_running_point, sweep_sigint,
+          sweep_failed_point_isolated, sweep_on_caller_loop)
