@@ -60,6 +60,7 @@ struct sim_proc {
     const void *wait_obj;
     struct coro co;
     struct coro_stack *stack;
+    struct sim_proc *next_zombie;
     struct sim_proc *next_all;
 };
 
@@ -125,6 +126,8 @@ struct sim {
     struct sim_prim **updates;
     size_t n_updates, cap_updates;
     struct sim_proc *current;
+    struct sim_proc *zombies; /* terminated threads whose stack is unreleased */
+    uint64_t budget;          /* activations left in this sim_step */
     struct coro main_co;
     struct coro_pool pool;
     struct sim_config cfg;
@@ -495,6 +498,8 @@ static struct sim_proc *proc_new(struct sim *s, const char *name, int kind,
     return p;
 }
 
+static struct coro *next_context(struct sim *s);
+
 static void thread_entry(void *arg)
 {
     struct sim_proc *p = arg;
@@ -502,8 +507,10 @@ static void thread_entry(void *arg)
     p->fn(s, p->arg);
     p->state = ST_TERMINATED;
     s->stats.threads_alive--;
+    p->next_zombie = s->zombies;
+    s->zombies = p;
     s->stats.switches++;
-    coro_exit(&p->co, &s->main_co);
+    coro_exit(&p->co, next_context(s));
 }
 
 struct sim_proc *sim_thread(struct sim *s, const char *name, sim_proc_fn fn,
@@ -591,12 +598,41 @@ static struct sim_proc *need_method(struct sim *s, const char *what)
     return p;
 }
 
+static void activated(struct sim *s, struct sim_proc *p)
+{
+    p->queued = false;
+    s->stats.activations++;
+    if (s->trace)
+        s->trace(s->trace_ud, s->now, s->stats.deltas, p);
+    s->current = p;
+}
+
+/* The context to switch to from a thread that suspends or ends: the next
+ * runnable thread when there is one, else the scheduler. Going straight
+ * from thread to thread (as SystemC does) halves the switches, and a
+ * switch costs more than the rest of an activation. */
+static struct coro *next_context(struct sim *s)
+{
+    if (s->runq_len && s->budget && !s->failed) {
+        struct sim_proc *q = s->runq[s->runq_head];
+        if (q->kind == PROC_THREAD) {
+            s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
+            s->runq_len--;
+            s->budget--;
+            activated(s, q);
+            q->state = ST_RUNNING;
+            return &q->co;
+        }
+    }
+    return &s->main_co;
+}
+
 /* Suspends the running thread until something wakes it. */
 static void block(struct sim *s, struct sim_proc *p)
 {
     p->state = ST_BLOCKED;
     s->stats.switches++;
-    coro_switch(&p->co, &s->main_co);
+    coro_switch(&p->co, next_context(s));
     p->state = ST_RUNNING;
     p->wait_evs = NULL;
     p->wait_one = NULL;
@@ -1035,13 +1071,19 @@ int sim_elaborate(struct sim *s)
 
 /* ---- the scheduler --------------------------------------------------- */
 
+static void release_zombies(struct sim *s)
+{
+    while (s->zombies) {
+        struct sim_proc *z = s->zombies;
+        s->zombies = z->next_zombie;
+        coro_stack_put(&s->pool, z->stack);
+        z->stack = NULL;
+    }
+}
+
 static void run_proc(struct sim *s, struct sim_proc *p)
 {
-    p->queued = false;
-    s->stats.activations++;
-    if (s->trace)
-        s->trace(s->trace_ud, s->now, s->stats.deltas, p);
-    s->current = p;
+    activated(s, p);
     if (p->kind == PROC_METHOD) {
         p->dynamic = false;
         p->fn(s, p->arg);
@@ -1049,10 +1091,7 @@ static void run_proc(struct sim *s, struct sim_proc *p)
         p->state = ST_RUNNING;
         s->stats.switches++;
         coro_switch(&s->main_co, &p->co);
-        if (p->state == ST_TERMINATED && p->stack) {
-            coro_stack_put(&s->pool, p->stack);
-            p->stack = NULL;
-        }
+        release_zombies(s);
     }
     s->current = NULL;
 }
@@ -1184,7 +1223,7 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
     }
     if (s->current)
         return seterr(s, SIM_EPERM, "sim_run called from inside a process");
-    uint64_t budget = max_activations;
+    s->budget = max_activations;
     for (;;) {
         if (atomic_load_explicit(&s->async_stop, memory_order_relaxed)) {
             atomic_store_explicit(&s->async_stop, false,
@@ -1193,9 +1232,9 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
         }
         /* evaluate */
         while (s->runq_len) {
-            if (budget == 0)
+            if (s->budget == 0)
                 return SIM_MORE;
-            budget--;
+            s->budget--;
             struct sim_proc *p = s->runq[s->runq_head];
             s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
             s->runq_len--;

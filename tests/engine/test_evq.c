@@ -1,0 +1,60 @@
+/* test_evq.c — the timed queue pops in (time, seq) order */
+#include "evq.h"
+#include "test.h"
+
+TEST(pops_in_key_order)
+{
+    struct evq q;
+    evq_init(&q);
+    uint64_t x = 1;
+    uint64_t seq = 0;
+    /* mix monotone runs (FIFO side) with random keys (heap side) */
+    for (int i = 0; i < 20000; i++) {
+        uint64_t t;
+        if (i % 3 == 0) {
+            t = 1000000 + (uint64_t)i;
+        } else {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            t = (x >> 33) % 1000;
+        }
+        struct evq_entry e = {t, seq++, NULL, 0, (uint32_t)i};
+        ASSERT_TRUE(evq_push(&q, &e));
+    }
+    ASSERT_EQ(evq_size(&q), 20000);
+    struct evq_entry prev = {0}, cur;
+    int n = 0;
+    while (evq_pop(&q, &cur)) {
+        if (n)
+            ASSERT_TRUE(prev.t < cur.t ||
+                        (prev.t == cur.t && prev.seq < cur.seq));
+        prev = cur;
+        n++;
+    }
+    ASSERT_EQ(n, 20000);
+    ASSERT_TRUE(evq_peek(&q) == NULL);
+    evq_release(&q);
+}
+
+TEST(interleaved_push_pop)
+{
+    struct evq q;
+    evq_init(&q);
+    uint64_t seq = 0, now = 0, x = 7;
+    for (int i = 0; i < 100; i++) {
+        struct evq_entry e = {(uint64_t)i % 10, seq++, NULL, 0, 0};
+        evq_push(&q, &e);
+    }
+    struct evq_entry cur;
+    for (int i = 0; i < 50000; i++) {
+        ASSERT_TRUE(evq_pop(&q, &cur));
+        ASSERT_TRUE(cur.t >= now);
+        now = cur.t;
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        struct evq_entry e = {now + 1 + (x >> 33) % 100, seq++, NULL, 0, 0};
+        ASSERT_TRUE(evq_push(&q, &e));
+    }
+    ASSERT_EQ(evq_size(&q), 100);
+    evq_release(&q);
+}
+
+TEST_MAIN(pops_in_key_order, interleaved_push_pop)

@@ -1,0 +1,620 @@
+/* test_sim.c — scheduler semantics: delta cycles, notification kinds,
+ * fifo blocking, determinism, deadlock report, run limits */
+#include "sim.h"
+#include "test.h"
+
+/* A log of "who at what time/delta" lines shared by the processes. */
+struct log {
+    char buf[4096];
+    size_t len;
+};
+
+static void logf_(struct log *l, struct sim *s, const char *what)
+{
+    l->len += (size_t)snprintf(l->buf + l->len, sizeof l->buf - l->len,
+                               "%s@%llu/%llu ", what,
+                               (unsigned long long)(sim_now(s) / SIM_NS),
+                               (unsigned long long)sim_delta_count(s));
+}
+
+/* ---- delta cycles: a signal written in delta n is read in n+1 -------- */
+
+struct sigctx {
+    struct sim_signal *g;
+    int seen_same_delta, seen_next_delta;
+    uint64_t write_delta, change_delta;
+};
+
+static void sig_writer(struct sim *s, void *arg)
+{
+    struct sigctx *c = arg;
+    int v = 42;
+    c->write_delta = sim_delta_count(s);
+    sim_signal_write(c->g, &v);
+    sim_signal_read(c->g, &c->seen_same_delta);
+    sim_wait(s, 0);
+    sim_signal_read(c->g, &c->seen_next_delta);
+}
+
+static void sig_watcher(struct sim *s, void *arg)
+{
+    struct sigctx *c = arg;
+    sim_wait_event(s, sim_signal_changed_event(c->g));
+    c->change_delta = sim_delta_count(s);
+}
+
+TEST(signal_commits_in_update_phase)
+{
+    struct sim *s = sim_new(NULL);
+    struct sigctx c = {0};
+    c.g = sim_signal_new(s, "sig", sizeof(int));
+    sim_thread(s, "watcher", sig_watcher, &c, 0);
+    sim_thread(s, "writer", sig_writer, &c, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(c.seen_same_delta, 0);
+    ASSERT_EQ(c.seen_next_delta, 42);
+    ASSERT_U64_EQ(c.change_delta, c.write_delta + 1);
+    ASSERT_U64_EQ(sim_now(s), 0);
+    sim_free(s);
+}
+
+TEST(signal_same_value_does_not_notify)
+{
+    struct sim *s = sim_new(NULL);
+    struct sigctx c = {0};
+    c.g = sim_signal_new(s, "sig", sizeof(int));
+    struct sim_proc *w = sim_thread(s, "watcher", sig_watcher, &c, 0);
+    sim_proc_set_daemon(w, true);
+    int zero = 0;
+    sim_signal_write(c.g, &zero);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_TRUE(!sim_proc_terminated(w));
+    sim_free(s);
+}
+
+/* ---- immediate vs delta vs timed notification ------------------------ */
+
+struct notctx {
+    struct log log;
+    struct sim_event *imm, *del, *tim;
+};
+
+static void waiter_imm(struct sim *s, void *arg)
+{
+    struct notctx *c = arg;
+    sim_wait_event(s, c->imm);
+    logf_(&c->log, s, "imm");
+}
+static void waiter_del(struct sim *s, void *arg)
+{
+    struct notctx *c = arg;
+    sim_wait_event(s, c->del);
+    logf_(&c->log, s, "del");
+}
+static void waiter_tim(struct sim *s, void *arg)
+{
+    struct notctx *c = arg;
+    sim_wait_event(s, c->tim);
+    logf_(&c->log, s, "tim");
+}
+static void notifier(struct sim *s, void *arg)
+{
+    struct notctx *c = arg;
+    sim_notify_at(c->tim, 5 * SIM_NS);
+    sim_notify_delta(c->del);
+    sim_notify(c->imm);
+    logf_(&c->log, s, "notifier");
+}
+
+TEST(notification_order)
+{
+    struct sim *s = sim_new(NULL);
+    struct notctx c = {0};
+    c.imm = sim_event_new(s, "imm");
+    c.del = sim_event_new(s, "del");
+    c.tim = sim_event_new(s, "tim");
+    sim_thread(s, "w_tim", waiter_tim, &c, 0);
+    sim_thread(s, "w_del", waiter_del, &c, 0);
+    sim_thread(s, "w_imm", waiter_imm, &c, 0);
+    sim_thread(s, "notifier", notifier, &c, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    /* immediate: same delta (0); delta: next delta (1); timed: 5 ns */
+    ASSERT_STREQ(c.log.buf, "notifier@0/0 imm@0/0 del@0/1 tim@5/2 ");
+    sim_free(s);
+}
+
+static void renotifier(struct sim *s, void *arg)
+{
+    struct notctx *c = arg;
+    sim_notify_at(c->tim, 10 * SIM_NS);
+    sim_notify_at(c->tim, 3 * SIM_NS); /* earlier wins */
+    sim_notify_at(c->tim, 7 * SIM_NS); /* later is ignored */
+    sim_notify_at(c->del, 4 * SIM_NS);
+    sim_cancel(c->del); /* cancelled: never fires */
+}
+
+TEST(earlier_notification_wins_and_cancel)
+{
+    struct sim *s = sim_new(NULL);
+    struct notctx c = {0};
+    c.tim = sim_event_new(s, "tim");
+    c.del = sim_event_new(s, "del");
+    sim_thread(s, "w_tim", waiter_tim, &c, 0);
+    struct sim_proc *wd = sim_thread(s, "w_del", waiter_del, &c, 0);
+    sim_thread(s, "renotifier", renotifier, &c, 0);
+    int rc = sim_run(s, SIM_FOREVER);
+    ASSERT_EQ(rc, SIM_EDEADLOCK); /* w_del waits forever */
+    ASSERT_CONTAINS(sim_errmsg(s), "'w_del' waits on event 'del'");
+    ASSERT_STREQ(c.log.buf, "tim@3/1 ");
+    ASSERT_TRUE(!sim_proc_terminated(wd));
+    sim_free(s);
+}
+
+/* ---- fifo blocking both ways ----------------------------------------- */
+
+struct fifoctx {
+    struct sim_fifo *f;
+    struct log log;
+    int got[8];
+};
+
+static void fast_writer(struct sim *s, void *arg)
+{
+    struct fifoctx *c = arg;
+    for (int i = 0; i < 6; i++) {
+        sim_fifo_write(c->f, &i); /* capacity 2: blocks on the 3rd */
+        logf_(&c->log, s, "w");
+    }
+}
+
+static void slow_reader(struct sim *s, void *arg)
+{
+    struct fifoctx *c = arg;
+    for (int i = 0; i < 6; i++) {
+        sim_wait(s, 10 * SIM_NS);
+        sim_fifo_read(c->f, &c->got[i]);
+    }
+}
+
+TEST(fifo_write_blocks_when_full)
+{
+    struct sim *s = sim_new(NULL);
+    struct fifoctx c = {0};
+    c.f = sim_fifo_new(s, "f", sizeof(int), 2);
+    sim_thread(s, "writer", fast_writer, &c, 0);
+    sim_thread(s, "reader", slow_reader, &c, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    for (int i = 0; i < 6; i++)
+        ASSERT_EQ(c.got[i], i);
+    /* two writes at once, then one per read (freed slot usable next delta) */
+    ASSERT_CONTAINS(c.log.buf, "w@0/0 w@0/0 w@10/");
+    ASSERT_U64_EQ(sim_now(s), 60 * SIM_NS);
+    sim_free(s);
+}
+
+static void slow_writer(struct sim *s, void *arg)
+{
+    struct fifoctx *c = arg;
+    for (int i = 0; i < 4; i++) {
+        sim_wait(s, 7 * SIM_NS);
+        sim_fifo_write(c->f, &i);
+    }
+}
+
+static void fast_reader(struct sim *s, void *arg)
+{
+    struct fifoctx *c = arg;
+    for (int i = 0; i < 4; i++) {
+        sim_fifo_read(c->f, &c->got[i]); /* blocks: empty */
+        logf_(&c->log, s, "r");
+    }
+}
+
+TEST(fifo_read_blocks_when_empty)
+{
+    struct sim *s = sim_new(NULL);
+    struct fifoctx c = {0};
+    c.f = sim_fifo_new(s, "f", sizeof(int), 4);
+    sim_thread(s, "reader", fast_reader, &c, 0);
+    sim_thread(s, "writer", slow_writer, &c, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(c.got[3], 3);
+    /* each read completes one delta after the write, at the write's time */
+    ASSERT_TRUE(strstr(c.log.buf, "r@7/") && strstr(c.log.buf, "r@14/") &&
+                strstr(c.log.buf, "r@21/") && strstr(c.log.buf, "r@28/"));
+    sim_free(s);
+}
+
+TEST(fifo_nonblocking)
+{
+    struct sim *s = sim_new(NULL);
+    struct sim_fifo *f = sim_fifo_new(s, "f", sizeof(int), 1);
+    int v = 7, out = 0;
+    ASSERT_TRUE(sim_fifo_nb_write(f, &v));
+    ASSERT_TRUE(!sim_fifo_nb_write(f, &v)); /* full */
+    ASSERT_TRUE(!sim_fifo_nb_read(f, &out)); /* not readable until update */
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(sim_fifo_num_available(f), 1);
+    ASSERT_TRUE(sim_fifo_nb_read(f, &out));
+    ASSERT_EQ(out, 7);
+    ASSERT_TRUE(sim_fifo_new(s, "bad", 0, 1) == NULL);
+    ASSERT_CONTAINS(sim_errmsg(s), "fifo 'bad'");
+    sim_free(s);
+}
+
+/* ---- methods: static sensitivity and next_trigger -------------------- */
+
+struct methctx {
+    struct sim_event *clk;
+    int runs;
+    struct log log;
+};
+
+static void clock_gen(struct sim *s, void *arg)
+{
+    struct methctx *c = arg;
+    for (int i = 0; i < 3; i++) {
+        sim_wait(s, 10 * SIM_NS);
+        sim_notify(c->clk);
+    }
+}
+
+static void on_clock(struct sim *s, void *arg)
+{
+    struct methctx *c = arg;
+    c->runs++;
+    logf_(&c->log, s, "m");
+}
+
+TEST(method_static_sensitivity)
+{
+    struct sim *s = sim_new(NULL);
+    struct methctx c = {0};
+    c.clk = sim_event_new(s, "clk");
+    struct sim_proc *m = sim_method(s, "m", on_clock, &c, true);
+    ASSERT_EQ(sim_sensitive(m, c.clk), 0);
+    sim_thread(s, "clock", clock_gen, &c, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(c.runs, 3);
+    ASSERT_STREQ(c.log.buf, "m@10/1 m@20/2 m@30/3 ");
+    sim_free(s);
+}
+
+static void ticker(struct sim *s, void *arg)
+{
+    struct methctx *c = arg;
+    c->runs++;
+    if (c->runs < 5)
+        sim_next_trigger(s, 3 * SIM_NS);
+}
+
+TEST(method_next_trigger)
+{
+    struct sim *s = sim_new(NULL);
+    struct methctx c = {0};
+    sim_method(s, "ticker", ticker, &c, false);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(c.runs, 5);
+    ASSERT_U64_EQ(sim_now(s), 12 * SIM_NS);
+    sim_free(s);
+}
+
+static void bad_wait_in_method(struct sim *s, void *arg)
+{
+    int *rc = arg;
+    *rc = sim_wait(s, SIM_NS);
+}
+
+TEST(wait_outside_thread_is_refused)
+{
+    struct sim *s = sim_new(NULL);
+    int rc = 0;
+    sim_method(s, "m", bad_wait_in_method, &rc, false);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(rc, SIM_EPERM);
+    ASSERT_CONTAINS(sim_errmsg(s), "outside a thread process");
+    ASSERT_EQ(sim_wait(s, 1), SIM_EPERM);
+    sim_free(s);
+}
+
+/* ---- wait_any with timeout ------------------------------------------- */
+
+struct anyctx {
+    struct sim_event *ev[2];
+    int r1, r2;
+    sim_time t1, t2;
+};
+
+static void any_waiter(struct sim *s, void *arg)
+{
+    struct anyctx *c = arg;
+    c->r1 = sim_wait_any(s, c->ev, 2, 100 * SIM_NS);
+    c->t1 = sim_now(s);
+    c->r2 = sim_wait_any(s, c->ev, 2, 5 * SIM_NS);
+    c->t2 = sim_now(s);
+}
+
+static void any_notifier(struct sim *s, void *arg)
+{
+    struct anyctx *c = arg;
+    sim_wait(s, 20 * SIM_NS);
+    sim_notify(c->ev[1]);
+    sim_wait(s, 50 * SIM_NS);
+    sim_notify(c->ev[0]); /* too late for the second wait */
+}
+
+TEST(wait_any_and_timeout)
+{
+    struct sim *s = sim_new(NULL);
+    struct anyctx c = {0};
+    c.ev[0] = sim_event_new(s, "a");
+    c.ev[1] = sim_event_new(s, "b");
+    sim_thread(s, "waiter", any_waiter, &c, 0);
+    sim_thread(s, "notifier", any_notifier, &c, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(c.r1, 1);
+    ASSERT_U64_EQ(c.t1, 20 * SIM_NS);
+    ASSERT_EQ(c.r2, -1);
+    ASSERT_U64_EQ(c.t2, 25 * SIM_NS);
+    sim_free(s);
+}
+
+/* ---- determinism ----------------------------------------------------- */
+
+struct trace {
+    char buf[1 << 16];
+    size_t len;
+};
+
+static void trace_fn(void *ud, sim_time t, uint64_t delta,
+                     const struct sim_proc *p)
+{
+    struct trace *tr = ud;
+    if (tr->len + 64 < sizeof tr->buf)
+        tr->len += (size_t)snprintf(tr->buf + tr->len, sizeof tr->buf - tr->len,
+                                    "%llu:%llu:%s\n", (unsigned long long)t,
+                                    (unsigned long long)delta,
+                                    sim_proc_name(p));
+}
+
+struct detctx {
+    struct sim_fifo *f;
+    struct sim_event *e;
+    int id;
+};
+
+static void det_proc(struct sim *s, void *arg)
+{
+    struct detctx *c = arg;
+    for (int i = 0; i < 5; i++) {
+        sim_wait(s, (sim_time)((c->id * 7 + i * 3) % 5) * SIM_NS);
+        if (c->id % 2)
+            sim_fifo_write(c->f, &i);
+        else {
+            int v;
+            sim_fifo_read(c->f, &v);
+        }
+        sim_notify_at(c->e, (sim_time)(c->id + 1) * SIM_NS);
+    }
+}
+
+static void det_run(struct trace *tr)
+{
+    struct sim *s = sim_new(NULL);
+    struct detctx c[8];
+    struct sim_fifo *f = sim_fifo_new(s, "f", sizeof(int), 2);
+    struct sim_event *e = sim_event_new(s, "e");
+    for (int i = 0; i < 8; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        c[i] = (struct detctx){f, e, i};
+        sim_thread(s, name, det_proc, &c[i], 0);
+    }
+    sim_set_trace(s, trace_fn, tr);
+    sim_run(s, SIM_FOREVER);
+    sim_free(s);
+}
+
+TEST(two_runs_identical_traces)
+{
+    static struct trace a, b;
+    det_run(&a);
+    det_run(&b);
+    ASSERT_TRUE(a.len > 100);
+    ASSERT_EQ(a.len, b.len);
+    ASSERT_TRUE(memcmp(a.buf, b.buf, a.len) == 0);
+}
+
+/* ---- deadlock report ------------------------------------------------- */
+
+static void reads_forever(struct sim *s, void *arg)
+{
+    int v;
+    sim_fifo_read(arg, &v);
+}
+
+static void daemon_loop(struct sim *s, void *arg)
+{
+    for (;;)
+        sim_wait_event(s, arg);
+}
+
+TEST(deadlock_report_lists_blocked_processes)
+{
+    struct sim *s = sim_new(NULL);
+    struct sim_fifo *a = sim_fifo_new(s, "pair0.a2b", sizeof(int), 1);
+    struct sim_fifo *b = sim_fifo_new(s, "pair0.b2a", sizeof(int), 1);
+    struct sim_event *never = sim_event_new(s, "never");
+    sim_thread(s, "pair0.A", reads_forever, b, 0);
+    sim_thread(s, "pair0.B", reads_forever, a, 0);
+    struct sim_proc *d = sim_thread(s, "server", daemon_loop, never, 0);
+    sim_proc_set_daemon(d, true);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EDEADLOCK);
+    const char *m = sim_errmsg(s);
+    ASSERT_CONTAINS(m, "deadlock at 0 ns: nothing is pending but 2 "
+                       "processes are blocked:");
+    ASSERT_CONTAINS(m, "'pair0.A' waits on read on fifo 'pair0.b2a'");
+    ASSERT_CONTAINS(m, "'pair0.B' waits on read on fifo 'pair0.a2b'");
+    ASSERT_TRUE(strstr(m, "server") == NULL);
+    sim_free(s);
+}
+
+/* ---- run limits, stop, fail ------------------------------------------ */
+
+static void periodic(struct sim *s, void *arg)
+{
+    int *n = arg;
+    for (;;) {
+        sim_wait(s, 10 * SIM_NS);
+        ++*n;
+    }
+}
+
+TEST(run_until_and_resume)
+{
+    struct sim *s = sim_new(NULL);
+    int n = 0;
+    struct sim_proc *p = sim_thread(s, "periodic", periodic, &n, 0);
+    sim_proc_set_daemon(p, true);
+    ASSERT_EQ(sim_run(s, 35 * SIM_NS), SIM_UNTIL);
+    ASSERT_EQ(n, 3);
+    ASSERT_U64_EQ(sim_now(s), 35 * SIM_NS);
+    ASSERT_EQ(sim_run(s, 40 * SIM_NS), SIM_UNTIL); /* activity at 40 done */
+    ASSERT_EQ(n, 4);
+    sim_free(s);
+}
+
+static void stopper(struct sim *s, void *arg)
+{
+    sim_wait(s, 5 * SIM_NS);
+    sim_stop(s);
+}
+
+static void failer(struct sim *s, void *arg)
+{
+    sim_wait(s, 2 * SIM_NS);
+    sim_fail(s, "component '%s' failed", "x");
+}
+
+TEST(stop_and_fail)
+{
+    struct sim *s = sim_new(NULL);
+    int n = 0;
+    sim_thread(s, "periodic", periodic, &n, 0);
+    sim_thread(s, "stopper", stopper, NULL, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_STOPPED);
+    ASSERT_U64_EQ(sim_now(s), 5 * SIM_NS);
+    sim_free(s);
+
+    s = sim_new(NULL);
+    sim_thread(s, "failer", failer, NULL, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EPROC);
+    ASSERT_STREQ(sim_errmsg(s), "component 'x' failed");
+    sim_free(s);
+}
+
+TEST(step_in_batches_and_async_stop)
+{
+    struct sim *s = sim_new(NULL);
+    int n = 0;
+    struct sim_proc *p = sim_thread(s, "periodic", periodic, &n, 0);
+    sim_proc_set_daemon(p, true);
+    int calls = 0, rc;
+    do {
+        rc = sim_step(s, 100 * SIM_NS, 2);
+        calls++;
+    } while (rc == SIM_MORE);
+    ASSERT_EQ(rc, SIM_UNTIL);
+    ASSERT_EQ(n, 10);
+    ASSERT_TRUE(calls >= 5);
+    sim_request_stop(s);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_STOPPED);
+    sim_free(s);
+}
+
+/* ---- typed ports ----------------------------------------------------- */
+
+TEST(port_binding_checks)
+{
+    struct sim *s = sim_new(NULL);
+    struct sim_port *out = sim_port_new(s, "sip0.cube5.pe3.dma.out",
+                                        SIM_PORT_OUT, "flit", 1, 1);
+    struct sim_port *in = sim_port_new(s, "sip0.cube5.router.in",
+                                       SIM_PORT_IN, "flit", 1, 1);
+    struct sim_port *cin = sim_port_new(s, "sip0.cube5.pe3.credit_in",
+                                        SIM_PORT_IN, "credit", 1, 1);
+    struct sim_port *out2 = sim_port_new(s, "b.out", SIM_PORT_OUT, "flit",
+                                         0, 1);
+    int iface = 9;
+    sim_port_set_iface(in, &iface);
+
+    ASSERT_EQ(sim_port_bind(out, cin), SIM_EBIND);
+    ASSERT_CONTAINS(sim_errmsg(s), "cannot bind 'sip0.cube5.pe3.dma.out' "
+                                   "(type 'flit') to "
+                                   "'sip0.cube5.pe3.credit_in' (type "
+                                   "'credit')");
+    ASSERT_EQ(sim_port_bind(out, out2), SIM_EBIND);
+    ASSERT_CONTAINS(sim_errmsg(s), "(out) to 'b.out' (out): directions");
+    ASSERT_EQ(sim_port_bind(out, in), 0);
+    ASSERT_TRUE(sim_port_peer_iface(out, 0) == &iface);
+    ASSERT_EQ(sim_port_bind(out2, in), SIM_EBIND);
+    ASSERT_CONTAINS(sim_errmsg(s), "'sip0.cube5.router.in' accepts at most "
+                                   "1 binding");
+
+    /* the credit port is still unbound: elaboration names it */
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EBIND);
+    ASSERT_STREQ(sim_errmsg(s), "port 'sip0.cube5.pe3.credit_in' (in, type "
+                                "'credit') is unbound");
+    sim_free(s);
+}
+
+TEST(unbound_ports_all_listed)
+{
+    struct sim *s = sim_new(NULL);
+    sim_port_new(s, "a.in", SIM_PORT_IN, "flit", 1, 1);
+    sim_port_new(s, "b.io", SIM_PORT_INOUT, "x", 2, 4);
+    ASSERT_EQ(sim_elaborate(s), SIM_EBIND);
+    ASSERT_STREQ(sim_errmsg(s),
+                 "port 'a.in' (in, type 'flit') is unbound\n"
+                 "port 'b.io' (inout, type 'x') is unbound");
+    ASSERT_TRUE(sim_port_new(s, "c", SIM_PORT_IN, "t", 2, 1) == NULL);
+    sim_free(s);
+}
+
+/* ---- scale ----------------------------------------------------------- */
+
+static void short_life(struct sim *s, void *arg)
+{
+    int *n = arg;
+    sim_wait(s, SIM_NS);
+    ++*n;
+    sim_wait(s, SIM_NS);
+}
+
+TEST(ten_thousand_threads)
+{
+    struct sim *s = sim_new(NULL);
+    int n = 0;
+    for (int i = 0; i < 10000; i++)
+        ASSERT_TRUE(sim_thread(s, "t", short_life, &n, 0) != NULL);
+    struct sim_stats st;
+    sim_get_stats(s, &st);
+    ASSERT_U64_EQ(st.threads_alive, 10000);
+    ASSERT_TRUE(st.stack_bytes >= 10000ull * 64 * 1024);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(n, 10000);
+    sim_get_stats(s, &st);
+    ASSERT_U64_EQ(st.threads_alive, 0);
+    ASSERT_U64_EQ(st.activations, 30000);
+    ASSERT_U64_EQ(st.timed_events, 20000);
+    sim_free(s);
+}
+
+TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
+          notification_order, earlier_notification_wins_and_cancel,
+          fifo_write_blocks_when_full, fifo_read_blocks_when_empty,
+          fifo_nonblocking, method_static_sensitivity, method_next_trigger,
+          wait_outside_thread_is_refused, wait_any_and_timeout,
+          two_runs_identical_traces, deadlock_report_lists_blocked_processes,
+          run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
+          port_binding_checks, unbound_ports_all_listed, ten_thousand_threads)
