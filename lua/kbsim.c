@@ -1,0 +1,229 @@
+/* kbsim.c — the kbsim command line: parse options, run one Lua script */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "lkbsim.h"
+
+enum { EXIT_CHECK = 1, EXIT_USAGE = 2 };
+
+static const char usage_text[] =
+    "usage: kbsim [options] SCRIPT.lua [script args]\n"
+    "Runs a kbsim scenario script (Lua 5.4).\n"
+    "\n"
+    "options:\n"
+    "  -o, --out DIR        output folder (default out/<script name>); created\n"
+    "                       only when the script asks for it (kb.outdir())\n"
+    "  -j, --jobs N         parallel sweep points (default: number of cores)\n"
+    "  --set KEY=VALUE      override a parameter (repeatable; kb.options.set)\n"
+    "  --topology FILE      system description used by scenarios\n"
+    "                       (kb.options.topology)\n"
+    "  -q, --quiet          no progress output\n"
+    "  --version            print the version and exit\n"
+    "  -h, --help           print this help and exit\n"
+    "\n"
+    "exit status: 0 success, 1 a check failed, 2 usage, configuration or\n"
+    "script error\n";
+
+static void usage_error(const char *fmt, const char *subject)
+{
+    fputs("kbsim: ", stderr);
+    fprintf(stderr, fmt, subject);
+    fputs("\nusage: kbsim [options] SCRIPT.lua [script args] (try 'kbsim --help')\n",
+          stderr);
+    exit(EXIT_USAGE);
+}
+
+/* The value of an option: attached ("--out=DIR", "-oDIR") or the next
+ * argument. */
+static const char *optvalue(int argc, char **argv, int *i, const char *name,
+                            const char *attached)
+{
+    if (attached != NULL)
+        return attached;
+    if (*i + 1 >= argc)
+        usage_error("option '%s' needs a value", name);
+    return argv[++*i];
+}
+
+static int parse_jobs(const char *v)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 4096)
+        usage_error("bad value '%s' for '--jobs' (expected a positive integer)", v);
+    return (int)n;
+}
+
+/* "out/<basename without .lua>" */
+static char *default_out(const char *script)
+{
+    const char *base = strrchr(script, '/');
+    base = base ? base + 1 : script;
+    size_t n = strlen(base);
+    if (n > 4 && strcmp(base + n - 4, ".lua") == 0)
+        n -= 4;
+    char *out = malloc(n + 5);
+    if (out == NULL) {
+        fputs("kbsim: out of memory\n", stderr);
+        exit(EXIT_USAGE);
+    }
+    memcpy(out, "out/", 4);
+    memcpy(out + 4, base, n);
+    out[n + 4] = '\0';
+    return out;
+}
+
+/* Lets scripts require the Lua library (require "kbsim.x" finds
+ * lua/kbsim/x.lua) from the source tree without installing it. */
+static void add_lua_path(lua_State *L)
+{
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", KBSIM_LUA_DIR,
+                    KBSIM_LUA_DIR, lua_tostring(L, -1));
+    lua_setfield(L, -3, "path");
+    lua_pop(L, 2);
+}
+
+/* The global `arg` as lua(1) builds it: arg[0] the script, arg[1..] its
+ * arguments, the command and options at negative indices. */
+static void set_arg(lua_State *L, int argc, char **argv, int script)
+{
+    lua_createtable(L, argc - script - 1, script + 1);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i - script);
+    }
+    lua_setglobal(L, "arg");
+}
+
+int main(int argc, char **argv)
+{
+    struct kb_options opt = {.jobs = 0};
+    const char **set = calloc((size_t)argc, sizeof *set);
+    if (set == NULL) {
+        fputs("kbsim: out of memory\n", stderr);
+        return EXIT_USAGE;
+    }
+    opt.set = set;
+
+    int i;
+    for (i = 1; i < argc; i++) {
+        char *a = argv[i];
+        if (a[0] != '-' || a[1] == '\0')
+            break;
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        const char *attached = NULL;
+        char name[64];
+        if (a[1] == '-') {
+            /* "--name=value" */
+            const char *eq = strchr(a, '=');
+            size_t n = eq ? (size_t)(eq - a) : strlen(a);
+            if (n >= sizeof name)
+                usage_error("unknown option '%s'", a);
+            memcpy(name, a, n);
+            name[n] = '\0';
+            attached = eq ? eq + 1 : NULL;
+        } else {
+            /* "-x" or "-xVALUE" */
+            name[0] = '-';
+            name[1] = a[1];
+            name[2] = '\0';
+            attached = a[2] ? a + 2 : NULL;
+        }
+        bool flag = false;
+        if (strcmp(name, "-o") == 0 || strcmp(name, "--out") == 0) {
+            opt.out = optvalue(argc, argv, &i, name, attached);
+        } else if (strcmp(name, "-j") == 0 || strcmp(name, "--jobs") == 0) {
+            opt.jobs = parse_jobs(optvalue(argc, argv, &i, name, attached));
+        } else if (strcmp(name, "--set") == 0) {
+            const char *kv = optvalue(argc, argv, &i, name, attached);
+            const char *eq = strchr(kv, '=');
+            if (eq == NULL || eq == kv)
+                usage_error("bad '--set %s' (expected KEY=VALUE)", kv);
+            set[opt.nset++] = kv;
+        } else if (strcmp(name, "--topology") == 0) {
+            opt.topology = optvalue(argc, argv, &i, name, attached);
+        } else if (strcmp(name, "-q") == 0 || strcmp(name, "--quiet") == 0) {
+            opt.quiet = flag = true;
+        } else if (strcmp(name, "--version") == 0) {
+            printf("kbsim %s\n", KBSIM_VERSION);
+            return 0;
+        } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
+            fputs(usage_text, stdout);
+            return 0;
+        } else {
+            usage_error("unknown option '%s'", a);
+        }
+        if (flag && attached != NULL)
+            usage_error("option '%s' takes no value", name);
+    }
+    if (i >= argc)
+        usage_error("%s", "no script given");
+
+    const char *script = argv[i];
+    FILE *fp = fopen(script, "r");
+    if (fp == NULL) {
+        fprintf(stderr, "kbsim: cannot open script '%s': %s\n", script,
+                strerror(errno));
+        return EXIT_USAGE;
+    }
+    fclose(fp);
+
+    char *out = NULL;
+    if (opt.out == NULL)
+        opt.out = out = default_out(script);
+    if (opt.jobs == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        opt.jobs = n > 0 ? (int)n : 1;
+    }
+
+    lua_State *L = luaL_newstate();
+    if (L == NULL) {
+        fputs("kbsim: cannot create a Lua state (out of memory)\n", stderr);
+        return EXIT_USAGE;
+    }
+    luaL_openlibs(L);
+    add_lua_path(L);
+    kb_preload(L, &opt);
+    set_arg(L, argc, argv, i);
+
+    int status = 0;
+    if (luaL_loadfile(L, script) != LUA_OK) {
+        fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
+        status = EXIT_USAGE;
+    } else {
+        int nargs = argc - i - 1;
+        luaL_checkstack(L, nargs, "too many script arguments");
+        for (int k = i + 1; k < argc; k++)
+            lua_pushstring(L, argv[k]);
+        if (kb_pcall(L, nargs, 0) != LUA_OK) {
+            const char *msg = lua_tostring(L, -1);
+            fprintf(stderr, "kbsim: %s\n", msg ? msg : "(error object is not a string)");
+            status = EXIT_USAGE;
+        }
+    }
+    long failed = kb_failed_checks(L);
+    fflush(stdout);
+    lua_close(L);
+    free(out);
+    free(set);
+    if (status == 0 && failed > 0) {
+        fprintf(stderr, "kbsim: %ld check%s failed\n", failed,
+                failed == 1 ? "" : "s");
+        status = EXIT_CHECK;
+    }
+    return status;
+}

@@ -1,0 +1,1094 @@
+/* lkbsim.c — Lua binding of the kbsim kernel: the `kbsim` module
+ *
+ * A simulation is a full userdata owning a `struct sim`; its user value is
+ * the anchor table that keeps alive what the kernel refers to by pointer
+ * (the Lua threads of processes, values sitting in fifos). Anchoring there
+ * rather than in the registry lets an abandoned simulation with blocked
+ * processes be collected. Every other handle (process, event, fifo,
+ * signal) points into its simulation and keeps the simulation userdata
+ * alive through its first user value; once the simulation is closed every
+ * handle fails with "attempt to use a closed simulation".
+ *
+ * A thread process runs a fresh Lua thread (lua_newthread) called with
+ * lua_pcall on the kernel's C-stack coroutine. A blocking call (kb.wait,
+ * fifo read/write) is a C function that switches the C stack away, so it
+ * works under pcall, inside a table.sort comparator or a metamethod.
+ *
+ * Time in Lua is a float count of nanoseconds, rounded to whole
+ * picoseconds on the way in.
+ */
+#include "lkbsim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "sim.h"
+
+#define KB_SIM "kbsim.sim"
+#define KB_PROC "kbsim.proc"
+#define KB_EVENT "kbsim.event"
+#define KB_FIFO "kbsim.fifo"
+#define KB_SIGNAL "kbsim.signal"
+
+/* Lua code runs on the coroutine's C stack, and the interpreter may nest up
+ * to LUAI_MAXCCALLS (200) C levels there; the kernel's 64 KiB default is
+ * too small for that. */
+#define KB_DEFAULT_STACK ((size_t)256 * 1024)
+
+/* Largest time accepted, in ns: its picosecond count must fit sim_time. */
+#define KB_MAX_NS 1.8e16
+
+/* Registry keys (their addresses are unique). */
+static const char kb_state_key = 's';
+static const char kb_options_key = 'o';
+
+/* Per-Lua-state bookkeeping (no globals: several states may run in
+ * parallel threads). Runs nest strictly, since sim:run is a C call, so the
+ * running simulations form a stack. */
+struct kb_state {
+    struct lsim *running; /* innermost running simulation */
+    long failed_checks;
+};
+
+struct lsim {
+    struct sim *s; /* NULL once closed */
+    struct kb_state *st;
+    struct lsim *outer; /* the simulation running when this one started */
+    bool running;
+    char *err; /* first Lua process failure: message and traceback */
+    /* The Lua process that ran last. It is the running one only if its
+     * kernel process is sim_current(); other processes (C components) may
+     * carry user pointers of their own, so those are never looked at. */
+    struct lproc *cur;
+};
+
+/* Stack layout of a process's Lua thread. The function and its arguments
+ * sit above these for a thread process until its body starts. */
+enum { KB_T_SIM = 1, KB_T_PROC, KB_T_MSGH, KB_T_FN };
+
+struct lproc {
+    struct lsim *owner;
+    struct sim_proc *p;
+    lua_State *T; /* the process's Lua thread; NULL once finished */
+    int ref;      /* T's reference in the anchor table */
+    bool thread;  /* thread process (else method) */
+    char name[];
+};
+
+struct lev {
+    struct lsim *owner;
+    struct sim_event *e;
+};
+
+struct lfifo {
+    struct lsim *owner;
+    struct sim_fifo *f;
+};
+
+/* A signal stores a Lua number as (payload, is-integer). The kernel's
+ * signal starts as zero bytes, so the bytes kept are the value XOR the
+ * initial value: exact for every number, and zero means "initial". */
+struct lsig {
+    struct lsim *owner;
+    struct sim_signal *g;
+    uint64_t init[2];
+};
+
+/* ---- helpers --------------------------------------------------------- */
+
+int kb_traceback(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            return 1;
+        msg = lua_pushfstring(L, "(error object is a %s value)",
+                              luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+int kb_pcall(lua_State *L, int nargs, int nresults)
+{
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, kb_traceback);
+    lua_insert(L, base);
+    int rc = lua_pcall(L, nargs, nresults, base);
+    lua_remove(L, base);
+    return rc;
+}
+
+static struct kb_state *getstate(lua_State *L)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_state_key);
+    struct kb_state *st = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (st == NULL) {
+        st = lua_newuserdatauv(L, sizeof *st, 0);
+        memset(st, 0, sizeof *st);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_state_key);
+    }
+    return st;
+}
+
+long kb_failed_checks(lua_State *L)
+{
+    return getstate(L)->failed_checks;
+}
+
+static sim_time checktime(lua_State *L, int arg)
+{
+    lua_Number ns = luaL_checknumber(L, arg);
+    if (!(ns >= 0 && ns <= KB_MAX_NS))
+        luaL_argerror(L, arg, "time must be a finite non-negative number of ns");
+    return (sim_time)floor(ns * 1000.0 + 0.5);
+}
+
+static lua_Number ns_of(sim_time t)
+{
+    return (lua_Number)t / 1000.0;
+}
+
+static struct sim *live(lua_State *L, struct lsim *o)
+{
+    if (o->s == NULL)
+        luaL_error(L, "attempt to use a closed simulation");
+    return o->s;
+}
+
+static struct lsim *checksim(lua_State *L, int i)
+{
+    struct lsim *o = luaL_checkudata(L, i, KB_SIM);
+    live(L, o);
+    return o;
+}
+
+/* Pushes a new handle of `size` bytes whose first user value is the
+ * simulation at index `simidx`; its first field is set to `o`. */
+static void *newhandle(lua_State *L, size_t size, int nuv, const char *tname,
+                       int simidx, struct lsim *o)
+{
+    simidx = lua_absindex(L, simidx);
+    void *h = lua_newuserdatauv(L, size, nuv);
+    memset(h, 0, size);
+    *(struct lsim **)h = o;
+    luaL_setmetatable(L, tname);
+    lua_pushvalue(L, simidx);
+    lua_setiuservalue(L, -2, 1);
+    return h;
+}
+
+/* Checks a handle and that its simulation is open. */
+static void *checkhandle(lua_State *L, int i, const char *tname)
+{
+    void *h = luaL_checkudata(L, i, tname);
+    live(L, *(struct lsim **)h);
+    return h;
+}
+
+/* The innermost running simulation, or an error naming `what`. */
+static struct lsim *running(lua_State *L, const char *what)
+{
+    struct lsim *o = getstate(L)->running;
+    if (o == NULL)
+        luaL_error(L, "%s called outside a running simulation", what);
+    return o;
+}
+
+/* The running process if it is a Lua process of the kind asked for. */
+static struct lproc *current(lua_State *L, bool thread, const char *what)
+{
+    struct lsim *o = getstate(L)->running;
+    struct sim_proc *p = o ? sim_current(o->s) : NULL;
+    struct lproc *lp = p ? o->cur : NULL;
+    if (lp == NULL || lp->p != p || lp->thread != thread)
+        luaL_error(L, "%s called outside a %s process", what,
+                   thread ? "thread" : "method");
+    return lp;
+}
+
+static struct lev *checkevent_of(lua_State *L, int i, struct lsim *o)
+{
+    struct lev *ev = checkhandle(L, i, KB_EVENT);
+    if (ev->owner != o)
+        luaL_argerror(L, i, "event belongs to another simulation");
+    return ev;
+}
+
+/* The anchor table of the simulation at index `simidx` on top of L. */
+static void pushanchors(lua_State *L, int simidx)
+{
+    lua_getiuservalue(L, simidx, 1);
+}
+
+/* ---- kbsim.proc ------------------------------------------------------ */
+
+static void proc_failed(struct lproc *lp, lua_State *T)
+{
+    struct lsim *o = lp->owner;
+    const char *msg = lua_tostring(T, -1);
+    if (msg == NULL)
+        msg = "(error object is not a string)";
+    if (o->err == NULL) {
+        size_t n = strlen(lp->name) + strlen(msg) + 32;
+        o->err = malloc(n);
+        if (o->err)
+            snprintf(o->err, n, "process '%s' failed: %s", lp->name, msg);
+    }
+    sim_fail(o->s, "process '%s' failed: %s", lp->name, msg);
+}
+
+static void thread_body(struct sim *s, void *arg)
+{
+    struct lproc *lp = arg;
+    lua_State *T = lp->T;
+    int nargs = lua_gettop(T) - KB_T_FN;
+    lp->owner->cur = lp;
+    if (lua_pcall(T, nargs, 0, KB_T_MSGH) != LUA_OK)
+        proc_failed(lp, T);
+    /* Let go of the Lua thread; nothing allocates after the unref, so it
+     * cannot be collected while still in use here. */
+    lua_settop(T, KB_T_SIM);
+    pushanchors(T, KB_T_SIM);
+    int ref = lp->ref;
+    lp->ref = LUA_NOREF;
+    lp->T = NULL;
+    lp->owner->cur = NULL;
+    luaL_unref(T, -1, ref);
+    lua_settop(T, 0);
+}
+
+static void method_body(struct sim *s, void *arg)
+{
+    struct lproc *lp = arg;
+    lua_State *T = lp->T;
+    lua_pushvalue(T, KB_T_FN);
+    lp->owner->cur = lp;
+    if (lua_pcall(T, 0, 0, KB_T_MSGH) != LUA_OK)
+        proc_failed(lp, T);
+    lp->owner->cur = NULL;
+    lua_settop(T, KB_T_FN);
+}
+
+/* Creates the process handle and its Lua thread with the standard stack
+ * prefix, anchors the thread and leaves the handle on L's stack. */
+static struct lproc *newproc(lua_State *L, struct lsim *o, const char *name,
+                             bool thread, int fnidx, int nargs)
+{
+    size_t len = strlen(name);
+    struct lproc *lp = newhandle(L, sizeof *lp + len + 1, 1, KB_PROC, 1, o);
+    memcpy(lp->name, name, len + 1);
+    lp->thread = thread;
+    lp->ref = LUA_NOREF;
+    lua_State *T = lua_newthread(L);
+    luaL_checkstack(T, KB_T_FN + nargs + LUA_MINSTACK, "too many arguments");
+    lua_pushvalue(L, 1);
+    lua_xmove(L, T, 1);
+    lua_pushvalue(L, -2);
+    lua_xmove(L, T, 1);
+    lua_pushcfunction(T, kb_traceback);
+    for (int i = 0; i <= nargs; i++) {
+        lua_pushvalue(L, fnidx + i);
+        lua_xmove(L, T, 1);
+    }
+    pushanchors(L, 1);
+    lua_insert(L, -2);
+    lp->ref = luaL_ref(L, -2);
+    lua_pop(L, 1);
+    lp->T = T;
+    return lp;
+}
+
+static void dropproc(lua_State *L, struct lproc *lp)
+{
+    pushanchors(L, 1);
+    luaL_unref(L, -1, lp->ref);
+    lua_pop(L, 1);
+    lp->ref = LUA_NOREF;
+    lp->T = NULL;
+}
+
+/* sim:spawn(name, fn, ...) -> proc */
+static int l_spawn(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    int nargs = lua_gettop(L) - 3;
+    struct lproc *lp = newproc(L, o, name, true, 3, nargs);
+    lp->p = sim_thread(o->s, name, thread_body, lp, 0);
+    if (lp->p == NULL) {
+        dropproc(L, lp);
+        return luaL_error(L, "cannot spawn '%s': %s", name, sim_errmsg(o->s));
+    }
+    return 1;
+}
+
+/* sim:method(name, fn, {sensitive={ev,...}, dont_initialize=bool}) -> proc */
+static int l_method(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    bool dont_init = false;
+    int nsens = 0;
+    if (!lua_isnoneornil(L, 4)) {
+        luaL_checktype(L, 4, LUA_TTABLE);
+        lua_getfield(L, 4, "dont_initialize");
+        dont_init = lua_toboolean(L, -1);
+        lua_pop(L, 1);
+        lua_getfield(L, 4, "sensitive");
+        if (!lua_isnil(L, -1)) {
+            if (!lua_istable(L, -1))
+                return luaL_argerror(L, 4, "'sensitive' must be a table of events");
+            nsens = (int)luaL_len(L, -1);
+            for (int i = 1; i <= nsens; i++) {
+                lua_geti(L, -1, i);
+                struct lev *ev = luaL_testudata(L, -1, KB_EVENT);
+                if (ev == NULL || ev->owner != o)
+                    return luaL_error(L, "bad 'sensitive' entry %d (event of this simulation expected)", i);
+                lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
+    lua_settop(L, 4);
+    struct lproc *lp = newproc(L, o, name, false, 3, 0);
+    lp->p = sim_method(o->s, name, method_body, lp, dont_init);
+    if (lp->p == NULL) {
+        dropproc(L, lp);
+        return luaL_error(L, "cannot create method '%s': %s", name, sim_errmsg(o->s));
+    }
+    if (nsens > 0) {
+        lua_getfield(L, 4, "sensitive");
+        for (int i = 1; i <= nsens; i++) {
+            lua_geti(L, -1, i);
+            struct lev *ev = lua_touserdata(L, -1);
+            if (sim_sensitive(lp->p, ev->e) < 0)
+                return luaL_error(L, "cannot make '%s' sensitive: %s", name,
+                                  sim_errmsg(o->s));
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    return 1;
+}
+
+static int proc_name(lua_State *L)
+{
+    struct lproc *lp = checkhandle(L, 1, KB_PROC);
+    lua_pushstring(L, lp->name);
+    return 1;
+}
+
+static int proc_done(lua_State *L)
+{
+    struct lproc *lp = checkhandle(L, 1, KB_PROC);
+    lua_pushboolean(L, sim_proc_terminated(lp->p));
+    return 1;
+}
+
+static int proc_tostring(lua_State *L)
+{
+    struct lproc *lp = luaL_checkudata(L, 1, KB_PROC);
+    lua_pushfstring(L, "%s process '%s'", lp->thread ? "thread" : "method",
+                    lp->name);
+    return 1;
+}
+
+/* ---- kbsim.event ----------------------------------------------------- */
+
+/* sim:event(name) -> ev */
+static int l_event(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    struct lev *ev = newhandle(L, sizeof *ev, 1, KB_EVENT, 1, o);
+    ev->e = sim_event_new(o->s, name);
+    if (ev->e == NULL)
+        return luaL_error(L, "cannot create event '%s': %s", name, sim_errmsg(o->s));
+    return 1;
+}
+
+/* ev:notify() immediate, ev:notify(0) delta, ev:notify(ns) timed */
+static int ev_notify(lua_State *L)
+{
+    struct lev *ev = checkhandle(L, 1, KB_EVENT);
+    if (lua_isnoneornil(L, 2))
+        sim_notify(ev->e);
+    else
+        sim_notify_at(ev->e, checktime(L, 2));
+    return 0;
+}
+
+static int ev_cancel(lua_State *L)
+{
+    struct lev *ev = checkhandle(L, 1, KB_EVENT);
+    sim_cancel(ev->e);
+    return 0;
+}
+
+static int ev_name(lua_State *L)
+{
+    struct lev *ev = checkhandle(L, 1, KB_EVENT);
+    lua_pushstring(L, sim_event_name(ev->e));
+    return 1;
+}
+
+static int ev_tostring(lua_State *L)
+{
+    struct lev *ev = luaL_checkudata(L, 1, KB_EVENT);
+    if (ev->owner->s == NULL)
+        lua_pushliteral(L, "event (closed)");
+    else
+        lua_pushfstring(L, "event '%s'", sim_event_name(ev->e));
+    return 1;
+}
+
+/* ---- kbsim.fifo ------------------------------------------------------ */
+
+/* sim:fifo(name, capacity) -> fifo of any Lua values. The kernel stores
+ * an int: the value's reference in the anchor table. */
+static int l_fifo(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    lua_Integer cap = luaL_checkinteger(L, 3);
+    luaL_argcheck(L, cap > 0, 3, "capacity must be positive");
+    struct lfifo *f = newhandle(L, sizeof *f, 1, KB_FIFO, 1, o);
+    f->f = sim_fifo_new(o->s, name, sizeof(int), (size_t)cap);
+    if (f->f == NULL)
+        return luaL_error(L, "cannot create fifo '%s': %s", name, sim_errmsg(o->s));
+    return 1;
+}
+
+/* Blocking operations switch the kernel's coroutine, so they must come
+ * from a thread process of the fifo's own, innermost running simulation. */
+static struct lproc *checkblocking(lua_State *L, struct lfifo *f,
+                                   const char *what)
+{
+    struct lproc *lp = current(L, true, what);
+    if (lp->owner != f->owner)
+        luaL_error(L, "%s: fifo '%s' belongs to another simulation", what,
+                   sim_fifo_name(f->f));
+    return lp;
+}
+
+/* Pushes the value of `ref` (in the anchor table of the handle at index 1,
+ * through its simulation) and releases the reference. */
+static void takeref(lua_State *L, int ref)
+{
+    lua_getiuservalue(L, 1, 1);
+    lua_getiuservalue(L, -1, 1);
+    lua_rawgeti(L, -1, ref);
+    luaL_unref(L, -2, ref);
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+}
+
+static int makeref(lua_State *L, int validx)
+{
+    lua_getiuservalue(L, 1, 1);
+    lua_getiuservalue(L, -1, 1);
+    lua_pushvalue(L, validx);
+    int ref = luaL_ref(L, -2);
+    lua_pop(L, 2);
+    return ref;
+}
+
+static void dropref(lua_State *L, int ref)
+{
+    lua_getiuservalue(L, 1, 1);
+    lua_getiuservalue(L, -1, 1);
+    luaL_unref(L, -1, ref);
+    lua_pop(L, 2);
+}
+
+static int fifo_read(lua_State *L)
+{
+    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    struct lproc *lp = checkblocking(L, f, "fifo:read");
+    int ref;
+    int rc = sim_fifo_read(f->f, &ref);
+    lp->owner->cur = lp;
+    if (rc < 0)
+        return luaL_error(L, "fifo '%s': %s", sim_fifo_name(f->f),
+                          sim_errmsg(f->owner->s));
+    takeref(L, ref);
+    return 1;
+}
+
+static int fifo_write(lua_State *L)
+{
+    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    luaL_checkany(L, 2);
+    struct lproc *lp = checkblocking(L, f, "fifo:write");
+    int ref = makeref(L, 2);
+    int rc = sim_fifo_write(f->f, &ref);
+    lp->owner->cur = lp;
+    if (rc < 0) {
+        dropref(L, ref);
+        return luaL_error(L, "fifo '%s': %s", sim_fifo_name(f->f),
+                          sim_errmsg(f->owner->s));
+    }
+    return 0;
+}
+
+static int fifo_nb_read(lua_State *L)
+{
+    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    int ref;
+    if (!sim_fifo_nb_read(f->f, &ref)) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    lua_pushboolean(L, 1);
+    takeref(L, ref);
+    return 2;
+}
+
+static int fifo_nb_write(lua_State *L)
+{
+    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    luaL_checkany(L, 2);
+    int ref = makeref(L, 2);
+    bool ok = sim_fifo_nb_write(f->f, &ref);
+    if (!ok)
+        dropref(L, ref);
+    lua_pushboolean(L, ok);
+    return 1;
+}
+
+static int fifo_available(lua_State *L)
+{
+    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    lua_pushinteger(L, (lua_Integer)sim_fifo_num_available(f->f));
+    return 1;
+}
+
+static int fifo_free(lua_State *L)
+{
+    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    lua_pushinteger(L, (lua_Integer)sim_fifo_num_free(f->f));
+    return 1;
+}
+
+static int fifo_name(lua_State *L)
+{
+    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    lua_pushstring(L, sim_fifo_name(f->f));
+    return 1;
+}
+
+static int fifo_tostring(lua_State *L)
+{
+    struct lfifo *f = luaL_checkudata(L, 1, KB_FIFO);
+    if (f->owner->s == NULL)
+        lua_pushliteral(L, "fifo (closed)");
+    else
+        lua_pushfstring(L, "fifo '%s'", sim_fifo_name(f->f));
+    return 1;
+}
+
+/* ---- kbsim.signal ---------------------------------------------------- */
+
+static void encode(lua_State *L, int i, uint64_t out[2])
+{
+    if (lua_isinteger(L, i)) {
+        out[0] = (uint64_t)lua_tointeger(L, i);
+        out[1] = 1;
+    } else {
+        lua_Number v = luaL_checknumber(L, i);
+        memcpy(&out[0], &v, sizeof v);
+        out[1] = 0;
+    }
+}
+
+/* sim:signal(name, initial) -> sig */
+static int l_signal(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    if (lua_isnoneornil(L, 3)) {
+        lua_settop(L, 2);
+        lua_pushinteger(L, 0);
+    }
+    struct lsig *g = newhandle(L, sizeof *g, 2, KB_SIGNAL, 1, o);
+    encode(L, 3, g->init);
+    g->g = sim_signal_new(o->s, name, sizeof g->init);
+    if (g->g == NULL)
+        return luaL_error(L, "cannot create signal '%s': %s", name, sim_errmsg(o->s));
+    /* One handle for the changed event, so that sig:changed() is stable. */
+    struct lev *ev = newhandle(L, sizeof *ev, 1, KB_EVENT, 1, o);
+    ev->e = sim_signal_changed_event(g->g);
+    lua_setiuservalue(L, -2, 2);
+    return 1;
+}
+
+static int sig_read(lua_State *L)
+{
+    struct lsig *g = checkhandle(L, 1, KB_SIGNAL);
+    uint64_t v[2];
+    sim_signal_read(g->g, v);
+    v[0] ^= g->init[0];
+    v[1] ^= g->init[1];
+    if (v[1]) {
+        lua_pushinteger(L, (lua_Integer)v[0]);
+    } else {
+        lua_Number n;
+        memcpy(&n, &v[0], sizeof n);
+        lua_pushnumber(L, n);
+    }
+    return 1;
+}
+
+static int sig_write(lua_State *L)
+{
+    struct lsig *g = checkhandle(L, 1, KB_SIGNAL);
+    uint64_t v[2];
+    encode(L, 2, v);
+    v[0] ^= g->init[0];
+    v[1] ^= g->init[1];
+    sim_signal_write(g->g, v);
+    return 0;
+}
+
+static int sig_changed(lua_State *L)
+{
+    checkhandle(L, 1, KB_SIGNAL);
+    lua_getiuservalue(L, 1, 2);
+    return 1;
+}
+
+static int sig_tostring(lua_State *L)
+{
+    struct lsig *g = luaL_checkudata(L, 1, KB_SIGNAL);
+    if (g->owner->s == NULL) {
+        lua_pushliteral(L, "signal (closed)");
+    } else {
+        struct lev *ev;
+        lua_getiuservalue(L, 1, 2);
+        ev = lua_touserdata(L, -1);
+        lua_pushfstring(L, "signal (%s)", sim_event_name(ev->e));
+    }
+    return 1;
+}
+
+/* ---- kbsim.sim ------------------------------------------------------- */
+
+/* kb.sim{stack_size=bytes, guard=true} -> sim */
+static int l_sim(lua_State *L)
+{
+    struct sim_config cfg = {.stack_size = KB_DEFAULT_STACK};
+    if (!lua_isnoneornil(L, 1)) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        if (lua_getfield(L, 1, "stack_size") != LUA_TNIL) {
+            int isint;
+            lua_Integer n = lua_tointegerx(L, -1, &isint);
+            if (!isint || n <= 0)
+                return luaL_error(L, "bad 'stack_size' (positive integer expected)");
+            cfg.stack_size = (size_t)n;
+        }
+        if (lua_getfield(L, 1, "guard") != LUA_TNIL)
+            cfg.no_stack_guard = !lua_toboolean(L, -1);
+        lua_pop(L, 2);
+    }
+    struct lsim *o = lua_newuserdatauv(L, sizeof *o, 1);
+    memset(o, 0, sizeof *o);
+    o->st = getstate(L);
+    luaL_setmetatable(L, KB_SIM);
+    lua_newtable(L);
+    lua_setiuservalue(L, -2, 1);
+    o->s = sim_new(&cfg);
+    if (o->s == NULL)
+        return luaL_error(L, "cannot create simulation (out of memory)");
+    sim_set_userdata(o->s, o);
+    return 1;
+}
+
+static void closesim(struct lsim *o)
+{
+    sim_free(o->s);
+    o->s = NULL;
+    free(o->err);
+    o->err = NULL;
+}
+
+static int sim_close_l(lua_State *L)
+{
+    struct lsim *o = luaL_checkudata(L, 1, KB_SIM);
+    if (o->s == NULL)
+        return 0;
+    if (o->running)
+        return luaL_error(L, "attempt to close a running simulation");
+    closesim(o);
+    /* Release the anchored threads and fifo values now, not at the next
+     * collection of the handle. */
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, 1);
+    return 0;
+}
+
+static int sim_gc(lua_State *L)
+{
+    struct lsim *o = luaL_checkudata(L, 1, KB_SIM);
+    if (o->s != NULL && !o->running)
+        closesim(o);
+    return 0;
+}
+
+static int sim_tostring(lua_State *L)
+{
+    struct lsim *o = luaL_checkudata(L, 1, KB_SIM);
+    if (o->s == NULL)
+        lua_pushliteral(L, "simulation (closed)");
+    else
+        lua_pushfstring(L, "simulation (%p) at %f ns", (void *)o,
+                        ns_of(sim_now(o->s)));
+    return 1;
+}
+
+/* sim:run([until_ns]) -> "done" | "until" | "stopped" */
+static int sim_run_l(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    sim_time until = lua_isnoneornil(L, 2) ? SIM_FOREVER : checktime(L, 2);
+    if (o->running)
+        return luaL_error(L, "simulation is already running");
+    struct kb_state *st = o->st;
+    o->outer = st->running;
+    st->running = o;
+    o->running = true;
+    int rc = sim_run(o->s, until);
+    st->running = o->outer;
+    o->running = false;
+    o->outer = NULL;
+    switch (rc) {
+    case SIM_DONE: lua_pushliteral(L, "done"); return 1;
+    case SIM_UNTIL: lua_pushliteral(L, "until"); return 1;
+    case SIM_STOPPED: lua_pushliteral(L, "stopped"); return 1;
+    default: break;
+    }
+    if (rc == SIM_EPROC && o->err != NULL) {
+        /* The process's own message already names its file and line. */
+        lua_pushstring(L, o->err);
+        free(o->err);
+        o->err = NULL;
+        return lua_error(L);
+    }
+    return luaL_error(L, "%s", sim_errmsg(o->s));
+}
+
+static int sim_stop_l(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    if (!o->running)
+        return luaL_error(L, "sim:stop called outside sim:run");
+    sim_stop(o->s);
+    return 0;
+}
+
+static int sim_now_l(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    lua_pushnumber(L, ns_of(sim_now(o->s)));
+    return 1;
+}
+
+static int sim_now_ps(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    lua_pushinteger(L, (lua_Integer)sim_now(o->s));
+    return 1;
+}
+
+static void setcount(lua_State *L, const char *k, uint64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+static int sim_stats_l(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    struct sim_stats t;
+    sim_get_stats(o->s, &t);
+    lua_createtable(L, 0, 7);
+    setcount(L, "activations", t.activations);
+    setcount(L, "timed_events", t.timed_events);
+    setcount(L, "deltas", t.deltas);
+    setcount(L, "switches", t.switches);
+    setcount(L, "notifications", t.notifications);
+    setcount(L, "threads_alive", t.threads_alive);
+    setcount(L, "stack_bytes", t.stack_bytes);
+    return 1;
+}
+
+/* ---- module functions ------------------------------------------------ */
+
+/* kb.wait(ns) | kb.wait(ev) */
+static int l_wait(lua_State *L)
+{
+    struct lproc *lp = current(L, true, "kb.wait");
+    struct sim *s = lp->owner->s;
+    int rc;
+    if (lua_type(L, 1) == LUA_TNUMBER) {
+        rc = sim_wait(s, checktime(L, 1));
+    } else if (luaL_testudata(L, 1, KB_EVENT)) {
+        rc = sim_wait_event(s, checkevent_of(L, 1, lp->owner)->e);
+    } else {
+        return luaL_typeerror(L, 1, "number or event");
+    }
+    lp->owner->cur = lp;
+    if (rc < 0)
+        return luaL_error(L, "kb.wait: %s", sim_errmsg(s));
+    return 0;
+}
+
+/* kb.wait_any({ev, ...}, timeout_ns) -> index or nil */
+static int l_wait_any(lua_State *L)
+{
+    struct lproc *lp = current(L, true, "kb.wait_any");
+    struct sim *s = lp->owner->s;
+    luaL_checktype(L, 1, LUA_TTABLE);
+    sim_time timeout = lua_isnoneornil(L, 2) ? SIM_FOREVER : checktime(L, 2);
+    lua_Integer n = luaL_len(L, 1);
+    luaL_argcheck(L, n > 0 && n <= INT32_MAX, 1, "non-empty list of events expected");
+    /* A userdata, not malloc: it is freed even if a check below raises. */
+    struct sim_event **evs = lua_newuserdatauv(L, (size_t)n * sizeof *evs, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_geti(L, 1, i);
+        struct lev *ev = luaL_testudata(L, -1, KB_EVENT);
+        if (ev == NULL || ev->owner != lp->owner)
+            return luaL_error(L, "bad event %d in kb.wait_any (event of this simulation expected)", (int)i);
+        evs[i - 1] = ev->e;
+        lua_pop(L, 1);
+    }
+    int rc = sim_wait_any(s, evs, (int)n, timeout);
+    lp->owner->cur = lp;
+    if (rc < -1)
+        return luaL_error(L, "kb.wait_any: %s", sim_errmsg(s));
+    if (rc == -1)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, rc + 1);
+    return 1;
+}
+
+/* kb.next_trigger(ns|ev) */
+static int l_next_trigger(lua_State *L)
+{
+    struct lproc *lp = current(L, false, "kb.next_trigger");
+    struct sim *s = lp->owner->s;
+    int rc;
+    if (lua_type(L, 1) == LUA_TNUMBER)
+        rc = sim_next_trigger(s, checktime(L, 1));
+    else if (luaL_testudata(L, 1, KB_EVENT))
+        rc = sim_next_trigger_event(s, checkevent_of(L, 1, lp->owner)->e);
+    else
+        return luaL_typeerror(L, 1, "number or event");
+    if (rc < 0)
+        return luaL_error(L, "kb.next_trigger: %s", sim_errmsg(s));
+    return 0;
+}
+
+static int l_now(lua_State *L)
+{
+    struct lsim *o = running(L, "kb.now");
+    lua_pushnumber(L, ns_of(sim_now(o->s)));
+    return 1;
+}
+
+static int l_clock(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
+/* kb.check(cond, msg): a failed check is reported and counted, and the
+ * script goes on, so that one run shows every failure. */
+static int l_check(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    if (!lua_toboolean(L, 1)) {
+        struct kb_state *st = getstate(L);
+        luaL_where(L, 1);
+        const char *where = lua_tostring(L, -1);
+        if (lua_isnoneornil(L, 2))
+            fprintf(stderr, "%scheck failed\n", where);
+        else
+            fprintf(stderr, "%scheck failed: %s\n", where,
+                    luaL_tolstring(L, 2, NULL));
+        fflush(stderr);
+        st->failed_checks++;
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* mkdir -p */
+static int makedirs(const char *path)
+{
+    char *p = strdup(path);
+    if (p == NULL)
+        return ENOMEM;
+    int err = 0;
+    for (char *c = p + 1; err == 0; c++) {
+        if (*c != '/' && *c != '\0')
+            continue;
+        char keep = *c;
+        *c = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST)
+            err = errno;
+        *c = keep;
+        if (keep == '\0')
+            break;
+    }
+    free(p);
+    return err;
+}
+
+/* kb.outdir() -> kb.options.out, created if missing */
+static int l_outdir(lua_State *L)
+{
+    lua_getfield(L, lua_upvalueindex(1), "options");
+    lua_getfield(L, -1, "out");
+    const char *dir = lua_tostring(L, -1);
+    if (dir == NULL || *dir == '\0')
+        return luaL_error(L, "kb.options.out is not set");
+    int err = makedirs(dir);
+    if (err != 0)
+        return luaL_error(L, "cannot create output folder '%s': %s", dir,
+                          strerror(err));
+    return 1;
+}
+
+/* ---- registration ---------------------------------------------------- */
+
+static const luaL_Reg sim_methods[] = {
+    {"spawn", l_spawn},     {"method", l_method}, {"event", l_event},
+    {"fifo", l_fifo},       {"signal", l_signal}, {"run", sim_run_l},
+    {"stop", sim_stop_l},   {"now", sim_now_l},   {"now_ps", sim_now_ps},
+    {"stats", sim_stats_l}, {"close", sim_close_l}, {NULL, NULL}};
+static const luaL_Reg sim_meta[] = {{"__gc", sim_gc},
+                                    {"__close", sim_close_l},
+                                    {"__tostring", sim_tostring},
+                                    {NULL, NULL}};
+
+static const luaL_Reg proc_methods[] = {
+    {"name", proc_name}, {"done", proc_done}, {NULL, NULL}};
+static const luaL_Reg proc_meta[] = {{"__tostring", proc_tostring}, {NULL, NULL}};
+
+static const luaL_Reg ev_methods[] = {{"notify", ev_notify},
+                                      {"cancel", ev_cancel},
+                                      {"name", ev_name},
+                                      {NULL, NULL}};
+static const luaL_Reg ev_meta[] = {{"__tostring", ev_tostring}, {NULL, NULL}};
+
+static const luaL_Reg fifo_methods[] = {
+    {"read", fifo_read},         {"write", fifo_write},
+    {"nb_read", fifo_nb_read},   {"nb_write", fifo_nb_write},
+    {"available", fifo_available}, {"free", fifo_free},
+    {"name", fifo_name},         {NULL, NULL}};
+static const luaL_Reg fifo_meta[] = {{"__tostring", fifo_tostring}, {NULL, NULL}};
+
+static const luaL_Reg sig_methods[] = {{"read", sig_read},
+                                       {"write", sig_write},
+                                       {"changed", sig_changed},
+                                       {NULL, NULL}};
+static const luaL_Reg sig_meta[] = {{"__tostring", sig_tostring}, {NULL, NULL}};
+
+static const luaL_Reg kb_funcs[] = {
+    {"sim", l_sim},       {"wait", l_wait},   {"wait_any", l_wait_any},
+    {"next_trigger", l_next_trigger}, {"now", l_now}, {"clock", l_clock},
+    {"check", l_check},   {"outdir", l_outdir}, {NULL, NULL}};
+
+static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
+                     const luaL_Reg *methods)
+{
+    luaL_newmetatable(L, tname);
+    luaL_setfuncs(L, meta, 0);
+    lua_newtable(L);
+    luaL_setfuncs(L, methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+}
+
+static void default_options(lua_State *L)
+{
+    lua_createtable(L, 0, 5);
+    lua_pushliteral(L, "out");
+    lua_setfield(L, -2, "out");
+    lua_pushinteger(L, 1);
+    lua_setfield(L, -2, "jobs");
+    lua_newtable(L);
+    lua_setfield(L, -2, "set");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "quiet");
+}
+
+int luaopen_kbsim(lua_State *L)
+{
+    getstate(L);
+    newclass(L, KB_SIM, sim_meta, sim_methods);
+    newclass(L, KB_PROC, proc_meta, proc_methods);
+    newclass(L, KB_EVENT, ev_meta, ev_methods);
+    newclass(L, KB_FIFO, fifo_meta, fifo_methods);
+    newclass(L, KB_SIGNAL, sig_meta, sig_methods);
+
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    luaL_setfuncs(L, kb_funcs, 1); /* upvalue: the module, for kb.outdir */
+    lua_pushliteral(L, KBSIM_VERSION);
+    lua_setfield(L, -2, "version");
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_options_key) == LUA_TNIL) {
+        lua_pop(L, 1);
+        default_options(L);
+    }
+    lua_setfield(L, -2, "options");
+    return 1;
+}
+
+void kb_preload(lua_State *L, const struct kb_options *opt)
+{
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, opt->out);
+    lua_setfield(L, -2, "out");
+    lua_pushinteger(L, opt->jobs);
+    lua_setfield(L, -2, "jobs");
+    lua_newtable(L);
+    for (int i = 0; i < opt->nset; i++) {
+        const char *kv = opt->set[i];
+        const char *eq = strchr(kv, '=');
+        if (eq == NULL)
+            continue;
+        lua_pushlstring(L, kv, (size_t)(eq - kv));
+        lua_pushstring(L, eq + 1);
+        lua_settable(L, -3);
+    }
+    lua_setfield(L, -2, "set");
+    if (opt->topology) {
+        lua_pushstring(L, opt->topology);
+        lua_setfield(L, -2, "topology");
+    }
+    lua_pushboolean(L, opt->quiet);
+    lua_setfield(L, -2, "quiet");
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_options_key);
+
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, luaopen_kbsim);
+    lua_setfield(L, -2, "kbsim");
+    lua_pop(L, 1);
+}
