@@ -96,7 +96,8 @@ TEST(uv_matches_sim_run)
     ASSERT_U64_EQ(b.activations, a.activations);
     ASSERT_U64_EQ(b.timed_events, a.timed_events);
     ASSERT_U64_EQ(b.deltas, a.deltas);
-    ASSERT_U64_EQ(b.switches, a.switches);
+    /* Not switches: the kernel switches thread to thread directly, and a
+     * batch boundary returns to the scheduler in between. */
     ASSERT_U64_EQ(b.notifications, a.notifications);
     ASSERT_EQ(m2.sum, m1.sum);
     ASSERT_EQ(m2.method_runs, m1.method_runs);
