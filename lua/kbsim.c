@@ -160,9 +160,11 @@ int main(int argc, char **argv)
             opt.quiet = flag = true;
         } else if (strcmp(name, "--version") == 0) {
             printf("kbsim %s\n", KBSIM_VERSION);
+            free(set);
             return 0;
         } else if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
             fputs(usage_text, stdout);
+            free(set);
             return 0;
         } else {
             usage_error("unknown option '%s'", a);
@@ -178,6 +180,7 @@ int main(int argc, char **argv)
     if (fp == NULL) {
         fprintf(stderr, "kbsim: cannot open script '%s': %s\n", script,
                 strerror(errno));
+        free(set);
         return EXIT_USAGE;
     }
     fclose(fp);
@@ -193,6 +196,8 @@ int main(int argc, char **argv)
     lua_State *L = luaL_newstate();
     if (L == NULL) {
         fputs("kbsim: cannot create a Lua state (out of memory)\n", stderr);
+        free(out);
+        free(set);
         return EXIT_USAGE;
     }
     luaL_openlibs(L);
