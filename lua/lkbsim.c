@@ -101,6 +101,7 @@ struct lsig {
     struct lsim *owner;
     struct sim_signal *g;
     uint64_t init[2];
+    char name[];
 };
 
 /* ---- helpers --------------------------------------------------------- */
@@ -356,7 +357,8 @@ static int l_method(lua_State *L)
                 lua_geti(L, -1, i);
                 struct lev *ev = luaL_testudata(L, -1, KB_EVENT);
                 if (ev == NULL || ev->owner != o)
-                    return luaL_error(L, "bad 'sensitive' entry %d (event of this simulation expected)", i);
+                    return luaL_error(L, "bad 'sensitive' entry %d (event of this "
+                                     "simulation expected)", i);
                 lua_pop(L, 1);
             }
         }
@@ -623,7 +625,9 @@ static int l_signal(lua_State *L)
         lua_settop(L, 2);
         lua_pushinteger(L, 0);
     }
-    struct lsig *g = newhandle(L, sizeof *g, 2, KB_SIGNAL, 1, o);
+    size_t len = strlen(name);
+    struct lsig *g = newhandle(L, sizeof *g + len + 1, 2, KB_SIGNAL, 1, o);
+    memcpy(g->name, name, len + 1);
     encode(L, 3, g->init);
     g->g = sim_signal_new(o->s, name, sizeof g->init);
     if (g->g == NULL)
@@ -673,14 +677,7 @@ static int sig_changed(lua_State *L)
 static int sig_tostring(lua_State *L)
 {
     struct lsig *g = luaL_checkudata(L, 1, KB_SIGNAL);
-    if (g->owner->s == NULL) {
-        lua_pushliteral(L, "signal (closed)");
-    } else {
-        struct lev *ev;
-        lua_getiuservalue(L, 1, 2);
-        ev = lua_touserdata(L, -1);
-        lua_pushfstring(L, "signal (%s)", sim_event_name(ev->e));
-    }
+    lua_pushfstring(L, "signal '%s'", g->name);
     return 1;
 }
 
@@ -870,7 +867,8 @@ static int l_wait_any(lua_State *L)
         lua_geti(L, 1, i);
         struct lev *ev = luaL_testudata(L, -1, KB_EVENT);
         if (ev == NULL || ev->owner != lp->owner)
-            return luaL_error(L, "bad event %d in kb.wait_any (event of this simulation expected)", (int)i);
+            return luaL_error(L, "bad event %d in kb.wait_any (event of this "
+                                 "simulation expected)", (int)i);
         evs[i - 1] = ev->e;
         lua_pop(L, 1);
     }

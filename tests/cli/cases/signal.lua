@@ -25,4 +25,5 @@ kb.check(seen[1] == "7@10" and seen[2] == "-0.25@30", ("changes seen: %s %s"):fo
 kb.check(math.type(sig:read()) == "float", "float stays float")
 local s0 = sim:signal("zero")
 kb.check(s0:read() == 0 and math.type(s0:read()) == "integer", "default initial 0")
+kb.check(tostring(sig) == "signal 'level'", tostring(sig))
 print("signal ok")
