@@ -1125,7 +1125,9 @@ static void do_delta_notify(struct sim *s)
             }
         }
     }
-    memmove(s->delta, s->delta + n, (s->n_delta - n) * sizeof *s->delta);
+    if (s->n_delta > n)
+        memmove(s->delta, s->delta + n,
+                (s->n_delta - n) * sizeof *s->delta);
     s->n_delta -= n;
 }
 

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# setup.sh — installs the Debian packages kbsim needs (when missing) and builds it into build/
+# Usage: ./setup.sh [extra cmake arguments]   (run as root, or with sudo available)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+packages=(gcc cmake make pkg-config liblua5.4-dev libuv1-dev libyaml-dev gnuplot-nox)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+args=()
+[ "${CI:-}" = "true" ] && args+=(-DKBSIM_WERROR=ON)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${args[@]}" "$@" >/dev/null
+cmake --build build -j"$(nproc)"
