@@ -64,7 +64,8 @@ void coro_stack_put(struct coro_pool *pool, struct coro_stack *st);
 void coro_init_main(struct coro *c);
 
 /* Prepares `c` to run entry(arg) on `st` at its first coro_switch to it.
- * entry must not return: it ends with coro_exit(c, to). */
+ * entry must not return: it ends with coro_exit(c, to). `c` must stay at
+ * its address until then (a ucontext_t points into itself). */
 void coro_init(struct coro *c, struct coro_stack *st, const char *name,
                void (*entry)(void *arg), void *arg);
 

@@ -1,0 +1,394 @@
+/* coro.c — stackful coroutines: stack pool, context switch, overflow report */
+#include "coro.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CORO_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(CORO_ASAN)
+#define CORO_ASAN 1
+#endif
+#ifdef CORO_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define CORO_VALGRIND 1
+#endif
+#endif
+
+/* The coroutine running on this OS thread: read by the SIGSEGV handler to
+ * tell a guard-page hit from any other fault, and by a new coroutine's
+ * trampoline to find itself. */
+static _Thread_local struct coro *tl_current;
+#ifdef CORO_ASAN
+/* The coroutine that switched to the one now resuming; ASan tells it the
+ * bounds of the stack it left, which is how the main stack's become known. */
+static _Thread_local struct coro *tl_prev;
+#endif
+
+/* ---- stack pool ------------------------------------------------------ */
+
+static size_t page_size(void)
+{
+    static _Thread_local size_t ps;
+    if (!ps)
+        ps = (size_t)sysconf(_SC_PAGESIZE);
+    return ps;
+}
+
+void coro_pool_init(struct coro_pool *pool)
+{
+    pool->free_list = NULL;
+    pool->mapped_bytes = 0;
+}
+
+static void stack_unmap(struct coro_pool *pool, struct coro_stack *st)
+{
+#ifdef CORO_VALGRIND
+    if (st->vg_id)
+        VALGRIND_STACK_DEREGISTER(st->vg_id);
+#endif
+    munmap(st->map, st->map_size);
+    pool->mapped_bytes -= st->map_size;
+    free(st);
+}
+
+void coro_pool_release(struct coro_pool *pool)
+{
+    struct coro_stack *st = pool->free_list;
+    while (st) {
+        struct coro_stack *next = st->next_free;
+        stack_unmap(pool, st);
+        st = next;
+    }
+    pool->free_list = NULL;
+}
+
+struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
+                                  bool guard)
+{
+    size_t ps = page_size();
+    size = size ? (size + ps - 1) / ps * ps : ps;
+
+    for (struct coro_stack **p = &pool->free_list; *p; p = &(*p)->next_free) {
+        struct coro_stack *st = *p;
+        if (st->size == size && st->guard == guard) {
+            *p = st->next_free;
+            st->next_free = NULL;
+            return st;
+        }
+    }
+
+    struct coro_stack *st = malloc(sizeof *st);
+    if (!st)
+        return NULL;
+    size_t guard_size = guard ? ps : 0;
+    /* MAP_NORESERVE: a stack costs only the pages a coroutine touches, so
+     * thousands of generously sized stacks do not exhaust the commit limit. */
+    void *map = mmap(NULL, size + guard_size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                     -1, 0);
+    if (map == MAP_FAILED) {
+        free(st);
+        return NULL;
+    }
+    if (guard && mprotect(map, guard_size, PROT_NONE) != 0) {
+        munmap(map, size + guard_size);
+        free(st);
+        return NULL;
+    }
+    st->map = map;
+    st->map_size = size + guard_size;
+    st->lo = (char *)map + guard_size;
+    st->size = size;
+    st->guard = guard;
+    st->vg_id = 0;
+#ifdef CORO_VALGRIND
+    st->vg_id = VALGRIND_STACK_REGISTER(st->lo, (char *)st->lo + size);
+#endif
+    st->next_free = NULL;
+    pool->mapped_bytes += st->map_size;
+    return st;
+}
+
+void coro_stack_put(struct coro_pool *pool, struct coro_stack *st)
+{
+    st->next_free = pool->free_list;
+    pool->free_list = st;
+}
+
+/* ---- AddressSanitizer fiber hooks ------------------------------------ */
+
+static inline void asan_start(struct coro *from, const struct coro *to)
+{
+#ifdef CORO_ASAN
+    tl_prev = from;
+    /* A NULL save slot tells ASan the fiber is gone: it frees its fake
+     * stack instead of keeping it for a resume. */
+    __sanitizer_start_switch_fiber(from ? &from->asan_fake_stack : NULL,
+                                   to->asan_bottom, to->asan_size);
+#else
+    (void)from;
+    (void)to;
+#endif
+}
+
+static inline void asan_finish(struct coro *self)
+{
+#ifdef CORO_ASAN
+    struct coro *prev = tl_prev;
+    __sanitizer_finish_switch_fiber(self->asan_fake_stack,
+                                    prev ? &prev->asan_bottom : NULL,
+                                    prev ? &prev->asan_size : NULL);
+#else
+    (void)self;
+#endif
+}
+
+/* ---- contexts -------------------------------------------------------- */
+
+static void coro_init_common(struct coro *c, struct coro_stack *st,
+                             const char *name, void (*entry)(void *arg),
+                             void *arg)
+{
+    c->stack = st;
+    c->entry = entry;
+    c->arg = arg;
+    c->name = name;
+    c->asan_fake_stack = NULL;
+    c->asan_bottom = st ? st->lo : NULL;
+    c->asan_size = st ? st->size : 0;
+#ifdef CORO_ASAN
+    /* A reused stack still holds the poisoned frames of a coroutine that
+     * ended by switching away, never running their epilogues. */
+    if (st)
+        __asan_unpoison_memory_region(st->lo, st->size);
+#endif
+}
+
+void coro_init_main(struct coro *c)
+{
+    coro_init_common(c, NULL, "main", NULL, NULL);
+#ifndef KBSIM_CORO_USE_UCONTEXT
+    c->sp = NULL;
+#endif
+    tl_current = c;
+}
+
+/* First code a coroutine runs, entered from its first coro_switch. */
+static void coro_trampoline(void)
+{
+    struct coro *self = tl_current;
+    asan_finish(self);
+    self->entry(self->arg);
+    fprintf(stderr, "kbsim: coroutine '%s' returned from its entry function\n",
+            self->name ? self->name : "?");
+    abort();
+}
+
+#ifdef KBSIM_CORO_USE_UCONTEXT
+
+void coro_init(struct coro *c, struct coro_stack *st, const char *name,
+               void (*entry)(void *arg), void *arg)
+{
+    coro_init_common(c, st, name, entry, arg);
+    getcontext(&c->uc);
+    c->uc.uc_stack.ss_sp = st->lo;
+    c->uc.uc_stack.ss_size = st->size;
+    c->uc.uc_link = NULL;
+    makecontext(&c->uc, coro_trampoline, 0);
+}
+
+static inline void backend_switch(struct coro *from, struct coro *to)
+{
+    swapcontext(&from->uc, &to->uc);
+}
+
+static inline void backend_exit(struct coro *from, struct coro *to)
+{
+    (void)from;
+    setcontext(&to->uc);
+}
+
+#else
+
+void coro__swap(void **save_sp, void *load_sp);
+
+void coro_init(struct coro *c, struct coro_stack *st, const char *name,
+               void (*entry)(void *arg), void *arg)
+{
+    coro_init_common(c, st, name, entry, arg);
+    uintptr_t top = ((uintptr_t)st->lo + st->size) & ~(uintptr_t)15;
+#if defined(__x86_64__)
+    /* The frame coro__swap pops (see coro_switch_x86_64.S), below a zero
+     * return address for the trampoline: after `ret` the trampoline sees
+     * sp = 8 mod 16, as after a call. rbp = 0 ends frame-pointer walks. */
+    uint64_t *sp = (uint64_t *)top - 9;
+    uint32_t mxcsr;
+    uint16_t fpucw;
+    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+    memset(sp, 0, 9 * sizeof *sp);
+    /* A new coroutine starts with its creator's rounding mode, as a new
+     * POSIX thread does. */
+    sp[0] = (uint64_t)mxcsr | (uint64_t)fpucw << 32;
+    sp[7] = (uint64_t)(uintptr_t)coro_trampoline;
+#elif defined(__aarch64__)
+    /* The frame coro__swap loads (see coro_switch_aarch64.S): x30 is the
+     * trampoline, x29 = 0 ends frame-pointer walks, FPCR the creator's. */
+    uint64_t *sp = (uint64_t *)(top - 176);
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    memset(sp, 0, 176);
+    sp[11] = (uint64_t)(uintptr_t)coro_trampoline;
+    sp[20] = fpcr;
+#endif
+    c->sp = sp;
+}
+
+static inline void backend_switch(struct coro *from, struct coro *to)
+{
+    coro__swap(&from->sp, to->sp);
+}
+
+/* The registers saved on the finished stack are never loaded again. */
+static inline void backend_exit(struct coro *from, struct coro *to)
+{
+    coro__swap(&from->sp, to->sp);
+}
+
+#endif
+
+void coro_switch(struct coro *from, struct coro *to)
+{
+    tl_current = to;
+    asan_start(from, to);
+    backend_switch(from, to);
+    asan_finish(from);
+}
+
+void coro_exit(struct coro *from, struct coro *to)
+{
+    tl_current = to;
+    asan_start(NULL, to);
+    backend_exit(from, to);
+    __builtin_unreachable();
+}
+
+/* ---- stack-overflow report ------------------------------------------- */
+
+static struct sigaction overflow_prev;
+static pthread_once_t overflow_once = PTHREAD_ONCE_INIT;
+static pthread_key_t overflow_altstack_key;
+static _Thread_local bool tl_altstack_done;
+
+#define ALTSTACK_SIZE (64 * 1024)
+
+static void write_str(char *buf, size_t *n, size_t cap, const char *s)
+{
+    while (*s && *n < cap)
+        buf[(*n)++] = *s++;
+}
+
+/* Async-signal-safe: no stdio, no allocation. */
+static void report_overflow(const struct coro *c)
+{
+    char buf[512], num[24];
+    size_t n = 0, i = sizeof num - 1;
+    num[i] = 0;
+    size_t size = c->stack->size;
+    do {
+        num[--i] = (char)('0' + size % 10);
+        size /= 10;
+    } while (size);
+
+    write_str(buf, &n, sizeof buf, "kbsim: stack overflow in thread process '");
+    write_str(buf, &n, sizeof buf, c->name ? c->name : "?");
+    write_str(buf, &n, sizeof buf, "' (stack ");
+    write_str(buf, &n, sizeof buf, num + i);
+    write_str(buf, &n, sizeof buf, " bytes); give it a larger stack_size\n");
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(STDERR_FILENO, buf + off, n - off);
+        if (w <= 0 && errno != EINTR)
+            break;
+        if (w > 0)
+            off += (size_t)w;
+    }
+}
+
+static void overflow_handler(int sig, siginfo_t *si, void *uctx)
+{
+    (void)uctx;
+    int saved_errno = errno;
+    const struct coro *c = tl_current;
+    const struct coro_stack *st = c ? c->stack : NULL;
+    const char *addr = si->si_addr;
+    if (si->si_code > 0 && st && st->guard && addr >= (const char *)st->map &&
+        addr < (const char *)st->lo)
+        report_overflow(c);
+    /* Hand the fault to whoever owned SIGSEGV before us (normally the
+     * default action): a hardware fault repeats when we return, a signal
+     * sent by kill() has to be raised again. */
+    sigaction(SIGSEGV, &overflow_prev, NULL);
+    if (si->si_code <= 0)
+        raise(sig);
+    errno = saved_errno;
+}
+
+static void altstack_free(void *map)
+{
+    stack_t ss = {.ss_flags = SS_DISABLE};
+    sigaltstack(&ss, NULL);
+    munmap(map, ALTSTACK_SIZE);
+}
+
+static void overflow_install_once(void)
+{
+    pthread_key_create(&overflow_altstack_key, altstack_free);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = overflow_handler;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &overflow_prev);
+}
+
+void coro_overflow_guard_install(void)
+{
+    pthread_once(&overflow_once, overflow_install_once);
+    if (tl_altstack_done)
+        return;
+    tl_altstack_done = true;
+
+    /* Keep an alternate stack someone else (a sanitizer, the embedding
+     * program) already gave this thread. */
+    stack_t old;
+    if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE))
+        return;
+    void *map = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (map == MAP_FAILED)
+        return;
+    stack_t ss = {.ss_sp = map, .ss_size = ALTSTACK_SIZE, .ss_flags = 0};
+    if (sigaltstack(&ss, NULL) != 0) {
+        munmap(map, ALTSTACK_SIZE);
+        return;
+    }
+    /* Freed when the thread exits (sweep worker threads come and go). */
+    pthread_setspecific(overflow_altstack_key, map);
+}

@@ -1,0 +1,49 @@
+/* coro_switch_x86_64.S — coroutine context switch for x86-64 (System V) */
+#if defined(__x86_64__) && !defined(KBSIM_CORO_UCONTEXT)
+
+/* void coro__swap(void **save_sp, void *load_sp)
+ *
+ * Pushes the callee-saved registers and the floating-point control state
+ * (MXCSR, x87 control word: the ABI makes them callee-saved too) on the
+ * current stack, stores sp in *save_sp, switches to load_sp and pops the
+ * same frame from there. A new coroutine's stack is prepared by coro_init
+ * in this exact layout, with the trampoline as the return address.
+ *
+ *   sp+0  MXCSR     sp+4  x87 CW
+ *   sp+8  r15  r14  r13  r12  rbx  rbp
+ *   sp+56 return address
+ */
+    .text
+    .globl  coro__swap
+    .hidden coro__swap
+    .type   coro__swap, @function
+    .p2align 4
+coro__swap:
+    pushq   %rbp
+    pushq   %rbx
+    pushq   %r12
+    pushq   %r13
+    pushq   %r14
+    pushq   %r15
+    subq    $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw  4(%rsp)
+    movq    %rsp, (%rdi)
+    movq    %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw   4(%rsp)
+    addq    $8, %rsp
+    popq    %r15
+    popq    %r14
+    popq    %r13
+    popq    %r12
+    popq    %rbx
+    popq    %rbp
+    ret
+    .size   coro__swap, .-coro__swap
+
+#endif
+
+#if defined(__ELF__)
+    .section .note.GNU-stack,"",%progbits
+#endif

@@ -1,0 +1,463 @@
+/* test_coro.c — tests of the stackful coroutines (engine/coro.c) */
+#include "coro.h"
+#include "test.h"
+
+#include <fenv.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(TEST_ASAN)
+#define TEST_ASAN 1
+#endif
+
+#define STACK_SIZE (64 * 1024)
+
+static size_t page(void)
+{
+    return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* ---- ping-pong ------------------------------------------------------- */
+
+struct pingpong {
+    struct coro main, co;
+    long value;
+    long rounds;
+};
+
+static void pingpong_entry(void *arg)
+{
+    struct pingpong *pp = arg;
+    for (long i = 0; i < pp->rounds; i++) {
+        pp->value = pp->value * 2 + 1;
+        coro_switch(&pp->co, &pp->main);
+    }
+    pp->value = -1;
+    coro_exit(&pp->co, &pp->main);
+}
+
+static void run_pingpong(struct coro_stack *st, long rounds, long *bad_round)
+{
+    struct pingpong pp = {.rounds = rounds};
+    coro_init_main(&pp.main);
+    coro_init(&pp.co, st, "pingpong", pingpong_entry, &pp);
+    *bad_round = -1;
+    for (long i = 0; i < rounds; i++) {
+        pp.value = i;
+        coro_switch(&pp.main, &pp.co);
+        if (pp.value != 2 * i + 1 && *bad_round < 0)
+            *bad_round = i;
+    }
+    coro_switch(&pp.main, &pp.co);
+    if (pp.value != -1 && *bad_round < 0)
+        *bad_round = rounds;
+}
+
+TEST(ping_pong)
+{
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    struct coro_stack *st = coro_stack_get(&pool, STACK_SIZE, true);
+    ASSERT_TRUE(st != NULL);
+    long bad_round;
+    run_pingpong(st, 100000, &bad_round);
+    ASSERT_EQ(bad_round, -1);
+    coro_stack_put(&pool, st);
+    coro_pool_release(&pool);
+    ASSERT_EQ(pool.mapped_bytes, 0);
+}
+
+/* ---- a chain: each coroutine switches to the next, the last to main --- */
+
+#define CHAIN_LEN 16
+#define CHAIN_ROUNDS 1000
+
+struct chain {
+    struct coro main, co[CHAIN_LEN];
+    uint64_t token;
+    int visits[CHAIN_LEN];
+};
+
+struct chain_link {
+    struct chain *ch;
+    int idx;
+};
+
+static void chain_entry(void *arg)
+{
+    struct chain_link *l = arg;
+    struct chain *ch = l->ch;
+    int i = l->idx;
+    struct coro *next = i + 1 < CHAIN_LEN ? &ch->co[i + 1] : &ch->main;
+    for (int r = 0; r < CHAIN_ROUNDS; r++) {
+        ch->token = ch->token * 31 + (uint64_t)i;
+        ch->visits[i]++;
+        coro_switch(&ch->co[i], next);
+    }
+    coro_exit(&ch->co[i], next);
+}
+
+TEST(chain)
+{
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    struct chain ch = {.token = 1};
+    struct chain_link links[CHAIN_LEN];
+    struct coro_stack *stacks[CHAIN_LEN];
+    coro_init_main(&ch.main);
+    for (int i = 0; i < CHAIN_LEN; i++) {
+        stacks[i] = coro_stack_get(&pool, STACK_SIZE, true);
+        ASSERT_TRUE(stacks[i] != NULL);
+        links[i] = (struct chain_link){&ch, i};
+        coro_init(&ch.co[i], stacks[i], "chain", chain_entry, &links[i]);
+    }
+    uint64_t expect = 1;
+    for (int r = 0; r < CHAIN_ROUNDS; r++) {
+        coro_switch(&ch.main, &ch.co[0]);
+        for (int i = 0; i < CHAIN_LEN; i++)
+            expect = expect * 31 + (uint64_t)i;
+        ASSERT_U64_EQ(ch.token, expect);
+    }
+    /* one more pass: every coroutine ends, handing on to the next */
+    coro_switch(&ch.main, &ch.co[0]);
+    ASSERT_U64_EQ(ch.token, expect);
+    for (int i = 0; i < CHAIN_LEN; i++) {
+        ASSERT_EQ(ch.visits[i], CHAIN_ROUNDS);
+        coro_stack_put(&pool, stacks[i]);
+    }
+    coro_pool_release(&pool);
+    ASSERT_EQ(pool.mapped_bytes, 0);
+}
+
+/* ---- callee-saved registers and floating point ---------------------- */
+
+/* Overwrites every callee-saved register the compiler lets us name (not
+ * the frame pointer), so that the other side of a switch only sees its own
+ * values if the switch saved and restored them. */
+static void scramble_callee_saved(void)
+{
+#if defined(__x86_64__)
+    __asm__ volatile("movq $-1, %%rbx\n\t"
+                     "movq $-2, %%r12\n\t"
+                     "movq $-3, %%r13\n\t"
+                     "movq $-4, %%r14\n\t"
+                     "movq $-5, %%r15\n\t"
+                     ::: "rbx", "r12", "r13", "r14", "r15");
+#elif defined(__aarch64__)
+    __asm__ volatile("mov x19, #-1\n\tmov x20, #-2\n\tmov x21, #-3\n\t"
+                     "mov x22, #-4\n\tmov x23, #-5\n\tmov x24, #-6\n\t"
+                     "mov x25, #-7\n\tmov x26, #-8\n\tmov x27, #-9\n\t"
+                     "mov x28, #-10\n\t"
+                     "fmov d8, #-1.0\n\tfmov d9, #-2.0\n\tfmov d10, #-3.0\n\t"
+                     "fmov d11, #-4.0\n\tfmov d12, #-5.0\n\tfmov d13, #-6.0\n\t"
+                     "fmov d14, #-7.0\n\tfmov d15, #-8.0\n\t"
+                     ::: "x19", "x20", "x21", "x22", "x23", "x24", "x25",
+                         "x26", "x27", "x28", "d8", "d9", "d10", "d11",
+                         "d12", "d13", "d14", "d15");
+#endif
+}
+
+struct regs {
+    struct coro main, co;
+    int rounds;
+    int bad_rounding; /* rounds on which the coroutine lost FE_UPWARD */
+};
+
+static void regs_entry(void *arg)
+{
+    struct regs *r = arg;
+    fesetround(FE_UPWARD);
+    for (int i = 0; i < r->rounds; i++) {
+        if (fegetround() != FE_UPWARD)
+            r->bad_rounding++;
+        scramble_callee_saved();
+        coro_switch(&r->co, &r->main);
+    }
+    coro_exit(&r->co, &r->main);
+}
+
+TEST(registers_and_fp_preserved)
+{
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    struct coro_stack *st = coro_stack_get(&pool, STACK_SIZE, true);
+    ASSERT_TRUE(st != NULL);
+    struct regs r = {.rounds = 1000};
+    coro_init_main(&r.main);
+    coro_init(&r.co, st, "regs", regs_entry, &r);
+
+    /* More values live across the switch than there are callee-saved
+     * registers, so the compiler keeps some of them there. */
+    volatile long seed = 12345;
+    long a = seed, b = seed * 3, c = seed * 5, d = seed * 7, e = seed * 11,
+         f = seed * 13, g = seed * 17, h = seed * 19;
+    double x = (double)seed * 0.5, y = (double)seed * 0.25,
+           z = (double)seed * 0.125, w = (double)seed * 2.0,
+           u = (double)seed * 4.0, v = (double)seed * 8.0,
+           p = (double)seed * 16.0, q = (double)seed * 32.0;
+    volatile double one = 1.0, three = 3.0;
+    double third_nearest = one / three;
+    int bad = -1;
+    for (int i = 0; i < r.rounds; i++) {
+        coro_switch(&r.main, &r.co);
+        long s = seed;
+        if (a != s + i || b != s * 3 + 2L * i || c != s * 5 + 3L * i ||
+            d != s * 7 + 4L * i || e != s * 11 + 5L * i ||
+            f != s * 13 + 6L * i || g != s * 17 + 7L * i ||
+            h != s * 19 + 8L * i || x != (double)s * 0.5 + i ||
+            y != (double)s * 0.25 + i || z != (double)s * 0.125 + i ||
+            w != (double)s * 2.0 + i || u != (double)s * 4.0 + i ||
+            v != (double)s * 8.0 + i || p != (double)s * 16.0 + i ||
+            q != (double)s * 32.0 + i || fegetround() != FE_TONEAREST ||
+            one / three != third_nearest) {
+            bad = i;
+            break;
+        }
+        a += 1, b += 2, c += 3, d += 4, e += 5, f += 6, g += 7, h += 8;
+        x += 1, y += 1, z += 1, w += 1, u += 1, v += 1, p += 1, q += 1;
+    }
+    ASSERT_EQ(bad, -1);
+    ASSERT_EQ(r.bad_rounding, 0);
+    coro_switch(&r.main, &r.co);
+    coro_stack_put(&pool, st);
+    coro_pool_release(&pool);
+}
+
+/* ---- 10,000 coroutines alive at once -------------------------------- */
+
+#define MANY 10000
+
+struct many {
+    struct coro *main;
+    struct coro co;
+    long value;
+};
+
+static void many_entry(void *arg)
+{
+    struct many *m = arg;
+    volatile char scratch[1024];
+    scratch[0] = (char)m->value;
+    m->value += 1;
+    coro_switch(&m->co, m->main);
+    m->value += scratch[0] == (char)(m->value - 1) ? 10 : 1000;
+    coro_exit(&m->co, m->main);
+}
+
+static long resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (!f)
+        return -1;
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2)
+        resident = -1;
+    fclose(f);
+    return resident < 0 ? -1 : resident * (long)page();
+}
+
+TEST(ten_thousand_coroutines)
+{
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    struct coro main;
+    coro_init_main(&main);
+    struct many *m = calloc(MANY, sizeof *m);
+    struct coro_stack **st = calloc(MANY, sizeof *st);
+    ASSERT_TRUE(m && st);
+    long rss_before = resident_bytes();
+    ASSERT_TRUE(rss_before > 0);
+    for (int i = 0; i < MANY; i++) {
+        st[i] = coro_stack_get(&pool, STACK_SIZE, true);
+        ASSERT_TRUE(st[i] != NULL);
+        m[i].main = &main;
+        m[i].value = i;
+        coro_init(&m[i].co, st[i], "many", many_entry, &m[i]);
+        coro_switch(&main, &m[i].co);
+        ASSERT_EQ(m[i].value, i + 1);
+    }
+    ASSERT_U64_EQ(pool.mapped_bytes, (uint64_t)MANY * (STACK_SIZE + page()));
+    long grown = resident_bytes() - rss_before;
+    int bad = -1;
+    for (int i = 0; i < MANY; i++) {
+        coro_switch(&main, &m[i].co);
+        if (m[i].value != i + 11 && bad < 0)
+            bad = i;
+        coro_stack_put(&pool, st[i]);
+    }
+    coro_pool_release(&pool);
+    free(st);
+    free(m);
+    ASSERT_EQ(pool.mapped_bytes, 0);
+    ASSERT_EQ(bad, -1);
+#ifndef TEST_ASAN
+    /* Only the pages a coroutine touched are resident (under ASan, its
+     * shadow memory and fake stacks add their own). */
+    ASSERT_TRUE(grown < 200L * 1024 * 1024);
+#else
+    (void)grown;
+#endif
+}
+
+/* ---- pool ----------------------------------------------------------- */
+
+TEST(pool_reuse)
+{
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    size_t ps = page();
+
+    struct coro_stack *a = coro_stack_get(&pool, 1000, true);
+    ASSERT_TRUE(a != NULL);
+    ASSERT_EQ(a->size, ps);
+    ASSERT_EQ(a->map_size, 2 * ps);
+    ASSERT_TRUE(a->guard);
+    ASSERT_TRUE((char *)a->lo == (char *)a->map + ps);
+    ASSERT_EQ(pool.mapped_bytes, 2 * ps);
+
+    /* a released stack is handed out again, run a coroutine and all */
+    long bad_round;
+    struct coro_stack *big = coro_stack_get(&pool, STACK_SIZE, true);
+    ASSERT_TRUE(big != NULL);
+    run_pingpong(big, 10, &bad_round);
+    ASSERT_EQ(bad_round, -1);
+    coro_stack_put(&pool, big);
+    struct coro_stack *again = coro_stack_get(&pool, STACK_SIZE - 100, true);
+    ASSERT_TRUE(again == big);
+    run_pingpong(again, 10, &bad_round);
+    ASSERT_EQ(bad_round, -1);
+    coro_stack_put(&pool, again);
+
+    /* only a stack of the same size and guard fits */
+    coro_stack_put(&pool, a);
+    struct coro_stack *unguarded = coro_stack_get(&pool, ps, false);
+    ASSERT_TRUE(unguarded != NULL && unguarded != a && unguarded != big);
+    struct coro_stack *larger = coro_stack_get(&pool, 2 * ps, true);
+    ASSERT_TRUE(larger != NULL && larger != a && larger != big);
+    struct coro_stack *same = coro_stack_get(&pool, ps, true);
+    ASSERT_TRUE(same == a);
+    ASSERT_EQ(pool.mapped_bytes,
+              2 * ps + (STACK_SIZE + ps) + ps + 3 * ps);
+
+    coro_stack_put(&pool, same);
+    coro_stack_put(&pool, unguarded);
+    coro_stack_put(&pool, larger);
+    coro_pool_release(&pool);
+    ASSERT_EQ(pool.mapped_bytes, 0);
+    ASSERT_TRUE(pool.free_list == NULL);
+}
+
+/* ---- stacks without a guard page ------------------------------------ */
+
+static int recurse(int depth)
+{
+    volatile char pad[512];
+    pad[0] = (char)depth;
+    if (depth == 0)
+        return pad[0];
+    return recurse(depth - 1) + pad[0];
+}
+
+struct deep {
+    struct coro main, co;
+    int depth;
+    int result;
+};
+
+static void deep_entry(void *arg)
+{
+    struct deep *d = arg;
+    d->result = recurse(d->depth);
+    coro_exit(&d->co, &d->main);
+}
+
+TEST(unguarded_stack)
+{
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    struct coro_stack *st = coro_stack_get(&pool, STACK_SIZE, false);
+    ASSERT_TRUE(st != NULL);
+    ASSERT_TRUE(!st->guard);
+    ASSERT_TRUE(st->lo == st->map);
+    ASSERT_EQ(st->map_size, STACK_SIZE);
+    long bad_round;
+    run_pingpong(st, 1000, &bad_round);
+    ASSERT_EQ(bad_round, -1);
+
+    /* about half of the stack: 60 frames of over 512 bytes */
+    struct deep d = {.depth = 60};
+    coro_init_main(&d.main);
+    coro_init(&d.co, st, "deep", deep_entry, &d);
+    coro_switch(&d.main, &d.co);
+    int expect = 0;
+    for (int i = 0; i <= 60; i++)
+        expect += (char)i;
+    ASSERT_EQ(d.result, expect);
+    coro_stack_put(&pool, st);
+    coro_pool_release(&pool);
+}
+
+/* ---- stack overflow report ------------------------------------------ */
+
+#ifndef TEST_ASAN
+static void overflow_child(int err_fd)
+{
+    dup2(err_fd, STDERR_FILENO);
+    coro_overflow_guard_install();
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    struct coro_stack *st = coro_stack_get(&pool, STACK_SIZE, true);
+    if (!st)
+        _exit(3);
+    struct deep d = {.depth = 1 << 20};
+    coro_init_main(&d.main);
+    coro_init(&d.co, st, "deep_thought", deep_entry, &d);
+    coro_switch(&d.main, &d.co);
+    _exit(0);
+}
+#endif
+
+TEST(stack_overflow_report)
+{
+#ifdef TEST_ASAN
+    printf("note: stack_overflow_report skipped: AddressSanitizer owns "
+           "SIGSEGV\n");
+#else
+    int fds[2];
+    ASSERT_EQ(pipe(fds), 0);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    ASSERT_TRUE(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        overflow_child(fds[1]);
+    }
+    close(fds[1]);
+    static char err[1 << 16];
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < sizeof err &&
+           (r = read(fds[0], err + n, sizeof err - 1 - n)) > 0)
+        n += (size_t)r;
+    err[n] = 0;
+    close(fds[0]);
+    int status;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    ASSERT_EQ(WTERMSIG(status), SIGSEGV);
+    ASSERT_CONTAINS(err, "kbsim: stack overflow in thread process "
+                         "'deep_thought' (stack 65536 bytes); give it a "
+                         "larger stack_size\n");
+#endif
+}
+
+TEST_MAIN(ping_pong, chain, registers_and_fp_preserved, ten_thousand_coroutines,
+          pool_reuse, unguarded_stack, stack_overflow_report)
