@@ -4,7 +4,7 @@
  * counter, so entries at one time come out in the order they went in and
  * every run is deterministic. Two structures hold them: a FIFO for entries
  * that arrive in non-decreasing key order (the common case: every process
- * waits the same delay, or one clock) and a binary heap for the rest; pop
+ * waits the same delay, or one clock) and a 4-ary heap for the rest; pop
  * takes the smaller head. Cancellation is lazy: an entry carries the
  * generation of its owner, and a stale entry is dropped when it surfaces.
  */
