@@ -1,0 +1,402 @@
+/* fabric.c — kb_fabric: node and link tables, path checks, transfers
+ *
+ * End-to-end timing. A B-byte message over hops j = 1..h travels as
+ * n = ceil(B / flit) flits of sizes f_1..f_n (f_n = B - (n-1)·flit is the
+ * only partial one). With overhead o_j, latency l_j and bandwidth bw_j,
+ * and no other traffic, its last byte arrives after
+ *
+ *     T = Σ_{j=1..h} (o_j + l_j + f_1/bw_j)  +  Σ_{i=2..n} f_i / min_j bw_j
+ *
+ * the head pays every hop in full and the body streams behind it at the
+ * rate of the slowest link. Every f/bw is rounded to the ps per flit, as
+ * the links charge it. The flit-level simulation (link.c) gives exactly T
+ * when all hops have one bandwidth, or when all flits are full and no
+ * overhead lies downstream of the slowest hop; otherwise T is an upper
+ * bound, because on a faster hop downstream a worm closes up behind a head
+ * that paid an overhead, and a short last flit crosses it faster than at
+ * the bottleneck. With other traffic each link serves whole worms in the
+ * order their heads arrive, so flows sharing a link take the serialised
+ * time. */
+#include "fabric.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct node {
+    char *name;
+};
+
+struct flink {
+    struct kb_link *l;
+    int src, dst;
+};
+
+/* A thread blocked in kb_fabric_transfer waits on one of these. */
+struct waiter {
+    struct sim_event *ev;
+    struct waiter *next_free, *next_all;
+};
+
+/* A message and what to do when it is delivered; one allocation holds the
+ * path and the per-hop counters too. */
+struct fmsg {
+    struct kb_link_msg m;
+    struct kb_fabric *f;
+    struct sim_event *done;
+    struct fmsg *prev, *next; /* in flight, so kb_fabric_free finds them */
+};
+
+struct kb_fabric {
+    struct sim *sim;
+    struct node *nodes;
+    int n_nodes, cap_nodes;
+    /* open addressing on node names; slots hold id + 1, 0 is empty */
+    int *hash;
+    size_t cap_hash;
+    struct flink *links;
+    int n_links, cap_links;
+    struct fmsg *live;
+    uint64_t n_live;
+    struct waiter *free_waiters, *all_waiters;
+    char err[256];
+};
+
+static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->err, sizeof f->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+struct kb_fabric *kb_fabric_new(struct sim *s)
+{
+    struct kb_fabric *f = calloc(1, sizeof *f);
+    if (f)
+        f->sim = s;
+    return f;
+}
+
+void kb_fabric_free(struct kb_fabric *f)
+{
+    if (!f)
+        return;
+    while (f->live) {
+        struct fmsg *m = f->live;
+        f->live = m->next;
+        free(m);
+    }
+    for (struct waiter *w = f->all_waiters, *nx; w; w = nx) {
+        nx = w->next_all;
+        free(w);
+    }
+    for (int i = 0; i < f->n_links; i++)
+        kb_link_free(f->links[i].l);
+    for (int i = 0; i < f->n_nodes; i++)
+        free(f->nodes[i].name);
+    free(f->links);
+    free(f->nodes);
+    free(f->hash);
+    free(f);
+}
+
+const char *kb_fabric_errmsg(const struct kb_fabric *f) { return f->err; }
+struct sim *kb_fabric_sim(const struct kb_fabric *f) { return f->sim; }
+
+/* ---- nodes ------------------------------------------------------------- */
+
+static size_t hash_str(const char *s)
+{
+    size_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return h;
+}
+
+/* The slot holding name, or the empty slot where it would go. */
+static size_t hash_slot(const struct kb_fabric *f, const char *name)
+{
+    size_t mask = f->cap_hash - 1, i = hash_str(name) & mask;
+    while (f->hash[i] && strcmp(f->nodes[f->hash[i] - 1].name, name) != 0)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static int hash_grow(struct kb_fabric *f)
+{
+    size_t cap = f->cap_hash ? 2 * f->cap_hash : 64;
+    int *h = calloc(cap, sizeof *h);
+    if (!h)
+        return SIM_ENOMEM;
+    free(f->hash);
+    f->hash = h;
+    f->cap_hash = cap;
+    for (int id = 0; id < f->n_nodes; id++)
+        f->hash[hash_slot(f, f->nodes[id].name)] = id + 1;
+    return 0;
+}
+
+int kb_fabric_add_node(struct kb_fabric *f, const char *name)
+{
+    if (!name || !*name)
+        return seterr(f, SIM_EINVAL, "node name is empty");
+    if (kb_fabric_find_node(f, name) >= 0)
+        return seterr(f, SIM_EINVAL, "duplicate node '%s'", name);
+    /* keep the table at most half full */
+    if ((size_t)(f->n_nodes + 1) * 2 > f->cap_hash && hash_grow(f) < 0)
+        return seterr(f, SIM_ENOMEM, "out of memory adding node '%s'", name);
+    if (f->n_nodes == f->cap_nodes) {
+        int cap = f->cap_nodes ? 2 * f->cap_nodes : 16;
+        struct node *n = realloc(f->nodes, (size_t)cap * sizeof *n);
+        if (!n)
+            return seterr(f, SIM_ENOMEM, "out of memory adding node '%s'",
+                          name);
+        f->nodes = n;
+        f->cap_nodes = cap;
+    }
+    char *copy = strdup(name);
+    if (!copy)
+        return seterr(f, SIM_ENOMEM, "out of memory adding node '%s'", name);
+    int id = f->n_nodes++;
+    f->nodes[id].name = copy;
+    f->hash[hash_slot(f, name)] = id + 1;
+    return id;
+}
+
+int kb_fabric_find_node(const struct kb_fabric *f, const char *name)
+{
+    if (!f->cap_hash || !name)
+        return -1;
+    return f->hash[hash_slot(f, name)] - 1;
+}
+
+const char *kb_fabric_node_name(const struct kb_fabric *f, int node)
+{
+    return node >= 0 && node < f->n_nodes ? f->nodes[node].name : NULL;
+}
+
+int kb_fabric_node_count(const struct kb_fabric *f) { return f->n_nodes; }
+
+/* ---- links ------------------------------------------------------------- */
+
+int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
+                       const char *name, const struct kb_link_params *p)
+{
+    if (src < 0 || src >= f->n_nodes || dst < 0 || dst >= f->n_nodes)
+        return seterr(f, SIM_EINVAL, "link from node %d to node %d: no such "
+                      "node (fabric has %d)", src, dst, f->n_nodes);
+    char autoname[512];
+    if (!name) {
+        snprintf(autoname, sizeof autoname, "%s->%s", f->nodes[src].name,
+                 f->nodes[dst].name);
+        name = autoname;
+    }
+    if (f->n_links == f->cap_links) {
+        int cap = f->cap_links ? 2 * f->cap_links : 16;
+        struct flink *l = realloc(f->links, (size_t)cap * sizeof *l);
+        if (!l)
+            return seterr(f, SIM_ENOMEM, "link '%s': out of memory", name);
+        f->links = l;
+        f->cap_links = cap;
+    }
+    struct kb_link *l = kb_link_new(f->sim, name, p, f->err, sizeof f->err);
+    if (!l)
+        return SIM_EINVAL;
+    int id = f->n_links++;
+    f->links[id] = (struct flink){l, src, dst};
+    return id;
+}
+
+int kb_fabric_link_count(const struct kb_fabric *f) { return f->n_links; }
+
+struct kb_link *kb_fabric_link(const struct kb_fabric *f, int link)
+{
+    return link >= 0 && link < f->n_links ? f->links[link].l : NULL;
+}
+
+int kb_fabric_link_src(const struct kb_fabric *f, int link)
+{
+    return link >= 0 && link < f->n_links ? f->links[link].src : -1;
+}
+
+int kb_fabric_link_dst(const struct kb_fabric *f, int link)
+{
+    return link >= 0 && link < f->n_links ? f->links[link].dst : -1;
+}
+
+int kb_fabric_find_link(const struct kb_fabric *f, int src, int dst)
+{
+    for (int i = 0; i < f->n_links; i++)
+        if (f->links[i].src == src && f->links[i].dst == dst)
+            return i;
+    return -1;
+}
+
+/* ---- paths and transfers ----------------------------------------------- */
+
+int kb_fabric_check_path(struct kb_fabric *f, const int *links, int n_links)
+{
+    if (n_links < 0)
+        return seterr(f, SIM_EINVAL, "path: negative length %d", n_links);
+    for (int j = 0; j < n_links; j++) {
+        int id = links[j];
+        if (id < 0 || id >= f->n_links)
+            return seterr(f, SIM_EINVAL, "path: hop %d names link %d, the "
+                          "fabric has %d", j, id, f->n_links);
+        if (j == 0)
+            continue;
+        const struct flink *a = &f->links[links[j - 1]], *b = &f->links[id];
+        if (a->dst != b->src)
+            return seterr(f, SIM_EINVAL, "path: link '%s' ends at '%s' but "
+                          "the next, '%s', starts at '%s'", kb_link_name(a->l),
+                          f->nodes[a->dst].name, kb_link_name(b->l),
+                          f->nodes[b->src].name);
+        uint32_t fa = kb_link_params(a->l)->flit_bytes;
+        uint32_t fb = kb_link_params(b->l)->flit_bytes;
+        if (fa != fb)
+            return seterr(f, SIM_EINVAL, "path: flit size %u of link '%s' "
+                          "differs from %u of link '%s'", fb,
+                          kb_link_name(b->l), fa, kb_link_name(a->l));
+    }
+    return 0;
+}
+
+sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
+                             int n_links, uint64_t bytes)
+{
+    if (kb_fabric_check_path(f, links, n_links) < 0)
+        return SIM_FOREVER;
+    if (n_links == 0)
+        return 0;
+    uint64_t flit = kb_link_params(f->links[links[0]].l)->flit_bytes;
+    uint64_t n = bytes ? (bytes + flit - 1) / flit : 1;
+    uint64_t f1 = n == 1 ? bytes : flit, fn = bytes - (n - 1) * flit;
+    sim_time t = 0;
+    const struct kb_link *slow = NULL;
+    for (int j = 0; j < n_links; j++) {
+        const struct kb_link *l = f->links[links[j]].l;
+        t += kb_link_overhead_ps(l) + kb_link_latency_ps(l) +
+             kb_link_ser_ps(l, f1);
+        if (!slow || kb_link_params(l)->bw_gbps < kb_link_params(slow)->bw_gbps)
+            slow = l;
+    }
+    if (n >= 2)
+        t += (n - 2) * kb_link_ser_ps(slow, flit) + kb_link_ser_ps(slow, fn);
+    return t;
+}
+
+static void msg_done(struct kb_link_msg *lm, sim_time at)
+{
+    struct fmsg *m = lm->ud;
+    struct kb_fabric *f = m->f;
+    if (m->done)
+        sim_notify_at(m->done, at - sim_now(f->sim));
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        f->live = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    f->n_live--;
+    free(m);
+}
+
+int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
+                   uint64_t bytes, struct sim_event *done)
+{
+    int rc = kb_fabric_check_path(f, links, n_links);
+    if (rc < 0)
+        return rc;
+    if (n_links == 0) {
+        if (done)
+            sim_notify_delta(done);
+        return 0;
+    }
+    /* one block: the message, then the path, then the per-hop counters */
+    size_t sz = sizeof(struct fmsg) + (size_t)n_links * sizeof(struct kb_link *)
+                + (size_t)n_links * sizeof(uint64_t);
+    struct fmsg *m = malloc(sz);
+    if (!m)
+        return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
+                      (unsigned long long)bytes);
+    struct kb_link **path = (struct kb_link **)(m + 1);
+    uint64_t *arrived = (uint64_t *)(path + n_links);
+    for (int j = 0; j < n_links; j++)
+        path[j] = f->links[links[j]].l;
+    uint32_t flit = kb_link_params(path[0])->flit_bytes;
+    uint64_t n = bytes ? (bytes + flit - 1) / flit : 1;
+    m->m = (struct kb_link_msg){
+        .path = path,
+        .n_hops = (uint32_t)n_links,
+        .n_flits = n,
+        .flit_bytes = flit,
+        .last_bytes = (uint32_t)(bytes - (n - 1) * flit),
+        .arrived = arrived,
+        .done = msg_done,
+        .ud = m,
+    };
+    m->f = f;
+    m->done = done;
+    m->prev = NULL;
+    m->next = f->live;
+    if (f->live)
+        f->live->prev = m;
+    f->live = m;
+    f->n_live++;
+    rc = kb_link_inject(&m->m);
+    if (rc < 0) {
+        /* only an allocation in the first link's queue can fail here */
+        f->live = m->next;
+        if (f->live)
+            f->live->prev = NULL;
+        f->n_live--;
+        free(m);
+        return seterr(f, rc, "out of memory sending %llu bytes",
+                      (unsigned long long)bytes);
+    }
+    return 0;
+}
+
+int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
+                       uint64_t bytes)
+{
+    if (!sim_current(f->sim))
+        return seterr(f, SIM_EPERM, "transfer: not called from a thread "
+                      "process");
+    if (n_links == 0) {
+        int rc = kb_fabric_check_path(f, links, n_links);
+        return rc;
+    }
+    struct waiter *w = f->free_waiters;
+    if (w) {
+        f->free_waiters = w->next_free;
+    } else {
+        w = calloc(1, sizeof *w);
+        if (!w || !(w->ev = sim_event_new(f->sim, "fabric.transfer"))) {
+            free(w);
+            return seterr(f, SIM_ENOMEM, "out of memory in transfer");
+        }
+        w->next_all = f->all_waiters;
+        f->all_waiters = w;
+    }
+    int rc = kb_fabric_send(f, links, n_links, bytes, w->ev);
+    if (rc >= 0) {
+        rc = sim_wait_event(f->sim, w->ev);
+        if (rc < 0) {
+            /* A method process cannot block. The transfer still runs and
+             * will notify w->ev, so w is never handed out again. */
+            return seterr(f, rc, "transfer: not called from a thread "
+                          "process");
+        }
+    }
+    w->next_free = f->free_waiters;
+    f->free_waiters = w;
+    return rc;
+}
+
+uint64_t kb_fabric_in_flight(const struct kb_fabric *f) { return f->n_live; }

@@ -1,0 +1,78 @@
+/* fabric.h — kb_fabric: nodes, directed links and the transfers over them
+ *
+ * A fabric owns named nodes (integer ids, hierarchical names such as
+ * "sip0.cube5.r3") and the kb_links between them (integer ids too). A
+ * transfer names its path as a list of link ids — routing is the caller's
+ * business (noc.h computes paths on meshes, tori, rings and switches) —
+ * and is carried flit by flit by the links' own processes, so contention
+ * between transfers emerges from the simulation. The fabric moves timing
+ * only; payload bytes are copied by whoever owns them (PE_DMA).
+ *
+ * Errors: functions returning int give a non-negative value on success and
+ * a negative SIM_E* code on failure, pointers NULL; kb_fabric_errmsg() says
+ * what went wrong. */
+#ifndef KBSIM_FABRIC_H
+#define KBSIM_FABRIC_H
+
+#include <stdint.h>
+
+#include "link.h"
+#include "sim.h"
+
+struct kb_fabric;
+
+/* An empty fabric whose links run in simulation s. NULL only when out of
+ * memory. */
+struct kb_fabric *kb_fabric_new(struct sim *s);
+/* Frees nodes, links and any message still in flight. Call it when the
+ * simulation no longer runs (before or after sim_free). */
+void kb_fabric_free(struct kb_fabric *f);
+
+const char *kb_fabric_errmsg(const struct kb_fabric *f);
+struct sim *kb_fabric_sim(const struct kb_fabric *f);
+
+/* A new node; names are unique. Returns its id (0, 1, ...). */
+int kb_fabric_add_node(struct kb_fabric *f, const char *name);
+/* The id of the node called name, or -1. */
+int kb_fabric_find_node(const struct kb_fabric *f, const char *name);
+const char *kb_fabric_node_name(const struct kb_fabric *f, int node);
+int kb_fabric_node_count(const struct kb_fabric *f);
+
+/* A new directed link src -> dst; name NULL gives "src->dst". Several
+ * links may join the same pair (a 2-node ring has two each way). Returns
+ * its id; a bad parameter is an error naming the link and the value. */
+int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
+                       const char *name, const struct kb_link_params *p);
+int kb_fabric_link_count(const struct kb_fabric *f);
+struct kb_link *kb_fabric_link(const struct kb_fabric *f, int link);
+int kb_fabric_link_src(const struct kb_fabric *f, int link);
+int kb_fabric_link_dst(const struct kb_fabric *f, int link);
+/* The first link added from src to dst, or -1. */
+int kb_fabric_find_link(const struct kb_fabric *f, int src, int dst);
+
+/* Checks that links[0..n) exist, join head to tail and share one flit
+ * size. 0 or SIM_EINVAL. */
+int kb_fabric_check_path(struct kb_fabric *f, const int *links, int n_links);
+
+/* The closed-form time of `bytes` over the path with no other traffic (the
+ * formula is in fabric.c). SIM_FOREVER for an invalid path. */
+sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
+                             int n_links, uint64_t bytes);
+
+/* Starts a transfer of `bytes` along the path now and notifies `done` (if
+ * not NULL) when the last byte arrives. Use one event per outstanding
+ * transfer: an event keeps only its earliest pending notification. An
+ * empty path completes in the next delta. Callable from any process or
+ * before the run. */
+int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
+                   uint64_t bytes, struct sim_event *done);
+
+/* Like kb_fabric_send, from a thread process: returns when the last byte
+ * has arrived. SIM_EPERM outside a process. */
+int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
+                       uint64_t bytes);
+
+/* Transfers started and not yet delivered to their last link's far end. */
+uint64_t kb_fabric_in_flight(const struct kb_fabric *f);
+
+#endif

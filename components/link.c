@@ -1,0 +1,334 @@
+/* link.c — kb_link: a directed wormhole link, one method process a link
+ *
+ * Per flit and hop the link applies one rule: flit i of the worm that holds
+ * the link starts at max(its arrival at the link's input, the end of flit
+ * i-1 on this link), occupies the link for ser(f_i) = f_i / bw and reaches
+ * the next input `latency` later; the head additionally arrives `overhead`
+ * late. The end-to-end closed form that follows from this rule is stated
+ * in fabric.c. */
+#include "link.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A flit (or the head of a worm) due at this link's input at time t. */
+struct arrival {
+    sim_time t;
+    uint64_t seq; /* FIFO among equal times */
+    struct kb_link_msg *m;
+    uint32_t hop;
+    uint32_t head;
+};
+
+struct waiting {
+    struct kb_link_msg *m;
+    uint32_t hop;
+};
+
+struct kb_link {
+    struct sim *sim;
+    char *name;
+    struct kb_link_params p;
+    double ps_per_byte;
+    sim_time ser_full; /* ser() of a full flit, the common case */
+    sim_time lat_ps, ovh_ps;
+
+    struct sim_event *wake;
+    struct sim_proc *proc;
+
+    /* flits on their way to this link's input, min-heap on (t, seq) */
+    struct arrival *heap;
+    size_t n_heap, cap_heap;
+    uint64_t seq;
+
+    /* heads that have arrived, in arrival order (ring buffer) */
+    struct waiting *fifo;
+    size_t fifo_head, n_fifo, cap_fifo;
+
+    /* the worm holding the link, NULL when none */
+    struct kb_link_msg *cur;
+    uint32_t cur_hop;
+    uint64_t cur_sent;
+    sim_time free_at; /* end of the flit being serialised */
+
+    struct kb_link_stats st;
+};
+
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+int kb_link_params_check(const struct kb_link_params *p, const char *name,
+                         char *err, size_t errlen)
+{
+    /* !(x > 0) also rejects NaN */
+    if (!(p->bw_gbps > 0) || isinf(p->bw_gbps)) {
+        errf(err, errlen, "link '%s': bandwidth must be a positive number of "
+             "GB/s, got %g", name, p->bw_gbps);
+        return SIM_EINVAL;
+    }
+    if (!(p->latency_ns >= 0) || isinf(p->latency_ns)) {
+        errf(err, errlen, "link '%s': latency must be >= 0 ns, got %g", name,
+             p->latency_ns);
+        return SIM_EINVAL;
+    }
+    if (!(p->overhead_ns >= 0) || isinf(p->overhead_ns)) {
+        errf(err, errlen, "link '%s': overhead must be >= 0 ns, got %g", name,
+             p->overhead_ns);
+        return SIM_EINVAL;
+    }
+    if (p->flit_bytes == 0) {
+        errf(err, errlen, "link '%s': flit size must be > 0 bytes, got 0",
+             name);
+        return SIM_EINVAL;
+    }
+    return 0;
+}
+
+static sim_time ns_to_ps(double ns) { return (sim_time)llround(ns * 1000.0); }
+
+static void link_serve(struct sim *s, void *arg);
+
+struct kb_link *kb_link_new(struct sim *s, const char *name,
+                            const struct kb_link_params *p, char *err,
+                            size_t errlen)
+{
+    if (kb_link_params_check(p, name, err, errlen) < 0)
+        return NULL;
+    struct kb_link *l = calloc(1, sizeof *l);
+    if (!l || !(l->name = strdup(name))) {
+        free(l);
+        errf(err, errlen, "link '%s': out of memory", name);
+        return NULL;
+    }
+    l->sim = s;
+    l->p = *p;
+    l->ps_per_byte = 1000.0 / p->bw_gbps;
+    l->ser_full = kb_link_ser_ps(l, p->flit_bytes);
+    l->lat_ps = ns_to_ps(p->latency_ns);
+    l->ovh_ps = ns_to_ps(p->overhead_ns);
+    l->wake = sim_event_new(s, name);
+    l->proc = l->wake ? sim_method(s, name, link_serve, l, true) : NULL;
+    if (!l->proc || sim_sensitive(l->proc, l->wake) < 0) {
+        errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
+        kb_link_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+void kb_link_free(struct kb_link *l)
+{
+    if (!l)
+        return;
+    free(l->heap);
+    free(l->fifo);
+    free(l->name);
+    free(l);
+}
+
+const char *kb_link_name(const struct kb_link *l) { return l->name; }
+const struct kb_link_params *kb_link_params(const struct kb_link *l)
+{
+    return &l->p;
+}
+
+sim_time kb_link_ser_ps(const struct kb_link *l, uint64_t bytes)
+{
+    return (sim_time)llround((double)bytes * l->ps_per_byte);
+}
+
+sim_time kb_link_latency_ps(const struct kb_link *l) { return l->lat_ps; }
+sim_time kb_link_overhead_ps(const struct kb_link *l) { return l->ovh_ps; }
+
+/* ---- the arrival heap -------------------------------------------------- */
+
+static int arr_before(const struct arrival *a, const struct arrival *b)
+{
+    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
+                     uint32_t hop, uint32_t head)
+{
+    if (l->n_heap == l->cap_heap) {
+        size_t cap = l->cap_heap ? 2 * l->cap_heap : 16;
+        struct arrival *h = realloc(l->heap, cap * sizeof *h);
+        if (!h)
+            return SIM_ENOMEM;
+        l->heap = h;
+        l->cap_heap = cap;
+    }
+    struct arrival a = {t, l->seq++, m, hop, head};
+    size_t i = l->n_heap++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!arr_before(&a, &l->heap[up]))
+            break;
+        l->heap[i] = l->heap[up];
+        i = up;
+    }
+    l->heap[i] = a;
+    return 0;
+}
+
+static struct arrival heap_pop(struct kb_link *l)
+{
+    struct arrival top = l->heap[0];
+    struct arrival last = l->heap[--l->n_heap];
+    size_t n = l->n_heap, i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n && arr_before(&l->heap[c + 1], &l->heap[c]))
+            c++;
+        if (!arr_before(&l->heap[c], &last))
+            break;
+        l->heap[i] = l->heap[c];
+        i = c;
+    }
+    if (n)
+        l->heap[i] = last;
+    return top;
+}
+
+static int fifo_push(struct kb_link *l, struct kb_link_msg *m, uint32_t hop)
+{
+    if (l->n_fifo == l->cap_fifo) {
+        size_t cap = l->cap_fifo ? 2 * l->cap_fifo : 8;
+        struct waiting *w = malloc(cap * sizeof *w);
+        if (!w)
+            return SIM_ENOMEM;
+        for (size_t i = 0; i < l->n_fifo; i++)
+            w[i] = l->fifo[(l->fifo_head + i) % l->cap_fifo];
+        free(l->fifo);
+        l->fifo = w;
+        l->cap_fifo = cap;
+        l->fifo_head = 0;
+    }
+    l->fifo[(l->fifo_head + l->n_fifo++) % l->cap_fifo] =
+        (struct waiting){m, hop};
+    return 0;
+}
+
+/* ---- flit movement ----------------------------------------------------- */
+
+/* Makes `t` (absolute, >= now) a wake-up time of l; the kernel keeps only
+ * the earliest pending notification, and link_serve asks again for the
+ * next one each time it runs, so no due time is lost. */
+static void wake_at(struct kb_link *l, sim_time t)
+{
+    sim_notify_at(l->wake, t - sim_now(l->sim));
+}
+
+static int post(struct kb_link *l, sim_time t, struct kb_link_msg *m,
+                uint32_t hop, uint32_t head)
+{
+    if (heap_push(l, t, m, hop, head) < 0)
+        return SIM_ENOMEM;
+    wake_at(l, t);
+    return 0;
+}
+
+int kb_link_inject(struct kb_link_msg *m)
+{
+    if (m->n_hops == 0 || m->n_flits == 0)
+        return SIM_EINVAL;
+    memset(m->arrived, 0, m->n_hops * sizeof *m->arrived);
+    /* The source holds the whole message: the body is at the first input
+     * already, only the head entry has to pass through arbitration. */
+    m->arrived[0] = m->n_flits - 1;
+    struct kb_link *l = m->path[0];
+    return post(l, sim_now(l->sim) + l->ovh_ps, m, 0, 1);
+}
+
+static void link_serve(struct sim *s, void *arg)
+{
+    struct kb_link *l = arg;
+    sim_time now = sim_now(s);
+
+    while (l->n_heap && l->heap[0].t <= now) {
+        struct arrival a = heap_pop(l);
+        a.m->arrived[a.hop]++;
+        if (a.head && fifo_push(l, a.m, a.hop) < 0) {
+            sim_fail(s, "link '%s': out of memory", l->name);
+            return;
+        }
+    }
+
+    while (l->free_at <= now) {
+        if (!l->cur) {
+            if (!l->n_fifo)
+                break;
+            struct waiting w = l->fifo[l->fifo_head];
+            l->fifo_head = (l->fifo_head + 1) % l->cap_fifo;
+            l->n_fifo--;
+            l->cur = w.m;
+            l->cur_hop = w.hop;
+            l->cur_sent = 0;
+            l->st.messages++;
+        }
+        struct kb_link_msg *m = l->cur;
+        if (l->cur_sent == m->arrived[l->cur_hop])
+            break; /* the worm's body is still upstream */
+        uint64_t i = l->cur_sent++;
+        int last = i + 1 == m->n_flits;
+        uint32_t f = last ? m->last_bytes : m->flit_bytes;
+        sim_time d = f == m->flit_bytes && f == l->p.flit_bytes
+                         ? l->ser_full
+                         : kb_link_ser_ps(l, f);
+        l->free_at = now + d;
+        l->st.busy_ps += d;
+        l->st.bytes += f;
+        l->st.flits++;
+        sim_time at = l->free_at + l->lat_ps;
+        uint32_t next = l->cur_hop + 1;
+        if (next < m->n_hops) {
+            struct kb_link *nl = m->path[next];
+            if (post(nl, at + (i == 0 ? nl->ovh_ps : 0), m, next, i == 0) < 0) {
+                sim_fail(s, "link '%s': out of memory", nl->name);
+                return;
+            }
+        }
+        if (last) {
+            /* The tail is on its way: the link is free for the next worm
+             * from free_at on, and nothing here refers to m any more. */
+            l->cur = NULL;
+            if (next == m->n_hops)
+                m->done(m, at);
+        }
+    }
+
+    sim_time t = SIM_FOREVER;
+    if (l->free_at > now && (l->n_fifo || (l->cur && l->cur_sent <
+                                            l->cur->arrived[l->cur_hop])))
+        t = l->free_at;
+    if (l->n_heap && l->heap[0].t < t)
+        t = l->heap[0].t;
+    if (t != SIM_FOREVER)
+        wake_at(l, t);
+}
+
+void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out)
+{
+    *out = l->st;
+}
+
+double kb_link_utilisation(const struct kb_link *l, sim_time elapsed)
+{
+    if (!elapsed)
+        elapsed = sim_now(l->sim);
+    return elapsed ? (double)l->st.busy_ps / (double)elapsed : 0.0;
+}

@@ -1,0 +1,95 @@
+/* link.h — kb_link: a directed link carrying wormhole messages flit by flit
+ *
+ * A link has a bandwidth (GB/s = bytes/ns), a wire latency (ns), a flit
+ * size (bytes) and a pass-through overhead (ns) that the head flit of a
+ * message pays once before it may ask for the link (routing, port/PHY
+ * pipeline). A flit occupies the link for flit_bytes / bw (serialisation)
+ * and then propagates for the latency; the next flit may start as soon as
+ * the previous one is serialised.
+ *
+ * Arbitration is FIFO in the order heads ask for the link. A message holds
+ * the link from its first to its last flit, like a wormhole worm: flits of
+ * different messages are never interleaved on one link, and a worm whose
+ * body is still upstream keeps the link idle but reserved. Input buffering
+ * is not bounded (no credit back-pressure between hops).
+ *
+ * Each link is a method process woken by one event; flits waiting to reach
+ * its input are kept in a small time-ordered heap, so every flit on every
+ * hop is a real scheduled activation and contention emerges from the
+ * simulation. Links are normally created and wired by kb_fabric
+ * (fabric.h); the message type below is the contract between the two. */
+#ifndef KBSIM_LINK_H
+#define KBSIM_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+struct kb_link_params {
+    double bw_gbps;      /* bytes per ns, > 0 */
+    double latency_ns;   /* wire delay after serialisation, >= 0 */
+    double overhead_ns;  /* charged once per message, on its head flit, >= 0 */
+    uint32_t flit_bytes; /* > 0 */
+};
+
+struct kb_link_stats {
+    uint64_t bytes;    /* payload bytes serialised */
+    uint64_t flits;    /* flits serialised */
+    uint64_t messages; /* messages that acquired the link */
+    sim_time busy_ps;  /* time spent serialising */
+};
+
+struct kb_link;
+
+/* A message in flight: a worm of n_flits flits (all flit_bytes long but
+ * the last, last_bytes long) following `path`. The owner fills every field
+ * but `arrived`'s contents and keeps the message alive until done() runs.
+ * done() is called once, when the last flit starts on the last hop, with
+ * `at` = the absolute time its last byte reaches the far end; no link
+ * refers to the message after that call. */
+struct kb_link_msg {
+    struct kb_link **path;
+    uint32_t n_hops;
+    uint64_t n_flits;
+    uint32_t flit_bytes;
+    uint32_t last_bytes;
+    uint64_t *arrived; /* n_hops counters, zeroed by kb_link_inject */
+    void (*done)(struct kb_link_msg *m, sim_time at);
+    void *ud;
+};
+
+/* Checks parameters; on error writes "link 'name': ..." into err and
+ * returns SIM_EINVAL. */
+int kb_link_params_check(const struct kb_link_params *p, const char *name,
+                         char *err, size_t errlen);
+
+/* A new link owned by the caller (free with kb_link_free after the
+ * simulation is done with it). NULL on a bad parameter or no memory, with
+ * the reason in err. */
+struct kb_link *kb_link_new(struct sim *s, const char *name,
+                            const struct kb_link_params *p, char *err,
+                            size_t errlen);
+void kb_link_free(struct kb_link *l);
+
+const char *kb_link_name(const struct kb_link *l);
+const struct kb_link_params *kb_link_params(const struct kb_link *l);
+
+/* Serialisation time of `bytes` on this link in ps: bytes / bw, rounded to
+ * the nearest ps. The simulation charges exactly this per flit. */
+sim_time kb_link_ser_ps(const struct kb_link *l, uint64_t bytes);
+/* Latency and overhead in ps (rounded once, at creation). */
+sim_time kb_link_latency_ps(const struct kb_link *l);
+sim_time kb_link_overhead_ps(const struct kb_link *l);
+
+/* Starts a message at the current time on m->path[0]: every flit is ready
+ * at the source, the head asks for the first link after its overhead.
+ * Callable from any process or before the run. SIM_EINVAL for an empty
+ * path or zero flits. */
+int kb_link_inject(struct kb_link_msg *m);
+
+void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out);
+/* busy / elapsed; elapsed 0 means "the current simulated time". */
+double kb_link_utilisation(const struct kb_link *l, sim_time elapsed);
+
+#endif

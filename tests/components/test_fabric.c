@@ -1,0 +1,373 @@
+/* test_fabric.c — end-to-end transfer timing against the closed form,
+ * contention on shared links, path checks, blocking and event APIs */
+#include <math.h>
+
+#include "fabric.h"
+#include "sim.h"
+#include "test.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static const struct kb_link_params P = {
+    .bw_gbps = 128, .latency_ns = 3, .overhead_ns = 8, .flit_bytes = 256};
+
+/* A chain n0 -> n1 -> ... -> nh; links[j] is the hop j. */
+static struct kb_fabric *chain(struct sim *s, int h,
+                               const struct kb_link_params *p, int *links)
+{
+    struct kb_fabric *f = kb_fabric_new(s);
+    char name[32];
+    for (int i = 0; i <= h; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        kb_fabric_add_node(f, name);
+    }
+    for (int j = 0; j < h; j++)
+        links[j] = kb_fabric_add_link(f, j, j + 1, NULL, &p[j]);
+    return f;
+}
+
+/* f/bw in ps, rounded per flit as the links charge it */
+static sim_time ser(uint64_t bytes, double bw)
+{
+    return (sim_time)llround((double)bytes * 1000.0 / bw);
+}
+
+/* T = Σ_j (o_j + l_j + f_1/bw_j) + Σ_{i>=2} f_i / min bw, written out
+ * independently of the fabric for a path of uniform parameters */
+static sim_time closed_form(int h, uint64_t bytes, const struct kb_link_params *p)
+{
+    uint64_t flit = p->flit_bytes;
+    uint64_t n = bytes ? (bytes + flit - 1) / flit : 1;
+    uint64_t f1 = n == 1 ? bytes : flit, fn = bytes - (n - 1) * flit;
+    sim_time o = (sim_time)llround(p->overhead_ns * 1000);
+    sim_time l = (sim_time)llround(p->latency_ns * 1000);
+    sim_time t = (sim_time)h * (o + l + ser(f1, p->bw_gbps));
+    if (n >= 2)
+        t += (n - 2) * ser(flit, p->bw_gbps) + ser(fn, p->bw_gbps);
+    return t;
+}
+
+/* A thread that transfers `bytes` over a path and records the end time. */
+struct xfer {
+    struct kb_fabric *f;
+    const int *links;
+    int n;
+    uint64_t bytes;
+    sim_time start, end;
+    int rc;
+};
+
+static void xfer_thread(struct sim *s, void *arg)
+{
+    struct xfer *x = arg;
+    if (x->start)
+        sim_wait(s, x->start);
+    x->rc = kb_fabric_transfer(x->f, x->links, x->n, x->bytes);
+    x->end = sim_now(s);
+}
+
+/* ---- uncontended timing ------------------------------------------------- */
+
+TEST(transfer_matches_closed_form)
+{
+    static const int hops[] = {1, 3, 10};
+    static const uint64_t sizes[] = {1, 100, 255, 256, 257, 1000, 4096,
+                                     65536 + 17, 1 << 20};
+    for (size_t a = 0; a < sizeof hops / sizeof hops[0]; a++) {
+        for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
+            int h = hops[a];
+            struct kb_link_params p[10];
+            for (int j = 0; j < h; j++)
+                p[j] = P;
+            struct sim *s = sim_new(NULL);
+            int links[10];
+            struct kb_fabric *f = chain(s, h, p, links);
+            struct xfer x = {f, links, h, sizes[b], 0, 0, -1};
+            sim_thread(s, "x", xfer_thread, &x, 0);
+            ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+            ASSERT_EQ(x.rc, 0);
+            ASSERT_U64_EQ(x.end, closed_form(h, sizes[b], &P));
+            ASSERT_U64_EQ(x.end, kb_fabric_path_time(f, links, h, sizes[b]));
+            ASSERT_U64_EQ(kb_fabric_in_flight(f), 0);
+            kb_fabric_free(f);
+            sim_free(s);
+        }
+    }
+}
+
+TEST(closed_form_by_hand)
+{
+    /* 1000 B over 3 hops of 128 GB/s, 3 ns, 8 ns: flits 256,256,256,232.
+     * head: 3 × (8 + 3 + 2) = 39 ns; body: 2 + 2 + 232/128 = 5.8125 ns */
+    ASSERT_U64_EQ(closed_form(3, 1000, &P), 44813);
+}
+
+TEST(mixed_bandwidth)
+{
+    /* full flits, overhead only on the first hop: exact */
+    struct kb_link_params p[3] = {P, P, P};
+    p[0].bw_gbps = 256;
+    p[1].bw_gbps = 64;
+    p[2].bw_gbps = 256;
+    p[1].overhead_ns = p[2].overhead_ns = 0;
+    struct sim *s = sim_new(NULL);
+    int links[3];
+    struct kb_fabric *f = chain(s, 3, p, links);
+    struct xfer x = {f, links, 3, 16 * 256, 0, 0, -1};
+    sim_thread(s, "x", xfer_thread, &x, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    /* head: 8 + 3 + 1, 3 + 4, 3 + 1; body 15 × 4 ns */
+    ASSERT_U64_EQ(x.end, 23000 + 60000);
+    ASSERT_U64_EQ(x.end, kb_fabric_path_time(f, links, 3, 16 * 256));
+    kb_fabric_free(f);
+    sim_free(s);
+
+    /* partial last flit and an overhead after the bottleneck: an upper
+     * bound, off by at most that overhead plus a bottleneck flit time */
+    p[1].overhead_ns = p[2].overhead_ns = 8;
+    s = sim_new(NULL);
+    f = chain(s, 3, p, links);
+    x = (struct xfer){f, links, 3, 16 * 256 + 10, 0, 0, -1};
+    sim_thread(s, "x", xfer_thread, &x, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    sim_time bound = kb_fabric_path_time(f, links, 3, x.bytes);
+    ASSERT_TRUE(x.end <= bound);
+    ASSERT_TRUE(x.end + 8000 + 4000 >= bound);
+    ASSERT_TRUE(x.end < bound);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+/* ---- contention --------------------------------------------------------- */
+
+TEST(two_flows_on_one_link_serialise)
+{
+    struct sim *s = sim_new(NULL);
+    int links[1];
+    struct kb_fabric *f = chain(s, 1, &P, links);
+    struct xfer a = {f, links, 1, 1000, 0, 0, -1};
+    struct xfer b = {f, links, 1, 600, 0, 0, -1};
+    sim_thread(s, "a", xfer_thread, &a, 0);
+    sim_thread(s, "b", xfer_thread, &b, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    /* a: 8 + 1000/128 + 3; b waits for a's last flit, then 600/128 */
+    ASSERT_U64_EQ(a.end, 8000 + 3 * 2000 + 1813 + 3000);
+    ASSERT_U64_EQ(b.end, 8000 + 3 * 2000 + 1813 + 2 * 2000 + 688 + 3000);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+TEST(two_flows_share_the_second_hop)
+{
+    /* a: x0 -> r -> t, b: x1 -> r -> t, b starts 1 ns later */
+    struct sim *s = sim_new(NULL);
+    struct kb_fabric *f = kb_fabric_new(s);
+    int x0 = kb_fabric_add_node(f, "x0"), x1 = kb_fabric_add_node(f, "x1");
+    int r = kb_fabric_add_node(f, "r"), t = kb_fabric_add_node(f, "t");
+    int pa[2] = {kb_fabric_add_link(f, x0, r, NULL, &P),
+                 kb_fabric_add_link(f, r, t, NULL, &P)};
+    int pb[2] = {kb_fabric_add_link(f, x1, r, NULL, &P), pa[1]};
+    struct xfer a = {f, pa, 2, 2048, 0, 0, -1};
+    struct xfer b = {f, pb, 2, 2048, SIM_NS, 0, -1};
+    sim_thread(s, "a", xfer_thread, &a, 0);
+    sim_thread(s, "b", xfer_thread, &b, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_U64_EQ(a.end, closed_form(2, 2048, &P));
+    /* b's body has all arrived at r when a's tail leaves r -> t, so its 8
+     * flits follow a's back to back */
+    ASSERT_U64_EQ(b.end, a.end + 8 * 2000);
+    struct kb_link_stats st;
+    kb_link_get_stats(kb_fabric_link(f, pa[1]), &st);
+    ASSERT_U64_EQ(st.messages, 2);
+    ASSERT_U64_EQ(st.flits, 16);
+    ASSERT_U64_EQ(st.bytes, 4096);
+    ASSERT_U64_EQ(st.busy_ps, 16 * 2000);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+TEST(three_flows_into_one_target)
+{
+    /* three sources into a router, one link from it to the target; the
+     * flows start 1 ps apart so the arrival order is known */
+    struct sim *s = sim_new(NULL);
+    struct kb_fabric *f = kb_fabric_new(s);
+    int r = kb_fabric_add_node(f, "r"), t = kb_fabric_add_node(f, "t");
+    int down = kb_fabric_add_link(f, r, t, NULL, &P);
+    int path[3][2];
+    struct xfer x[3];
+    for (int k = 0; k < 3; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "s%d", k);
+        int src = kb_fabric_add_node(f, name);
+        path[k][0] = kb_fabric_add_link(f, src, r, NULL, &P);
+        path[k][1] = down;
+        x[k] = (struct xfer){f, path[k], 2, 4096, (sim_time)k, 0, -1};
+        sim_thread(s, name, xfer_thread, &x[k], 0);
+    }
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    sim_time t0 = closed_form(2, 4096, &P);
+    ASSERT_U64_EQ(x[0].end, t0);
+    ASSERT_U64_EQ(x[1].end, t0 + 16 * 2000);
+    ASSERT_U64_EQ(x[2].end, t0 + 2 * 16 * 2000);
+    ASSERT_NEAR(kb_link_utilisation(kb_fabric_link(f, down), 0),
+                48 * 2000.0 / (double)x[2].end, 1e-12);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+TEST(opposite_directions_do_not_contend)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_fabric *f = kb_fabric_new(s);
+    int a = kb_fabric_add_node(f, "a"), b = kb_fabric_add_node(f, "b");
+    int ab = kb_fabric_add_link(f, a, b, NULL, &P);
+    int ba = kb_fabric_add_link(f, b, a, NULL, &P);
+    struct xfer x = {f, &ab, 1, 4096, 0, 0, -1};
+    struct xfer y = {f, &ba, 1, 4096, 0, 0, -1};
+    sim_thread(s, "x", xfer_thread, &x, 0);
+    sim_thread(s, "y", xfer_thread, &y, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_U64_EQ(x.end, closed_form(1, 4096, &P));
+    ASSERT_U64_EQ(y.end, x.end);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+/* ---- the event API ------------------------------------------------------ */
+
+struct evwait {
+    struct sim_event *ev;
+    sim_time at;
+};
+
+static void ev_waiter(struct sim *s, void *arg)
+{
+    struct evwait *w = arg;
+    sim_wait_event(s, w->ev);
+    w->at = sim_now(s);
+}
+
+TEST(send_notifies_event)
+{
+    struct sim *s = sim_new(NULL);
+    int links[3];
+    struct kb_link_params p[3] = {P, P, P};
+    struct kb_fabric *f = chain(s, 3, p, links);
+    struct evwait w = {sim_event_new(s, "done"), 0};
+    sim_thread(s, "w", ev_waiter, &w, 0);
+    /* before the run, from outside any process */
+    ASSERT_EQ(kb_fabric_send(f, links, 3, 5000, w.ev), 0);
+    ASSERT_U64_EQ(kb_fabric_in_flight(f), 1);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_U64_EQ(w.at, closed_form(3, 5000, &P));
+    ASSERT_U64_EQ(kb_fabric_in_flight(f), 0);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+TEST(empty_path_and_zero_bytes)
+{
+    struct sim *s = sim_new(NULL);
+    int links[2];
+    struct kb_link_params p[2] = {P, P};
+    struct kb_fabric *f = chain(s, 2, p, links);
+    struct xfer local = {f, links, 0, 4096, 0, 0, -1};
+    struct xfer empty = {f, links, 2, 0, 0, 0, -1};
+    sim_thread(s, "local", xfer_thread, &local, 0);
+    sim_thread(s, "empty", xfer_thread, &empty, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(local.rc, 0);
+    ASSERT_U64_EQ(local.end, 0);
+    /* a header-only message still pays overhead and latency per hop */
+    ASSERT_U64_EQ(empty.end, 2 * (8000 + 3000));
+    ASSERT_U64_EQ(kb_fabric_path_time(f, links, 2, 0), empty.end);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+TEST(unfinished_transfers_are_freed)
+{
+    struct sim *s = sim_new(NULL);
+    int links[3];
+    struct kb_link_params p[3] = {P, P, P};
+    struct kb_fabric *f = chain(s, 3, p, links);
+    ASSERT_EQ(kb_fabric_send(f, links, 3, 1 << 20, NULL), 0);
+    ASSERT_EQ(sim_run(s, 100 * SIM_NS), SIM_UNTIL);
+    ASSERT_U64_EQ(kb_fabric_in_flight(f), 1);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+/* ---- checks ------------------------------------------------------------- */
+
+TEST(bad_paths_are_errors)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_fabric *f = kb_fabric_new(s);
+    int a = kb_fabric_add_node(f, "sip0.a"), b = kb_fabric_add_node(f, "sip0.b");
+    int c = kb_fabric_add_node(f, "sip0.c");
+    int ab = kb_fabric_add_link(f, a, b, NULL, &P);
+    int ca = kb_fabric_add_link(f, c, a, NULL, &P);
+    struct kb_link_params q = P;
+    q.flit_bytes = 128;
+    int bc = kb_fabric_add_link(f, b, c, NULL, &q);
+
+    int p1[2] = {ab, ca};
+    ASSERT_EQ(kb_fabric_send(f, p1, 2, 10, NULL), SIM_EINVAL);
+    ASSERT_CONTAINS(kb_fabric_errmsg(f), "link 'sip0.a->sip0.b' ends at "
+                    "'sip0.b' but the next, 'sip0.c->sip0.a', starts at 'sip0.c'");
+    int p2[2] = {ab, 7};
+    ASSERT_EQ(kb_fabric_send(f, p2, 2, 10, NULL), SIM_EINVAL);
+    ASSERT_CONTAINS(kb_fabric_errmsg(f), "hop 1 names link 7");
+    int p3[2] = {ab, bc};
+    ASSERT_EQ(kb_fabric_send(f, p3, 2, 10, NULL), SIM_EINVAL);
+    ASSERT_CONTAINS(kb_fabric_errmsg(f), "flit size 128 of link "
+                    "'sip0.b->sip0.c' differs from 256");
+    ASSERT_U64_EQ(kb_fabric_path_time(f, p1, 2, 10), SIM_FOREVER);
+    ASSERT_EQ(kb_fabric_transfer(f, &ab, 1, 10), SIM_EPERM);
+    ASSERT_U64_EQ(kb_fabric_in_flight(f), 0);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+TEST(nodes_and_links)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_fabric *f = kb_fabric_new(s);
+    char name[32];
+    for (int i = 0; i < 1000; i++) {
+        snprintf(name, sizeof name, "sip0.cube%d.r%d", i / 16, i % 16);
+        ASSERT_EQ(kb_fabric_add_node(f, name), i);
+    }
+    ASSERT_EQ(kb_fabric_find_node(f, "sip0.cube5.r3"), 83);
+    ASSERT_EQ(kb_fabric_find_node(f, "sip0.cube5.r99"), -1);
+    ASSERT_STREQ(kb_fabric_node_name(f, 83), "sip0.cube5.r3");
+    ASSERT_EQ(kb_fabric_add_node(f, "sip0.cube5.r3"), SIM_EINVAL);
+    ASSERT_CONTAINS(kb_fabric_errmsg(f), "duplicate node 'sip0.cube5.r3'");
+    int l = kb_fabric_add_link(f, 83, 84, NULL, &P);
+    ASSERT_EQ(l, 0);
+    ASSERT_STREQ(kb_link_name(kb_fabric_link(f, l)),
+                 "sip0.cube5.r3->sip0.cube5.r4");
+    ASSERT_EQ(kb_fabric_link_src(f, l), 83);
+    ASSERT_EQ(kb_fabric_link_dst(f, l), 84);
+    ASSERT_EQ(kb_fabric_find_link(f, 83, 84), l);
+    ASSERT_EQ(kb_fabric_find_link(f, 84, 83), -1);
+    ASSERT_EQ(kb_fabric_add_link(f, 0, 5000, NULL, &P), SIM_EINVAL);
+    ASSERT_CONTAINS(kb_fabric_errmsg(f), "no such node");
+    struct kb_link_params bad = P;
+    bad.bw_gbps = 0;
+    ASSERT_EQ(kb_fabric_add_link(f, 1, 2, "ucie.e", &bad), SIM_EINVAL);
+    ASSERT_CONTAINS(kb_fabric_errmsg(f), "link 'ucie.e': bandwidth must be a "
+                    "positive number of GB/s, got 0");
+    ASSERT_EQ(kb_fabric_link_count(f), 1);
+    kb_fabric_free(f);
+    sim_free(s);
+}
+
+TEST_MAIN(transfer_matches_closed_form, closed_form_by_hand, mixed_bandwidth,
+          two_flows_on_one_link_serialise, two_flows_share_the_second_hop,
+          three_flows_into_one_target, opposite_directions_do_not_contend,
+          send_notifies_event, empty_path_and_zero_bytes,
+          unfinished_transfers_are_freed, bad_paths_are_errors,
+          nodes_and_links)

@@ -1,0 +1,194 @@
+/* test_link.c — one kb_link on its own: parameter checks, serialisation
+ * rounding, wormhole timing of hand-made messages, counters */
+#include <math.h>
+
+#include "link.h"
+#include "sim.h"
+#include "test.h"
+
+static const struct kb_link_params P = {
+    .bw_gbps = 256, .latency_ns = 1.7, .overhead_ns = 0, .flit_bytes = 256};
+
+/* A message over `n` links, recording when its last byte arrives. */
+struct msg {
+    struct kb_link_msg m;
+    struct kb_link *path[4];
+    uint64_t arrived[4];
+    sim_time at;
+    int calls;
+};
+
+static void msg_done(struct kb_link_msg *m, sim_time at)
+{
+    struct msg *x = m->ud;
+    x->at = at;
+    x->calls++;
+}
+
+static void msg_init(struct msg *x, struct kb_link **links, uint32_t n,
+                     uint64_t bytes, uint32_t flit)
+{
+    uint64_t nf = (bytes + flit - 1) / flit;
+    for (uint32_t j = 0; j < n; j++)
+        x->path[j] = links[j];
+    x->m = (struct kb_link_msg){x->path, n, nf, flit,
+                                (uint32_t)(bytes - (nf - 1) * flit),
+                                x->arrived, msg_done, x};
+    x->at = 0;
+    x->calls = 0;
+}
+
+TEST(params_are_checked)
+{
+    char err[256];
+    struct kb_link_params p = P;
+    ASSERT_EQ(kb_link_params_check(&p, "l", err, sizeof err), 0);
+    p.bw_gbps = -4;
+    ASSERT_EQ(kb_link_params_check(&p, "sip0.ucie.e", err, sizeof err),
+              SIM_EINVAL);
+    ASSERT_STREQ(err, "link 'sip0.ucie.e': bandwidth must be a positive "
+                 "number of GB/s, got -4");
+    p.bw_gbps = NAN;
+    ASSERT_EQ(kb_link_params_check(&p, "l", err, sizeof err), SIM_EINVAL);
+    ASSERT_CONTAINS(err, "bandwidth");
+    p.bw_gbps = INFINITY;
+    ASSERT_EQ(kb_link_params_check(&p, "l", err, sizeof err), SIM_EINVAL);
+    p = P;
+    p.latency_ns = -1;
+    ASSERT_EQ(kb_link_params_check(&p, "l", err, sizeof err), SIM_EINVAL);
+    ASSERT_STREQ(err, "link 'l': latency must be >= 0 ns, got -1");
+    p = P;
+    p.overhead_ns = -0.5;
+    ASSERT_EQ(kb_link_params_check(&p, "l", err, sizeof err), SIM_EINVAL);
+    ASSERT_STREQ(err, "link 'l': overhead must be >= 0 ns, got -0.5");
+    p = P;
+    p.flit_bytes = 0;
+    ASSERT_EQ(kb_link_params_check(&p, "l", err, sizeof err), SIM_EINVAL);
+    ASSERT_STREQ(err, "link 'l': flit size must be > 0 bytes, got 0");
+
+    struct sim *s = sim_new(NULL);
+    ASSERT_TRUE(kb_link_new(s, "bad", &p, err, sizeof err) == NULL);
+    ASSERT_CONTAINS(err, "link 'bad'");
+    sim_free(s);
+}
+
+TEST(serialisation_rounds_per_flit)
+{
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    struct kb_link_params p = P;
+    p.bw_gbps = 128;
+    p.latency_ns = 0.1 * 17; /* 17 mm at 0.1 ns/mm */
+    struct kb_link *l = kb_link_new(s, "l", &p, err, sizeof err);
+    ASSERT_TRUE(l != NULL);
+    ASSERT_U64_EQ(kb_link_ser_ps(l, 256), 2000);
+    ASSERT_U64_EQ(kb_link_ser_ps(l, 1), 8);   /* 7.8125 */
+    ASSERT_U64_EQ(kb_link_ser_ps(l, 232), 1813); /* 1812.5 */
+    ASSERT_U64_EQ(kb_link_ser_ps(l, 0), 0);
+    ASSERT_U64_EQ(kb_link_latency_ps(l), 1700);
+    ASSERT_U64_EQ(kb_link_overhead_ps(l), 0);
+    ASSERT_STREQ(kb_link_name(l), "l");
+    kb_link_free(l);
+    sim_free(s);
+}
+
+TEST(one_hop_worm)
+{
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    struct kb_link_params p = P;
+    p.overhead_ns = 8;
+    struct kb_link *l = kb_link_new(s, "l", &p, err, sizeof err);
+    struct msg x;
+    msg_init(&x, &l, 1, 1000, 256);
+    ASSERT_EQ(kb_link_inject(&x.m), 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(x.calls, 1);
+    /* 8 + 1000/256 + 1.7 ns; flits 1000, 1000, 1000, 906.25 -> 906 ps */
+    ASSERT_U64_EQ(x.at, 8000 + 3000 + 906 + 1700);
+    struct kb_link_stats st;
+    kb_link_get_stats(l, &st);
+    ASSERT_U64_EQ(st.bytes, 1000);
+    ASSERT_U64_EQ(st.flits, 4);
+    ASSERT_U64_EQ(st.messages, 1);
+    ASSERT_U64_EQ(st.busy_ps, 3906);
+    /* the last activation is the tail starting at 8 + 3 ns */
+    ASSERT_U64_EQ(sim_now(s), 11000);
+    ASSERT_NEAR(kb_link_utilisation(l, 0), 3906.0 / 11000.0, 1e-12);
+    ASSERT_NEAR(kb_link_utilisation(l, 20000), 3906.0 / 20000.0, 1e-12);
+    kb_link_free(l);
+    sim_free(s);
+}
+
+TEST(worm_holds_link_while_its_body_is_upstream)
+{
+    /* a: slow link 0 then link 1; b: link 1 alone, injected while a holds
+     * link 1 waiting for its body. b must wait for a's tail. */
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    struct kb_link_params slow = P;
+    slow.bw_gbps = 32; /* 8 ns a flit */
+    slow.latency_ns = 0;
+    struct kb_link_params fast = P;
+    fast.latency_ns = 0;
+    struct kb_link *l0 = kb_link_new(s, "l0", &slow, err, sizeof err);
+    struct kb_link *l1 = kb_link_new(s, "l1", &fast, err, sizeof err);
+    struct kb_link *pa[2] = {l0, l1};
+    struct msg a, b;
+    msg_init(&a, pa, 2, 3 * 256, 256);
+    msg_init(&b, &l1, 1, 256, 256);
+    ASSERT_EQ(kb_link_inject(&a.m), 0);
+    ASSERT_EQ(sim_run(s, 9 * SIM_NS), SIM_UNTIL); /* a's head is on l1 */
+    ASSERT_EQ(kb_link_inject(&b.m), 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    /* a's flits leave l0 at 8, 16, 24 and cross l1 in 1 ns each */
+    ASSERT_U64_EQ(a.at, 25000);
+    ASSERT_U64_EQ(b.at, 26000);
+    struct kb_link_stats st;
+    kb_link_get_stats(l1, &st);
+    ASSERT_U64_EQ(st.messages, 2);
+    ASSERT_U64_EQ(st.busy_ps, 4000);
+    kb_link_free(l0);
+    kb_link_free(l1);
+    sim_free(s);
+}
+
+TEST(fifo_order_of_heads)
+{
+    /* three one-flit messages injected at t = 0 in order c, a, b */
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    struct kb_link *l = kb_link_new(s, "l", &P, err, sizeof err);
+    struct msg a, b, c;
+    msg_init(&a, &l, 1, 256, 256);
+    msg_init(&b, &l, 1, 256, 256);
+    msg_init(&c, &l, 1, 256, 256);
+    ASSERT_EQ(kb_link_inject(&c.m), 0);
+    ASSERT_EQ(kb_link_inject(&a.m), 0);
+    ASSERT_EQ(kb_link_inject(&b.m), 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_U64_EQ(c.at, 1000 + 1700);
+    ASSERT_U64_EQ(a.at, 2000 + 1700);
+    ASSERT_U64_EQ(b.at, 3000 + 1700);
+    kb_link_free(l);
+    sim_free(s);
+}
+
+TEST(inject_rejects_empty_messages)
+{
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    struct kb_link *l = kb_link_new(s, "l", &P, err, sizeof err);
+    struct msg x;
+    msg_init(&x, &l, 0, 256, 256);
+    ASSERT_EQ(kb_link_inject(&x.m), SIM_EINVAL);
+    msg_init(&x, &l, 1, 256, 256);
+    x.m.n_flits = 0;
+    ASSERT_EQ(kb_link_inject(&x.m), SIM_EINVAL);
+    kb_link_free(l);
+    sim_free(s);
+}
+
+TEST_MAIN(params_are_checked, serialisation_rounds_per_flit, one_hop_worm,
+          worm_holds_link_while_its_body_is_upstream, fifo_order_of_heads,
+          inject_rejects_empty_messages)
