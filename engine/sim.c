@@ -40,25 +40,26 @@ struct sim_event {
 };
 
 struct sim_proc {
-    struct sim *sim;
-    char *name;
+    /* hot: touched on every activation */
+    uint32_t gen;  /* bumped on every wake: voids other pending wake-ups */
     uint8_t kind, state;
-    bool daemon;
     bool queued;   /* in the runnable queue */
     bool dynamic;  /* method: next trigger overrides static sensitivity */
-    uint32_t gen;  /* bumped on every wake: voids other pending wake-ups */
+    struct sim *sim;
+    struct coro co;
     sim_proc_fn fn;
     void *arg;
-    void *ud;
     int woken_idx;
+    bool daemon;
     /* what a blocked thread waits on, for the deadlock report */
+    bool wait_timed;
+    int wait_n;
     struct sim_event *const *wait_evs;
     struct sim_event *wait_one;
-    int wait_n;
-    bool wait_timed;
     const char *wait_what;
     const void *wait_obj;
-    struct coro co;
+    char *name;
+    void *ud;
     struct coro_stack *stack;
     struct sim_proc *next_zombie;
     struct sim_proc *next_all;
@@ -598,6 +599,20 @@ static struct sim_proc *need_method(struct sim *s, const char *what)
     return p;
 }
 
+/* With thousands of processes their descriptors and stacks are cold: warm
+ * the next one's stack and the one after's descriptor while this one runs. */
+static inline void prefetch_next(struct sim *s)
+{
+    size_t mask = s->runq_cap - 1;
+    if (s->runq_len > 1)
+        __builtin_prefetch(s->runq[(s->runq_head + 1) & mask]);
+    if (s->runq_len > 0) {
+        struct sim_proc *n = s->runq[s->runq_head & mask];
+        if (n->kind == PROC_THREAD)
+            coro_prefetch(&n->co);
+    }
+}
+
 static void activated(struct sim *s, struct sim_proc *p)
 {
     p->queued = false;
@@ -618,6 +633,7 @@ static struct coro *next_context(struct sim *s)
         if (q->kind == PROC_THREAD) {
             s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
             s->runq_len--;
+            prefetch_next(s);
             s->budget--;
             activated(s, q);
             q->state = ST_RUNNING;
@@ -1240,6 +1256,7 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
             struct sim_proc *p = s->runq[s->runq_head];
             s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
             s->runq_len--;
+            prefetch_next(s);
             run_proc(s, p);
         }
         /* update, then delta notification */
