@@ -54,6 +54,11 @@ static void errors_vadd(struct kb_config_errors *e, const char *prefix, const ch
     if (!msg)
         abort();
     snprintf(msg, len, "%s%s", prefix, body);
+    /* one message, one line: keys and values quoted in it may hold
+     * newlines or escapes from the file */
+    for (char *s = msg; *s; s++)
+        if (iscntrl((unsigned char)*s))
+            *s = '?';
     e->msgs[e->n++] = msg;
 }
 

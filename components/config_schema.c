@@ -46,6 +46,8 @@ static const struct kb_config_key *table_find(const struct kb_config_key *t, con
 static void unknown_key(struct kb_config *c, const struct kb_config_node *kid,
                         const struct kb_config_key *table)
 {
+    if (c->errors->truncated)
+        return; /* no message would be kept: spare the edit distances */
     const struct kb_config_key *best = NULL;
     int best_score = INT_MAX, n = 0;
     for (const struct kb_config_key *t = table; t->name; t++, n++) {
@@ -325,21 +327,25 @@ static void nearest_keys(const struct kb_config_key *const *schemas, size_t n_sc
     for (size_t s = 0; s < n_schemas; s++)
         leaf_paths(schemas[s], "", &paths, &n, &cap);
     int best = INT_MAX;
+    int *score = malloc((n ? n : 1) * sizeof *score);
+    if (!score)
+        abort();
     for (size_t i = 0; i < n; i++) {
-        int d = path_score(key, paths[i]);
-        if (d < best)
-            best = d;
+        score[i] = path_score(key, paths[i]);
+        if (score[i] < best)
+            best = score[i];
     }
     size_t len = 0, shown = 0;
     buf[0] = 0;
     for (size_t i = 0; i < n; i++) {
-        if (shown < 3 && path_score(key, paths[i]) == best && len < size) {
+        if (shown < 3 && score[i] == best && len < size) {
             len += (size_t)snprintf(buf + len, size - len, "%s%s", shown ? ", " : "", paths[i]);
             shown++;
         }
         free(paths[i]);
     }
     free(paths);
+    free(score);
 }
 
 /* Split "KEY=VALUE"; false when there is no '=' or no key. */
@@ -367,6 +373,8 @@ static void report_unknown_set(struct kb_config_errors *e,
                                const struct kb_config_key *const *schemas, size_t n_schemas,
                                const char *key)
 {
+    if (e->truncated)
+        return;
     char near[512];
     nearest_keys(schemas, n_schemas, key, near, sizeof near);
     kb_config_errors_add(e, "--set: unknown key '%s' (nearest: %s)", key, near);
