@@ -38,6 +38,7 @@ struct kb_link {
 
     struct sim_event *wake;
     struct sim_proc *proc;
+    sim_time wake_req; /* earliest wake-up asked for and not yet served */
 
     /* flits on their way to this link's input, min-heap on (t, seq) */
     struct arrival *heap;
@@ -118,6 +119,7 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
     l->ser_full = kb_link_ser_ps(l, p->flit_bytes);
     l->lat_ps = ns_to_ps(p->latency_ns);
     l->ovh_ps = ns_to_ps(p->overhead_ns);
+    l->wake_req = SIM_FOREVER;
     l->wake = sim_event_new(s, name);
     l->proc = l->wake ? sim_method(s, name, link_serve, l, true) : NULL;
     if (!l->proc || sim_sensitive(l->proc, l->wake) < 0) {
@@ -227,18 +229,23 @@ static int fifo_push(struct kb_link *l, struct kb_link_msg *m, uint32_t hop)
 
 /* Makes `t` (absolute, >= now) a wake-up time of l; the kernel keeps only
  * the earliest pending notification, and link_serve asks again for the
- * next one each time it runs, so no due time is lost. */
-static void wake_at(struct kb_link *l, sim_time t)
+ * next one each time it runs, so no due time is lost. Only the link's own
+ * code notifies l->wake, so wake_req mirrors the kernel's pending time and
+ * spares the call when a flit streams in as the link frees up. */
+static void wake_at(struct kb_link *l, sim_time t, sim_time now)
 {
-    sim_notify_at(l->wake, t - sim_now(l->sim));
+    if (l->wake_req <= t)
+        return;
+    l->wake_req = t;
+    sim_notify_at(l->wake, t - now);
 }
 
-static int post(struct kb_link *l, sim_time t, struct kb_link_msg *m,
-                uint32_t hop, uint32_t head)
+static int post(struct kb_link *l, sim_time t, sim_time now,
+                struct kb_link_msg *m, uint32_t hop, uint32_t head)
 {
     if (heap_push(l, t, m, hop, head) < 0)
         return SIM_ENOMEM;
-    wake_at(l, t);
+    wake_at(l, t, now);
     return 0;
 }
 
@@ -251,13 +258,15 @@ int kb_link_inject(struct kb_link_msg *m)
      * already, only the head entry has to pass through arbitration. */
     m->arrived[0] = m->n_flits - 1;
     struct kb_link *l = m->path[0];
-    return post(l, sim_now(l->sim) + l->ovh_ps, m, 0, 1);
+    sim_time now = sim_now(l->sim);
+    return post(l, now + l->ovh_ps, now, m, 0, 1);
 }
 
 static void link_serve(struct sim *s, void *arg)
 {
     struct kb_link *l = arg;
     sim_time now = sim_now(s);
+    l->wake_req = SIM_FOREVER; /* the pending notification is the one served */
 
     while (l->n_heap && l->heap[0].t <= now) {
         struct arrival a = heap_pop(l);
@@ -297,7 +306,8 @@ static void link_serve(struct sim *s, void *arg)
         uint32_t next = l->cur_hop + 1;
         if (next < m->n_hops) {
             struct kb_link *nl = m->path[next];
-            if (post(nl, at + (i == 0 ? nl->ovh_ps : 0), m, next, i == 0) < 0) {
+            if (post(nl, at + (i == 0 ? nl->ovh_ps : 0), now, m, next, i == 0) <
+                0) {
                 sim_fail(s, "link '%s': out of memory", nl->name);
                 return;
             }
@@ -318,7 +328,7 @@ static void link_serve(struct sim *s, void *arg)
     if (l->n_heap && l->heap[0].t < t)
         t = l->heap[0].t;
     if (t != SIM_FOREVER)
-        wake_at(l, t);
+        wake_at(l, t, now);
 }
 
 void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out)
