@@ -1,0 +1,469 @@
+/* memory.c — kb_mem: sparse byte store, first-fit allocator, channel timing
+ * (the timing formula is stated in memory.h, where users read it) */
+#include "memory.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAGE_SHIFT 16 /* 64 KiB pages */
+#define PAGE_SIZE ((uint64_t)1 << PAGE_SHIFT)
+#define DIR_SHIFT 10 /* 1024 pages (64 MiB) per directory */
+#define DIR_SIZE ((uint64_t)1 << DIR_SHIFT)
+
+struct block {
+    uint64_t addr, size;
+};
+
+/* A sorted array of blocks. */
+struct blocks {
+    struct block *b;
+    size_t n, cap;
+};
+
+struct kb_mem {
+    struct sim *sim;
+    char *name;
+    struct kb_mem_params p;
+    double ps_per_byte;
+    sim_time setup_ps;
+    uint32_t burst_shift;
+
+    /* pages: dirs[i][j] is page i·DIR_SIZE + j, NULL until written */
+    unsigned char ***dirs;
+    uint64_t n_dirs, n_pages;
+
+    struct blocks free_list, used;
+    uint64_t free_bytes;
+
+    sim_time *busy_until; /* per channel */
+    struct kb_mem_stats st;
+    char err[256];
+};
+
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+#define SETERR(m, code, ...) (errf((m)->err, sizeof (m)->err, __VA_ARGS__), (code))
+
+const char *kb_mem_kind_name(enum kb_mem_kind k)
+{
+    switch (k) {
+    case KB_MEM_TCM: return "tcm";
+    case KB_MEM_SRAM: return "sram";
+    case KB_MEM_HBM: return "hbm";
+    }
+    return "memory";
+}
+
+static int pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+static int check(const struct kb_mem_params *p, const char *name, char *err,
+                 size_t errlen)
+{
+    const char *k = kb_mem_kind_name(p->kind);
+    if (p->kind != KB_MEM_TCM && p->kind != KB_MEM_SRAM && p->kind != KB_MEM_HBM)
+        errf(err, errlen, "memory of '%s': unknown kind %d", name, (int)p->kind);
+    else if (p->capacity == 0)
+        errf(err, errlen, "%s of '%s': capacity must be > 0 bytes, got 0", k,
+             name);
+    else if (!(p->bw_gbps > 0) || isinf(p->bw_gbps))
+        errf(err, errlen, "%s of '%s': bandwidth must be a positive number of "
+             "GB/s, got %g", k, name, p->bw_gbps);
+    else if (!(p->setup_ns >= 0) || isinf(p->setup_ns))
+        errf(err, errlen, "%s of '%s': setup must be >= 0 ns, got %g", k, name,
+             p->setup_ns);
+    else if (p->n_channels > 1 && (!pow2(p->n_channels) ||
+                                   p->n_channels > KB_MEM_MAX_CHANNELS))
+        errf(err, errlen, "%s of '%s': channels must be a power of two up to "
+             "%d, got %" PRIu32, k, name, KB_MEM_MAX_CHANNELS, p->n_channels);
+    else if (p->n_channels > 1 && !pow2(p->burst_bytes))
+        errf(err, errlen, "%s of '%s': burst must be a power of two bytes, "
+             "got %" PRIu32, k, name, p->burst_bytes);
+    else
+        return 0;
+    return SIM_EINVAL;
+}
+
+struct kb_mem *kb_mem_new(struct sim *s, const char *name,
+                          const struct kb_mem_params *p, char *err,
+                          size_t errlen)
+{
+    if (check(p, name, err, errlen) < 0)
+        return NULL;
+    struct kb_mem *m = calloc(1, sizeof *m);
+    if (!m)
+        goto oom;
+    m->sim = s;
+    m->p = *p;
+    if (m->p.n_channels <= 1) {
+        m->p.n_channels = 1;
+        m->p.burst_bytes = m->p.burst_bytes ? m->p.burst_bytes : 1;
+    }
+    m->ps_per_byte = 1000.0 / p->bw_gbps;
+    m->setup_ps = (sim_time)llround(p->setup_ns * 1000.0);
+    while (((uint64_t)1 << m->burst_shift) < m->p.burst_bytes)
+        m->burst_shift++;
+    uint64_t pages = (p->capacity + PAGE_SIZE - 1) >> PAGE_SHIFT;
+    m->n_dirs = (pages + DIR_SIZE - 1) >> DIR_SHIFT;
+    m->name = strdup(name);
+    m->dirs = calloc(m->n_dirs, sizeof *m->dirs);
+    m->busy_until = calloc(m->p.n_channels, sizeof *m->busy_until);
+    m->free_list.b = malloc(sizeof *m->free_list.b);
+    if (!m->name || !m->dirs || !m->busy_until || !m->free_list.b)
+        goto oom;
+    m->free_list.b[0] = (struct block){0, p->capacity};
+    m->free_list.n = m->free_list.cap = 1;
+    m->free_bytes = p->capacity;
+    return m;
+oom:
+    errf(err, errlen, "%s of '%s': out of memory", kb_mem_kind_name(p->kind),
+         name);
+    kb_mem_free(m);
+    return NULL;
+}
+
+void kb_mem_free(struct kb_mem *m)
+{
+    if (!m)
+        return;
+    for (uint64_t i = 0; m->dirs && i < m->n_dirs; i++) {
+        if (!m->dirs[i])
+            continue;
+        for (uint64_t j = 0; j < DIR_SIZE; j++)
+            free(m->dirs[i][j]);
+        free(m->dirs[i]);
+    }
+    free(m->dirs);
+    free(m->busy_until);
+    free(m->free_list.b);
+    free(m->used.b);
+    free(m->name);
+    free(m);
+}
+
+const char *kb_mem_errmsg(const struct kb_mem *m) { return m->err; }
+const char *kb_mem_name(const struct kb_mem *m) { return m->name; }
+const struct kb_mem_params *kb_mem_params(const struct kb_mem *m)
+{
+    return &m->p;
+}
+
+/* ---- allocation -------------------------------------------------------- */
+
+static int blocks_insert(struct blocks *s, size_t at, struct block b)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 8;
+        struct block *nb = realloc(s->b, cap * sizeof *nb);
+        if (!nb)
+            return SIM_ENOMEM;
+        s->b = nb;
+        s->cap = cap;
+    }
+    memmove(s->b + at + 1, s->b + at, (s->n - at) * sizeof *s->b);
+    s->b[at] = b;
+    s->n++;
+    return 0;
+}
+
+static void blocks_remove(struct blocks *s, size_t at)
+{
+    memmove(s->b + at, s->b + at + 1, (s->n - at - 1) * sizeof *s->b);
+    s->n--;
+}
+
+/* The first index whose block starts at or after addr. */
+static size_t blocks_find(const struct blocks *s, uint64_t addr)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->b[mid].addr < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
+                 uint64_t *addr)
+{
+    const char *k = kb_mem_kind_name(m->p.kind);
+    if (!align)
+        align = 1;
+    if (!pow2(align))
+        return SETERR(m, SIM_EINVAL, "%s of '%s': alignment %" PRIu64 " is not "
+                      "a power of two", k, m->name, align);
+    if (!bytes)
+        return SETERR(m, SIM_EINVAL, "%s of '%s': allocation of 0 bytes", k,
+                      m->name);
+    for (size_t i = 0; i < m->free_list.n; i++) {
+        struct block b = m->free_list.b[i];
+        uint64_t a = (b.addr + align - 1) & ~(align - 1);
+        if (a < b.addr || a - b.addr >= b.size || b.size - (a - b.addr) < bytes)
+            continue;
+        /* reserve room for the pieces first, so that failing changes
+         * nothing */
+        size_t at = blocks_find(&m->used, a);
+        if (blocks_insert(&m->used, at, (struct block){a, bytes}) < 0)
+            goto oom;
+        uint64_t end = b.addr + b.size, tail = end - (a + bytes);
+        if (a > b.addr && tail) {
+            if (blocks_insert(&m->free_list, i + 1,
+                              (struct block){a + bytes, tail}) < 0) {
+                blocks_remove(&m->used, at);
+                goto oom;
+            }
+            m->free_list.b[i].size = a - b.addr;
+        } else if (a > b.addr) {
+            m->free_list.b[i].size = a - b.addr;
+        } else if (tail) {
+            m->free_list.b[i] = (struct block){a + bytes, tail};
+        } else {
+            blocks_remove(&m->free_list, i);
+        }
+        m->free_bytes -= bytes;
+        *addr = a;
+        return 0;
+    }
+    if (m->free_bytes >= bytes)
+        return SETERR(m, SIM_ENOMEM, "%s of '%s' has no room for %" PRIu64
+                      " bytes aligned to %" PRIu64 ": %" PRIu64 " bytes, %"
+                      PRIu64 " free but fragmented in %zu blocks", k, m->name,
+                      bytes, align, m->p.capacity, m->free_bytes,
+                      m->free_list.n);
+    return SETERR(m, SIM_ENOMEM, "%s of '%s' is full: %" PRIu64 " bytes, %"
+                  PRIu64 " requested, %" PRIu64 " free", k, m->name,
+                  m->p.capacity, bytes, m->free_bytes);
+oom:
+    return SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory", k, m->name);
+}
+
+int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
+{
+    size_t u = blocks_find(&m->used, addr);
+    if (u == m->used.n || m->used.b[u].addr != addr)
+        return SETERR(m, SIM_EINVAL, "%s of '%s': no block allocated at 0x%"
+                      PRIx64, kb_mem_kind_name(m->p.kind), m->name, addr);
+    struct block b = m->used.b[u];
+    size_t i = blocks_find(&m->free_list, addr);
+    struct block *prev = i ? &m->free_list.b[i - 1] : NULL;
+    struct block *next = i < m->free_list.n ? &m->free_list.b[i] : NULL;
+    int join_prev = prev && prev->addr + prev->size == b.addr;
+    int join_next = next && b.addr + b.size == next->addr;
+    if (join_prev && join_next) {
+        prev->size += b.size + next->size;
+        blocks_remove(&m->free_list, i);
+    } else if (join_prev) {
+        prev->size += b.size;
+    } else if (join_next) {
+        next->addr = b.addr;
+        next->size += b.size;
+    } else if (blocks_insert(&m->free_list, i, b) < 0) {
+        return SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory",
+                      kb_mem_kind_name(m->p.kind), m->name);
+    }
+    blocks_remove(&m->used, u);
+    m->free_bytes += b.size;
+    return 0;
+}
+
+uint64_t kb_mem_free_bytes(const struct kb_mem *m) { return m->free_bytes; }
+
+/* ---- contents ---------------------------------------------------------- */
+
+static int in_range(struct kb_mem *m, const char *what, uint64_t addr,
+                    uint64_t bytes)
+{
+    if (addr > m->p.capacity || bytes > m->p.capacity - addr)
+        return SETERR(m, SIM_EINVAL, "%s of %" PRIu64 " bytes at 0x%" PRIx64
+                      " is beyond the %" PRIu64 " bytes of %s of '%s'", what,
+                      bytes, addr, m->p.capacity, kb_mem_kind_name(m->p.kind),
+                      m->name);
+    return 0;
+}
+
+/* The page holding addr; NULL if untouched and !create. */
+static unsigned char *page(struct kb_mem *m, uint64_t addr, int create)
+{
+    uint64_t pg = addr >> PAGE_SHIFT;
+    unsigned char ***d = &m->dirs[pg >> DIR_SHIFT];
+    if (!*d) {
+        if (!create || !(*d = calloc(DIR_SIZE, sizeof **d)))
+            return NULL;
+    }
+    unsigned char **p = &(*d)[pg & (DIR_SIZE - 1)];
+    if (!*p && create) {
+        if ((*p = calloc(1, PAGE_SIZE)))
+            m->n_pages++;
+    }
+    return *p;
+}
+
+int kb_mem_write(struct kb_mem *m, uint64_t addr, const void *src,
+                 uint64_t bytes)
+{
+    int rc = in_range(m, "write", addr, bytes);
+    if (rc < 0)
+        return rc;
+    const unsigned char *s = src;
+    while (bytes) {
+        uint64_t off = addr & (PAGE_SIZE - 1);
+        uint64_t n = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
+        unsigned char *p = page(m, addr, 1);
+        if (!p)
+            return SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory",
+                          kb_mem_kind_name(m->p.kind), m->name);
+        memcpy(p + off, s, n);
+        s += n;
+        addr += n;
+        bytes -= n;
+    }
+    return 0;
+}
+
+int kb_mem_read(struct kb_mem *m, uint64_t addr, void *dst, uint64_t bytes)
+{
+    int rc = in_range(m, "read", addr, bytes);
+    if (rc < 0)
+        return rc;
+    unsigned char *d = dst;
+    while (bytes) {
+        uint64_t off = addr & (PAGE_SIZE - 1);
+        uint64_t n = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
+        const unsigned char *p = page(m, addr, 0);
+        if (p)
+            memcpy(d, p + off, n);
+        else
+            memset(d, 0, n);
+        d += n;
+        addr += n;
+        bytes -= n;
+    }
+    return 0;
+}
+
+uint64_t kb_mem_pages(const struct kb_mem *m) { return m->n_pages; }
+
+/* ---- timing ------------------------------------------------------------ */
+
+/* Bytes of [addr, addr + bytes) in each channel, into per[n_channels]. */
+static void split(const struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                  uint64_t *per)
+{
+    uint32_t n = m->p.n_channels, sh = m->burst_shift;
+    uint64_t burst = (uint64_t)1 << sh, mask = n - 1, end = addr + bytes;
+    memset(per, 0, n * sizeof *per);
+    if (n == 1) {
+        per[0] = bytes;
+        return;
+    }
+    if (addr & (burst - 1)) { /* the head, inside one burst */
+        uint64_t e = (addr | (burst - 1)) + 1;
+        if (e > end)
+            e = end;
+        per[(addr >> sh) & mask] += e - addr;
+        addr = e;
+    }
+    uint64_t full = (end - addr) >> sh; /* whole bursts, round robin */
+    if (full) {
+        uint64_t first = addr >> sh;
+        for (uint32_t c = 0; c < n; c++)
+            per[c] += (full / n) << sh;
+        for (uint64_t r = 0; r < full % n; r++)
+            per[(first + r) & mask] += burst;
+        addr += full << sh;
+    }
+    if (addr < end)
+        per[(addr >> sh) & mask] += end - addr;
+}
+
+static sim_time ser(const struct kb_mem *m, uint64_t bytes)
+{
+    return (sim_time)llround((double)bytes * m->ps_per_byte);
+}
+
+sim_time kb_mem_time(const struct kb_mem *m, uint64_t addr, uint64_t bytes)
+{
+    uint64_t per[KB_MEM_MAX_CHANNELS];
+    split(m, addr, bytes, per);
+    sim_time worst = 0;
+    for (uint32_t c = 0; c < m->p.n_channels; c++) {
+        sim_time t = ser(m, per[c]);
+        if (t > worst)
+            worst = t;
+    }
+    return m->setup_ps + worst;
+}
+
+sim_time kb_mem_schedule(struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                         bool is_write)
+{
+    if (in_range(m, is_write ? "write" : "read", addr, bytes) < 0)
+        return SIM_FOREVER;
+    uint64_t per[KB_MEM_MAX_CHANNELS];
+    split(m, addr, bytes, per);
+    sim_time ready = sim_now(m->sim) + m->setup_ps, done = ready;
+    for (uint32_t c = 0; c < m->p.n_channels; c++) {
+        if (!per[c])
+            continue;
+        sim_time d = ser(m, per[c]);
+        sim_time start = m->busy_until[c] > ready ? m->busy_until[c] : ready;
+        m->busy_until[c] = start + d;
+        m->st.busy_ps += d;
+        if (start + d > done)
+            done = start + d;
+    }
+    if (is_write) {
+        m->st.writes++;
+        m->st.bytes_written += bytes;
+    } else {
+        m->st.reads++;
+        m->st.bytes_read += bytes;
+    }
+    return done;
+}
+
+int kb_mem_access(struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                  bool is_write)
+{
+    if (!sim_current(m->sim))
+        return SETERR(m, SIM_EPERM, "access to %s of '%s': not called from a "
+                      "thread process", kb_mem_kind_name(m->p.kind), m->name);
+    sim_time done = kb_mem_schedule(m, addr, bytes, is_write);
+    if (done == SIM_FOREVER)
+        return SIM_EINVAL;
+    int rc = sim_wait(m->sim, done - sim_now(m->sim));
+    if (rc < 0)
+        return SETERR(m, rc, "access to %s of '%s': not called from a "
+                      "thread process", kb_mem_kind_name(m->p.kind), m->name);
+    return 0;
+}
+
+void kb_mem_get_stats(const struct kb_mem *m, struct kb_mem_stats *out)
+{
+    *out = m->st;
+}
+
+double kb_mem_utilisation(const struct kb_mem *m, sim_time elapsed)
+{
+    if (!elapsed)
+        elapsed = sim_now(m->sim);
+    return elapsed ? (double)m->st.busy_ps /
+                         ((double)elapsed * m->p.n_channels)
+                   : 0.0;
+}

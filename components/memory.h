@@ -1,0 +1,110 @@
+/* memory.h — kb_mem: a TCM, SRAM or HBM bank with real bytes, an allocator
+ * and an access-time model with address-interleaved channels
+ *
+ * Contents are stored sparsely in 64 KiB pages allocated on first write;
+ * untouched bytes read as zero, so a 2 GiB HBM costs nothing until used.
+ *
+ * Timing: an access pays the setup latency, then moves its bytes. The
+ * address space is interleaved over n_channels channels (a power of two)
+ * in bursts of burst_bytes: channel(addr) = (addr / burst) & (n - 1); for
+ * the HBM, burst 256 B and 8 pseudo-channels give (addr >> 8) & 7. Each
+ * channel moves bw_gbps bytes/ns and serves one access at a time. With
+ * b_c the bytes of the access that fall in channel c, an access issued at
+ * t0 ends at
+ *
+ *     max over c with b_c > 0 of  max(t0 + setup, busy_c) + b_c / bw
+ *
+ * and sets busy_c to its channel's end: setup is a pipelined latency that
+ * overlaps earlier transfers, the data phases on one channel serialise.
+ * On an idle memory this is setup + max_c b_c / bw, so an access spread
+ * evenly over all channels sees n times the bandwidth of one. Each b_c / bw
+ * is rounded to the nearest ps.
+ *
+ * Errors: int functions return 0 or a negative SIM_E* code, and
+ * kb_mem_errmsg() says what went wrong. */
+#ifndef KBSIM_MEMORY_H
+#define KBSIM_MEMORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim.h"
+
+enum kb_mem_kind { KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM };
+
+#define KB_MEM_MAX_CHANNELS 64
+
+struct kb_mem_params {
+    enum kb_mem_kind kind;
+    uint64_t capacity;    /* bytes, > 0 */
+    double bw_gbps;       /* per channel, bytes/ns, > 0 */
+    double setup_ns;      /* >= 0 */
+    uint32_t n_channels;  /* power of two up to KB_MEM_MAX_CHANNELS; 0 means 1 */
+    uint32_t burst_bytes; /* interleave unit, power of two (multi-channel) */
+};
+
+struct kb_mem_stats {
+    uint64_t bytes_read, bytes_written;
+    uint64_t reads, writes;  /* timed accesses */
+    sim_time busy_ps;        /* data-phase time summed over channels */
+};
+
+struct kb_mem;
+
+/* "tcm", "sram" or "hbm". */
+const char *kb_mem_kind_name(enum kb_mem_kind k);
+
+/* A memory named after its owner ("sip0.cube0.pe0"), so that messages read
+ * "hbm of 'sip0.cube0.pe0' ...". NULL on a bad parameter, with err set. */
+struct kb_mem *kb_mem_new(struct sim *s, const char *name,
+                          const struct kb_mem_params *p, char *err,
+                          size_t errlen);
+void kb_mem_free(struct kb_mem *m);
+
+const char *kb_mem_errmsg(const struct kb_mem *m);
+const char *kb_mem_name(const struct kb_mem *m);
+const struct kb_mem_params *kb_mem_params(const struct kb_mem *m);
+
+/* ---- allocation -------------------------------------------------------- */
+
+/* First fit: the lowest address with `bytes` free bytes aligned to `align`
+ * (a power of two; 0 means 1). SIM_ENOMEM when nothing fits, with a message
+ * giving capacity, request and free bytes. */
+int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
+                 uint64_t *addr);
+/* Returns a block from kb_mem_alloc; SIM_EINVAL for any other address. */
+int kb_mem_dealloc(struct kb_mem *m, uint64_t addr);
+uint64_t kb_mem_free_bytes(const struct kb_mem *m);
+
+/* ---- contents ---------------------------------------------------------- */
+
+/* Copy bytes in or out; no time passes. SIM_EINVAL beyond the capacity. */
+int kb_mem_write(struct kb_mem *m, uint64_t addr, const void *src,
+                 uint64_t bytes);
+int kb_mem_read(struct kb_mem *m, uint64_t addr, void *dst, uint64_t bytes);
+/* Pages of storage allocated so far (64 KiB each). */
+uint64_t kb_mem_pages(const struct kb_mem *m);
+
+/* ---- timing ------------------------------------------------------------ */
+
+/* The closed form on an idle memory: setup + max_c b_c / bw, in ps. */
+sim_time kb_mem_time(const struct kb_mem *m, uint64_t addr, uint64_t bytes);
+
+/* Books an access issued now on its channels and returns the absolute time
+ * it ends, without waiting (for DMA engines that overlap requests);
+ * SIM_FOREVER beyond the capacity. Any process, or before the run. */
+sim_time kb_mem_schedule(struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                         bool is_write);
+
+/* kb_mem_schedule, then waits until the access ends. Thread processes
+ * only: SIM_EPERM outside any process (nothing booked) or from a method
+ * process (booked but not waited for: methods use kb_mem_schedule). */
+int kb_mem_access(struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                  bool is_write);
+
+void kb_mem_get_stats(const struct kb_mem *m, struct kb_mem_stats *out);
+/* busy / (elapsed × n_channels); elapsed 0 means the current time. */
+double kb_mem_utilisation(const struct kb_mem *m, sim_time elapsed);
+
+#endif

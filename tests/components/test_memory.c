@@ -1,0 +1,304 @@
+/* test_memory.c — kb_mem: channel striping and serialisation against the
+ * closed form, allocator and its capacity error, sparse storage, counters */
+#include <stdlib.h>
+
+#include "memory.h"
+#include "sim.h"
+#include "test.h"
+
+#define GiB ((uint64_t)1 << 30)
+
+static const struct kb_mem_params HBM = {
+    .kind = KB_MEM_HBM, .capacity = 2 * GiB, .bw_gbps = 32, .setup_ns = 6,
+    .n_channels = 8, .burst_bytes = 256};
+
+static const struct kb_mem_params TCM = {
+    .kind = KB_MEM_TCM, .capacity = 16 << 20, .bw_gbps = 512, .setup_ns = 0,
+    .n_channels = 1, .burst_bytes = 0};
+
+static struct kb_mem *mem(struct sim *s, const struct kb_mem_params *p)
+{
+    char err[256];
+    return kb_mem_new(s, "sip0.cube0.pe0", p, err, sizeof err);
+}
+
+/* A thread that does one timed access after `start` and records its end. */
+struct acc {
+    struct kb_mem *m;
+    uint64_t addr, bytes;
+    sim_time start, end;
+    int rc;
+};
+
+static void acc_thread(struct sim *s, void *arg)
+{
+    struct acc *a = arg;
+    if (a->start)
+        sim_wait(s, a->start);
+    a->rc = kb_mem_access(a->m, a->addr, a->bytes, false);
+    a->end = sim_now(s);
+}
+
+/* ---- timing ------------------------------------------------------------- */
+
+TEST(closed_form)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *h = mem(s, &HBM), *t = mem(s, &TCM);
+    ASSERT_U64_EQ(kb_mem_time(h, 0, 256), 6000 + 8000);     /* one channel */
+    ASSERT_U64_EQ(kb_mem_time(h, 0, 2048), 6000 + 8000);    /* all eight */
+    ASSERT_U64_EQ(kb_mem_time(h, 0, 65536), 6000 + 256000); /* 8 KiB each */
+    ASSERT_U64_EQ(kb_mem_time(h, 100, 1000), 6000 + 8000);  /* 156,256×3,76 */
+    ASSERT_U64_EQ(kb_mem_time(h, 200, 100), 6000 + 1750);   /* 56 and 44 */
+    ASSERT_U64_EQ(kb_mem_time(h, 256 * 7, 512), 6000 + 8000); /* ch 7, ch 0 */
+    ASSERT_U64_EQ(kb_mem_time(h, 0, 2048 + 256), 6000 + 16000); /* ch 0 twice */
+    ASSERT_U64_EQ(kb_mem_time(h, 0, 0), 6000);
+    ASSERT_U64_EQ(kb_mem_time(t, 0, 65536), 128000);
+    ASSERT_U64_EQ(kb_mem_time(t, 3, 1), 2); /* 1.953125 ps */
+    kb_mem_free(h);
+    kb_mem_free(t);
+    sim_free(s);
+}
+
+TEST(striping_gives_eight_times_one_channel)
+{
+    /* the same 64 KiB from the 8-channel HBM and from one 32 GB/s channel */
+    struct kb_mem_params one = HBM;
+    one.n_channels = 1;
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *h8 = mem(s, &HBM), *h1 = mem(s, &one);
+    struct acc a = {h8, 0, 65536, 0, 0, -1}, b = {h1, 0, 65536, 0, 0, -1};
+    sim_thread(s, "a", acc_thread, &a, 0);
+    sim_thread(s, "b", acc_thread, &b, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(a.rc, 0);
+    ASSERT_U64_EQ(a.end, 6000 + 65536 * 1000 / 32 / 8);
+    ASSERT_U64_EQ(b.end, 6000 + 65536 * 1000 / 32);
+    ASSERT_U64_EQ(b.end - 6000, 8 * (a.end - 6000));
+    kb_mem_free(h8);
+    kb_mem_free(h1);
+    sim_free(s);
+}
+
+TEST(same_channel_serialises)
+{
+    /* eight 256 B reads at t = 0: on eight channels they overlap, on one
+     * channel (addresses 2 KiB apart) their data phases queue */
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *spread = mem(s, &HBM), *same = mem(s, &HBM);
+    struct acc a[8], b[8];
+    for (int i = 0; i < 8; i++) {
+        a[i] = (struct acc){spread, (uint64_t)i * 256, 256, 0, 0, -1};
+        b[i] = (struct acc){same, (uint64_t)i * 2048, 256, 0, 0, -1};
+        sim_thread(s, "a", acc_thread, &a[i], 0);
+        sim_thread(s, "b", acc_thread, &b[i], 0);
+    }
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    for (int i = 0; i < 8; i++) {
+        ASSERT_U64_EQ(a[i].end, 14000);
+        ASSERT_U64_EQ(b[i].end, 14000 + (sim_time)i * 8000);
+    }
+    struct kb_mem_stats st;
+    kb_mem_get_stats(same, &st);
+    ASSERT_U64_EQ(st.reads, 8);
+    ASSERT_U64_EQ(st.bytes_read, 2048);
+    ASSERT_U64_EQ(st.busy_ps, 8 * 8000);
+    /* channel 0 busy 64 of 70 ns, the seven others idle */
+    ASSERT_NEAR(kb_mem_utilisation(same, 0), 64000.0 / (70000.0 * 8), 1e-12);
+    kb_mem_free(spread);
+    kb_mem_free(same);
+    sim_free(s);
+}
+
+TEST(setup_overlaps_earlier_transfers)
+{
+    /* a second access 10 ns later: its setup ends at 16, after the first
+     * one's data (6..14), so it does not wait; a third at 12 ns waits for
+     * the second's data phase (16..24) */
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *h = mem(s, &HBM);
+    struct acc a = {h, 0, 256, 0, 0, -1};
+    struct acc b = {h, 2048, 256, 10 * SIM_NS, 0, -1};
+    struct acc c = {h, 4096, 256, 12 * SIM_NS, 0, -1};
+    sim_thread(s, "a", acc_thread, &a, 0);
+    sim_thread(s, "b", acc_thread, &b, 0);
+    sim_thread(s, "c", acc_thread, &c, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_U64_EQ(a.end, 14000);
+    ASSERT_U64_EQ(b.end, 24000);
+    ASSERT_U64_EQ(c.end, 32000);
+    kb_mem_free(h);
+    sim_free(s);
+}
+
+TEST(schedule_without_waiting)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *h = mem(s, &HBM);
+    ASSERT_U64_EQ(kb_mem_schedule(h, 0, 2048, true), 14000);
+    ASSERT_U64_EQ(kb_mem_schedule(h, 0, 2048, true), 22000);
+    ASSERT_U64_EQ(kb_mem_schedule(h, 2 * GiB - 1, 2, false), SIM_FOREVER);
+    ASSERT_CONTAINS(kb_mem_errmsg(h), "read of 2 bytes at 0x7fffffff is "
+                    "beyond the 2147483648 bytes of hbm of 'sip0.cube0.pe0'");
+    ASSERT_EQ(kb_mem_access(h, 0, 1, false), SIM_EPERM);
+    ASSERT_CONTAINS(kb_mem_errmsg(h), "not called from a thread process");
+    struct kb_mem_stats st;
+    kb_mem_get_stats(h, &st);
+    ASSERT_U64_EQ(st.writes, 2);
+    ASSERT_U64_EQ(st.bytes_written, 4096);
+    ASSERT_U64_EQ(st.reads, 0);
+    kb_mem_free(h);
+    sim_free(s);
+}
+
+/* ---- allocation --------------------------------------------------------- */
+
+TEST(capacity_error)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *h = mem(s, &HBM);
+    uint64_t a, b;
+    ASSERT_EQ(kb_mem_alloc(h, 2 * GiB - 8, 1, &a), 0);
+    ASSERT_U64_EQ(a, 0);
+    ASSERT_EQ(kb_mem_alloc(h, 16, 1, &b), SIM_ENOMEM);
+    ASSERT_STREQ(kb_mem_errmsg(h), "hbm of 'sip0.cube0.pe0' is full: "
+                 "2147483648 bytes, 16 requested, 8 free");
+    ASSERT_EQ(kb_mem_alloc(h, 8, 8, &b), 0);
+    ASSERT_U64_EQ(b, 2 * GiB - 8);
+    ASSERT_U64_EQ(kb_mem_free_bytes(h), 0);
+    ASSERT_EQ(kb_mem_alloc(h, 1, 1, &b), SIM_ENOMEM);
+    ASSERT_CONTAINS(kb_mem_errmsg(h), "is full");
+    kb_mem_free(h);
+    sim_free(s);
+}
+
+TEST(first_fit_alignment_and_coalescing)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *t = mem(s, &TCM);
+    uint64_t a, b, c, d;
+    ASSERT_EQ(kb_mem_alloc(t, 1, 0, &a), 0);
+    ASSERT_EQ(kb_mem_alloc(t, 64, 4096, &b), 0);
+    ASSERT_U64_EQ(a, 0);
+    ASSERT_U64_EQ(b, 4096);
+    ASSERT_EQ(kb_mem_alloc(t, 100, 1, &c), 0); /* into the gap 1..4096 */
+    ASSERT_U64_EQ(c, 1);
+    ASSERT_EQ(kb_mem_dealloc(t, c), 0);
+    ASSERT_EQ(kb_mem_dealloc(t, c), SIM_EINVAL);
+    ASSERT_CONTAINS(kb_mem_errmsg(t), "tcm of 'sip0.cube0.pe0': no block "
+                    "allocated at 0x1");
+    ASSERT_EQ(kb_mem_alloc(t, 3, 3, &d), SIM_EINVAL);
+    ASSERT_CONTAINS(kb_mem_errmsg(t), "alignment 3 is not a power of two");
+    ASSERT_EQ(kb_mem_alloc(t, 0, 1, &d), SIM_EINVAL);
+
+    /* freeing everything joins the pieces into one block again */
+    uint64_t cap = 16 << 20;
+    ASSERT_EQ(kb_mem_dealloc(t, a), 0);
+    ASSERT_EQ(kb_mem_dealloc(t, b), 0);
+    ASSERT_U64_EQ(kb_mem_free_bytes(t), cap);
+    ASSERT_EQ(kb_mem_alloc(t, cap, 1 << 20, &d), 0);
+    ASSERT_U64_EQ(d, 0);
+    ASSERT_EQ(kb_mem_dealloc(t, d), 0);
+
+    /* fragmentation: three 1 KiB blocks and the rest; free the outer two */
+    uint64_t x[3], rest;
+    for (int i = 0; i < 3; i++) {
+        ASSERT_EQ(kb_mem_alloc(t, 1024, 1, &x[i]), 0);
+        ASSERT_U64_EQ(x[i], (uint64_t)i * 1024);
+    }
+    ASSERT_EQ(kb_mem_alloc(t, cap - 3072, 1, &rest), 0);
+    ASSERT_EQ(kb_mem_dealloc(t, x[0]), 0);
+    ASSERT_EQ(kb_mem_dealloc(t, x[2]), 0);
+    ASSERT_U64_EQ(kb_mem_free_bytes(t), 2048);
+    ASSERT_EQ(kb_mem_alloc(t, 1500, 1, &d), SIM_ENOMEM);
+    ASSERT_STREQ(kb_mem_errmsg(t), "tcm of 'sip0.cube0.pe0' has no room for "
+                 "1500 bytes aligned to 1: 16777216 bytes, 2048 free but "
+                 "fragmented in 2 blocks");
+    ASSERT_EQ(kb_mem_dealloc(t, x[1]), 0);
+    ASSERT_EQ(kb_mem_alloc(t, 3072, 64, &d), 0);
+    ASSERT_U64_EQ(d, 0);
+    kb_mem_free(t);
+    sim_free(s);
+}
+
+/* ---- contents ----------------------------------------------------------- */
+
+TEST(sparse_storage)
+{
+    struct sim *s = sim_new(NULL);
+    /* 256 PEs' worth of 2 GiB HBMs cost nothing until written */
+    struct kb_mem *h[256];
+    for (int i = 0; i < 256; i++)
+        h[i] = mem(s, &HBM);
+    ASSERT_U64_EQ(kb_mem_pages(h[0]), 0);
+    unsigned char *buf = malloc(1 << 20);
+    memset(buf, 0xAB, 1 << 20);
+    ASSERT_EQ(kb_mem_read(h[7], GiB, buf, 1 << 20), 0);
+    int zeros = 1;
+    for (int i = 0; i < 1 << 20; i++)
+        zeros &= buf[i] == 0;
+    ASSERT_TRUE(zeros);
+    ASSERT_U64_EQ(kb_mem_pages(h[7]), 0);
+
+    /* a write across a page boundary touches exactly two pages */
+    unsigned char in[100], out[300];
+    for (int i = 0; i < 100; i++)
+        in[i] = (unsigned char)(i * 7 + 1);
+    ASSERT_EQ(kb_mem_write(h[7], 65536 - 50, in, 100), 0);
+    ASSERT_U64_EQ(kb_mem_pages(h[7]), 2);
+    ASSERT_EQ(kb_mem_read(h[7], 65536 - 150, out, 300), 0);
+    for (int i = 0; i < 300; i++) {
+        int want = i >= 100 && i < 200 ? in[i - 100] : 0;
+        ASSERT_EQ(out[i], want);
+    }
+    /* the last byte of the address space */
+    ASSERT_EQ(kb_mem_write(h[7], 2 * GiB - 1, in, 1), 0);
+    ASSERT_EQ(kb_mem_read(h[7], 2 * GiB - 1, out, 1), 0);
+    ASSERT_EQ(out[0], in[0]);
+    ASSERT_EQ(kb_mem_write(h[7], 2 * GiB - 1, in, 2), SIM_EINVAL);
+    ASSERT_STREQ(kb_mem_errmsg(h[7]), "write of 2 bytes at 0x7fffffff is "
+                 "beyond the 2147483648 bytes of hbm of 'sip0.cube0.pe0'");
+    ASSERT_EQ(kb_mem_read(h[7], UINT64_MAX, out, 2), SIM_EINVAL);
+    ASSERT_U64_EQ(kb_mem_pages(h[7]), 3);
+    ASSERT_U64_EQ(kb_mem_pages(h[8]), 0);
+    free(buf);
+    for (int i = 0; i < 256; i++)
+        kb_mem_free(h[i]);
+    sim_free(s);
+}
+
+TEST(params_are_checked)
+{
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    struct kb_mem_params p = HBM;
+    p.bw_gbps = 0;
+    ASSERT_TRUE(kb_mem_new(s, "sip0.cube0.pe0", &p, err, sizeof err) == NULL);
+    ASSERT_STREQ(err, "hbm of 'sip0.cube0.pe0': bandwidth must be a positive "
+                 "number of GB/s, got 0");
+    p = HBM;
+    p.n_channels = 6;
+    ASSERT_TRUE(kb_mem_new(s, "x", &p, err, sizeof err) == NULL);
+    ASSERT_STREQ(err, "hbm of 'x': channels must be a power of two up to 64, "
+                 "got 6");
+    p = HBM;
+    p.burst_bytes = 0;
+    ASSERT_TRUE(kb_mem_new(s, "x", &p, err, sizeof err) == NULL);
+    ASSERT_STREQ(err, "hbm of 'x': burst must be a power of two bytes, got 0");
+    p = TCM;
+    p.capacity = 0;
+    ASSERT_TRUE(kb_mem_new(s, "x", &p, err, sizeof err) == NULL);
+    ASSERT_STREQ(err, "tcm of 'x': capacity must be > 0 bytes, got 0");
+    p = TCM;
+    p.setup_ns = -2;
+    p.kind = KB_MEM_SRAM;
+    ASSERT_TRUE(kb_mem_new(s, "x", &p, err, sizeof err) == NULL);
+    ASSERT_STREQ(err, "sram of 'x': setup must be >= 0 ns, got -2");
+    sim_free(s);
+}
+
+TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
+          same_channel_serialises, setup_overlaps_earlier_transfers,
+          schedule_without_waiting, capacity_error,
+          first_fit_alignment_and_coalescing, sparse_storage,
+          params_are_checked)
