@@ -22,7 +22,8 @@ struct coro_stack {
     void *map;        /* start of the mapping (the guard page, if any) */
     size_t map_size;  /* whole mapping */
     void *lo;         /* lowest usable address */
-    size_t size;      /* usable bytes */
+    size_t size;      /* usable bytes requested (rounded to pages) */
+    void *top;        /* where the stack starts: see coro_stack_get */
     bool guard;
     unsigned vg_id;   /* valgrind stack id, 0 if none */
     struct coro_stack *next_free; /* pool link */
@@ -48,6 +49,7 @@ struct coro {
 struct coro_pool {
     struct coro_stack *free_list;
     size_t mapped_bytes; /* all stacks mapped by this pool, in use or free */
+    unsigned next_color; /* cache colour of the next new stack */
 };
 
 void coro_pool_init(struct coro_pool *pool);

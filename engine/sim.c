@@ -770,18 +770,30 @@ static void request_update(struct sim *s, struct sim_prim *c)
 
 void sim_request_update(struct sim_prim *c) { request_update(c->sim, c); }
 
+/* A channel's update phase wakes its waiters directly: nothing runs
+ * between the update and delta-notification phases, so this is the same
+ * as a delta notification, without queueing one for an event that nobody
+ * waits on (the common case for the side of a fifo that is not blocked). */
+static void notify_from_update(struct sim *s, struct sim_event *e)
+{
+    if (e->n_waiters || e->n_statics) {
+        s->stats.notifications++;
+        trigger(s, e);
+    }
+}
+
 static void fifo_update(void *ud)
 {
     struct sim_fifo *f = ud;
     if (f->n_written) {
         f->readable += f->n_written;
         f->n_written = 0;
-        sim_notify_delta(f->written_ev);
+        notify_from_update(f->sim, f->written_ev);
     }
     if (f->n_read) {
         f->free += f->n_read;
         f->n_read = 0;
-        sim_notify_delta(f->read_ev);
+        notify_from_update(f->sim, f->read_ev);
     }
 }
 
@@ -840,7 +852,7 @@ bool sim_fifo_nb_read(struct sim_fifo *f, void *out)
     if (f->readable == 0)
         return false;
     memcpy(out, f->buf + f->head * f->elem_size, f->elem_size);
-    f->head = (f->head + 1) % f->capacity;
+    f->head = f->head + 1 == f->capacity ? 0 : f->head + 1;
     f->count--;
     f->readable--;
     f->n_read++;
@@ -852,7 +864,9 @@ bool sim_fifo_nb_write(struct sim_fifo *f, const void *in)
 {
     if (f->free == 0)
         return false;
-    size_t tail = (f->head + f->count) % f->capacity;
+    size_t tail = f->head + f->count;
+    if (tail >= f->capacity)
+        tail -= f->capacity;
     memcpy(f->buf + tail * f->elem_size, in, f->elem_size);
     f->count++;
     f->free--;
@@ -886,7 +900,7 @@ static void signal_update(void *ud)
     struct sim_signal *g = ud;
     if (memcmp(g->cur, g->next, g->size) != 0) {
         memcpy(g->cur, g->next, g->size);
-        sim_notify_delta(g->changed);
+        notify_from_update(g->sim, g->changed);
     }
 }
 
