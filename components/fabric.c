@@ -274,7 +274,7 @@ sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
     if (n_links == 0)
         return 0;
     uint64_t flit = kb_link_params(f->links[links[0]].l)->flit_bytes;
-    uint64_t n = bytes ? (bytes + flit - 1) / flit : 1;
+    uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
     uint64_t f1 = n == 1 ? bytes : flit, fn = bytes - (n - 1) * flit;
     sim_time t = 0;
     const struct kb_link *slow = NULL;
@@ -329,7 +329,7 @@ int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
     for (int j = 0; j < n_links; j++)
         path[j] = f->links[links[j]].l;
     uint32_t flit = kb_link_params(path[0])->flit_bytes;
-    uint64_t n = bytes ? (bytes + flit - 1) / flit : 1;
+    uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
     m->m = (struct kb_link_msg){
         .path = path,
         .n_hops = (uint32_t)n_links,
