@@ -200,6 +200,9 @@ int main(int argc, char **argv)
         free(set);
         return EXIT_USAGE;
     }
+    /* Lua leaves the main thread's extra space uninitialised; the kbsim
+     * module keeps its state pointer there (see getstate in lkbsim.c). */
+    memset(lua_getextraspace(L), 0, LUA_EXTRASPACE);
     luaL_openlibs(L);
     add_lua_path(L);
     kb_preload(L, &opt);

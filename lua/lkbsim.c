@@ -129,8 +129,15 @@ int kb_pcall(lua_State *L, int nargs, int nresults)
     return rc;
 }
 
+/* The module state hangs off the registry; a pointer to it is also kept
+ * in the main thread's extra space, which every new Lua thread copies, so
+ * the hot path (kb.wait, fifo calls in processes) finds it without a
+ * registry lookup. */
 static struct kb_state *getstate(lua_State *L)
 {
+    struct kb_state **fast = lua_getextraspace(L);
+    if (*fast)
+        return *fast;
     lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_state_key);
     struct kb_state *st = lua_touserdata(L, -1);
     lua_pop(L, 1);
@@ -139,6 +146,10 @@ static struct kb_state *getstate(lua_State *L)
         memset(st, 0, sizeof *st);
         lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_state_key);
     }
+    *fast = st;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    *(struct kb_state **)lua_getextraspace(lua_tothread(L, -1)) = st;
+    lua_pop(L, 1);
     return st;
 }
 
@@ -459,8 +470,19 @@ static int ev_tostring(lua_State *L)
 
 /* ---- kbsim.fifo ------------------------------------------------------ */
 
-/* sim:fifo(name, capacity) -> fifo of any Lua values. The kernel stores
- * an int: the value's reference in the anchor table. */
+/* A fifo element: numbers, booleans and nil travel by value; anything else
+ * is anchored in the simulation's table and travels as a reference. */
+struct fifo_val {
+    int type; /* LUA_TNIL, LUA_TBOOLEAN, LUA_TNUMBER (int or float), or a ref */
+    bool is_int;
+    union {
+        lua_Integer i;
+        lua_Number n;
+        int ref;
+    } u;
+};
+
+/* sim:fifo(name, capacity) -> fifo of any Lua values. */
 static int l_fifo(lua_State *L)
 {
     struct lsim *o = checksim(L, 1);
@@ -468,7 +490,7 @@ static int l_fifo(lua_State *L)
     lua_Integer cap = luaL_checkinteger(L, 3);
     luaL_argcheck(L, cap > 0, 3, "capacity must be positive");
     struct lfifo *f = newhandle(L, sizeof *f, 1, KB_FIFO, 1, o);
-    f->f = sim_fifo_new(o->s, name, sizeof(int), (size_t)cap);
+    f->f = sim_fifo_new(o->s, name, sizeof(struct fifo_val), (size_t)cap);
     if (f->f == NULL)
         return luaL_error(L, "cannot create fifo '%s': %s", name, sim_errmsg(o->s));
     return 1;
@@ -486,33 +508,64 @@ static struct lproc *checkblocking(lua_State *L, struct lfifo *f,
     return lp;
 }
 
-/* Pushes the value of `ref` (in the anchor table of the handle at index 1,
- * through its simulation) and releases the reference. */
-static void takeref(lua_State *L, int ref)
+/* Pushes the value of v (taking its anchor, if any) on top of L. */
+static void takeval(lua_State *L, const struct fifo_val *v)
 {
+    switch (v->type) {
+    case LUA_TNIL:
+        lua_pushnil(L);
+        return;
+    case LUA_TBOOLEAN:
+        lua_pushboolean(L, (int)v->u.i);
+        return;
+    case LUA_TNUMBER:
+        if (v->is_int)
+            lua_pushinteger(L, v->u.i);
+        else
+            lua_pushnumber(L, v->u.n);
+        return;
+    }
     lua_getiuservalue(L, 1, 1);
     lua_getiuservalue(L, -1, 1);
-    lua_rawgeti(L, -1, ref);
-    luaL_unref(L, -2, ref);
+    lua_rawgeti(L, -1, v->u.ref);
+    luaL_unref(L, -2, v->u.ref);
     lua_replace(L, -3);
     lua_pop(L, 1);
 }
 
-static int makeref(lua_State *L, int validx)
+static struct fifo_val makeval(lua_State *L, int validx)
 {
+    struct fifo_val v = {.type = lua_type(L, validx)};
+    switch (v.type) {
+    case LUA_TNIL:
+        return v;
+    case LUA_TBOOLEAN:
+        v.u.i = lua_toboolean(L, validx);
+        return v;
+    case LUA_TNUMBER:
+        v.is_int = lua_isinteger(L, validx);
+        if (v.is_int)
+            v.u.i = lua_tointeger(L, validx);
+        else
+            v.u.n = lua_tonumber(L, validx);
+        return v;
+    }
+    v.type = LUA_TTABLE; /* any anchored value */
     lua_getiuservalue(L, 1, 1);
     lua_getiuservalue(L, -1, 1);
     lua_pushvalue(L, validx);
-    int ref = luaL_ref(L, -2);
+    v.u.ref = luaL_ref(L, -2);
     lua_pop(L, 2);
-    return ref;
+    return v;
 }
 
-static void dropref(lua_State *L, int ref)
+static void dropval(lua_State *L, const struct fifo_val *v)
 {
+    if (v->type != LUA_TTABLE)
+        return;
     lua_getiuservalue(L, 1, 1);
     lua_getiuservalue(L, -1, 1);
-    luaL_unref(L, -1, ref);
+    luaL_unref(L, -1, v->u.ref);
     lua_pop(L, 2);
 }
 
@@ -520,13 +573,13 @@ static int fifo_read(lua_State *L)
 {
     struct lfifo *f = checkhandle(L, 1, KB_FIFO);
     struct lproc *lp = checkblocking(L, f, "fifo:read");
-    int ref;
-    int rc = sim_fifo_read(f->f, &ref);
+    struct fifo_val v;
+    int rc = sim_fifo_read(f->f, &v);
     lp->owner->cur = lp;
     if (rc < 0)
         return luaL_error(L, "fifo '%s': %s", sim_fifo_name(f->f),
                           sim_errmsg(f->owner->s));
-    takeref(L, ref);
+    takeval(L, &v);
     return 1;
 }
 
@@ -535,11 +588,11 @@ static int fifo_write(lua_State *L)
     struct lfifo *f = checkhandle(L, 1, KB_FIFO);
     luaL_checkany(L, 2);
     struct lproc *lp = checkblocking(L, f, "fifo:write");
-    int ref = makeref(L, 2);
-    int rc = sim_fifo_write(f->f, &ref);
+    struct fifo_val v = makeval(L, 2);
+    int rc = sim_fifo_write(f->f, &v);
     lp->owner->cur = lp;
     if (rc < 0) {
-        dropref(L, ref);
+        dropval(L, &v);
         return luaL_error(L, "fifo '%s': %s", sim_fifo_name(f->f),
                           sim_errmsg(f->owner->s));
     }
@@ -549,13 +602,13 @@ static int fifo_write(lua_State *L)
 static int fifo_nb_read(lua_State *L)
 {
     struct lfifo *f = checkhandle(L, 1, KB_FIFO);
-    int ref;
-    if (!sim_fifo_nb_read(f->f, &ref)) {
+    struct fifo_val v;
+    if (!sim_fifo_nb_read(f->f, &v)) {
         lua_pushboolean(L, 0);
         return 1;
     }
     lua_pushboolean(L, 1);
-    takeref(L, ref);
+    takeval(L, &v);
     return 2;
 }
 
@@ -563,10 +616,10 @@ static int fifo_nb_write(lua_State *L)
 {
     struct lfifo *f = checkhandle(L, 1, KB_FIFO);
     luaL_checkany(L, 2);
-    int ref = makeref(L, 2);
-    bool ok = sim_fifo_nb_write(f->f, &ref);
+    struct fifo_val v = makeval(L, 2);
+    bool ok = sim_fifo_nb_write(f->f, &v);
     if (!ok)
-        dropref(L, ref);
+        dropval(L, &v);
     lua_pushboolean(L, ok);
     return 1;
 }

@@ -22,7 +22,9 @@ struct kb_options {
 };
 
 /* Opens the module and leaves it on the stack (for package.preload or
- * luaL_requiref). kb.options is empty unless kb_preload set it first. */
+ * luaL_requiref). kb.options is empty unless kb_preload set it first.
+ * The host must zero the main thread's lua_getextraspace area after
+ * creating the state: the module keeps its state pointer there. */
 int luaopen_kbsim(lua_State *L);
 
 /* Registers `kbsim` in package.preload with these options. */
