@@ -1,0 +1,164 @@
+/* dtype.c — kb_dtype: f16 / bf16 / f32 names, sizes and rounding */
+#include "dtype.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const names[KB_DTYPE_COUNT] = {"f16", "bf16", "f32"};
+
+const char *kb_dtype_name(enum kb_dtype dt)
+{
+    return (unsigned)dt < KB_DTYPE_COUNT ? names[dt] : "?";
+}
+
+size_t kb_dtype_size(enum kb_dtype dt)
+{
+    switch (dt) {
+    case KB_DTYPE_F16:
+    case KB_DTYPE_BF16: return 2;
+    case KB_DTYPE_F32: return 4;
+    }
+    return 0;
+}
+
+int kb_dtype_parse(const char *name, enum kb_dtype *out)
+{
+    for (int i = 0; name && i < KB_DTYPE_COUNT; i++)
+        if (strcmp(name, names[i]) == 0) {
+            *out = (enum kb_dtype)i;
+            return 0;
+        }
+    return -1;
+}
+
+static uint64_t bits64(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Rounds a double once to a binary format of `ebits` exponent and `mbits`
+ * fraction bits (ebits <= 8, mbits <= 10 here). The value is taken as an
+ * integer significand `sig` times 2^(e-52) and divided by the target's
+ * quantum 2^(te-mbits), te = max(e, emin); the rounded quotient q laid over
+ * the exponent field, ((te-emin) << mbits) + q, is the encoding: a carry out
+ * of the fraction lands in the exponent, a subnormal that rounds up to
+ * 2^emin becomes the smallest normal, and overflow reaches the infinity
+ * pattern. */
+static uint16_t narrow(double x, int ebits, int mbits)
+{
+    uint64_t u = bits64(x);
+    uint16_t sign = (uint16_t)((u >> 63) << (ebits + mbits));
+    int bexp = (int)((u >> 52) & 0x7ff);
+    uint64_t frac = u & ((UINT64_C(1) << 52) - 1);
+    uint16_t inf = (uint16_t)(((1u << ebits) - 1) << mbits);
+
+    if (bexp == 0x7ff) {
+        if (!frac)
+            return sign | inf;
+        /* quiet NaN: the quiet bit guarantees a non-zero fraction */
+        return sign | inf | (uint16_t)(1u << (mbits - 1)) |
+               (uint16_t)(frac >> (52 - mbits));
+    }
+    if (bexp == 0 && frac == 0)
+        return sign;
+
+    int bias = (1 << (ebits - 1)) - 1, emin = 1 - bias;
+    uint64_t sig = bexp ? frac | (UINT64_C(1) << 52) : frac;
+    int e = bexp ? bexp - 1023 : -1022;
+    int te = e > emin ? e : emin;
+    int shift = 52 + te - mbits - e; /* >= 52 - mbits > 0 */
+    if (shift > 63)
+        return sign; /* below half the smallest subnormal */
+    uint64_t q = sig >> shift;
+    uint64_t rem = sig & ((UINT64_C(1) << shift) - 1);
+    uint64_t half = UINT64_C(1) << (shift - 1);
+    if (rem > half || (rem == half && (q & 1)))
+        q++;
+    uint64_t enc = ((uint64_t)(te - emin) << mbits) + q;
+    if (enc >= inf)
+        return sign | inf;
+    return sign | (uint16_t)enc;
+}
+
+uint16_t kb_dtype_f16_from_double(double x) { return narrow(x, 5, 10); }
+uint16_t kb_dtype_bf16_from_double(double x) { return narrow(x, 8, 7); }
+uint16_t kb_dtype_f16_from_float(float x) { return narrow(x, 5, 10); }
+uint16_t kb_dtype_bf16_from_float(float x) { return narrow(x, 8, 7); }
+
+float kb_dtype_f16_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t e = (h >> 10) & 0x1f, f = h & 0x3ff;
+    if (e == 0x1f) /* a signalling NaN comes out quiet, as IEEE asks */
+        return float_of(sign | 0x7f800000 | (f << 13) | (f ? 0x400000 : 0));
+    if (e == 0) {
+        float v = ldexpf((float)f, -24);
+        return sign ? -v : v;
+    }
+    return float_of(sign | ((e + 127 - 15) << 23) | (f << 13));
+}
+
+float kb_dtype_bf16_to_float(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    if ((u & 0x7f800000) == 0x7f800000 && (u & 0x7fffff))
+        u |= 0x400000;
+    return float_of(u);
+}
+
+float kb_dtype_load(const void *buf, size_t i, enum kb_dtype dt)
+{
+    uint16_t h;
+    float f;
+    switch (dt) {
+    case KB_DTYPE_F16:
+        memcpy(&h, (const char *)buf + 2 * i, 2);
+        return kb_dtype_f16_to_float(h);
+    case KB_DTYPE_BF16:
+        memcpy(&h, (const char *)buf + 2 * i, 2);
+        return kb_dtype_bf16_to_float(h);
+    case KB_DTYPE_F32:
+        memcpy(&f, (const char *)buf + 4 * i, 4);
+        return f;
+    }
+    return NAN;
+}
+
+void kb_dtype_store(void *buf, size_t i, enum kb_dtype dt, double x)
+{
+    uint16_t h;
+    float f;
+    switch (dt) {
+    case KB_DTYPE_F16:
+        h = kb_dtype_f16_from_double(x);
+        memcpy((char *)buf + 2 * i, &h, 2);
+        break;
+    case KB_DTYPE_BF16:
+        h = kb_dtype_bf16_from_double(x);
+        memcpy((char *)buf + 2 * i, &h, 2);
+        break;
+    case KB_DTYPE_F32:
+        f = (float)x;
+        memcpy((char *)buf + 4 * i, &f, 4);
+        break;
+    }
+}
+
+float kb_dtype_round(double x, enum kb_dtype dt)
+{
+    switch (dt) {
+    case KB_DTYPE_F16: return kb_dtype_f16_to_float(kb_dtype_f16_from_double(x));
+    case KB_DTYPE_BF16: return kb_dtype_bf16_to_float(kb_dtype_bf16_from_double(x));
+    case KB_DTYPE_F32: return (float)x;
+    }
+    return NAN;
+}

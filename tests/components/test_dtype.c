@@ -1,0 +1,190 @@
+/* test_dtype.c — kb_dtype: known f16 / bf16 bit patterns, ties to even,
+ * subnormals, overflow, NaN, exhaustive round trips, names and sizes */
+#include <math.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "test.h"
+
+static float f32_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+TEST(f16_known_patterns)
+{
+    ASSERT_EQ(kb_dtype_f16_from_float(1.0f), 0x3C00);
+    ASSERT_EQ(kb_dtype_f16_from_float(-2.0f), 0xC000);
+    ASSERT_EQ(kb_dtype_f16_from_float(0.5f), 0x3800);
+    ASSERT_EQ(kb_dtype_f16_from_float(65504.0f), 0x7BFF);       /* max */
+    ASSERT_EQ(kb_dtype_f16_from_float(65519.0f), 0x7BFF);       /* below the tie */
+    ASSERT_EQ(kb_dtype_f16_from_float(65520.0f), 0x7C00);       /* tie, to even: inf */
+    ASSERT_EQ(kb_dtype_f16_from_float(1e9f), 0x7C00);
+    ASSERT_EQ(kb_dtype_f16_from_float(-1e9f), 0xFC00);
+    ASSERT_EQ(kb_dtype_f16_from_float(INFINITY), 0x7C00);
+    ASSERT_EQ(kb_dtype_f16_from_float(-INFINITY), 0xFC00);
+    ASSERT_EQ(kb_dtype_f16_from_float(0.0f), 0x0000);
+    ASSERT_EQ(kb_dtype_f16_from_float(-0.0f), 0x8000);
+    ASSERT_EQ(kb_dtype_f16_from_float(0x1p-14f), 0x0400);       /* min normal */
+    ASSERT_EQ(kb_dtype_f16_from_float(0x1p-24f), 0x0001);       /* min subnormal */
+    ASSERT_EQ(kb_dtype_f16_from_float(-0x1p-24f), 0x8001);
+    ASSERT_EQ(kb_dtype_f16_from_float(0x1p-25f), 0x0000);       /* tie, to even: 0 */
+    ASSERT_EQ(kb_dtype_f16_from_float(0x1.000002p-25f), 0x0001);
+    ASSERT_EQ(kb_dtype_f16_from_float(0x3p-25f), 0x0002);       /* 1.5 ulp: even 2 */
+    ASSERT_EQ(kb_dtype_f16_from_float(0x1p-40f), 0x0000);
+    ASSERT_EQ(kb_dtype_f16_from_float(1023.5f * 0x1p-24f), 0x0400); /* carry to normal */
+    ASSERT_EQ(kb_dtype_f16_from_float(1.0f + 0x1p-11f), 0x3C00); /* tie, even */
+    ASSERT_EQ(kb_dtype_f16_from_float(1.0f + 0x3p-11f), 0x3C02); /* tie, even */
+    ASSERT_EQ(kb_dtype_f16_from_float(1.0f + 0x1.8p-11f), 0x3C01);
+    ASSERT_EQ(kb_dtype_f16_from_float(2047.0f + 0.5f), 0x67FF + 1); /* 2048 */
+
+    ASSERT_TRUE(kb_dtype_f16_to_float(0x3C00) == 1.0f);
+    ASSERT_TRUE(kb_dtype_f16_to_float(0x3555) == 0.333251953125f);
+    ASSERT_TRUE(kb_dtype_f16_to_float(0x7BFF) == 65504.0f);
+    ASSERT_TRUE(kb_dtype_f16_to_float(0x0001) == 0x1p-24f);
+    ASSERT_TRUE(kb_dtype_f16_to_float(0x03FF) == 0x1.ff8p-15f);
+    ASSERT_TRUE(kb_dtype_f16_to_float(0x7C00) == INFINITY);
+    ASSERT_TRUE(kb_dtype_f16_to_float(0xFC00) == -INFINITY);
+    ASSERT_EQ(bits_of(kb_dtype_f16_to_float(0x8000)), 0x80000000u);
+}
+
+TEST(f16_nan)
+{
+    ASSERT_TRUE(isnan(kb_dtype_f16_to_float(0x7E00)));
+    ASSERT_TRUE(isnan(kb_dtype_f16_to_float(0x7C01))); /* signalling */
+    ASSERT_TRUE(isnan(kb_dtype_f16_to_float(0xFFFF)));
+    uint16_t h = kb_dtype_f16_from_float(NAN);
+    ASSERT_EQ(h & 0x7C00, 0x7C00);
+    ASSERT_TRUE((h & 0x3FF) != 0);
+    h = kb_dtype_f16_from_float(f32_of(0x7F800001)); /* payload shifted away */
+    ASSERT_EQ(h & 0x7C00, 0x7C00);
+    ASSERT_TRUE((h & 0x3FF) != 0);
+    h = kb_dtype_f16_from_float(-NAN);
+    ASSERT_TRUE((h & 0x8000) && (h & 0x3FF));
+}
+
+TEST(bf16_known_patterns)
+{
+    ASSERT_EQ(kb_dtype_bf16_from_float(1.0f), 0x3F80);
+    ASSERT_EQ(kb_dtype_bf16_from_float(-1.0f), 0xBF80);
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x3F808000)), 0x3F80); /* tie, even */
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x3F818000)), 0x3F82); /* tie, even */
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x3F808001)), 0x3F81);
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x3F807FFF)), 0x3F80);
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x7F7FFFFF)), 0x7F80); /* to inf */
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x7F7F7FFF)), 0x7F7F);
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x00010000)), 0x0001); /* subnormal */
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x00008000)), 0x0000); /* tie to 0 */
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x00018000)), 0x0002);
+    ASSERT_EQ(kb_dtype_bf16_from_float(-0.0f), 0x8000);
+    ASSERT_EQ(kb_dtype_bf16_from_float(INFINITY), 0x7F80);
+    ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(0x7FC00000)), 0x7FC0);
+    uint16_t b = kb_dtype_bf16_from_float(f32_of(0x7F800001)); /* signalling */
+    ASSERT_TRUE((b & 0x7F80) == 0x7F80 && (b & 0x7F));
+    ASSERT_TRUE(kb_dtype_bf16_to_float(0x4049) == 3.140625f);
+    ASSERT_TRUE(isnan(kb_dtype_bf16_to_float(0x7F81)));
+    /* a double rounds once: 1 + 2^-8 + 2^-40 is above the tie */
+    ASSERT_EQ(kb_dtype_bf16_from_double(1.0 + 0x1p-8 + 0x1p-40), 0x3F81);
+    ASSERT_EQ(kb_dtype_f16_from_double(1.0 + 0x1p-11 + 0x1p-40), 0x3C01);
+}
+
+/* Every pattern survives the round trip through float (NaN stays NaN). */
+TEST(round_trips_exhaustive)
+{
+    for (uint32_t u = 0; u < 0x10000; u++) {
+        uint16_t h = (uint16_t)u;
+        float f = kb_dtype_f16_to_float(h);
+        if ((h & 0x7C00) == 0x7C00 && (h & 0x3FF)) {
+            ASSERT_TRUE(isnan(f));
+            ASSERT_TRUE(isnan(kb_dtype_f16_to_float(kb_dtype_f16_from_float(f))));
+        } else {
+            ASSERT_EQ(kb_dtype_f16_from_float(f), h);
+        }
+        f = kb_dtype_bf16_to_float(h);
+        if ((h & 0x7F80) == 0x7F80 && (h & 0x7F))
+            ASSERT_TRUE(isnan(f));
+        else
+            ASSERT_EQ(kb_dtype_bf16_from_float(f), h);
+    }
+}
+
+/* Against the compiler's own binary16 where it has one, over a sweep of
+ * float patterns that covers every exponent and many fractions. */
+TEST(f16_against_compiler)
+{
+#ifdef __FLT16_MAX__
+    for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 997) {
+        float f = f32_of((uint32_t)u);
+        if (isnan(f))
+            continue;
+        _Float16 r = (_Float16)f;
+        uint16_t want;
+        memcpy(&want, &r, 2);
+        if (kb_dtype_f16_from_float(f) != want)
+            ASSERT_EQ(kb_dtype_f16_from_float(f), want);
+        double d = (double)f * (1.0 + 0x1p-30);
+        r = (_Float16)d;
+        memcpy(&want, &r, 2);
+        if (kb_dtype_f16_from_double(d) != want)
+            ASSERT_EQ(kb_dtype_f16_from_double(d), want);
+    }
+#endif
+}
+
+/* bf16 from float against the integer recipe (add 0x7FFF + lsb, truncate). */
+TEST(bf16_against_integer_rounding)
+{
+    for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 331) {
+        uint32_t x = (uint32_t)u;
+        if ((x & 0x7F800000) == 0x7F800000 && (x & 0x7FFFFF))
+            continue;
+        uint16_t want = (uint16_t)((x + 0x7FFF + ((x >> 16) & 1)) >> 16);
+        if (kb_dtype_bf16_from_float(f32_of(x)) != want)
+            ASSERT_EQ(kb_dtype_bf16_from_float(f32_of(x)), want);
+    }
+}
+
+TEST(names_sizes_buffers)
+{
+    enum kb_dtype dt = KB_DTYPE_F32;
+    ASSERT_EQ(kb_dtype_parse("f16", &dt), 0);
+    ASSERT_EQ(dt, KB_DTYPE_F16);
+    ASSERT_EQ(kb_dtype_parse("bf16", &dt), 0);
+    ASSERT_EQ(dt, KB_DTYPE_BF16);
+    ASSERT_EQ(kb_dtype_parse("f32", &dt), 0);
+    ASSERT_EQ(dt, KB_DTYPE_F32);
+    ASSERT_EQ(kb_dtype_parse("fp16", &dt), -1);
+    ASSERT_EQ(kb_dtype_parse("F16", &dt), -1);
+    ASSERT_EQ(kb_dtype_parse(NULL, &dt), -1);
+    ASSERT_STREQ(kb_dtype_name(KB_DTYPE_BF16), "bf16");
+    ASSERT_STREQ(kb_dtype_name((enum kb_dtype)7), "?");
+    ASSERT_EQ(kb_dtype_size(KB_DTYPE_F16), 2);
+    ASSERT_EQ(kb_dtype_size(KB_DTYPE_BF16), 2);
+    ASSERT_EQ(kb_dtype_size(KB_DTYPE_F32), 4);
+
+    unsigned char buf[16];
+    kb_dtype_store(buf, 3, KB_DTYPE_F16, 1.0);
+    uint16_t h;
+    memcpy(&h, buf + 6, 2);
+    ASSERT_EQ(h, 0x3C00);
+    ASSERT_TRUE(kb_dtype_load(buf, 3, KB_DTYPE_F16) == 1.0f);
+    kb_dtype_store(buf, 1, KB_DTYPE_F32, 0.1);
+    ASSERT_TRUE(kb_dtype_load(buf, 1, KB_DTYPE_F32) == 0.1f);
+    kb_dtype_store(buf, 0, KB_DTYPE_BF16, 3.14159);
+    ASSERT_TRUE(kb_dtype_load(buf, 0, KB_DTYPE_BF16) == 3.140625f);
+    ASSERT_TRUE(kb_dtype_round(65520.0, KB_DTYPE_F16) == INFINITY);
+    ASSERT_TRUE(kb_dtype_round(0.1, KB_DTYPE_F32) == 0.1f);
+}
+
+TEST_MAIN(f16_known_patterns, f16_nan, bf16_known_patterns,
+          round_trips_exhaustive, f16_against_compiler,
+          bf16_against_integer_rounding, names_sizes_buffers)
