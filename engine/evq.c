@@ -3,18 +3,20 @@
 
 #include <stdlib.h>
 
-typedef unsigned __int128 evq_key;
+/* Entries are ordered by time alone: one 64-bit compare per step. Entries
+ * of equal time may come out in any order; the scheduler takes all
+ * entries of one time together and restores their insertion order. */
+typedef uint64_t evq_key;
 
-/* (time, seq) as one 128-bit number: one compare, no branch */
 static inline evq_key key_of(const struct evq_entry *e)
 {
-    return ((evq_key)e->t << 64) | e->seq;
+    return e->t;
 }
 
 static inline bool key_less(const struct evq_entry *a,
                             const struct evq_entry *b)
 {
-    return key_of(a) < key_of(b);
+    return a->t < b->t;
 }
 
 void evq_init(struct evq *q)

@@ -1,8 +1,10 @@
 /* evq.h — the timed event queue of the kernel (engine-internal)
  *
- * Entries are ordered by (time, seq); seq is a per-simulation insertion
- * counter, so entries at one time come out in the order they went in and
- * every run is deterministic. Two structures hold them: a FIFO for entries
+ * Entries come out in time order. Entries of equal time may come out in
+ * any (deterministic) order: the scheduler pops all entries of a time
+ * together and sorts them by seq, a per-simulation insertion counter, so
+ * that ties are broken by insertion order. Comparing times alone keeps the
+ * heap walk to one 64-bit compare a step. Two structures hold them: a FIFO for entries
  * that arrive in non-decreasing key order (the common case: every process
  * waits the same delay, or one clock) and a 4-ary heap for the rest; pop
  * takes the smaller head. Cancellation is lazy: an entry carries the
@@ -41,10 +43,10 @@ static inline size_t evq_size(const struct evq *q)
     return q->fifo_len + q->heap_len;
 }
 
-/* The smallest entry, or NULL when empty. */
+/* An entry of the smallest time, or NULL when empty. */
 const struct evq_entry *evq_peek(const struct evq *q);
 
-/* Removes the smallest entry into *out; false when empty. */
+/* Removes an entry of the smallest time into *out; false when empty. */
 bool evq_pop(struct evq *q, struct evq_entry *out);
 
 #endif

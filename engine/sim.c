@@ -126,6 +126,8 @@ struct sim {
     size_t n_delta, cap_delta;
     struct sim_prim **updates;
     size_t n_updates, cap_updates;
+    struct evq_entry *batch; /* the timed entries of one time */
+    size_t cap_batch;
     struct sim_proc *current;
     struct sim_proc *zombies; /* terminated threads whose stack is unreleased */
     uint64_t budget;          /* activations left in this sim_step */
@@ -300,6 +302,7 @@ void sim_free(struct sim *s)
     free(s->runq);
     free(s->delta);
     free(s->updates);
+    free(s->batch);
     free(s->errmsg);
     free(s);
 }
@@ -1191,6 +1194,45 @@ static void fire_timed(struct sim *s, const struct evq_entry *e)
     }
 }
 
+static int seq_cmp(const void *a, const void *b)
+{
+    uint64_t x = ((const struct evq_entry *)a)->seq;
+    uint64_t y = ((const struct evq_entry *)b)->seq;
+    return (x > y) - (x < y);
+}
+
+/* Fires every entry of time t in insertion order (the queue orders by time
+ * only). Liveness is checked as each fires: an earlier one may wake a
+ * process whose other wake-up at the same time is then stale. */
+static void fire_time(struct sim *s, sim_time t)
+{
+    size_t n = 0;
+    bool sorted = true;
+    const struct evq_entry *e;
+    while ((e = evq_peek(&s->timed)) && e->t == t) {
+        if (!grow(&s->batch, &s->cap_batch, n + 1, sizeof *s->batch))
+            out_of_memory();
+        evq_pop(&s->timed, &s->batch[n]);
+        if (n && s->batch[n].seq < s->batch[n - 1].seq)
+            sorted = false;
+        n++;
+    }
+    if (!sorted && n > 32) {
+        qsort(s->batch, n, sizeof *s->batch, seq_cmp);
+    } else if (!sorted) {
+        for (size_t i = 1; i < n; i++) {
+            struct evq_entry x = s->batch[i];
+            size_t j = i;
+            for (; j > 0 && s->batch[j - 1].seq > x.seq; j--)
+                s->batch[j] = s->batch[j - 1];
+            s->batch[j] = x;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (entry_live(&s->batch[i]))
+            fire_timed(s, &s->batch[i]);
+}
+
 static void describe_wait(struct sim *s, const struct sim_proc *p)
 {
     char tb[48];
@@ -1294,13 +1336,8 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
                 s->now = until;
             return SIM_UNTIL;
         }
-        sim_time t = e->t;
-        s->now = t;
-        struct evq_entry cur;
-        while ((e = timed_head(s)) && e->t == t) {
-            evq_pop(&s->timed, &cur);
-            fire_timed(s, &cur);
-        }
+        s->now = e->t;
+        fire_time(s, e->t);
     }
 }
 

@@ -610,6 +610,58 @@ TEST(ten_thousand_threads)
     sim_free(s);
 }
 
+/* ---- ties at one time run in insertion order ------------------------- */
+
+struct tiectx {
+    int order[64];
+    int n;
+};
+
+struct tiearg {
+    struct tiectx *c;
+    int id;
+    sim_time delay;
+};
+
+static void tie_proc(struct sim *s, void *arg)
+{
+    struct tiearg *a = arg;
+    sim_wait(s, a->delay);            /* random first delays: heap side */
+    sim_wait(s, 100 * SIM_NS - sim_now(s)); /* all wake at 100 ns */
+    a->c->order[a->c->n++] = a->id;
+}
+
+static void sentinel(struct sim *s, void *arg)
+{
+    sim_wait(s, 1000 * SIM_NS);
+}
+
+TEST(same_time_wakeups_in_insertion_order)
+{
+    struct sim *s = sim_new(NULL);
+    struct tiectx c = {0};
+    /* queued first and latest: every later wake-up lands in the heap,
+     * where equal times come out in no particular order */
+    sim_thread(s, "sentinel", sentinel, NULL, 0);
+    struct tiearg a[64];
+    uint64_t x = 3;
+    for (int i = 0; i < 64; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        a[i] = (struct tiearg){&c, i, (1 + (x >> 33) % 50) * SIM_NS};
+        sim_thread(s, "tie", tie_proc, &a[i], 0);
+    }
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(c.n, 64);
+    /* the second waits were queued in order of the first wake-ups: by
+     * first delay, then by process creation order among equal delays */
+    for (int i = 1; i < 64; i++) {
+        int p = c.order[i - 1], q = c.order[i];
+        ASSERT_TRUE(a[p].delay < a[q].delay ||
+                    (a[p].delay == a[q].delay && p < q));
+    }
+    sim_free(s);
+}
+
 TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           notification_order, earlier_notification_wins_and_cancel,
           fifo_write_blocks_when_full, fifo_read_blocks_when_empty,
@@ -617,4 +669,5 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           wait_outside_thread_is_refused, wait_any_and_timeout,
           two_runs_identical_traces, deadlock_report_lists_blocked_processes,
           run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
-          port_binding_checks, unbound_ports_all_listed, ten_thousand_threads)
+          port_binding_checks, unbound_ports_all_listed, ten_thousand_threads,
+          same_time_wakeups_in_insertion_order)
