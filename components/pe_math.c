@@ -1,0 +1,353 @@
+/* pe_math.c — kb_math: element-wise values, the vector-unit time model and
+ * the unit's occupancy and counters */
+#include "pe_math.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "topology_schema.h"
+
+struct kb_math {
+    struct sim *sim;
+    char *name;
+    struct kb_math_params p;
+    sim_time busy_until;
+    struct kb_math_stats st;
+    char err[256];
+};
+
+static const char *const op_names[KB_MATH_OP_COUNT] = {
+    "add", "sub", "mul", "div", "maximum", "minimum", "fma",
+    "clamp", "exp", "log", "softmax", "cdiv", "sum"};
+
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void errf(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+const char *kb_math_op_name(enum kb_math_op op)
+{
+    return (unsigned)op < KB_MATH_OP_COUNT ? op_names[op] : "?";
+}
+
+int kb_math_op_parse(const char *name, enum kb_math_op *out)
+{
+    for (int i = 0; name && i < KB_MATH_OP_COUNT; i++)
+        if (strcmp(name, op_names[i]) == 0) {
+            *out = (enum kb_math_op)i;
+            return 0;
+        }
+    return -1;
+}
+
+int kb_math_op_arity(enum kb_math_op op)
+{
+    switch (op) {
+    case KB_MATH_EXP:
+    case KB_MATH_LOG:
+    case KB_MATH_SOFTMAX:
+    case KB_MATH_SUM: return 1;
+    case KB_MATH_FMA:
+    case KB_MATH_CLAMP: return 3;
+    default: return 2;
+    }
+}
+
+int64_t kb_math_cdiv_i64(int64_t a, int64_t b)
+{
+    int64_t q = a / b; /* truncates toward zero */
+    if (a % b != 0 && (a < 0) == (b < 0))
+        q++;
+    return q;
+}
+
+/* ---- values -------------------------------------------------------------- */
+
+/* NaN-propagating max; among equal values a +0 beats a -0. */
+static double max_of(double x, double y)
+{
+    if (isnan(x) || isnan(y))
+        return x + y;
+    if (x == y)
+        return signbit(x) ? y : x;
+    return x > y ? x : y;
+}
+
+static double min_of(double x, double y)
+{
+    if (isnan(x) || isnan(y))
+        return x + y;
+    if (x == y)
+        return signbit(x) ? x : y;
+    return x < y ? x : y;
+}
+
+/* One element of a one-, two- or three-operand op, before its rounding.
+ * f32 fma rounds in fmaf itself: a double fma rounded again to float could
+ * be a double rounding; for f16 and bf16 a double fma is the exact value in
+ * every case that stays inside the narrow type's range. */
+static double element(enum kb_math_op op, double x, double y, double z,
+                      enum kb_dtype dt)
+{
+    switch (op) {
+    case KB_MATH_ADD: return x + y;
+    case KB_MATH_SUB: return x - y;
+    case KB_MATH_MUL: return x * y;
+    case KB_MATH_DIV: return x / y;
+    case KB_MATH_MAXIMUM: return max_of(x, y);
+    case KB_MATH_MINIMUM: return min_of(x, y);
+    case KB_MATH_FMA:
+        return dt == KB_DTYPE_F32 ? fmaf((float)x, (float)y, (float)z)
+                                  : fma(x, y, z);
+    case KB_MATH_CLAMP: return min_of(max_of(x, y), z);
+    case KB_MATH_EXP: return exp(x);
+    case KB_MATH_LOG: return log(x);
+    case KB_MATH_CDIV: return ceil(x / y);
+    case KB_MATH_SOFTMAX:
+    case KB_MATH_SUM: break;
+    }
+    return NAN;
+}
+
+/* Two passes so that `out` may alias `a`: the max and the sum of
+ * exponentials first, then each output from its own exponential. */
+static void softmax(const void *a, void *out, size_t n, enum kb_dtype dt)
+{
+    if (!n)
+        return;
+    double mx = kb_dtype_load(a, 0, dt);
+    for (size_t i = 1; i < n; i++)
+        mx = max_of(mx, kb_dtype_load(a, i, dt));
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += exp(kb_dtype_load(a, i, dt) - mx);
+    for (size_t i = 0; i < n; i++)
+        kb_dtype_store(out, i, dt, exp(kb_dtype_load(a, i, dt) - mx) / sum);
+}
+
+int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
+                    const void *c, void *out, size_t n, enum kb_dtype dt)
+{
+    if ((unsigned)op >= KB_MATH_OP_COUNT || kb_dtype_size(dt) == 0)
+        return SIM_EINVAL;
+    int arity = kb_math_op_arity(op);
+    bool need = n > 0 || op == KB_MATH_SUM;
+    if (need && (!out || (n && (!a || (arity > 1 && !b) || (arity > 2 && !c)))))
+        return SIM_EINVAL;
+    if (op == KB_MATH_SUM) {
+        double s = 0;
+        for (size_t i = 0; i < n; i++)
+            s += kb_dtype_load(a, i, dt);
+        kb_dtype_store(out, 0, dt, s);
+        return 0;
+    }
+    if (op == KB_MATH_SOFTMAX) {
+        softmax(a, out, n, dt);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double x = kb_dtype_load(a, i, dt);
+        double y = arity > 1 ? kb_dtype_load(b, i, dt) : 0;
+        double z = arity > 2 ? kb_dtype_load(c, i, dt) : 0;
+        kb_dtype_store(out, i, dt, element(op, x, y, z, dt));
+    }
+    return 0;
+}
+
+/* ---- timing -------------------------------------------------------------- */
+
+/* The time model, in cycles, for n elements of s bytes:
+ *
+ *     cycles = ceil(n·s / W) · c(op)
+ *
+ * ceil(n·s / W) is the number of W-byte vectors in one operand stream: the
+ * unit reads each of its operand streams and writes its result stream in
+ * parallel, one vector of each a cycle, so the bytes counted are those of
+ * one stream, n·s (for sum: its input). c(op) is the cycles a vector takes:
+ * 1 for add, sub, mul, div, maximum, minimum, fma, clamp, cdiv and sum;
+ * T = transcendental_cycles for exp and log; T + 2 for softmax (a max pass,
+ * an exp-and-sum pass, a scaling pass). The time is cycles / clock_ghz ns,
+ * rounded to the nearest ps. */
+static uint64_t cycles_per_vector(const struct kb_math_params *p,
+                                  enum kb_math_op op)
+{
+    switch (op) {
+    case KB_MATH_EXP:
+    case KB_MATH_LOG: return p->transcendental_cycles;
+    case KB_MATH_SOFTMAX: return (uint64_t)p->transcendental_cycles + 2;
+    default: return 1;
+    }
+}
+
+uint64_t kb_math_cycles(const struct kb_math_params *p, enum kb_math_op op,
+                        size_t n, enum kb_dtype dt)
+{
+    uint64_t s = kb_dtype_size(dt), w = p->vector_bytes_per_cycle;
+    if ((unsigned)op >= KB_MATH_OP_COUNT || !s || !w)
+        return 0;
+    /* n·s + w - 1 stays far from 2^64 for any buffer that fits in memory */
+    uint64_t vectors = ((uint64_t)n * s + w - 1) / w;
+    return vectors * cycles_per_vector(p, op);
+}
+
+static sim_time cycles_to_ps(uint64_t cycles, double clock_ghz)
+{
+    return (sim_time)llround((double)cycles * 1000.0 / clock_ghz);
+}
+
+sim_time kb_math_time(const struct kb_math_params *p, enum kb_math_op op,
+                      size_t n, enum kb_dtype dt)
+{
+    return cycles_to_ps(kb_math_cycles(p, op, n, dt), p->clock_ghz);
+}
+
+void kb_math_params_from_cfg(struct kb_math_params *p,
+                             const struct kb_topology_cfg *cfg)
+{
+    p->vector_bytes_per_cycle = (uint32_t)cfg->pe.math.vector_bytes_per_cycle;
+    p->clock_ghz = cfg->clock_ghz;
+    p->transcendental_cycles = KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES;
+}
+
+int kb_math_params_check(const struct kb_math_params *p, const char *name,
+                         char *err, size_t errlen)
+{
+    if (p->vector_bytes_per_cycle == 0)
+        errf(err, errlen, "math of '%s': vector width must be > 0 bytes per "
+             "cycle, got 0", name);
+    else if (!(p->clock_ghz > 0) || isinf(p->clock_ghz))
+        errf(err, errlen, "math of '%s': clock must be a positive number of "
+             "GHz, got %g", name, p->clock_ghz);
+    else if (p->transcendental_cycles == 0)
+        errf(err, errlen, "math of '%s': transcendental cycles must be >= 1, "
+             "got 0", name);
+    else
+        return 0;
+    return SIM_EINVAL;
+}
+
+/* ---- the unit ------------------------------------------------------------ */
+
+struct kb_math *kb_math_new(struct sim *s, const char *name,
+                            const struct kb_math_params *p, char *err,
+                            size_t errlen)
+{
+    if (kb_math_params_check(p, name, err, errlen) < 0)
+        return NULL;
+    struct kb_math *m = calloc(1, sizeof *m);
+    if (m)
+        m->name = strdup(name);
+    if (!m || !m->name) {
+        errf(err, errlen, "math of '%s': out of memory", name);
+        free(m);
+        return NULL;
+    }
+    m->sim = s;
+    m->p = *p;
+    return m;
+}
+
+void kb_math_free(struct kb_math *m)
+{
+    if (!m)
+        return;
+    free(m->name);
+    free(m);
+}
+
+const char *kb_math_errmsg(const struct kb_math *m) { return m->err; }
+const char *kb_math_name(const struct kb_math *m) { return m->name; }
+const struct kb_math_params *kb_math_params(const struct kb_math *m)
+{
+    return &m->p;
+}
+
+static int bad_operands(struct kb_math *m, enum kb_math_op op, const void *a,
+                        const void *b, const void *c, const void *out,
+                        size_t n, enum kb_dtype dt)
+{
+    const char *why = NULL;
+    if ((unsigned)op >= KB_MATH_OP_COUNT) {
+        errf(m->err, sizeof m->err, "math of '%s': unknown op %d", m->name,
+             (int)op);
+        return SIM_EINVAL;
+    }
+    int arity = kb_math_op_arity(op);
+    if (kb_dtype_size(dt) == 0) {
+        errf(m->err, sizeof m->err, "math of '%s': %s: unknown dtype %d",
+             m->name, op_names[op], (int)dt);
+        return SIM_EINVAL;
+    }
+    if ((n || op == KB_MATH_SUM) && !out)
+        why = "out";
+    else if (n && !a)
+        why = "a";
+    else if (n && arity > 1 && !b)
+        why = "b";
+    else if (n && arity > 2 && !c)
+        why = "c";
+    if (why) {
+        errf(m->err, sizeof m->err, "math of '%s': %s needs operand '%s', "
+             "got NULL", m->name, op_names[op], why);
+        return SIM_EINVAL;
+    }
+    return 0;
+}
+
+int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
+                const void *b, const void *c, void *out, size_t n,
+                enum kb_dtype dt)
+{
+    int rc = bad_operands(m, op, a, b, c, out, n, dt);
+    if (rc < 0)
+        return rc;
+    if (!sim_current(m->sim)) {
+        errf(m->err, sizeof m->err, "math of '%s': %s outside a process",
+             m->name, op_names[op]);
+        return SIM_EPERM;
+    }
+    kb_math_compute(op, a, b, c, out, n, dt);
+
+    uint64_t cycles = kb_math_cycles(&m->p, op, n, dt);
+    sim_time t = cycles_to_ps(cycles, m->p.clock_ghz);
+    sim_time now = sim_now(m->sim);
+    sim_time start = m->busy_until > now ? m->busy_until : now;
+    m->busy_until = start + t;
+    m->st.ops++;
+    m->st.elements += n;
+    m->st.cycles += cycles;
+    m->st.busy_ps += t;
+    m->st.by_op[op]++;
+    if (m->busy_until == now)
+        return 0; /* nothing to wait for: not even a delta cycle */
+    rc = sim_wait(m->sim, m->busy_until - now);
+    if (rc < 0)
+        errf(m->err, sizeof m->err, "math of '%s': %s from a method process "
+             "cannot wait (booked until %" PRIu64 " ps)", m->name,
+             op_names[op], m->busy_until);
+    return rc;
+}
+
+void kb_math_get_stats(const struct kb_math *m, struct kb_math_stats *out)
+{
+    *out = m->st;
+}
+
+double kb_math_utilisation(const struct kb_math *m, sim_time elapsed)
+{
+    if (!elapsed)
+        elapsed = sim_now(m->sim);
+    return elapsed ? (double)m->st.busy_ps / (double)elapsed : 0.0;
+}

@@ -1,0 +1,134 @@
+/* pe_math.h — kb_math: PE_MATH, the element-wise vector unit of a PE
+ * (add, sub, mul, div, maximum, minimum, fma, clamp, exp, log, softmax,
+ * cdiv, sum) on real f16, bf16 and f32 values
+ *
+ * Values: every element is computed from the exact (widened) operand values
+ * and rounded once, to nearest even, to the operands' dtype. For add, sub,
+ * mul and div this is bit for bit what an f32 ALU followed by a rounding to
+ * f16 or bf16 gives (f32 carries at least 2p+2 bits of a p-bit type, so the
+ * double rounding is harmless); fma is fused (one rounding). exp, log and
+ * softmax are evaluated in double and rounded once; sum accumulates in
+ * double, in index order, and rounds once.
+ *
+ * Timing (stated in pe_math.c): an op streams its vectors through a
+ * datapath of W = vector_bytes_per_cycle bytes a cycle; transcendental
+ * passes take `transcendental_cycles` cycles a vector.
+ *
+ * Errors: int functions return 0 or a negative SIM_E* code; kb_math_errmsg()
+ * says what went wrong. */
+#ifndef KBSIM_PE_MATH_H
+#define KBSIM_PE_MATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dtype.h"
+#include "sim.h"
+
+struct kb_topology_cfg;
+
+enum kb_math_op {
+    KB_MATH_ADD,     /* a + b */
+    KB_MATH_SUB,     /* a - b */
+    KB_MATH_MUL,     /* a * b */
+    KB_MATH_DIV,     /* a / b (IEEE: x/0 is ±inf, 0/0 NaN) */
+    KB_MATH_MAXIMUM, /* max(a, b); NaN if either is NaN; max(-0, +0) = +0 */
+    KB_MATH_MINIMUM, /* min(a, b); NaN if either is NaN; min(-0, +0) = -0 */
+    KB_MATH_FMA,     /* a * b + c, fused */
+    KB_MATH_CLAMP,   /* min(max(a, b), c): a clamped to [lo = b, hi = c] */
+    KB_MATH_EXP,     /* e^a */
+    KB_MATH_LOG,     /* ln a */
+    KB_MATH_SOFTMAX, /* e^(a_i - max a) / sum_j e^(a_j - max a), over all n */
+    KB_MATH_CDIV,    /* ceil(a / b) */
+    KB_MATH_SUM,     /* out[0] = sum of a_i (out holds one element) */
+};
+
+#define KB_MATH_OP_COUNT 13
+
+/* Cycles a vector of exp or log takes when the configuration does not say:
+ * a special-function unit a quarter as wide as the ALU lanes. */
+#define KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES 4
+
+struct kb_math_params {
+    uint32_t vector_bytes_per_cycle; /* W, bytes, > 0 */
+    double clock_ghz;                /* > 0 */
+    uint32_t transcendental_cycles;  /* T, cycles per vector of exp / log, >= 1 */
+};
+
+struct kb_math_stats {
+    uint64_t ops;      /* kb_math_run calls */
+    uint64_t elements; /* n summed over them */
+    uint64_t cycles;
+    sim_time busy_ps;
+    uint64_t by_op[KB_MATH_OP_COUNT]; /* ops per kind */
+};
+
+struct kb_math;
+
+/* ---- ops ----------------------------------------------------------------- */
+
+/* "add", "sub", "mul", "div", "maximum", "minimum", "fma", "clamp", "exp",
+ * "log", "softmax", "cdiv", "sum"; "?" outside the enum. */
+const char *kb_math_op_name(enum kb_math_op op);
+/* 0 and *out set, or -1 for an unknown name. */
+int kb_math_op_parse(const char *name, enum kb_math_op *out);
+/* Operands read: 1 (exp, log, softmax, sum), 3 (fma, clamp) or 2. */
+int kb_math_op_arity(enum kb_math_op op);
+
+/* The values alone, no time: out[i] = op(a[i], b[i], c[i]) for i < n, all
+ * buffers of dtype `dt` (b, c unused by ops of lower arity and may be NULL).
+ * out may be the same buffer as any operand. SIM_EINVAL for an unknown op
+ * or dtype or a missing buffer. */
+int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
+                    const void *c, void *out, size_t n, enum kb_dtype dt);
+
+/* ceil(a / b) on integers, any signs (as triton's cdiv for positive
+ * operands); b != 0 and not INT64_MIN / -1. */
+int64_t kb_math_cdiv_i64(int64_t a, int64_t b);
+
+/* ---- timing -------------------------------------------------------------- */
+
+/* The parameters of the system's PE_MATH: pe.math.vector_bytes_per_cycle,
+ * clock_ghz, and KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES. */
+void kb_math_params_from_cfg(struct kb_math_params *p,
+                             const struct kb_topology_cfg *cfg);
+
+/* 0, or SIM_EINVAL with a message naming `name` and the bad value. */
+int kb_math_params_check(const struct kb_math_params *p, const char *name,
+                         char *err, size_t errlen);
+
+/* Closed forms for valid parameters: the cycles, and the time in ps, of
+ * one op over n elements of `dt` (0 for an unknown op or dtype). */
+uint64_t kb_math_cycles(const struct kb_math_params *p, enum kb_math_op op,
+                        size_t n, enum kb_dtype dt);
+sim_time kb_math_time(const struct kb_math_params *p, enum kb_math_op op,
+                      size_t n, enum kb_dtype dt);
+
+/* ---- the unit ------------------------------------------------------------ */
+
+/* A unit named after its PE ("sip0.cube0.pe3"); NULL on bad parameters or
+ * no memory, with err set. */
+struct kb_math *kb_math_new(struct sim *s, const char *name,
+                            const struct kb_math_params *p, char *err,
+                            size_t errlen);
+void kb_math_free(struct kb_math *m);
+
+const char *kb_math_errmsg(const struct kb_math *m);
+const char *kb_math_name(const struct kb_math *m);
+const struct kb_math_params *kb_math_params(const struct kb_math *m);
+
+/* From a thread process: computes the values (kb_math_compute), then holds
+ * the unit for kb_math_time and returns when the op ends. The unit does one
+ * op at a time: a call made while it is busy starts when it frees (callers
+ * are served in call order). SIM_EINVAL on bad operands (nothing computed);
+ * SIM_EPERM outside any process (nothing done) or from a method process
+ * (values computed and the unit booked, but not waited for). */
+int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
+                const void *b, const void *c, void *out, size_t n,
+                enum kb_dtype dt);
+
+void kb_math_get_stats(const struct kb_math *m, struct kb_math_stats *out);
+/* busy / elapsed; elapsed 0 means the current time. */
+double kb_math_utilisation(const struct kb_math *m, sim_time elapsed);
+
+#endif

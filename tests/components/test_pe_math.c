@@ -1,0 +1,475 @@
+/* test_pe_math.c — kb_math: every op's values in f16, bf16 and f32 against
+ * a double-precision reference rounded to the dtype, softmax rows, the
+ * time formula against its closed form, the blocking run and counters */
+#include <math.h>
+#include <string.h>
+
+#include "dtype.h"
+#include "pe_math.h"
+#include "sim.h"
+#include "test.h"
+#include "topology_schema.h"
+
+static const enum kb_dtype DTS[] = {KB_DTYPE_F16, KB_DTYPE_BF16, KB_DTYPE_F32};
+
+static const struct kb_math_params DEF = {
+    .vector_bytes_per_cycle = 128, .clock_ghz = 1.0,
+    .transcendental_cycles = KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES};
+
+/* xorshift64*: reproducible operands without libc's rand */
+static uint64_t rng_state = 0x9E3779B97F4A7C15u;
+static double uniform(double lo, double hi)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t r = rng_state * 0x2545F4914F6CDD1Du;
+    return lo + (hi - lo) * (double)(r >> 11) * 0x1p-53;
+}
+
+static void fill(void *buf, size_t n, enum kb_dtype dt, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++)
+        kb_dtype_store(buf, i, dt, uniform(lo, hi));
+}
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* The plain double computation each op is checked against. */
+static double reference(enum kb_math_op op, double x, double y, double z)
+{
+    switch (op) {
+    case KB_MATH_ADD: return x + y;
+    case KB_MATH_SUB: return x - y;
+    case KB_MATH_MUL: return x * y;
+    case KB_MATH_DIV: return x / y;
+    case KB_MATH_MAXIMUM: return x > y ? x : y;
+    case KB_MATH_MINIMUM: return x < y ? x : y;
+    case KB_MATH_FMA: return fma(x, y, z);
+    case KB_MATH_CLAMP: return x < y ? y : x > z ? z : x;
+    case KB_MATH_EXP: return exp(x);
+    case KB_MATH_LOG: return log(x);
+    case KB_MATH_CDIV: return ceil(x / y);
+    default: return NAN;
+    }
+}
+
+/* One unit in the last place of `dt` at |v| (the subnormal spacing below
+ * the normal range). */
+static double ulp(double v, enum kb_dtype dt)
+{
+    int p = dt == KB_DTYPE_F16 ? 11 : dt == KB_DTYPE_BF16 ? 8 : 24;
+    int emin = dt == KB_DTYPE_F16 ? -14 : -126;
+    int e = v == 0 ? emin : ilogb(v);
+    return ldexp(1.0, (e < emin ? emin : e) - (p - 1));
+}
+
+#define N 2000
+
+/* add … cdiv except the transcendental ones: bit-exact. Operands cover
+ * mixed signs and magnitudes; clamp bounds are lo <= hi. */
+TEST(values_exact)
+{
+    static const enum kb_math_op ops[] = {
+        KB_MATH_ADD, KB_MATH_SUB, KB_MATH_MUL, KB_MATH_DIV, KB_MATH_MAXIMUM,
+        KB_MATH_MINIMUM, KB_MATH_FMA, KB_MATH_CLAMP, KB_MATH_CDIV};
+    static float a[N], b[N], c[N], out[N];
+    for (size_t d = 0; d < 3; d++) {
+        enum kb_dtype dt = DTS[d];
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+            enum kb_math_op op = ops[o];
+            fill(a, N, dt, -300, 300);
+            fill(b, N, dt, -3, 3);
+            fill(c, N, dt, -50, 50);
+            if (op == KB_MATH_CLAMP) {
+                fill(b, N, dt, -100, 0);
+                fill(c, N, dt, 0, 100);
+            }
+            for (size_t i = 0; i < N; i += 97) /* some tiny magnitudes */
+                kb_dtype_store(b, i, dt, uniform(-1, 1) * 1e-6);
+            ASSERT_EQ(kb_math_compute(op, a, b, c, out, N, dt), 0);
+            for (size_t i = 0; i < N; i++) {
+                double x = kb_dtype_load(a, i, dt), y = kb_dtype_load(b, i, dt),
+                       z = kb_dtype_load(c, i, dt);
+                float want = kb_dtype_round(reference(op, x, y, z), dt);
+                float got = kb_dtype_load(out, i, dt);
+                if (bits(got) != bits(want)) {
+                    fprintf(stderr, "%s %s [%zu]: %a %a %a\n",
+                            kb_math_op_name(op), kb_dtype_name(dt), i, x, y, z);
+                    ASSERT_U64_EQ(bits(got), bits(want));
+                }
+            }
+        }
+    }
+}
+
+/* f16 add, sub, mul, div against the compiler's own _Float16 arithmetic,
+ * an independent implementation of the same rounding. */
+TEST(values_f16_against_compiler)
+{
+#ifdef __FLT16_MAX__
+    static _Float16 a[N], b[N], out[N];
+    static const enum kb_math_op ops[] = {KB_MATH_ADD, KB_MATH_SUB, KB_MATH_MUL,
+                                          KB_MATH_DIV};
+    fill(a, N, KB_DTYPE_F16, -1000, 1000);
+    fill(b, N, KB_DTYPE_F16, -2, 2);
+    for (size_t o = 0; o < 4; o++) {
+        ASSERT_EQ(kb_math_compute(ops[o], a, b, NULL, out, N, KB_DTYPE_F16), 0);
+        for (size_t i = 0; i < N; i++) {
+            _Float16 want = ops[o] == KB_MATH_ADD ? a[i] + b[i]
+                          : ops[o] == KB_MATH_SUB ? a[i] - b[i]
+                          : ops[o] == KB_MATH_MUL ? a[i] * b[i]
+                                                  : a[i] / b[i];
+            ASSERT_EQ(memcmp(&out[i], &want, 2), 0);
+        }
+    }
+#endif
+}
+
+/* exp and log: within one ulp of the dtype of the double value (the
+ * implementation rounds the double once, so it is in fact correctly
+ * rounded with respect to libm's double). */
+TEST(values_transcendental)
+{
+    static float a[N], out[N];
+    for (size_t d = 0; d < 3; d++) {
+        enum kb_dtype dt = DTS[d];
+        fill(a, N, dt, -12, 12);
+        ASSERT_EQ(kb_math_compute(KB_MATH_EXP, a, NULL, NULL, out, N, dt), 0);
+        for (size_t i = 0; i < N; i++) {
+            double want = exp(kb_dtype_load(a, i, dt));
+            double got = kb_dtype_load(out, i, dt);
+            if (dt == KB_DTYPE_F16 && want > 65504)
+                ASSERT_TRUE(got == INFINITY || fabs(got - want) <= ulp(want, dt));
+            else
+                ASSERT_NEAR(got, want, ulp(want, dt));
+        }
+        fill(a, N, dt, 1e-3, 1e4);
+        ASSERT_EQ(kb_math_compute(KB_MATH_LOG, a, NULL, NULL, out, N, dt), 0);
+        for (size_t i = 0; i < N; i++) {
+            double want = log(kb_dtype_load(a, i, dt));
+            ASSERT_NEAR(kb_dtype_load(out, i, dt), want, ulp(want, dt));
+        }
+    }
+}
+
+TEST(values_special)
+{
+    float a[4], b[4], c[4], out[4];
+    enum kb_dtype f = KB_DTYPE_F32;
+    a[0] = -0.0f, b[0] = 0.0f, a[1] = 0.0f, b[1] = -0.0f;
+    a[2] = NAN, b[2] = 1, a[3] = 1, b[3] = NAN;
+    kb_math_compute(KB_MATH_MAXIMUM, a, b, NULL, out, 4, f);
+    ASSERT_EQ(bits(out[0]), 0);
+    ASSERT_EQ(bits(out[1]), 0);
+    ASSERT_TRUE(isnan(out[2]) && isnan(out[3]));
+    kb_math_compute(KB_MATH_MINIMUM, a, b, NULL, out, 4, f);
+    ASSERT_EQ(bits(out[0]), 0x80000000u);
+    ASSERT_EQ(bits(out[1]), 0x80000000u);
+    ASSERT_TRUE(isnan(out[2]) && isnan(out[3]));
+
+    a[0] = 5, a[1] = -5, a[2] = 0.5f, a[3] = NAN;
+    for (int i = 0; i < 4; i++)
+        b[i] = 0, c[i] = 1;
+    kb_math_compute(KB_MATH_CLAMP, a, b, c, out, 4, f);
+    ASSERT_TRUE(out[0] == 1 && out[1] == 0 && out[2] == 0.5f && isnan(out[3]));
+
+    a[0] = 1, b[0] = 0, a[1] = -1, b[1] = 0, a[2] = 0, b[2] = 0;
+    kb_math_compute(KB_MATH_DIV, a, b, NULL, out, 3, f);
+    ASSERT_TRUE(out[0] == INFINITY && out[1] == -INFINITY && isnan(out[2]));
+
+    a[0] = 0, a[1] = -1, a[2] = 1, a[3] = INFINITY;
+    kb_math_compute(KB_MATH_LOG, a, NULL, NULL, out, 4, f);
+    ASSERT_TRUE(out[0] == -INFINITY && isnan(out[1]) && out[2] == 0 &&
+                out[3] == INFINITY);
+
+    uint16_t h[2], ho[2];
+    h[0] = kb_dtype_f16_from_float(12.0f), h[1] = kb_dtype_f16_from_float(-20.0f);
+    kb_math_compute(KB_MATH_EXP, h, NULL, NULL, ho, 2, KB_DTYPE_F16);
+    ASSERT_EQ(ho[0], 0x7C00); /* e^12 = 162755 overflows f16 */
+    ASSERT_EQ(ho[1], 0x0000); /* e^-20 = 2.06e-9 is below half a subnormal */
+    h[0] = kb_dtype_f16_from_float(60000), h[1] = kb_dtype_f16_from_float(60000);
+    kb_math_compute(KB_MATH_ADD, h, h, NULL, ho, 1, KB_DTYPE_F16);
+    ASSERT_EQ(ho[0], 0x7C00);
+
+    a[0] = 7, b[0] = 2, a[1] = -7, b[1] = 2, a[2] = 6, b[2] = 2, a[3] = 0.5f;
+    b[3] = 0.25f;
+    kb_math_compute(KB_MATH_CDIV, a, b, NULL, out, 4, f);
+    ASSERT_TRUE(out[0] == 4 && out[1] == -3 && out[2] == 3 && out[3] == 2);
+    ASSERT_EQ(kb_math_cdiv_i64(7, 2), 4);
+    ASSERT_EQ(kb_math_cdiv_i64(8, 2), 4);
+    ASSERT_EQ(kb_math_cdiv_i64(-7, 2), -3);
+    ASSERT_EQ(kb_math_cdiv_i64(7, -2), -3);
+    ASSERT_EQ(kb_math_cdiv_i64(-7, -2), 4);
+    ASSERT_EQ(kb_math_cdiv_i64(0, 5), 0);
+    ASSERT_EQ(kb_math_cdiv_i64(3072, 32), 96);
+    ASSERT_EQ(kb_math_cdiv_i64(3073, 32), 97);
+
+    /* in place, and the bad calls */
+    a[0] = 1, a[1] = 2;
+    ASSERT_EQ(kb_math_compute(KB_MATH_MUL, a, a, NULL, a, 2, f), 0);
+    ASSERT_TRUE(a[0] == 1 && a[1] == 4);
+    ASSERT_EQ(kb_math_compute(KB_MATH_ADD, a, NULL, NULL, out, 2, f), SIM_EINVAL);
+    ASSERT_EQ(kb_math_compute(KB_MATH_FMA, a, b, NULL, out, 2, f), SIM_EINVAL);
+    ASSERT_EQ(kb_math_compute((enum kb_math_op)99, a, b, c, out, 2, f), SIM_EINVAL);
+    ASSERT_EQ(kb_math_compute(KB_MATH_ADD, a, b, c, out, 2, (enum kb_dtype)9),
+              SIM_EINVAL);
+    ASSERT_EQ(kb_math_compute(KB_MATH_ADD, NULL, NULL, NULL, NULL, 0, f), 0);
+}
+
+/* Rows of several lengths, large offsets (e^1000 would overflow without the
+ * max subtraction), against double; each row sums to 1 within
+ * u + n·(half the smallest subnormal), u the dtype's unit roundoff. */
+TEST(softmax_rows)
+{
+    static float a[N], out[N];
+    static const size_t lens[] = {1, 2, 7, 64, 333, 2000};
+    for (size_t d = 0; d < 3; d++) {
+        enum kb_dtype dt = DTS[d];
+        double u = dt == KB_DTYPE_F16 ? 0x1p-11 : dt == KB_DTYPE_BF16 ? 0x1p-8 : 0x1p-24;
+        double half_sub = dt == KB_DTYPE_F16 ? 0x1p-25 : 0x1p-150;
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            size_t n = lens[l];
+            double off = dt == KB_DTYPE_F16 ? 1000 : 1e4;
+            fill(a, n, dt, off - 10, off + 10);
+            ASSERT_EQ(kb_math_compute(KB_MATH_SOFTMAX, a, NULL, NULL, out, n, dt), 0);
+            double mx = -INFINITY, den = 0, sum = 0;
+            for (size_t i = 0; i < n; i++)
+                mx = fmax(mx, kb_dtype_load(a, i, dt));
+            for (size_t i = 0; i < n; i++)
+                den += exp(kb_dtype_load(a, i, dt) - mx);
+            for (size_t i = 0; i < n; i++) {
+                double want = exp(kb_dtype_load(a, i, dt) - mx) / den;
+                double got = kb_dtype_load(out, i, dt);
+                ASSERT_TRUE(isfinite(got));
+                ASSERT_NEAR(got, want, ulp(want, dt));
+                sum += got;
+            }
+            ASSERT_NEAR(sum, 1.0, u + (double)n * half_sub + 1e-12);
+            /* in place gives the same bits */
+            static float copy[N];
+            memcpy(copy, out, n * kb_dtype_size(dt));
+            kb_math_compute(KB_MATH_SOFTMAX, a, NULL, NULL, a, n, dt);
+            ASSERT_EQ(memcmp(a, copy, n * kb_dtype_size(dt)), 0);
+        }
+    }
+}
+
+TEST(sum_reduction)
+{
+    static float a[N];
+    float out[1];
+    for (size_t d = 0; d < 3; d++) {
+        enum kb_dtype dt = DTS[d];
+        fill(a, N, dt, -1, 2);
+        ASSERT_EQ(kb_math_compute(KB_MATH_SUM, a, NULL, NULL, out, N, dt), 0);
+        double s = 0;
+        for (size_t i = 0; i < N; i++)
+            s += kb_dtype_load(a, i, dt);
+        ASSERT_U64_EQ(bits(kb_dtype_load(out, 0, dt)), bits(kb_dtype_round(s, dt)));
+    }
+    ASSERT_EQ(kb_math_compute(KB_MATH_SUM, a, NULL, NULL, out, 0, KB_DTYPE_F32), 0);
+    ASSERT_TRUE(out[0] == 0);
+}
+
+TEST(names)
+{
+    enum kb_math_op op;
+    for (int i = 0; i < KB_MATH_OP_COUNT; i++) {
+        ASSERT_EQ(kb_math_op_parse(kb_math_op_name((enum kb_math_op)i), &op), 0);
+        ASSERT_EQ(op, i);
+    }
+    ASSERT_EQ(kb_math_op_parse("max", &op), -1);
+    ASSERT_STREQ(kb_math_op_name(KB_MATH_CDIV), "cdiv");
+    ASSERT_EQ(kb_math_op_arity(KB_MATH_SOFTMAX), 1);
+    ASSERT_EQ(kb_math_op_arity(KB_MATH_CLAMP), 3);
+    ASSERT_EQ(kb_math_op_arity(KB_MATH_CDIV), 2);
+}
+
+/* ---- timing ------------------------------------------------------------- */
+
+TEST(time_formula)
+{
+    /* hand-worked: W = 128 B, T = 4, 1 GHz */
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, KB_MATH_ADD, 32, KB_DTYPE_F32), 1);
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, KB_MATH_ADD, 33, KB_DTYPE_F32), 2);
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, KB_MATH_ADD, 64, KB_DTYPE_F16), 1);
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, KB_MATH_FMA, 65, KB_DTYPE_BF16), 2);
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, KB_MATH_ADD, 0, KB_DTYPE_F16), 0);
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, KB_MATH_EXP, 128, KB_DTYPE_F16), 8);
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, KB_MATH_SOFTMAX, 1000, KB_DTYPE_F32), 32 * 6);
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, KB_MATH_SUM, 49152, KB_DTYPE_F16), 768);
+    ASSERT_U64_EQ(kb_math_time(&DEF, KB_MATH_ADD, 49152, KB_DTYPE_F16), 768 * SIM_NS);
+    ASSERT_U64_EQ(kb_math_time(&DEF, KB_MATH_LOG, 49152, KB_DTYPE_F32), 6144 * SIM_NS);
+    ASSERT_U64_EQ(kb_math_cycles(&DEF, (enum kb_math_op)77, 10, KB_DTYPE_F32), 0);
+
+    /* the closed form over ops, dtypes, sizes and parameter sets */
+    static const size_t ns[] = {1, 2, 63, 64, 65, 127, 128, 129, 1000, 4096, 49152, 1 << 20};
+    struct kb_math_params ps[] = {DEF, {64, 1.5, 8}, {256, 2.0, 1}, {96, 0.8, 3}};
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++)
+        for (int op = 0; op < KB_MATH_OP_COUNT; op++)
+            for (size_t d = 0; d < 3; d++)
+                for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) {
+                    const struct kb_math_params *p = &ps[k];
+                    double bytes = (double)ns[j] * (double)kb_dtype_size(DTS[d]);
+                    double per = op == KB_MATH_EXP || op == KB_MATH_LOG
+                                     ? p->transcendental_cycles
+                                 : op == KB_MATH_SOFTMAX ? p->transcendental_cycles + 2
+                                                         : 1;
+                    double cyc = ceil(bytes / p->vector_bytes_per_cycle) * per;
+                    ASSERT_U64_EQ(kb_math_cycles(p, (enum kb_math_op)op, ns[j], DTS[d]),
+                                  (uint64_t)cyc);
+                    ASSERT_U64_EQ(kb_math_time(p, (enum kb_math_op)op, ns[j], DTS[d]),
+                                  (uint64_t)llround(cyc * 1000 / p->clock_ghz));
+                }
+    /* 1.5 GHz: 3 cycles are 2 ns, 1 cycle 666.67 -> 667 ps */
+    struct kb_math_params fast = {64, 1.5, 4};
+    ASSERT_U64_EQ(kb_math_time(&fast, KB_MATH_ADD, 48, KB_DTYPE_F32), 2000);
+    ASSERT_U64_EQ(kb_math_time(&fast, KB_MATH_ADD, 16, KB_DTYPE_F32), 667);
+}
+
+TEST(params)
+{
+    char err[256];
+    struct kb_math_params p = DEF;
+    ASSERT_EQ(kb_math_params_check(&p, "pe0", err, sizeof err), 0);
+    p.vector_bytes_per_cycle = 0;
+    ASSERT_EQ(kb_math_params_check(&p, "pe0", err, sizeof err), SIM_EINVAL);
+    ASSERT_STREQ(err, "math of 'pe0': vector width must be > 0 bytes per cycle, got 0");
+    p = DEF, p.clock_ghz = -1;
+    struct sim *s = sim_new(NULL);
+    ASSERT_TRUE(kb_math_new(s, "pe0", &p, err, sizeof err) == NULL);
+    ASSERT_STREQ(err, "math of 'pe0': clock must be a positive number of GHz, got -1");
+    p = DEF, p.transcendental_cycles = 0;
+    ASSERT_TRUE(kb_math_new(s, "pe0", &p, err, sizeof err) == NULL);
+    ASSERT_CONTAINS(err, "transcendental cycles must be >= 1");
+    sim_free(s);
+
+    struct kb_topology_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.pe.math.vector_bytes_per_cycle = 128;
+    cfg.clock_ghz = 1.0;
+    kb_math_params_from_cfg(&p, &cfg);
+    ASSERT_EQ(p.vector_bytes_per_cycle, 128);
+    ASSERT_TRUE(p.clock_ghz == 1.0);
+    ASSERT_EQ(p.transcendental_cycles, KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES);
+}
+
+/* ---- the unit in a simulation ------------------------------------------- */
+
+struct job {
+    struct kb_math *m;
+    enum kb_math_op op;
+    size_t n;
+    sim_time start, end;
+    int rc;
+    float a[4096], b[4096], out[4096];
+};
+
+static void job_thread(struct sim *s, void *arg)
+{
+    struct job *j = arg;
+    if (j->start)
+        sim_wait(s, j->start);
+    j->rc = kb_math_run(j->m, j->op, j->a, j->b, NULL, j->out, j->n, KB_DTYPE_F32);
+    j->end = sim_now(s);
+}
+
+TEST(run_waits_and_counts)
+{
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    struct kb_math *m = kb_math_new(s, "sip0.cube0.pe0", &DEF, err, sizeof err);
+    ASSERT_TRUE(m != NULL);
+    ASSERT_STREQ(kb_math_name(m), "sip0.cube0.pe0");
+    static struct job j1, j2, j3;
+    j1 = (struct job){.m = m, .op = KB_MATH_ADD, .n = 4096};
+    j2 = (struct job){.m = m, .op = KB_MATH_EXP, .n = 1000};
+    j3 = (struct job){.m = m, .op = KB_MATH_MUL, .n = 100, .start = 1000 * SIM_NS};
+    for (int i = 0; i < 4096; i++)
+        j1.a[i] = (float)i, j1.b[i] = 0.5f, j2.a[i] = -1.0f;
+    sim_thread(s, "j1", job_thread, &j1, 0);
+    sim_thread(s, "j2", job_thread, &j2, 0);
+    sim_thread(s, "j3", job_thread, &j3, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(j1.rc, 0);
+    ASSERT_EQ(j2.rc, 0);
+    ASSERT_EQ(j3.rc, 0);
+    sim_time t1 = kb_math_time(&DEF, KB_MATH_ADD, 4096, KB_DTYPE_F32);
+    sim_time t2 = kb_math_time(&DEF, KB_MATH_EXP, 1000, KB_DTYPE_F32);
+    sim_time t3 = kb_math_time(&DEF, KB_MATH_MUL, 100, KB_DTYPE_F32);
+    ASSERT_U64_EQ(t1, 128 * SIM_NS);
+    ASSERT_U64_EQ(t2, 32 * 4 * SIM_NS);
+    ASSERT_U64_EQ(j1.end, t1);
+    ASSERT_U64_EQ(j2.end, t1 + t2); /* queued behind j1 */
+    ASSERT_U64_EQ(j3.end, 1000 * SIM_NS + t3); /* the unit was idle again */
+    ASSERT_TRUE(j1.out[4095] == 4095.5f);
+    ASSERT_TRUE(j2.out[999] == (float)exp(-1.0));
+
+    struct kb_math_stats st;
+    kb_math_get_stats(m, &st);
+    ASSERT_U64_EQ(st.ops, 3);
+    ASSERT_U64_EQ(st.elements, 4096 + 1000 + 100);
+    ASSERT_U64_EQ(st.cycles, 128 + 128 + 4);
+    ASSERT_U64_EQ(st.busy_ps, t1 + t2 + t3);
+    ASSERT_U64_EQ(st.by_op[KB_MATH_EXP], 1);
+    ASSERT_U64_EQ(st.by_op[KB_MATH_SUB], 0);
+    ASSERT_NEAR(kb_math_utilisation(m, 0), (double)(t1 + t2 + t3) / (double)sim_now(s), 1e-12);
+    ASSERT_NEAR(kb_math_utilisation(m, 2 * (t1 + t2 + t3)), 0.5, 1e-12);
+    kb_math_free(m);
+    sim_free(s);
+}
+
+static void bad_thread(struct sim *s, void *arg)
+{
+    struct job *j = arg;
+    j->rc = kb_math_run(j->m, KB_MATH_FMA, j->a, j->b, NULL, j->out, 4, KB_DTYPE_F32);
+}
+
+static void method_proc(struct sim *s, void *arg)
+{
+    struct job *j = arg;
+    j->rc = kb_math_run(j->m, KB_MATH_ADD, j->a, j->b, NULL, j->out, 64, KB_DTYPE_F32);
+}
+
+TEST(run_errors)
+{
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    struct kb_math *m = kb_math_new(s, "pe7", &DEF, err, sizeof err);
+    static struct job j, k;
+    j = (struct job){.m = m, .rc = 1};
+    k = (struct job){.m = m, .rc = 1};
+    float a[4] = {1, 2, 3, 4}, out[4];
+    ASSERT_EQ(kb_math_run(m, KB_MATH_ADD, a, a, NULL, out, 4, KB_DTYPE_F32), SIM_EPERM);
+    ASSERT_STREQ(kb_math_errmsg(m), "math of 'pe7': add outside a process");
+    sim_thread(s, "bad", bad_thread, &j, 0);
+    sim_method(s, "meth", method_proc, &k, false);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(j.rc, SIM_EINVAL);
+    ASSERT_EQ(k.rc, SIM_EPERM);
+    ASSERT_CONTAINS(kb_math_errmsg(m), "from a method process");
+    struct kb_math_stats st;
+    kb_math_get_stats(m, &st);
+    ASSERT_U64_EQ(st.ops, 1); /* the method's op was booked */
+    kb_math_free(m);
+    sim_free(s);
+
+    s = sim_new(NULL);
+    m = kb_math_new(s, "pe7", &DEF, err, sizeof err);
+    j = (struct job){.m = m, .rc = 1};
+    sim_thread(s, "bad", bad_thread, &j, 0);
+    sim_run(s, SIM_FOREVER);
+    ASSERT_STREQ(kb_math_errmsg(m), "math of 'pe7': fma needs operand 'c', got NULL");
+    kb_math_free(m);
+    sim_free(s);
+}
+
+TEST_MAIN(values_exact, values_f16_against_compiler, values_transcendental, values_special, softmax_rows,
+          sum_reduction, names, time_formula, params, run_waits_and_counts,
+          run_errors)
