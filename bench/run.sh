@@ -38,24 +38,30 @@ run_one() {
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-declare -A rate wall
+# Peers alternate run by run, so that a change in machine load while the
+# table is measured hits every peer alike and the ratios stay fair.
+declare -A rate wall failed
 for w in "${workloads[@]}"; do
-  for peer in "${peers[@]}"; do
-    rates=() walls=()
-    for ((i = 0; i < n; i++)); do
+  declare -A rates=() walls=()
+  for ((i = 0; i < n; i++)); do
+    for peer in "${peers[@]}"; do
+      [ "${failed[$peer/$w]:-}" ] && continue
       if ! line=$(run_one "$peer" $w); then
         echo "run.sh: $peer $w: self-check failed" >&2
-        rates=(); break
+        failed[$peer/$w]=1; continue
       fi
-      [ -z "$line" ] && break
-      rates+=("$(field rate <<<"$line")")
-      walls+=("$(field wall_s <<<"$line")")
+      [ -z "$line" ] && continue
+      rates[$peer]+="$(field rate <<<"$line")"$'\n'
+      walls[$peer]+="$(field wall_s <<<"$line")"$'\n'
     done
-    if [ ${#rates[@]} -gt 0 ]; then
-      rate[$peer/$w]=$(printf '%s\n' "${rates[@]}" | median)
-      wall[$peer/$w]=$(printf '%s\n' "${walls[@]}" | median)
+  done
+  for peer in "${peers[@]}"; do
+    if [ -n "${rates[$peer]:-}" ] && [ -z "${failed[$peer/$w]:-}" ]; then
+      rate[$peer/$w]=$(printf '%s' "${rates[$peer]}" | median)
+      wall[$peer/$w]=$(printf '%s' "${walls[$peer]}" | median)
     fi
   done
+  unset rates walls
 done
 
 fmt_rate() { [ -n "${1:-}" ] && awk -v r="$1" 'BEGIN { printf "%.2f M", r / 1e6 }' || printf -- '—'; }

@@ -246,18 +246,12 @@ void coro_init(struct coro *c, struct coro_stack *st, const char *name,
     uintptr_t top = (uintptr_t)st->top & ~(uintptr_t)15;
 #if defined(__x86_64__)
     /* The frame coro__swap pops (see coro_switch_x86_64.S), below a zero
-     * return address for the trampoline: after `ret` the trampoline sees
-     * sp = 8 mod 16, as after a call. rbp = 0 ends frame-pointer walks. */
-    uint64_t *sp = (uint64_t *)top - 9;
-    uint32_t mxcsr;
-    uint16_t fpucw;
-    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
-    __asm__ volatile("fnstcw %0" : "=m"(fpucw));
-    memset(sp, 0, 9 * sizeof *sp);
-    /* A new coroutine starts with its creator's rounding mode, as a new
-     * POSIX thread does. */
-    sp[0] = (uint64_t)mxcsr | (uint64_t)fpucw << 32;
-    sp[7] = (uint64_t)(uintptr_t)coro_trampoline;
+     * return address for the trampoline: after the final jump the
+     * trampoline sees sp = 8 mod 16, as after a call. rbp = 0 ends
+     * frame-pointer walks. */
+    uint64_t *sp = (uint64_t *)top - 8;
+    memset(sp, 0, 8 * sizeof *sp);
+    sp[6] = (uint64_t)(uintptr_t)coro_trampoline;
 #elif defined(__aarch64__)
     /* The frame coro__swap loads (see coro_switch_aarch64.S): x30 is the
      * trampoline, x29 = 0 ends frame-pointer walks, FPCR the creator's. */

@@ -3,15 +3,18 @@
 
 /* void coro__swap(void **save_sp, void *load_sp)
  *
- * Pushes the callee-saved registers and the floating-point control state
- * (MXCSR, x87 control word: the ABI makes them callee-saved too) on the
- * current stack, stores sp in *save_sp, switches to load_sp and pops the
- * same frame from there. A new coroutine's stack is prepared by coro_init
- * in this exact layout, with the trampoline as the return address.
+ * Pushes the callee-saved registers on the current stack, stores sp in
+ * *save_sp, switches to load_sp and pops the same frame from there. A new
+ * coroutine's stack is prepared by coro_init in this exact layout, with the
+ * trampoline as the return address.
  *
- *   sp+0  MXCSR     sp+4  x87 CW
- *   sp+8  r15  r14  r13  r12  rbx  rbp
- *   sp+56 return address
+ *   sp+0  r15  r14  r13  r12  rbx  rbp
+ *   sp+48 return address
+ *
+ * MXCSR and the x87 control word are not switched: saving and restoring
+ * them was the larger part of a switch (ldmxcsr/fldcw stall the pipeline),
+ * so the floating-point environment belongs to the OS thread and is shared
+ * by its coroutines (docs/decisions/0001-context-switch.md).
  */
     .text
     .globl  coro__swap
@@ -25,14 +28,8 @@ coro__swap:
     pushq   %r13
     pushq   %r14
     pushq   %r15
-    subq    $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw  4(%rsp)
     movq    %rsp, (%rdi)
     movq    %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw   4(%rsp)
-    addq    $8, %rsp
     popq    %r15
     popq    %r14
     popq    %r13
