@@ -1,0 +1,488 @@
+/* pe_dma.c — kb_dma: channel queues, copy timing, payload copies
+ *
+ * Timing of one copy of B bytes from memory S (at node s) to memory D (at
+ * node d) over the routed path P = route(s, d). With
+ *
+ *     Ls, Ld     the setups of S and D            (kb_mem_time(.., 0))
+ *     Ds, Dd     their data phases for B bytes    (kb_mem_time(.., B) - setup)
+ *     Tnet       kb_fabric_path_time(P, B)        (head latency + flit stream)
+ *     Lnet       kb_fabric_path_time(P, 0)        (overheads + wire delays)
+ *
+ * a copy served on an idle system takes
+ *
+ *     T = Ls + max(Tnet, Lnet + Ds, Lnet + Dd) + Ld
+ *
+ * The source setup comes first; then the memory data phases overlap the
+ * flit stream, so the slowest of the three stages (source read, fabric,
+ * destination write) sets the rate, and a memory-bound copy still pays the
+ * path's latency once; the destination setup is paid after the last byte
+ * arrives. In the simulation, a channel serving a copy at t0:
+ *
+ *     r_end = kb_mem_schedule(S, read)           books S's channels at t0
+ *     w_end = kb_mem_schedule(D, write) at t0+Ls books D's channels
+ *     t_a   = end of kb_fabric_transfer(P, B) started at t0 + Ls (real flits)
+ *     end   = max(t_a + Ld, r_end + Lnet + Ld, w_end + Lnet)
+ *
+ * which is T on an idle system. With other traffic, contention on either
+ * memory (a later r_end or w_end) or on any link (a later t_a) shows: the
+ * last byte cannot leave S before S's booked read ends, nor be written
+ * before D's booked write ends.
+ * A copy within one memory books read and write on the same channels, so
+ * the two data phases serialise there, as they would in a single-ported
+ * bank. The payload is copied at `end`, in one step with the completion
+ * callback. */
+#include "pe_dma.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BOUNCE_BYTES ((uint64_t)1 << 16)
+
+/* A queued copy; recycled through the DMA's free list. */
+struct req {
+    struct req *next;
+    struct kb_dma_end src, dst;
+    uint64_t bytes;
+    struct sim_event *done;
+    kb_dma_done_fn fn;
+    void *ud;
+    int n_links;
+    int links[KB_DMA_MAX_HOPS];
+};
+
+/* A thread blocked in kb_dma_copy. */
+struct waiter {
+    struct waiter *next;
+    struct sim_event *ev;
+    int status;
+};
+
+struct chan {
+    struct kb_dma *d;
+    enum kb_dma_class c;
+    struct kb_dma_stats st;
+};
+
+struct klass {
+    struct req *head, *tail;
+    struct sim_event *work;
+    struct chan *chans;
+    uint32_t n;
+};
+
+struct kb_dma {
+    struct sim *sim;
+    char *name;
+    struct kb_fabric *f;
+    kb_dma_route_fn route;
+    void *route_ud;
+    struct kb_dma_params p;
+    struct klass k[KB_DMA_NCLASSES];
+    struct req *free_reqs;
+    struct waiter *free_waiters;
+    struct waiter **waiters; /* every waiter, for kb_dma_free */
+    size_t n_waiters, cap_waiters;
+    unsigned char *bounce;
+    uint64_t pending;
+    char err[256];
+};
+
+static const char *const class_names[KB_DMA_NCLASSES] = {"read", "write",
+                                                         "comm"};
+
+static int seterr(struct kb_dma *d, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int seterr(struct kb_dma *d, int code, const char *fmt, ...)
+{
+    int n = snprintf(d->err, sizeof d->err, "dma of '%s': ", d->name);
+    if (n < 0 || (size_t)n >= sizeof d->err)
+        n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->err + n, sizeof d->err - (size_t)n, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static sim_time tmax(sim_time a, sim_time b) { return a > b ? a : b; }
+
+static void wait_until(struct sim *s, sim_time t)
+{
+    sim_time now = sim_now(s);
+    if (t > now)
+        sim_wait(s, t - now);
+}
+
+/* ---- checks ---------------------------------------------------------- */
+
+static int check_end(struct kb_dma *d, const char *what,
+                     const struct kb_dma_end *e, uint64_t bytes)
+{
+    if (!e->mem)
+        return seterr(d, SIM_EINVAL, "%s of the copy has no memory", what);
+    uint64_t cap = kb_mem_params(e->mem)->capacity;
+    if (e->addr > cap || bytes > cap - e->addr)
+        return seterr(d, SIM_EINVAL,
+                      "%s of %llu bytes at 0x%llx is beyond the %llu bytes "
+                      "of %s of '%s'", what, (unsigned long long)bytes,
+                      (unsigned long long)e->addr, (unsigned long long)cap,
+                      kb_mem_kind_name(kb_mem_params(e->mem)->kind),
+                      kb_mem_name(e->mem));
+    if (e->node < 0 || e->node >= kb_fabric_node_count(d->f))
+        return seterr(d, SIM_EINVAL, "%s of the copy is at unknown node %d",
+                      what, e->node);
+    return 0;
+}
+
+/* Routes src -> dst into links; the number of links or an error. */
+static int find_path(struct kb_dma *d, int src, int dst, int *links)
+{
+    int n = d->route(d->route_ud, src, dst, links, KB_DMA_MAX_HOPS);
+    if (n < 0 || n > KB_DMA_MAX_HOPS)
+        return seterr(d, n < 0 ? n : SIM_EINVAL, "no route from '%s' to '%s'",
+                      kb_fabric_node_name(d->f, src),
+                      kb_fabric_node_name(d->f, dst));
+    if (kb_fabric_check_path(d->f, links, n) < 0)
+        return seterr(d, SIM_EINVAL, "bad route from '%s' to '%s': %s",
+                      kb_fabric_node_name(d->f, src),
+                      kb_fabric_node_name(d->f, dst), kb_fabric_errmsg(d->f));
+    return n;
+}
+
+static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
+                      const struct kb_dma_end *dst, uint64_t bytes, int *links)
+{
+    int rc = check_end(d, "source", src, bytes);
+    if (rc < 0)
+        return rc;
+    rc = check_end(d, "destination", dst, bytes);
+    if (rc < 0)
+        return rc;
+    return find_path(d, src->node, dst->node, links);
+}
+
+/* ---- closed form ----------------------------------------------------- */
+
+sim_time kb_dma_time(struct kb_dma *d, struct kb_dma_end src,
+                     struct kb_dma_end dst, uint64_t bytes)
+{
+    int links[KB_DMA_MAX_HOPS];
+    int n = check_copy(d, &src, &dst, bytes, links);
+    if (n < 0)
+        return SIM_FOREVER;
+    sim_time ls = kb_mem_time(src.mem, src.addr, 0);
+    sim_time ds = kb_mem_time(src.mem, src.addr, bytes) - ls;
+    sim_time ld = kb_mem_time(dst.mem, dst.addr, 0);
+    sim_time dd = kb_mem_time(dst.mem, dst.addr, bytes) - ld;
+    sim_time tnet = kb_fabric_path_time(d->f, links, n, bytes);
+    sim_time lnet = kb_fabric_path_time(d->f, links, n, 0);
+    return ls + tmax(tnet, lnet + tmax(ds, dd)) + ld;
+}
+
+/* ---- payload --------------------------------------------------------- */
+
+/* Copies through the bounce buffer; backwards when a forward copy would
+ * overwrite source bytes not yet read (same memory, dst above src). */
+static int copy_bytes(struct kb_dma *d, const struct req *r)
+{
+    if (!d->bounce && !(d->bounce = malloc(BOUNCE_BYTES)))
+        return seterr(d, SIM_ENOMEM, "out of memory copying %llu bytes",
+                      (unsigned long long)r->bytes);
+    bool back = r->src.mem == r->dst.mem && r->dst.addr > r->src.addr &&
+                r->dst.addr < r->src.addr + r->bytes;
+    for (uint64_t done = 0; done < r->bytes;) {
+        uint64_t n = r->bytes - done < BOUNCE_BYTES ? r->bytes - done
+                                                    : BOUNCE_BYTES;
+        uint64_t off = back ? r->bytes - done - n : done;
+        if (kb_mem_read(r->src.mem, r->src.addr + off, d->bounce, n) < 0)
+            return seterr(d, SIM_EINVAL, "%s", kb_mem_errmsg(r->src.mem));
+        if (kb_mem_write(r->dst.mem, r->dst.addr + off, d->bounce, n) < 0)
+            return seterr(d, SIM_EINVAL, "%s", kb_mem_errmsg(r->dst.mem));
+        done += n;
+    }
+    return 0;
+}
+
+/* ---- channels -------------------------------------------------------- */
+
+/* The timing of the file comment, then the payload. Returns the status. */
+static int serve(struct chan *ch, struct req *r)
+{
+    struct kb_dma *d = ch->d;
+    struct sim *s = d->sim;
+    struct kb_mem *ms = r->src.mem, *md = r->dst.mem;
+    sim_time t0 = sim_now(s);
+    sim_time ls = kb_mem_time(ms, r->src.addr, 0);
+    sim_time ld = kb_mem_time(md, r->dst.addr, 0);
+    sim_time lnet = kb_fabric_path_time(d->f, r->links, r->n_links, 0);
+
+    sim_time r_end = kb_mem_schedule(ms, r->src.addr, r->bytes, false);
+    wait_until(s, t0 + ls);
+    sim_time w_end = kb_mem_schedule(md, r->dst.addr, r->bytes, true);
+    int rc = kb_fabric_transfer(d->f, r->links, r->n_links, r->bytes);
+    if (rc < 0)
+        return seterr(d, rc, "%s", kb_fabric_errmsg(d->f));
+    sim_time end = tmax(sim_now(s) + ld, tmax(r_end + lnet + ld, w_end + lnet));
+    wait_until(s, end);
+
+    if (!d->p.timing_only && (rc = copy_bytes(d, r)) < 0)
+        return rc;
+    ch->st.bytes += r->bytes;
+    ch->st.transfers++;
+    ch->st.busy_ps += sim_now(s) - t0;
+    return 0;
+}
+
+static void chan_thread(struct sim *s, void *arg)
+{
+    struct chan *ch = arg;
+    struct kb_dma *d = ch->d;
+    struct klass *k = &d->k[ch->c];
+    for (;;) {
+        while (!k->head)
+            sim_wait_event(s, k->work);
+        struct req *r = k->head;
+        if (!(k->head = r->next))
+            k->tail = NULL;
+        int status = serve(ch, r);
+        d->pending--;
+        kb_dma_done_fn fn = r->fn;
+        void *ud = r->ud;
+        struct sim_event *done = r->done;
+        r->next = d->free_reqs;
+        d->free_reqs = r;
+        if (fn)
+            fn(ud, status);
+        if (done)
+            sim_notify(done);
+    }
+}
+
+/* ---- life cycle ------------------------------------------------------ */
+
+struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
+                          kb_dma_route_fn route, void *route_ud,
+                          const struct kb_dma_params *p, char *err,
+                          size_t errlen)
+{
+    if (!name)
+        name = "";
+    const uint32_t counts[KB_DMA_NCLASSES] = {p->read_channels,
+                                              p->write_channels,
+                                              p->comm_channels};
+    const char *bad = NULL;
+    for (int c = 0; c < KB_DMA_NCLASSES && !bad; c++)
+        if (counts[c] < 1)
+            bad = class_names[c];
+    if (bad || !f || !route ||
+        p->node < 0 || p->node >= kb_fabric_node_count(f)) {
+        if (err && errlen) {
+            if (bad)
+                snprintf(err, errlen, "dma of '%s': %s channels must be >= 1, "
+                         "got 0", name, bad);
+            else if (!f || !route)
+                snprintf(err, errlen, "dma of '%s': needs a fabric and a route "
+                         "function", name);
+            else
+                snprintf(err, errlen, "dma of '%s': unknown fabric node %d",
+                         name, p->node);
+        }
+        return NULL;
+    }
+    struct kb_dma *d = calloc(1, sizeof *d);
+    if (!d || !(d->name = malloc(strlen(name) + 1)))
+        goto nomem;
+    strcpy(d->name, name);
+    d->sim = s;
+    d->f = f;
+    d->route = route;
+    d->route_ud = route_ud;
+    d->p = *p;
+    size_t nl = strlen(name) + 32;
+    char *pname = malloc(nl);
+    if (!pname)
+        goto nomem;
+    for (int c = 0; c < KB_DMA_NCLASSES; c++) {
+        struct klass *k = &d->k[c];
+        k->n = counts[c];
+        snprintf(pname, nl, "%s.dma.%s.work", name, class_names[c]);
+        k->work = sim_event_new(s, pname);
+        k->chans = calloc(k->n, sizeof *k->chans);
+        if (!k->work || !k->chans) {
+            free(pname);
+            goto nomem;
+        }
+        for (uint32_t i = 0; i < k->n; i++) {
+            struct chan *ch = &k->chans[i];
+            ch->d = d;
+            ch->c = (enum kb_dma_class)c;
+            snprintf(pname, nl, "%s.dma.%s%u", name, class_names[c], i);
+            struct sim_proc *pr = sim_thread(s, pname, chan_thread, ch, 0);
+            if (!pr) {
+                free(pname);
+                goto nomem;
+            }
+            sim_proc_set_daemon(pr, true);
+        }
+    }
+    free(pname);
+    return d;
+nomem:
+    if (err && errlen)
+        snprintf(err, errlen, "dma of '%s': out of memory", name);
+    kb_dma_free(d);
+    return NULL;
+}
+
+void kb_dma_free(struct kb_dma *d)
+{
+    if (!d)
+        return;
+    for (int c = 0; c < KB_DMA_NCLASSES; c++) {
+        for (struct req *r = d->k[c].head, *nx; r; r = nx) {
+            nx = r->next;
+            free(r);
+        }
+        free(d->k[c].chans);
+    }
+    for (struct req *r = d->free_reqs, *nx; r; r = nx) {
+        nx = r->next;
+        free(r);
+    }
+    for (size_t i = 0; i < d->n_waiters; i++)
+        free(d->waiters[i]);
+    free(d->waiters);
+    free(d->bounce);
+    free(d->name);
+    free(d);
+}
+
+const char *kb_dma_errmsg(const struct kb_dma *d) { return d->err; }
+const char *kb_dma_name(const struct kb_dma *d) { return d->name; }
+int kb_dma_node(const struct kb_dma *d) { return d->p.node; }
+bool kb_dma_timing_only(const struct kb_dma *d) { return d->p.timing_only; }
+struct kb_fabric *kb_dma_fabric(const struct kb_dma *d) { return d->f; }
+
+int kb_dma_route(struct kb_dma *d, int src_node, int dst_node, int *links,
+                 int max_links)
+{
+    return d->route(d->route_ud, src_node, dst_node, links, max_links);
+}
+
+/* ---- copies ---------------------------------------------------------- */
+
+int kb_dma_copy_async(struct kb_dma *d, enum kb_dma_class c,
+                      struct kb_dma_end src, struct kb_dma_end dst,
+                      uint64_t bytes, struct sim_event *done,
+                      kb_dma_done_fn fn, void *ud)
+{
+    if ((unsigned)c >= KB_DMA_NCLASSES)
+        return seterr(d, SIM_EINVAL, "unknown channel class %d", (int)c);
+    struct req *r = d->free_reqs;
+    if (r)
+        d->free_reqs = r->next;
+    else if (!(r = malloc(sizeof *r)))
+        return seterr(d, SIM_ENOMEM, "out of memory queuing a copy");
+    int n = check_copy(d, &src, &dst, bytes, r->links);
+    if (n < 0) {
+        r->next = d->free_reqs;
+        d->free_reqs = r;
+        return n;
+    }
+    r->next = NULL;
+    r->src = src;
+    r->dst = dst;
+    r->bytes = bytes;
+    r->done = done;
+    r->fn = fn;
+    r->ud = ud;
+    r->n_links = n;
+    struct klass *k = &d->k[c];
+    if (k->tail)
+        k->tail->next = r;
+    else
+        k->head = r;
+    k->tail = r;
+    d->pending++;
+    sim_notify(k->work);
+    return 0;
+}
+
+static void waiter_done(void *ud, int status)
+{
+    struct waiter *w = ud;
+    w->status = status;
+}
+
+int kb_dma_copy(struct kb_dma *d, enum kb_dma_class c, struct kb_dma_end src,
+                struct kb_dma_end dst, uint64_t bytes)
+{
+    if (!sim_current(d->sim))
+        return seterr(d, SIM_EPERM, "a blocking copy needs a thread process");
+    struct waiter *w = d->free_waiters;
+    if (w) {
+        d->free_waiters = w->next;
+    } else {
+        if (d->n_waiters == d->cap_waiters) {
+            size_t cap = d->cap_waiters ? 2 * d->cap_waiters : 8;
+            struct waiter **a = realloc(d->waiters, cap * sizeof *a);
+            if (!a)
+                return seterr(d, SIM_ENOMEM, "out of memory for a waiter");
+            d->waiters = a;
+            d->cap_waiters = cap;
+        }
+        char nm[300];
+        snprintf(nm, sizeof nm, "%s.dma.copy%zu", d->name, d->n_waiters);
+        if (!(w = calloc(1, sizeof *w)) || !(w->ev = sim_event_new(d->sim, nm))) {
+            free(w);
+            return seterr(d, SIM_ENOMEM, "out of memory for a waiter");
+        }
+        d->waiters[d->n_waiters++] = w;
+    }
+    w->status = 1;
+    int rc = kb_dma_copy_async(d, c, src, dst, bytes, w->ev, waiter_done, w);
+    if (rc < 0) {
+        w->next = d->free_waiters;
+        d->free_waiters = w;
+        return rc;
+    }
+    rc = sim_wait_event(d->sim, w->ev);
+    if (rc < 0) {
+        /* a method process: the copy goes on and will still write into w
+         * and notify its event, so w is never reused (kb_dma_free frees it) */
+        return seterr(d, rc, "a blocking copy needs a thread process");
+    }
+    rc = w->status;
+    w->next = d->free_waiters;
+    d->free_waiters = w;
+    return rc;
+}
+
+/* ---- counters -------------------------------------------------------- */
+
+void kb_dma_get_stats(const struct kb_dma *d, enum kb_dma_class c,
+                      struct kb_dma_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if ((unsigned)c >= KB_DMA_NCLASSES)
+        return;
+    for (uint32_t i = 0; i < d->k[c].n; i++) {
+        const struct kb_dma_stats *st = &d->k[c].chans[i].st;
+        out->bytes += st->bytes;
+        out->transfers += st->transfers;
+        out->busy_ps += st->busy_ps;
+    }
+}
+
+int kb_dma_channel_stats(const struct kb_dma *d, enum kb_dma_class c, int i,
+                         struct kb_dma_stats *out)
+{
+    if ((unsigned)c >= KB_DMA_NCLASSES || i < 0 || (uint32_t)i >= d->k[c].n)
+        return SIM_EINVAL;
+    *out = d->k[c].chans[i].st;
+    return 0;
+}
+
+uint64_t kb_dma_pending(const struct kb_dma *d) { return d->pending; }

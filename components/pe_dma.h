@@ -1,0 +1,121 @@
+/* pe_dma.h — kb_dma: the PE's DMA engine, moving real bytes between
+ * memories along routed fabric paths
+ *
+ * A DMA has three classes of channels: read (loads into the PE), write
+ * (stores out of it) and vc_comm (IPCQ traffic), with a configurable count
+ * of each. Each class is one queue served in FIFO order by its channels,
+ * each channel one copy at a time. A copy names its two ends as a memory,
+ * an address and the fabric node the memory hangs off; the DMA books the
+ * source read, carries the bytes flit by flit along the routed path from
+ * the source node to the destination node (so contention with other
+ * traffic emerges from the links), books the destination write, and then
+ * copies the bytes — or, in timing-only mode, copies nothing and takes the
+ * same time. The timing formula is stated once, in pe_dma.c.
+ *
+ * The DMA knows nothing of the system: it is given a fabric and a route
+ * callback. Errors: int functions return 0 or a negative SIM_E* code and
+ * kb_dma_errmsg() says what went wrong; a copy that fails to start never
+ * calls its callback nor notifies its event. */
+#ifndef KBSIM_PE_DMA_H
+#define KBSIM_PE_DMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fabric.h"
+#include "memory.h"
+#include "sim.h"
+
+/* The longest path a copy may take, in links. */
+#define KB_DMA_MAX_HOPS 64
+
+enum kb_dma_class { KB_DMA_READ, KB_DMA_WRITE, KB_DMA_COMM, KB_DMA_NCLASSES };
+
+/* The route from fabric node src to dst as link ids in links[0..max):
+ * returns the number of links (0 when src == dst) or a negative error. */
+typedef int (*kb_dma_route_fn)(void *ud, int src_node, int dst_node,
+                               int *links, int max_links);
+
+struct kb_dma_params {
+    int node;                /* the fabric node of the DMA engine (its PE) */
+    uint32_t read_channels;  /* >= 1 each */
+    uint32_t write_channels;
+    uint32_t comm_channels;
+    bool timing_only;        /* move no payload bytes */
+};
+
+/* One end of a copy: bytes [addr, addr + bytes) of mem, which hangs off
+ * fabric node `node`. */
+struct kb_dma_end {
+    struct kb_mem *mem;
+    uint64_t addr;
+    int node;
+};
+
+struct kb_dma_stats {
+    uint64_t bytes;     /* payload bytes of finished copies */
+    uint64_t transfers; /* finished copies */
+    sim_time busy_ps;   /* time from the start of service to the end */
+};
+
+struct kb_dma;
+
+/* Called once when a copy ends (status 0) or fails while in service
+ * (negative; kb_dma_errmsg says why), from the channel's process at the
+ * instant the last byte is written — after the bytes are copied, so the
+ * callback may publish them atomically. It must not block. */
+typedef void (*kb_dma_done_fn)(void *ud, int status);
+
+/* A DMA named after its PE ("sip0.cube0.pe0"); its channel processes are
+ * daemon threads "NAME.dma.read0", "NAME.dma.comm0", ... NULL on a bad
+ * parameter ("dma of 'NAME': ...") or no memory, with err set. */
+struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
+                          kb_dma_route_fn route, void *route_ud,
+                          const struct kb_dma_params *p, char *err,
+                          size_t errlen);
+/* Frees the DMA; copies still queued are dropped without a callback. */
+void kb_dma_free(struct kb_dma *d);
+
+const char *kb_dma_errmsg(const struct kb_dma *d);
+const char *kb_dma_name(const struct kb_dma *d);
+int kb_dma_node(const struct kb_dma *d);
+bool kb_dma_timing_only(const struct kb_dma *d);
+struct kb_fabric *kb_dma_fabric(const struct kb_dma *d);
+
+/* The route callback, with its user pointer; for units that share the
+ * DMA's view of the fabric (PE_IPCQ). */
+int kb_dma_route(struct kb_dma *d, int src_node, int dst_node, int *links,
+                 int max_links);
+
+/* Queues a copy on class c and returns at once; when it ends, fn(ud, 0)
+ * runs (if fn is set) and `done` is notified (if set; one event per
+ * outstanding copy). Checks the ends (address range, route) first and
+ * fails without queuing. Any process, or before the run. */
+int kb_dma_copy_async(struct kb_dma *d, enum kb_dma_class c,
+                      struct kb_dma_end src, struct kb_dma_end dst,
+                      uint64_t bytes, struct sim_event *done,
+                      kb_dma_done_fn fn, void *ud);
+
+/* kb_dma_copy_async, then waits until the copy ends; returns its status.
+ * Thread processes only: SIM_EPERM outside any process (nothing queued)
+ * or from a method process (queued but not waited for: methods use
+ * kb_dma_copy_async). */
+int kb_dma_copy(struct kb_dma *d, enum kb_dma_class c, struct kb_dma_end src,
+                struct kb_dma_end dst, uint64_t bytes);
+
+/* The copy's time on an idle system: the closed form of pe_dma.c from
+ * kb_mem_time and kb_fabric_path_time. SIM_FOREVER when the ends or the
+ * route are invalid. */
+sim_time kb_dma_time(struct kb_dma *d, struct kb_dma_end src,
+                     struct kb_dma_end dst, uint64_t bytes);
+
+/* Counters of class c summed over its channels, or of its i-th channel. */
+void kb_dma_get_stats(const struct kb_dma *d, enum kb_dma_class c,
+                      struct kb_dma_stats *out);
+int kb_dma_channel_stats(const struct kb_dma *d, enum kb_dma_class c, int i,
+                         struct kb_dma_stats *out);
+/* Copies queued or in service. */
+uint64_t kb_dma_pending(const struct kb_dma *d);
+
+#endif
