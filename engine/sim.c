@@ -26,16 +26,20 @@ struct waiter {
     int idx; /* index in the waited set, reported by sim_wait_any */
 };
 
+#define INLINE_WAITERS 2
+
 struct sim_event {
-    struct sim *sim;
-    char *name;
     uint32_t gen;    /* bumped to void a pending delta/timed notification */
     uint8_t pending; /* PEND_* */
+    bool embedded;   /* part of a channel's allocation, not freed alone */
+    uint32_t n_waiters, cap_waiters;
+    struct waiter *waiters; /* inl until more are needed */
+    struct waiter inl[INLINE_WAITERS];
+    struct sim *sim;
     sim_time when;   /* time of a pending timed notification */
-    struct waiter *waiters;
-    size_t n_waiters, cap_waiters;
     struct sim_proc **statics; /* statically sensitive methods */
     size_t n_statics, cap_statics;
+    char *name;
     struct sim_event *next_all;
 };
 
@@ -66,6 +70,7 @@ struct sim_proc {
 };
 
 struct sim_prim {
+    bool embedded; /* part of a channel's allocation, not freed alone */
     struct sim *sim;
     void (*update)(void *ud);
     void *ud;
@@ -73,17 +78,19 @@ struct sim_prim {
     struct sim_prim *next_all;
 };
 
+/* One allocation holds a fifo, its two events, its update hook and its
+ * buffer: a blocking read or write touches few cache lines. */
 struct sim_fifo {
     struct sim *sim;
-    char *name;
     size_t elem_size, capacity;
-    unsigned char *buf;
     size_t head, count;     /* physical contents */
     size_t readable, free;  /* visible to readers / writers this delta */
     size_t n_written, n_read; /* in this delta, committed by update */
-    struct sim_prim *prim;
-    struct sim_event *written_ev, *read_ev;
+    struct sim_prim prim;
+    struct sim_event written_ev, read_ev;
+    char *name;
     struct sim_fifo *next_all;
+    unsigned char buf[];
 };
 
 struct sim_signal {
@@ -269,14 +276,15 @@ void sim_free(struct sim *s)
     for (struct sim_event *e = s->events, *n; e; e = n) {
         n = e->next_all;
         free(e->name);
-        free(e->waiters);
+        if (e->waiters != e->inl)
+            free(e->waiters);
         free(e->statics);
-        free(e);
+        if (!e->embedded)
+            free(e);
     }
     for (struct sim_fifo *f = s->fifos, *n; f; f = n) {
         n = f->next_all;
         free(f->name);
-        free(f->buf);
         free(f);
     }
     for (struct sim_signal *g = s->signals, *n; g; g = n) {
@@ -288,7 +296,8 @@ void sim_free(struct sim *s)
     }
     for (struct sim_prim *c = s->prims, *n; c; c = n) {
         n = c->next_all;
-        free(c);
+        if (!c->embedded)
+            free(c);
     }
     for (struct sim_port *p = s->ports, *n; p; p = n) {
         n = p->next_all;
@@ -412,25 +421,49 @@ static void trigger(struct sim *s, struct sim_event *e)
 
 static void add_waiter(struct sim_event *e, struct sim_proc *p, int idx)
 {
-    if (!grow(&e->waiters, &e->cap_waiters, e->n_waiters + 1,
-              sizeof *e->waiters))
-        out_of_memory();
+    if (e->n_waiters == e->cap_waiters) {
+        if (e->waiters == NULL) {
+            e->waiters = e->inl;
+            e->cap_waiters = INLINE_WAITERS;
+        } else {
+            uint32_t cap = e->cap_waiters * 2;
+            struct waiter *w = malloc(cap * sizeof *w);
+            if (!w)
+                out_of_memory();
+            memcpy(w, e->waiters, e->n_waiters * sizeof *w);
+            if (e->waiters != e->inl)
+                free(e->waiters);
+            e->waiters = w;
+            e->cap_waiters = cap;
+        }
+    }
     e->waiters[e->n_waiters++] = (struct waiter){p, p->gen, idx};
 }
 
 /* ---- events ---------------------------------------------------------- */
 
+/* Links an event into the simulation; it takes `name` (malloc'd). */
+static void event_link(struct sim *s, struct sim_event *e, char *name,
+                       bool embedded)
+{
+    e->name = name;
+    e->sim = s;
+    e->embedded = embedded;
+    e->next_all = s->events;
+    s->events = e;
+}
+
 struct sim_event *sim_event_new(struct sim *s, const char *name)
 {
     struct sim_event *e = calloc(1, sizeof *e);
-    if (!e || !(e->name = xstrdup(name))) {
+    char *n = xstrdup(name);
+    if (!e || !n) {
         free(e);
+        free(n);
         seterr(s, SIM_ENOMEM, "out of memory creating event '%s'", name);
         return NULL;
     }
-    e->sim = s;
-    e->next_all = s->events;
-    s->events = e;
+    event_link(s, e, n, false);
     return e;
 }
 
@@ -744,6 +777,17 @@ int sim_next_trigger_event(struct sim *s, struct sim_event *e)
 
 /* ---- primitive channels ---------------------------------------------- */
 
+static void prim_link(struct sim *s, struct sim_prim *c,
+                      void (*update)(void *ud), void *ud, bool embedded)
+{
+    c->sim = s;
+    c->update = update;
+    c->ud = ud;
+    c->embedded = embedded;
+    c->next_all = s->prims;
+    s->prims = c;
+}
+
 struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
                               void *ud)
 {
@@ -752,11 +796,7 @@ struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
         seterr(s, SIM_ENOMEM, "out of memory");
         return NULL;
     }
-    c->sim = s;
-    c->update = update;
-    c->ud = ud;
-    c->next_all = s->prims;
-    s->prims = c;
+    prim_link(s, c, update, ud, false);
     return c;
 }
 
@@ -791,54 +831,61 @@ static void fifo_update(void *ud)
     if (f->n_written) {
         f->readable += f->n_written;
         f->n_written = 0;
-        notify_from_update(f->sim, f->written_ev);
+        notify_from_update(f->sim, &f->written_ev);
     }
     if (f->n_read) {
         f->free += f->n_read;
         f->n_read = 0;
-        notify_from_update(f->sim, f->read_ev);
+        notify_from_update(f->sim, &f->read_ev);
     }
+}
+
+/* "<base><suffix>", malloc'd */
+static char *join(const char *base, const char *suffix)
+{
+    size_t a = strlen(base), b = strlen(suffix);
+    char *r = malloc(a + b + 1);
+    if (r) {
+        memcpy(r, base, a);
+        memcpy(r + a, suffix, b + 1);
+    }
+    return r;
 }
 
 struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
                               size_t elem_size, size_t capacity)
 {
-    if (elem_size == 0 || capacity == 0) {
+    if (!name)
+        name = "";
+    if (elem_size == 0 || capacity == 0 ||
+        capacity > (SIZE_MAX - sizeof(struct sim_fifo)) / elem_size) {
         seterr(s, SIM_EINVAL,
                "fifo '%s' needs a non-zero element size and capacity",
-               name ? name : "");
+               name);
         return NULL;
     }
-    struct sim_fifo *f = calloc(1, sizeof *f);
-    char evname[512];
-    if (!f)
-        goto oom;
+    struct sim_fifo *f = calloc(1, sizeof *f + elem_size * capacity);
+    char *n = xstrdup(name), *wn = join(name, ".written"),
+         *rn = join(name, ".read");
+    if (!f || !n || !wn || !rn) {
+        free(f);
+        free(n);
+        free(wn);
+        free(rn);
+        seterr(s, SIM_ENOMEM, "out of memory creating fifo '%s'", name);
+        return NULL;
+    }
     f->sim = s;
-    f->name = xstrdup(name);
-    f->buf = malloc(elem_size * capacity);
-    if (!f->name || !f->buf)
-        goto oom;
+    f->name = n;
     f->elem_size = elem_size;
     f->capacity = capacity;
     f->free = capacity;
-    snprintf(evname, sizeof evname, "%s.written", f->name);
-    f->written_ev = sim_event_new(s, evname);
-    snprintf(evname, sizeof evname, "%s.read", f->name);
-    f->read_ev = sim_event_new(s, evname);
-    f->prim = sim_prim_new(s, fifo_update, f);
-    if (!f->written_ev || !f->read_ev || !f->prim)
-        goto oom;
+    event_link(s, &f->written_ev, wn, true);
+    event_link(s, &f->read_ev, rn, true);
+    prim_link(s, &f->prim, fifo_update, f, true);
     f->next_all = s->fifos;
     s->fifos = f;
     return f;
-oom:
-    if (f) {
-        free(f->name);
-        free(f->buf);
-        free(f);
-    }
-    seterr(s, SIM_ENOMEM, "out of memory creating fifo");
-    return NULL;
 }
 
 const char *sim_fifo_name(const struct sim_fifo *f) { return f->name; }
@@ -846,9 +893,12 @@ size_t sim_fifo_num_available(const struct sim_fifo *f) { return f->readable; }
 size_t sim_fifo_num_free(const struct sim_fifo *f) { return f->free; }
 struct sim_event *sim_fifo_written_event(struct sim_fifo *f)
 {
-    return f->written_ev;
+    return &f->written_ev;
 }
-struct sim_event *sim_fifo_read_event(struct sim_fifo *f) { return f->read_ev; }
+struct sim_event *sim_fifo_read_event(struct sim_fifo *f)
+{
+    return &f->read_ev;
+}
 
 bool sim_fifo_nb_read(struct sim_fifo *f, void *out)
 {
@@ -859,7 +909,7 @@ bool sim_fifo_nb_read(struct sim_fifo *f, void *out)
     f->count--;
     f->readable--;
     f->n_read++;
-    request_update(f->sim, f->prim);
+    request_update(f->sim, &f->prim);
     return true;
 }
 
@@ -874,14 +924,14 @@ bool sim_fifo_nb_write(struct sim_fifo *f, const void *in)
     f->count++;
     f->free--;
     f->n_written++;
-    request_update(f->sim, f->prim);
+    request_update(f->sim, &f->prim);
     return true;
 }
 
 int sim_fifo_read(struct sim_fifo *f, void *out)
 {
     while (!sim_fifo_nb_read(f, out)) {
-        int rc = wait_event_what(f->sim, f->written_ev, "read on fifo", f);
+        int rc = wait_event_what(f->sim, &f->written_ev, "read on fifo", f);
         if (rc < 0)
             return rc;
     }
@@ -891,7 +941,7 @@ int sim_fifo_read(struct sim_fifo *f, void *out)
 int sim_fifo_write(struct sim_fifo *f, const void *in)
 {
     while (!sim_fifo_nb_write(f, in)) {
-        int rc = wait_event_what(f->sim, f->read_ev, "write on fifo", f);
+        int rc = wait_event_what(f->sim, &f->read_ev, "write on fifo", f);
         if (rc < 0)
             return rc;
     }
