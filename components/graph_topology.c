@@ -1,0 +1,448 @@
+/* graph_topology.c — kb_graph: the generic graph description (validation
+ * from a configuration tree), its build into a fabric, BFS routing */
+#include "graph_topology.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_schema.h"
+
+/* ---- the description ---------------------------------------------------- */
+
+struct raw_node {
+    struct kb_config_str name;
+    bool pe;
+};
+
+struct raw_link {
+    struct kb_config_str from, to;
+    double bw, latency, overhead;
+    bool bidirectional;
+};
+
+#define NF(f) offsetof(struct raw_node, f)
+#define LF(f) offsetof(struct raw_link, f)
+static const struct kb_config_key node_keys[] = {
+    {"name", KB_CONFIG_T_STRING, 0, 0, 0, NULL, NULL, NF(name), "node name"},
+    {"pe", KB_CONFIG_T_BOOL, KB_CONFIG_F_OPTIONAL, 0, 0, NULL, NULL, NF(pe), "the node is a PE"},
+    {0},
+};
+static const struct kb_config_key link_keys[] = {
+    {"from", KB_CONFIG_T_STRING, 0, 0, 0, NULL, NULL, LF(from), "source node"},
+    {"to", KB_CONFIG_T_STRING, 0, 0, 0, NULL, NULL, LF(to), "destination node"},
+    {"bandwidth_gbps", KB_CONFIG_T_FLOAT, KB_CONFIG_F_GT_MIN, 0, 0, NULL, NULL, LF(bw),
+     "GB/s"},
+    {"latency_ns", KB_CONFIG_T_FLOAT, KB_CONFIG_F_OPTIONAL | KB_CONFIG_F_MIN, 0, 0, NULL, NULL,
+     LF(latency), "wire delay, ns"},
+    {"overhead_ns", KB_CONFIG_T_FLOAT, KB_CONFIG_F_OPTIONAL | KB_CONFIG_F_MIN, 0, 0, NULL, NULL,
+     LF(overhead), "per message, ns"},
+    {"bidirectional", KB_CONFIG_T_BOOL, KB_CONFIG_F_OPTIONAL, 0, 0, NULL, NULL,
+     LF(bidirectional), "also the link back"},
+    {0},
+};
+static const char *const top_keys[] = {"nodes", "links", "flit_bytes", NULL};
+
+bool kb_graph_tree_is_graph(const struct kb_config_node *root)
+{
+    return root && root->kind == KB_CONFIG_MAP && kb_config_get(root, "nodes");
+}
+
+void kb_graph_cfg_release(struct kb_graph_cfg *g)
+{
+    for (size_t i = 0; i < g->n_nodes; i++)
+        free(g->nodes[i].name);
+    free(g->nodes);
+    free(g->links);
+    memset(g, 0, sizeof *g);
+}
+
+static void check_top_keys(struct kb_config *c, const struct kb_config_node *root)
+{
+    for (size_t i = 0; i < root->n; i++) {
+        const struct kb_config_node *k = root->kids[i];
+        const char *best = NULL;
+        int best_d = 3;
+        bool known = false;
+        for (const char *const *t = top_keys; *t; t++) {
+            known |= strcmp(*t, k->key) == 0;
+            int d = kb_config_edit_distance(*t, k->key);
+            if (d < best_d)
+                best = *t, best_d = d;
+        }
+        if (known)
+            continue;
+        if (best)
+            kb_config_error_loc(c, k->file, k->key_line, k->key_col,
+                                "unknown key '%s' (did you mean '%s'?)", k->key, best);
+        else
+            kb_config_error_loc(c, k->file, k->key_line, k->key_col,
+                                "unknown key '%s' in a graph (expected nodes, links, "
+                                "flit_bytes)", k->key);
+    }
+}
+
+static const struct kb_config_node *seq_of(struct kb_config *c, const struct kb_config_node *root,
+                                           const char *key)
+{
+    const struct kb_config_node *n = kb_config_get(root, key);
+    if (!n) {
+        kb_config_error_at(c, root, "missing key '%s'", key);
+        return NULL;
+    }
+    if (n->kind != KB_CONFIG_SEQ) {
+        kb_config_error_at(c, n, "expected a list for '%s'", key);
+        return NULL;
+    }
+    return n;
+}
+
+/* Where a node was written, for "first at ...": "file:line:col", or the
+ * file string itself for a tree built from Lua (it holds the table path). */
+static void place(const struct kb_config_node *n, char *buf, size_t len)
+{
+    if (n->line > 0)
+        snprintf(buf, len, "%s:%d:%d", n->file, n->line, n->col);
+    else
+        snprintf(buf, len, "%s", n->file);
+}
+
+/* "links[3]: " for a YAML item (its line and column say little about which
+ * item it is); nothing for a Lua item, whose location is the table path. */
+static const char *label(const struct kb_config_node *item, const char *what, char *buf,
+                         size_t len)
+{
+    if (item->line > 0)
+        snprintf(buf, len, "%s: ", what);
+    else
+        buf[0] = 0;
+    return buf;
+}
+
+static int find_name(const struct kb_graph_cfg *g, const char *name)
+{
+    for (size_t i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* The node called s->text, or an error at the value. */
+static int resolve(struct kb_config *c, const struct kb_graph_cfg *g,
+                   const struct kb_config_node *item, const char *key,
+                   const struct kb_config_str *s, const char *what)
+{
+    int i = find_name(g, s->text);
+    char lb[80];
+    if (i < 0)
+        kb_config_error_at(c, kb_config_get(item, key), "%slink %s unknown node '%s'",
+                           label(item, what, lb, sizeof lb),
+                           strcmp(key, "from") == 0 ? "from" : "to", s->text);
+    return i;
+}
+
+/* Link a -> b, or the "wired twice" error naming the first place. */
+static void add_direction(struct kb_config *c, struct kb_graph_cfg *g, const char **where,
+                          const struct kb_config_node *item, const char *what, int a, int b,
+                          const struct raw_link *r)
+{
+    char lb[80];
+    for (size_t j = 0; j < g->n_links; j++) {
+        const struct kb_graph_link_cfg *l = &g->links[j];
+        if (l->from == a && l->to == b) {
+            kb_config_error_at(c, item, "%sdirection '%s' -> '%s' is wired twice (first at %s)",
+                               label(item, what, lb, sizeof lb), g->nodes[a].name,
+                               g->nodes[b].name, where[j]);
+            return;
+        }
+    }
+    char buf[512];
+    place(item, buf, sizeof buf);
+    where[g->n_links] = kb_config_strdup(c, buf, strlen(buf));
+    g->links[g->n_links++] = (struct kb_graph_link_cfg){
+        a, b, {r->bw, r->latency, r->overhead, 0}, r->bidirectional};
+}
+
+int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
+                           unsigned default_flit, struct kb_graph_cfg *g)
+{
+    size_t before = c->errors->n;
+    memset(g, 0, sizeof *g);
+    if (!root || !kb_config_expect_map(c, root, "the graph"))
+        return -1;
+    check_top_keys(c, root);
+    int64_t flit = default_flit;
+    const struct kb_config_node *fn = kb_config_get(root, "flit_bytes");
+    if (fn && kb_config_to_int(c, fn, "flit_bytes", &flit) && (flit < 1 || flit > INT32_MAX))
+        kb_config_error_at(c, fn, "expected a value >= 1 for 'flit_bytes', got %lld",
+                           (long long)flit);
+    const struct kb_config_node *nodes = seq_of(c, root, "nodes");
+    const struct kb_config_node *links = seq_of(c, root, "links");
+    if (!nodes || !links) {
+        kb_graph_cfg_release(g);
+        return -1;
+    }
+    g->nodes = calloc(nodes->n ? nodes->n : 1, sizeof *g->nodes);
+    /* a bidirectional link is two directions */
+    g->links = calloc(2 * links->n + 1, sizeof *g->links);
+    const char **where = calloc(2 * links->n + 1, sizeof *where);
+    if (!g->nodes || !g->links || !where)
+        abort();
+    char what[64];
+    for (size_t i = 0; i < nodes->n; i++) {
+        const struct kb_config_node *item = nodes->kids[i];
+        struct raw_node r = {0};
+        snprintf(what, sizeof what, "nodes[%zu]", i + 1);
+        if (!kb_config_schema_apply(c, node_keys, item, what, &r))
+            continue;
+        const struct kb_config_node *nn = kb_config_get(item, "name");
+        char lb[80];
+        if (!r.name.text[0]) {
+            kb_config_error_at(c, nn, "%sempty node name", label(item, what, lb, sizeof lb));
+            continue;
+        }
+        int dup = find_name(g, r.name.text);
+        if (dup >= 0) {
+            kb_config_error_at(c, nn, "%sduplicate node '%s' (first at %s)",
+                               label(item, what, lb, sizeof lb), r.name.text,
+                               g->nodes[dup].where);
+            continue;
+        }
+        struct kb_graph_node_cfg *n = &g->nodes[g->n_nodes++];
+        n->name = strdup(r.name.text);
+        if (!n->name)
+            abort();
+        n->pe = r.pe;
+        g->n_pes += r.pe;
+        place(nn, n->where, sizeof n->where);
+    }
+    for (size_t i = 0; i < links->n; i++) {
+        const struct kb_config_node *item = links->kids[i];
+        struct raw_link r = {0};
+        snprintf(what, sizeof what, "links[%zu]", i + 1);
+        if (!kb_config_schema_apply(c, link_keys, item, what, &r))
+            continue;
+        int a = resolve(c, g, item, "from", &r.from, what);
+        int b = resolve(c, g, item, "to", &r.to, what);
+        if (a < 0 || b < 0)
+            continue;
+        char lb[80];
+        if (a == b) {
+            kb_config_error_at(c, item, "%slink from '%s' to itself",
+                               label(item, what, lb, sizeof lb), r.from.text);
+            continue;
+        }
+        add_direction(c, g, where, item, what, a, b, &r);
+        if (r.bidirectional)
+            add_direction(c, g, where, item, what, b, a, &r);
+    }
+    free(where);
+    if (g->n_nodes && !g->n_pes && c->errors->n == before)
+        kb_config_error_at(c, nodes, "the graph has no PE (mark nodes with 'pe: true')");
+    for (size_t j = 0; j < g->n_links; j++)
+        g->links[j].p.flit_bytes = (uint32_t)flit;
+    if (c->errors->n != before) {
+        kb_graph_cfg_release(g);
+        return -1;
+    }
+    return 0;
+}
+
+int kb_graph_cfg_load(struct kb_graph_cfg *g, const char *path, unsigned default_flit,
+                      struct kb_config_errors *errors)
+{
+    struct kb_config c;
+    kb_config_init(&c, errors);
+    size_t before = errors->n;
+    struct kb_config_node *root = kb_config_parse_file(&c, path);
+    int r = -1;
+    if (root && errors->n == before)
+        r = kb_graph_cfg_from_tree(&c, root, default_flit, g);
+    else
+        memset(g, 0, sizeof *g);
+    kb_config_release(&c);
+    return r;
+}
+
+/* ---- the built graph ----------------------------------------------------- */
+
+struct kb_graph {
+    struct kb_fabric *f;
+    int n, base;        /* nodes are fabric ids base .. base + n - 1 */
+    int *pe_node;       /* rank -> fabric node */
+    int n_pes;
+    /* adjacency in CSR form, each node's out-links sorted by (dst, link) */
+    int *adj_start, *adj_link, *adj_dst;
+    int **parent_link;  /* per source: the link into each node, lazily */
+    int *queue;
+    char err[256];
+};
+
+static int seterr(struct kb_graph *gr, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int seterr(struct kb_graph *gr, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(gr->err, sizeof gr->err, fmt, ap);
+    va_end(ap);
+    return SIM_EINVAL;
+}
+
+struct edge {
+    int src, dst, link;
+};
+
+static int cmp_edge(const void *a, const void *b)
+{
+    const struct edge *x = a, *y = b;
+    if (x->src != y->src)
+        return x->src < y->src ? -1 : 1;
+    if (x->dst != y->dst)
+        return x->dst < y->dst ? -1 : 1;
+    return (x->link > y->link) - (x->link < y->link);
+}
+
+struct kb_graph *kb_graph_new(struct kb_fabric *f, const struct kb_graph_cfg *g, char *err,
+                              size_t errlen)
+{
+    struct kb_graph *gr = calloc(1, sizeof *gr);
+    size_t nl = g->n_links;
+    struct edge *e = calloc(nl + 1, sizeof *e);
+    if (gr) {
+        gr->f = f;
+        gr->n = (int)g->n_nodes;
+        gr->base = kb_fabric_node_count(f);
+        gr->pe_node = calloc((size_t)g->n_pes + 1, sizeof *gr->pe_node);
+        gr->adj_start = calloc((size_t)gr->n + 1, sizeof *gr->adj_start);
+        gr->adj_link = calloc(nl + 1, sizeof *gr->adj_link);
+        gr->adj_dst = calloc(nl + 1, sizeof *gr->adj_dst);
+        gr->parent_link = calloc((size_t)gr->n + 1, sizeof *gr->parent_link);
+        gr->queue = calloc((size_t)gr->n + 1, sizeof *gr->queue);
+    }
+    if (!gr || !e || !gr->pe_node || !gr->adj_start || !gr->adj_link || !gr->adj_dst ||
+        !gr->parent_link || !gr->queue) {
+        snprintf(err, errlen, "graph: out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < g->n_nodes; i++) {
+        int id = kb_fabric_add_node(f, g->nodes[i].name);
+        if (id < 0) {
+            snprintf(err, errlen, "%s: %s", g->nodes[i].where, kb_fabric_errmsg(f));
+            goto fail;
+        }
+        if (g->nodes[i].pe)
+            gr->pe_node[gr->n_pes++] = id;
+    }
+    for (size_t j = 0; j < nl; j++) {
+        const struct kb_graph_link_cfg *l = &g->links[j];
+        int id = kb_fabric_add_link(f, gr->base + l->from, gr->base + l->to, NULL, &l->p);
+        if (id < 0) {
+            snprintf(err, errlen, "%s", kb_fabric_errmsg(f));
+            goto fail;
+        }
+        e[j] = (struct edge){l->from, l->to, id};
+    }
+    qsort(e, nl, sizeof *e, cmp_edge);
+    for (size_t j = 0; j < nl; j++) {
+        gr->adj_start[e[j].src + 1]++;
+        gr->adj_link[j] = e[j].link;
+        gr->adj_dst[j] = e[j].dst;
+    }
+    for (int i = 0; i < gr->n; i++)
+        gr->adj_start[i + 1] += gr->adj_start[i];
+    free(e);
+    return gr;
+fail:
+    free(e);
+    kb_graph_free(gr);
+    return NULL;
+}
+
+void kb_graph_free(struct kb_graph *gr)
+{
+    if (!gr)
+        return;
+    if (gr->parent_link)
+        for (int i = 0; i < gr->n; i++)
+            free(gr->parent_link[i]);
+    free(gr->parent_link);
+    free(gr->pe_node);
+    free(gr->adj_start);
+    free(gr->adj_link);
+    free(gr->adj_dst);
+    free(gr->queue);
+    free(gr);
+}
+
+int kb_graph_size(const struct kb_graph *gr) { return gr->n; }
+int kb_graph_n_pes(const struct kb_graph *gr) { return gr->n_pes; }
+int kb_graph_max_hops(const struct kb_graph *gr) { return gr->n > 1 ? gr->n - 1 : 0; }
+const char *kb_graph_errmsg(const struct kb_graph *gr) { return gr->err; }
+
+int kb_graph_node(const struct kb_graph *gr, int i)
+{
+    return i >= 0 && i < gr->n ? gr->base + i : -1;
+}
+
+int kb_graph_pe_node(const struct kb_graph *gr, int rank)
+{
+    return rank >= 0 && rank < gr->n_pes ? gr->pe_node[rank] : -1;
+}
+
+/* Breadth-first search from s: parent link of every node reached, -1 for
+ * the source and the unreached. */
+static int *bfs(struct kb_graph *gr, int s)
+{
+    int *par = malloc((size_t)gr->n * sizeof *par);
+    if (!par)
+        return NULL;
+    for (int i = 0; i < gr->n; i++)
+        par[i] = -2; /* unseen */
+    par[s] = -1;
+    int head = 0, tail = 0;
+    gr->queue[tail++] = s;
+    while (head < tail) {
+        int u = gr->queue[head++];
+        for (int k = gr->adj_start[u]; k < gr->adj_start[u + 1]; k++) {
+            int v = gr->adj_dst[k];
+            if (par[v] != -2)
+                continue;
+            par[v] = gr->adj_link[k];
+            gr->queue[tail++] = v;
+        }
+    }
+    for (int i = 0; i < gr->n; i++)
+        if (par[i] == -2)
+            par[i] = -1;
+    return par;
+}
+
+int kb_graph_route(struct kb_graph *gr, int src_node, int dst_node, int *links, int max)
+{
+    int s = src_node - gr->base, d = dst_node - gr->base;
+    if (s < 0 || s >= gr->n || d < 0 || d >= gr->n)
+        return seterr(gr, "route from node %d to node %d: not a node of the graph", src_node,
+                      dst_node);
+    if (s == d)
+        return 0;
+    if (!gr->parent_link[s] && !(gr->parent_link[s] = bfs(gr, s)))
+        return seterr(gr, "route: out of memory");
+    const int *par = gr->parent_link[s];
+    if (par[d] < 0)
+        return seterr(gr, "no path from '%s' to '%s'", kb_fabric_node_name(gr->f, src_node),
+                      kb_fabric_node_name(gr->f, dst_node));
+    int k = 0;
+    for (int v = d; v != s; v = kb_fabric_link_src(gr->f, par[v]) - gr->base)
+        k++;
+    if (k > max)
+        return seterr(gr, "route from '%s' to '%s': more than %d links",
+                      kb_fabric_node_name(gr->f, src_node),
+                      kb_fabric_node_name(gr->f, dst_node), max);
+    int i = k;
+    for (int v = d; v != s; v = kb_fabric_link_src(gr->f, par[v]) - gr->base)
+        links[--i] = par[v];
+    return k;
+}

@@ -1,0 +1,89 @@
+/* graph_topology.h — kb_graph: a system described as an arbitrary graph of
+ * named nodes and links (from YAML or a Lua table), built into a fabric and
+ * routed by shortest path
+ *
+ * The description, in YAML (a Lua table mirrors it key for key):
+ *
+ *     flit_bytes: 256                  # optional; default: topology.yaml's
+ *     nodes:
+ *       - {name: a, pe: true}          # pe: the node is a PE (rank = order)
+ *       - {name: sw}
+ *     links:
+ *       - {from: a, to: sw, bandwidth_gbps: 64, latency_ns: 5,
+ *          overhead_ns: 0, bidirectional: true}
+ *
+ * latency_ns, overhead_ns and bidirectional are optional (0, 0, false).
+ * Refused, each at its place: an unknown or missing key, a link to an
+ * unknown node, a duplicate node name, a bandwidth <= 0, a negative time,
+ * a direction wired twice (a -> b given twice, also through
+ * bidirectional), a graph without PEs.
+ *
+ * Routing: the fewest links (breadth-first search from the source, which
+ * visits the neighbours of a node in increasing node order and keeps the
+ * first parent found, so equal-length choices go to the lower node id;
+ * among parallel links the first listed). Each source's search runs once,
+ * on its first route, and is kept. */
+#ifndef KBSIM_GRAPH_TOPOLOGY_H
+#define KBSIM_GRAPH_TOPOLOGY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "fabric.h"
+
+struct kb_graph_node_cfg {
+    char *name;
+    bool pe;
+    char where[192]; /* "file:line:col", for messages raised later */
+};
+
+struct kb_graph_link_cfg {
+    int from, to; /* node indices */
+    struct kb_link_params p;
+    bool bidirectional;
+};
+
+struct kb_graph_cfg {
+    struct kb_graph_node_cfg *nodes;
+    size_t n_nodes;
+    struct kb_graph_link_cfg *links;
+    size_t n_links;
+    int n_pes;
+};
+
+/* True when a configuration tree is a graph (its top level has 'nodes'),
+ * not a topology.yaml description. */
+bool kb_graph_tree_is_graph(const struct kb_config_node *root);
+
+/* Validate a tree (read from YAML, or built from a Lua table) into *g.
+ * default_flit is used when the tree has no flit_bytes. Returns 0, or -1
+ * with every problem in c->errors; *g is then released. */
+int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
+                           unsigned default_flit, struct kb_graph_cfg *g);
+/* Read a YAML file and validate it. */
+int kb_graph_cfg_load(struct kb_graph_cfg *g, const char *path, unsigned default_flit,
+                      struct kb_config_errors *errors);
+void kb_graph_cfg_release(struct kb_graph_cfg *g);
+
+struct kb_graph;
+
+/* Adds the nodes (with their names) and links to f. NULL with err set
+ * when the fabric refuses one. */
+struct kb_graph *kb_graph_new(struct kb_fabric *f, const struct kb_graph_cfg *g, char *err,
+                              size_t errlen);
+void kb_graph_free(struct kb_graph *gr);
+
+int kb_graph_size(const struct kb_graph *gr); /* nodes */
+int kb_graph_node(const struct kb_graph *gr, int i); /* fabric node of node i */
+int kb_graph_n_pes(const struct kb_graph *gr);
+int kb_graph_pe_node(const struct kb_graph *gr, int rank); /* or -1 */
+int kb_graph_max_hops(const struct kb_graph *gr); /* an upper bound: nodes - 1 */
+
+/* The route between two fabric nodes of the graph as link ids in
+ * links[0..max). Returns the number of links, or SIM_EINVAL (message in
+ * kb_graph_errmsg) for a node not in the graph, no path, a short buffer. */
+int kb_graph_route(struct kb_graph *gr, int src_node, int dst_node, int *links, int max);
+const char *kb_graph_errmsg(const struct kb_graph *gr);
+
+#endif
