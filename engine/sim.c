@@ -359,22 +359,26 @@ void sim_fail(struct sim *s, const char *fmt, ...)
 
 /* ---- scheduling primitives ------------------------------------------- */
 
-static void runq_push(struct sim *s, struct sim_proc *p)
+static void runq_grow(struct sim *s)
+{
+    size_t cap = s->runq_cap ? s->runq_cap * 2 : 64;
+    struct sim_proc **n = malloc(cap * sizeof *n);
+    if (!n)
+        out_of_memory();
+    for (size_t i = 0; i < s->runq_len; i++)
+        n[i] = s->runq[(s->runq_head + i) & (s->runq_cap - 1)];
+    free(s->runq);
+    s->runq = n;
+    s->runq_cap = cap;
+    s->runq_head = 0;
+}
+
+static inline void runq_push(struct sim *s, struct sim_proc *p)
 {
     if (p->queued || p->state == ST_TERMINATED)
         return;
-    if (s->runq_len == s->runq_cap) {
-        size_t cap = s->runq_cap ? s->runq_cap * 2 : 64;
-        struct sim_proc **n = malloc(cap * sizeof *n);
-        if (!n)
-            out_of_memory();
-        for (size_t i = 0; i < s->runq_len; i++)
-            n[i] = s->runq[(s->runq_head + i) & (s->runq_cap - 1)];
-        free(s->runq);
-        s->runq = n;
-        s->runq_cap = cap;
-        s->runq_head = 0;
-    }
+    if (s->runq_len == s->runq_cap)
+        runq_grow(s);
     s->runq[(s->runq_head + s->runq_len) & (s->runq_cap - 1)] = p;
     s->runq_len++;
     p->queued = true;
@@ -900,11 +904,31 @@ struct sim_event *sim_fifo_read_event(struct sim_fifo *f)
     return &f->read_ev;
 }
 
+/* Element copies of the common sizes as plain moves, not a libc call
+ * (unaligned, alias-safe accesses; memcpy with a case per size would make
+ * gcc warn, after inlining, about cases that cannot run for a fifo). */
+typedef uint32_t __attribute__((may_alias, aligned(1))) u32_any;
+typedef uint64_t __attribute__((may_alias, aligned(1))) u64_any;
+
+static inline void elem_copy(void *dst, const void *src, size_t n)
+{
+    if (n == 4) {
+        *(u32_any *)dst = *(const u32_any *)src;
+    } else if (n == 8) {
+        *(u64_any *)dst = *(const u64_any *)src;
+    } else if (n == 16) {
+        ((u64_any *)dst)[0] = ((const u64_any *)src)[0];
+        ((u64_any *)dst)[1] = ((const u64_any *)src)[1];
+    } else {
+        memcpy(dst, src, n);
+    }
+}
+
 bool sim_fifo_nb_read(struct sim_fifo *f, void *out)
 {
     if (f->readable == 0)
         return false;
-    memcpy(out, f->buf + f->head * f->elem_size, f->elem_size);
+    elem_copy(out, f->buf + f->head * f->elem_size, f->elem_size);
     f->head = f->head + 1 == f->capacity ? 0 : f->head + 1;
     f->count--;
     f->readable--;
@@ -920,7 +944,7 @@ bool sim_fifo_nb_write(struct sim_fifo *f, const void *in)
     size_t tail = f->head + f->count;
     if (tail >= f->capacity)
         tail -= f->capacity;
-    memcpy(f->buf + tail * f->elem_size, in, f->elem_size);
+    elem_copy(f->buf + tail * f->elem_size, in, f->elem_size);
     f->count++;
     f->free--;
     f->n_written++;
