@@ -1,0 +1,576 @@
+/* pe_ipcq.c — kb_ipcq: direction tables, rings, credits, send and recv
+ *
+ * Timing of one slot of b bytes on a channel tx -> rx (no contention):
+ *
+ *     land   = send + T_dma           T_dma = kb_dma_time(tx slot, rx slot, b)
+ *     read   = kb_mem_time(rx buf, slot, b) + path_time(rx buf node -> rx PE, b)
+ *     credit = path_time(rx PE -> tx DMA node, credit_bytes)
+ *
+ * A recv that finds the slot full at t returns at t + read + credit, and
+ * the sender holds the credit again at that instant (the receiver is busy
+ * for the credit's flight, as in the reference model). The credit is not
+ * simulated flit by flit: it is a short control message on a fast path,
+ * so its closed-form time is charged and it takes no link bandwidth. A
+ * sender without credit from t_b sleeps until the arrival t_c, or polls at
+ * t_b + k·poll and proceeds at the first poll >= t_c; either way the wait
+ * is counted as blocked time. The metadata travels in the message header
+ * (no extra bytes) and is published with the data by the DMA's completion
+ * callback, in the same process step as the payload copy, so a receiver
+ * polling the slot sees both or neither. */
+#include "pe_ipcq.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct chan;
+
+/* One slot of a channel: the header staged by the send, and what the
+ * receiver sees (published when the last byte lands). */
+struct slot {
+    struct chan *c;
+    enum kb_ipcq_slot_state state;
+    uint64_t bytes, msg_bytes;
+    struct kb_ipcq_meta meta;
+    uint64_t st_bytes, st_msg_bytes; /* staged */
+    struct kb_ipcq_meta st_meta;
+};
+
+struct chan {
+    struct kb_ipcq *tx, *rx;
+    char *tx_dir, *rx_dir;
+    uint64_t tx_base, rx_base; /* rings in tx->buf and rx->buf */
+    uint32_t n, size;
+    struct slot *slots;
+    uint64_t tail, head; /* slots sent, slots read */
+    uint32_t credits;    /* held by the sender */
+    sim_time *arrivals;  /* credits in flight: a FIFO of arrival times */
+    uint32_t arr_head, arr_n;
+    sim_time credit_ps;
+    struct sim_event *ev_credit, *ev_data;
+    bool sending, receiving;
+    uint32_t full; /* rx slots holding visible data */
+    struct kb_ipcq_stats st;
+    int refs;
+};
+
+struct dir {
+    char *name;
+    struct chan *tx, *rx;
+};
+
+struct kb_ipcq {
+    struct sim *sim;
+    char *name;
+    struct kb_dma *dma;
+    struct kb_mem *buf;
+    int buf_node, pe_node;
+    struct kb_ipcq_params p;
+    sim_time poll_ps;
+    struct dir *dirs;
+    size_t n_dirs, cap_dirs;
+    /* the route from the buffer to the PE, for slot reads */
+    int read_links[KB_DMA_MAX_HOPS];
+    int n_read_links;
+    char err[256];
+};
+
+static int seterr(struct kb_ipcq *q, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int seterr(struct kb_ipcq *q, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q->err, sizeof q->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static char *dupstr(const char *s)
+{
+    char *d = malloc(strlen(s) + 1);
+    return d ? strcpy(d, s) : NULL;
+}
+
+/* ---- life cycle ------------------------------------------------------ */
+
+struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name,
+                            struct kb_dma *dma, struct kb_mem *buf,
+                            int buf_node, const struct kb_ipcq_params *p,
+                            char *err, size_t errlen)
+{
+    if (!name)
+        name = "";
+    const char *why = NULL;
+    char tmp[128];
+    if (!dma || !buf)
+        why = "needs a dma and a buffer memory";
+    else if (p->n_slots < 1)
+        why = "slots must be >= 1, got 0";
+    else if (p->slot_size < 1)
+        why = "slot size must be >= 1 byte, got 0";
+    else if (p->credit_bytes < 1)
+        why = "credit must be >= 1 byte, got 0";
+    else if (p->backpressure != KB_IPCQ_SLEEP && p->backpressure != KB_IPCQ_POLL)
+        why = "backpressure must be sleep or poll";
+    else if (p->backpressure == KB_IPCQ_POLL &&
+             (!(p->poll_ns > 0) || isinf(p->poll_ns) ||
+              llround(p->poll_ns * 1000.0) < 1)) {
+        snprintf(tmp, sizeof tmp, "poll interval must be >= 0.001 ns, got %g",
+                 p->poll_ns);
+        why = tmp;
+    }
+    struct kb_ipcq *q = NULL;
+    if (!why) {
+        q = calloc(1, sizeof *q);
+        if (!q || !(q->name = dupstr(name)))
+            why = "out of memory";
+    }
+    if (!why) {
+        q->sim = s;
+        q->dma = dma;
+        q->buf = buf;
+        q->buf_node = buf_node;
+        q->pe_node = kb_dma_node(dma);
+        q->p = *p;
+        q->poll_ps = p->backpressure == KB_IPCQ_POLL
+                         ? (sim_time)llround(p->poll_ns * 1000.0) : 0;
+        int n = kb_dma_route(dma, buf_node, q->pe_node, q->read_links,
+                             KB_DMA_MAX_HOPS);
+        if (n < 0 || n > KB_DMA_MAX_HOPS ||
+            kb_fabric_check_path(kb_dma_fabric(dma), q->read_links, n) < 0) {
+            snprintf(tmp, sizeof tmp, "no route from its buffer (node %d) to "
+                     "the pe (node %d)", buf_node, q->pe_node);
+            why = tmp;
+        }
+        q->n_read_links = n;
+    }
+    if (why) {
+        if (err && errlen)
+            snprintf(err, errlen, "ipcq of '%s': %s", name, why);
+        kb_ipcq_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+static void chan_release(struct chan *c)
+{
+    if (!c || --c->refs > 0)
+        return;
+    free(c->tx_dir);
+    free(c->rx_dir);
+    free(c->slots);
+    free(c->arrivals);
+    free(c);
+}
+
+void kb_ipcq_free(struct kb_ipcq *q)
+{
+    if (!q)
+        return;
+    for (size_t i = 0; i < q->n_dirs; i++) {
+        chan_release(q->dirs[i].tx);
+        chan_release(q->dirs[i].rx);
+        free(q->dirs[i].name);
+    }
+    free(q->dirs);
+    free(q->name);
+    free(q);
+}
+
+const char *kb_ipcq_errmsg(const struct kb_ipcq *q) { return q->err; }
+const char *kb_ipcq_name(const struct kb_ipcq *q) { return q->name; }
+
+/* ---- directions and wiring ------------------------------------------- */
+
+static struct dir *find_dir(const struct kb_ipcq *q, const char *name)
+{
+    for (size_t i = 0; i < q->n_dirs; i++)
+        if (strcmp(q->dirs[i].name, name) == 0)
+            return &q->dirs[i];
+    return NULL;
+}
+
+static struct dir *get_dir(struct kb_ipcq *q, const char *name)
+{
+    struct dir *d = find_dir(q, name);
+    if (d)
+        return d;
+    if (q->n_dirs == q->cap_dirs) {
+        size_t cap = q->cap_dirs ? 2 * q->cap_dirs : 8;
+        struct dir *a = realloc(q->dirs, cap * sizeof *a);
+        if (!a)
+            return NULL;
+        q->dirs = a;
+        q->cap_dirs = cap;
+    }
+    d = &q->dirs[q->n_dirs];
+    if (!(d->name = dupstr(name)))
+        return NULL;
+    d->tx = d->rx = NULL;
+    q->n_dirs++;
+    return d;
+}
+
+bool kb_ipcq_wired(const struct kb_ipcq *q, const char *dir, bool tx)
+{
+    const struct dir *d = find_dir(q, dir);
+    return d && (tx ? d->tx : d->rx);
+}
+
+int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
+                 const char *b_dir)
+{
+    if (!a_dir || !*a_dir || !b_dir || !*b_dir)
+        return seterr(a, SIM_EINVAL, "ipcq of '%s': direction name is empty",
+                      a->name);
+    if (kb_ipcq_wired(a, a_dir, true))
+        return seterr(a, SIM_EINVAL, "direction '%s' of '%s' is already wired "
+                      "for sending", a_dir, a->name);
+    if (kb_ipcq_wired(b, b_dir, false))
+        return seterr(a, SIM_EINVAL, "direction '%s' of '%s' is already wired "
+                      "for receiving", b_dir, b->name);
+    if (a->p.n_slots != b->p.n_slots || a->p.slot_size != b->p.slot_size)
+        return seterr(a, SIM_EINVAL, "cannot wire '%s' '%s' to '%s' '%s': "
+                      "rings of %u x %u and %u x %u bytes", a->name, a_dir,
+                      b->name, b_dir, a->p.n_slots, a->p.slot_size,
+                      b->p.n_slots, b->p.slot_size);
+    int links[KB_DMA_MAX_HOPS];
+    int n = kb_dma_route(b->dma, b->pe_node, a->pe_node, links, KB_DMA_MAX_HOPS);
+    sim_time credit_ps = n < 0 || n > KB_DMA_MAX_HOPS
+        ? SIM_FOREVER
+        : kb_fabric_path_time(kb_dma_fabric(b->dma), links, n,
+                              b->p.credit_bytes);
+    if (credit_ps == SIM_FOREVER)
+        return seterr(a, SIM_EINVAL, "cannot wire '%s' '%s' to '%s' '%s': no "
+                      "credit route back from '%s'", a->name, a_dir, b->name,
+                      b_dir, b->name);
+
+    uint32_t ns = a->p.n_slots, sz = a->p.slot_size;
+    uint64_t ring = (uint64_t)ns * sz;
+    struct chan *c = calloc(1, sizeof *c);
+    if (!c)
+        return seterr(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
+                      a_dir);
+    c->tx = a;
+    c->rx = b;
+    c->n = ns;
+    c->size = sz;
+    c->credits = ns;
+    c->credit_ps = credit_ps;
+    c->refs = 2;
+    c->tx_dir = dupstr(a_dir);
+    c->rx_dir = dupstr(b_dir);
+    c->slots = calloc(ns, sizeof *c->slots);
+    c->arrivals = calloc(ns, sizeof *c->arrivals);
+    struct dir *da = c->tx_dir && c->rx_dir && c->slots && c->arrivals
+                         ? get_dir(a, a_dir) : NULL;
+    struct dir *db = da ? get_dir(b, b_dir) : NULL;
+    if (!db) {
+        c->refs = 1;
+        chan_release(c);
+        return seterr(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
+                      a_dir);
+    }
+    for (uint32_t i = 0; i < ns; i++)
+        c->slots[i].c = c;
+    /* burst-aligned, so that a slot starts on an HBM channel boundary */
+    if (kb_mem_alloc(a->buf, ring, 256, &c->tx_base) < 0) {
+        c->refs = 1;
+        chan_release(c);
+        return seterr(a, SIM_ENOMEM, "tx ring of '%s' '%s': %s", a->name, a_dir,
+                      kb_mem_errmsg(a->buf));
+    }
+    if (kb_mem_alloc(b->buf, ring, 256, &c->rx_base) < 0) {
+        kb_mem_dealloc(a->buf, c->tx_base);
+        c->refs = 1;
+        chan_release(c);
+        return seterr(a, SIM_ENOMEM, "rx ring of '%s' '%s': %s", b->name, b_dir,
+                      kb_mem_errmsg(b->buf));
+    }
+    char nm[300];
+    snprintf(nm, sizeof nm, "%s.ipcq.%s.credit", a->name, a_dir);
+    c->ev_credit = sim_event_new(a->sim, nm);
+    snprintf(nm, sizeof nm, "%s.ipcq.%s.data", b->name, b_dir);
+    c->ev_data = sim_event_new(b->sim, nm);
+    if (!c->ev_credit || !c->ev_data) {
+        c->refs = 1;
+        chan_release(c);
+        return seterr(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
+                      a_dir);
+    }
+    da->tx = c;
+    db->rx = c;
+    return 0;
+}
+
+/* ---- send ------------------------------------------------------------ */
+
+/* Credits whose arrival time has come join the sender's count. */
+static void collect_credits(struct chan *c, sim_time now)
+{
+    while (c->arr_n && c->arrivals[c->arr_head] <= now) {
+        c->arr_head = (c->arr_head + 1) % c->n;
+        c->arr_n--;
+        c->credits++;
+    }
+}
+
+static int take_credit(struct kb_ipcq *q, struct chan *c)
+{
+    struct sim *s = q->sim;
+    sim_time t_b = sim_now(s);
+    collect_credits(c, t_b);
+    while (!c->credits) {
+        int rc;
+        if (q->p.backpressure == KB_IPCQ_POLL)
+            rc = sim_wait(s, q->poll_ps);
+        else if (c->arr_n)
+            rc = sim_wait(s, c->arrivals[c->arr_head] - sim_now(s));
+        else
+            rc = sim_wait_event(s, c->ev_credit);
+        if (rc < 0) {
+            c->st.blocked_ps += sim_now(s) - t_b;
+            return rc;
+        }
+        collect_credits(c, sim_now(s));
+    }
+    c->st.blocked_ps += sim_now(s) - t_b;
+    c->credits--;
+    return 0;
+}
+
+/* The DMA's completion: publish the staged header with the bytes. */
+static void slot_landed(void *ud, int status)
+{
+    struct slot *sl = ud;
+    struct chan *c = sl->c;
+    if (status < 0) {
+        sim_fail(c->rx->sim, "ipcq '%s' '%s' -> '%s' '%s': %s", c->tx->name,
+                 c->tx_dir, c->rx->name, c->rx_dir, kb_dma_errmsg(c->tx->dma));
+        return;
+    }
+    sl->bytes = sl->st_bytes;
+    sl->msg_bytes = sl->st_msg_bytes;
+    sl->meta = sl->st_meta;
+    sl->state = KB_IPCQ_FULL;
+    if (++c->full > c->st.occupancy_hwm)
+        c->st.occupancy_hwm = c->full;
+    sim_notify(c->ev_data);
+}
+
+int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
+                 uint64_t bytes, const struct kb_ipcq_meta *meta)
+{
+    struct dir *d = find_dir(q, dir);
+    if (!d || !d->tx)
+        return seterr(q, SIM_EINVAL, "send on direction '%s' of '%s', which is "
+                      "not wired", dir, q->name);
+    struct chan *c = d->tx;
+    if (!sim_current(q->sim))
+        return seterr(q, SIM_EPERM, "send on direction '%s' of '%s' outside a "
+                      "thread process", dir, q->name);
+    if (c->sending)
+        return seterr(q, SIM_EPERM, "send on direction '%s' of '%s' while "
+                      "another send is blocked there", dir, q->name);
+    bool copy = !kb_dma_timing_only(q->dma) && data;
+    static const struct kb_ipcq_meta zero;
+    c->sending = true;
+    uint64_t off = 0;
+    int rc = 0;
+    do {
+        uint64_t len = bytes - off < c->size ? bytes - off : c->size;
+        if ((rc = take_credit(q, c)) < 0)
+            break;
+        uint32_t i = (uint32_t)(c->tail % c->n);
+        uint64_t at = (uint64_t)i * c->size;
+        if (copy && kb_mem_write(q->buf, c->tx_base + at,
+                                 (const unsigned char *)data + off, len) < 0) {
+            rc = seterr(q, SIM_EINVAL, "%s", kb_mem_errmsg(q->buf));
+            c->credits++;
+            break;
+        }
+        struct slot *sl = &c->slots[i];
+        sl->state = KB_IPCQ_FILLING;
+        sl->st_bytes = len;
+        sl->st_msg_bytes = bytes;
+        sl->st_meta = meta ? *meta : zero;
+        struct kb_dma_end src = {q->buf, c->tx_base + at, q->buf_node};
+        struct kb_dma_end dst = {c->rx->buf, c->rx_base + at, c->rx->buf_node};
+        rc = kb_dma_copy_async(q->dma, KB_DMA_COMM, src, dst, len, NULL,
+                               slot_landed, sl);
+        if (rc < 0) {
+            sl->state = KB_IPCQ_EMPTY;
+            c->credits++;
+            rc = seterr(q, rc, "send on direction '%s' of '%s': %s", dir,
+                        q->name, kb_dma_errmsg(q->dma));
+            break;
+        }
+        c->tail++;
+        off += len;
+    } while (off < bytes);
+    c->sending = false;
+    if (rc < 0)
+        return rc;
+    c->st.tx_messages++;
+    c->st.tx_bytes += bytes;
+    return 0;
+}
+
+/* ---- recv ------------------------------------------------------------ */
+
+int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
+                     uint64_t bytes_max, struct kb_ipcq_meta *meta)
+{
+    struct dir *d = find_dir(q, dir);
+    if (!d || !d->rx)
+        return seterr(q, SIM_EINVAL, "recv on direction '%s' of '%s', which is "
+                      "not wired", dir, q->name);
+    struct chan *c = d->rx;
+    struct sim *s = q->sim;
+    if (!sim_current(s))
+        return seterr(q, SIM_EPERM, "recv on direction '%s' of '%s' outside a "
+                      "thread process", dir, q->name);
+    if (c->receiving)
+        return seterr(q, SIM_EPERM, "recv on direction '%s' of '%s' while "
+                      "another recv is blocked there", dir, q->name);
+    bool copy = !kb_dma_timing_only(q->dma) && out;
+    struct kb_fabric *f = kb_dma_fabric(q->dma);
+    c->receiving = true;
+    uint64_t got = 0, total = 0;
+    int rc = 0;
+    do {
+        struct slot *sl = &c->slots[c->head % c->n];
+        sim_time t_w = sim_now(s);
+        while (sl->state != KB_IPCQ_FULL && rc >= 0)
+            rc = sim_wait_event(s, c->ev_data);
+        c->st.recv_wait_ps += sim_now(s) - t_w;
+        if (rc < 0)
+            break;
+        if (got == 0) {
+            total = sl->msg_bytes;
+            if (total > bytes_max) {
+                rc = seterr(q, SIM_EINVAL, "message of %llu bytes on direction "
+                            "'%s' of '%s' is larger than the %llu bytes asked "
+                            "for", (unsigned long long)total, dir, q->name,
+                            (unsigned long long)bytes_max);
+                break;
+            }
+            if (meta)
+                *meta = sl->meta;
+        }
+        sim_time t_r = sim_now(s);
+        uint64_t addr = c->rx_base + (c->head % c->n) * (uint64_t)c->size;
+        uint64_t len = sl->bytes;
+        if ((rc = kb_mem_access(q->buf, addr, len, false)) < 0 ||
+            (q->n_read_links &&
+             (rc = kb_fabric_transfer(f, q->read_links, q->n_read_links, len)) < 0))
+            break;
+        if (copy && kb_mem_read(q->buf, addr, (unsigned char *)out + got, len) < 0) {
+            rc = seterr(q, SIM_EINVAL, "%s", kb_mem_errmsg(q->buf));
+            break;
+        }
+        sl->state = KB_IPCQ_EMPTY;
+        sl->bytes = sl->msg_bytes = 0;
+        memset(&sl->meta, 0, sizeof sl->meta);
+        c->full--;
+        c->head++;
+        got += len;
+        /* the credit: the sender holds it again when it arrives */
+        c->arrivals[(c->arr_head + c->arr_n) % c->n] = sim_now(s) + c->credit_ps;
+        c->arr_n++;
+        sim_notify(c->ev_credit);
+        rc = sim_wait(s, c->credit_ps);
+        c->st.recv_busy_ps += sim_now(s) - t_r;
+    } while (rc >= 0 && got < total);
+    c->receiving = false;
+    if (rc < 0)
+        return rc;
+    c->st.rx_messages++;
+    c->st.rx_bytes += got;
+    return (int64_t)got;
+}
+
+int kb_ipcq_probe(struct kb_ipcq *q, const char *dir, uint64_t *bytes,
+                  struct kb_ipcq_meta *meta)
+{
+    struct dir *d = find_dir(q, dir);
+    if (!d || !d->rx)
+        return seterr(q, SIM_EINVAL, "probe on direction '%s' of '%s', which "
+                      "is not wired", dir, q->name);
+    const struct slot *sl = &d->rx->slots[d->rx->head % d->rx->n];
+    if (sl->state != KB_IPCQ_FULL)
+        return 0;
+    if (bytes)
+        *bytes = sl->msg_bytes;
+    if (meta)
+        *meta = sl->meta;
+    return 1;
+}
+
+int kb_ipcq_slot_info(struct kb_ipcq *q, const char *dir, uint32_t i,
+                      struct kb_ipcq_slot *out)
+{
+    struct dir *d = find_dir(q, dir);
+    if (!d || !d->rx)
+        return seterr(q, SIM_EINVAL, "direction '%s' of '%s' is not wired for "
+                      "receiving", dir, q->name);
+    struct chan *c = d->rx;
+    if (i >= c->n)
+        return seterr(q, SIM_EINVAL, "slot %u of direction '%s' of '%s' does "
+                      "not exist (%u slots)", i, dir, q->name, c->n);
+    const struct slot *sl = &c->slots[i];
+    memset(out, 0, sizeof *out);
+    out->state = sl->state;
+    out->addr = c->rx_base + (uint64_t)i * c->size;
+    if (sl->state == KB_IPCQ_FULL) {
+        out->bytes = sl->bytes;
+        out->msg_bytes = sl->msg_bytes;
+        out->meta = sl->meta;
+    }
+    return 0;
+}
+
+sim_time kb_ipcq_credit_time(struct kb_ipcq *q, const char *dir)
+{
+    const struct dir *d = find_dir(q, dir);
+    return d && d->rx ? d->rx->credit_ps : SIM_FOREVER;
+}
+
+/* ---- counters -------------------------------------------------------- */
+
+static void add_stats(struct kb_ipcq_stats *o, const struct dir *d)
+{
+    if (d->tx) {
+        o->tx_messages += d->tx->st.tx_messages;
+        o->tx_bytes += d->tx->st.tx_bytes;
+        o->blocked_ps += d->tx->st.blocked_ps;
+    }
+    if (d->rx) {
+        o->rx_messages += d->rx->st.rx_messages;
+        o->rx_bytes += d->rx->st.rx_bytes;
+        o->recv_wait_ps += d->rx->st.recv_wait_ps;
+        o->recv_busy_ps += d->rx->st.recv_busy_ps;
+        if (d->rx->st.occupancy_hwm > o->occupancy_hwm)
+            o->occupancy_hwm = d->rx->st.occupancy_hwm;
+    }
+}
+
+int kb_ipcq_get_stats(const struct kb_ipcq *q, const char *dir,
+                      struct kb_ipcq_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!dir) {
+        for (size_t i = 0; i < q->n_dirs; i++)
+            add_stats(out, &q->dirs[i]);
+        return 0;
+    }
+    const struct dir *d = find_dir(q, dir);
+    if (!d)
+        return SIM_EINVAL;
+    add_stats(out, d);
+    return 0;
+}

@@ -1,0 +1,133 @@
+/* pe_ipcq.h — kb_ipcq: a PE's inter-PE queues, one per named direction,
+ * as credit-controlled ring buffers carried by the PE_DMA's vc_comm channel
+ *
+ * Directions are names: N, S, E, W, global_E, parent, child_left, or any
+ * name a collective uses. kb_ipcq_wire(a, "E", b, "W") makes a channel
+ * from a's tx "E" to b's rx "W": a ring of n_slots × slot_size on each side
+ * (tx in a's buffer memory, rx in b's), a tail (next slot to send) and a
+ * head (next slot to read), and n_slots credits held by the sender.
+ *
+ * A send takes one credit per slot; it returns at once (fire-and-forget)
+ * unless no credit is left, when it blocks: backpressure "sleep" waits for
+ * the credit's arrival, "poll" re-checks every poll_ns and so returns at
+ * the first poll at or after the arrival. The bytes are staged in the tx
+ * slot and copied by the sender's DMA (vc_comm) into the receiver's rx
+ * slot; data and metadata become visible together at the instant the last
+ * byte is written. A recv waits for its slot, reads it (the memory read,
+ * plus the bank-to-PE path when the buffer is not at the PE's node), frees
+ * it and emits a credit whose latency is the no-contention path time of
+ * credit_bytes back to the sender's DMA node; the receiver is busy for the
+ * credit's latency and the sender sees it when it arrives.
+ *
+ * Messages longer than slot_size are split into ceil(bytes / slot_size)
+ * slots, each with its own credit, so a message may be longer than the
+ * whole ring: the receiver consumes slots as they land. One sending and
+ * one receiving process per direction at a time.
+ *
+ * Errors: int functions return 0 (or a byte count) or a negative SIM_E*
+ * code and kb_ipcq_errmsg() names the PE and the direction. */
+#ifndef KBSIM_PE_IPCQ_H
+#define KBSIM_PE_IPCQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memory.h"
+#include "pe_dma.h"
+#include "sim.h"
+
+enum kb_ipcq_backpressure { KB_IPCQ_SLEEP, KB_IPCQ_POLL };
+
+struct kb_ipcq_params {
+    uint32_t n_slots;   /* >= 1; both sides of a channel must agree */
+    uint32_t slot_size; /* bytes, >= 1; both sides must agree */
+    enum kb_ipcq_backpressure backpressure; /* of this PE's sends */
+    double poll_ns;        /* poll: re-check interval, > 0 */
+    uint32_t credit_bytes; /* the credit message this PE returns, >= 1 */
+};
+
+/* Carried with the data, verbatim; the meaning is the caller's (the Lua
+ * layer puts the element type and count here to check them on recv). */
+struct kb_ipcq_meta {
+    uint64_t tag;
+    uint32_t dtype;
+    uint32_t count;
+};
+
+struct kb_ipcq_stats {
+    uint64_t tx_messages, tx_bytes; /* sent */
+    uint64_t rx_messages, rx_bytes; /* received */
+    sim_time blocked_ps;   /* senders waiting (or polling) for credits */
+    sim_time recv_wait_ps; /* receivers waiting for a slot to fill */
+    sim_time recv_busy_ps; /* receivers reading slots and emitting credits */
+    uint32_t occupancy_hwm; /* most rx slots holding visible data at once */
+};
+
+enum kb_ipcq_slot_state { KB_IPCQ_EMPTY, KB_IPCQ_FILLING, KB_IPCQ_FULL };
+
+/* What a receiver can see of one rx slot. meta, bytes and msg_bytes are
+ * zero unless the slot is FULL. */
+struct kb_ipcq_slot {
+    enum kb_ipcq_slot_state state;
+    uint64_t addr;      /* the slot in the receiver's buffer memory */
+    uint64_t bytes;     /* bytes in this slot */
+    uint64_t msg_bytes; /* bytes of the whole message */
+    struct kb_ipcq_meta meta;
+};
+
+struct kb_ipcq;
+
+/* The IPCQ of a PE named `name`, sending with `dma` (whose node is the
+ * PE's) and keeping its rings in `buf` (its TCM, the cube's SRAM or its
+ * HBM), which hangs off fabric node buf_node. NULL on a bad parameter
+ * ("ipcq of 'NAME': ...") or no memory, with err set. */
+struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name,
+                            struct kb_dma *dma, struct kb_mem *buf,
+                            int buf_node, const struct kb_ipcq_params *p,
+                            char *err, size_t errlen);
+/* Call when the simulation no longer runs; ring memory is not returned. */
+void kb_ipcq_free(struct kb_ipcq *q);
+
+const char *kb_ipcq_errmsg(const struct kb_ipcq *q);
+const char *kb_ipcq_name(const struct kb_ipcq *q);
+
+/* A channel from a's tx direction a_dir to b's rx direction b_dir (a may
+ * be b). Allocates both rings; each direction can be wired once per side.
+ * On error the message is in kb_ipcq_errmsg(a). */
+int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
+                 const char *b_dir);
+/* Whether dir is wired for sending (tx) or receiving (!tx). */
+bool kb_ipcq_wired(const struct kb_ipcq *q, const char *dir, bool tx);
+
+/* Sends bytes with meta (NULL: zeros) on dir. Thread processes only. The
+ * data is copied when the call returns (the caller may reuse it). */
+int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
+                 uint64_t bytes, const struct kb_ipcq_meta *meta);
+
+/* Receives the next message on dir into out (NULL in timing-only runs or
+ * to drop the bytes) and its metadata (meta may be NULL); returns its
+ * length. A message longer than bytes_max is SIM_EINVAL and stays queued.
+ * Thread processes only. */
+int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
+                     uint64_t bytes_max, struct kb_ipcq_meta *meta);
+
+/* Without blocking: 1 and the message's length and metadata when the
+ * next message on dir has its first slot visible, else 0. */
+int kb_ipcq_probe(struct kb_ipcq *q, const char *dir, uint64_t *bytes,
+                  struct kb_ipcq_meta *meta);
+
+/* rx slot i (0 .. n_slots-1) of dir, as a receiver polling it sees it. */
+int kb_ipcq_slot_info(struct kb_ipcq *q, const char *dir, uint32_t i,
+                      struct kb_ipcq_slot *out);
+
+/* The credit latency of dir's channel, ps: the path time of credit_bytes
+ * from this PE (the receiver) back to the sender's DMA node. */
+sim_time kb_ipcq_credit_time(struct kb_ipcq *q, const char *dir);
+
+/* Counters of one direction (both its sides), or of every direction when
+ * dir is NULL. SIM_EINVAL for an unknown direction. */
+int kb_ipcq_get_stats(const struct kb_ipcq *q, const char *dir,
+                      struct kb_ipcq_stats *out);
+
+#endif

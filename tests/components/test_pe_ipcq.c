@@ -1,0 +1,636 @@
+/* test_pe_ipcq.c — PE_IPCQ: credits and backpressure (sleep, poll) with
+ * exact times, slot cost per buffer kind against the closed form,
+ * ping-pong latency, atomic visibility of data and metadata, split
+ * messages, timing-only mode, wiring and recv errors */
+#include <math.h>
+
+#include "fabric.h"
+#include "memory.h"
+#include "noc.h"
+#include "pe_dma.h"
+#include "pe_ipcq.h"
+#include "sim.h"
+#include "test.h"
+
+/* ---- a small test system ------------------------------------------------ */
+
+/* n routers in a line, each a PE: its TCM at the router node, an HBM and an
+ * SRAM on nodes of their own joined to it by a link each way; one DMA and
+ * one IPCQ per PE, the rings in the buffer kind chosen. */
+#define MAXR 4
+
+struct tsys {
+    struct sim *s;
+    struct kb_fabric *f;
+    struct kb_noc *noc;
+    int n;
+    int router[64], up[64], down[64];
+    struct kb_mem *mem[MAXR][3]; /* by kind */
+    int mem_node[MAXR][3];
+    struct kb_dma *dma[MAXR];
+    struct kb_ipcq *q[MAXR];
+    enum kb_mem_kind kind;
+};
+
+static const struct kb_link_params NOC = {
+    .bw_gbps = 256, .latency_ns = 1.7, .overhead_ns = 0, .flit_bytes = 256};
+static const struct kb_link_params HBM_LINK = {
+    .bw_gbps = 256, .latency_ns = 0.5, .overhead_ns = 0, .flit_bytes = 256};
+static const struct kb_link_params SRAM_LINK = {
+    .bw_gbps = 128, .latency_ns = 0.5, .overhead_ns = 0, .flit_bytes = 256};
+
+static const struct kb_mem_params MEM_P[3] = {
+    {KB_MEM_TCM, 1 << 20, 512, 0, 1, 0},
+    {KB_MEM_SRAM, 1 << 22, 128, 2, 1, 0},
+    {KB_MEM_HBM, 1 << 24, 32, 6, 8, 256},
+};
+
+static int tsys_route(void *ud, int src, int dst, int *links, int max)
+{
+    struct tsys *t = ud;
+    if (src == dst)
+        return 0;
+    int n = 0;
+    if (t->router[src] >= 0)
+        links[n++] = t->up[src];
+    int rs = t->router[src] >= 0 ? t->router[src] : src;
+    int rd = t->router[dst] >= 0 ? t->router[dst] : dst;
+    int k = kb_noc_route(t->noc, rs, rd, links + n, max - n - 1);
+    if (k < 0)
+        return k;
+    n += k;
+    if (t->router[dst] >= 0)
+        links[n++] = t->down[dst];
+    return n;
+}
+
+static int attach(struct tsys *t, int r, const char *what,
+                  const struct kb_link_params *lp)
+{
+    char name[32];
+    snprintf(name, sizeof name, "r%d.%s", r, what);
+    int node = kb_fabric_add_node(t->f, name);
+    t->router[node] = r;
+    t->up[node] = kb_fabric_add_link(t->f, node, r, NULL, lp);
+    t->down[node] = kb_fabric_add_link(t->f, r, node, NULL, lp);
+    return node;
+}
+
+static struct kb_ipcq_params ipcq_params(enum kb_ipcq_backpressure bp,
+                                         double poll_ns)
+{
+    return (struct kb_ipcq_params){4, 4096, bp, poll_ns, 16};
+}
+
+static struct tsys *tsys_new(int n, enum kb_mem_kind kind, bool timing_only,
+                             const struct kb_ipcq_params *qp)
+{
+    struct tsys *t = calloc(1, sizeof *t);
+    t->s = sim_new(NULL);
+    t->f = kb_fabric_new(t->s);
+    t->n = n;
+    t->kind = kind;
+    struct kb_noc_params np = {KB_NOC_MESH, "", n, 1, NOC, NULL};
+    t->noc = kb_noc_new(t->f, &np, NULL, 0);
+    for (int i = 0; i < 64; i++)
+        t->router[i] = t->up[i] = t->down[i] = -1;
+    char name[32];
+    for (int r = 0; r < n; r++) {
+        snprintf(name, sizeof name, "pe%d", r);
+        for (int k = 0; k < 3; k++)
+            t->mem[r][k] = kb_mem_new(t->s, name, &MEM_P[k], NULL, 0);
+        t->mem_node[r][KB_MEM_TCM] = kb_noc_node(t->noc, r);
+        t->mem_node[r][KB_MEM_SRAM] = attach(t, r, "sram", &SRAM_LINK);
+        t->mem_node[r][KB_MEM_HBM] = attach(t, r, "hbm", &HBM_LINK);
+        struct kb_dma_params dp = {r, 1, 1, 1, timing_only};
+        t->dma[r] = kb_dma_new(t->s, name, t->f, tsys_route, t, &dp, NULL, 0);
+        t->q[r] = kb_ipcq_new(t->s, name, t->dma[r], t->mem[r][kind],
+                              t->mem_node[r][kind], qp, NULL, 0);
+    }
+    return t;
+}
+
+static void tsys_free(struct tsys *t)
+{
+    for (int r = 0; r < t->n; r++) {
+        kb_ipcq_free(t->q[r]);
+        kb_dma_free(t->dma[r]);
+        for (int k = 0; k < 3; k++)
+            kb_mem_free(t->mem[r][k]);
+    }
+    kb_noc_free(t->noc);
+    kb_fabric_free(t->f);
+    sim_free(t->s);
+    free(t);
+}
+
+static sim_time path_time(struct tsys *t, int a, int b, uint64_t bytes)
+{
+    int links[32];
+    int n = tsys_route(t, a, b, links, 32);
+    return kb_fabric_path_time(t->f, links, n, bytes);
+}
+
+/* The one-way time of a slot of `bytes` from PE a to PE b, found full by a
+ * waiting receiver: T_dma + slot read + credit, from the memories' and the
+ * fabric's closed forms (slot 0 of fresh rings: both at address 0). */
+static sim_time slot_time(struct tsys *t, int a, int b, uint64_t bytes,
+                          sim_time *t_dma, sim_time *t_read, sim_time *t_credit)
+{
+    int k = t->kind;
+    struct kb_mem *ms = t->mem[a][k], *md = t->mem[b][k];
+    int ns = t->mem_node[a][k], nd = t->mem_node[b][k];
+    sim_time ls = kb_mem_time(ms, 0, 0), ld = kb_mem_time(md, 0, 0);
+    sim_time ds = kb_mem_time(ms, 0, bytes) - ls;
+    sim_time dd = kb_mem_time(md, 0, bytes) - ld;
+    sim_time tnet = path_time(t, ns, nd, bytes), lnet = path_time(t, ns, nd, 0);
+    sim_time mid = tnet;
+    if (lnet + ds > mid)
+        mid = lnet + ds;
+    if (lnet + dd > mid)
+        mid = lnet + dd;
+    sim_time dma = ls + mid + ld;
+    sim_time rd = kb_mem_time(md, 0, bytes) + path_time(t, nd, b, bytes);
+    sim_time cr = path_time(t, b, a, 16);
+    if (t_dma)
+        *t_dma = dma;
+    if (t_read)
+        *t_read = rd;
+    if (t_credit)
+        *t_credit = cr;
+    return dma + rd + cr;
+}
+
+static void fill(unsigned char *p, uint64_t n, unsigned seed)
+{
+    for (uint64_t i = 0; i < n; i++)
+        p[i] = (unsigned char)(seed * 131 + i * 7 + (i >> 8));
+}
+
+/* ---- backpressure -------------------------------------------------------- */
+
+struct bp {
+    struct tsys *t;
+    sim_time recv_start;
+    sim_time sent[5], recvd[5];
+    int rc;
+};
+
+static void bp_sender(struct sim *s, void *arg)
+{
+    struct bp *b = arg;
+    unsigned char buf[4096];
+    for (int i = 0; i < 5 && b->rc == 0; i++) {
+        fill(buf, sizeof buf, (unsigned)i);
+        struct kb_ipcq_meta m = {(uint64_t)i, 1, 2048};
+        b->rc = kb_ipcq_send(b->t->q[0], "E", buf, sizeof buf, &m);
+        b->sent[i] = sim_now(s);
+    }
+}
+
+static void bp_receiver(struct sim *s, void *arg)
+{
+    struct bp *b = arg;
+    unsigned char buf[4096], want[4096];
+    sim_wait(s, b->recv_start);
+    for (int i = 0; i < 5; i++) {
+        struct kb_ipcq_meta m;
+        int64_t n = kb_ipcq_recv(b->t->q[1], "W", buf, sizeof buf, &m);
+        fill(want, sizeof want, (unsigned)i);
+        if (n != 4096 || m.tag != (uint64_t)i || memcmp(buf, want, 4096) != 0) {
+            b->rc = -1000 - i;
+            return;
+        }
+        b->recvd[i] = sim_now(s);
+    }
+}
+
+static void fifth_send_blocks(enum kb_ipcq_backpressure mode, double poll_ns)
+{
+    struct kb_ipcq_params qp = ipcq_params(mode, poll_ns);
+    struct tsys *t = tsys_new(2, KB_MEM_TCM, false, &qp);
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+    struct bp b = {t, 1000 * SIM_NS, {0}, {0}, 0};
+    sim_thread(t->s, "sender", bp_sender, &b, 0);
+    sim_thread(t->s, "receiver", bp_receiver, &b, 0);
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(b.rc, 0);
+
+    sim_time dma, rd, cr;
+    sim_time one = slot_time(t, 0, 1, 4096, &dma, &rd, &cr);
+    /* TCM -> TCM one hop: 1.7 + 1 + 15 ns of flits; 8 ns TCM read; the
+     * credit 1.7 + 16/256 ns */
+    ASSERT_U64_EQ(dma, 17700);
+    ASSERT_U64_EQ(rd, 8000);
+    ASSERT_U64_EQ(cr, 1763);
+    ASSERT_U64_EQ(kb_ipcq_credit_time(t->q[1], "W"), cr);
+    ASSERT_U64_EQ(one, 27463);
+    for (int i = 0; i < 4; i++)
+        ASSERT_U64_EQ(b.sent[i], 0); /* fire-and-forget while credits last */
+    /* the first credit comes back when the first recv ends */
+    sim_time credit = b.recv_start + rd + cr;
+    ASSERT_U64_EQ(b.recvd[0], credit);
+    sim_time wake = credit;
+    if (mode == KB_IPCQ_POLL) {
+        sim_time poll = (sim_time)llround(poll_ns * 1000);
+        wake = (credit + poll - 1) / poll * poll; /* first poll >= arrival */
+        ASSERT_TRUE(wake > credit);
+    }
+    ASSERT_U64_EQ(b.sent[4], wake);
+    /* slots 1..3 are full already. The fifth slot's write (8 ns on pe1's
+     * one TCM channel) is booked when its DMA starts at `wake`, behind recv
+     * 1's read, and so holds the TCM when recv 2 wants to read: contention
+     * on the memory, and the only one. The fifth lands at wake + dma,
+     * before the receiver gets to it. */
+    ASSERT_U64_EQ(b.recvd[1], b.recvd[0] + rd + cr);
+    sim_time w5 = (wake > b.recvd[0] + rd ? wake : b.recvd[0] + rd) + rd;
+    ASSERT_TRUE(w5 > b.recvd[1]);
+    ASSERT_U64_EQ(b.recvd[2], w5 + rd + cr);
+    ASSERT_U64_EQ(b.recvd[3], b.recvd[2] + rd + cr);
+    ASSERT_U64_EQ(b.recvd[4], b.recvd[3] + rd + cr);
+    ASSERT_TRUE(wake + dma < b.recvd[3]);
+
+    struct kb_ipcq_stats st;
+    ASSERT_EQ(kb_ipcq_get_stats(t->q[0], "E", &st), 0);
+    ASSERT_U64_EQ(st.tx_messages, 5);
+    ASSERT_U64_EQ(st.tx_bytes, 5 * 4096);
+    ASSERT_U64_EQ(st.blocked_ps, wake);
+    ASSERT_EQ(kb_ipcq_get_stats(t->q[1], NULL, &st), 0);
+    ASSERT_U64_EQ(st.rx_messages, 5);
+    ASSERT_U64_EQ(st.rx_bytes, 5 * 4096);
+    ASSERT_EQ(st.occupancy_hwm, 4);
+    ASSERT_U64_EQ(st.recv_busy_ps, 5 * (rd + cr) + (w5 - b.recvd[1]));
+    ASSERT_U64_EQ(st.recv_wait_ps, 0); /* every slot full before its recv */
+    struct kb_dma_stats ds;
+    kb_dma_get_stats(t->dma[0], KB_DMA_COMM, &ds);
+    ASSERT_U64_EQ(ds.transfers, 5);
+    ASSERT_U64_EQ(ds.busy_ps, 5 * dma);
+    tsys_free(t);
+}
+
+TEST(fifth_send_blocks_sleep) { fifth_send_blocks(KB_IPCQ_SLEEP, 0); }
+TEST(fifth_send_blocks_poll) { fifth_send_blocks(KB_IPCQ_POLL, 7); }
+
+/* ---- slot cost per buffer kind --------------------------------------------- */
+
+struct one {
+    struct tsys *t;
+    int from, to;
+    const char *tx, *rx;
+    uint64_t bytes;
+    sim_time end;
+    int64_t got;
+    int rc;
+    unsigned char *in, *out;
+};
+
+static void one_sender(struct sim *s, void *arg)
+{
+    (void)s;
+    struct one *o = arg;
+    struct kb_ipcq_meta m = {7, 3, (uint32_t)o->bytes};
+    o->rc = kb_ipcq_send(o->t->q[o->from], o->tx, o->in, o->bytes, &m);
+}
+
+static void one_receiver(struct sim *s, void *arg)
+{
+    struct one *o = arg;
+    struct kb_ipcq_meta m;
+    o->got = kb_ipcq_recv(o->t->q[o->to], o->rx, o->out, o->bytes, &m);
+    o->end = sim_now(s);
+    if (o->got >= 0 && (m.tag != 7 || m.dtype != 3 || m.count != o->bytes))
+        o->got = -999;
+}
+
+TEST(slot_cost_per_buffer_kind)
+{
+    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
+    /* by hand, 4096 B one hop (see the comments for each kind) */
+    static const sim_time by_hand[] = {
+        /* tcm: dma 17.7 + read 8 + credit 1.763 */
+        27463,
+        /* sram: dma 2 + (0.5+2 + 1.7+1 + 0.5+2 + 15×2 flits at 128) + 2 = 41.7;
+         * read 2 + 32 + (0.5 + 32) = 66.5; credit 1.763 */
+        41700 + 66500 + 1763,
+        /* hbm: dma 6 + (0.5+1.7+0.5 + 3 head + 15 flits at 256) + 6 = 32.7;
+         * read 6 + 16 + (0.5 + 16) = 38.5; credit 1.763 */
+        32700 + 38500 + 1763,
+    };
+    for (int k = 0; k < 3; k++) {
+        struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+        struct tsys *t = tsys_new(2, kinds[k], false, &qp);
+        ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+        struct kb_ipcq_slot si;
+        ASSERT_EQ(kb_ipcq_slot_info(t->q[1], "W", 0, &si), 0);
+        ASSERT_U64_EQ(si.addr, 0);
+        unsigned char in[4096], out[4096];
+        fill(in, sizeof in, 5);
+        struct one o = {t, 0, 1, "E", "W", 4096, 0, 0, 0, in, out};
+        sim_thread(t->s, "send", one_sender, &o, 0);
+        sim_thread(t->s, "recv", one_receiver, &o, 0);
+        ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+        ASSERT_EQ(o.rc, 0);
+        ASSERT_EQ(o.got, 4096);
+        ASSERT_TRUE(memcmp(in, out, sizeof in) == 0);
+        sim_time dma;
+        sim_time want = slot_time(t, 0, 1, 4096, &dma, NULL, NULL);
+        ASSERT_U64_EQ(o.end, want);
+        ASSERT_U64_EQ(o.end, by_hand[k]);
+        struct kb_ipcq_stats st;
+        kb_ipcq_get_stats(t->q[1], "W", &st);
+        ASSERT_U64_EQ(st.recv_wait_ps, dma);
+        ASSERT_U64_EQ(st.recv_busy_ps, want - dma);
+        tsys_free(t);
+    }
+}
+
+/* ---- ping-pong ------------------------------------------------------------- */
+
+struct pp {
+    struct tsys *t;
+    int rounds;
+    sim_time end;
+    int rc;
+};
+
+static void pp_side(struct tsys *t, int me, const char *dir, int rounds,
+                    bool first, int *rc)
+{
+    unsigned char buf[1024], want[1024];
+    for (int i = 0; i < rounds && *rc == 0; i++) {
+        if (!first || i > 0) {
+            struct kb_ipcq_meta m;
+            int64_t n = kb_ipcq_recv(t->q[me], dir, buf, sizeof buf, &m);
+            fill(want, sizeof want, (unsigned)m.tag);
+            if (n != 1024 || memcmp(buf, want, 1024) != 0) {
+                *rc = -1;
+                return;
+            }
+        }
+        struct kb_ipcq_meta m = {(uint64_t)(me * 100 + i), 0, 0};
+        fill(buf, sizeof buf, (unsigned)m.tag);
+        *rc = kb_ipcq_send(t->q[me], dir, buf, sizeof buf, &m);
+    }
+    if (first && *rc == 0) {
+        struct kb_ipcq_meta m;
+        if (kb_ipcq_recv(t->q[me], dir, buf, sizeof buf, &m) != 1024 ||
+            m.tag != (uint64_t)(200 + rounds - 1))
+            *rc = -2;
+    }
+}
+
+static void pp_a(struct sim *s, void *arg)
+{
+    struct pp *p = arg;
+    pp_side(p->t, 0, "E", p->rounds, true, &p->rc);
+    p->end = sim_now(s);
+}
+
+static void pp_b(struct sim *s, void *arg)
+{
+    (void)s;
+    struct pp *p = arg;
+    int rc = 0;
+    pp_side(p->t, 2, "W", p->rounds, false, &rc);
+    if (rc)
+        p->rc = rc;
+}
+
+TEST(ping_pong_latency)
+{
+    struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+    struct tsys *t = tsys_new(3, KB_MEM_TCM, false, &qp);
+    /* pe0 and pe2, two hops apart; "E" and "W" both ways */
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[2], "W"), 0);
+    ASSERT_EQ(kb_ipcq_wire(t->q[2], "W", t->q[0], "E"), 0);
+    struct pp p = {t, 3, 0, 0};
+    sim_thread(t->s, "a", pp_a, &p, 0);
+    sim_thread(t->s, "b", pp_b, &p, 0);
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(p.rc, 0);
+    sim_time one = slot_time(t, 0, 2, 1024, NULL, NULL, NULL);
+    ASSERT_U64_EQ(one, slot_time(t, 2, 0, 1024, NULL, NULL, NULL));
+    /* dma 2 × 1.7 + 2 × 1 + 3 flits = 8.4; read 2; credit 2 × (1.7 + 0.063),
+     * the 16 B serialised (and rounded to the ps) on each hop */
+    ASSERT_U64_EQ(one, 8400 + 2000 + 3526);
+    ASSERT_U64_EQ(p.end, 3 * 2 * one);
+    tsys_free(t);
+}
+
+/* ---- atomic visibility ----------------------------------------------------- */
+
+struct vis {
+    struct tsys *t;
+    int violations, seen_full;
+    sim_time first_full[3];
+    bool stop;
+};
+
+static void vis_sender(struct sim *s, void *arg)
+{
+    (void)s;
+    struct vis *v = arg;
+    unsigned char buf[4096];
+    for (int i = 0; i < 3; i++) {
+        fill(buf, sizeof buf, (unsigned)(i + 1));
+        struct kb_ipcq_meta m = {(uint64_t)(i + 1), 9, 4096};
+        kb_ipcq_send(v->t->q[0], "E", buf, sizeof buf, &m);
+    }
+}
+
+/* Polls every rx slot every 50 ps: a FULL slot must hold its message's
+ * bytes and metadata; any other slot neither. */
+static void vis_poller(struct sim *s, void *arg)
+{
+    struct vis *v = arg;
+    static unsigned char raw[4096], want[4096], zero[4096];
+    while (sim_now(s) < 120 * SIM_NS) {
+        for (uint32_t i = 0; i < 3; i++) {
+            struct kb_ipcq_slot si;
+            kb_ipcq_slot_info(v->t->q[1], "W", i, &si);
+            kb_mem_read(v->t->mem[1][KB_MEM_TCM], si.addr, raw, sizeof raw);
+            fill(want, sizeof want, i + 1);
+            bool data = memcmp(raw, want, sizeof raw) == 0;
+            bool meta = si.meta.tag == i + 1 && si.meta.dtype == 9 &&
+                        si.bytes == 4096;
+            bool full = si.state == KB_IPCQ_FULL;
+            if (full != data || full != meta ||
+                (!full && (memcmp(raw, zero, sizeof raw) != 0 || si.meta.tag)))
+                v->violations++;
+            if (full && !v->first_full[i]) {
+                v->first_full[i] = sim_now(s);
+                v->seen_full++;
+            }
+        }
+        sim_wait(s, 50);
+    }
+}
+
+TEST(data_and_metadata_visible_together)
+{
+    struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+    struct tsys *t = tsys_new(2, KB_MEM_TCM, false, &qp);
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+    struct vis v = {t, 0, 0, {0}, false};
+    sim_thread(t->s, "send", vis_sender, &v, 0);
+    sim_thread(t->s, "poll", vis_poller, &v, 0);
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(v.violations, 0);
+    ASSERT_EQ(v.seen_full, 3);
+    /* slot i lands at (i + 1) × 17.7 ns; the poller, every 50 ps, sees it
+     * at the first poll at or after that */
+    for (int i = 0; i < 3; i++) {
+        sim_time land = (sim_time)(i + 1) * 17700;
+        ASSERT_TRUE(v.first_full[i] >= land && v.first_full[i] <= land + 50);
+    }
+    uint64_t bytes;
+    struct kb_ipcq_meta m;
+    ASSERT_EQ(kb_ipcq_probe(t->q[1], "W", &bytes, &m), 1);
+    ASSERT_U64_EQ(bytes, 4096);
+    ASSERT_U64_EQ(m.tag, 1);
+    tsys_free(t);
+}
+
+/* ---- split messages and timing-only mode ----------------------------------- */
+
+TEST(split_messages_and_timing_only)
+{
+    /* 20000 B = 5 slots of 4096 (the last 3616) through a 4-slot ring */
+    uint64_t n = 20000;
+    unsigned char *in = malloc(n), *out = malloc(n), *zero = calloc(1, n);
+    fill(in, n, 42);
+    sim_time ends[2];
+    for (int mode = 0; mode < 2; mode++) {
+        struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+        struct tsys *t = tsys_new(2, KB_MEM_HBM, mode == 1, &qp);
+        ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+        memset(out, 0, n);
+        struct one o = {t, 0, 1, "E", "W", n, 0, 0, 0, in, out};
+        sim_thread(t->s, "send", one_sender, &o, 0);
+        sim_thread(t->s, "recv", one_receiver, &o, 0);
+        ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+        ASSERT_EQ(o.rc, 0);
+        ASSERT_EQ(o.got, (int64_t)n);
+        ASSERT_TRUE(memcmp(out, mode == 0 ? in : zero, n) == 0);
+        ends[mode] = o.end;
+        struct kb_ipcq_stats st;
+        kb_ipcq_get_stats(t->q[0], NULL, &st);
+        ASSERT_U64_EQ(st.tx_messages, 1);
+        ASSERT_U64_EQ(st.tx_bytes, n);
+        struct kb_dma_stats ds;
+        kb_dma_get_stats(t->dma[0], KB_DMA_COMM, &ds);
+        ASSERT_U64_EQ(ds.transfers, 5);
+        ASSERT_U64_EQ(ds.bytes, n);
+        tsys_free(t);
+    }
+    ASSERT_U64_EQ(ends[0], ends[1]);
+    free(in);
+    free(out);
+    free(zero);
+}
+
+/* ---- errors ---------------------------------------------------------------- */
+
+struct big {
+    struct tsys *t;
+    int64_t first, second;
+    char msg[256];
+};
+
+static void big_sender(struct sim *s, void *arg)
+{
+    (void)s;
+    struct big *b = arg;
+    unsigned char buf[5000];
+    fill(buf, sizeof buf, 1);
+    kb_ipcq_send(b->t->q[0], "E", buf, sizeof buf, NULL);
+}
+
+static void big_receiver(struct sim *s, void *arg)
+{
+    (void)s;
+    struct big *b = arg;
+    unsigned char buf[5000];
+    b->first = kb_ipcq_recv(b->t->q[1], "W", buf, 4096, NULL);
+    snprintf(b->msg, sizeof b->msg, "%s", kb_ipcq_errmsg(b->t->q[1]));
+    b->second = kb_ipcq_recv(b->t->q[1], "W", buf, sizeof buf, NULL);
+}
+
+static void unwired_receiver(struct sim *s, void *arg)
+{
+    (void)s;
+    struct big *b = arg;
+    b->first = kb_ipcq_recv(b->t->q[1], "child_left", NULL, 16, NULL);
+    snprintf(b->msg, sizeof b->msg, "%s", kb_ipcq_errmsg(b->t->q[1]));
+}
+
+TEST(errors)
+{
+    struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+    struct tsys *t = tsys_new(3, KB_MEM_TCM, false, &qp);
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+    ASSERT_TRUE(kb_ipcq_wired(t->q[0], "E", true));
+    ASSERT_TRUE(!kb_ipcq_wired(t->q[0], "E", false));
+    ASSERT_TRUE(kb_ipcq_wired(t->q[1], "W", false));
+    /* each side of a direction is wired once */
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[2], "W"), SIM_EINVAL);
+    ASSERT_STREQ(kb_ipcq_errmsg(t->q[0]),
+                 "direction 'E' of 'pe0' is already wired for sending");
+    ASSERT_EQ(kb_ipcq_wire(t->q[2], "E", t->q[1], "W"), SIM_EINVAL);
+    ASSERT_STREQ(kb_ipcq_errmsg(t->q[2]),
+                 "direction 'W' of 'pe1' is already wired for receiving");
+    /* the reverse direction of a wired name is still free */
+    ASSERT_EQ(kb_ipcq_wire(t->q[1], "W", t->q[0], "E"), 0);
+
+    struct big b = {t, 0, 0, ""};
+    sim_thread(t->s, "send", big_sender, &b, 0);
+    sim_thread(t->s, "recv", big_receiver, &b, 0);
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(b.first, SIM_EINVAL);
+    ASSERT_STREQ(b.msg, "message of 5000 bytes on direction 'W' of 'pe1' is "
+                        "larger than the 4096 bytes asked for");
+    ASSERT_EQ(b.second, 5000); /* the message stayed queued */
+
+    sim_thread(t->s, "recv2", unwired_receiver, &b, 0);
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(b.first, SIM_EINVAL);
+    ASSERT_STREQ(b.msg, "recv on direction 'child_left' of 'pe1', which is not "
+                        "wired");
+    ASSERT_EQ(kb_ipcq_send(t->q[2], "N", "x", 1, NULL), SIM_EINVAL);
+    ASSERT_STREQ(kb_ipcq_errmsg(t->q[2]),
+                 "send on direction 'N' of 'pe2', which is not wired");
+    ASSERT_EQ(kb_ipcq_send(t->q[0], "E", "x", 1, NULL), SIM_EPERM);
+    ASSERT_EQ(kb_ipcq_get_stats(t->q[0], "S", &(struct kb_ipcq_stats){0}),
+              SIM_EINVAL);
+
+    /* rings that do not match; parameters */
+    char err[200] = "";
+    struct kb_ipcq_params small = {2, 4096, KB_IPCQ_SLEEP, 0, 16};
+    struct kb_ipcq *q9 = kb_ipcq_new(t->s, "pe9", t->dma[2], t->mem[2][0],
+                                     t->mem_node[2][0], &small, err, sizeof err);
+    ASSERT_EQ(kb_ipcq_wire(t->q[2], "global_E", q9, "global_W"), SIM_EINVAL);
+    ASSERT_STREQ(kb_ipcq_errmsg(t->q[2]), "cannot wire 'pe2' 'global_E' to 'pe9' "
+                 "'global_W': rings of 4 x 4096 and 2 x 4096 bytes");
+    kb_ipcq_free(q9);
+    struct kb_ipcq_params bad = {4, 4096, KB_IPCQ_POLL, 0, 16};
+    ASSERT_TRUE(kb_ipcq_new(t->s, "pe8", t->dma[2], t->mem[2][0],
+                            t->mem_node[2][0], &bad, err, sizeof err) == NULL);
+    ASSERT_STREQ(err, "ipcq of 'pe8': poll interval must be >= 0.001 ns, got 0");
+    bad = (struct kb_ipcq_params){0, 4096, KB_IPCQ_SLEEP, 0, 16};
+    ASSERT_TRUE(kb_ipcq_new(t->s, "pe8", t->dma[2], t->mem[2][0],
+                            t->mem_node[2][0], &bad, err, sizeof err) == NULL);
+    ASSERT_STREQ(err, "ipcq of 'pe8': slots must be >= 1, got 0");
+    /* a ring that does not fit its memory */
+    struct kb_ipcq_params huge = {200, 4096, KB_IPCQ_SLEEP, 0, 16};
+    struct kb_ipcq *h1 = kb_ipcq_new(t->s, "h1", t->dma[2], t->mem[2][0],
+                                     t->mem_node[2][0], &huge, NULL, 0);
+    ASSERT_EQ(kb_ipcq_wire(h1, "E", h1, "W"), SIM_ENOMEM);
+    ASSERT_CONTAINS(kb_ipcq_errmsg(h1), "rx ring of 'h1' 'W': ");
+    kb_ipcq_free(h1);
+    tsys_free(t);
+}
+
+TEST_MAIN(fifth_send_blocks_sleep, fifth_send_blocks_poll,
+          slot_cost_per_buffer_kind, ping_pong_latency,
+          data_and_metadata_visible_together, split_messages_and_timing_only,
+          errors)
