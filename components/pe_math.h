@@ -2,12 +2,14 @@
  * (add, sub, mul, div, maximum, minimum, fma, clamp, exp, log, softmax,
  * cdiv, sum) on real f16, bf16 and f32 values
  *
- * Values: every element is computed from the exact (widened) operand values
- * and rounded once, to nearest even, to the operands' dtype. For add, sub,
- * mul and div this is bit for bit what an f32 ALU followed by a rounding to
- * f16 or bf16 gives (f32 carries at least 2p+2 bits of a p-bit type, so the
- * double rounding is harmless); fma is fused (one rounding). exp, log and
- * softmax are evaluated in double and rounded once; sum accumulates in
+ * Values: every element is computed in double from the exact (widened)
+ * operand values and rounded, to nearest even, to the operands' dtype. For
+ * add, sub, mul and div that is the correctly rounded result, bit for bit
+ * what an f32 ALU followed by a rounding to f16 or bf16 gives (each wider
+ * type carries at least 2p+2 bits of the narrower p-bit one, so these double
+ * roundings are harmless); fma is fused (fmaf for f32; for f16 and bf16 a
+ * double fma, exact while the result is inside the type's range). exp, log
+ * and softmax are evaluated in double and rounded once; sum accumulates in
  * double, in index order, and rounds once.
  *
  * Timing (stated in pe_math.c): an op streams its vectors through a
