@@ -383,8 +383,11 @@ int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
     int rc = 0;
     do {
         uint64_t len = bytes - off < c->size ? bytes - off : c->size;
-        if ((rc = take_credit(q, c)) < 0)
+        if ((rc = take_credit(q, c)) < 0) {
+            rc = seterr(q, rc, "send on direction '%s' of '%s' cannot wait for "
+                        "a credit outside a thread process", dir, q->name);
             break;
+        }
         uint32_t i = (uint32_t)(c->tail % c->n);
         uint64_t at = (uint64_t)i * c->size;
         if (copy && kb_mem_write(q->buf, c->tx_base + at,
@@ -467,8 +470,12 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
         uint64_t len = sl->bytes;
         if ((rc = kb_mem_access(q->buf, addr, len, false)) < 0 ||
             (q->n_read_links &&
-             (rc = kb_fabric_transfer(f, q->read_links, q->n_read_links, len)) < 0))
+             (rc = kb_fabric_transfer(f, q->read_links, q->n_read_links, len)) < 0)) {
+            if (rc != SIM_EPERM)
+                rc = seterr(q, rc, "recv on direction '%s' of '%s': %s", dir,
+                            q->name, kb_fabric_errmsg(f));
             break;
+        }
         if (copy && kb_mem_read(q->buf, addr, (unsigned char *)out + got, len) < 0) {
             rc = seterr(q, SIM_EINVAL, "%s", kb_mem_errmsg(q->buf));
             break;
@@ -487,6 +494,9 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
         c->st.recv_busy_ps += sim_now(s) - t_r;
     } while (rc >= 0 && got < total);
     c->receiving = false;
+    if (rc == SIM_EPERM)
+        return seterr(q, rc, "recv on direction '%s' of '%s' cannot wait "
+                      "outside a thread process", dir, q->name);
     if (rc < 0)
         return rc;
     c->st.rx_messages++;

@@ -630,7 +630,31 @@ TEST(errors)
     tsys_free(t);
 }
 
+static void five_sends(struct sim *s, void *arg)
+{
+    (void)s;
+    struct kb_ipcq *q = arg;
+    for (int i = 0; i < 5; i++)
+        kb_ipcq_send(q, "E", NULL, 64, NULL);
+}
+
+TEST(sleeping_sender_without_receiver_deadlocks)
+{
+    struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+    struct tsys *t = tsys_new(2, KB_MEM_TCM, false, &qp);
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+    sim_thread(t->s, "sender", five_sends, t->q[0], 0);
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_EDEADLOCK);
+    ASSERT_CONTAINS(sim_errmsg(t->s), "sender");
+    ASSERT_CONTAINS(sim_errmsg(t->s), "pe0.ipcq.E.credit");
+    struct kb_ipcq_stats st;
+    kb_ipcq_get_stats(t->q[1], "W", &st);
+    ASSERT_EQ(st.occupancy_hwm, 4);
+    tsys_free(t);
+}
+
 TEST_MAIN(fifth_send_blocks_sleep, fifth_send_blocks_poll,
+          sleeping_sender_without_receiver_deadlocks,
           slot_cost_per_buffer_kind, ping_pong_latency,
           data_and_metadata_visible_together, split_messages_and_timing_only,
           errors)
