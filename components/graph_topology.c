@@ -92,7 +92,8 @@ static const struct kb_config_node *seq_of(struct kb_config *c, const struct kb_
         kb_config_error_at(c, root, "missing key '%s'", key);
         return NULL;
     }
-    if (n->kind != KB_CONFIG_SEQ) {
+    /* an empty Lua table reads as an empty map */
+    if (n->kind != KB_CONFIG_SEQ && !(n->kind == KB_CONFIG_MAP && n->n == 0)) {
         kb_config_error_at(c, n, "expected a list for '%s'", key);
         return NULL;
     }
@@ -239,7 +240,7 @@ int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *roo
             add_direction(c, g, where, item, what, b, a, &r);
     }
     free(where);
-    if (g->n_nodes && !g->n_pes && c->errors->n == before)
+    if (!g->n_pes && c->errors->n == before)
         kb_config_error_at(c, nodes, "the graph has no PE (mark nodes with 'pe: true')");
     for (size_t j = 0; j < g->n_links; j++)
         g->links[j].p.flit_bytes = (uint32_t)flit;

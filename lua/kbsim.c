@@ -184,6 +184,10 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     fclose(fp);
+    if (kb_check_config(&opt) != 0) {
+        free(set);
+        return EXIT_USAGE;
+    }
 
     char *out = NULL;
     if (opt.out == NULL)

@@ -1026,6 +1026,37 @@ static int l_outdir(lua_State *L)
     return 1;
 }
 
+/* ---- for lsystem.c ---------------------------------------------------- */
+
+struct sim *kb_checksim(lua_State *L, int i)
+{
+    return checksim(L, i)->s;
+}
+
+void kb_anchor(lua_State *L, int simidx, int validx)
+{
+    simidx = lua_absindex(L, simidx);
+    validx = lua_absindex(L, validx);
+    pushanchors(L, simidx);
+    lua_pushvalue(L, validx);
+    luaL_ref(L, -2);
+    lua_pop(L, 1);
+}
+
+void *kb_block_begin(lua_State *L, struct sim *s, const char *what)
+{
+    struct lproc *lp = current(L, true, what);
+    if (lp->owner->s != s)
+        luaL_error(L, "%s: the system belongs to another simulation", what);
+    return lp;
+}
+
+void kb_block_end(void *proc)
+{
+    struct lproc *lp = proc;
+    lp->owner->cur = lp;
+}
+
 /* ---- registration ---------------------------------------------------- */
 
 static const luaL_Reg sim_methods[] = {
@@ -1109,6 +1140,7 @@ int luaopen_kbsim(lua_State *L)
         default_options(L);
     }
     lua_setfield(L, -2, "options");
+    kb_open_system(L);
     return 1;
 }
 

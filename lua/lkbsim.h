@@ -39,4 +39,26 @@ int kb_pcall(lua_State *L, int nargs, int nresults);
 /* Number of kb.check calls that failed so far in this Lua state. */
 long kb_failed_checks(lua_State *L);
 
+/* Checks the configuration the command line names before any script runs:
+ * the topology (configs/topology.yaml, the --topology file over it, a
+ * graph file as it is) and every --set key against the topology and ccl
+ * schemas. Prints each problem as "file:line:col: problem" on stderr and
+ * returns 2, else 0. */
+int kb_check_config(const struct kb_options *opt);
+
+/* ---- for the binding's own files (lsystem.c) ------------------------- */
+
+/* The kernel of the open kbsim.sim at index i (an error otherwise). */
+struct sim *kb_checksim(lua_State *L, int i);
+/* Keeps the value at validx alive as long as the simulation at simidx. */
+void kb_anchor(lua_State *L, int simidx, int validx);
+/* Before a blocking C call: the running Lua thread process of simulation
+ * s, or an error naming `what`. Pass the result to kb_block_end once the
+ * call has returned (other processes ran meanwhile). */
+void *kb_block_begin(lua_State *L, struct sim *s, const char *what);
+void kb_block_end(void *proc);
+/* Adds kb.system and the kbsim.system type to the module table on top
+ * of the stack (lsystem.c). */
+void kb_open_system(lua_State *L);
+
 #endif

@@ -3,7 +3,7 @@ local kb = require("kbsim")
 local o = kb.options
 kb.check(o.out == "results/x", "out " .. tostring(o.out))
 kb.check(o.jobs == 3, "jobs")
-kb.check(o.set.a == "1" and o.set.b == "x=y", "set")
+kb.check(o.set["sips.count"] == "4" and o.set["ccl.algorithm"] == "x=y", "set")
 kb.check(o.topology == "topo.yaml", "topology")
 kb.check(o.quiet == true, "quiet")
 kb.check(arg[0] == "options.lua" and arg[1] == "one" and arg[2] == "-two" and #arg == 2, "arg table")

@@ -1,0 +1,613 @@
+/* lsystem.c — Lua binding of systems: kb.system(sim, spec, opts) and the
+ * kbsim.system type (counts, PEs, neighbours, routed paths, transfers);
+ * the command line's configuration check
+ *
+ * A spec is nil (configs/topology.yaml, the --topology file, --set), the
+ * path of a YAML file (a topology laid over the defaults, or a graph), or
+ * a Lua table mirroring either. A table becomes a configuration tree whose
+ * nodes are located at the kb.system call's "file:line" plus their table
+ * path ("sips.count", "links[3].to"), so the schema's messages name both.
+ * --set overrides apply to every topology form, not to graphs.
+ *
+ * The system lives as long as its simulation (it is anchored there): its
+ * links are processes of that simulation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "ccl_schema.h"
+#include "graph_topology.h"
+#include "lkbsim.h"
+#include "system.h"
+#include "topology_schema.h"
+
+#define KB_SYSTEM "kbsim.system"
+#define TOPO_DEFAULTS KBSIM_CONFIG_DIR "/topology.yaml"
+#define CCL_DEFAULTS KBSIM_CONFIG_DIR "/ccl.yaml"
+
+struct lsys {
+    struct kb_system *sys; /* NULL once closed */
+};
+
+/* ---- Lua table -> configuration tree ------------------------------------ */
+
+static void append(struct kb_config_node *seq, struct kb_config_node *kid)
+{
+    if (seq->n == seq->cap) {
+        size_t cap = seq->cap ? 2 * seq->cap : 8;
+        struct kb_config_node **k = realloc(seq->kids, cap * sizeof *k);
+        if (!k)
+            abort();
+        seq->kids = k;
+        seq->cap = cap;
+    }
+    seq->kids[seq->n++] = kid;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The value at idx as a node located at "where: path". Tables with keys
+ * 1..n only are sequences, others maps with string keys (read in sorted
+ * order, so messages come in a stable order); an empty table is a map. */
+static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int idx,
+                                       const char *where, const char *path, int depth)
+{
+    idx = lua_absindex(L, idx);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s: %s", where, *path ? path : "system table");
+    const char *file = kb_config_strdup(c, buf, strlen(buf));
+    int t = lua_type(L, idx);
+    if (t == LUA_TTABLE) {
+        if (depth >= KB_CONFIG_MAX_DEPTH) {
+            kb_config_error_loc(c, file, 0, 0, "nested deeper than %d levels (a cycle?)",
+                                KB_CONFIG_MAX_DEPTH);
+            return kb_config_new_node(c, KB_CONFIG_MAP, file, 0, 0);
+        }
+        luaL_checkstack(L, 4, "configuration table");
+        lua_Integer len = (lua_Integer)lua_rawlen(L, idx), count = 0;
+        bool all_ints = true;
+        for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
+            count++;
+            all_ints &= lua_isinteger(L, -2) != 0;
+        }
+        char sub[512];
+        if (count > 0 && all_ints && count == len) {
+            struct kb_config_node *seq = kb_config_new_node(c, KB_CONFIG_SEQ, file, 0, 0);
+            for (lua_Integer i = 1; i <= len; i++) {
+                lua_rawgeti(L, idx, i);
+                snprintf(sub, sizeof sub, "%s[%lld]", path, (long long)i);
+                append(seq, from_lua(L, c, -1, where, sub, depth + 1));
+                lua_pop(L, 1);
+            }
+            return seq;
+        }
+        struct kb_config_node *map = kb_config_new_node(c, KB_CONFIG_MAP, file, 0, 0);
+        const char **keys = calloc((size_t)count + 1, sizeof *keys);
+        size_t n = 0;
+        if (!keys)
+            abort();
+        for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
+            if (lua_type(L, -2) != LUA_TSTRING) {
+                kb_config_error_loc(c, file, 0, 0, "a key of type %s (names are strings)",
+                                    luaL_typename(L, -2));
+                continue;
+            }
+            size_t kl;
+            const char *k = lua_tolstring(L, -2, &kl);
+            keys[n++] = kb_config_strdup(c, k, kl);
+        }
+        qsort(keys, n, sizeof *keys, cmp_str);
+        for (size_t i = 0; i < n; i++) {
+            lua_getfield(L, idx, keys[i]);
+            snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", keys[i]);
+            kb_config_map_set(c, map, keys[i], from_lua(L, c, -1, where, sub, depth + 1));
+            lua_pop(L, 1);
+        }
+        free(keys);
+        return map;
+    }
+    struct kb_config_node *s = kb_config_new_node(c, KB_CONFIG_SCALAR, file, 0, 0);
+    switch (t) {
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx))
+            snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, idx));
+        else
+            snprintf(buf, sizeof buf, "%.17g", (double)lua_tonumber(L, idx));
+        s->text = kb_config_strdup(c, buf, strlen(buf));
+        break;
+    case LUA_TBOOLEAN:
+        s->text = lua_toboolean(L, idx) ? "true" : "false";
+        break;
+    case LUA_TSTRING: {
+        size_t len;
+        const char *v = lua_tolstring(L, idx, &len);
+        s->text = kb_config_strdup(c, v, len);
+        s->quoted = true; /* "8" stays a string, as in YAML */
+        break;
+    }
+    default:
+        kb_config_error_loc(c, file, 0, 0, "a %s is not a configuration value",
+                            luaL_typename(L, idx));
+    }
+    return s;
+}
+
+/* ---- building ------------------------------------------------------------ */
+
+/* kb.options.set as "KEY=VALUE" strings, sorted (the options table is a
+ * map); the strings live in a table left on the stack. */
+static const char **option_sets(lua_State *L, size_t *n)
+{
+    lua_getfield(L, lua_upvalueindex(1), "options");
+    lua_getfield(L, -1, "set");
+    lua_remove(L, -2);
+    lua_newtable(L); /* keeps the strings */
+    *n = 0;
+    if (lua_type(L, -2) == LUA_TTABLE)
+        for (lua_pushnil(L); lua_next(L, -3); lua_pop(L, 1))
+            if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+                const char *k = lua_tostring(L, -2), *v = lua_tostring(L, -1);
+                lua_pushfstring(L, "%s=%s", k, v);
+                lua_rawseti(L, -4, (lua_Integer)++*n);
+            }
+    const char **v = lua_newuserdatauv(L, (*n + 1) * sizeof *v, 0);
+    for (size_t i = 0; i < *n; i++) {
+        lua_rawgeti(L, -2, (lua_Integer)i + 1);
+        v[i] = lua_tostring(L, -1);
+        lua_pop(L, 1);
+    }
+    qsort(v, *n, sizeof *v, cmp_str);
+    return v;
+}
+
+/* Everything a build needs, freed in one place whatever happened. */
+struct build {
+    struct kb_config_errors errs;
+    struct kb_config c;
+    struct kb_topology_cfg topo;
+    struct kb_graph_cfg graph;
+    bool is_graph;
+};
+
+/* Reads the spec at index `spec` (nil, path, table) into b. Returns 0 or
+ * -1 with the problems in b->errs. */
+static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
+                     const char *const *sets, size_t n_sets)
+{
+    struct kb_config *c = &b->c;
+    const char *path = NULL;
+    if (lua_isnoneornil(L, spec)) {
+        lua_getfield(L, lua_upvalueindex(1), "options");
+        lua_getfield(L, -1, "topology");
+        path = lua_tostring(L, -1); /* the options table keeps it */
+        lua_pop(L, 2);
+    } else if (lua_type(L, spec) == LUA_TSTRING) {
+        path = lua_tostring(L, spec);
+    }
+    struct kb_config_node *user = NULL;
+    if (path) {
+        user = kb_config_parse_file(c, path);
+        if (!user)
+            return -1;
+    } else if (lua_type(L, spec) == LUA_TTABLE) {
+        user = from_lua(L, c, spec, where, "", 0);
+    }
+    struct kb_config_node *root = kb_config_parse_file(c, TOPO_DEFAULTS);
+    if (b->errs.n)
+        return -1;
+    b->is_graph = kb_graph_tree_is_graph(user);
+    if (b->is_graph) {
+        /* the graph's PEs take their TCM and flit size from the topology */
+        kb_config_apply_sets(c, root, kb_topo_schema(), sets, n_sets, true);
+        if (kb_topo_cfg_from_tree(c, root, &b->topo) < 0)
+            return -1;
+        return kb_graph_cfg_from_tree(c, user, (unsigned)b->topo.flit_bytes, &b->graph);
+    }
+    if (user && user->kind != KB_CONFIG_MAP) {
+        kb_config_expect_map(c, user, "the top level");
+        return -1;
+    }
+    root = kb_config_merge(c, root, user);
+    kb_config_apply_sets(c, root, kb_topo_schema(), sets, n_sets, true);
+    return kb_topo_cfg_from_tree(c, root, &b->topo) < 0 || b->errs.n ? -1 : 0;
+}
+
+/* "file:line" of the innermost Lua function calling (through pcall and
+ * other C functions), where the spec table was most likely written. */
+static void script_place(lua_State *L, char *buf, size_t len)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            snprintf(buf, len, "%s:%d", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+    snprintf(buf, len, "kb.system");
+}
+
+/* kb.system(sim, spec, {timing_only = bool}) -> system */
+static int l_system(lua_State *L)
+{
+    struct sim *s = kb_checksim(L, 1);
+    lua_settop(L, 3); /* fixed places for spec and opts below what we push */
+    int t = lua_type(L, 2);
+    luaL_argexpected(L, t == LUA_TNIL || t == LUA_TSTRING || t == LUA_TTABLE,
+                     2, "nil, a file name or a table");
+    struct kb_system_opts opts = {false};
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        for (lua_pushnil(L); lua_next(L, 3); lua_pop(L, 1)) {
+            const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+            if (strcmp(k, "timing_only") != 0)
+                return luaL_error(L, "kb.system: unknown option '%s' (expected timing_only)",
+                                  k);
+            opts.timing_only = lua_toboolean(L, -1);
+        }
+    }
+    char where[256];
+    script_place(L, where, sizeof where);
+    size_t n_sets;
+    const char **sets = option_sets(L, &n_sets);
+
+    struct lsys *h = lua_newuserdatauv(L, sizeof *h, 1);
+    h->sys = NULL;
+    luaL_setmetatable(L, KB_SYSTEM);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, 1);
+
+    struct build *b = calloc(1, sizeof *b);
+    if (!b)
+        return luaL_error(L, "kb.system: out of memory");
+    kb_config_errors_init(&b->errs);
+    kb_config_init(&b->c, &b->errs);
+    char err[512] = "";
+    if (read_spec(L, b, 2, where, sets, n_sets) == 0) {
+        h->sys = b->is_graph ? kb_system_new_graph(s, &b->graph, &b->topo, &opts, err, sizeof err)
+                             : kb_system_new(s, &b->topo, &opts, err, sizeof err);
+    }
+    luaL_Buffer msg;
+    luaL_buffinit(L, &msg);
+    for (size_t i = 0; i < b->errs.n; i++) {
+        luaL_addstring(&msg, b->errs.msgs[i]);
+        if (i + 1 < b->errs.n)
+            luaL_addchar(&msg, '\n');
+    }
+    if (!b->errs.n && !h->sys)
+        luaL_addstring(&msg, err);
+    kb_graph_cfg_release(&b->graph);
+    kb_config_release(&b->c);
+    kb_config_errors_release(&b->errs);
+    free(b);
+    luaL_pushresult(&msg);
+    if (!h->sys)
+        return lua_error(L);
+    lua_pop(L, 1);
+    kb_anchor(L, 1, -1);
+    return 1;
+}
+
+/* ---- kbsim.system -------------------------------------------------------- */
+
+static struct lsys *checksys(lua_State *L, int i)
+{
+    struct lsys *h = luaL_checkudata(L, i, KB_SYSTEM);
+    if (!h->sys)
+        luaL_error(L, "attempt to use a closed system");
+    lua_getiuservalue(L, i, 1);
+    kb_checksim(L, -1);
+    lua_pop(L, 1);
+    return h;
+}
+
+static int checkrank(lua_State *L, struct lsys *h, int i)
+{
+    lua_Integer r = luaL_checkinteger(L, i);
+    struct kb_system_counts n;
+    kb_system_get_counts(h->sys, &n);
+    if (r < 0 || r >= n.pes)
+        luaL_argerror(L, i, lua_pushfstring(L, "no PE of rank %I (ranks 0..%d)", r, n.pes - 1));
+    return (int)r;
+}
+
+/* A node given as a PE rank or a fabric node name. */
+static int checknode(lua_State *L, struct lsys *h, int i)
+{
+    if (lua_type(L, i) == LUA_TSTRING) {
+        const char *name = lua_tostring(L, i);
+        int node = kb_fabric_find_node(kb_system_fabric(h->sys), name);
+        if (node < 0)
+            luaL_argerror(L, i, lua_pushfstring(L, "no node '%s'", name));
+        return node;
+    }
+    return kb_system_pe(h->sys, checkrank(L, h, i))->node;
+}
+
+static void setint(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static int sys_counts(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    struct kb_system_counts n;
+    kb_system_get_counts(h->sys, &n);
+    lua_createtable(L, 0, 5);
+    setint(L, "sips", n.sips);
+    setint(L, "cubes", n.cubes);
+    setint(L, "pes", n.pes);
+    setint(L, "nodes", n.nodes);
+    setint(L, "links", n.links);
+    return 1;
+}
+
+/* sys:pe(rank) -> {rank, sip, cube, local_pe, name, hbm, sram} */
+static int sys_pe(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    const struct kb_pe *pe = kb_system_pe(h->sys, checkrank(L, h, 2));
+    struct kb_fabric *f = kb_system_fabric(h->sys);
+    lua_createtable(L, 0, 7);
+    setint(L, "rank", pe->rank);
+    if (pe->sip >= 0) {
+        setint(L, "sip", pe->sip);
+        setint(L, "cube", pe->cube);
+    }
+    setint(L, "local_pe", pe->local_pe);
+    lua_pushstring(L, pe->name);
+    lua_setfield(L, -2, "name");
+    if (pe->hbm_node >= 0) {
+        lua_pushstring(L, kb_fabric_node_name(f, pe->hbm_node));
+        lua_setfield(L, -2, "hbm");
+    }
+    if (pe->sram_node >= 0) {
+        lua_pushstring(L, kb_fabric_node_name(f, pe->sram_node));
+        lua_setfield(L, -2, "sram");
+    }
+    return 1;
+}
+
+/* sys:neighbor(rank, dir) -> rank or nil */
+static int sys_neighbor(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    int rank = checkrank(L, h, 2);
+    const char *dir = luaL_checkstring(L, 3);
+    int d = kb_system_dir_parse(dir);
+    if (d < 0)
+        return luaL_argerror(L, 3, lua_pushfstring(L, "unknown direction '%s' (N, S, E, W, "
+                                                      "global_N, global_S, global_E, global_W)",
+                                                   dir));
+    int r = kb_system_neighbor(h->sys, rank, (enum kb_system_dir)d);
+    if (r < 0)
+        lua_pushnil(L);
+    else
+        lua_pushinteger(L, r);
+    return 1;
+}
+
+static uint64_t checkbytes(lua_State *L, int i)
+{
+    lua_Integer b = luaL_checkinteger(L, i);
+    luaL_argcheck(L, b >= 0, i, "bytes must be >= 0");
+    return (uint64_t)b;
+}
+
+/* path.latency_ns(bytes): upvalues system, source node, destination node */
+static int path_latency(lua_State *L)
+{
+    struct lsys *h = checksys(L, lua_upvalueindex(1));
+    int a = (int)lua_tointeger(L, lua_upvalueindex(2));
+    int b = (int)lua_tointeger(L, lua_upvalueindex(3));
+    sim_time t = kb_system_path_time(h->sys, a, b, checkbytes(L, 1));
+    if (t == SIM_FOREVER)
+        return luaL_error(L, "%s", kb_system_errmsg(h->sys));
+    lua_pushnumber(L, (lua_Number)t / 1000.0);
+    return 1;
+}
+
+/* sys:path(a, b) -> {hops, nodes = {names}, links = {names},
+ * latency_ns = function(bytes)}; a and b are ranks or node names */
+static int sys_path(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    int a = checknode(L, h, 2), b = checknode(L, h, 3);
+    int max = kb_system_max_hops(h->sys);
+    int *links = lua_newuserdatauv(L, ((size_t)max + 1) * sizeof *links, 0);
+    int k = kb_system_route(h->sys, a, b, links, max);
+    if (k < 0)
+        return luaL_error(L, "%s", kb_system_errmsg(h->sys));
+    struct kb_fabric *f = kb_system_fabric(h->sys);
+    lua_createtable(L, 0, 4);
+    setint(L, "hops", k);
+    lua_createtable(L, k + 1, 0);
+    lua_pushstring(L, kb_fabric_node_name(f, a));
+    lua_rawseti(L, -2, 1);
+    for (int i = 0; i < k; i++) {
+        lua_pushstring(L, kb_fabric_node_name(f, kb_fabric_link_dst(f, links[i])));
+        lua_rawseti(L, -2, i + 2);
+    }
+    lua_setfield(L, -2, "nodes");
+    lua_createtable(L, k, 0);
+    for (int i = 0; i < k; i++) {
+        lua_pushstring(L, kb_link_name(kb_fabric_link(f, links[i])));
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "links");
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, a);
+    lua_pushinteger(L, b);
+    lua_pushcclosure(L, path_latency, 3);
+    lua_setfield(L, -2, "latency_ns");
+    return 1;
+}
+
+static int sys_describe(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    char buf[1024];
+    kb_system_describe(h->sys, buf, sizeof buf);
+    lua_pushstring(L, buf);
+    return 1;
+}
+
+static uint64_t optaddr(lua_State *L, int opts, const char *key)
+{
+    if (lua_isnoneornil(L, opts))
+        return 0;
+    luaL_checktype(L, opts, LUA_TTABLE);
+    lua_getfield(L, opts, key);
+    int isint;
+    lua_Integer v = lua_tointegerx(L, -1, &isint);
+    if (!lua_isnil(L, -1) && (!isint || v < 0))
+        luaL_error(L, "bad '%s' (non-negative integer expected)", key);
+    lua_pop(L, 1);
+    return (uint64_t)v;
+}
+
+/* sys:transfer(a, b, bytes, {src_addr=, dst_addr=}) -> ns taken; from a
+ * thread process: TCM of rank a to TCM of rank b along the routed path */
+static int sys_transfer(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    int a = checkrank(L, h, 2), b = checkrank(L, h, 3);
+    uint64_t bytes = checkbytes(L, 4);
+    uint64_t sa = optaddr(L, 5, "src_addr"), da = optaddr(L, 5, "dst_addr");
+    struct sim *s = kb_fabric_sim(kb_system_fabric(h->sys));
+    void *proc = kb_block_begin(L, s, "sys:transfer");
+    sim_time t0 = sim_now(s);
+    int rc = kb_system_transfer(h->sys, a, sa, b, da, bytes);
+    kb_block_end(proc);
+    if (rc < 0)
+        return luaL_error(L, "sys:transfer: %s", kb_system_errmsg(h->sys));
+    lua_pushnumber(L, (lua_Number)(sim_now(s) - t0) / 1000.0);
+    return 1;
+}
+
+/* sys:tcm_write(rank, addr, string) and sys:tcm_read(rank, addr, n):
+ * contents only, no time passes */
+static int sys_tcm_write(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    const struct kb_pe *pe = kb_system_pe(h->sys, checkrank(L, h, 2));
+    uint64_t addr = checkbytes(L, 3);
+    size_t len;
+    const char *v = luaL_checklstring(L, 4, &len);
+    if (kb_mem_write(pe->tcm, addr, v, len) < 0)
+        return luaL_error(L, "sys:tcm_write: %s", kb_mem_errmsg(pe->tcm));
+    return 0;
+}
+
+static int sys_tcm_read(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    const struct kb_pe *pe = kb_system_pe(h->sys, checkrank(L, h, 2));
+    uint64_t addr = checkbytes(L, 3), n = checkbytes(L, 4);
+    luaL_argcheck(L, n <= kb_mem_params(pe->tcm)->capacity, 4, "more bytes than the tcm has");
+    luaL_Buffer b;
+    char *p = luaL_buffinitsize(L, &b, (size_t)n);
+    if (kb_mem_read(pe->tcm, addr, p, n) < 0)
+        return luaL_error(L, "sys:tcm_read: %s", kb_mem_errmsg(pe->tcm));
+    luaL_pushresultsize(&b, (size_t)n);
+    return 1;
+}
+
+static int sys_close(lua_State *L)
+{
+    struct lsys *h = luaL_checkudata(L, 1, KB_SYSTEM);
+    if (!h->sys)
+        return 0;
+    if (kb_fabric_in_flight(kb_system_fabric(h->sys)))
+        return luaL_error(L, "attempt to close a system with transfers in flight");
+    kb_system_free(h->sys);
+    h->sys = NULL;
+    return 0;
+}
+
+static int sys_gc(lua_State *L)
+{
+    struct lsys *h = luaL_checkudata(L, 1, KB_SYSTEM);
+    kb_system_free(h->sys);
+    h->sys = NULL;
+    return 0;
+}
+
+static int sys_tostring(lua_State *L)
+{
+    struct lsys *h = luaL_checkudata(L, 1, KB_SYSTEM);
+    if (!h->sys) {
+        lua_pushliteral(L, "system (closed)");
+        return 1;
+    }
+    struct kb_system_counts n;
+    kb_system_get_counts(h->sys, &n);
+    lua_pushfstring(L, "system (%d PEs, %d nodes, %d links)", n.pes, n.nodes, n.links);
+    return 1;
+}
+
+static const luaL_Reg sys_methods[] = {
+    {"counts", sys_counts},       {"pe", sys_pe},           {"neighbor", sys_neighbor},
+    {"path", sys_path},           {"describe", sys_describe}, {"transfer", sys_transfer},
+    {"tcm_write", sys_tcm_write}, {"tcm_read", sys_tcm_read}, {"close", sys_close},
+    {NULL, NULL}};
+static const luaL_Reg sys_meta[] = {
+    {"__gc", sys_gc}, {"__close", sys_close}, {"__tostring", sys_tostring}, {NULL, NULL}};
+
+void kb_open_system(lua_State *L)
+{
+    luaL_newmetatable(L, KB_SYSTEM);
+    luaL_setfuncs(L, sys_meta, 0);
+    lua_newtable(L);
+    luaL_setfuncs(L, sys_methods, 0);
+    lua_setfield(L, -2, "__index");
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, l_system, 1); /* upvalue: the module, for kb.options */
+    lua_setfield(L, -2, "system");
+}
+
+/* ---- the command line's check ------------------------------------------- */
+
+int kb_check_config(const struct kb_options *opt)
+{
+    struct kb_config_errors errs;
+    kb_config_errors_init(&errs);
+    const char *const *sets = opt->set;
+    size_t n = (size_t)opt->nset;
+    struct kb_config_src topo_src = {.defaults_path = TOPO_DEFAULTS, .sets = sets,
+                                      .n_sets = n, .sets_foreign_ok = true};
+    struct kb_topology_cfg topo;
+    if (opt->topology) {
+        /* a graph file is checked as a graph, the defaults still take --set */
+        struct kb_config c;
+        kb_config_init(&c, &errs);
+        struct kb_config_node *root = kb_config_parse_file(&c, opt->topology);
+        bool graph = kb_graph_tree_is_graph(root);
+        kb_config_release(&c);
+        if (!errs.n && !graph)
+            topo_src.user_path = opt->topology;
+        if (!errs.n && kb_topo_cfg_load(&topo, &topo_src, &errs) == 0 && graph) {
+            struct kb_graph_cfg g;
+            if (kb_graph_cfg_load(&g, opt->topology, (unsigned)topo.flit_bytes, &errs) == 0)
+                kb_graph_cfg_release(&g);
+        }
+    } else {
+        kb_topo_cfg_load(&topo, &topo_src, &errs);
+    }
+    struct kb_config_src ccl_src = {.defaults_path = CCL_DEFAULTS, .sets = sets, .n_sets = n,
+                                     .sets_foreign_ok = true};
+    struct kb_ccl_cfg ccl;
+    kb_ccl_cfg_load(&ccl, &ccl_src, &errs);
+    const struct kb_config_key *schemas[] = {kb_topo_schema(), kb_ccl_schema()};
+    kb_config_check_sets(&errs, schemas, 2, sets, n);
+    int rc = errs.n ? 2 : 0;
+    kb_config_errors_print(&errs, stderr);
+    kb_config_errors_release(&errs);
+    return rc;
+}
