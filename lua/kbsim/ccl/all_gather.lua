@@ -1,0 +1,37 @@
+-- all_gather.lua — ring all-gather: every rank ends with all N inputs, rank order
+--
+-- Input: C elements per rank; output: N*C, chunk j = rank j's input.
+-- N-1 steps: pass on the chunk received last, take the west neighbour's.
+local tl = require("kbsim.tl")
+
+local function args(world_size, n_elem, opts)
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
+end
+
+local function wire(sys, ranks, _)
+  local n = #ranks
+  if n < 2 then return end
+  for i = 1, n do
+    tl.wire(sys, ranks[i], "E", ranks[i % n + 1], "W")
+  end
+end
+
+local function kernel(a, input, output)
+  local C, N, r = a.n_elem, a.world_size, tl.rank()
+  local cur = tl.load(input, 0, C)
+  tl.store(output, r * C, cur)
+  for s = 0, N - 2 do
+    local f = tl.recv_async("W", C, a.dtype)
+    tl.send("E", cur)
+    cur = tl.wait(f)
+    tl.store(output, ((r - s - 1) % N) * C, cur)
+  end
+end
+
+return {
+  name = "all_gather",
+  collective = "all_gather",
+  args = args,
+  wire = wire,
+  kernel = kernel,
+}

@@ -1,0 +1,85 @@
+-- kbsim/ccl/init.lua — the collective registry: algorithms by name, as ccl.yaml names them
+--
+-- An algorithm is lua/kbsim/ccl/NAME.lua (found on package.path, so a
+-- new file needs no registration) or a table given to register(). Each
+-- has the contract of docs/kernel_api.md: name, collective, args, wire,
+-- kernel, and optionally ranks(topology, world_size).
+local M = {}
+
+-- The algorithms that ship with kbsim, for messages listing known names.
+local BUILTIN = {
+  "all_gather", "all_to_all", "all_to_allv", "barrier", "broadcast", "lrab",
+  "mesh_allreduce", "reduce_scatter", "ring_allreduce", "ring_rs_ag_allreduce",
+  "tree_allreduce",
+}
+
+local registered = {}
+
+local COLLECTIVES = {
+  all_reduce = true, all_gather = true, reduce_scatter = true, all_to_all = true,
+  all_to_allv = true, broadcast = true, barrier = true,
+}
+
+local function validate(name, algo)
+  if type(algo) ~= "table" then
+    error(("algorithm '%s' is not a table"):format(name), 0)
+  end
+  for _, k in ipairs({"args", "wire", "kernel"}) do
+    if type(algo[k]) ~= "function" then
+      error(("algorithm '%s' has no function '%s'"):format(name, k), 0)
+    end
+  end
+  if not COLLECTIVES[algo.collective] then
+    error(("algorithm '%s': unknown collective '%s'"):format(name, tostring(algo.collective)), 0)
+  end
+  if algo.ranks ~= nil and type(algo.ranks) ~= "function" then
+    error(("algorithm '%s': 'ranks' must be a function"):format(name), 0)
+  end
+  return algo
+end
+
+-- Adds (or replaces) an algorithm under algo.name.
+function M.register(algo)
+  if type(algo) ~= "table" or type(algo.name) ~= "string" or algo.name == "" then
+    error("ccl.register needs a table with a name", 2)
+  end
+  registered[algo.name] = validate(algo.name, algo)
+  return algo
+end
+
+-- Every known name, sorted: the built-in ones and the registered ones.
+function M.known()
+  local set, list = {}, {}
+  for _, n in ipairs(BUILTIN) do set[n] = true end
+  for n in pairs(registered) do set[n] = true end
+  for n in pairs(set) do list[#list + 1] = n end
+  table.sort(list)
+  return list
+end
+
+-- The algorithm called `name`, or nil and a message. `where` ("file:line:col")
+-- says where the name was written.
+function M.find(name, where)
+  if registered[name] then return registered[name] end
+  if type(name) == "string" and name:match("^[%w_]+$") and name ~= "init" then
+    local path = package.searchpath("kbsim.ccl." .. name, package.path)
+    if path then
+      local algo = validate(name, require("kbsim.ccl." .. name))
+      registered[name] = algo
+      return algo
+    end
+  end
+  local msg = ("unknown algorithm '%s' (known: %s)"):format(tostring(name),
+    table.concat(M.known(), ", "))
+  if where then msg = where .. ": " .. msg end
+  return nil, msg
+end
+
+-- As find, raising the message.
+function M.get(name, where)
+  local algo, msg = M.find(name, where)
+  if not algo then error(msg, 0) end
+  return algo
+end
+
+return M

@@ -1,0 +1,39 @@
+-- reduce_scatter.lua — ring reduce-scatter: rank d ends with the sum of every rank's chunk d
+--
+-- Input: N*C elements per rank; output: C. Step s sends the partial sum
+-- of chunk r-s-1 east and adds the west neighbour's partial chunk r-s-2
+-- to this rank's own; after N-1 steps chunk r is complete here.
+local tl = require("kbsim.tl")
+
+local function args(world_size, n_elem, opts)
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
+end
+
+local function wire(sys, ranks, _)
+  local n = #ranks
+  if n < 2 then return end
+  for i = 1, n do
+    tl.wire(sys, ranks[i], "E", ranks[i % n + 1], "W")
+  end
+end
+
+local function kernel(a, input, output)
+  local C, N, r = a.n_elem, a.world_size, tl.rank()
+  local part = tl.load(input, ((r - 1) % N) * C, C)
+  for s = 0, N - 2 do
+    local inc = (r - s - 2) % N
+    local f = tl.recv_async("W", C, a.dtype)
+    tl.send("E", part)
+    local mine = tl.load(input, inc * C, C)
+    part = mine + tl.wait(f)
+  end
+  tl.store(output, 0, part)
+end
+
+return {
+  name = "reduce_scatter",
+  collective = "reduce_scatter",
+  args = args,
+  wire = wire,
+  kernel = kernel,
+}

@@ -1,0 +1,43 @@
+-- ring_allreduce.lua — flat ring all-reduce: N-1 pass-along rounds of whole tiles
+--
+-- Every round each PE sends the tile it holds east and receives its west
+-- neighbour's: acc += recv, current = recv. After N-1 rounds every PE has
+-- added every other PE's input once.
+local tl = require("kbsim.tl")
+
+local function args(world_size, n_elem, opts)
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
+end
+
+-- A one-way ring: rank i's E sends into rank i+1's W.
+local function wire(sys, ranks, _)
+  local n = #ranks
+  if n < 2 then return end
+  for i = 1, n do
+    tl.wire(sys, ranks[i], "E", ranks[i % n + 1], "W")
+  end
+end
+
+local function kernel(a, input, output)
+  local n = a.n_elem
+  local acc = tl.load(input, 0, n)
+  local cur = acc
+  for _ = 1, a.world_size - 1 do
+    -- the receive is posted first: a tile longer than the ring's slots
+    -- blocks its send until the neighbour drains it, and every PE sends
+    local f = tl.recv_async("W", n, a.dtype)
+    tl.send("E", cur)
+    local r = tl.wait(f)
+    acc = acc + r
+    cur = r
+  end
+  tl.store(output, 0, acc)
+end
+
+return {
+  name = "ring_allreduce",
+  collective = "all_reduce",
+  args = args,
+  wire = wire,
+  kernel = kernel,
+}
