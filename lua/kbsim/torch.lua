@@ -1,0 +1,739 @@
+-- kbsim/torch.lua — torch-like host API: sharded tensors in PE HBM, torch.distributed, spawn
+--
+--   local torch = require("kbsim.torch").new(sim, sys)
+--   local t = torch.zeros({1, 4096}, {dtype = "f32", placement = "column_wise"})
+--   t:copy_(torch.from_table(values, {dtype = "f32"}))
+--   torch.distributed.init_process_group{backend = "ahbm"}
+--   local rep = torch.distributed.all_reduce(t)
+--
+-- Host reads and writes take no simulated time. A collective launches its
+-- algorithm's kernel on every rank of the group, runs the simulation to
+-- the end and reports latency, bandwidths and a check against a host
+-- reference computed from the inputs before the run (docs/kernel_api.md).
+local kb = require("kbsim")
+local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
+
+local M = {}
+
+local DTYPE_BYTES = {f16 = 2, bf16 = 2, f32 = 4}
+
+-- Rounding to a binary float format with `mbits` mantissa bits, minimum
+-- normal exponent `emin` and largest finite value `max`, to nearest even,
+-- so the host reference rounds exactly as the PE's arithmetic does.
+local function rounder(mbits, emin, max)
+  return function(x)
+    if x ~= x or x == 0 or x == math.huge or x == -math.huge then return x end
+    local a = math.abs(x)
+    local e = math.floor(math.log(a, 2))
+    if 2.0 ^ e > a then e = e - 1 elseif 2.0 ^ (e + 1) <= a then e = e + 1 end
+    if e < emin then e = emin end
+    local q = 2.0 ^ (e - mbits)
+    local m = a / q
+    local r = math.floor(m)
+    local frac = m - r
+    if frac > 0.5 or (frac == 0.5 and r % 2 == 1) then r = r + 1 end
+    local v = r * q
+    if v > max then v = math.huge end
+    return x < 0 and -v or v
+  end
+end
+
+local ROUND = {
+  f32 = rounder(23, -126, 3.4028234663852886e38),
+  bf16 = rounder(7, -126, 3.3895313892515355e38),
+  f16 = rounder(10, -14, 65504.0),
+}
+-- Unit roundoff: the check's tolerance grows with it and the rank count.
+local EPS = {f32 = 2.0 ^ -23, bf16 = 2.0 ^ -7, f16 = 2.0 ^ -10}
+
+-- nccl-tests bus bandwidth factors.
+local BUS = {
+  all_reduce = function(n) return 2 * (n - 1) / n end,
+  all_gather = function(n) return (n - 1) / n end,
+  reduce_scatter = function(n) return (n - 1) / n end,
+  all_to_all = function(n) return (n - 1) / n end,
+  all_to_allv = function(n) return (n - 1) / n end,
+  broadcast = function() return 1 end,
+  barrier = function() return 0 end,
+}
+
+M.round = function(dtype, x) return ROUND[dtype](x) end
+
+local function checkdtype(dt, what)
+  if not DTYPE_BYTES[dt] then
+    error(("%s: unknown dtype '%s' (f16, bf16, f32)"):format(what, tostring(dt)), 3)
+  end
+  return dt
+end
+
+-- A nested table of numbers flattened row-major, with its shape.
+local function flatten(v, out, shape, depth)
+  if type(v) == "number" then
+    out[#out + 1] = v
+    return
+  end
+  if type(v) ~= "table" then
+    error(("from_table: expected numbers, got a %s"):format(type(v)), 4)
+  end
+  if shape[depth] == nil then shape[depth] = #v
+  elseif shape[depth] ~= #v then
+    error(("from_table: ragged table: %d entries where %d were expected"):format(#v, shape[depth]), 4)
+  end
+  for i = 1, #v do flatten(v[i], out, shape, depth + 1) end
+end
+
+-- The SIP/cube geometry of a system as the collectives need it, read from
+-- its counts and neighbour maps (nil for a graph). The SIP topology is
+-- recognised by where SIP 0's global links lead.
+local function topology_of(sys)
+  local c = sys:counts()
+  if c.sips == 0 then return nil end
+  local t = {sips = c.sips, cubes = c.cubes, pes = c.pes}
+  t.pes_per_cube = c.pes // c.cubes
+  t.cubes_per_sip = c.cubes // c.sips
+  local w, r = 1, 0
+  while true do
+    local e = sys:neighbor(r, "E")
+    if not e or sys:pe(e).sip ~= 0 or e == 0 then break end
+    w, r = w + 1, e
+  end
+  t.cube_w, t.cube_h = w, t.cubes_per_sip // w
+  local function sip_of(rank) return rank and sys:pe(rank).sip end
+  local function walk(dir)
+    local n, s = 1, sip_of(sys:neighbor(0, dir))
+    local r2 = sys:neighbor(0, dir)
+    while s and s ~= 0 do
+      n = n + 1
+      r2 = sys:neighbor(r2, dir)
+      s = sip_of(r2)
+    end
+    return n, s == 0
+  end
+  local sw, wrap_e = walk("global_E")
+  local sh, wrap_s = walk("global_S")
+  if sh == 1 and not sys:neighbor(0, "global_N") then
+    t.sip_topology = (sw > 1 and not wrap_e) and "mesh_2d_no_wrap" or "ring_1d"
+    if t.sip_topology == "ring_1d" then sw = c.sips end
+  else
+    t.sip_topology = (wrap_e or sw == 1) and (wrap_s or sh == 1) and "torus_2d" or "mesh_2d_no_wrap"
+  end
+  t.sip_w, t.sip_h = sw, sh
+  return t
+end
+M.topology_of = topology_of
+
+--------------------------------------------------------------------------
+-- Tensors
+
+local Tensor = {}
+Tensor.__index = Tensor
+
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+local function checkshape(shape, what)
+  if type(shape) == "number" then shape = {shape} end
+  if type(shape) ~= "table" or #shape == 0 then
+    error(("%s: shape must be a list of sizes"):format(what), 3)
+  end
+  for i, d in ipairs(shape) do
+    if math.type(d) ~= "integer" or d < 1 then
+      error(("%s: dimension %d must be a positive integer, got %s"):format(what, i, tostring(d)), 3)
+    end
+  end
+  return shape
+end
+
+-- The full tensor's flat index of element j of a shard (column_wise:
+-- the shard holds columns [k*cs, (k+1)*cs) of every row).
+local function full_index(t, k, j)
+  if t.placement == "replicate" then return j end
+  local cols = t.shape[#t.shape]
+  local cs = cols // #t.ranks
+  local row, col = j // cs, j % cs
+  return row * cols + k * cs + col
+end
+
+function Tensor:shard(rank)
+  local k = self.index[rank]
+  if not k then
+    error(("tensor has no shard on rank %s"):format(tostring(rank)), 2)
+  end
+  return {rank = rank, addr = self.addrs[k], n = self.shard_n, kind = "hbm", dtype = self.dtype}
+end
+
+-- One shard's values (host read, no time).
+function Tensor:shard_table(rank)
+  local s = self:shard(rank)
+  return tl.host_read(self.sys, rank, s.addr, self.dtype, s.n)
+end
+
+-- Writes one shard (host write, no time); values are rounded to the dtype.
+function Tensor:shard_copy_(rank, values)
+  local s = self:shard(rank)
+  if #values ~= s.n then
+    error(("shard_copy_: %d values for a shard of %d elements"):format(#values, s.n), 2)
+  end
+  tl.host_write(self.sys, rank, s.addr, self.dtype, values)
+  return self
+end
+
+-- The whole tensor, row-major (replicate: rank ranks[1]'s copy).
+function Tensor:to_table()
+  if self.placement == "replicate" then
+    return self:shard_table(self.ranks[1])
+  end
+  local out = {}
+  for k, r in ipairs(self.ranks) do
+    local v = self:shard_table(r)
+    for j = 1, #v do out[full_index(self, k - 1, j - 1) + 1] = v[j] end
+  end
+  return out
+end
+
+-- Copies a host tensor (from_table) or another tensor of the same size in.
+function Tensor:copy_(src)
+  local vals
+  if getmetatable(src) == Tensor then
+    vals = src:to_table()
+  elseif type(src) == "table" and src.host then
+    vals = src.values
+  else
+    error("copy_: source must be a tensor or torch.from_table(...)", 2)
+  end
+  if #vals ~= self.numel then
+    error(("copy_: source has %d elements, tensor %d"):format(#vals, self.numel), 2)
+  end
+  for k, r in ipairs(self.ranks) do
+    local shard = {}
+    for j = 0, self.shard_n - 1 do shard[j + 1] = vals[full_index(self, k - 1, j) + 1] end
+    tl.host_write(self.sys, r, self.addrs[k], self.dtype, shard)
+  end
+  return self
+end
+
+function Tensor:__tostring()
+  return ("tensor(%s, %s, %s over %d ranks)"):format(table.concat(self.shape, "x"), self.dtype,
+    self.placement, #self.ranks)
+end
+
+--------------------------------------------------------------------------
+-- torch.distributed
+
+-- Reads ccl.yaml (defaults, then `path` or ./ccl.yaml when present, then
+-- --set) through the binding's strict reader.
+local function load_ccl(path)
+  if not path then
+    local f = io.open("ccl.yaml", "r")
+    if f then f:close(); path = "ccl.yaml" end
+  end
+  return tl.ccl_config(path)
+end
+
+local function group_world(T, cfg, algo, name)
+  local entry = cfg.algorithms and cfg.algorithms[name]
+  local ws = entry and entry.world_size
+  if ws and ws > T.counts.pes then
+    error(("%s: world size %d of '%s' exceeds the %d PEs of the system")
+      :format(cfg.where or "ccl.yaml", ws, name, T.counts.pes), 0)
+  end
+  local ranks
+  if algo.ranks then
+    ranks = algo.ranks(T.topology, ws)
+  else
+    ws = ws or T.counts.pes
+    ranks = {}
+    for i = 0, ws - 1 do ranks[i + 1] = i end
+  end
+  return ranks
+end
+
+-- Wires an algorithm once per system: the same channel asked for again
+-- (another collective on the same ring, a second call) is already there,
+-- and a different one on a taken direction is an error naming both.
+local function wire_once(T, algo, ranks, a)
+  local raw = tl.wire
+  local seen = T.wired
+  local function memo(sys, x, dx, y, dy, ...)
+    local tx, rx = x .. ":" .. dx, y .. ":" .. dy
+    local want = tx .. ">" .. rx
+    if seen["tx " .. tx] == want and seen["rx " .. rx] == want then return end
+    if seen["tx " .. tx] or seen["rx " .. rx] then
+      error(("'%s' wants channel %s -> %s, but %s is taken by an earlier collective")
+        :format(algo.name, tx, rx, seen["tx " .. tx] and ("sending side " .. tx)
+          or ("receiving side " .. rx)), 0)
+    end
+    raw(sys, x, dx, y, dy, ...)
+    seen["tx " .. tx], seen["rx " .. rx] = want, want
+  end
+  tl.wire = memo
+  local ok, err = pcall(algo.wire, T.sys, ranks, a)
+  tl.wire = raw
+  if not ok then error(err, 0) end
+end
+
+-- Launches algo on ranks with args a, runs the simulation, and returns
+-- latency and per-rank times.
+local function execute(T, algo, ranks, a, input, output)
+  wire_once(T, algo, ranks, a)
+  local run = tl.launch(T.sys, ranks, algo.kernel, a, input, output)
+  T.sim:run()
+  local per = {}
+  for r, t in pairs(run:times()) do per[r] = t.exec_ns end
+  return run:latency_ns(), per
+end
+
+local function compare(T, out, ref, dtype, n_ranks)
+  local maxerr, maxref = 0, 0
+  for _, v in pairs(ref) do
+    for j = 1, #v do maxref = math.max(maxref, math.abs(v[j])) end
+  end
+  local tol = n_ranks * EPS[dtype] * math.max(maxref, 1)
+  if dtype == "f32" then tol = n_ranks * EPS.f32 * maxref end
+  local ok = true
+  for r, want in pairs(ref) do
+    local got = out:shard_table(r)
+    for j = 1, #want do
+      local e = math.abs((got[j] or 0 / 0) - want[j])
+      if e ~= e then e = math.huge end
+      if e > maxerr then maxerr = e end
+      if e > tol then ok = false end
+    end
+  end
+  return ok and "passed" or "failed", maxerr
+end
+
+local function report(T, name, coll, ranks, n_elem, bytes, lat, per, check, maxerr)
+  local n = #ranks
+  local algbw = lat > 0 and bytes / lat or 0
+  return {
+    algorithm = name, collective = coll, world_size = n, n_elem = n_elem, bytes = bytes,
+    latency_ns = lat, per_rank_ns = per, algbw_gbps = algbw,
+    busbw_gbps = algbw * BUS[coll](n), check = check, max_err = maxerr,
+  }
+end
+
+local function checktensor(x, what, ranks, n)
+  if getmetatable(x) ~= Tensor then
+    error(("%s must be a tensor"):format(what), 4)
+  end
+  for _, r in ipairs(ranks) do
+    if not x.index[r] then
+      error(("%s has no shard on rank %d of the process group"):format(what, r), 4)
+    end
+  end
+  if n and x.shard_n < n then
+    error(("%s: shards of %d elements, the collective needs %d"):format(what, x.shard_n, n), 4)
+  end
+end
+
+local function new_distributed(T)
+  local D = {}
+  local G -- the process group once initialised
+
+  local function group(what)
+    if not G then
+      error(("torch.distributed.%s: call init_process_group first"):format(what), 3)
+    end
+    return G
+  end
+
+  -- The algorithm for a collective: opts.algorithm, else (all_reduce) the
+  -- one ccl.yaml names, else the collective's own file.
+  local function pick(coll, opts)
+    local name = opts and opts.algorithm
+    local where
+    if not name then
+      if coll == "all_reduce" then name, where = G.cfg.algorithm, G.cfg.algorithm_where
+      else name = coll end
+    end
+    local algo = ccl.get(name, where)
+    if algo.collective ~= coll then
+      error(("%salgorithm '%s' is a %s, not a %s"):format(where and (where .. ": ") or "",
+        name, algo.collective, coll), 0)
+    end
+    return algo
+  end
+
+  local function args_for(algo, n_elem, dtype, extra)
+    local o = {dtype = dtype, topology = T.topology, buffer_kind = G.cfg.buffer_kind,
+               backpressure = G.cfg.backpressure}
+    for k, v in pairs(extra or {}) do o[k] = v end
+    return algo.args(#G.ranks, n_elem, o)
+  end
+
+  function D.init_process_group(o)
+    o = o or {}
+    if o.backend and o.backend ~= "ahbm" then
+      error(("init_process_group: unknown backend '%s' (ahbm)"):format(tostring(o.backend)), 2)
+    end
+    local cfg = load_ccl(o.config)
+    local algo = ccl.get(cfg.algorithm, cfg.algorithm_where)
+    G = {cfg = cfg, backend = "ahbm", algorithm = algo,
+         ranks = group_world(T, cfg, algo, cfg.algorithm), epoch = 0, barrier_state = {}}
+    G.index = {}
+    for i, r in ipairs(G.ranks) do G.index[r] = i - 1 end
+    return D
+  end
+
+  function D.is_initialized() return G ~= nil end
+  function D.get_backend() return group("get_backend").backend end
+  function D.get_world_size() return #group("get_world_size").ranks end
+  -- Inside torch.multiprocessing.spawn: the worker's rank; else 0.
+  function D.get_rank()
+    group("get_rank")
+    return T.current_rank or 0
+  end
+  function D.get_ranks() return group("get_ranks").ranks end
+  function D.get_config() return group("get_config").cfg end
+
+  local ops = {}
+
+  function ops.all_reduce(t, o)
+    o = o or {}
+    if o.op and o.op ~= "sum" then
+      error(("all_reduce: unsupported op '%s' (sum)"):format(tostring(o.op)), 0)
+    end
+    local ranks = G.ranks
+    checktensor(t, "all_reduce: tensor", ranks)
+    local n, dt = t.shard_n, t.dtype
+    local algo = pick("all_reduce", o)
+    local sum = {}
+    for _, r in ipairs(ranks) do
+      local v = t:shard_table(r)
+      for j = 1, n do sum[j] = (sum[j] or 0) + v[j] end
+    end
+    for j = 1, n do sum[j] = ROUND[dt](sum[j]) end
+    local ref = {}
+    for _, r in ipairs(ranks) do ref[r] = sum end
+    local a = args_for(algo, n, dt, o)
+    local lat, per = execute(T, algo, ranks, a, t, t)
+    local check, err = compare(T, t, ref, dt, #ranks)
+    return report(T, algo.name, "all_reduce", ranks, n, n * DTYPE_BYTES[dt], lat, per, check, err)
+  end
+
+  function ops.all_gather(out, inp, o)
+    local ranks, N = G.ranks, #G.ranks
+    checktensor(inp, "all_gather: input", ranks)
+    local C, dt = inp.shard_n, inp.dtype
+    checktensor(out, "all_gather: output", ranks, N * C)
+    local algo = pick("all_gather", o)
+    local cat = {}
+    for k, r in ipairs(ranks) do
+      local v = inp:shard_table(r)
+      for j = 1, C do cat[(k - 1) * C + j] = v[j] end
+    end
+    local ref = {}
+    for _, r in ipairs(ranks) do ref[r] = cat end
+    local lat, per = execute(T, algo, ranks, args_for(algo, C, dt, o), inp, out)
+    local check, err = compare(T, out, ref, dt, 1)
+    return report(T, algo.name, "all_gather", ranks, C, N * C * DTYPE_BYTES[dt], lat, per, check, err)
+  end
+
+  function ops.reduce_scatter(out, inp, o)
+    local ranks, N = G.ranks, #G.ranks
+    checktensor(inp, "reduce_scatter: input", ranks)
+    local dt = inp.dtype
+    if inp.shard_n % N ~= 0 then
+      error(("reduce_scatter: input shards of %d elements do not split over %d ranks")
+        :format(inp.shard_n, N), 0)
+    end
+    local C = inp.shard_n // N
+    checktensor(out, "reduce_scatter: output", ranks, C)
+    local algo = pick("reduce_scatter", o)
+    local sum = {}
+    for _, r in ipairs(ranks) do
+      local v = inp:shard_table(r)
+      for j = 1, N * C do sum[j] = (sum[j] or 0) + v[j] end
+    end
+    local ref = {}
+    for k, r in ipairs(ranks) do
+      local v = {}
+      for j = 1, C do v[j] = ROUND[dt](sum[(k - 1) * C + j]) end
+      ref[r] = v
+    end
+    local lat, per = execute(T, algo, ranks, args_for(algo, C, dt, o), inp, out)
+    local check, err = compare(T, out, ref, dt, N)
+    return report(T, algo.name, "reduce_scatter", ranks, C, N * C * DTYPE_BYTES[dt], lat, per,
+      check, err)
+  end
+
+  function ops.all_to_all(out, inp, o)
+    local ranks, N = G.ranks, #G.ranks
+    checktensor(inp, "all_to_all: input", ranks)
+    local dt = inp.dtype
+    if inp.shard_n % N ~= 0 then
+      error(("all_to_all: input shards of %d elements do not split over %d ranks")
+        :format(inp.shard_n, N), 0)
+    end
+    local C = inp.shard_n // N
+    checktensor(out, "all_to_all: output", ranks, N * C)
+    local algo = pick("all_to_all", o)
+    local src = {}
+    for k, r in ipairs(ranks) do src[k] = inp:shard_table(r) end
+    local ref = {}
+    for j, r in ipairs(ranks) do
+      local v = {}
+      for i = 1, N do
+        for e = 1, C do v[(i - 1) * C + e] = src[i][(j - 1) * C + e] end
+      end
+      ref[r] = v
+    end
+    local lat, per = execute(T, algo, ranks, args_for(algo, C, dt, o), inp, out)
+    local check, err = compare(T, out, ref, dt, 1)
+    return report(T, algo.name, "all_to_all", ranks, C, N * C * DTYPE_BYTES[dt], lat, per, check, err)
+  end
+
+  -- in_splits[i][j]: elements launch index i-1 sends to j-1; out_splits
+  -- must be its transpose (out_splits[j][i], what j receives from i).
+  function ops.all_to_allv(out, inp, out_splits, in_splits, o)
+    local ranks, N = G.ranks, #G.ranks
+    checktensor(inp, "all_to_allv: input", ranks)
+    local dt = inp.dtype
+    if type(in_splits) ~= "table" or #in_splits ~= N then
+      error(("all_to_allv: in_splits must be a %d x %d table"):format(N, N), 0)
+    end
+    local maxin, maxout = 0, 0
+    for i = 1, N do
+      local si, so = 0, 0
+      for j = 1, N do
+        local c = in_splits[i][j]
+        if out_splits and (type(out_splits[j]) ~= "table" or out_splits[j][i] ~= c) then
+          error(("all_to_allv: out_splits[%d][%d] = %s but in_splits[%d][%d] = %s")
+            :format(j - 1, i - 1, tostring(out_splits[j] and out_splits[j][i]), i - 1, j - 1,
+              tostring(c)), 0)
+        end
+        si = si + (c or 0)
+        so = so + (in_splits[j][i] or 0)
+      end
+      maxin, maxout = math.max(maxin, si), math.max(maxout, so)
+    end
+    local extra = {splits = in_splits}
+    for k, v in pairs(o or {}) do extra[k] = v end
+    local algo = pick("all_to_allv", extra)
+    local a = args_for(algo, maxin, dt, extra)
+    checktensor(inp, "all_to_allv: input", ranks, maxin)
+    checktensor(out, "all_to_allv: output", ranks, maxout)
+    local src = {}
+    for k, r in ipairs(ranks) do src[k] = inp:shard_table(r) end
+    local ref = {}
+    for j, r in ipairs(ranks) do
+      local v = {}
+      for i = 1, N do
+        local base = a.in_off[i][j]
+        for e = 1, in_splits[i][j] do v[#v + 1] = src[i][base + e] end
+      end
+      ref[r] = v
+    end
+    local lat, per = execute(T, algo, ranks, a, inp, out)
+    local check, err = compare(T, out, ref, dt, 1)
+    return report(T, algo.name, "all_to_allv", ranks, maxin, maxin * DTYPE_BYTES[dt], lat, per,
+      check, err)
+  end
+
+  function ops.broadcast(t, src, o)
+    local ranks = G.ranks
+    checktensor(t, "broadcast: tensor", ranks)
+    src = src or 0
+    if not G.index[ranks[(src or 0) + 1] or -1] then
+      error(("broadcast: source rank %s is not in 0..%d"):format(tostring(src), #ranks - 1), 0)
+    end
+    local n, dt = t.shard_n, t.dtype
+    local extra = {src = src}
+    for k, v in pairs(o or {}) do extra[k] = v end
+    local algo = pick("broadcast", extra)
+    local v = t:shard_table(ranks[src + 1])
+    local ref = {}
+    for _, r in ipairs(ranks) do ref[r] = v end
+    local lat, per = execute(T, algo, ranks, args_for(algo, n, dt, extra), t, t)
+    local check, err = compare(T, t, ref, dt, 1)
+    return report(T, algo.name, "broadcast", ranks, n, n * DTYPE_BYTES[dt], lat, per, check, err)
+  end
+
+  function ops.barrier(o)
+    local algo = pick("barrier", o)
+    G.epoch = G.epoch + 1
+    local a = args_for(algo, 0, "f32", {epoch = G.epoch, state = G.barrier_state})
+    local lat, per = execute(T, algo, G.ranks, a)
+    return report(T, algo.name, "barrier", G.ranks, 0, 0, lat, per, "skipped", 0)
+  end
+
+  -- Every collective: run it now, or inside spawn wait until every worker
+  -- has called it and run it once for all of them.
+  for name, fn in pairs(ops) do
+    D[name] = function(...)
+      group(name)
+      if T.spawn_yield then return T.spawn_yield(name, fn, ...) end
+      return fn(...)
+    end
+  end
+  return D
+end
+
+--------------------------------------------------------------------------
+-- torch.multiprocessing
+
+-- Workers are host coroutines; a collective is a rendezvous: when every
+-- live worker waits in one, it runs once and all of them resume with its
+-- report. All workers must call the same collective on the same tensors.
+local function new_multiprocessing(T)
+  local MP = {}
+
+  function MP.spawn(worker, nprocs, ...)
+    if type(worker) ~= "function" then error("spawn: worker must be a function", 2) end
+    if math.type(nprocs) ~= "integer" or nprocs < 1 then
+      error(("spawn: nprocs must be a positive integer, got %s"):format(tostring(nprocs)), 2)
+    end
+    if T.spawn_yield then error("spawn: already inside spawn", 2) end
+    local extra = table.pack(...)
+    local co, tb, waiting, results = {}, {}, {}, {}
+    for r = 0, nprocs - 1 do
+      co[r] = coroutine.create(function()
+        return xpcall(worker, function(e) return debug.traceback(tostring(e), 2) end,
+          r, nprocs, table.unpack(extra, 1, extra.n))
+      end)
+    end
+    T.spawn_yield = function(name, fn, ...)
+      return coroutine.yield({name = name, fn = fn, args = table.pack(...)})
+    end
+    local function fail(r, msg)
+      T.spawn_yield, T.current_rank = nil, nil
+      error(("spawn: rank %d failed: %s"):format(r, msg), 0)
+    end
+    local alive = nprocs
+    local resume_val = {}
+    local ok_all, err_all = pcall(function()
+      while alive > 0 do
+        for r = 0, nprocs - 1 do
+          if co[r] and not waiting[r] then
+            T.current_rank = r
+            local ok, a, b = coroutine.resume(co[r], resume_val[r])
+            T.current_rank = nil
+            if not ok then fail(r, tostring(a)) end
+            if coroutine.status(co[r]) == "dead" then
+              if not a then fail(r, tostring(b)) end
+              co[r] = nil
+              alive = alive - 1
+            else
+              waiting[r] = a
+            end
+          end
+        end
+        local first, names = nil, {}
+        for r = 0, nprocs - 1 do
+          if waiting[r] then
+            first = first or waiting[r]
+            names[#names + 1] = ("rank %d in %s"):format(r, waiting[r].name)
+          end
+        end
+        if first then
+          local n = 0
+          for r = 0, nprocs - 1 do
+            if waiting[r] then
+              n = n + 1
+              if waiting[r].name ~= first.name then
+                fail(r, ("collective mismatch: %s"):format(table.concat(names, ", ")))
+              end
+            end
+          end
+          if n < nprocs then
+            local done = {}
+            for r = 0, nprocs - 1 do if not waiting[r] then done[#done + 1] = tostring(r) end end
+            fail(tonumber(done[1]), ("finished while other ranks wait in a collective (%s)")
+              :format(table.concat(names, ", ")))
+          end
+          local rep = first.fn(table.unpack(first.args, 1, first.args.n))
+          for r = 0, nprocs - 1 do
+            resume_val[r] = rep
+            waiting[r] = nil
+          end
+        end
+      end
+    end)
+    T.spawn_yield, T.current_rank = nil, nil
+    if not ok_all then error(err_all, 0) end
+    return results
+  end
+  return MP
+end
+
+--------------------------------------------------------------------------
+-- The torch object
+
+function M.new(sim, sys)
+  local T = {sim = sim, sys = sys, wired = {}}
+  T.counts = sys:counts()
+  T.topology = topology_of(sys)
+  local torch = {sim = sim, sys = sys, topology = T.topology}
+
+  -- dtype, placement ("column_wise" | "replicate"), ranks (global): the
+  -- process group's ranks by default, else every PE.
+  function torch.zeros(shape, o)
+    o = o or {}
+    shape = checkshape(shape, "torch.zeros")
+    local dt = checkdtype(o.dtype or "f32", "torch.zeros")
+    local placement = o.placement or "column_wise"
+    if placement ~= "column_wise" and placement ~= "replicate" then
+      error(("torch.zeros: unknown placement '%s' (column_wise, replicate)"):format(placement), 2)
+    end
+    local ranks = o.ranks
+    if not ranks and torch.distributed.is_initialized() then
+      ranks = torch.distributed.get_ranks()
+    end
+    if not ranks then
+      ranks = {}
+      for i = 0, T.counts.pes - 1 do ranks[i + 1] = i end
+    end
+    local n = numel(shape)
+    local shard_n = n
+    if placement == "column_wise" then
+      local cols = shape[#shape]
+      if cols % #ranks ~= 0 then
+        error(("torch.zeros: %d columns do not split evenly over %d ranks"):format(cols, #ranks), 2)
+      end
+      shard_n = n // #ranks
+    end
+    local t = setmetatable({sys = sys, shape = shape, numel = n, dtype = dt, placement = placement,
+                            ranks = ranks, shard_n = shard_n, addrs = {}, index = {}}, Tensor)
+    local zero = {}
+    for j = 1, shard_n do zero[j] = 0 end
+    for k, r in ipairs(ranks) do
+      if t.index[r] then error(("torch.zeros: rank %d listed twice"):format(r), 2) end
+      t.index[r] = k
+      t.addrs[k] = tl.alloc(sys, r, "hbm", shard_n * DTYPE_BYTES[dt])
+      tl.host_write(sys, r, t.addrs[k], dt, zero)
+    end
+    return t
+  end
+
+  -- A host tensor: values (nested tables are flattened row-major), dtype.
+  function torch.from_table(values, o)
+    o = o or {}
+    local dt = checkdtype(o.dtype or "f32", "torch.from_table")
+    local flat, shape = {}, {}
+    flatten(values, flat, shape, 1)
+    for j = 1, #flat do flat[j] = ROUND[dt](flat[j]) end
+    return {host = true, values = flat, shape = o.shape or shape, dtype = dt,
+            to_table = function(self) return self.values end}
+  end
+
+  torch.distributed = new_distributed(T)
+  torch.multiprocessing = new_multiprocessing(T)
+  torch.round = M.round
+  return torch
+end
+
+-- A simulation, a system (`o.topology`: nil, a file or a table, as
+-- kb.system takes it) and the torch object on them.
+function M.init(o)
+  o = o or {}
+  local sim = kb.sim{}
+  local sys = kb.system(sim, o.topology, {timing_only = o.timing_only})
+  return M.new(sim, sys)
+end
+
+return M
