@@ -1,0 +1,284 @@
+-- analytic.lua — α-β (Hockney) and LogGP cost formulas of collective algorithms
+--
+-- Pure functions of the rank count N, the message size S in bytes and the
+-- link parameters. Units only need to agree: with α, L, o, g in ns and
+-- bandwidth in GB/s (= bytes/ns; β, G, γ in ns per byte) a cost is in ns.
+-- What S means per collective, and every formula, is in docs/perfmodel.md.
+local M = { hockney = {}, loggp = {} }
+
+local function finite(v)
+  return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
+end
+
+local function check_n(n)
+  if math.type(n) ~= "integer" or n < 1 then
+    error(("bad rank count '%s' (want an integer >= 1)"):format(tostring(n)), 3)
+  end
+end
+
+local function check_size(s)
+  if not finite(s) or s < 0 then
+    error(("bad message size '%s' (want a number of bytes >= 0)"):format(tostring(s)), 3)
+  end
+end
+
+local function nonneg(link, key, default)
+  local v = link[key]
+  if v == nil then v = default end
+  if not finite(v) or v < 0 then
+    error(("bad link parameter '%s' = %s (want a number >= 0)"):format(key, tostring(v)), 4)
+  end
+  return v
+end
+
+-- {alpha, beta, gamma} from a link table {alpha=, bw= or beta=, gamma=}.
+local function hockney_link(link)
+  if type(link) ~= "table" then error("link parameters must be a table", 3) end
+  local beta = link.beta
+  if beta == nil then
+    local bw = link.bw
+    if not finite(bw) or bw <= 0 then
+      error(("bad link parameter 'bw' = %s (want a bandwidth > 0, or give 'beta')"):format(
+        tostring(bw)), 3)
+    end
+    beta = 1 / bw
+  end
+  local l = { alpha = nonneg(link, "alpha"), beta = nonneg({ beta = beta }, "beta"),
+    gamma = nonneg(link, "gamma", 0) }
+  return l
+end
+
+local function loggp_link(link)
+  if type(link) ~= "table" then error("link parameters must be a table", 3) end
+  return { L = nonneg(link, "L"), o = nonneg(link, "o", 0), g = nonneg(link, "g", 0),
+    G = nonneg(link, "G"), gamma = nonneg(link, "gamma", 0) }
+end
+
+-- ⌈log2 n⌉, exactly, for the binomial-tree step counts.
+local function ceil_log2(n)
+  local d, p = 0, 1
+  while p < n do p, d = p * 2, d + 1 end
+  return d
+end
+
+-- ⌊log2 n⌋: depth of a binary heap of n nodes (root at depth 0).
+local function floor_log2(n)
+  local d = 0
+  while n >= 2 do n, d = n // 2, d + 1 end
+  return d
+end
+
+-- ---- Hockney α-β: a k-byte message costs α + kβ -------------------------
+
+local H = M.hockney
+
+-- Flat ring: N−1 rounds, each forwarding and adding the whole buffer.
+-- (N−1)(α + Sβ + Sγ)
+function H.ring_allreduce(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  return (n - 1) * (l.alpha + s * l.beta + s * l.gamma)
+end
+
+-- Bandwidth-optimal ring (reduce-scatter then all-gather of S/N chunks).
+-- 2(N−1)(α + (S/N)β) + (N−1)(S/N)γ
+function H.ring_allreduce_bw(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local c = s / n
+  return 2 * (n - 1) * (l.alpha + c * l.beta) + (n - 1) * c * l.gamma
+end
+
+-- Binary tree (heap order, depth D = ⌊log2 N⌋): reduce up to the root,
+-- broadcast down; a parent's links to its children work concurrently and
+-- it adds up to c = min(N−1, 2) child buffers per level.
+-- 2D(α + Sβ) + D·c·Sγ
+function H.tree_allreduce(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local d = floor_log2(n)
+  local c = math.min(n - 1, 2)
+  return 2 * d * (l.alpha + s * l.beta) + d * c * s * l.gamma
+end
+
+-- Ring all-gather; S is the gathered (output) bytes per rank.
+-- (N−1)(α + (S/N)β)
+function H.all_gather(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  return (n - 1) * (l.alpha + s / n * l.beta)
+end
+
+-- Ring reduce-scatter; S is the input bytes per rank.
+-- (N−1)(α + (S/N)(β + γ))
+function H.reduce_scatter(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  return (n - 1) * (l.alpha + s / n * (l.beta + l.gamma))
+end
+
+-- Pairwise-exchange all-to-all; S is the input bytes per rank, S/N to each.
+-- (N−1)(α + (S/N)β)
+function H.all_to_all(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  return (n - 1) * (l.alpha + s / n * l.beta)
+end
+
+-- Binomial-tree broadcast: ⌈log2 N⌉(α + Sβ)
+function H.broadcast_tree(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  return ceil_log2(n) * (l.alpha + s * l.beta)
+end
+
+-- Ring broadcast pipelined in k chunks (opts.chunks, default 1):
+-- (N−1 + k−1)(α + (S/k)β); 0 for N = 1.
+function H.broadcast_ring(n, s, link, opts)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local k = opts and opts.chunks or 1
+  if math.type(k) ~= "integer" or k < 1 then
+    error(("bad chunk count '%s' (want an integer >= 1)"):format(tostring(k)), 2)
+  end
+  if n == 1 then return 0 end
+  return (n - 1 + k - 1) * (l.alpha + s / k * l.beta)
+end
+
+-- ---- LogGP: a k-byte message costs L + 2o + (k−1)G ----------------------
+
+local G = M.loggp
+
+-- One k-byte message from send call to receive completion.
+local function msg(l, k)
+  return l.L + 2 * l.o + math.max(k - 1, 0) * l.G
+end
+
+-- One round of a synchronous algorithm: the message, or the gap g if a
+-- process may not inject its next message sooner.
+local function round(l, k)
+  return math.max(l.g, msg(l, k))
+end
+
+-- Back-to-back injections from one process are g apart at least and one
+-- send overhead plus the bytes' transmission apart at most.
+local function interval(l, k)
+  return math.max(l.g, l.o + math.max(k - 1, 0) * l.G)
+end
+
+-- Flat ring: (N−1)(max(g, L + 2o + (S−1)G) + Sγ)
+function G.ring_allreduce(n, s, link)
+  check_n(n); check_size(s)
+  local l = loggp_link(link)
+  return (n - 1) * (round(l, s) + s * l.gamma)
+end
+
+-- Bandwidth-optimal ring: 2(N−1)·max(g, L + 2o + (S/N−1)G) + (N−1)(S/N)γ
+function G.ring_allreduce_bw(n, s, link)
+  check_n(n); check_size(s)
+  local l = loggp_link(link)
+  local c = s / n
+  return 2 * (n - 1) * round(l, c) + (n - 1) * c * l.gamma
+end
+
+-- Binary tree, D = ⌊log2 N⌋, c = min(N−1, 2) children: going up a parent
+-- pays one more receive overhead per extra child; going down its second
+-- send leaves one injection interval after the first.
+-- D(msg(S) + (c−1)o + c·Sγ) + D(msg(S) + (c−1)·interval(S))
+function G.tree_allreduce(n, s, link)
+  check_n(n); check_size(s)
+  local l = loggp_link(link)
+  local d = floor_log2(n)
+  local c = math.min(n - 1, 2)
+  local up = msg(l, s) + (c - 1) * l.o + c * s * l.gamma
+  local down = msg(l, s) + (c - 1) * interval(l, s)
+  return d * (up + down)
+end
+
+-- Ring all-gather: (N−1)·max(g, L + 2o + (S/N−1)G)
+function G.all_gather(n, s, link)
+  check_n(n); check_size(s)
+  local l = loggp_link(link)
+  return (n - 1) * round(l, s / n)
+end
+
+-- Ring reduce-scatter: (N−1)(max(g, L + 2o + (S/N−1)G) + (S/N)γ)
+function G.reduce_scatter(n, s, link)
+  check_n(n); check_size(s)
+  local l = loggp_link(link)
+  return (n - 1) * (round(l, s / n) + s / n * l.gamma)
+end
+
+-- All-to-all with the N−1 messages of S/N bytes injected back to back:
+-- the last leaves after N−2 intervals. (N−2)·interval(S/N) + msg(S/N)
+function G.all_to_all(n, s, link)
+  check_n(n); check_size(s)
+  local l = loggp_link(link)
+  if n == 1 then return 0 end
+  local k = s / n
+  return (n - 2) * interval(l, k) + msg(l, k)
+end
+
+-- Binomial-tree broadcast: ⌈log2 N⌉·max(g, L + 2o + (S−1)G)
+function G.broadcast_tree(n, s, link)
+  check_n(n); check_size(s)
+  local l = loggp_link(link)
+  return ceil_log2(n) * round(l, s)
+end
+
+-- Ring broadcast in k chunks: (N−1 + k−1)·max(g, L + 2o + (S/k−1)G)
+function G.broadcast_ring(n, s, link, opts)
+  check_n(n); check_size(s)
+  local l = loggp_link(link)
+  local k = opts and opts.chunks or 1
+  if math.type(k) ~= "integer" or k < 1 then
+    error(("bad chunk count '%s' (want an integer >= 1)"):format(tostring(k)), 2)
+  end
+  if n == 1 then return 0 end
+  return (n - 1 + k - 1) * round(l, s / k)
+end
+
+-- ---- Hierarchical all-reduce, either model ------------------------------
+
+-- levels = {{n=, link=}, ...}, innermost first. Every level but the last
+-- reduce-scatters the buffer it holds (S_1 = S, S_i+1 = S_i/N_i) and
+-- all-gathers it back afterwards; the last level all-reduces S_last with
+-- opts.top ("ring_allreduce_bw" default, "ring_allreduce", "tree_allreduce").
+-- T = Σ_{i<last} [RS_i(S_i) + AG_i(S_i)] + AR_last(S_last)
+-- (Called in tail position, so error level 2 is the user's line.)
+local function hierarchical(model, s, levels, opts)
+  check_size(s)
+  if type(levels) ~= "table" or #levels == 0 then
+    error("hierarchical all-reduce needs at least one level", 2)
+  end
+  local top = opts and opts.top or "ring_allreduce_bw"
+  local ar = model[top]
+  if top ~= "ring_allreduce_bw" and top ~= "ring_allreduce" and top ~= "tree_allreduce" then
+    error(("unknown top-level algorithm '%s'"):format(tostring(top)), 2)
+  end
+  local t = 0
+  for i = 1, #levels - 1 do
+    local lv = levels[i]
+    t = t + model.reduce_scatter(lv.n, s, lv.link) + model.all_gather(lv.n, s, lv.link)
+    s = s / lv.n
+  end
+  local last = levels[#levels]
+  return t + ar(last.n, s, last.link)
+end
+
+function H.hierarchical_allreduce(s, levels, opts)
+  return hierarchical(H, s, levels, opts)
+end
+
+function G.hierarchical_allreduce(s, levels, opts)
+  return hierarchical(G, s, levels, opts)
+end
+
+-- LogGP parameters that make a LogGP cost equal the Hockney one up to the
+-- one-byte difference of (k−1)G: L = α, G = β, o = g = 0.
+function M.loggp_from_hockney(link)
+  local l = hockney_link(link)
+  return { L = l.alpha, o = 0, g = 0, G = l.beta, gamma = l.gamma }
+end
+
+return M
