@@ -14,8 +14,16 @@
 #define KBSIM_PE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
+#include "fabric.h"
 #include "memory.h"
+#include "pe_cpu.h"
+#include "pe_dma.h"
+#include "pe_gemm.h"
+#include "pe_ipcq.h"
+#include "pe_math.h"
+#include "topology_schema.h"
 
 struct kb_pe {
     int rank;
@@ -31,13 +39,33 @@ struct kb_pe {
     /* Memories: TCM and HBM are the PE's own, the SRAM is shared by the
      * PEs of one cube; NULL where there is none. */
     struct kb_mem *tcm, *hbm, *sram;
+
+    /* The units, NULL until kb_pe_units_new made them (a system makes them
+     * on first use: kb_system_pe_units). */
+    struct kb_cpu *cpu;
+    struct kb_dma *dma;
+    struct kb_math *math;
+    struct kb_gemm *gemm;
+    struct kb_ipcq *ipcq;
 };
 
 /* The memory of `kind` and the fabric node it hangs off (*node may be
  * NULL). NULL and -1 when the PE has no such memory. */
 struct kb_mem *kb_pe_mem(const struct kb_pe *pe, enum kb_mem_kind kind, int *node);
 
-/* Frees the PE's own memories (TCM, HBM), not the shared SRAM. */
+/* Makes the PE's units from cfg (pe.cpu, pe.dma, pe.math, pe.gemm, ipcq,
+ * clock_ghz): the DMA at pe->node on fabric f with the route callback,
+ * the IPCQ sending with that DMA and keeping its rings in the memory of
+ * ipcq.buffer_kind. A polling IPCQ sender re-checks once per PE_CPU
+ * dispatch (a poll is one kernel op). 0, or SIM_EINVAL with err set (the
+ * units made so far stay, kb_pe_release frees them). */
+int kb_pe_units_new(struct kb_pe *pe, struct sim *s, struct kb_fabric *f,
+                    kb_dma_route_fn route, void *route_ud,
+                    const struct kb_topology_cfg *cfg, bool timing_only, char *err,
+                    size_t errlen);
+
+/* Frees the units and the PE's own memories (TCM, HBM), not the shared
+ * SRAM. Call when the simulation no longer runs. */
 void kb_pe_release(struct kb_pe *pe);
 
 #endif

@@ -173,7 +173,8 @@ static int build_cube(struct kb_system *sys, int g)
         struct kb_pe *pe = &sys->pes[rank];
         struct pe_links *pl = &sys->pl[rank];
         int r = kb_noc_node(cb->noc, corner_router[p / cfg->cube.pes_per_corner]);
-        *pe = (struct kb_pe){rank, s, c, p, NULL, -1, -1, cb->sram_node, NULL, NULL, cb->sram};
+        *pe = (struct kb_pe){.rank = rank, .sip = s, .cube = c, .local_pe = p,
+                             .hbm_node = -1, .sram_node = cb->sram_node, .sram = cb->sram};
         snprintf(name, sizeof name, "%s.pe%d", prefix, p);
         if ((pe->node = add_node(sys, name, g, NK_PE, p)) < 0)
             return SIM_EINVAL;
@@ -323,8 +324,9 @@ struct kb_system *kb_system_new_graph(struct sim *s, const struct kb_graph_cfg *
     for (int r = 0; r < sys->n_pes; r++) {
         struct kb_pe *pe = &sys->pes[r];
         int node = kb_graph_pe_node(sys->graph, r);
-        *pe = (struct kb_pe){r, -1, -1, r, kb_fabric_node_name(sys->f, node), node, -1, -1,
-                             NULL, NULL, NULL};
+        *pe = (struct kb_pe){.rank = r, .sip = -1, .cube = -1, .local_pe = r,
+                             .name = kb_fabric_node_name(sys->f, node), .node = node,
+                             .hbm_node = -1, .sram_node = -1};
         sys->info[node] = (struct node_info){r, NK_PE, 0};
         if (!(pe->tcm = kb_mem_new(s, pe->name, &tp, sys->err, sizeof sys->err)))
             return fail(sys, err, errlen);
@@ -373,6 +375,21 @@ void kb_system_get_counts(const struct kb_system *sys, struct kb_system_counts *
 struct kb_pe *kb_system_pe(const struct kb_system *sys, int rank)
 {
     return rank >= 0 && rank < sys->n_pes ? &sys->pes[rank] : NULL;
+}
+
+struct kb_pe *kb_system_pe_units(struct kb_system *sys, int rank)
+{
+    struct kb_pe *pe = kb_system_pe(sys, rank);
+    if (!pe) {
+        seterr(sys, SIM_EINVAL, "no PE of rank %d (ranks 0..%d)", rank, sys->n_pes - 1);
+        return NULL;
+    }
+    if (pe->ipcq)
+        return pe;
+    if (kb_pe_units_new(pe, sys->sim, sys->f, kb_system_route_cb, sys, &sys->cfg,
+                        sys->timing_only, sys->err, sizeof sys->err) < 0)
+        return NULL;
+    return pe;
 }
 
 int kb_system_rank_of_node(const struct kb_system *sys, int node)

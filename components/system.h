@@ -82,6 +82,11 @@ void kb_system_get_counts(const struct kb_system *sys, struct kb_system_counts *
 
 /* The PE of a rank (0 .. pes - 1), or NULL. */
 struct kb_pe *kb_system_pe(const struct kb_system *sys, int rank);
+/* The PE of a rank with its units (PE_CPU, PE_DMA, PE_MATH, PE_GEMM,
+ * PE_IPCQ), made on first use so a large system pays only for the PEs a
+ * run uses; the DMA routes with kb_system_route_cb and moves no payload in
+ * timing-only mode. NULL with the message in kb_system_errmsg. */
+struct kb_pe *kb_system_pe_units(struct kb_system *sys, int rank);
 /* The rank of the PE at fabric node `node`, or -1. */
 int kb_system_rank_of_node(const struct kb_system *sys, int node);
 

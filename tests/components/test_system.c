@@ -427,7 +427,44 @@ TEST(describe)
     close_sys(&t);
 }
 
+struct dma_run {
+    struct kb_system *sys;
+    sim_time end, formula;
+    int rc;
+};
+
+static void dma_thread(struct sim *s, void *arg)
+{
+    struct dma_run *x = arg;
+    struct kb_pe *a = kb_system_pe_units(x->sys, 0), *b = kb_system_pe(x->sys, 200);
+    struct kb_dma_end src = {a->tcm, 0, a->node}, dst = {b->hbm, 4096, b->hbm_node};
+    x->formula = kb_dma_time(a->dma, src, dst, 65536);
+    x->rc = kb_dma_copy(a->dma, KB_DMA_WRITE, src, dst, 65536);
+    x->end = sim_now(s);
+}
+
+/* The units are made on first use and their DMA routes through the system:
+ * a TCM -> remote HBM copy takes kb_dma_time. */
+TEST(pe_units_dma)
+{
+    struct fixture t;
+    ASSERT_TRUE(open_sys(&t, "{}", false));
+    ASSERT_TRUE(kb_system_pe(t.sys, 0)->dma == NULL);
+    struct kb_pe *pe = kb_system_pe_units(t.sys, 0);
+    ASSERT_TRUE(pe && pe->cpu && pe->dma && pe->math && pe->gemm && pe->ipcq);
+    ASSERT_EQ(kb_dma_node(pe->dma), pe->node);
+    ASSERT_TRUE(kb_system_pe_units(t.sys, 256) == NULL);
+    ASSERT_CONTAINS(kb_system_errmsg(t.sys), "no PE of rank 256");
+    struct dma_run x = {t.sys, 0, 0, -1};
+    sim_thread(t.s, "x", dma_thread, &x, 0);
+    ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(x.rc, 0);
+    ASSERT_TRUE(x.formula > 0 && x.formula != SIM_FOREVER);
+    ASSERT_EQ(x.end, x.formula);
+    close_sys(&t);
+}
+
 TEST_MAIN(counts_default, counts_six_sips, counts_sixteen_sips, names_and_ranks, routes,
           routes_all_shapes, path_time_closed_form, neighbours_default,
           neighbours_sip_topologies, transfer_payload_and_timing_only, transfer_errors,
-          bad_config, describe)
+          bad_config, describe, pe_units_dma)
