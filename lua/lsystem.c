@@ -490,6 +490,57 @@ static int sys_transfer(lua_State *L)
     return 1;
 }
 
+static enum kb_mem_kind optmem(lua_State *L, int opts, const char *key)
+{
+    static const char *const names[] = {"tcm", "sram", "hbm", NULL};
+    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
+    if (lua_isnoneornil(L, opts))
+        return KB_MEM_TCM;
+    lua_getfield(L, opts, key);
+    int i = luaL_checkoption(L, -1, "tcm", names);
+    lua_pop(L, 1);
+    return kinds[i];
+}
+
+/* sys:dma(a, b, bytes, {src = "tcm", dst = "tcm", src_addr =, dst_addr =,
+ * class = "write"}) -> ns taken, closed-form ns; from a thread process:
+ * PE a's DMA copies from a's memory to b's */
+static int sys_dma(lua_State *L)
+{
+    static const char *const classes[] = {"read", "write", "comm", NULL};
+    struct lsys *h = checksys(L, 1);
+    int a = checkrank(L, h, 2), b = checkrank(L, h, 3);
+    uint64_t bytes = checkbytes(L, 4);
+    enum kb_dma_class cl = KB_DMA_WRITE;
+    if (!lua_isnoneornil(L, 5)) {
+        luaL_checktype(L, 5, LUA_TTABLE);
+        lua_getfield(L, 5, "class");
+        cl = (enum kb_dma_class)luaL_checkoption(L, -1, "write", classes);
+        lua_pop(L, 1);
+    }
+    struct kb_dma_end src, dst;
+    struct kb_pe *pa = kb_system_pe_units(h->sys, a), *pb = kb_system_pe(h->sys, b);
+    if (!pa)
+        return luaL_error(L, "sys:dma: %s", kb_system_errmsg(h->sys));
+    src.mem = kb_pe_mem(pa, optmem(L, 5, "src"), &src.node);
+    dst.mem = kb_pe_mem(pb, optmem(L, 5, "dst"), &dst.node);
+    if (!src.mem || !dst.mem)
+        return luaL_error(L, "sys:dma: no such memory at '%s'", !src.mem ? pa->name : pb->name);
+    src.addr = optaddr(L, 5, "src_addr");
+    dst.addr = optaddr(L, 5, "dst_addr");
+    struct sim *s = kb_fabric_sim(kb_system_fabric(h->sys));
+    void *proc = kb_block_begin(L, s, "sys:dma");
+    sim_time formula = kb_dma_time(pa->dma, src, dst, bytes);
+    sim_time t0 = sim_now(s);
+    int rc = kb_dma_copy(pa->dma, cl, src, dst, bytes);
+    kb_block_end(proc);
+    if (rc < 0)
+        return luaL_error(L, "sys:dma: %s", kb_dma_errmsg(pa->dma));
+    lua_pushnumber(L, (lua_Number)(sim_now(s) - t0) / 1000.0);
+    lua_pushnumber(L, (lua_Number)formula / 1000.0);
+    return 2;
+}
+
 /* sys:tcm_write(rank, addr, string) and sys:tcm_read(rank, addr, n):
  * contents only, no time passes */
 static int sys_tcm_write(lua_State *L)
@@ -554,7 +605,7 @@ static int sys_tostring(lua_State *L)
 static const luaL_Reg sys_methods[] = {
     {"counts", sys_counts},       {"pe", sys_pe},           {"neighbor", sys_neighbor},
     {"path", sys_path},           {"describe", sys_describe}, {"transfer", sys_transfer},
-    {"tcm_write", sys_tcm_write}, {"tcm_read", sys_tcm_read}, {"close", sys_close},
+    {"dma", sys_dma}, {"tcm_write", sys_tcm_write}, {"tcm_read", sys_tcm_read}, {"close", sys_close},
     {NULL, NULL}};
 static const luaL_Reg sys_meta[] = {
     {"__gc", sys_gc}, {"__close", sys_close}, {"__tostring", sys_tostring}, {NULL, NULL}};
