@@ -282,11 +282,6 @@ void sim_free(struct sim *s)
         if (!e->embedded)
             free(e);
     }
-    for (struct sim_fifo *f = s->fifos, *n; f; f = n) {
-        n = f->next_all;
-        free(f->name);
-        free(f);
-    }
     for (struct sim_signal *g = s->signals, *n; g; g = n) {
         n = g->next_all;
         free(g->name);
@@ -298,6 +293,12 @@ void sim_free(struct sim *s)
         n = c->next_all;
         if (!c->embedded)
             free(c);
+    }
+    /* last: a fifo's allocation holds events and a prim walked above */
+    for (struct sim_fifo *f = s->fifos, *n; f; f = n) {
+        n = f->next_all;
+        free(f->name);
+        free(f);
     }
     for (struct sim_port *p = s->ports, *n; p; p = n) {
         n = p->next_all;
