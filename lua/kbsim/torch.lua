@@ -163,7 +163,7 @@ function Tensor:shard(rank)
   if not k then
     error(("tensor has no shard on rank %s"):format(tostring(rank)), 2)
   end
-  return {rank = rank, addr = self.addrs[k], n = self.shard_n, kind = "hbm", dtype = self.dtype}
+  return {rank = rank, addr = self.addrs[k], n = self.shard_n, kind = self.memory, dtype = self.dtype}
 end
 
 -- One shard's values (host read, no time).
@@ -671,7 +671,8 @@ function M.new(sim, sys)
   local torch = {sim = sim, sys = sys, topology = T.topology}
 
   -- dtype, placement ("column_wise" | "replicate"), ranks (global): the
-  -- process group's ranks by default, else every PE.
+  -- process group's ranks by default, else every PE; memory: "hbm"
+  -- (default) or "tcm".
   function torch.zeros(shape, o)
     o = o or {}
     shape = checkshape(shape, "torch.zeros")
@@ -697,14 +698,20 @@ function M.new(sim, sys)
       end
       shard_n = n // #ranks
     end
+    -- a graph's PEs have no HBM: their shards live in TCM
+    local memory = o.memory or (sys:pe(ranks[1]).hbm and "hbm" or "tcm")
+    if memory ~= "hbm" and memory ~= "tcm" then
+      error(("torch.zeros: unknown memory '%s' (hbm, tcm)"):format(tostring(memory)), 2)
+    end
     local t = setmetatable({sys = sys, shape = shape, numel = n, dtype = dt, placement = placement,
-                            ranks = ranks, shard_n = shard_n, addrs = {}, index = {}}, Tensor)
+                            ranks = ranks, shard_n = shard_n, addrs = {}, index = {},
+                            memory = memory}, Tensor)
     local zero = {}
     for j = 1, shard_n do zero[j] = 0 end
     for k, r in ipairs(ranks) do
       if t.index[r] then error(("torch.zeros: rank %d listed twice"):format(r), 2) end
       t.index[r] = k
-      t.addrs[k] = tl.alloc(sys, r, "hbm", shard_n * DTYPE_BYTES[dt])
+      t.addrs[k] = tl.alloc(sys, r, memory, shard_n * DTYPE_BYTES[dt])
       tl.host_write(sys, r, t.addrs[k], dt, zero)
     end
     return t
