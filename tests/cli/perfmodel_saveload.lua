@@ -1,0 +1,52 @@
+-- perfmodel_saveload.lua — fitted parameters saved, loaded back and predicting the same; the figure files
+local kb = require("kbsim")
+local pm = require("kbsim.perfmodel")
+local pr = require("kbsim.param_results")
+
+local rows = assert(pr.read("data/param_comms.txt"))
+local model = assert(pm.fit(pr.series(rows, "all_reduce"),
+  { factor = 1.5, collective = "all_reduce" }))
+
+local path = os.tmpname()
+assert(pm.save(model, path))
+local back, err = pm.load(path)
+kb.check(back ~= nil, err)
+if back then
+  for _, key in ipairs({ "ln_p", "sats_p", "overhead", "max_bw", "L", "x0", "k", "b", "factor" }) do
+    kb.check(back[key] == model[key], ("'%s' %.17g after load, want %.17g"):format(
+      key, back[key], model[key]))
+  end
+  kb.check(back.unit == "us" and back.collective == "all_reduce", "unit and collective")
+  for e = 10, 32 do
+    kb.check(pm.predict(back, 2 ^ e) == pm.predict(model, 2 ^ e), ("same prediction at 2^%d"):format(e))
+  end
+  print(("loaded: predict 2^20 B = %.4f us"):format(pm.predict(back, 2 ^ 20)))
+end
+
+-- A file that is not a parameter table is refused with its name.
+local f = assert(io.open(path, "w"))
+f:write("return { unit = 'us', ln_p = 16 }\n")
+f:close()
+local bad, lerr = pm.load(path)
+kb.check(bad == nil and lerr:find("missing or bad number 'sats_p'", 1, true), lerr)
+f = assert(io.open(path, "w"))
+f:write("os.exit(3)\n")
+f:close()
+bad, lerr = pm.load(path)
+kb.check(bad == nil and lerr:find("attempt to index a nil value", 1, true), lerr)
+os.remove(path)
+
+-- The figure: data + model per point, turning points in the script.
+local prefix = os.tmpname()
+local fig = assert(pm.figure(model, prefix, { render = false }))
+local csv = assert(io.open(fig.csv)):read("a")
+kb.check(csv:find("^size,log2_size,latency,busbw,pred_latency,pred_busbw\n"), "csv header")
+local _, lines = csv:gsub("\n", "")
+kb.check(lines == 17, ("%d csv lines, want 17"):format(lines))
+local gp = assert(io.open(fig.gp)):read("a")
+kb.check(gp:find("set logscale x 2", 1, true) and gp:find("set logscale y 10", 1, true), "log-log")
+kb.check(gp:find(("first 2**%.17g"):format(model.ln_p), 1, true)
+  and gp:find(("first 2**%.17g"):format(model.sats_p), 1, true), "turning points drawn")
+kb.check(fig.image == nil, "not rendered when render = false")
+os.remove(fig.csv); os.remove(fig.gp); os.remove(prefix)
+print("perfmodel_saveload ok")
