@@ -48,5 +48,18 @@ kb.check(gp:find("set logscale x 2", 1, true) and gp:find("set logscale y 10", 1
 kb.check(gp:find(("first 2**%.17g"):format(model.ln_p), 1, true)
   and gp:find(("first 2**%.17g"):format(model.sats_p), 1, true), "turning points drawn")
 kb.check(fig.image == nil, "not rendered when render = false")
+os.remove(fig.csv); os.remove(fig.gp)
+
+-- Rendered only where gnuplot is installed; then the image must exist.
+fig = assert(pm.figure(model, prefix, { format = "png" }))
+if fig.image then
+  local img = io.open(fig.image, "rb")
+  kb.check(img ~= nil and img:read(4) == "\x89PNG", "png written by gnuplot")
+  if img then img:close() end
+  os.remove(fig.image)
+  print("figure rendered")
+end
 os.remove(fig.csv); os.remove(fig.gp); os.remove(prefix)
+local _, ferr = pm.figure(model, prefix, { format = "gif" })
+kb.check(ferr == "unknown figure format 'gif' (want svg or png)", ferr)
 print("perfmodel_saveload ok")
