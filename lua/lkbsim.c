@@ -1174,4 +1174,5 @@ void kb_preload(lua_State *L, const struct kb_options *opt)
     lua_pushcfunction(L, luaopen_kbsim);
     lua_setfield(L, -2, "kbsim");
     lua_pop(L, 1);
+    kb_open_tl(L);
 }

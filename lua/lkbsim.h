@@ -60,5 +60,10 @@ void kb_block_end(void *proc);
 /* Adds kb.system and the kbsim.system type to the module table on top
  * of the stack (lsystem.c). */
 void kb_open_system(lua_State *L);
+/* The open kbsim.system at index i (an error otherwise); its simulation is
+ * the userdata's first user value (lsystem.c). */
+struct kb_system *kb_checksystem(lua_State *L, int i);
+/* Registers the kbsim.tlcore module in package.preload (ltl.c). */
+void kb_open_tl(lua_State *L);
 
 #endif

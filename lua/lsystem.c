@@ -304,6 +304,11 @@ static struct lsys *checksys(lua_State *L, int i)
     return h;
 }
 
+struct kb_system *kb_checksystem(lua_State *L, int i)
+{
+    return checksys(L, i)->sys;
+}
+
 static int checkrank(lua_State *L, struct lsys *h, int i)
 {
     lua_Integer r = luaL_checkinteger(L, i);

@@ -1,0 +1,114 @@
+-- tl.lua — the per-PE kernel language (`local tl = require("kbsim.tl")`)
+--
+-- Kernels call tl.* with no PE argument: tl.launch binds each kernel's Lua
+-- thread to its PE, and the C core (kbsim.tlcore, lua/ltl.c) finds the PE
+-- of the running thread. This file resolves tensors to this PE's shard and
+-- keeps the launch bookkeeping; the work and its time are in the core.
+-- The contract is docs/kernel_api.md.
+local core = require("kbsim.tlcore")
+
+local tl = {}
+
+-- Host side (no simulated time) and wiring, straight from the core.
+tl.alloc = core.alloc
+tl.host_write = core.host_write
+tl.host_read = core.host_read
+tl.wire = core.wire
+tl.wired = core.wired
+tl.ccl_config = core.ccl_config
+
+-- Inside a kernel.
+for _, name in ipairs{"rank", "world_size", "program_id", "pe", "full", "add", "sub", "mul",
+                      "div", "maximum", "minimum", "fma", "clamp", "exp", "log", "softmax",
+                      "cdiv", "sum", "dot", "send", "recv", "recv_async", "wait", "free"} do
+  tl[name] = core[name]
+end
+
+function tl.zeros(n, dtype)
+  return core.full(n, 0, dtype)
+end
+
+-- The shard of tensor t on this PE: {addr=, n=, kind=, dtype=}.
+local function shard(t, what)
+  if type(t) ~= "table" or type(t.shard) ~= "function" then
+    error(("%s: a tensor is expected, got %s"):format(what, type(t)), 3)
+  end
+  return t:shard(core.program_id())
+end
+
+local function range(s, off, n, what)
+  if math.type(off) ~= "integer" or off < 0 or math.type(n) ~= "integer" or n < 1
+      or off + n > s.n then
+    error(("%s: elements [%s, %s+%s) are outside the shard of %d"):format(
+      what, tostring(off), tostring(off), tostring(n), s.n), 3)
+  end
+end
+
+local ESIZE = {f16 = 2, bf16 = 2, f32 = 4}
+
+-- tl.load(t, off, n): n elements of this PE's shard of t from element off.
+function tl.load(t, off, n)
+  local s = shard(t, "tl.load")
+  off = off or 0
+  n = n or (s.n - off)
+  range(s, off, n, "tl.load")
+  return core.load(s.kind, s.addr + off * ESIZE[s.dtype], n, s.dtype)
+end
+
+-- tl.store(t, off, h): handle h into this PE's shard of t at element off.
+function tl.store(t, off, h)
+  local s = shard(t, "tl.store")
+  range(s, off, #h, "tl.store")
+  if h.dtype ~= s.dtype then
+    error(("tl.store: a %s handle into a %s tensor"):format(h.dtype, s.dtype), 2)
+  end
+  core.store(s.kind, s.addr + off * ESIZE[s.dtype], h)
+end
+
+-- A launch: one kernel per rank, with their start and end times.
+local Run = {}
+Run.__index = Run
+
+function Run:times()
+  return self.t
+end
+
+-- Max over ranks of kernel execution time, ns; nil until all have ended.
+function Run:latency_ns()
+  local worst = 0
+  for _, r in ipairs(self.ranks) do
+    local t = self.t[r]
+    if not t then return nil end
+    if t.exec_ns > worst then worst = t.exec_ns end
+  end
+  return worst
+end
+
+-- tl.launch(sys, ranks, kernel, ...): before sim:run(); kernel(...) runs
+-- on every PE of ranks, as the thread process "<pe name>.kernel".
+function tl.launch(sys, ranks, kernel, ...)
+  if type(ranks) ~= "table" or #ranks == 0 then
+    error("tl.launch: a non-empty list of ranks is expected", 2)
+  end
+  if type(kernel) ~= "function" then
+    error("tl.launch: the kernel must be a function", 2)
+  end
+  local sim = core.sim_of(sys)
+  local args = table.pack(...)
+  local run = setmetatable({ranks = ranks, t = {}}, Run)
+  local world = #ranks
+  for i, r in ipairs(ranks) do
+    local name = sys:pe(r).name
+    sim:spawn(name .. ".kernel", function()
+      core.bind(sys, r, i - 1, world)
+      local t0 = sim:now()
+      kernel(table.unpack(args, 1, args.n))
+      core.unbind()
+      local t1 = sim:now()
+      run.t[r] = {start_ns = t0, end_ns = t1, exec_ns = t1 - t0}
+    end)
+  end
+  return run
+end
+
+return tl

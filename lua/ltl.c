@@ -1,0 +1,908 @@
+/* ltl.c — the per-PE kernel language's C core (module kbsim.tlcore):
+ * kernel contexts, TCM handles, and the calls that charge the PE's units
+ *
+ * lua/kbsim/tl.lua is the module kernels use (`tl`); it resolves tensors
+ * to shards and calls in here. A kernel runs as a Lua thread process; at
+ * its start tl.lua binds it to a PE (bind), which makes a context keyed by
+ * the Lua thread in a registry table, and every call here finds the
+ * context of the running thread. Handles live in the PE's TCM: each is a
+ * kb_mem allocation that the context frees when the kernel ends, so
+ * addresses (hence timing) never depend on the garbage collector.
+ *
+ * Every kernel call first charges PE_CPU dispatch, then the unit that does
+ * the work (docs/kernel_api.md). Blocking calls go through
+ * kb_block_begin/kb_block_end so the binding knows which Lua process runs.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "ccl_schema.h"
+#include "config.h"
+#include "config_schema.h"
+#include "dtype.h"
+#include "lkbsim.h"
+#include "pe.h"
+#include "pe_cpu.h"
+#include "pe_dma.h"
+#include "pe_gemm.h"
+#include "pe_ipcq.h"
+#include "pe_math.h"
+#include "sim.h"
+#include "system.h"
+
+#define KB_CTX "kbsim.kernel"
+#define KB_HANDLE "kbsim.handle"
+#define KB_FUTURE "kbsim.future"
+#define HANDLE_ALIGN 64
+
+static const char ctx_table_key = 'k'; /* registry: thread -> context */
+
+struct kctx {
+    struct kb_system *sys;
+    struct sim *s;
+    struct kb_pe *pe;
+    int rank, world, program_id;
+    bool ended;
+    uint64_t *allocs; /* TCM addresses of live handles */
+    size_t n_allocs, cap_allocs;
+};
+
+struct handle {
+    struct kctx *ctx;
+    uint64_t addr;
+    uint32_t n;
+    enum kb_dtype dt;
+    bool freed;
+};
+
+/* A receive running beside its kernel: a C thread process fills buf. */
+struct future {
+    struct kctx *ctx;
+    struct sim_event *done_ev;
+    char *dir;
+    uint32_t n;
+    enum kb_dtype dt;
+    void *buf;
+    int64_t got;
+    struct kb_ipcq_meta meta;
+    bool done, waited;
+};
+
+/* ---- helpers --------------------------------------------------------- */
+
+static enum kb_dtype checkdtype(lua_State *L, int i)
+{
+    enum kb_dtype dt;
+    const char *name = luaL_checkstring(L, i);
+    if (kb_dtype_parse(name, &dt) != 0)
+        luaL_argerror(L, i, lua_pushfstring(L, "unknown dtype '%s' (f16, bf16, f32)", name));
+    return dt;
+}
+
+static enum kb_mem_kind checkkind(lua_State *L, int i)
+{
+    static const char *const names[] = {"tcm", "sram", "hbm", NULL};
+    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
+    return kinds[luaL_checkoption(L, i, NULL, names)];
+}
+
+static uint32_t checkcount(lua_State *L, int i)
+{
+    lua_Integer n = luaL_checkinteger(L, i);
+    luaL_argcheck(L, n > 0 && n <= INT32_MAX, i, "element count must be positive");
+    return (uint32_t)n;
+}
+
+static struct kb_pe *checkpe(lua_State *L, struct kb_system *sys, int i)
+{
+    lua_Integer r = luaL_checkinteger(L, i);
+    struct kb_system_counts c;
+    kb_system_get_counts(sys, &c);
+    if (r < 0 || r >= c.pes)
+        luaL_argerror(L, i, lua_pushfstring(L, "no PE of rank %I (ranks 0..%d)", r, c.pes - 1));
+    struct kb_pe *pe = kb_system_pe_units(sys, (int)r);
+    if (!pe)
+        luaL_error(L, "PE %d: %s", (int)r, kb_system_errmsg(sys));
+    return pe;
+}
+
+/* The memory of `kind` at a PE, or an error naming both. */
+static struct kb_mem *pe_mem(lua_State *L, struct kb_pe *pe, enum kb_mem_kind kind, int *node)
+{
+    struct kb_mem *m = kb_pe_mem(pe, kind, node);
+    if (!m)
+        luaL_error(L, "PE '%s' has no %s", pe->name, kb_mem_kind_name(kind));
+    return m;
+}
+
+/* The optional memory kind at i: default HBM, or TCM where there is none. */
+static enum kb_mem_kind optkind(lua_State *L, int i, struct kb_pe *pe)
+{
+    if (!lua_isnoneornil(L, i))
+        return checkkind(L, i);
+    return pe->hbm ? KB_MEM_HBM : KB_MEM_TCM;
+}
+
+/* ---- host side: no simulated time ------------------------------------ */
+
+/* alloc(sys, rank, kind, bytes) -> address */
+static int l_alloc(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_pe *pe = checkpe(L, sys, 2);
+    struct kb_mem *m = pe_mem(L, pe, checkkind(L, 3), NULL);
+    lua_Integer bytes = luaL_checkinteger(L, 4);
+    luaL_argcheck(L, bytes > 0, 4, "byte count must be positive");
+    uint64_t addr;
+    if (kb_mem_alloc(m, (uint64_t)bytes, HANDLE_ALIGN, &addr) != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(m));
+    lua_pushinteger(L, (lua_Integer)addr);
+    return 1;
+}
+
+/* host_write(sys, rank, addr, dtype, values [, kind]) */
+static int l_host_write(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_pe *pe = checkpe(L, sys, 2);
+    lua_Integer addr = luaL_checkinteger(L, 3);
+    enum kb_dtype dt = checkdtype(L, 4);
+    luaL_checktype(L, 5, LUA_TTABLE);
+    struct kb_mem *m = pe_mem(L, pe, optkind(L, 6, pe), NULL);
+    lua_Integer n = luaL_len(L, 5);
+    size_t es = kb_dtype_size(dt);
+    unsigned char *buf = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * es, 0);
+    for (lua_Integer j = 0; j < n; j++) {
+        lua_geti(L, 5, j + 1);
+        int ok;
+        lua_Number v = lua_tonumberx(L, -1, &ok);
+        if (!ok)
+            return luaL_error(L, "host_write: value %I is not a number", j + 1);
+        kb_dtype_store(buf, (size_t)j, dt, v);
+        lua_pop(L, 1);
+    }
+    if (n > 0 && kb_mem_write(m, (uint64_t)addr, buf, (uint64_t)n * es) != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(m));
+    return 0;
+}
+
+/* host_read(sys, rank, addr, dtype, n [, kind]) -> values */
+static int l_host_read(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_pe *pe = checkpe(L, sys, 2);
+    lua_Integer addr = luaL_checkinteger(L, 3);
+    enum kb_dtype dt = checkdtype(L, 4);
+    uint32_t n = checkcount(L, 5);
+    struct kb_mem *m = pe_mem(L, pe, optkind(L, 6, pe), NULL);
+    size_t es = kb_dtype_size(dt);
+    unsigned char *buf = lua_newuserdatauv(L, (size_t)n * es, 0);
+    if (kb_mem_read(m, (uint64_t)addr, buf, (uint64_t)n * es) != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(m));
+    lua_createtable(L, (int)n, 0);
+    for (uint32_t j = 0; j < n; j++) {
+        lua_pushnumber(L, kb_dtype_load(buf, j, dt));
+        lua_rawseti(L, -2, (lua_Integer)j + 1);
+    }
+    return 1;
+}
+
+/* wire(sys, a, dir_a, b, dir_b): a's tx dir_a into b's rx dir_b */
+static int l_wire(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_pe *a = checkpe(L, sys, 2);
+    const char *da = luaL_checkstring(L, 3);
+    struct kb_pe *b = checkpe(L, sys, 4);
+    const char *db = luaL_checkstring(L, 5);
+    if (kb_ipcq_wire(a->ipcq, da, b->ipcq, db) != 0)
+        return luaL_error(L, "%s", kb_ipcq_errmsg(a->ipcq));
+    return 0;
+}
+
+/* wired(sys, rank, dir, tx) -> boolean */
+static int l_wired(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_pe *pe = checkpe(L, sys, 2);
+    lua_pushboolean(L, kb_ipcq_wired(pe->ipcq, luaL_checkstring(L, 3), lua_toboolean(L, 4)));
+    return 1;
+}
+
+/* sim_of(sys) -> the kbsim.sim the system belongs to */
+static int l_sim_of(lua_State *L)
+{
+    kb_checksystem(L, 1);
+    lua_getiuservalue(L, 1, 1);
+    return 1;
+}
+
+/* ---- contexts -------------------------------------------------------- */
+
+static void push_ctx_table(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_table_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_table_key);
+    }
+}
+
+/* The context of the running Lua thread, or an error naming `what`. */
+static struct kctx *current(lua_State *L, const char *what)
+{
+    push_ctx_table(L);
+    lua_pushthread(L);
+    lua_rawget(L, -2);
+    struct kctx *c = lua_touserdata(L, -1);
+    lua_pop(L, 2);
+    if (!c)
+        luaL_error(L, "%s called outside a kernel (start kernels with tl.launch)", what);
+    return c;
+}
+
+static void release_allocs(struct kctx *c)
+{
+    for (size_t i = 0; i < c->n_allocs; i++)
+        if (c->allocs[i] != UINT64_MAX)
+            kb_mem_dealloc(c->pe->tcm, c->allocs[i]);
+    free(c->allocs);
+    c->allocs = NULL;
+    c->n_allocs = c->cap_allocs = 0;
+}
+
+static int ctx_gc(lua_State *L)
+{
+    struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
+    free(c->allocs);
+    c->allocs = NULL;
+    return 0;
+}
+
+/* bind(sys, program_id, rank, world): binds the running thread to a PE */
+static int l_bind(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_pe *pe = checkpe(L, sys, 2);
+    lua_getiuservalue(L, 1, 1);
+    struct sim *s = kb_checksim(L, -1);
+    lua_pop(L, 1);
+    kb_block_end(kb_block_begin(L, s, "tl.launch")); /* must be a thread process */
+    if (!pe->tcm)
+        return luaL_error(L, "PE '%s' has no TCM for kernel handles", pe->name);
+    struct kctx *c = lua_newuserdatauv(L, sizeof *c, 1);
+    memset(c, 0, sizeof *c);
+    luaL_setmetatable(L, KB_CTX);
+    c->sys = sys;
+    c->s = s;
+    c->pe = pe;
+    c->program_id = pe->rank;
+    c->rank = (int)luaL_checkinteger(L, 3);
+    c->world = (int)luaL_checkinteger(L, 4);
+    lua_pushvalue(L, 1); /* the system outlives its kernels */
+    lua_setiuservalue(L, -2, 1);
+    push_ctx_table(L);
+    lua_pushthread(L);
+    lua_pushvalue(L, -3);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* unbind(): the kernel of the running thread has ended */
+static int l_unbind(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.unbind");
+    c->ended = true;
+    release_allocs(c);
+    push_ctx_table(L);
+    lua_pushthread(L);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+    return 0;
+}
+
+/* Runs the PE_CPU dispatch of one kernel op. */
+static void dispatch(lua_State *L, struct kctx *c, const char *what)
+{
+    void *bp = kb_block_begin(L, c->s, what);
+    int rc = kb_cpu_dispatch(c->pe->cpu);
+    kb_block_end(bp);
+    if (rc < 0)
+        luaL_error(L, "%s on PE '%s': dispatch failed (%d)", what, c->pe->name, rc);
+}
+
+static int l_rank(lua_State *L)
+{
+    lua_pushinteger(L, current(L, "tl.rank")->rank);
+    return 1;
+}
+
+static int l_world_size(lua_State *L)
+{
+    lua_pushinteger(L, current(L, "tl.world_size")->world);
+    return 1;
+}
+
+static int l_program_id(lua_State *L)
+{
+    lua_pushinteger(L, current(L, "tl.program_id")->program_id);
+    return 1;
+}
+
+static int l_pe(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.pe");
+    lua_createtable(L, 0, 5);
+    lua_pushinteger(L, c->pe->rank);
+    lua_setfield(L, -2, "rank");
+    lua_pushinteger(L, c->pe->sip);
+    lua_setfield(L, -2, "sip");
+    lua_pushinteger(L, c->pe->cube);
+    lua_setfield(L, -2, "cube");
+    lua_pushinteger(L, c->pe->local_pe);
+    lua_setfield(L, -2, "local_pe");
+    lua_pushstring(L, c->pe->name);
+    lua_setfield(L, -2, "name");
+    return 1;
+}
+
+/* ---- handles --------------------------------------------------------- */
+
+/* A new handle of n elements in the context's TCM, left on the stack. */
+static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum kb_dtype dt)
+{
+    uint64_t bytes = (uint64_t)n * kb_dtype_size(dt), addr;
+    if (kb_mem_alloc(c->pe->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
+        luaL_error(L, "PE '%s': TCM scratch is full (%s); free handles with tl.free or "
+                      "use smaller tiles", c->pe->name, kb_mem_errmsg(c->pe->tcm));
+    if (c->n_allocs == c->cap_allocs) {
+        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 16;
+        uint64_t *a = realloc(c->allocs, cap * sizeof *a);
+        if (!a) {
+            kb_mem_dealloc(c->pe->tcm, addr);
+            luaL_error(L, "out of memory");
+        }
+        c->allocs = a;
+        c->cap_allocs = cap;
+    }
+    c->allocs[c->n_allocs++] = addr;
+    struct handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    *h = (struct handle){c, addr, n, dt, false};
+    luaL_setmetatable(L, KB_HANDLE);
+    return h;
+}
+
+static struct handle *checkhandle(lua_State *L, int i)
+{
+    struct handle *h = luaL_checkudata(L, i, KB_HANDLE);
+    if (h->freed || h->ctx->ended)
+        luaL_argerror(L, i, h->freed ? "handle was freed" : "handle of a kernel that has ended");
+    return h;
+}
+
+static size_t hbytes(const struct handle *h)
+{
+    return (size_t)h->n * kb_dtype_size(h->dt);
+}
+
+/* The handle's bytes in a fresh scratch buffer on the Lua stack. */
+static void *hread(lua_State *L, const struct handle *h)
+{
+    void *buf = lua_newuserdatauv(L, hbytes(h) ? hbytes(h) : 1, 0);
+    if (kb_mem_read(h->ctx->pe->tcm, h->addr, buf, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+    return buf;
+}
+
+static void hwrite(lua_State *L, const struct handle *h, const void *buf)
+{
+    if (kb_mem_write(h->ctx->pe->tcm, h->addr, buf, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+}
+
+static int h_len(lua_State *L)
+{
+    lua_pushinteger(L, luaL_checkudata(L, 1, KB_HANDLE) ? ((struct handle *)lua_touserdata(L, 1))->n : 0);
+    return 1;
+}
+
+static int h_to_table(lua_State *L)
+{
+    struct handle *h = checkhandle(L, 1);
+    unsigned char *buf = hread(L, h);
+    lua_createtable(L, (int)h->n, 0);
+    for (uint32_t j = 0; j < h->n; j++) {
+        lua_pushnumber(L, kb_dtype_load(buf, j, h->dt));
+        lua_rawseti(L, -2, (lua_Integer)j + 1);
+    }
+    return 1;
+}
+
+static int h_tostring(lua_State *L)
+{
+    struct handle *h = luaL_checkudata(L, 1, KB_HANDLE);
+    lua_pushfstring(L, "handle(%d %s at tcm 0x%p of '%s')", (int)h->n, kb_dtype_name(h->dt),
+                    (void *)(uintptr_t)h->addr, h->ctx->pe->name);
+    return 1;
+}
+
+static int h_index(lua_State *L)
+{
+    struct handle *h = luaL_checkudata(L, 1, KB_HANDLE);
+    const char *k = luaL_checkstring(L, 2);
+    if (strcmp(k, "dtype") == 0)
+        lua_pushstring(L, kb_dtype_name(h->dt));
+    else if (strcmp(k, "n") == 0)
+        lua_pushinteger(L, h->n);
+    else if (strcmp(k, "to_table") == 0)
+        lua_pushcfunction(L, h_to_table);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+/* free(h): returns h's TCM early */
+static int l_free(lua_State *L)
+{
+    struct handle *h = checkhandle(L, 1);
+    struct kctx *c = h->ctx;
+    for (size_t i = 0; i < c->n_allocs; i++)
+        if (c->allocs[i] == h->addr) {
+            kb_mem_dealloc(c->pe->tcm, h->addr);
+            c->allocs[i] = UINT64_MAX;
+            break;
+        }
+    h->freed = true;
+    return 0;
+}
+
+/* ---- data movement: PE_DMA ------------------------------------------- */
+
+/* load(kind, addr, n, dtype) -> handle: n elements at addr of this PE's
+ * memory `kind` into TCM */
+static int l_load(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.load");
+    enum kb_mem_kind kind = checkkind(L, 1);
+    lua_Integer addr = luaL_checkinteger(L, 2);
+    uint32_t n = checkcount(L, 3);
+    enum kb_dtype dt = checkdtype(L, 4);
+    int node;
+    struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
+    dispatch(L, c, "tl.load");
+    struct handle *h = newhandle(L, c, n, dt);
+    struct kb_dma_end src = {m, (uint64_t)addr, node}, dst = {c->pe->tcm, h->addr, c->pe->node};
+    void *bp = kb_block_begin(L, c->s, "tl.load");
+    int rc = kb_dma_copy(c->pe->dma, KB_DMA_READ, src, dst, hbytes(h));
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.load on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
+    return 1;
+}
+
+/* store(kind, addr, h): the handle into this PE's memory `kind` at addr */
+static int l_store(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.store");
+    enum kb_mem_kind kind = checkkind(L, 1);
+    lua_Integer addr = luaL_checkinteger(L, 2);
+    struct handle *h = checkhandle(L, 3);
+    int node;
+    struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
+    dispatch(L, c, "tl.store");
+    struct kb_dma_end src = {c->pe->tcm, h->addr, c->pe->node}, dst = {m, (uint64_t)addr, node};
+    void *bp = kb_block_begin(L, c->s, "tl.store");
+    int rc = kb_dma_copy(c->pe->dma, KB_DMA_WRITE, src, dst, hbytes(h));
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
+    return 0;
+}
+
+/* ---- math: PE_MATH --------------------------------------------------- */
+
+/* A math operand at index i: a handle, or a number broadcast to n
+ * elements of dt (materialised host-side: a scalar register, no time). */
+static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum kb_dtype dt,
+                           const char *what)
+{
+    if (lua_type(L, i) == LUA_TNUMBER) {
+        lua_Number v = lua_tonumber(L, i);
+        unsigned char *buf = lua_newuserdatauv(L, (size_t)n * kb_dtype_size(dt), 0);
+        for (uint32_t j = 0; j < n; j++)
+            kb_dtype_store(buf, j, dt, v);
+        lua_replace(L, i); /* keep it alive */
+        return buf;
+    }
+    struct handle *h = checkhandle(L, i);
+    if (h->ctx != c)
+        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
+                   c->pe->name);
+    if (h->n != n || h->dt != dt)
+        luaL_error(L, "%s on PE '%s': operands differ (%d %s and %d %s)", what, c->pe->name,
+                   (int)n, kb_dtype_name(dt), (int)h->n, kb_dtype_name(h->dt));
+    void *buf = hread(L, h);
+    lua_replace(L, i);
+    return buf;
+}
+
+/* The first handle among the first `arity` arguments fixes n and dtype. */
+static struct handle *shape_of(lua_State *L, int arity, const char *what)
+{
+    for (int i = 1; i <= arity; i++) {
+        struct handle *h = luaL_testudata(L, i, KB_HANDLE);
+        if (h)
+            return checkhandle(L, i);
+    }
+    luaL_error(L, "%s: at least one operand must be a handle", what);
+    return NULL;
+}
+
+static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what)
+{
+    struct handle *first = shape_of(L, arity, what);
+    struct kctx *c = current(L, what);
+    uint32_t n = first->n;
+    enum kb_dtype dt = first->dt;
+    const void *ops[3] = {NULL, NULL, NULL};
+    for (int i = 1; i <= arity; i++)
+        ops[i - 1] = operand(L, i, c, n, dt, what);
+    dispatch(L, c, what);
+    bool reduce = op == KB_MATH_SUM;
+    struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
+    void *obuf = lua_newuserdatauv(L, (size_t)n * kb_dtype_size(dt), 0);
+    void *bp = kb_block_begin(L, c->s, what);
+    int rc = kb_math_run(c->pe->math, op, ops[0], ops[1], ops[2], obuf, n, dt);
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, kb_math_errmsg(c->pe->math));
+    lua_pop(L, 1);
+    hwrite(L, out, obuf);
+    return 1;
+}
+
+static int l_add(lua_State *L) { return math_op(L, KB_MATH_ADD, 2, "tl.add"); }
+static int l_sub(lua_State *L) { return math_op(L, KB_MATH_SUB, 2, "tl.sub"); }
+static int l_mul(lua_State *L) { return math_op(L, KB_MATH_MUL, 2, "tl.mul"); }
+static int l_div(lua_State *L) { return math_op(L, KB_MATH_DIV, 2, "tl.div"); }
+static int l_maximum(lua_State *L) { return math_op(L, KB_MATH_MAXIMUM, 2, "tl.maximum"); }
+static int l_minimum(lua_State *L) { return math_op(L, KB_MATH_MINIMUM, 2, "tl.minimum"); }
+static int l_fma(lua_State *L) { return math_op(L, KB_MATH_FMA, 3, "tl.fma"); }
+static int l_clamp(lua_State *L) { return math_op(L, KB_MATH_CLAMP, 3, "tl.clamp"); }
+static int l_exp(lua_State *L) { return math_op(L, KB_MATH_EXP, 1, "tl.exp"); }
+static int l_log(lua_State *L) { return math_op(L, KB_MATH_LOG, 1, "tl.log"); }
+static int l_softmax(lua_State *L) { return math_op(L, KB_MATH_SOFTMAX, 1, "tl.softmax"); }
+static int l_cdiv(lua_State *L) { return math_op(L, KB_MATH_CDIV, 2, "tl.cdiv"); }
+static int l_sum(lua_State *L) { return math_op(L, KB_MATH_SUM, 1, "tl.sum"); }
+
+/* full(n, value, dtype) -> handle: one vector pass writes it */
+static int l_full(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.full");
+    uint32_t n = checkcount(L, 1);
+    lua_Number v = luaL_checknumber(L, 2);
+    enum kb_dtype dt = checkdtype(L, 3);
+    dispatch(L, c, "tl.full");
+    const struct kb_math_params *mp = kb_math_params(c->pe->math);
+    void *bp = kb_block_begin(L, c->s, "tl.full");
+    int rc = sim_wait(c->s, kb_math_time(mp, KB_MATH_ADD, n, dt));
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.full: %s", sim_errmsg(c->s));
+    struct handle *h = newhandle(L, c, n, dt);
+    unsigned char *buf = lua_newuserdatauv(L, hbytes(h), 0);
+    for (uint32_t j = 0; j < n; j++)
+        kb_dtype_store(buf, j, dt, v);
+    hwrite(L, h, buf);
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* ---- GEMM: PE_GEMM --------------------------------------------------- */
+
+/* dot(a, b, m, n, k [, out_dtype]) -> handle of m×n: row-major a (m×k)
+ * times b (k×n), accumulated in f32 */
+static int l_dot(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.dot");
+    struct handle *a = checkhandle(L, 1), *b = checkhandle(L, 2);
+    lua_Integer m = luaL_checkinteger(L, 3), n = luaL_checkinteger(L, 4),
+                k = luaL_checkinteger(L, 5);
+    enum kb_dtype odt = lua_isnoneornil(L, 6) ? a->dt : checkdtype(L, 6);
+    if (m < 1 || n < 1 || k < 1 || (uint64_t)(m * k) != a->n || (uint64_t)(k * n) != b->n ||
+        a->dt != b->dt)
+        return luaL_error(L, "tl.dot on PE '%s': shapes do not fit (a: %d %s, b: %d %s, "
+                             "m=%I n=%I k=%I)", c->pe->name, (int)a->n, kb_dtype_name(a->dt),
+                          (int)b->n, kb_dtype_name(b->dt), m, n, k);
+    if ((uint64_t)(m * n) > INT32_MAX)
+        return luaL_error(L, "tl.dot: result too large");
+    const void *ab = hread(L, a);
+    const void *bb = hread(L, b);
+    dispatch(L, c, "tl.dot");
+    struct handle *out = newhandle(L, c, (uint32_t)(m * n), odt);
+    void *cb = lua_newuserdatauv(L, hbytes(out), 0);
+    void *bp = kb_block_begin(L, c->s, "tl.dot");
+    int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
+                         (size_t)n, cb, (size_t)n, a->dt, odt, false);
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.dot on PE '%s': gemm failed (%d)", c->pe->name, rc);
+    hwrite(L, out, cb);
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* ---- IPCQ ------------------------------------------------------------ */
+
+static void checkwired(lua_State *L, struct kctx *c, const char *dir, bool tx, const char *what)
+{
+    if (!kb_ipcq_wired(c->pe->ipcq, dir, tx))
+        luaL_error(L, "%s on PE '%s': direction '%s' is not wired for %s", what, c->pe->name,
+                   dir, tx ? "sending" : "receiving");
+}
+
+/* send(dir, h) */
+static int l_send(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.send");
+    const char *dir = luaL_checkstring(L, 1);
+    struct handle *h = checkhandle(L, 2);
+    checkwired(L, c, dir, true, "tl.send");
+    const void *buf = hread(L, h);
+    dispatch(L, c, "tl.send");
+    struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
+    void *bp = kb_block_begin(L, c->s, "tl.send");
+    int rc = kb_ipcq_send(c->pe->ipcq, dir, buf, hbytes(h), &meta);
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.send: %s", kb_ipcq_errmsg(c->pe->ipcq));
+    return 0;
+}
+
+static void check_meta(lua_State *L, struct kctx *c, const char *dir, uint32_t n,
+                       enum kb_dtype dt, int64_t got, const struct kb_ipcq_meta *meta)
+{
+    if (meta->count != n || meta->dtype != (uint32_t)dt ||
+        (uint64_t)got != (uint64_t)n * kb_dtype_size(dt))
+        luaL_error(L, "tl.recv on PE '%s' direction '%s': expected %d %s, got %d %s", c->pe->name,
+                   dir, (int)n, kb_dtype_name(dt), (int)meta->count,
+                   meta->dtype < KB_DTYPE_COUNT ? kb_dtype_name((enum kb_dtype)meta->dtype) : "?");
+}
+
+/* recv(dir, n, dtype) -> handle */
+static int l_recv(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.recv");
+    const char *dir = luaL_checkstring(L, 1);
+    uint32_t n = checkcount(L, 2);
+    enum kb_dtype dt = checkdtype(L, 3);
+    checkwired(L, c, dir, false, "tl.recv");
+    dispatch(L, c, "tl.recv");
+    size_t bytes = (size_t)n * kb_dtype_size(dt);
+    /* room for a longer message, so that a mismatch is reported, not kept */
+    uint64_t room = bytes * 4 + 64;
+    void *buf = lua_newuserdatauv(L, room, 0);
+    struct kb_ipcq_meta meta;
+    void *bp = kb_block_begin(L, c->s, "tl.recv");
+    int64_t got = kb_ipcq_recv(c->pe->ipcq, dir, buf, room, &meta);
+    kb_block_end(bp);
+    if (got < 0)
+        return luaL_error(L, "tl.recv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+    check_meta(L, c, dir, n, dt, got, &meta);
+    struct handle *h = newhandle(L, c, n, dt);
+    hwrite(L, h, buf);
+    return 1;
+}
+
+static void future_proc(struct sim *s, void *arg)
+{
+    struct future *f = arg;
+    f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, f->buf, (uint64_t)f->n * kb_dtype_size(f->dt) * 4 + 64,
+                          &f->meta);
+    f->done = true;
+    sim_notify(f->done_ev);
+}
+
+static int fut_gc(lua_State *L)
+{
+    struct future *f = luaL_checkudata(L, 1, KB_FUTURE);
+    if (f->done || f->waited) {
+        free(f->buf);
+        free(f->dir);
+        f->buf = NULL;
+        f->dir = NULL;
+    }
+    /* a receive still running keeps its buffers: the process writes them */
+    return 0;
+}
+
+/* recv_async(dir, n, dtype) -> future: the receive runs beside the kernel */
+static int l_recv_async(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.recv_async");
+    const char *dir = luaL_checkstring(L, 1);
+    uint32_t n = checkcount(L, 2);
+    enum kb_dtype dt = checkdtype(L, 3);
+    checkwired(L, c, dir, false, "tl.recv_async");
+    dispatch(L, c, "tl.recv_async");
+    struct future *f = lua_newuserdatauv(L, sizeof *f, 1);
+    memset(f, 0, sizeof *f);
+    luaL_setmetatable(L, KB_FUTURE);
+    f->ctx = c;
+    f->n = n;
+    f->dt = dt;
+    f->dir = strdup(dir);
+    f->buf = malloc((size_t)n * kb_dtype_size(dt) * 4 + 64);
+    if (!f->dir || !f->buf)
+        return luaL_error(L, "out of memory");
+    char name[256];
+    snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, dir);
+    f->done_ev = sim_event_new(c->s, name);
+    if (!f->done_ev || !sim_thread(c->s, name, future_proc, f, 0))
+        return luaL_error(L, "tl.recv_async: %s", sim_errmsg(c->s));
+    return 1;
+}
+
+/* wait(future) -> handle */
+static int l_wait(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.wait");
+    struct future *f = luaL_checkudata(L, 1, KB_FUTURE);
+    if (f->waited)
+        return luaL_error(L, "tl.wait: this receive was already waited for");
+    if (f->ctx != c)
+        return luaL_error(L, "tl.wait: a receive of PE '%s' waited on PE '%s'", f->ctx->pe->name,
+                          c->pe->name);
+    while (!f->done) {
+        void *bp = kb_block_begin(L, c->s, "tl.wait");
+        int rc = sim_wait_event(c->s, f->done_ev);
+        kb_block_end(bp);
+        if (rc < 0)
+            return luaL_error(L, "tl.wait: %s", sim_errmsg(c->s));
+    }
+    f->waited = true;
+    if (f->got < 0)
+        return luaL_error(L, "tl.recv_async: %s", kb_ipcq_errmsg(c->pe->ipcq));
+    check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);
+    struct handle *h = newhandle(L, c, f->n, f->dt);
+    hwrite(L, h, f->buf);
+    return 1;
+}
+
+/* ---- ccl.yaml -------------------------------------------------------- */
+
+/* ccl_config([path]) -> {algorithm=, where=, n_elem=, dtype=, buffer_kind=,
+ * backpressure=, algorithms={NAME={world_size=}}}: configs/ccl.yaml, the
+ * user file over it, then the command line's --set */
+static int l_ccl_config(lua_State *L)
+{
+    static const char *const dtypes[] = {"f16", "bf16", "f32"};
+    static const char *const kinds[] = {"tcm", "sram", "hbm"};
+    static const char *const bps[] = {"sleep", "poll"};
+    const char *path = luaL_optstring(L, 1, NULL);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "kbsim");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "options");
+    lua_getfield(L, -1, "set");
+    int setidx = lua_gettop(L);
+    size_t n_sets = 0;
+    const char **sets = NULL;
+    if (lua_istable(L, setidx)) {
+        lua_pushnil(L);
+        while (lua_next(L, setidx)) {
+            n_sets++;
+            lua_pop(L, 1);
+        }
+        sets = lua_newuserdatauv(L, (n_sets ? n_sets : 1) * sizeof *sets, 0);
+        size_t i = 0;
+        lua_pushnil(L);
+        while (lua_next(L, setidx)) {
+            lua_pushvalue(L, -2);
+            lua_pushliteral(L, "=");
+            lua_pushvalue(L, -3);
+            lua_concat(L, 3);
+            sets[i++] = lua_tostring(L, -1);
+            lua_rawsetp(L, setidx, (void *)&sets[i - 1]); /* keep the string alive */
+            lua_pop(L, 1);
+        }
+    }
+    struct kb_ccl_cfg cfg;
+    struct kb_config_errors errs;
+    kb_config_errors_init(&errs);
+    struct kb_config_src src = {.defaults_path = KBSIM_CONFIG_DIR "/ccl.yaml",
+                                .user_path = path,
+                                .sets = sets,
+                                .n_sets = n_sets,
+                                .sets_foreign_ok = true};
+    int rc = kb_ccl_cfg_load(&cfg, &src, &errs);
+    if (rc != 0) {
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        for (size_t i = 0; i < errs.n; i++) {
+            if (i)
+                luaL_addchar(&b, '\n');
+            luaL_addstring(&b, errs.msgs[i]);
+        }
+        kb_config_errors_release(&errs);
+        luaL_pushresult(&b);
+        return lua_error(L);
+    }
+    kb_config_errors_release(&errs);
+    lua_createtable(L, 0, 8);
+    lua_pushstring(L, cfg.algorithm.text);
+    lua_setfield(L, -2, "algorithm");
+    lua_pushstring(L, cfg.algorithm.where);
+    lua_setfield(L, -2, "where");
+    lua_pushinteger(L, cfg.n_elem);
+    lua_setfield(L, -2, "n_elem");
+    lua_pushstring(L, dtypes[cfg.dtype]);
+    lua_setfield(L, -2, "dtype");
+    lua_pushstring(L, kinds[cfg.buffer_kind]);
+    lua_setfield(L, -2, "buffer_kind");
+    lua_pushstring(L, bps[cfg.backpressure]);
+    lua_setfield(L, -2, "backpressure");
+    lua_createtable(L, 0, (int)cfg.n_algorithms);
+    for (size_t i = 0; i < cfg.n_algorithms; i++) {
+        lua_createtable(L, 0, 2);
+        if (cfg.algorithms[i].world_size > 0) {
+            lua_pushinteger(L, cfg.algorithms[i].world_size);
+            lua_setfield(L, -2, "world_size");
+        }
+        lua_setfield(L, -2, cfg.algorithms[i].name.text);
+    }
+    lua_setfield(L, -2, "algorithms");
+    return 1;
+}
+
+/* ---- registration ---------------------------------------------------- */
+
+static const luaL_Reg funcs[] = {
+    {"alloc", l_alloc},         {"host_write", l_host_write}, {"host_read", l_host_read},
+    {"wire", l_wire},           {"wired", l_wired},           {"sim_of", l_sim_of},
+    {"bind", l_bind},           {"unbind", l_unbind},         {"rank", l_rank},
+    {"world_size", l_world_size}, {"program_id", l_program_id}, {"pe", l_pe},
+    {"load", l_load},           {"store", l_store},           {"full", l_full},
+    {"add", l_add},             {"sub", l_sub},               {"mul", l_mul},
+    {"div", l_div},             {"maximum", l_maximum},       {"minimum", l_minimum},
+    {"fma", l_fma},             {"clamp", l_clamp},           {"exp", l_exp},
+    {"log", l_log},             {"softmax", l_softmax},       {"cdiv", l_cdiv},
+    {"sum", l_sum},             {"dot", l_dot},               {"send", l_send},
+    {"recv", l_recv},           {"recv_async", l_recv_async}, {"wait", l_wait},
+    {"free", l_free},           {"ccl_config", l_ccl_config}, {NULL, NULL}};
+
+static const luaL_Reg handle_meta[] = {
+    {"__add", l_add},   {"__sub", l_sub},           {"__mul", l_mul},     {"__div", l_div},
+    {"__len", h_len},   {"__index", h_index},       {"__tostring", h_tostring},
+    {NULL, NULL}};
+
+static int luaopen_tlcore(lua_State *L)
+{
+    luaL_newmetatable(L, KB_HANDLE);
+    luaL_setfuncs(L, handle_meta, 0);
+    lua_pop(L, 1);
+    luaL_newmetatable(L, KB_CTX);
+    lua_pushcfunction(L, ctx_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, KB_FUTURE);
+    lua_pushcfunction(L, fut_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+    luaL_newlib(L, funcs);
+    return 1;
+}
+
+void kb_open_tl(lua_State *L)
+{
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
+    lua_pushcfunction(L, luaopen_tlcore);
+    lua_setfield(L, -2, "kbsim.tlcore");
+    lua_pop(L, 1);
+}
