@@ -169,7 +169,7 @@ end
 -- One shard's values (host read, no time).
 function Tensor:shard_table(rank)
   local s = self:shard(rank)
-  return tl.host_read(self.sys, rank, s.addr, self.dtype, s.n)
+  return tl.host_read(self.sys, rank, s.addr, self.dtype, s.n, self.memory)
 end
 
 -- Writes one shard (host write, no time); values are rounded to the dtype.
@@ -178,7 +178,7 @@ function Tensor:shard_copy_(rank, values)
   if #values ~= s.n then
     error(("shard_copy_: %d values for a shard of %d elements"):format(#values, s.n), 2)
   end
-  tl.host_write(self.sys, rank, s.addr, self.dtype, values)
+  tl.host_write(self.sys, rank, s.addr, self.dtype, values, self.memory)
   return self
 end
 
@@ -211,7 +211,7 @@ function Tensor:copy_(src)
   for k, r in ipairs(self.ranks) do
     local shard = {}
     for j = 0, self.shard_n - 1 do shard[j + 1] = vals[full_index(self, k - 1, j) + 1] end
-    tl.host_write(self.sys, r, self.addrs[k], self.dtype, shard)
+    tl.host_write(self.sys, r, self.addrs[k], self.dtype, shard, self.memory)
   end
   return self
 end
@@ -224,14 +224,52 @@ end
 --------------------------------------------------------------------------
 -- torch.distributed
 
--- Reads ccl.yaml (defaults, then `path` or ./ccl.yaml when present, then
--- --set) through the binding's strict reader.
-local function load_ccl(path)
-  if not path then
-    local f = io.open("ccl.yaml", "r")
-    if f then f:close(); path = "ccl.yaml" end
+-- A configuration table as YAML text (maps of scalars), for the strict
+-- reader, which takes files.
+local function to_yaml(v, indent, out)
+  local keys = {}
+  for k in pairs(v) do
+    if type(k) ~= "string" then
+      error(("ccl config: key '%s' is not a name"):format(tostring(k)), 0)
+    end
+    keys[#keys + 1] = k
   end
-  return tl.ccl_config(path)
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local x = v[k]
+    if type(x) == "table" then
+      out[#out + 1] = indent .. k .. ":" .. (next(x) == nil and " {}" or "")
+      to_yaml(x, indent .. "  ", out)
+    else
+      out[#out + 1] = ("%s%s: %s"):format(indent, k, tostring(x))
+    end
+  end
+  return out
+end
+
+-- Reads ccl.yaml through the binding's strict reader: configs/ccl.yaml,
+-- then `config` (a path, a table mirroring the YAML, or else ./ccl.yaml
+-- when present), then --set. A table is checked as a file named
+-- "config table".
+local function load_ccl(config)
+  if type(config) == "table" then
+    local tmp = os.tmpname()
+    local f = assert(io.open(tmp, "w"))
+    f:write(table.concat(to_yaml(config, "", {}), "\n"), "\n")
+    f:close()
+    local ok, cfg = pcall(tl.ccl_config, tmp)
+    os.remove(tmp)
+    if not ok then
+      error((tostring(cfg):gsub(tmp:gsub("%p", "%%%0"), "config table")), 0)
+    end
+    cfg.where = cfg.where:gsub(tmp:gsub("%p", "%%%0"), "config table")
+    return cfg
+  end
+  if config == nil then
+    local f = io.open("ccl.yaml", "r")
+    if f then f:close(); config = "ccl.yaml" end
+  end
+  return tl.ccl_config(config)
 end
 
 local function group_world(T, cfg, algo, name)
@@ -348,7 +386,7 @@ local function new_distributed(T)
     local name = opts and opts.algorithm
     local where
     if not name then
-      if coll == "all_reduce" then name, where = G.cfg.algorithm, G.cfg.algorithm_where
+      if coll == "all_reduce" then name, where = G.cfg.algorithm, G.cfg.where
       else name = coll end
     end
     local algo = ccl.get(name, where)
@@ -372,7 +410,7 @@ local function new_distributed(T)
       error(("init_process_group: unknown backend '%s' (ahbm)"):format(tostring(o.backend)), 2)
     end
     local cfg = load_ccl(o.config)
-    local algo = ccl.get(cfg.algorithm, cfg.algorithm_where)
+    local algo = ccl.get(cfg.algorithm, cfg.where)
     G = {cfg = cfg, backend = "ahbm", algorithm = algo,
          ranks = group_world(T, cfg, algo, cfg.algorithm), epoch = 0, barrier_state = {}}
     G.index = {}
@@ -712,7 +750,7 @@ function M.new(sim, sys)
       if t.index[r] then error(("torch.zeros: rank %d listed twice"):format(r), 2) end
       t.index[r] = k
       t.addrs[k] = tl.alloc(sys, r, memory, shard_n * DTYPE_BYTES[dt])
-      tl.host_write(sys, r, t.addrs[k], dt, zero)
+      tl.host_write(sys, r, t.addrs[k], dt, zero, memory)
     end
     return t
   end

@@ -7,7 +7,10 @@ local T = require("kbsim.torch")
 
 local N_ELEM = 64
 
+-- The IPCQ rings live where the system's ipcq.buffer_kind puts them, so
+-- the buffer kind goes into the topology as well as into ccl.yaml.
 local function run(label, alg, n, buffer_kind, topology)
+  topology.ipcq = {buffer_kind = buffer_kind}
   local torch = T.init{topology = topology}
   local algos = n and {[alg] = {world_size = n}} or {}
   torch.distributed.init_process_group{backend = "ahbm",
@@ -32,14 +35,14 @@ local function run(label, alg, n, buffer_kind, topology)
     rep.latency_ns, rep.busbw_gbps, rep.check))
 end
 
-local cube4 = {sips = {count = 1}, sip = {cube_mesh = {w = 2, h = 2}}}
-run("ring_tcm", "ring_allreduce", 4, "tcm", cube4)
-run("ring_sram", "ring_allreduce", 4, "sram", cube4)
-run("ring_hbm", "ring_allreduce", 4, "hbm", cube4)
-run("ring_8", "ring_allreduce", 8, "tcm", cube4)
-run("ring_16", "ring_allreduce", 16, "tcm", cube4)
-run("mesh_4", "mesh_allreduce", 4, "tcm", cube4)
-run("tree_7", "tree_allreduce", 7, "tcm", cube4)
+local function cube4() return {sips = {count = 1}, sip = {cube_mesh = {w = 2, h = 2}}} end
+run("ring_tcm", "ring_allreduce", 4, "tcm", cube4())
+run("ring_sram", "ring_allreduce", 4, "sram", cube4())
+run("ring_hbm", "ring_allreduce", 4, "hbm", cube4())
+run("ring_8", "ring_allreduce", 8, "tcm", cube4())
+run("ring_16", "ring_allreduce", 16, "tcm", cube4())
+run("mesh_4", "mesh_allreduce", 4, "tcm", cube4())
+run("tree_7", "tree_allreduce", 7, "tcm", cube4())
 -- configs/topology.yaml and configs/ccl.yaml as they are
 do
   local torch = T.init{}
