@@ -65,5 +65,8 @@ void kb_open_system(lua_State *L);
 struct kb_system *kb_checksystem(lua_State *L, int i);
 /* Registers the kbsim.tlcore module in package.preload (ltl.c). */
 void kb_open_tl(lua_State *L);
+/* Adds the host-vector functions (vec_*) and the kbsim.vec type to the
+ * module table on top of the stack (lvec.c). */
+void kb_open_vec(lua_State *L);
 
 #endif

@@ -896,6 +896,7 @@ static int luaopen_tlcore(lua_State *L)
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
     luaL_newlib(L, funcs);
+    kb_open_vec(L);
     return 1;
 }
 

@@ -16,6 +16,11 @@ tl.host_read = core.host_read
 tl.wire = core.wire
 tl.wired = core.wired
 tl.ccl_config = core.ccl_config
+-- Host vectors for inputs, references and checks at C speed (lua/lvec.c).
+tl.vec_new = core.vec_new
+tl.vec_affine = core.vec_affine
+tl.vec_from = core.vec_from
+tl.vec_read = core.vec_read
 
 -- Inside a kernel.
 for _, name in ipairs{"rank", "world_size", "program_id", "pe", "full", "add", "sub", "mul",

@@ -1,0 +1,317 @@
+/* lvec.c — host vectors (kbsim.vec): double arrays for building inputs,
+ * references and checks at C speed, read from and written to PE memories
+ *
+ * Scenarios check every point's data; with tens of thousands of elements
+ * per PE and a hundred PEs, doing that element by element in Lua costs
+ * more than the simulation. A vec holds doubles; reading rounds nothing
+ * (a memory's values are exact in double), writing rounds to the dtype.
+ * Host access takes no simulated time. Registered in kbsim.tlcore.
+ */
+#include <math.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "dtype.h"
+#include "lkbsim.h"
+#include "pe.h"
+#include "system.h"
+
+#define KB_VEC "kbsim.vec"
+
+struct vec {
+    size_t n;
+    double v[];
+};
+
+static struct vec *newvec(lua_State *L, size_t n)
+{
+    struct vec *x = lua_newuserdatauv(L, sizeof *x + (n ? n : 1) * sizeof(double), 0);
+    x->n = n;
+    luaL_setmetatable(L, KB_VEC);
+    return x;
+}
+
+static struct vec *checkvec(lua_State *L, int i)
+{
+    return luaL_checkudata(L, i, KB_VEC);
+}
+
+static size_t checksize(lua_State *L, int i)
+{
+    lua_Integer n = luaL_checkinteger(L, i);
+    luaL_argcheck(L, n >= 0 && n <= (1 << 30), i, "size out of range");
+    return (size_t)n;
+}
+
+static enum kb_dtype checkdt(lua_State *L, int i)
+{
+    enum kb_dtype dt;
+    const char *s = luaL_checkstring(L, i);
+    if (kb_dtype_parse(s, &dt) != 0)
+        luaL_argerror(L, i, lua_pushfstring(L, "unknown dtype '%s' (f16, bf16, f32)", s));
+    return dt;
+}
+
+/* The memory (kind at i, default HBM or else TCM) of PE rank at index r. */
+static struct kb_mem *memof(lua_State *L, int sysidx, int r, int kindidx)
+{
+    struct kb_system *sys = kb_checksystem(L, sysidx);
+    lua_Integer rank = luaL_checkinteger(L, r);
+    struct kb_system_counts c;
+    kb_system_get_counts(sys, &c);
+    if (rank < 0 || rank >= c.pes)
+        luaL_argerror(L, r, "no such PE");
+    struct kb_pe *pe = kb_system_pe(sys, (int)rank);
+    static const char *const names[] = {"tcm", "sram", "hbm", NULL};
+    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
+    enum kb_mem_kind k = lua_isnoneornil(L, kindidx)
+                             ? (pe->hbm ? KB_MEM_HBM : KB_MEM_TCM)
+                             : kinds[luaL_checkoption(L, kindidx, NULL, names)];
+    struct kb_mem *m = kb_pe_mem(pe, k, NULL);
+    if (!m)
+        luaL_error(L, "PE '%s' has no %s", pe->name, kb_mem_kind_name(k));
+    return m;
+}
+
+/* vec_new(n [, value]) */
+static int l_new(lua_State *L)
+{
+    size_t n = checksize(L, 1);
+    double v = luaL_optnumber(L, 2, 0);
+    struct vec *x = newvec(L, n);
+    for (size_t i = 0; i < n; i++)
+        x->v[i] = v;
+    return 1;
+}
+
+/* vec_affine(n, scale, offset): v[i] = scale·i + offset (i from 0) */
+static int l_affine(lua_State *L)
+{
+    size_t n = checksize(L, 1);
+    double a = luaL_checknumber(L, 2), b = luaL_checknumber(L, 3);
+    struct vec *x = newvec(L, n);
+    for (size_t i = 0; i < n; i++)
+        x->v[i] = a * (double)i + b;
+    return 1;
+}
+
+/* vec_from(table) */
+static int l_from(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    size_t n = (size_t)luaL_len(L, 1);
+    struct vec *x = newvec(L, n);
+    for (size_t i = 0; i < n; i++) {
+        lua_geti(L, 1, (lua_Integer)i + 1);
+        x->v[i] = luaL_checknumber(L, -1);
+        lua_pop(L, 1);
+    }
+    return 1;
+}
+
+/* vec_read(sys, rank, addr, dtype, n [, kind]) */
+static int l_read(lua_State *L)
+{
+    struct kb_mem *m = memof(L, 1, 2, 6);
+    lua_Integer addr = luaL_checkinteger(L, 3);
+    enum kb_dtype dt = checkdt(L, 4);
+    size_t n = checksize(L, 5), es = kb_dtype_size(dt);
+    unsigned char *buf = lua_newuserdatauv(L, n * es + 1, 0);
+    if (kb_mem_read(m, (uint64_t)addr, buf, n * es) != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(m));
+    struct vec *x = newvec(L, n);
+    for (size_t i = 0; i < n; i++)
+        x->v[i] = kb_dtype_load(buf, i, dt);
+    return 1;
+}
+
+/* v:write(sys, rank, addr, dtype [, kind]): rounds to dtype */
+static int v_write(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    struct kb_mem *m = memof(L, 2, 3, 6);
+    lua_Integer addr = luaL_checkinteger(L, 4);
+    enum kb_dtype dt = checkdt(L, 5);
+    size_t es = kb_dtype_size(dt);
+    unsigned char *buf = lua_newuserdatauv(L, x->n * es + 1, 0);
+    for (size_t i = 0; i < x->n; i++)
+        kb_dtype_store(buf, i, dt, x->v[i]);
+    if (kb_mem_write(m, (uint64_t)addr, buf, x->n * es) != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(m));
+    return 0;
+}
+
+/* v:round(dtype): each element rounded to dtype, in place */
+static int v_round(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    enum kb_dtype dt = checkdt(L, 2);
+    for (size_t i = 0; i < x->n; i++)
+        x->v[i] = kb_dtype_round(x->v[i], dt);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static struct vec *same_size(lua_State *L, struct vec *x, int i)
+{
+    struct vec *y = checkvec(L, i);
+    if (y->n != x->n)
+        luaL_error(L, "vec sizes differ: %d and %d", (int)x->n, (int)y->n);
+    return y;
+}
+
+/* v:add(w) in place; v:add(number) likewise */
+static int v_add(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    if (lua_type(L, 2) == LUA_TNUMBER) {
+        double k = lua_tonumber(L, 2);
+        for (size_t i = 0; i < x->n; i++)
+            x->v[i] += k;
+    } else {
+        struct vec *y = same_size(L, x, 2);
+        for (size_t i = 0; i < x->n; i++)
+            x->v[i] += y->v[i];
+    }
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* v:scale(k) in place */
+static int v_scale(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    double k = luaL_checknumber(L, 2);
+    for (size_t i = 0; i < x->n; i++)
+        x->v[i] *= k;
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* v:copy() */
+static int v_copy(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    struct vec *y = newvec(L, x->n);
+    memcpy(y->v, x->v, x->n * sizeof(double));
+    return 1;
+}
+
+/* v:slice(off, n) -> new vec of v[off .. off+n) (0-based) */
+static int v_slice(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    lua_Integer off = luaL_checkinteger(L, 2), n = luaL_checkinteger(L, 3);
+    if (off < 0 || n < 0 || (size_t)(off + n) > x->n)
+        return luaL_error(L, "vec:slice(%I, %I) outside a vec of %d", off, n, (int)x->n);
+    struct vec *y = newvec(L, (size_t)n);
+    memcpy(y->v, x->v + off, (size_t)n * sizeof(double));
+    return 1;
+}
+
+/* v:set(off, w): w into v at element off (0-based), in place */
+static int v_set(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    lua_Integer off = luaL_checkinteger(L, 2);
+    struct vec *y = checkvec(L, 3);
+    if (off < 0 || (size_t)off + y->n > x->n)
+        return luaL_error(L, "vec:set(%I, vec of %d) outside a vec of %d", off, (int)y->n,
+                          (int)x->n);
+    memcpy(x->v + off, y->v, y->n * sizeof(double));
+    lua_settop(L, 1);
+    return 1;
+}
+
+/* v:max_abs_diff(w) -> largest |v[i] - w[i]| (inf if any is NaN), index */
+static int v_max_abs_diff(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    struct vec *y = same_size(L, x, 2);
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        double d = fabs(x->v[i] - y->v[i]);
+        if (d != d)
+            d = INFINITY;
+        if (d > worst) {
+            worst = d;
+            at = i;
+        }
+    }
+    lua_pushnumber(L, worst);
+    lua_pushinteger(L, (lua_Integer)at);
+    return 2;
+}
+
+/* v:max_abs() */
+static int v_max_abs(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    double m = 0;
+    for (size_t i = 0; i < x->n; i++)
+        if (fabs(x->v[i]) > m)
+            m = fabs(x->v[i]);
+    lua_pushnumber(L, m);
+    return 1;
+}
+
+/* v:get(i) (0-based) */
+static int v_get(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    lua_Integer i = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, i >= 0 && (size_t)i < x->n, 2, "index out of range");
+    lua_pushnumber(L, x->v[i]);
+    return 1;
+}
+
+static int v_to_table(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    lua_createtable(L, (int)x->n, 0);
+    for (size_t i = 0; i < x->n; i++) {
+        lua_pushnumber(L, x->v[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+static int v_len(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)checkvec(L, 1)->n);
+    return 1;
+}
+
+static int v_tostring(lua_State *L)
+{
+    lua_pushfstring(L, "vec(%d)", (int)checkvec(L, 1)->n);
+    return 1;
+}
+
+static const luaL_Reg vec_methods[] = {
+    {"write", v_write},   {"round", v_round},     {"add", v_add},
+    {"scale", v_scale},   {"copy", v_copy},       {"slice", v_slice},
+    {"set", v_set},       {"max_abs_diff", v_max_abs_diff},
+    {"max_abs", v_max_abs}, {"get", v_get},       {"to_table", v_to_table},
+    {NULL, NULL}};
+
+static const luaL_Reg vec_funcs[] = {
+    {"vec_new", l_new}, {"vec_affine", l_affine}, {"vec_from", l_from},
+    {"vec_read", l_read}, {NULL, NULL}};
+
+void kb_open_vec(lua_State *L)
+{
+    if (luaL_newmetatable(L, KB_VEC)) {
+        luaL_newlib(L, vec_methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, v_len);
+        lua_setfield(L, -2, "__len");
+        lua_pushcfunction(L, v_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+    luaL_setfuncs(L, vec_funcs, 0);
+}
