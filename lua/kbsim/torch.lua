@@ -325,24 +325,32 @@ local function execute(T, algo, ranks, a, input, output)
   return run:latency_ns(), per
 end
 
-local function compare(T, out, ref, dtype, n_ranks)
-  local maxerr, maxref = 0, 0
+-- Every rank's output against its reference; tolerance n_ranks roundings
+-- of the largest reference value (exact for f32 integer sums). Tight
+-- loops: at milestone sizes this reads millions of elements.
+local function compare(out, ref, dtype, n_ranks)
+  local maxref, seen = 0, {}
   for _, v in pairs(ref) do
-    for j = 1, #v do maxref = math.max(maxref, math.abs(v[j])) end
+    if not seen[v] then
+      seen[v] = true
+      for j = 1, #v do
+        local x = v[j]
+        if x < 0 then x = -x end
+        if x > maxref then maxref = x end
+      end
+    end
   end
-  local tol = n_ranks * EPS[dtype] * math.max(maxref, 1)
-  if dtype == "f32" then tol = n_ranks * EPS.f32 * maxref end
-  local ok = true
+  local tol = n_ranks * EPS[dtype] * (dtype == "f32" and maxref or math.max(maxref, 1))
+  local maxerr = 0
   for r, want in pairs(ref) do
     local got = out:shard_table(r)
     for j = 1, #want do
-      local e = math.abs((got[j] or 0 / 0) - want[j])
-      if e ~= e then e = math.huge end
-      if e > maxerr then maxerr = e end
-      if e > tol then ok = false end
+      local e = got[j] - want[j]
+      if e < 0 then e = -e end
+      if not (e <= maxerr) then maxerr = (e == e) and e or math.huge end
     end
   end
-  return ok and "passed" or "failed", maxerr
+  return maxerr <= tol and "passed" or "failed", maxerr
 end
 
 local function report(T, name, coll, ranks, n_elem, bytes, lat, per, check, maxerr)
@@ -440,17 +448,23 @@ local function new_distributed(T)
     checktensor(t, "all_reduce: tensor", ranks)
     local n, dt = t.shard_n, t.dtype
     local algo = pick("all_reduce", o)
-    local sum = {}
-    for _, r in ipairs(ranks) do
-      local v = t:shard_table(r)
-      for j = 1, n do sum[j] = (sum[j] or 0) + v[j] end
+    -- o.check == false: no host reference (timing sweeps at scale)
+    local ref
+    if o.check ~= false then
+      local sum = t:shard_table(ranks[1])
+      for k = 2, #ranks do
+        local v = t:shard_table(ranks[k])
+        for j = 1, n do sum[j] = sum[j] + v[j] end
+      end
+      local round = ROUND[dt]
+      for j = 1, n do sum[j] = round(sum[j]) end
+      ref = {}
+      for _, r in ipairs(ranks) do ref[r] = sum end
     end
-    for j = 1, n do sum[j] = ROUND[dt](sum[j]) end
-    local ref = {}
-    for _, r in ipairs(ranks) do ref[r] = sum end
     local a = args_for(algo, n, dt, o)
     local lat, per = execute(T, algo, ranks, a, t, t)
-    local check, err = compare(T, t, ref, dt, #ranks)
+    local check, err = "skipped", 0
+    if ref then check, err = compare(t, ref, dt, #ranks) end
     return report(T, algo.name, "all_reduce", ranks, n, n * DTYPE_BYTES[dt], lat, per, check, err)
   end
 
@@ -468,7 +482,7 @@ local function new_distributed(T)
     local ref = {}
     for _, r in ipairs(ranks) do ref[r] = cat end
     local lat, per = execute(T, algo, ranks, args_for(algo, C, dt, o), inp, out)
-    local check, err = compare(T, out, ref, dt, 1)
+    local check, err = compare(out, ref, dt, 1)
     return report(T, algo.name, "all_gather", ranks, C, N * C * DTYPE_BYTES[dt], lat, per, check, err)
   end
 
@@ -495,7 +509,7 @@ local function new_distributed(T)
       ref[r] = v
     end
     local lat, per = execute(T, algo, ranks, args_for(algo, C, dt, o), inp, out)
-    local check, err = compare(T, out, ref, dt, N)
+    local check, err = compare(out, ref, dt, N)
     return report(T, algo.name, "reduce_scatter", ranks, C, N * C * DTYPE_BYTES[dt], lat, per,
       check, err)
   end
@@ -522,7 +536,7 @@ local function new_distributed(T)
       ref[r] = v
     end
     local lat, per = execute(T, algo, ranks, args_for(algo, C, dt, o), inp, out)
-    local check, err = compare(T, out, ref, dt, 1)
+    local check, err = compare(out, ref, dt, 1)
     return report(T, algo.name, "all_to_all", ranks, C, N * C * DTYPE_BYTES[dt], lat, per, check, err)
   end
 
@@ -568,7 +582,7 @@ local function new_distributed(T)
       ref[r] = v
     end
     local lat, per = execute(T, algo, ranks, a, inp, out)
-    local check, err = compare(T, out, ref, dt, 1)
+    local check, err = compare(out, ref, dt, 1)
     return report(T, algo.name, "all_to_allv", ranks, maxin, maxin * DTYPE_BYTES[dt], lat, per,
       check, err)
   end
@@ -588,7 +602,7 @@ local function new_distributed(T)
     local ref = {}
     for _, r in ipairs(ranks) do ref[r] = v end
     local lat, per = execute(T, algo, ranks, args_for(algo, n, dt, extra), t, t)
-    local check, err = compare(T, t, ref, dt, 1)
+    local check, err = compare(t, ref, dt, 1)
     return report(T, algo.name, "broadcast", ranks, n, n * DTYPE_BYTES[dt], lat, per, check, err)
   end
 
