@@ -11,6 +11,7 @@
 #include <lualib.h>
 
 #include "lkbsim.h"
+#include "lsweep.h"
 
 enum { EXIT_CHECK = 1, EXIT_USAGE = 2 };
 
@@ -25,12 +26,14 @@ static const char usage_text[] =
     "  --set KEY=VALUE      override a parameter (repeatable; kb.options.set)\n"
     "  --topology FILE      system description used by scenarios\n"
     "                       (kb.options.topology)\n"
+    "  --fast               reuse cached sweep points whose inputs are\n"
+    "                       unchanged (kb.options.fast)\n"
     "  -q, --quiet          no progress output\n"
     "  --version            print the version and exit\n"
     "  -h, --help           print this help and exit\n"
     "\n"
-    "exit status: 0 success, 1 a check failed, 2 usage, configuration or\n"
-    "script error\n";
+    "exit status: 0 success, 1 a check or a sweep point failed, 2 usage,\n"
+    "configuration or script error, 130 a sweep stopped by Ctrl-C\n";
 
 static void usage_error(const char *fmt, const char *subject)
 {
@@ -156,6 +159,8 @@ int main(int argc, char **argv)
             set[opt.nset++] = kv;
         } else if (strcmp(name, "--topology") == 0) {
             opt.topology = optvalue(argc, argv, &i, name, attached);
+        } else if (strcmp(name, "--fast") == 0) {
+            opt.fast = flag = true;
         } else if (strcmp(name, "-q") == 0 || strcmp(name, "--quiet") == 0) {
             opt.quiet = flag = true;
         } else if (strcmp(name, "--version") == 0) {
@@ -229,6 +234,9 @@ int main(int argc, char **argv)
     }
     long failed = kb_failed_checks(L);
     fflush(stdout);
+    /* Sweeps report even after a script error: their points' own
+     * messages say more than the error that followed. */
+    int sweep_status = kb_sweep_status(L);
     lua_close(L);
     free(out);
     free(set);
@@ -237,5 +245,7 @@ int main(int argc, char **argv)
                 failed == 1 ? "" : "s");
         status = EXIT_CHECK;
     }
+    if (status != EXIT_USAGE && sweep_status > status)
+        status = sweep_status;
     return status;
 }

@@ -31,6 +31,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "lsweep.h"
 #include "sim.h"
 
 #define KB_SIM "kbsim.sim"
@@ -1119,6 +1120,8 @@ static void default_options(lua_State *L)
     lua_setfield(L, -2, "set");
     lua_pushboolean(L, 0);
     lua_setfield(L, -2, "quiet");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "fast");
 }
 
 int luaopen_kbsim(lua_State *L)
@@ -1141,6 +1144,7 @@ int luaopen_kbsim(lua_State *L)
     }
     lua_setfield(L, -2, "options");
     kb_open_system(L);
+    kb_open_sweep(L);
     return 1;
 }
 
@@ -1168,6 +1172,8 @@ void kb_preload(lua_State *L, const struct kb_options *opt)
     }
     lua_pushboolean(L, opt->quiet);
     lua_setfield(L, -2, "quiet");
+    lua_pushboolean(L, opt->fast);
+    lua_setfield(L, -2, "fast");
     lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_options_key);
 
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);

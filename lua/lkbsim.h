@@ -19,6 +19,7 @@ struct kb_options {
     int nset;
     const char *topology; /* system description, or NULL */
     bool quiet;
+    bool fast;            /* --fast: reuse cached sweep points */
 };
 
 /* Opens the module and leaves it on the stack (for package.preload or

@@ -1,0 +1,1844 @@
+/* lsweep.c — kb.sweep: sweep points in parallel, each in its own Lua state
+ *
+ * A lua_State is not thread-safe, and a simulation's processes are Lua
+ * threads of the state that created them, so every point gets a fresh
+ * state (and builds its own simulation) on a libuv pool thread. What a
+ * point needs travels as bytes: the point function as bytecode with its
+ * upvalues rebuilt (plain data copied, modules looked up again by name,
+ * other Lua functions dumped recursively), its parameters and its returned
+ * row as a deep copy. The same bytes, with table keys in a canonical order,
+ * are hashed for the --fast cache. See
+ * docs/decisions/0006-sweep-points-in-separate-states.md.
+ */
+#include "lsweep.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "lkbsim.h"
+#include "sim_uv.h"
+
+#define KB_BLOB "kbsim.sweep.blob"
+#define KB_SWEEP "kbsim.sweep"
+
+/* Deeper tables are almost surely a mistake, and each level costs C
+ * stack. */
+#define KB_MAX_DEPTH 200
+
+/* VM instructions between two looks at the stop flag in a point. */
+#define KB_STOP_HOOK_COUNT 10000
+
+/* Registry keys (their addresses are unique). */
+static const char kb_sweeps_key = 'w'; /* main state: reports, interrupted */
+static const char kb_point_key = 'p';  /* worker state: its sweep point */
+
+/* ---- byte buffers ---------------------------------------------------- */
+
+struct blob {
+    unsigned char *p;
+    size_t n, cap;
+};
+
+static bool blob_reserve(struct blob *b, size_t more)
+{
+    if (b->cap - b->n >= more)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->n < more) {
+        if (cap > SIZE_MAX / 2)
+            return false;
+        cap *= 2;
+    }
+    unsigned char *p = realloc(b->p, cap);
+    if (p == NULL)
+        return false;
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+static bool blob_add(struct blob *b, const void *src, size_t n)
+{
+    if (!blob_reserve(b, n))
+        return false;
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+    return true;
+}
+
+static bool blob_str(struct blob *b, const char *s)
+{
+    return blob_add(b, s, strlen(s));
+}
+
+static void blob_free(struct blob *b)
+{
+    free(b->p);
+    memset(b, 0, sizeof *b);
+}
+
+static int blob_gc(lua_State *L)
+{
+    blob_free(lua_touserdata(L, 1));
+    return 0;
+}
+
+/* A buffer owned by a userdata on the stack, so that an error raised
+ * while filling it does not leak it. */
+static struct blob *newblob(lua_State *L)
+{
+    struct blob *b = lua_newuserdatauv(L, sizeof *b, 0);
+    memset(b, 0, sizeof *b);
+    if (luaL_newmetatable(L, KB_BLOB)) {
+        lua_pushcfunction(L, blob_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return b;
+}
+
+/* FNV-1a, 64 bits: enough to tell a few thousand cached points apart, and
+ * small enough to read at a glance. */
+#define FNV_OFFSET 14695981039346656037ULL
+#define FNV_PRIME 1099511628211ULL
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= c[i];
+        h *= FNV_PRIME;
+    }
+    return h;
+}
+
+/* A length-prefixed segment, so that two inputs cannot run into each
+ * other. */
+static uint64_t fnv_seg(uint64_t h, const void *p, size_t n)
+{
+    unsigned char len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    return fnv(fnv(h, len, 8), p, n);
+}
+
+/* ---- serialisation: Lua values to bytes ------------------------------ */
+
+/* Tags of the byte format. Integers are little-endian whatever the host,
+ * so that cache keys do not depend on it. */
+enum {
+    T_NIL = 'n', T_FALSE = 'f', T_TRUE = 't', T_INT = 'i', T_FLOAT = 'd',
+    T_STR = 's', T_TABLE = 'T', T_FUNC = 'F', T_FUNCREF = 'R',
+    T_JOIN = 'J', T_MODULE = 'M', T_MEMBER = 'm',
+};
+
+enum ser_mode {
+    SER_PLAIN, /* numbers, strings, booleans, nil, tables of them */
+    SER_CODE,  /* also Lua functions, modules and their C functions */
+};
+
+struct ser {
+    lua_State *L;
+    struct blob *b;
+    enum ser_mode mode;
+    bool strip;      /* dump functions without debug information */
+    int visiting;    /* tables being written: cycle check */
+    int funcs;       /* function -> id (SER_CODE) */
+    int upids;       /* upvalue id -> id * 256 + index (SER_CODE) */
+    int mods;        /* value -> module name (SER_CODE) */
+    int members;     /* C function -> {module, key} (SER_CODE) */
+    uint32_t nfuncs;
+    int depth;
+    /* Error messages: "<prefix> '<path>'<after> <problem><suffix>". */
+    const char *prefix, *after, *suffix;
+    char path[160];
+    size_t plen;
+};
+
+static int ser_fail(struct ser *s, const char *problem)
+{
+    return luaL_error(s->L, "%s '%s'%s %s%s", s->prefix, s->path, s->after,
+                      problem, s->suffix);
+}
+
+static void ser_add(struct ser *s, const void *p, size_t n)
+{
+    if (!blob_add(s->b, p, n))
+        luaL_error(s->L, "kb.sweep: out of memory");
+}
+
+static void ser_byte(struct ser *s, int c)
+{
+    unsigned char b = (unsigned char)c;
+    ser_add(s, &b, 1);
+}
+
+static void le64(unsigned char *d, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        d[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le64(const unsigned char *d)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)d[i] << (8 * i);
+    return v;
+}
+
+static void ser_u64(struct ser *s, uint64_t v)
+{
+    unsigned char d[8];
+    le64(d, v);
+    ser_add(s, d, 8);
+}
+
+static void ser_lstr(struct ser *s, const char *p, size_t n)
+{
+    ser_byte(s, T_STR);
+    ser_u64(s, n);
+    ser_add(s, p, n);
+}
+
+static size_t path_push(struct ser *s, const char *part, bool dot)
+{
+    size_t old = s->plen;
+    int n = snprintf(s->path + old, sizeof s->path - old, "%s%s",
+                     dot && old > 0 ? "." : "", part);
+    if (n < 0 || (size_t)n >= sizeof s->path - old)
+        s->path[old] = '\0'; /* too long to say: name the outer part */
+    else
+        s->plen = old + (size_t)n;
+    return old;
+}
+
+/* The key at index k as a path part: ".name" or "[3]". */
+static size_t path_push_key(struct ser *s, int k)
+{
+    lua_State *L = s->L;
+    char tmp[48];
+    if (lua_type(L, k) == LUA_TSTRING)
+        return path_push(s, lua_tostring(L, k), true);
+    if (lua_isinteger(L, k))
+        snprintf(tmp, sizeof tmp, "[%lld]", (long long)lua_tointeger(L, k));
+    else
+        snprintf(tmp, sizeof tmp, "[%s]", luaL_typename(L, k));
+    return path_push(s, tmp, false);
+}
+
+static void path_pop(struct ser *s, size_t old)
+{
+    s->plen = old;
+    s->path[old] = '\0';
+}
+
+static void ser_value(struct ser *s, int idx);
+
+/* One key/value pair of a table's hash part, as offsets into the
+ * buffer. */
+struct entry {
+    size_t koff, klen, end;
+};
+
+static int entry_cmp(const void *a, const void *b, void *base)
+{
+    const struct entry *x = a, *y = b;
+    const unsigned char *p = base;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = memcmp(p + x->koff, p + y->koff, n);
+    if (c != 0)
+        return c;
+    return (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+/* A table: its array part 1..n in order, then the other pairs sorted by
+ * their encoded keys, so that equal tables give equal bytes whatever
+ * their insertion history (the cache key depends on it). */
+static void ser_table(struct ser *s, int idx)
+{
+    lua_State *L = s->L;
+    if (lua_getmetatable(L, idx)) {
+        lua_pop(L, 1);
+        ser_fail(s, "is a table with a metatable");
+    }
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, s->visiting) != LUA_TNIL)
+        ser_fail(s, "is part of a cycle (a table that contains itself)");
+    lua_pop(L, 1);
+    lua_pushvalue(L, idx);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, s->visiting);
+
+    lua_Integer narr = 0;
+    while (lua_rawgeti(L, idx, narr + 1) != LUA_TNIL) {
+        lua_pop(L, 1);
+        narr++;
+    }
+    lua_pop(L, 1);
+    ser_byte(s, T_TABLE);
+    ser_u64(s, (uint64_t)narr);
+    for (lua_Integer i = 1; i <= narr; i++) {
+        lua_rawgeti(L, idx, i);
+        lua_pushinteger(L, i);
+        size_t old = path_push_key(s, -1);
+        lua_pop(L, 1);
+        ser_value(s, -1);
+        path_pop(s, old);
+        lua_pop(L, 1);
+    }
+
+    size_t countoff = s->b->n;
+    ser_u64(s, 0);
+    size_t start = s->b->n;
+    struct blob *ents = newblob(L);
+    int entsidx = lua_gettop(L);
+    uint64_t count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        if (lua_isinteger(L, -2)) {
+            lua_Integer k = lua_tointeger(L, -2);
+            if (k >= 1 && k <= narr) {
+                lua_pop(L, 1);
+                continue;
+            }
+        }
+        size_t old = path_push_key(s, -2);
+        int kt = lua_type(L, -2);
+        if (kt != LUA_TSTRING && kt != LUA_TNUMBER && kt != LUA_TBOOLEAN)
+            ser_fail(s, "has a key that is not a string, number or boolean");
+        struct entry e = {.koff = s->b->n};
+        ser_value(s, -2);
+        e.klen = s->b->n - e.koff;
+        ser_value(s, -1);
+        e.end = s->b->n;
+        path_pop(s, old);
+        if (!blob_add(ents, &e, sizeof e))
+            luaL_error(L, "kb.sweep: out of memory");
+        count++;
+        lua_pop(L, 1);
+    }
+    if (count > 1) {
+        struct entry *ev = (struct entry *)ents->p;
+        qsort_r(ev, count, sizeof *ev, entry_cmp, s->b->p);
+        struct blob *copy = newblob(L);
+        if (!blob_add(copy, s->b->p + start, s->b->n - start))
+            luaL_error(L, "kb.sweep: out of memory");
+        size_t at = start;
+        for (uint64_t i = 0; i < count; i++) {
+            size_t len = ev[i].end - ev[i].koff;
+            memcpy(s->b->p + at, copy->p + (ev[i].koff - start), len);
+            at += len;
+        }
+    }
+    lua_settop(L, entsidx - 1);
+    le64(s->b->p + countoff, count);
+
+    lua_pushvalue(L, idx);
+    lua_pushnil(L);
+    lua_rawset(L, s->visiting);
+}
+
+static int dump_writer(lua_State *L, const void *p, size_t n, void *ud)
+{
+    return blob_add(ud, p, n) ? 0 : 1;
+}
+
+/* A Lua function: its bytecode, then each upvalue. Upvalues shared with a
+ * function written before are written as a join, so closures that share a
+ * variable still share it in the point's state; a function met again
+ * (recursion) is a reference. */
+static void ser_function(struct ser *s, int idx)
+{
+    lua_State *L = s->L;
+    lua_pushvalue(L, idx);
+    if (lua_rawget(L, s->funcs) == LUA_TNUMBER) {
+        uint32_t id = (uint32_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+        ser_byte(s, T_FUNCREF);
+        ser_u64(s, id);
+        return;
+    }
+    lua_pop(L, 1);
+    uint32_t id = s->nfuncs++;
+    lua_pushvalue(L, idx);
+    lua_pushinteger(L, id);
+    lua_rawset(L, s->funcs);
+
+    ser_byte(s, T_FUNC);
+    ser_u64(s, id);
+    size_t lenoff = s->b->n;
+    ser_u64(s, 0);
+    size_t start = s->b->n;
+    lua_pushvalue(L, idx);
+    if (lua_dump(L, dump_writer, s->b, s->strip) != 0)
+        luaL_error(L, "kb.sweep: out of memory");
+    lua_pop(L, 1);
+    le64(s->b->p + lenoff, s->b->n - start);
+
+    int nup = 0;
+    while (lua_getupvalue(L, idx, nup + 1) != NULL) {
+        lua_pop(L, 1);
+        nup++;
+    }
+    ser_u64(s, (uint64_t)nup);
+    for (int i = 1; i <= nup; i++) {
+        lua_pushlightuserdata(L, lua_upvalueid(L, idx, i));
+        if (lua_rawget(L, s->upids) == LUA_TNUMBER) {
+            lua_Integer at = lua_tointeger(L, -1);
+            lua_pop(L, 1);
+            ser_byte(s, T_JOIN);
+            ser_u64(s, (uint64_t)(at / 256));
+            ser_u64(s, (uint64_t)(at % 256));
+            continue;
+        }
+        lua_pop(L, 1);
+        lua_pushlightuserdata(L, lua_upvalueid(L, idx, i));
+        lua_pushinteger(L, (lua_Integer)id * 256 + i);
+        lua_rawset(L, s->upids);
+        const char *name = lua_getupvalue(L, idx, i);
+        size_t old = path_push(s, name && *name ? name : "?", true);
+        ser_value(s, -1);
+        path_pop(s, old);
+        lua_pop(L, 1);
+    }
+}
+
+static void ser_value(struct ser *s, int idx)
+{
+    lua_State *L = s->L;
+    idx = lua_absindex(L, idx);
+    luaL_checkstack(L, 8, "kb.sweep: value nested too deeply");
+    int t = lua_type(L, idx);
+    if (s->mode == SER_CODE &&
+        (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TUSERDATA)) {
+        lua_pushvalue(L, idx);
+        if (lua_rawget(L, s->mods) == LUA_TSTRING) {
+            size_t n;
+            const char *name = lua_tolstring(L, -1, &n);
+            ser_byte(s, T_MODULE);
+            ser_lstr(s, name, n);
+            lua_pop(L, 1);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushvalue(L, idx);
+        if (lua_rawget(L, s->members) == LUA_TTABLE) {
+            size_t n;
+            ser_byte(s, T_MEMBER);
+            lua_rawgeti(L, -1, 1);
+            const char *mod = lua_tolstring(L, -1, &n);
+            ser_lstr(s, mod, n);
+            lua_rawgeti(L, -2, 2);
+            const char *key = lua_tolstring(L, -1, &n);
+            ser_lstr(s, key, n);
+            lua_pop(L, 3);
+            return;
+        }
+        lua_pop(L, 1);
+    }
+    switch (t) {
+    case LUA_TNIL:
+        ser_byte(s, T_NIL);
+        return;
+    case LUA_TBOOLEAN:
+        ser_byte(s, lua_toboolean(L, idx) ? T_TRUE : T_FALSE);
+        return;
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx)) {
+            ser_byte(s, T_INT);
+            ser_u64(s, (uint64_t)lua_tointeger(L, idx));
+        } else {
+            double d = (double)lua_tonumber(L, idx);
+            uint64_t bits;
+            memcpy(&bits, &d, sizeof bits);
+            ser_byte(s, T_FLOAT);
+            ser_u64(s, bits);
+        }
+        return;
+    case LUA_TSTRING: {
+        size_t n;
+        const char *p = lua_tolstring(L, idx, &n);
+        ser_lstr(s, p, n);
+        return;
+    }
+    case LUA_TTABLE:
+        if (++s->depth > KB_MAX_DEPTH)
+            ser_fail(s, "is nested too deeply");
+        ser_table(s, idx);
+        s->depth--;
+        return;
+    case LUA_TFUNCTION:
+        if (s->mode != SER_CODE)
+            ser_fail(s, "is a function");
+        if (lua_iscfunction(L, idx))
+            ser_fail(s, "is a C function of no loaded module");
+        if (++s->depth > KB_MAX_DEPTH)
+            ser_fail(s, "is nested too deeply");
+        ser_function(s, idx);
+        s->depth--;
+        return;
+    default:
+        ser_fail(s, lua_pushfstring(L, "is a %s", luaL_typename(L, idx)));
+    }
+}
+
+/* Serialises the value at idx into b, which must not move while this
+ * runs (it belongs to a userdata or a struct that outlives the call). */
+static void serialise(lua_State *L, int idx, struct blob *b, struct ser *proto)
+{
+    idx = lua_absindex(L, idx);
+    int top = lua_gettop(L);
+    struct ser s = *proto;
+    s.L = L;
+    s.b = b;
+    s.depth = 0;
+    s.nfuncs = 0;
+    s.plen = strlen(s.path);
+    lua_newtable(L);
+    s.visiting = lua_gettop(L);
+    if (s.mode == SER_CODE) {
+        lua_newtable(L);
+        s.funcs = lua_gettop(L);
+        lua_newtable(L);
+        s.upids = lua_gettop(L);
+    }
+    ser_value(&s, idx);
+    lua_settop(L, top);
+}
+
+/* ---- module maps ------------------------------------------------------ */
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Pushes two tables: value -> module name for every value of
+ * package.loaded, and function -> {module, key} for the functions that
+ * modules export (C functions of any module; Lua functions too, except
+ * those of _G, which may be the script's own globals and exist in no
+ * other state). Modules are visited in name order, so a value reachable
+ * two ways always gets the same name. */
+static void push_module_maps(lua_State *L)
+{
+    int top = lua_gettop(L);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    int loaded = lua_gettop(L);
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, loaded) != 0) {
+        if (lua_type(L, -2) == LUA_TSTRING)
+            n++;
+        lua_pop(L, 1);
+    }
+    const char **names = lua_newuserdatauv(L, (n ? n : 1) * sizeof *names, 0);
+    size_t k = 0;
+    lua_pushnil(L);
+    while (lua_next(L, loaded) != 0) {
+        if (lua_type(L, -2) == LUA_TSTRING && k < n)
+            names[k++] = lua_tostring(L, -2); /* anchored: a key of loaded */
+        lua_pop(L, 1);
+    }
+    qsort(names, k, sizeof *names, cmp_cstr);
+
+    lua_newtable(L);
+    int mods = lua_gettop(L);
+    lua_newtable(L);
+    int members = lua_gettop(L);
+    for (size_t i = 0; i < k; i++) {
+        int t = lua_getfield(L, loaded, names[i]);
+        if (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TUSERDATA) {
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, mods) == LUA_TNIL) {
+                lua_pushvalue(L, -2);
+                lua_pushstring(L, names[i]);
+                lua_rawset(L, mods);
+            }
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    for (size_t i = 0; i < k; i++) {
+        bool is_g = strcmp(names[i], "_G") == 0;
+        if (lua_getfield(L, loaded, names[i]) != LUA_TTABLE) {
+            lua_pop(L, 1);
+            continue;
+        }
+        int mod = lua_gettop(L);
+        lua_pushnil(L);
+        while (lua_next(L, mod) != 0) {
+            if (lua_type(L, -2) != LUA_TSTRING || !lua_isfunction(L, -1) ||
+                (is_g && !lua_iscfunction(L, -1))) {
+                lua_pop(L, 1);
+                continue;
+            }
+            /* The smallest key wins within a module, for determinism.
+             * Stack: key fn [entry emod ekey]. */
+            bool take = true;
+            lua_pushvalue(L, -1);
+            if (lua_rawget(L, members) == LUA_TTABLE) {
+                lua_rawgeti(L, -1, 1);
+                lua_rawgeti(L, -2, 2);
+                take = strcmp(lua_tostring(L, -2), names[i]) == 0 &&
+                       strcmp(lua_tostring(L, -5), lua_tostring(L, -1)) < 0;
+                lua_pop(L, 2);
+            }
+            lua_pop(L, 1);
+            if (take) {
+                lua_pushvalue(L, -1);
+                lua_createtable(L, 2, 0);
+                lua_pushstring(L, names[i]);
+                lua_rawseti(L, -2, 1);
+                lua_pushvalue(L, -4);
+                lua_rawseti(L, -2, 2);
+                lua_rawset(L, members);
+            }
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_copy(L, mods, top + 1);
+    lua_copy(L, members, top + 2);
+    lua_settop(L, top + 2);
+}
+
+/* ---- deserialisation: bytes to Lua values ----------------------------- */
+
+struct des {
+    lua_State *L;
+    const unsigned char *p, *end;
+    int funcs; /* id -> function */
+};
+
+static const unsigned char *des_take(struct des *d, size_t n)
+{
+    if ((size_t)(d->end - d->p) < n)
+        luaL_error(d->L, "kb.sweep: truncated value (internal error)");
+    const unsigned char *at = d->p;
+    d->p += n;
+    return at;
+}
+
+static uint64_t des_u64(struct des *d)
+{
+    return get_le64(des_take(d, 8));
+}
+
+static const char *des_str(struct des *d, size_t *n)
+{
+    if (*des_take(d, 1) != T_STR)
+        luaL_error(d->L, "kb.sweep: bad value (internal error)");
+    *n = (size_t)des_u64(d);
+    return (const char *)des_take(d, *n);
+}
+
+/* package.loaded[name], or require(name) in this state. */
+static void push_module(lua_State *L, const char *name, size_t n)
+{
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_pushlstring(L, name, n);
+    if (lua_rawget(L, -2) == LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_getglobal(L, "require");
+        lua_pushlstring(L, name, n);
+        lua_call(L, 1, 1);
+    }
+    lua_remove(L, -2);
+}
+
+static void des_value(struct des *d)
+{
+    lua_State *L = d->L;
+    luaL_checkstack(L, 8, "kb.sweep: value nested too deeply");
+    int tag = *des_take(d, 1);
+    switch (tag) {
+    case T_NIL: lua_pushnil(L); return;
+    case T_FALSE: lua_pushboolean(L, 0); return;
+    case T_TRUE: lua_pushboolean(L, 1); return;
+    case T_INT: lua_pushinteger(L, (lua_Integer)des_u64(d)); return;
+    case T_FLOAT: {
+        uint64_t bits = des_u64(d);
+        double v;
+        memcpy(&v, &bits, sizeof v);
+        lua_pushnumber(L, (lua_Number)v);
+        return;
+    }
+    case T_STR: {
+        size_t n = (size_t)des_u64(d);
+        lua_pushlstring(L, (const char *)des_take(d, n), n);
+        return;
+    }
+    case T_TABLE: {
+        uint64_t narr = des_u64(d);
+        lua_createtable(L, narr < INT32_MAX ? (int)narr : 0, 0);
+        for (uint64_t i = 1; i <= narr; i++) {
+            des_value(d);
+            lua_rawseti(L, -2, (lua_Integer)i);
+        }
+        uint64_t nhash = des_u64(d);
+        for (uint64_t i = 0; i < nhash; i++) {
+            des_value(d);
+            des_value(d);
+            lua_rawset(L, -3);
+        }
+        return;
+    }
+    case T_FUNC: {
+        lua_Integer id = (lua_Integer)des_u64(d);
+        size_t n = (size_t)des_u64(d);
+        const char *code = (const char *)des_take(d, n);
+        if (luaL_loadbufferx(L, code, n, "=kb.sweep", "b") != LUA_OK)
+            lua_error(L);
+        int f = lua_gettop(L);
+        lua_pushvalue(L, f);
+        lua_rawseti(L, d->funcs, id);
+        int nup = (int)des_u64(d);
+        for (int i = 1; i <= nup; i++) {
+            if (d->p < d->end && *d->p == T_JOIN) {
+                d->p++;
+                lua_Integer fid = (lua_Integer)des_u64(d);
+                int j = (int)des_u64(d);
+                lua_rawgeti(L, d->funcs, fid);
+                lua_upvaluejoin(L, f, i, -1, j);
+                lua_pop(L, 1);
+                continue;
+            }
+            des_value(d);
+            if (lua_setupvalue(L, f, i) == NULL)
+                lua_pop(L, 1);
+        }
+        return;
+    }
+    case T_FUNCREF:
+        lua_rawgeti(L, d->funcs, (lua_Integer)des_u64(d));
+        return;
+    case T_MODULE: {
+        size_t n;
+        const char *name = des_str(d, &n);
+        push_module(L, name, n);
+        return;
+    }
+    case T_MEMBER: {
+        size_t mn, kn;
+        const char *mod = des_str(d, &mn);
+        const char *key = des_str(d, &kn);
+        push_module(L, mod, mn);
+        lua_pushlstring(L, key, kn);
+        if (!lua_istable(L, -2) || lua_rawget(L, -2) == LUA_TNIL)
+            luaL_error(L, "kb.sweep: '%s.%s' does not exist in the point's Lua state",
+                       mod, key);
+        lua_remove(L, -2);
+        return;
+    }
+    default:
+        luaL_error(L, "kb.sweep: bad value tag %d (internal error)", tag);
+    }
+}
+
+/* Pushes the value held in b. */
+static void deserialise(lua_State *L, const struct blob *b)
+{
+    lua_newtable(L);
+    struct des d = {L, b->p, b->p + b->n, lua_gettop(L)};
+    des_value(&d);
+    lua_remove(L, d.funcs);
+}
+
+/* ---- JSON for the cache ------------------------------------------------ */
+
+/* Cached rows are JSON so that a reader can look at them. Integers are
+ * written without a decimal point and floats always with one (or an
+ * exponent), so that a row reads back with the same number types. A row
+ * JSON cannot hold exactly (a table mixing key kinds, NaN, infinity) is
+ * simply not cached. */
+
+static bool json_str(struct blob *b, const char *s, size_t n)
+{
+    if (!blob_add(b, "\"", 1))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)c;
+            esc[2] = '\0';
+        } else if (c == '\n') {
+            strcpy(esc, "\\n");
+        } else if (c == '\t') {
+            strcpy(esc, "\\t");
+        } else if (c < 0x20 || c == 0x7f) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+        } else {
+            esc[0] = (char)c;
+            esc[1] = '\0';
+        }
+        if (!blob_str(b, esc))
+            return false;
+    }
+    return blob_add(b, "\"", 1);
+}
+
+/* The shortest %.Ng that reads back as the same double. */
+static void fmt_float(char *buf, size_t size, double v)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    if (strpbrk(buf, ".eE") == NULL)
+        strncat(buf, ".0", size - strlen(buf) - 1);
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const struct { const char *s; size_t n; } *x = a, *y = b;
+    size_t n = x->n < y->n ? x->n : y->n;
+    int c = memcmp(x->s, y->s, n);
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+static bool json_value(lua_State *L, int idx, struct blob *b, int depth)
+{
+    idx = lua_absindex(L, idx);
+    if (depth > KB_MAX_DEPTH || !lua_checkstack(L, 6))
+        return false;
+    switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+        return blob_str(b, "null");
+    case LUA_TBOOLEAN:
+        return blob_str(b, lua_toboolean(L, idx) ? "true" : "false");
+    case LUA_TNUMBER: {
+        char buf[40];
+        if (lua_isinteger(L, idx)) {
+            snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, idx));
+        } else {
+            double v = (double)lua_tonumber(L, idx);
+            if (!isfinite(v))
+                return false;
+            fmt_float(buf, sizeof buf, v);
+        }
+        return blob_str(b, buf);
+    }
+    case LUA_TSTRING: {
+        size_t n;
+        const char *s = lua_tolstring(L, idx, &n);
+        return json_str(b, s, n);
+    }
+    case LUA_TTABLE:
+        break;
+    default:
+        return false;
+    }
+    size_t count = 0, nstr = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        count++;
+        if (lua_type(L, -2) == LUA_TSTRING)
+            nstr++;
+        lua_pop(L, 1);
+    }
+    if (count == 0)
+        return blob_str(b, "[]");
+    if (nstr == 0 && lua_rawlen(L, idx) == count) {
+        lua_Integer n = (lua_Integer)count;
+        for (lua_Integer i = 1; i <= n; i++) {
+            if (lua_rawgeti(L, idx, i) == LUA_TNIL) {
+                lua_pop(L, 1);
+                return false; /* holes: not a JSON array */
+            }
+            bool ok = blob_str(b, i == 1 ? "[" : ",") && json_value(L, -1, b, depth + 1);
+            lua_pop(L, 1);
+            if (!ok)
+                return false;
+        }
+        return blob_str(b, "]");
+    }
+    if (nstr != count)
+        return false;
+    struct kv { const char *s; size_t n; } *keys =
+        lua_newuserdatauv(L, (count ? count : 1) * sizeof *keys, 0);
+    size_t k = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        keys[k].s = lua_tolstring(L, -2, &keys[k].n); /* anchored: a key */
+        k++;
+        lua_pop(L, 1);
+    }
+    qsort(keys, k, sizeof *keys, cmp_key);
+    bool ok = blob_str(b, "{");
+    for (size_t i = 0; ok && i < k; i++) {
+        lua_pushlstring(L, keys[i].s, keys[i].n);
+        lua_rawget(L, idx);
+        ok = (i == 0 || blob_str(b, ",")) && json_str(b, keys[i].s, keys[i].n) &&
+             blob_str(b, ":") && json_value(L, -1, b, depth + 1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return ok && blob_str(b, "}");
+}
+
+struct jread {
+    lua_State *L;
+    const char *p, *end;
+    int depth;
+};
+
+static void jr_space(struct jread *r)
+{
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' ||
+                             *r->p == '\t'))
+        r->p++;
+}
+
+static bool jr_lit(struct jread *r, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(r->end - r->p) < n || memcmp(r->p, lit, n) != 0)
+        return false;
+    r->p += n;
+    return true;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* A JSON string; \u escapes below 0x80 only (the writer makes no others,
+ * and a file from elsewhere just misses the cache). */
+static bool jr_string(struct jread *r)
+{
+    luaL_Buffer lb;
+    if (r->p >= r->end || *r->p != '"')
+        return false;
+    r->p++;
+    luaL_buffinit(r->L, &lb);
+    while (r->p < r->end && *r->p != '"') {
+        char c = *r->p++;
+        if (c == '\\') {
+            if (r->p >= r->end)
+                return false;
+            c = *r->p++;
+            switch (c) {
+            case 'n': c = '\n'; break;
+            case 't': c = '\t'; break;
+            case 'r': c = '\r'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case '"': case '\\': case '/': break;
+            case 'u': {
+                int v = 0;
+                for (int i = 0; i < 4; i++) {
+                    int h = r->p < r->end ? hexval(*r->p++) : -1;
+                    if (h < 0)
+                        return false;
+                    v = v * 16 + h;
+                }
+                if (v >= 0x80)
+                    return false;
+                c = (char)v;
+                break;
+            }
+            default: return false;
+            }
+        }
+        luaL_addchar(&lb, c);
+    }
+    if (r->p >= r->end)
+        return false;
+    r->p++;
+    luaL_pushresult(&lb);
+    return true;
+}
+
+static bool jr_value(struct jread *r)
+{
+    lua_State *L = r->L;
+    if (++r->depth > KB_MAX_DEPTH || !lua_checkstack(L, 6))
+        return false;
+    jr_space(r);
+    if (r->p >= r->end)
+        return false;
+    char c = *r->p;
+    bool ok = true;
+    if (c == '"') {
+        ok = jr_string(r);
+    } else if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        lua_newtable(L);
+        r->p++;
+        jr_space(r);
+        lua_Integer n = 0;
+        if (r->p < r->end && *r->p == close) {
+            r->p++;
+        } else {
+            for (;;) {
+                if (c == '{') {
+                    jr_space(r);
+                    if (!jr_string(r))
+                        return false;
+                    jr_space(r);
+                    if (!jr_lit(r, ":") || !jr_value(r))
+                        return false;
+                    lua_rawset(L, -3);
+                } else {
+                    if (!jr_value(r))
+                        return false;
+                    lua_rawseti(L, -2, ++n);
+                }
+                jr_space(r);
+                if (jr_lit(r, ","))
+                    continue;
+                if (r->p < r->end && *r->p == close) {
+                    r->p++;
+                    break;
+                }
+                return false;
+            }
+        }
+    } else if (jr_lit(r, "null")) {
+        lua_pushnil(L);
+    } else if (jr_lit(r, "true")) {
+        lua_pushboolean(L, 1);
+    } else if (jr_lit(r, "false")) {
+        lua_pushboolean(L, 0);
+    } else {
+        char buf[64];
+        size_t n = 0;
+        bool isfloat = false;
+        while (r->p < r->end && n < sizeof buf - 1 &&
+               strchr("+-0123456789.eE", *r->p) != NULL) {
+            if (strchr(".eE", *r->p))
+                isfloat = true;
+            buf[n++] = *r->p++;
+        }
+        buf[n] = '\0';
+        char *endp;
+        errno = 0;
+        if (isfloat) {
+            double v = strtod(buf, &endp);
+            lua_pushnumber(L, (lua_Number)v);
+        } else {
+            long long v = strtoll(buf, &endp, 10);
+            if (errno != 0)
+                return false;
+            lua_pushinteger(L, (lua_Integer)v);
+        }
+        ok = n > 0 && *endp == '\0';
+    }
+    r->depth--;
+    return ok;
+}
+
+/* Pushes the JSON document in [p, p+n) as a Lua value, or returns false
+ * with the stack as it was. */
+static bool json_read(lua_State *L, const char *p, size_t n)
+{
+    int top = lua_gettop(L);
+    struct jread r = {L, p, p + n, 0};
+    if (jr_value(&r)) {
+        jr_space(&r);
+        if (r.p == r.end)
+            return true;
+    }
+    lua_settop(L, top);
+    return false;
+}
+
+/* ---- points and their states ----------------------------------------- */
+
+struct point {
+    struct blob params; /* plain, canonical: shipped and hashed */
+    struct blob result; /* the returned row, filled by the worker */
+    bool has_result;
+    bool reused;        /* taken from the cache, not simulated */
+    uint64_t key;
+    char *err;          /* failure: message (first part, with file:line) */
+    char *trace;        /* failure: message and traceback */
+    long checks_failed;
+};
+
+/* One kb.sweep call. A userdata, so that everything is freed even if an
+ * error is raised half-way. Pool threads read the shared fields and write
+ * only their own point. */
+struct sweep {
+    char *name;
+    struct blob fn;      /* the point function and its upvalues */
+    struct blob options; /* kb.options */
+    struct blob arg;     /* the global `arg` */
+    char *path, *cpath;
+    size_t n;
+    struct point *pts;
+    size_t *todo;        /* points to simulate */
+    size_t ntodo;
+    unsigned char *status; /* per todo entry: enum sim_sweep_status */
+    /* progress bar */
+    bool bar;
+    uint64_t t0;
+    size_t ndone, nreused;
+    uv_timer_t timer;
+};
+
+static int sweep_gc(lua_State *L)
+{
+    struct sweep *sw = luaL_checkudata(L, 1, KB_SWEEP);
+    free(sw->name);
+    blob_free(&sw->fn);
+    blob_free(&sw->options);
+    blob_free(&sw->arg);
+    free(sw->path);
+    free(sw->cpath);
+    for (size_t i = 0; sw->pts && i < sw->n; i++) {
+        blob_free(&sw->pts[i].params);
+        blob_free(&sw->pts[i].result);
+        free(sw->pts[i].err);
+        free(sw->pts[i].trace);
+    }
+    free(sw->pts);
+    free(sw->todo);
+    free(sw->status);
+    memset(sw, 0, sizeof *sw);
+    return 0;
+}
+
+struct worker {
+    struct sweep *sw;
+    struct point *pt;
+    struct sim_sweep_point *sp;
+    size_t index;
+};
+
+/* A stopping sweep (Ctrl-C) must also end points that are busy in Lua:
+ * their simulations are theirs, not attached to the sweep, so they learn
+ * of it here. */
+static void stop_hook(lua_State *L, lua_Debug *ar)
+{
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key);
+    struct worker *wk = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (wk != NULL && sim_sweep_point_stopping(wk->sp))
+        luaL_error(L, "kb.sweep: point stopped (interrupted)");
+}
+
+static char *dupstr(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+/* In a fresh state on a pool thread: the standard libraries, the same
+ * package paths, the kbsim module with the caller's kb.options and `arg`;
+ * then run(p), and its row serialised back. */
+static int worker_main(lua_State *W)
+{
+    struct worker *wk = lua_touserdata(W, 1);
+    struct sweep *sw = wk->sw;
+    struct point *pt = wk->pt;
+    luaL_openlibs(W);
+    lua_getglobal(W, "package");
+    lua_pushstring(W, sw->path);
+    lua_setfield(W, -2, "path");
+    lua_pushstring(W, sw->cpath);
+    lua_setfield(W, -2, "cpath");
+    lua_pop(W, 1);
+    lua_pushlightuserdata(W, wk);
+    lua_rawsetp(W, LUA_REGISTRYINDEX, &kb_point_key);
+
+    /* As the CLI does it, so that every module it preloads is there;
+     * kb.options is then replaced by the caller's. */
+    const char *noset[1] = {NULL};
+    struct kb_options o = {.out = "", .jobs = 1, .set = noset};
+    kb_preload(W, &o);
+    lua_getglobal(W, "require");
+    lua_pushliteral(W, "kbsim");
+    lua_call(W, 1, 1);
+    deserialise(W, &sw->options);
+    lua_setfield(W, -2, "options");
+    lua_pop(W, 1);
+    deserialise(W, &sw->arg);
+    lua_setglobal(W, "arg");
+
+    lua_sethook(W, stop_hook, LUA_MASKCOUNT, KB_STOP_HOOK_COUNT);
+    lua_pushcfunction(W, kb_traceback);
+    int msgh = lua_gettop(W);
+    deserialise(W, &sw->fn);
+    deserialise(W, &pt->params);
+    if (lua_pcall(W, 1, 1, msgh) != LUA_OK) {
+        size_t n;
+        const char *msg = lua_tolstring(W, -1, &n);
+        if (msg == NULL)
+            msg = "(error object is not a string)", n = strlen(msg);
+        const char *tb = strstr(msg, "\nstack traceback:");
+        pt->trace = dupstr(msg, n);
+        pt->err = dupstr(msg, tb ? (size_t)(tb - msg) : n);
+        if (pt->err == NULL)
+            return luaL_error(W, "out of memory");
+    } else {
+        struct ser proto = {
+            .mode = SER_PLAIN,
+            .prefix = lua_pushfstring(W, "kb.sweep: point %d returned a row whose",
+                                      (int)wk->index + 1),
+            .after = "",
+            .suffix = "; a row must be plain data (numbers, strings, "
+                      "booleans, tables of them)",
+            .path = "row",
+        };
+        pt->result.n = 0;
+        serialise(W, -2, &pt->result, &proto);
+        pt->has_result = true;
+    }
+    pt->checks_failed = kb_failed_checks(W);
+    return 0;
+}
+
+/* sim_sweep_run_fn: point todo[k] in its own Lua state. */
+static int point_run(struct sim_sweep_point *sp, size_t k, void *ud)
+{
+    struct sweep *sw = ud;
+    size_t index = sw->todo[k];
+    struct point *pt = &sw->pts[index];
+    struct worker wk = {sw, pt, sp, index};
+    lua_State *W = luaL_newstate();
+    if (W == NULL) {
+        pt->err = dupstr("cannot create a Lua state (out of memory)", 41);
+        return 1;
+    }
+    /* As in kbsim.c: the kbsim module keeps its state pointer there. */
+    memset(lua_getextraspace(W), 0, LUA_EXTRASPACE);
+    lua_pushcfunction(W, worker_main);
+    lua_pushlightuserdata(W, &wk);
+    if (lua_pcall(W, 1, 0, 0) != LUA_OK && pt->err == NULL) {
+        const char *msg = lua_tostring(W, -1);
+        if (msg == NULL)
+            msg = "(error object is not a string)";
+        pt->err = dupstr(msg, strlen(msg));
+        pt->has_result = false;
+    }
+    lua_close(W);
+    return pt->err != NULL || pt->checks_failed > 0;
+}
+
+/* ---- progress --------------------------------------------------------- */
+
+static void bar_draw(struct sweep *sw)
+{
+    double el = (double)(uv_hrtime() - sw->t0) * 1e-9;
+    size_t done = sw->ndone, total = sw->ntodo;
+    char bar[25];
+    size_t fill = total ? 24 * done / total : 24;
+    memset(bar, '#', fill);
+    memset(bar + fill, '.', 24 - fill);
+    bar[24] = '\0';
+    fprintf(stderr, "\r\033[Kkb.sweep '%s' [%s] %zu/%zu  %.1f s", sw->name, bar,
+            done, total, el);
+    if (done > 0 && done < total)
+        fprintf(stderr, ", ~%.1f s left", el / (double)done * (double)(total - done));
+    if (sw->nreused > 0)
+        fprintf(stderr, "  (%zu reused)", sw->nreused);
+    fflush(stderr);
+}
+
+static bool on_progress(size_t done, size_t total, void *ud)
+{
+    struct sweep *sw = ud;
+    sw->ndone = done;
+    if (sw->bar)
+        bar_draw(sw);
+    return false;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    bar_draw(t->data);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    *(bool *)h->loop->data = false;
+}
+
+/* Runs the points in todo; returns sim_sweep_run's status. */
+static int run_points(struct sweep *sw, int jobs)
+{
+    uv_loop_t loop;
+    bool timer_open = false;
+    int rc = uv_loop_init(&loop);
+    if (rc < 0)
+        return SIM_ENOMEM;
+    loop.data = &timer_open;
+    sw->t0 = uv_hrtime();
+    if (sw->bar && uv_timer_init(&loop, &sw->timer) == 0) {
+        timer_open = true;
+        sw->timer.data = sw;
+        uv_timer_start(&sw->timer, on_timer, 0, 250);
+    }
+    struct sim_sweep_opts opts = {
+        .jobs = jobs, .catch_sigint = true, .loop = &loop,
+        .progress = on_progress,
+    };
+    rc = sim_sweep_run(sw->ntodo, point_run, sw, &opts, sw->status);
+    if (timer_open) {
+        uv_close((uv_handle_t *)&sw->timer, on_timer_closed);
+        while (timer_open)
+            uv_run(&loop, UV_RUN_NOWAIT);
+        bar_draw(sw);
+        fputc('\n', stderr);
+    }
+    uv_loop_close(&loop);
+    return rc;
+}
+
+/* ---- the cache --------------------------------------------------------- */
+
+/* A folder name from the sweep's name: no separators, no leading dot. */
+static void safe_name(char *d, size_t size, const char *name)
+{
+    size_t i = 0;
+    for (; name[i] && i + 1 < size; i++) {
+        char c = name[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                  (c == '.' && i > 0);
+        d[i] = ok ? c : '_';
+    }
+    d[i] = '\0';
+    if (i == 0)
+        snprintf(d, size, "sweep");
+}
+
+static int make_dir(lua_State *L, const char *dir)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return luaL_error(L, "kb.sweep: cannot create folder '%s': %s", dir,
+                          strerror(errno));
+    return 0;
+}
+
+/* Writes [p, p+n) to path through a temporary file and a rename, so that
+ * a reader never sees half a file. */
+static bool write_atomic(const char *path, const void *p, size_t n)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
+        return false;
+    FILE *f = fopen(tmp, "wb");
+    if (f == NULL)
+        return false;
+    bool ok = fwrite(p, 1, n, f) == n;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) == 0)
+        return true;
+    int e = errno;
+    remove(tmp);
+    errno = e;
+    return false;
+}
+
+/* The whole file in a blob; false if it cannot be read. */
+static bool read_file(const char *path, struct blob *b)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return false;
+    char buf[8192];
+    size_t n;
+    bool ok = true;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        ok = blob_add(b, buf, n);
+    ok = ok && !ferror(f);
+    fclose(f);
+    return ok;
+}
+
+static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
+{
+    struct blob *b = newblob(L);
+    h = fnv_seg(h, path, strlen(path));
+    if (read_file(path, b))
+        h = fnv_seg(h, b->p, b->n);
+    else
+        h = fnv_seg(h, "(unreadable)", 12);
+    lua_pop(L, 1);
+    return h;
+}
+
+/* Hash of what every point shares: kbsim's version, the point function's
+ * code (without debug information, so that moving it in its file keeps
+ * the cache), kb.options except those that cannot change a result, the
+ * configuration files, and the sweep's key_extra. l_sweep adds the
+ * script's arguments. */
+static uint64_t base_key(lua_State *L, int fn, int options, int extra,
+                         const struct ser *code)
+{
+    static const char *const ignored[] = {"out", "jobs", "quiet", "fast", NULL};
+    static const char *const files[] = {"topology", "ccl", NULL};
+    int top = lua_gettop(L);
+    uint64_t h = fnv_seg(FNV_OFFSET, "kbsim " KBSIM_VERSION,
+                         strlen("kbsim " KBSIM_VERSION));
+    struct blob *b = newblob(L);
+    struct ser proto = *code;
+    proto.strip = true;
+    serialise(L, fn, b, &proto);
+    h = fnv_seg(h, b->p, b->n);
+
+    lua_newtable(L);
+    lua_pushnil(L);
+    while (lua_next(L, options) != 0) {
+        bool skip = false;
+        for (int i = 0; ignored[i] && lua_type(L, -2) == LUA_TSTRING; i++)
+            skip = skip || strcmp(lua_tostring(L, -2), ignored[i]) == 0;
+        if (skip) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, -4);
+    }
+    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: kb.options field",
+                        .after = "", .suffix = "; kb.options must be plain data",
+                        .path = "options"};
+    b->n = 0;
+    serialise(L, -1, b, &plain);
+    h = fnv_seg(h, b->p, b->n);
+    lua_pop(L, 1);
+
+    for (int i = 0; files[i]; i++) {
+        if (lua_getfield(L, options, files[i]) == LUA_TSTRING)
+            h = fnv_file(L, h, lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+#ifdef KBSIM_CONFIG_DIR
+    h = fnv_file(L, h, KBSIM_CONFIG_DIR "/topology.yaml");
+    h = fnv_file(L, h, KBSIM_CONFIG_DIR "/ccl.yaml");
+#endif
+
+    struct ser xp = {.mode = SER_PLAIN, .prefix = "kb.sweep: key_extra field",
+                     .after = "", .suffix = "; key_extra must be plain data",
+                     .path = "key_extra"};
+    b->n = 0;
+    serialise(L, extra, b, &xp);
+    h = fnv_seg(h, b->p, b->n);
+    lua_settop(L, top);
+    return h;
+}
+
+/* Pushes the cached row document of a point ({kbsim=, key=, row=, ...})
+ * if its file exists and matches the key; returns false otherwise. */
+static bool cache_load(lua_State *L, const char *dir, uint64_t key)
+{
+    char path[4200], hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
+    snprintf(path, sizeof path, "%s/%s.json", dir, hex);
+    struct blob *b = newblob(L);
+    bool ok = read_file(path, b) && json_read(L, (const char *)b->p, b->n);
+    lua_remove(L, ok ? -2 : -1);
+    if (!ok)
+        return false;
+    ok = lua_istable(L, -1);
+    if (ok) {
+        lua_getfield(L, -1, "kbsim");
+        lua_getfield(L, -2, "key");
+        const char *v = lua_tostring(L, -2), *k = lua_tostring(L, -1);
+        ok = v && k && strcmp(v, KBSIM_VERSION) == 0 && strcmp(k, hex) == 0;
+        lua_pop(L, 2);
+    }
+    if (!ok)
+        lua_pop(L, 1);
+    return ok;
+}
+
+/* Writes a point's row (at index row) and parameters (at index params) as
+ * its cache file. A row that JSON cannot hold exactly is not cached. */
+static void cache_store(lua_State *L, const char *dir, const char *name,
+                        size_t index, uint64_t key, int params, int row)
+{
+    char path[4200], hex[17], num[32];
+    params = lua_absindex(L, params);
+    row = lua_absindex(L, row);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
+    snprintf(path, sizeof path, "%s/%s.json", dir, hex);
+    snprintf(num, sizeof num, "%zu", index + 1);
+    struct blob *b = newblob(L);
+    size_t mark;
+    bool ok = blob_str(b, "{\"kbsim\": ") && json_str(b, KBSIM_VERSION, strlen(KBSIM_VERSION)) &&
+              blob_str(b, ", \"sweep\": ") && json_str(b, name, strlen(name)) &&
+              blob_str(b, ", \"point\": ") && blob_str(b, num) &&
+              blob_str(b, ", \"key\": ") && json_str(b, hex, 16);
+    mark = b->n;
+    if (ok && !(blob_str(b, ", \"params\": ") && json_value(L, params, b, 0)))
+        b->n = mark; /* the parameters are only there for a human reader */
+    ok = ok && blob_str(b, ", \"row\": ") && json_value(L, row, b, 0) &&
+         blob_str(b, "}\n");
+    if (ok && !write_atomic(path, b->p, b->n))
+        luaL_error(L, "kb.sweep: cannot write '%s': %s", path, strerror(errno));
+    lua_pop(L, 1);
+}
+
+/* ---- kb.sweep ---------------------------------------------------------- */
+
+/* This state's record of sweeps: {reports = {...}, interrupted = bool}. */
+static void push_record(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key) == LUA_TTABLE)
+        return;
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 2);
+    lua_newtable(L);
+    lua_setfield(L, -2, "reports");
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key);
+}
+
+static void setint(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+/* The first line of a message, for summaries. */
+static int first_line(const char *s)
+{
+    const char *nl = strchr(s, '\n');
+    return nl ? (int)(nl - s) : (int)strlen(s);
+}
+
+enum { A_SPEC = 1, A_POINTS, A_RUN, A_NAME, A_EXTRA, A_JOBS, A_CACHE,
+       A_OPTIONS, A_SWEEP, A_MODS, A_MEMBERS };
+
+/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=} -> rows, summary */
+static int l_sweep(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
+        return luaL_error(L, "kb.sweep: a sweep cannot run inside a sweep point");
+    lua_pop(L, 1);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 1);
+    if (lua_getfield(L, A_SPEC, "points") != LUA_TTABLE)
+        return luaL_error(L, "kb.sweep: 'points' must be a table of point parameters");
+    if (lua_getfield(L, A_SPEC, "run") != LUA_TFUNCTION || lua_iscfunction(L, A_RUN))
+        return luaL_error(L, "kb.sweep: 'run' must be a Lua function");
+    if (lua_getfield(L, A_SPEC, "name") == LUA_TNIL) {
+        lua_pop(L, 1);
+        lua_pushliteral(L, "sweep");
+    } else if (lua_type(L, A_NAME) != LUA_TSTRING) {
+        return luaL_error(L, "kb.sweep: 'name' must be a string");
+    }
+    const char *name = lua_tostring(L, A_NAME);
+    lua_getfield(L, A_SPEC, "key_extra");
+    lua_getfield(L, A_SPEC, "jobs");
+    lua_getfield(L, A_SPEC, "cache");
+    bool use_cache = lua_isnil(L, A_CACHE) || lua_toboolean(L, A_CACHE);
+    if (lua_getfield(L, lua_upvalueindex(1), "options") != LUA_TTABLE)
+        return luaL_error(L, "kb.sweep: kb.options must be a table");
+    lua_getfield(L, A_OPTIONS, "fast");
+    bool fast = lua_toboolean(L, -1);
+    lua_getfield(L, A_OPTIONS, "quiet");
+    bool quiet = lua_toboolean(L, -1);
+    lua_getfield(L, A_OPTIONS, "jobs");
+    lua_Integer jobs = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
+    lua_pop(L, 3);
+    if (!lua_isnil(L, A_JOBS)) {
+        int isint;
+        jobs = lua_tointegerx(L, A_JOBS, &isint);
+        if (!isint || jobs <= 0)
+            return luaL_error(L, "kb.sweep: 'jobs' must be a positive integer");
+    }
+    if (jobs <= 0)
+        jobs = 1;
+    if (jobs > 1024)
+        jobs = 1024;
+
+    struct sweep *sw = lua_newuserdatauv(L, sizeof *sw, 0);
+    memset(sw, 0, sizeof *sw);
+    if (luaL_newmetatable(L, KB_SWEEP)) {
+        lua_pushcfunction(L, sweep_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    sw->name = dupstr(name, strlen(name));
+    sw->n = (size_t)lua_rawlen(L, A_POINTS);
+    size_t nalloc = sw->n ? sw->n : 1;
+    sw->pts = calloc(nalloc, sizeof *sw->pts);
+    sw->todo = calloc(nalloc, sizeof *sw->todo);
+    sw->status = calloc(nalloc, 1);
+    if (!sw->name || !sw->pts || !sw->todo || !sw->status)
+        return luaL_error(L, "kb.sweep: out of memory");
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "path");
+    lua_getfield(L, -2, "cpath");
+    const char *p = lua_tostring(L, -2), *cp = lua_tostring(L, -1);
+    sw->path = dupstr(p ? p : "", p ? strlen(p) : 0);
+    sw->cpath = dupstr(cp ? cp : "", cp ? strlen(cp) : 0);
+    lua_pop(L, 3);
+    if (!sw->path || !sw->cpath)
+        return luaL_error(L, "kb.sweep: out of memory");
+
+    /* What travels to every point's state. */
+    push_module_maps(L);
+    struct ser code = {.mode = SER_CODE, .mods = A_MODS, .members = A_MEMBERS,
+                       .prefix = "kb.sweep: upvalue",
+                       .after = " of the point function",
+                       .suffix = "; create it inside the function"};
+    serialise(L, A_RUN, &sw->fn, &code);
+    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: kb.options field",
+                        .after = "", .suffix = "; kb.options must be plain data",
+                        .path = "options"};
+    serialise(L, A_OPTIONS, &sw->options, &plain);
+    lua_getglobal(L, "arg");
+    plain.prefix = "kb.sweep: global";
+    plain.suffix = "; arg must be plain data";
+    strcpy(plain.path, "arg");
+    serialise(L, -1, &sw->arg, &plain);
+    lua_pop(L, 1);
+
+    uint64_t h = base_key(L, A_RUN, A_OPTIONS, A_EXTRA, &code);
+    /* The script's arguments (arg[1..n]) may steer a point too; its
+     * negative indices (kbsim's own options) may not. */
+    lua_getglobal(L, "arg");
+    lua_newtable(L);
+    if (lua_istable(L, -2)) {
+        for (lua_Integer i = 1; lua_rawgeti(L, -2, i) != LUA_TNIL; i++)
+            lua_rawseti(L, -2, i);
+        lua_pop(L, 1);
+    }
+    struct blob *ab = newblob(L);
+    serialise(L, -2, ab, &plain);
+    h = fnv_seg(h, ab->p, ab->n);
+    lua_pop(L, 3);
+    plain.suffix = "; parameters must be plain data (numbers, strings, "
+                   "booleans, tables of them)";
+    strcpy(plain.path, "p");
+    for (size_t i = 0; i < sw->n; i++) {
+        plain.prefix = lua_pushfstring(L, "kb.sweep: point %d parameter", (int)i + 1);
+        lua_rawgeti(L, A_POINTS, (lua_Integer)i + 1);
+        serialise(L, -1, &sw->pts[i].params, &plain);
+        lua_pop(L, 2);
+        sw->pts[i].key = fnv_seg(h, sw->pts[i].params.p, sw->pts[i].params.n);
+    }
+
+    /* The cache folder is made (and must be writable) before any point
+     * runs: better to fail now than after the work. */
+    const char *cachedir = NULL;
+    if (use_cache) {
+        char safe[128];
+        safe_name(safe, sizeof safe, name);
+        lua_getfield(L, lua_upvalueindex(1), "outdir");
+        lua_call(L, 0, 1);
+        const char *out = lua_tostring(L, -1);
+        make_dir(L, lua_pushfstring(L, "%s/cache", out));
+        cachedir = lua_pushfstring(L, "%s/cache/%s", out, safe);
+        make_dir(L, cachedir);
+        const char *probe = lua_pushfstring(L, "%s/.probe", cachedir);
+        if (!write_atomic(probe, "", 0))
+            return luaL_error(L, "kb.sweep: cannot write in output folder '%s': %s",
+                              out, strerror(errno));
+        remove(probe);
+        lua_pop(L, 1);
+    }
+    int cached = lua_gettop(L) + 1;
+    lua_newtable(L);
+
+    push_record(L);
+    lua_getfield(L, -1, "interrupted");
+    bool stopped_before = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+
+    for (size_t i = 0; i < sw->n; i++) {
+        if (fast && cachedir && cache_load(L, cachedir, sw->pts[i].key)) {
+            lua_rawseti(L, cached, (lua_Integer)i + 1);
+            sw->pts[i].reused = true;
+            sw->nreused++;
+        } else if (!stopped_before) {
+            sw->todo[sw->ntodo++] = i;
+        }
+    }
+    sw->bar = !quiet && sw->ntodo > 0 && isatty(2);
+
+    uint64_t t0 = uv_hrtime();
+    int rc = 0;
+    if (sw->ntodo > 0)
+        rc = run_points(sw, (int)jobs);
+    if (rc == SIM_EINVAL || rc == SIM_ENOMEM)
+        return luaL_error(L, "kb.sweep: cannot start the sweep (out of memory)");
+    bool interrupted = stopped_before || rc == SIM_STOPPED;
+    double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
+
+    /* Point states, rows in input order, the cache. */
+    enum { P_DONE, P_FAILED, P_NOT_RUN };
+    unsigned char *state = lua_newuserdatauv(L, nalloc, 0);
+    for (size_t i = 0; i < sw->n; i++)
+        state[i] = sw->pts[i].reused ? P_DONE : P_NOT_RUN;
+    for (size_t k = 0; k < sw->ntodo; k++) {
+        struct point *pt = &sw->pts[sw->todo[k]];
+        unsigned char st = sw->status[k];
+        if (st == SIM_SWEEP_DONE && pt->err == NULL && pt->checks_failed == 0)
+            state[sw->todo[k]] = P_DONE;
+        else if (st == SIM_SWEEP_DONE || st == SIM_SWEEP_FAILED)
+            state[sw->todo[k]] = P_FAILED;
+    }
+
+    lua_newtable(L);
+    int rows = lua_gettop(L);
+    lua_createtable(L, (int)sw->n, 0);
+    int plist = lua_gettop(L);
+    size_t ndone = 0, nfailed = 0, nrows = 0;
+    for (size_t i = 0; i < sw->n; i++) {
+        struct point *pt = &sw->pts[i];
+        static const char *const names[] = {"done", "failed", "not run"};
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, names[state[i]]);
+        lua_setfield(L, -2, "status");
+        lua_pushboolean(L, pt->reused);
+        lua_setfield(L, -2, "reused");
+        if (pt->reused) {
+            lua_rawgeti(L, cached, (lua_Integer)i + 1);
+            lua_getfield(L, -1, "row");
+            lua_remove(L, -2);
+        } else if (pt->has_result && state[i] != P_NOT_RUN) {
+            deserialise(L, &pt->result);
+        } else {
+            lua_pushnil(L);
+        }
+        if (state[i] == P_DONE && !lua_isnil(L, -1)) {
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, rows, (lua_Integer)++nrows);
+        }
+        if (state[i] == P_DONE && !pt->reused && cachedir) {
+            deserialise(L, &pt->params);
+            cache_store(L, cachedir, name, i, pt->key, -1, -2);
+            lua_pop(L, 1);
+        }
+        lua_setfield(L, -2, "row");
+        if (state[i] == P_FAILED) {
+            nfailed++;
+            if (pt->err)
+                lua_pushstring(L, pt->err);
+            else
+                lua_pushfstring(L, "%d check%s failed in the point",
+                                (int)pt->checks_failed,
+                                pt->checks_failed == 1 ? "" : "s");
+            lua_setfield(L, -2, "error");
+        }
+        ndone += state[i] == P_DONE;
+        lua_rawseti(L, plist, (lua_Integer)i + 1);
+    }
+
+    /* Tell now what failed, in full; the end of the script repeats it in
+     * short (kb_sweep_status). */
+    luaL_Buffer rep;
+    luaL_buffinit(L, &rep);
+    if (nfailed > 0)
+        lua_pushfstring(L, "kb.sweep '%s': %d of %d point%s failed:", name,
+                        (int)nfailed, (int)sw->n, sw->n == 1 ? "" : "s");
+    else
+        lua_pushliteral(L, "");
+    luaL_addvalue(&rep);
+    for (size_t i = 0; i < sw->n; i++) {
+        if (state[i] != P_FAILED)
+            continue;
+        struct point *pt = &sw->pts[i];
+        lua_rawgeti(L, plist, (lua_Integer)i + 1);
+        lua_getfield(L, -1, "error");
+        const char *msg = lua_tostring(L, -1);
+        fprintf(stderr, "kb.sweep '%s': point %d failed: %s\n", name, (int)i + 1,
+                pt->trace ? pt->trace : msg);
+        lua_pop(L, 2);
+        luaL_addstring(&rep, nfailed == 1 ? " " : "\n  ");
+        lua_pushfstring(L, "point %d: ", (int)i + 1);
+        luaL_addvalue(&rep);
+        luaL_addlstring(&rep, msg, (size_t)first_line(msg));
+    }
+    if (interrupted) {
+        lua_pushfstring(L, "%skb.sweep '%s': stopped by Ctrl-C: %d of %d points done, "
+                        "%d not run", nfailed ? "\n" : "", name, (int)ndone,
+                        (int)sw->n, (int)(sw->n - ndone - nfailed));
+        luaL_addvalue(&rep);
+    }
+    luaL_pushresult(&rep);
+    if (nfailed > 0 || interrupted) {
+        push_record(L);
+        lua_getfield(L, -1, "reports");
+        lua_pushvalue(L, -3);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 1);
+        if (interrupted) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "interrupted");
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    if (fast && !quiet)
+        fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
+                name, sw->nreused, sw->n);
+    fflush(stderr);
+
+    lua_createtable(L, 0, 9);
+    lua_pushstring(L, name);
+    lua_setfield(L, -2, "name");
+    setint(L, "total", (lua_Integer)sw->n);
+    setint(L, "done", (lua_Integer)ndone);
+    setint(L, "failed", (lua_Integer)nfailed);
+    setint(L, "not_run", (lua_Integer)(sw->n - ndone - nfailed));
+    setint(L, "reused", (lua_Integer)sw->nreused);
+    lua_pushboolean(L, interrupted);
+    lua_setfield(L, -2, "interrupted");
+    lua_pushnumber(L, elapsed);
+    lua_setfield(L, -2, "elapsed");
+    lua_pushvalue(L, plist);
+    lua_setfield(L, -2, "points");
+    lua_pushvalue(L, rows);
+    lua_insert(L, -2);
+    return 2;
+}
+
+int kb_sweep_status(lua_State *L)
+{
+    int status = 0;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    lua_getfield(L, -1, "reports");
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        fprintf(stderr, "%s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        status = 1;
+    }
+    lua_getfield(L, -2, "interrupted");
+    if (lua_toboolean(L, -1))
+        status = KB_EXIT_INTERRUPTED;
+    lua_pop(L, 3);
+    fflush(stderr);
+    return status;
+}
+
+void kb_open_sweep(lua_State *L)
+{
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, l_sweep, 1); /* upvalue: the module, for options */
+    lua_setfield(L, -2, "sweep");
+}

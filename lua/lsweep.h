@@ -1,0 +1,24 @@
+/* lsweep.h — kb.sweep: sweep points in parallel, each in its own Lua state
+ *
+ * See docs/results.md for the Lua side and
+ * docs/decisions/0006-sweep-points-in-separate-states.md for why every
+ * point gets its own lua_State and how the point function travels there.
+ */
+#ifndef KBSIM_LSWEEP_H
+#define KBSIM_LSWEEP_H
+
+#include <lua.h>
+
+/* Exit status for a sweep stopped by Ctrl-C (128 + SIGINT, as shells do). */
+#define KB_EXIT_INTERRUPTED 130
+
+/* Adds kb.sweep to the module table on top of the stack. */
+void kb_open_sweep(lua_State *L);
+
+/* At the end of a script: prints, on stderr, one summary per sweep of this
+ * state that had failed points or was stopped, and returns the exit status
+ * they call for: 0 none, 1 a point failed, KB_EXIT_INTERRUPTED a sweep was
+ * stopped by Ctrl-C. */
+int kb_sweep_status(lua_State *L);
+
+#endif
