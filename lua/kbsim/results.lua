@@ -1,0 +1,537 @@
+-- results.lua — the results layer: tidy CSV, JSON, gnuplot figures and index.md
+--
+--   local results = require("kbsim.results")
+--   results.csv(path, rows, columns [, opts])
+--   results.json(path, value)
+--   local fig = results.figure{name=, csv=, x=, y=, series=, ...}
+--   results.index(outdir, entries [, title])
+--
+-- Every file is written to a temporary name and renamed, so a reader never
+-- finds half a file under the real name. Errors name the caller's line and
+-- the file or folder; they end the script (kbsim exits 2). See
+-- docs/results.md.
+local M = {}
+
+local function kbsim_version()
+  local ok, kb = pcall(require, "kbsim")
+  return ok and kb.version or "?"
+end
+
+local function basename(path) return path:match("([^/]*)$") end
+local function dirname(path) return path:match("^(.*)/[^/]*$") or "." end
+
+-- Raises "results.FN: MESSAGE"; api() moves it to the caller's line.
+local function fail(fn, fmt, ...)
+  error(("results.%s: " .. fmt):format(fn, ...), 0)
+end
+
+-- A public function: an error anywhere inside is reported at the line of
+-- the script that called it.
+local function api(impl)
+  return function(...)
+    local r = table.pack(pcall(impl, ...))
+    if not r[1] then error(r[2], 2) end
+    return table.unpack(r, 2, r.n)
+  end
+end
+
+-- Writes text to path through path.tmp and a rename.
+local function write_atomic(fn, path, text)
+  local tmp = path .. ".tmp"
+  local f, err = io.open(tmp, "wb")
+  if not f then
+    local why = err and err:match(": ([^:]*)$") or tostring(err)
+    fail(fn, "cannot write '%s' in folder '%s': %s", basename(path), dirname(path), why)
+  end
+  local ok, werr = f:write(text)
+  local closed = f:close()
+  local renamed, rerr = nil, nil
+  if ok and closed then renamed, rerr = os.rename(tmp, path) end
+  if not renamed then
+    os.remove(tmp)
+    fail(fn, "cannot write '%s' in folder '%s': %s", basename(path), dirname(path),
+         tostring(werr or rerr or "write failed"))
+  end
+  return path
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return false
+end
+
+-- ---- CSV ---------------------------------------------------------------
+
+-- Default float format: ten significant digits keep picoseconds in a
+-- latency of up to 10 ms expressed in ns, and print 135.0 as 135.
+M.float_format = "%.10g"
+
+local function csv_field(v, fmt)
+  local t = type(v)
+  if v == nil then return "" end
+  if t == "number" then
+    if math.type(v) == "integer" then return ("%d"):format(v) end
+    if v ~= v then return "nan" end
+    if v == math.huge then return "inf" end
+    if v == -math.huge then return "-inf" end
+    return (fmt or M.float_format):format(v)
+  end
+  if t == "boolean" then return tostring(v) end
+  if t ~= "string" then return nil end
+  if v:find('[,"\r\n]') or v:find("^%s") or v:find("%s$") then
+    return '"' .. v:gsub('"', '""') .. '"'
+  end
+  return v
+end
+
+-- Formats rows as tidy CSV text (used by results.csv; exported for tests
+-- and for printing).
+function M.csv_text(rows, columns, opts)
+  opts = opts or {}
+  local formats = opts.formats or {}
+  if columns == nil then
+    local seen = {}
+    columns = {}
+    for _, row in ipairs(rows) do
+      for k in pairs(row) do
+        if type(k) == "string" and not seen[k] then seen[k] = true; columns[#columns + 1] = k end
+      end
+    end
+    table.sort(columns)
+  end
+  local out = {}
+  local head = {}
+  for i, c in ipairs(columns) do head[i] = csv_field(c) end
+  out[1] = table.concat(head, ",")
+  for r = 1, #rows do
+    local row = rows[r]
+    if type(row) ~= "table" then
+      return nil, ("row %d is a %s, not a table"):format(r, type(row))
+    end
+    local f = {}
+    for i, c in ipairs(columns) do
+      f[i] = csv_field(row[c], formats[c])
+      if f[i] == nil then
+        return nil, ("row %d column '%s' is a %s"):format(r, c, type(row[c]))
+      end
+    end
+    out[#out + 1] = table.concat(f, ",")
+  end
+  out[#out + 1] = ""
+  return table.concat(out, "\n"), columns
+end
+
+-- results.csv(path, rows, columns [, {formats = {column = "%.3f"}}]) -> path
+-- One header line, then one line per row in order; columns in the order
+-- given (default: every string key of the rows, sorted).
+M.csv = api(function(path, rows, columns, opts)
+  if type(path) ~= "string" then fail("csv", "path must be a string") end
+  if type(rows) ~= "table" then fail("csv", "rows must be a table of rows") end
+  local text, err = M.csv_text(rows, columns, opts)
+  if not text then fail("csv", "'%s': %s", basename(path), err) end
+  return write_atomic("csv", path, text)
+end)
+
+-- Splits one CSV text into rows of strings.
+local function csv_parse(text)
+  local rows, row, field, i, n = {}, {}, {}, 1, #text
+  local quoted = false
+  while i <= n do
+    local c = text:sub(i, i)
+    if quoted then
+      if c == '"' then
+        if text:sub(i + 1, i + 1) == '"' then field[#field + 1] = '"'; i = i + 1
+        else quoted = false end
+      else
+        field[#field + 1] = c
+      end
+    elseif c == '"' then
+      quoted = true
+    elseif c == "," then
+      row[#row + 1] = table.concat(field); field = {}
+    elseif c == "\n" then
+      row[#row + 1] = table.concat(field); field = {}
+      rows[#rows + 1] = row; row = {}
+    elseif c ~= "\r" then
+      field[#field + 1] = c
+    end
+    i = i + 1
+  end
+  if #field > 0 or #row > 0 then row[#row + 1] = table.concat(field); rows[#rows + 1] = row end
+  return rows
+end
+
+-- results.read_csv(path) -> rows, columns: rows keyed by column name, with
+-- values that look like numbers converted to numbers.
+local function read_csv(path)
+  local f, err = io.open(path, "rb")
+  if not f then fail("read_csv", "cannot read '%s': %s", path, err) end
+  local text = f:read("a")
+  f:close()
+  local lines = csv_parse(text)
+  local columns = table.remove(lines, 1) or {}
+  local rows = {}
+  for r, line in ipairs(lines) do
+    local row = {}
+    for i, c in ipairs(columns) do
+      local v = line[i]
+      row[c] = v ~= "" and (math.tointeger(tonumber(v)) or tonumber(v) or v) or nil
+    end
+    rows[r] = row
+  end
+  return rows, columns
+end
+M.read_csv = api(read_csv)
+
+-- ---- JSON --------------------------------------------------------------
+
+-- The shortest %.Ng (N = 15..17) that reads back as the same float.
+local function shortest(v)
+  if math.type(v) == "integer" then return ("%d"):format(v) end
+  local s
+  for prec = 15, 17 do
+    s = ("%." .. prec .. "g"):format(v)
+    if tonumber(s) == v then break end
+  end
+  return s
+end
+
+local function json_number(v)
+  if math.type(v) == "integer" then return ("%d"):format(v) end
+  if v ~= v or v == math.huge or v == -math.huge then return "null" end
+  local s = shortest(v)
+  if not s:find("[.eEn]") then s = s .. ".0" end
+  return s
+end
+
+local escapes = {['"'] = '\\"', ["\\"] = "\\\\", ["\n"] = "\\n", ["\t"] = "\\t",
+                 ["\r"] = "\\r", ["\b"] = "\\b", ["\f"] = "\\f"}
+local function json_string(s)
+  return '"' .. s:gsub('[%c"\\]', function(c)
+    return escapes[c] or ("\\u%04x"):format(c:byte())
+  end) .. '"'
+end
+
+local function json_encode(v, indent, out, seen, where)
+  local t = type(v)
+  if v == nil then out[#out + 1] = "null"
+  elseif t == "boolean" then out[#out + 1] = tostring(v)
+  elseif t == "number" then out[#out + 1] = json_number(v)
+  elseif t == "string" then out[#out + 1] = json_string(v)
+  elseif t == "table" then
+    if seen[v] then return ("'%s' is part of a cycle"):format(where) end
+    seen[v] = true
+    local n, count, keys = #v, 0, {}
+    for k in pairs(v) do
+      count = count + 1
+      if type(k) == "string" then keys[#keys + 1] = k
+      elseif math.type(k) == "integer" then keys[#keys + 1] = k
+      else return ("'%s' has a %s key"):format(where, type(k)) end
+    end
+    local inner = indent .. "  "
+    if count == n then
+      -- An array (an empty table too): scalars on one line.
+      local simple = true
+      for i = 1, n do if type(v[i]) == "table" then simple = false end end
+      out[#out + 1] = "["
+      for i = 1, n do
+        if i > 1 then out[#out + 1] = simple and ", " or "," end
+        if not simple then out[#out + 1] = "\n" .. inner end
+        local err = json_encode(v[i], inner, out, seen, where .. "[" .. i .. "]")
+        if err then return err end
+      end
+      if not simple and n > 0 then out[#out + 1] = "\n" .. indent end
+      out[#out + 1] = "]"
+    else
+      for i, k in ipairs(keys) do keys[i] = tostring(k) end
+      table.sort(keys)
+      out[#out + 1] = "{"
+      for i, k in ipairs(keys) do
+        out[#out + 1] = (i > 1 and ",\n" or "\n") .. inner .. json_string(k) .. ": "
+        local val = v[k]
+        if val == nil then val = v[math.tointeger(tonumber(k))] end
+        local err = json_encode(val, inner, out, seen, where .. "." .. k)
+        if err then return err end
+      end
+      out[#out + 1] = "\n" .. indent .. "}"
+    end
+    seen[v] = nil
+  else
+    return ("'%s' is a %s"):format(where, t)
+  end
+end
+
+-- results.json_text(value) -> text: keys sorted, two-space indentation.
+function M.json_text(value)
+  local out = {}
+  local err = json_encode(value, "", out, {}, "value")
+  if err then return nil, err end
+  out[#out + 1] = "\n"
+  return table.concat(out)
+end
+
+-- results.json(path, value) -> path
+M.json = api(function(path, value)
+  if type(path) ~= "string" then fail("json", "path must be a string") end
+  local text, err = M.json_text(value)
+  if not text then fail("json", "'%s': %s", basename(path), err) end
+  return write_atomic("json", path, text)
+end)
+
+-- ---- figures -----------------------------------------------------------
+
+local function gp_string(s)
+  return '"' .. tostring(s):gsub('[\\"]', "\\%0") .. '"'
+end
+
+local function sh_quote(s)
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+local gnuplot_found
+local function have_gnuplot()
+  if gnuplot_found == nil then
+    gnuplot_found = os.execute("command -v gnuplot >/dev/null 2>&1") == true
+  end
+  return gnuplot_found
+end
+
+-- A datablock of (x, y) pairs sorted by x, from rows where both are
+-- numbers.
+local function datablock(name, rows, x, y, keep)
+  local pts = {}
+  for _, r in ipairs(rows) do
+    if (not keep or keep(r)) and type(r[x]) == "number" and type(r[y]) == "number" then
+      pts[#pts + 1] = {r[x], r[y]}
+    end
+  end
+  table.sort(pts, function(a, b) return a[1] < b[1] end)
+  local lines = {("$%s << EOD"):format(name)}
+  for _, p in ipairs(pts) do
+    lines[#lines + 1] = shortest(p[1]) .. " " .. shortest(p[2])
+  end
+  lines[#lines + 1] = "EOD"
+  return table.concat(lines, "\n"), #pts
+end
+
+local function log_axis(axis, v)
+  if not v then return nil end
+  local base = v == true and 10 or v
+  if type(base) ~= "number" or base <= 1 then
+    fail("figure", "'log%s' must be true or a base greater than 1", axis)
+  end
+  return ("set logscale %s %s\nset format %s \"%%g\""):format(axis, base, axis)
+end
+
+-- results.figure{name=, csv=, x=, y=, series=, title=, xlabel=, ylabel=,
+--   logx=, logy=, refs = {{title=, fn=} | {title=, points={{x,y},...}} |
+--   {title=, y=, csv=, x=, series_value=}}} -> figure
+-- Writes NAME.gp beside the CSV; renders NAME.svg and NAME.png there if
+-- gnuplot is on PATH. The script holds its data, so `gnuplot NAME.gp` in
+-- that folder redraws the figure on its own.
+M.figure = api(function(spec)
+  if type(spec) ~= "table" then fail("figure", "expected a table") end
+  for _, k in ipairs{"name", "csv", "x", "y"} do
+    if type(spec[k]) ~= "string" then fail("figure", "'%s' must be a string", k) end
+  end
+  local name, csv = spec.name, spec.csv
+  if name:find("[/%s'\"]") then fail("figure", "bad name '%s' (no slashes, spaces or quotes)", name) end
+  if not exists(csv) then fail("figure", "no CSV '%s' (write it first with results.csv)", csv) end
+  local rows, columns = read_csv(csv)
+  local have = {}
+  for _, c in ipairs(columns) do have[c] = true end
+  for _, k in ipairs{"x", "y", "series"} do
+    if spec[k] and not have[spec[k]] then
+      fail("figure", "'%s' has no column '%s' (%s)", basename(csv), spec[k], k)
+    end
+  end
+  local dir = dirname(csv)
+  local blocks, plots = {}, {}
+
+  local order, groups = {}, {}
+  if spec.series then
+    for _, r in ipairs(rows) do
+      local s = r[spec.series]
+      if s ~= nil and not groups[s] then groups[s] = true; order[#order + 1] = s end
+    end
+  else
+    order[1] = false
+  end
+  for i, s in ipairs(order) do
+    local keep = s ~= false and function(r) return r[spec.series] == s end or nil
+    local block, n = datablock("s" .. i, rows, spec.x, spec.y, keep)
+    blocks[#blocks + 1] = block
+    if n > 0 then
+      plots[#plots + 1] = ("$s%d using 1:2 with linespoints lw 2 lc %d pt %d title %s")
+        :format(i, i, i, gp_string(s == false and spec.y or tostring(s)))
+    end
+  end
+
+  for i, ref in ipairs(spec.refs or {}) do
+    if type(ref) ~= "table" or type(ref.title) ~= "string" then
+      fail("figure", "reference %d needs a 'title'", i)
+    end
+    local style = ("lc rgb \"black\" dt %d lw 1.5 title %s"):format(i % 4 + 2, gp_string(ref.title))
+    if ref.fn then
+      plots[#plots + 1] = ("%s with lines %s"):format(ref.fn, style)
+    elseif ref.points then
+      local prow = {}
+      for j, p in ipairs(ref.points) do prow[j] = {x = p[1], y = p[2]} end
+      local block = datablock("r" .. i, prow, "x", "y")
+      blocks[#blocks + 1] = block
+      plots[#plots + 1] = ("$r%d using 1:2 with linespoints pt %d ps 1.5 %s"):format(i, 5 + i, style)
+    elseif ref.y then
+      local rrows, rcols = rows, columns
+      if ref.csv then rrows, rcols = read_csv(ref.csv) end
+      local rx, ok = ref.x or spec.x, false
+      for _, c in ipairs(rcols) do ok = ok or c == ref.y end
+      if not ok then fail("figure", "reference %d: no column '%s'", i, ref.y) end
+      local keep
+      if ref.series_value ~= nil then
+        keep = function(r) return r[spec.series] == ref.series_value end
+      end
+      blocks[#blocks + 1] = datablock("r" .. i, rrows, rx, ref.y, keep)
+      plots[#plots + 1] = ("$r%d using 1:2 with lines %s"):format(i, style)
+    else
+      fail("figure", "reference %d needs 'fn', 'points' or 'y'", i)
+    end
+  end
+  if #plots == 0 then fail("figure", "nothing to plot from '%s'", basename(csv)) end
+
+  local title = spec.title or name
+  local gp = {
+    ("# %s.gp — %s (kbsim %s)"):format(name, title, kbsim_version()),
+    ("# Data: %s (columns %s, %s%s). Redraw: gnuplot %s.gp"):format(
+      basename(csv), spec.x, spec.y, spec.series and (", series " .. spec.series) or "", name),
+    ("if (!exists(\"out\")) out = %s"):format(gp_string(name)),
+    table.concat(blocks, "\n"),
+    "set termoption noenhanced",
+    ("set title %s"):format(gp_string(title)),
+    ("set xlabel %s"):format(gp_string(spec.xlabel or spec.x)),
+    ("set ylabel %s"):format(gp_string(spec.ylabel or spec.y)),
+    log_axis("x", spec.logx),
+    log_axis("y", spec.logy),
+    "set grid",
+    "set key top left box opaque",
+    "set terminal svg size 800,500 dynamic noenhanced font \"sans,11\" background \"white\"",
+    "set output out.\".svg\"",
+    "plot " .. table.concat(plots, ", \\\n     "),
+    "if (strstrt(GPVAL_TERMINALS, \"pngcairo\") > 0) {",
+    "  set terminal pngcairo size 1000,625 noenhanced font \"sans,10\"",
+    "} else {",
+    "  set terminal png size 1000,625 noenhanced",
+    "}",
+    "set output out.\".png\"",
+    "replot",
+    "set output",
+    "",
+  }
+  local lines = {}
+  for _, l in ipairs(gp) do if l then lines[#lines + 1] = l end end
+  local gppath = dir .. "/" .. name .. ".gp"
+  write_atomic("figure", gppath, table.concat(lines, "\n"))
+
+  local fig = {name = name, title = title, csv = csv, gp = gppath,
+               svg = dir .. "/" .. name .. ".svg", png = dir .. "/" .. name .. ".png",
+               rendered = false}
+  if have_gnuplot() then
+    local tmp = name .. ".tmp"
+    local cmd = ("cd %s && gnuplot -e %s %s 2>&1"):format(
+      sh_quote(dir), sh_quote("out='" .. tmp .. "'"), sh_quote(name .. ".gp"))
+    local p = io.popen(cmd)
+    local msg = p:read("a")
+    local ok = p:close()
+    local tsvg, tpng = dir .. "/" .. tmp .. ".svg", dir .. "/" .. tmp .. ".png"
+    if not ok or not exists(tsvg) or not exists(tpng) then
+      os.remove(tsvg); os.remove(tpng)
+      fail("figure", "gnuplot failed on '%s': %s", gppath, msg)
+    end
+    assert(os.rename(tsvg, fig.svg))
+    assert(os.rename(tpng, fig.png))
+    fig.rendered = true
+  end
+  return fig
+end)
+
+-- ---- index.md ----------------------------------------------------------
+
+local function relative(outdir, path)
+  local prefix = outdir:gsub("/+$", "") .. "/"
+  if path:sub(1, #prefix) == prefix then return path:sub(#prefix + 1) end
+  return path
+end
+
+-- results.index(outdir, entries [, title]) -> path of index.md
+-- entries: {path=FILE, about=TEXT} for a table or any file, or
+-- {figure=FIG, about=TEXT} for what results.figure returned. Every file
+-- listed must exist.
+M.index = api(function(outdir, entries, title)
+  if type(outdir) ~= "string" then fail("index", "outdir must be a string") end
+  if type(entries) ~= "table" then fail("index", "entries must be a table") end
+  local tables, figures = {}, {}
+  for i, e in ipairs(entries) do
+    if type(e) ~= "table" or type(e.about) ~= "string" then
+      fail("index", "entry %d needs 'about' (one line on how to read it)", i)
+    end
+    if e.figure then
+      if not exists(e.figure.gp) then fail("index", "no figure script '%s'", e.figure.gp) end
+      figures[#figures + 1] = e
+    else
+      if type(e.path) ~= "string" then fail("index", "entry %d needs 'path' or 'figure'", i) end
+      if not exists(e.path) and not exists(outdir .. "/" .. e.path) then
+        fail("index", "entry %d: no file '%s'", i, e.path)
+      end
+      tables[#tables + 1] = e
+    end
+  end
+  local md = {("# %s"):format(title or basename(outdir:gsub("/+$", ""))), "",
+              ("Written by kbsim %s%s."):format(kbsim_version(),
+                arg and arg[0] and (" from `" .. arg[0] .. "`") or ""), ""}
+  if #tables > 0 then
+    md[#md + 1] = "## Tables"
+    md[#md + 1] = ""
+    for _, e in ipairs(tables) do
+      local rel = relative(outdir, e.path)
+      md[#md + 1] = ("- [%s](%s) — %s"):format(rel, rel, e.about)
+    end
+    md[#md + 1] = ""
+  end
+  if #figures > 0 then
+    md[#md + 1] = "## Figures"
+    md[#md + 1] = ""
+    local unrendered = false
+    for _, e in ipairs(figures) do
+      local f = e.figure
+      local gp, csv = relative(outdir, f.gp), relative(outdir, f.csv)
+      md[#md + 1] = "### " .. f.title
+      md[#md + 1] = ""
+      if f.rendered then
+        local svg, png = relative(outdir, f.svg), relative(outdir, f.png)
+        md[#md + 1] = ("![%s](%s)"):format(f.title, svg)
+        md[#md + 1] = ""
+        md[#md + 1] = ("%s Data: [%s](%s); script: [%s](%s); also [PNG](%s).")
+          :format(e.about, csv, csv, gp, gp, png)
+      else
+        unrendered = true
+        md[#md + 1] = ("%s Data: [%s](%s); script: [%s](%s). *Not rendered: "
+          .. "gnuplot was not on PATH; run `gnuplot %s` in this folder.*")
+          :format(e.about, csv, csv, gp, gp, basename(f.gp))
+      end
+      md[#md + 1] = ""
+    end
+    if unrendered then
+      md[#md + 1] = "Some figures were not rendered to SVG/PNG because gnuplot was "
+        .. "not installed; their `.gp` scripts hold everything needed to draw them."
+      md[#md + 1] = ""
+    end
+  end
+  return write_atomic("index", outdir:gsub("/+$", "") .. "/index.md", table.concat(md, "\n"))
+end)
+
+-- results.path(name) -> kb.outdir() .. "/" .. name (the folder is created).
+function M.path(name)
+  return require("kbsim").outdir() .. "/" .. name
+end
+
+return M
