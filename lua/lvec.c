@@ -190,6 +190,18 @@ static int v_scale(lua_State *L)
     return 1;
 }
 
+/* v:mod(m) in place: v[i] = v[i] mod m (floored, as Lua's %) */
+static int v_mod(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    double m = luaL_checknumber(L, 2);
+    luaL_argcheck(L, m != 0, 2, "modulus must not be zero");
+    for (size_t i = 0; i < x->n; i++)
+        x->v[i] -= floor(x->v[i] / m) * m;
+    lua_settop(L, 1);
+    return 1;
+}
+
 /* v:copy() */
 static int v_copy(lua_State *L)
 {
@@ -293,7 +305,7 @@ static int v_tostring(lua_State *L)
 
 static const luaL_Reg vec_methods[] = {
     {"write", v_write},   {"round", v_round},     {"add", v_add},
-    {"scale", v_scale},   {"copy", v_copy},       {"slice", v_slice},
+    {"scale", v_scale},   {"mod", v_mod},         {"copy", v_copy},       {"slice", v_slice},
     {"set", v_set},       {"max_abs_diff", v_max_abs_diff},
     {"max_abs", v_max_abs}, {"get", v_get},       {"to_table", v_to_table},
     {NULL, NULL}};
