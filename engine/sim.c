@@ -10,6 +10,7 @@
 
 #include "coro.h"
 #include "evq.h"
+#include "trace.h"
 
 #define DEFAULT_STACK_SIZE ((size_t)64 * 1024)
 #define DEADLOCK_LIST_MAX 64
@@ -154,6 +155,7 @@ struct sim {
     struct sim_stats stats;
     sim_trace_fn trace;
     void *trace_ud;
+    struct sim_trace *tracer; /* trace.h; NULL when none is open */
     void *ud;
     char *errmsg;
     size_t errcap;
@@ -307,6 +309,7 @@ void sim_free(struct sim *s)
         free(p->peers);
         free(p);
     }
+    sim__trace_free(s->tracer);
     coro_pool_release(&s->pool);
     evq_release(&s->timed);
     free(s->runq);
@@ -338,6 +341,9 @@ void sim_set_trace(struct sim *s, sim_trace_fn fn, void *ud)
     s->trace = fn;
     s->trace_ud = ud;
 }
+
+struct sim_trace *sim_tracer(const struct sim *s) { return s->tracer; }
+void sim__set_tracer(struct sim *s, struct sim_trace *t) { s->tracer = t; }
 
 void sim_stop(struct sim *s) { s->stop_req = true; }
 

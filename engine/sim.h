@@ -127,6 +127,11 @@ typedef void (*sim_trace_fn)(void *ud, sim_time t, uint64_t delta,
                              const struct sim_proc *p);
 void sim_set_trace(struct sim *s, sim_trace_fn fn, void *ud);
 
+/* The simulation's trace-event recorder (trace.h), NULL when no trace is
+ * open: call sites record only when it is set. */
+struct sim_trace;
+struct sim_trace *sim_tracer(const struct sim *s);
+
 /* ---- processes ------------------------------------------------------- */
 
 typedef void (*sim_proc_fn)(struct sim *s, void *arg);

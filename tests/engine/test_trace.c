@@ -1,0 +1,200 @@
+/* test_trace.c — the trace recorder: exact JSON, escaping, tracks, life cycle */
+#include "sim.h"
+#include "test.h"
+#include "trace.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+/* The whole of stream f, NUL-terminated (caller frees). */
+static char *slurp(FILE *f)
+{
+    fflush(f);
+    long n = ftell(f);
+    char *b = malloc((size_t)n + 1);
+    rewind(f);
+    size_t got = fread(b, 1, (size_t)n, f);
+    b[got] = '\0';
+    return b;
+}
+
+static char *slurp_path(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    char *b = slurp(f);
+    fclose(f);
+    return b;
+}
+
+static const char tiny_json[] =
+    "{\"traceEvents\":[\n"
+    "{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"sip0\"}},\n"
+    "{\"ph\":\"M\",\"pid\":1,\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":1}},\n"
+    "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_name\",\"args\":{\"name\":\"cube0.pe0\"}},\n"
+    "{\"ph\":\"M\",\"pid\":1,\"tid\":1,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":1}},\n"
+    "{\"ph\":\"M\",\"pid\":2,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"system\"}},\n"
+    "{\"ph\":\"M\",\"pid\":2,\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":2}},\n"
+    "{\"ph\":\"M\",\"pid\":2,\"tid\":2,\"name\":\"thread_name\",\"args\":{\"name\":\"link\"}},\n"
+    "{\"ph\":\"M\",\"pid\":2,\"tid\":2,\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":2}},\n"
+    "{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0.001500,\"dur\":2.000001,\"cat\":\"kernel\",\"name\":\"ring\"},\n"
+    "{\"ph\":\"X\",\"pid\":2,\"tid\":2,\"ts\":3.000000,\"dur\":0.000000,\"cat\":\"link\",\"name\":\"4096 B\","
+    "\"args\":{\"bytes\":4096,\"to\":\"pe1\"}},\n"
+    "{\"ph\":\"i\",\"pid\":1,\"tid\":1,\"s\":\"t\",\"ts\":1000.000000,\"cat\":\"ipcq\",\"name\":\"credit\"},\n"
+    "{\"ph\":\"C\",\"pid\":2,\"tid\":2,\"ts\":0.000007,\"name\":\"busy\",\"args\":{\"value\":0.5}}\n"
+    "],\"displayTimeUnit\":\"ns\"}\n";
+
+TEST(tiny_trace_exact_json)
+{
+    struct sim *s = sim_new(NULL);
+    FILE *f = tmpfile();
+    ASSERT_TRUE(f);
+    char err[256];
+    ASSERT_EQ(sim_trace_open_file(s, f, "tiny", err, sizeof err), 0);
+    struct sim_trace *t = sim_tracer(s);
+    ASSERT_TRUE(t);
+    int pe = sim_trace_track_path(t, "sip0.cube0.pe0");
+    int link = sim_trace_track_path(t, "link");
+    ASSERT_EQ(pe, 0);
+    ASSERT_EQ(link, 1);
+    /* the same names give the same tracks, no new metadata */
+    ASSERT_EQ(sim_trace_track(t, "sip0", "cube0.pe0"), pe);
+    ASSERT_EQ(sim_trace_track_path(t, "link"), link);
+    sim_trace_span(t, pe, "kernel", "ring", 1500, 2001501, NULL, 0);
+    struct sim_trace_arg a[] = {{"bytes", NULL, 4096}, {"to", "pe1", 0}};
+    sim_trace_span(t, link, "link", "4096 B", 3 * SIM_US, 3 * SIM_US, a, 2);
+    sim_trace_instant(t, pe, "ipcq", "credit", SIM_MS, NULL, 0);
+    sim_trace_counter(t, link, "busy", 7, 0.5);
+    sim_trace_counter(t, link, "busy", 8, 0.0 / 0.0); /* not recorded */
+    ASSERT_U64_EQ(sim_trace_events(t), 12);
+    ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
+    char *got = slurp(f);
+    ASSERT_STREQ(got, tiny_json);
+    free(got);
+    /* closed: further records and a second close do nothing */
+    sim_trace_span(t, pe, "kernel", "late", 0, 1, NULL, 0);
+    ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
+    ASSERT_U64_EQ(sim_trace_events(t), 12);
+    sim_free(s);
+    fclose(f);
+}
+
+TEST(escaping)
+{
+    struct sim *s = sim_new(NULL);
+    FILE *f = tmpfile();
+    ASSERT_EQ(sim_trace_open_file(s, f, "esc", NULL, 0), 0);
+    struct sim_trace *t = sim_tracer(s);
+    int k = sim_trace_track(t, "p\"q", "a\\b");
+    /* quote, backslash, newline, tab, a control byte, valid UTF-8 (µ),
+     * an invalid byte and a truncated sequence */
+    sim_trace_span(t, k, "c", "x\"y\\z\n\t\x01 \xc2\xb5 \xff \xe2\x82", 0, 1000,
+                   NULL, 0);
+    struct sim_trace_arg a = {"k\"", "v\x1f", 0};
+    sim_trace_instant(t, k, "c", "i", 0, &a, 1);
+    ASSERT_EQ(sim_trace_close(s, NULL, 0), 0);
+    char *got = slurp(f);
+    ASSERT_TRUE(strstr(got, "\"args\":{\"name\":\"p\\\"q\"}"));
+    ASSERT_TRUE(strstr(got, "\"args\":{\"name\":\"a\\\\b\"}"));
+    ASSERT_TRUE(strstr(got, "\"name\":\"x\\\"y\\\\z\\u000a\\u0009\\u0001 \xc2\xb5 "
+                            "\\ufffd \\ufffd\\ufffd\"}"));
+    ASSERT_TRUE(strstr(got, "\"args\":{\"k\\\"\":\"v\\u001f\"}"));
+    /* nothing below 0x20 and no byte 0xff left raw */
+    for (const char *p = got; *p; p++)
+        ASSERT_TRUE((unsigned char)*p >= 0x20 || *p == '\n');
+    ASSERT_TRUE(!strchr(got, '\xff'));
+    free(got);
+    sim_free(s);
+    fclose(f);
+}
+
+TEST(disabled_trace_writes_nothing)
+{
+    struct sim *s = sim_new(NULL);
+    ASSERT_TRUE(sim_tracer(s) == NULL);
+    char err[64] = "";
+    ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
+    ASSERT_STREQ(err, "");
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    sim_free(s);
+}
+
+TEST(path_open_close_and_free)
+{
+    char path[] = "/tmp/kbsim_test_traceXXXXXX";
+    int fd = mkstemp(path);
+    ASSERT_TRUE(fd >= 0);
+    close(fd);
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    ASSERT_EQ(sim_trace_open(s, path, err, sizeof err), 0);
+    /* one trace per simulation */
+    ASSERT_EQ(sim_trace_open(s, path, err, sizeof err), SIM_EINVAL);
+    ASSERT_TRUE(strstr(err, "already has a trace"));
+    int k = sim_trace_track(sim_tracer(s), "system", "x");
+    sim_trace_span(sim_tracer(s), k, "c", "n", 0, 1, NULL, 0);
+    sim_free(s); /* closes the trace left open */
+    char *got = slurp_path(path);
+    ASSERT_TRUE(got);
+    ASSERT_TRUE(strncmp(got, "{\"traceEvents\":[\n", 17) == 0);
+    size_t n = strlen(got);
+    ASSERT_STREQ(got + n - 27, "\n],\"displayTimeUnit\":\"ns\"}\n");
+    free(got);
+    remove(path);
+
+    s = sim_new(NULL);
+    ASSERT_EQ(sim_trace_open(s, "/nonexistent-dir/t.json", err, sizeof err),
+              SIM_EINVAL);
+    ASSERT_STREQ(err, "cannot open trace '/nonexistent-dir/t.json': "
+                      "No such file or directory");
+    ASSERT_TRUE(sim_tracer(s) == NULL);
+    sim_free(s);
+}
+
+/* More than the buffer holds: written in pieces, same bytes as expected. */
+TEST(large_trace_through_the_buffer)
+{
+    struct sim *s = sim_new(NULL);
+    FILE *f = tmpfile();
+    ASSERT_EQ(sim_trace_open_file(s, f, "big", NULL, 0), 0);
+    struct sim_trace *t = sim_tracer(s);
+    int k = sim_trace_track(t, "system", "link");
+    char name[300];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    for (int i = 0; i < 2000; i++)
+        sim_trace_span(t, k, "link", name, (sim_time)i * 10, (sim_time)i * 10 + 5,
+                       NULL, 0);
+    ASSERT_EQ(sim_trace_close(s, NULL, 0), 0);
+    char *got = slurp(f);
+    size_t ev = strlen(",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0.000000,"
+                       "\"dur\":0.000005,\"cat\":\"link\",\"name\":\"\"}") +
+                strlen(name);
+    size_t head = strstr(got, "{\"ph\":\"X\"") - got;
+    ASSERT_U64_EQ(strlen(got), head + 2000 * ev - 2 + 27);
+    ASSERT_TRUE(strstr(got, "\"ts\":0.019990,\"dur\":0.000005"));
+    free(got);
+    sim_free(s);
+    fclose(f);
+}
+
+/* A write that fails is reported by close, naming the file. */
+TEST(write_error_reported)
+{
+    FILE *f = fopen("/dev/full", "w");
+    if (!f)
+        return; /* no /dev/full here */
+    struct sim *s = sim_new(NULL);
+    ASSERT_EQ(sim_trace_open_file(s, f, "/dev/full", NULL, 0), 0);
+    char err[256];
+    ASSERT_EQ(sim_trace_close(s, err, sizeof err), SIM_EINVAL);
+    ASSERT_STREQ(err, "cannot write trace '/dev/full': No space left on device");
+    sim_free(s);
+    fclose(f);
+}
+
+TEST_MAIN(tiny_trace_exact_json, escaping, disabled_trace_writes_nothing,
+          path_open_close_and_free, large_trace_through_the_buffer,
+          write_error_reported)
