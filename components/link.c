@@ -8,11 +8,14 @@
  * in fabric.c. */
 #include "link.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "trace.h"
 
 /* A flit (or the head of a worm) due at this link's input at time t. */
 struct arrival {
@@ -53,7 +56,11 @@ struct kb_link {
     struct kb_link_msg *cur;
     uint32_t cur_hop;
     uint64_t cur_sent;
+    sim_time cur_start; /* when the worm acquired the link */
     sim_time free_at; /* end of the flit being serialised */
+
+    struct sim_trace *tr; /* NULL: not traced */
+    int trk;              /* trace track, made on the first message */
 
     struct kb_link_stats st;
 };
@@ -120,6 +127,8 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
     l->lat_ps = ns_to_ps(p->latency_ns);
     l->ovh_ps = ns_to_ps(p->overhead_ns);
     l->wake_req = SIM_FOREVER;
+    l->tr = sim_tracer(s);
+    l->trk = -1;
     l->wake = sim_event_new(s, name);
     l->proc = l->wake ? sim_method(s, name, link_serve, l, true) : NULL;
     if (!l->proc || sim_sensitive(l->proc, l->wake) < 0) {
@@ -262,6 +271,26 @@ int kb_link_inject(struct kb_link_msg *m)
     return post(l, now + l->ovh_ps, now, m, 0, 1);
 }
 
+/* The worm's occupancy of the link, from its acquisition to the end of
+ * its last flit, as a trace span named by its size. */
+static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
+{
+    if (l->trk < 0)
+        l->trk = sim_trace_track_path(l->tr, l->name);
+    uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+    char name[32];
+    snprintf(name, sizeof name, "%" PRIu64 " B", bytes);
+    const struct sim_trace_arg a[] = {
+        {"bytes", NULL, bytes},
+        {"flits", NULL, m->n_flits},
+        {"hop", NULL, l->cur_hop},
+        {"first_link", m->path[0]->name, 0},
+        {"last_link", m->path[m->n_hops - 1]->name, 0},
+    };
+    sim_trace_span(l->tr, l->trk, "link", name, l->cur_start, l->free_at, a,
+                   (int)(sizeof a / sizeof a[0]));
+}
+
 static void link_serve(struct sim *s, void *arg)
 {
     struct kb_link *l = arg;
@@ -287,6 +316,7 @@ static void link_serve(struct sim *s, void *arg)
             l->cur = w.m;
             l->cur_hop = w.hop;
             l->cur_sent = 0;
+            l->cur_start = now;
             l->st.messages++;
         }
         struct kb_link_msg *m = l->cur;
@@ -313,6 +343,8 @@ static void link_serve(struct sim *s, void *arg)
             }
         }
         if (last) {
+            if (l->tr)
+                trace_msg(l, m);
             /* The tail is on its way: the link is free for the next worm
              * from free_at on, and nothing here refers to m any more. */
             l->cur = NULL;

@@ -33,10 +33,13 @@
  * callback. */
 #include "pe_dma.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "trace.h"
 
 #define BOUNCE_BYTES ((uint64_t)1 << 16)
 
@@ -62,6 +65,7 @@ struct waiter {
 struct chan {
     struct kb_dma *d;
     enum kb_dma_class c;
+    int trk; /* trace track, made on the first copy */
     struct kb_dma_stats st;
 };
 
@@ -86,6 +90,7 @@ struct kb_dma {
     size_t n_waiters, cap_waiters;
     unsigned char *bounce;
     uint64_t pending;
+    struct sim_trace *tr; /* NULL: not traced */
     char err[256];
 };
 
@@ -207,6 +212,35 @@ static int copy_bytes(struct kb_dma *d, const struct req *r)
 
 /* ---- channels -------------------------------------------------------- */
 
+/* One end of a copy as "memory.kind+0xaddr". */
+static void end_name(char *buf, size_t n, const struct kb_dma_end *e)
+{
+    snprintf(buf, n, "%s.%s+0x%" PRIx64, kb_mem_name(e->mem),
+             kb_mem_kind_name(kb_mem_params(e->mem)->kind), e->addr);
+}
+
+/* A finished copy as a span on its channel's track, from the start of
+ * service to the write of the last byte. */
+static void trace_copy(struct chan *ch, const struct req *r, sim_time t0)
+{
+    struct kb_dma *d = ch->d;
+    if (ch->trk < 0) {
+        char nm[300];
+        snprintf(nm, sizeof nm, "%s.dma.%s%td", d->name, class_names[ch->c],
+                 ch - d->k[ch->c].chans);
+        ch->trk = sim_trace_track_path(d->tr, nm);
+    }
+    char name[48], src[160], dst[160];
+    snprintf(name, sizeof name, "%s %" PRIu64 " B", class_names[ch->c], r->bytes);
+    end_name(src, sizeof src, &r->src);
+    end_name(dst, sizeof dst, &r->dst);
+    const struct sim_trace_arg a[] = {
+        {"bytes", NULL, r->bytes}, {"src", src, 0}, {"dst", dst, 0},
+        {"hops", NULL, (uint64_t)r->n_links}};
+    sim_trace_span(d->tr, ch->trk, "dma", name, t0, sim_now(d->sim), a,
+                   (int)(sizeof a / sizeof a[0]));
+}
+
 /* The timing of the file comment, then the payload. Returns the status. */
 static int serve(struct chan *ch, struct req *r)
 {
@@ -232,6 +266,8 @@ static int serve(struct chan *ch, struct req *r)
     ch->st.bytes += r->bytes;
     ch->st.transfers++;
     ch->st.busy_ps += sim_now(s) - t0;
+    if (d->tr)
+        trace_copy(ch, r, t0);
     return 0;
 }
 
@@ -300,6 +336,7 @@ struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
     d->route = route;
     d->route_ud = route_ud;
     d->p = *p;
+    d->tr = sim_tracer(s);
     size_t nl = strlen(name) + 32;
     char *pname = malloc(nl);
     if (!pname)
@@ -318,6 +355,7 @@ struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
             struct chan *ch = &k->chans[i];
             ch->d = d;
             ch->c = (enum kb_dma_class)c;
+            ch->trk = -1;
             snprintf(pname, nl, "%s.dma.%s%u", name, class_names[c], i);
             struct sim_proc *pr = sim_thread(s, pname, chan_thread, ch, 0);
             if (!pr) {
