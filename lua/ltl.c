@@ -801,6 +801,8 @@ static int l_ccl_config(lua_State *L)
             lua_pop(L, 1);
         }
         sets = lua_newuserdatauv(L, (n_sets ? n_sets : 1) * sizeof *sets, 0);
+        lua_createtable(L, (int)n_sets, 0); /* keeps the strings alive */
+        int keep = lua_gettop(L);
         size_t i = 0;
         lua_pushnil(L);
         while (lua_next(L, setidx)) {
@@ -809,7 +811,7 @@ static int l_ccl_config(lua_State *L)
             lua_pushvalue(L, -3);
             lua_concat(L, 3);
             sets[i++] = lua_tostring(L, -1);
-            lua_rawsetp(L, setidx, (void *)&sets[i - 1]); /* keep the string alive */
+            lua_rawseti(L, keep, (lua_Integer)i);
             lua_pop(L, 1);
         }
     }

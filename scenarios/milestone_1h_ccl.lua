@@ -143,7 +143,8 @@ local function lrab_point(p)
     local e = t:shard_vec(r):max_abs_diff(want)
     if e > worst then worst = e end
   end
-  return {participants = n, latency_ns = rep.latency_ns, algbw_gbps = rep.algbw_gbps,
+  return {participants = n, n_sips = torch.sys:counts().sips, latency_ns = rep.latency_ns,
+          algbw_gbps = rep.algbw_gbps,
           busbw_gbps = rep.busbw_gbps,
           check = (rep.check == "passed" and worst == 0) and "passed" or "failed",
           max_err = worst}
@@ -170,7 +171,8 @@ local function predictor(topo)
   local function root(sip) return pe0(sip, root_x, root_y) end
   local inter = {}
   if s.topology == "ring_1d" then
-    for i = 0, s.count - 2 do inter[#inter + 1] = {root(i), root(i + 1), true} end
+    -- the built system's count: --set sips.count may have changed it
+    for i = 0, sys:counts().sips - 2 do inter[#inter + 1] = {root(i), root(i + 1), true} end
   else
     local rounds_x = s.topology == "torus_2d" and (s.w - 1) or 2 * (s.w - 1)
     local rounds_y = s.topology == "torus_2d" and (s.h - 1) or 2 * (s.h - 1)
@@ -201,19 +203,33 @@ for _, topo in ipairs(TOPOLOGIES) do
     points[#points + 1] = {topology = topo.name, sips = topo.sips, n_elem = n}
   end
 end
-local rows, summary = kb.sweep{name = "latency", points = points, run = lrab_point}
+-- The rows of the points that finished, each with its point (a failed
+-- point is reported by kb.sweep and makes kbsim exit 1; the rest are kept).
+local function finished(pts, summary)
+  local list = {}
+  for i, st in ipairs(summary.points) do
+    if st.status == "done" then list[#list + 1] = {p = pts[i], r = st.row} end
+  end
+  return list
+end
 
+local _, summary = kb.sweep{name = "latency", points = points, run = lrab_point}
+
+-- A topology --set made impossible has no prediction; its points failed.
 local predict = {}
-for _, topo in ipairs(TOPOLOGIES) do predict[topo.name] = predictor(topo) end
+for _, topo in ipairs(TOPOLOGIES) do
+  local ok, f = pcall(predictor, topo)
+  predict[topo.name] = ok and f or function() return nil end
+end
 
 local out = {}
-for i, r in ipairs(rows) do
-  local p = points[i]
+for _, pr in ipairs(finished(points, summary)) do
+  local p, r = pr.p, pr.r
   local bytes = 2 * p.n_elem
   kb.check(r.check == "passed", ("%s n_elem %d: reduced values (max error %g)")
     :format(p.topology, p.n_elem, r.max_err))
   out[#out + 1] = {
-    algorithm = "lrab", sip_topology = p.topology, n_sips = p.sips.count, n_elem = p.n_elem,
+    algorithm = "lrab", sip_topology = p.topology, n_sips = r.n_sips, n_elem = p.n_elem,
     bytes_per_pe = bytes, bytes_per_sip = CUBES_PER_SIP * bytes, latency_ns = r.latency_ns,
     algbw_gbps = r.algbw_gbps, busbw_gbps = r.busbw_gbps, participants = r.participants,
     alpha_beta_ns = predict[p.topology](bytes), check = r.check,
@@ -246,12 +262,12 @@ for _, kind in ipairs(BUFFER_KINDS) do
     bpoints[#bpoints + 1] = {buffer_kind = kind, sips = BUFFER_SIPS, n_elem = n}
   end
 end
-local brows = kb.sweep{name = "buffer_kind", points = bpoints, run = lrab_point}
+local _, bsummary = kb.sweep{name = "buffer_kind", points = bpoints, run = lrab_point}
 local bout = {}
-for i, r in ipairs(brows) do
-  local p = bpoints[i]
+for _, pr in ipairs(finished(bpoints, bsummary)) do
+  local p, r = pr.p, pr.r
   kb.check(r.check == "passed", ("buffer %s n_elem %d: reduced values"):format(p.buffer_kind, p.n_elem))
-  bout[#bout + 1] = {buffer_kind = p.buffer_kind, sip_topology = "torus_2d", n_sips = 6,
+  bout[#bout + 1] = {buffer_kind = p.buffer_kind, sip_topology = "torus_2d", n_sips = r.n_sips,
                      n_elem = p.n_elem, bytes_per_pe = 2 * p.n_elem, latency_ns = r.latency_ns}
 end
 local buffer_csv = results.path("buffer_kind_sweep.csv")
@@ -348,19 +364,23 @@ for _, topo in ipairs(TOPOLOGIES) do
   end
   local csv = results.path("latency_" .. topo.name .. ".csv")
   results.csv(csv, trows, {"bytes_per_pe", "latency_ns", "alpha_beta_ns"})
+  if #trows == 0 then goto next_topology end
   local fig = results.figure{name = "latency_" .. topo.name, csv = csv, x = "bytes_per_pe",
     y = "latency_ns", title = "lrab all-reduce latency, " .. topo.label .. " SIPs x 16 cubes",
     xlabel = "bytes per PE", ylabel = "latency (ns)", logx = 2, logy = 10,
     refs = {{title = "alpha-beta prediction", y = "alpha_beta_ns"}}}
   entries[#entries + 1] = {figure = fig, about = "simulated latency against bytes per PE "
     .. "(log2 x), with our alpha-beta prediction dashed."}
+  ::next_topology::
 end
 
-local bfig = results.figure{name = "buffer_kind", csv = buffer_csv, x = "bytes_per_pe",
+local bfig = #bout > 0 and results.figure{name = "buffer_kind", csv = buffer_csv, x = "bytes_per_pe",
   y = "latency_ns", series = "buffer_kind", title = "lrab latency by IPCQ buffer kind, torus_2d 3x2",
   xlabel = "bytes per PE", ylabel = "latency (ns)", logx = 2, logy = 10}
-entries[#entries + 1] = {figure = bfig, about = "one line per slot memory: tcm is fastest, "
-  .. "sram and hbm pay their setup, bandwidth and bank hop on every slot."}
+if bfig then
+  entries[#entries + 1] = {figure = bfig, about = "one line per slot memory: tcm is fastest, "
+    .. "sram and hbm pay their setup, bandwidth and bank hop on every slot."}
+end
 
 local crefs = {}
 for _, r in ipairs(line_refs) do crefs[#crefs + 1] = r end
@@ -369,12 +389,14 @@ for _, r in ipairs(refs) do
     crefs[#crefs + 1] = {title = r.name, points = {{r.bytes_per_pe, r.latency_ns}}}
   end
 end
-local cfig = results.figure{name = "comparison", csv = summary_csv, x = "bytes_per_pe",
+local cfig = #out > 0 and results.figure{name = "comparison", csv = summary_csv, x = "bytes_per_pe",
   y = "latency_ns", series = "sip_topology",
   title = "lrab latency against the references (" .. REFS:match("[^/]*$") .. ")",
   xlabel = "bytes per PE", ylabel = "latency (ns)", logx = 2, logy = 10, refs = crefs}
-entries[#entries + 1] = {figure = cfig, about = "simulated curves per SIP topology; the "
-  .. "references (analytic curve, external single-device simulator) in black."}
+if cfig then
+  entries[#entries + 1] = {figure = cfig, about = "simulated curves per SIP topology; the "
+    .. "references (analytic curve, external single-device simulator) in black."}
+end
 
 -- The topology figure: four panels drawn from node coordinates.
 local function topology_figure()
@@ -497,7 +519,7 @@ for _, r in ipairs(out) do
   print(("%-16s %8d %10d %12.1f %10.3f %10.3f %12.1f"):format(r.sip_topology, r.n_elem,
     r.bytes_per_pe, r.latency_ns, r.algbw_gbps, r.busbw_gbps, r.alpha_beta_ns))
 end
+local failed = summary.failed + bsummary.failed
 print(("%d latency points, %d buffer-kind points%s, %s; results in %s/index.md"):format(#out,
   #bout, MATRIX and ", the correctness matrix" or "",
-  summary.failed == 0 and "all checks passed" or (summary.failed .. " points failed"),
-  kb.outdir()))
+  failed == 0 and "all checks passed" or (failed .. " points failed"), kb.outdir()))

@@ -46,4 +46,9 @@ printf 'name,kind,bytes_per_pe,latency_ns,intercept_ns,slope_ns,slope_bits\nx,po
   refs="$work/bad.csv" > "$work/bad.log" 2>&1
 [ $? -eq 2 ] || fail "a bad references file must exit 2"
 grep -q "bad.csv:2: bytes_per_pe: 'abc' is not a number" "$work/bad.log" || { cat "$work/bad.log"; fail "bad references message"; }
+# --set reaches the topology and ccl.yaml of every point
+"$kbsim" -q -o "$work/set" --set ucie.connections=1 --set ccl.backpressure=poll \
+  "$src/scenarios/milestone_1h_ccl.lua" sizes=4096 buffer_sizes=128 matrix=no > "$work/set.log" 2>&1 \
+  || { cat "$work/set.log"; fail "a run with --set"; }
+grep -q "all checks passed" "$work/set.log" || fail "checks with --set"
 echo "milestone ok"
