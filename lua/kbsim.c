@@ -12,6 +12,7 @@
 
 #include "lkbsim.h"
 #include "lsweep.h"
+#include "ltrace.h"
 
 enum { EXIT_CHECK = 1, EXIT_USAGE = 2 };
 
@@ -28,6 +29,9 @@ static const char usage_text[] =
     "                       (kb.options.topology)\n"
     "  --fast               reuse cached sweep points whose inputs are\n"
     "                       unchanged (kb.options.fast)\n"
+    "  --trace FILE         write a Perfetto / Chrome trace of one simulation:\n"
+    "                       the first, or in kb.sweep point 1 (docs/trace.md)\n"
+    "  --trace-point N      trace the Nth simulation / sweep point instead\n"
     "  -q, --quiet          no progress output\n"
     "  --version            print the version and exit\n"
     "  -h, --help           print this help and exit\n"
@@ -63,6 +67,21 @@ static int parse_jobs(const char *v)
     long n = strtol(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 4096)
         usage_error("bad value '%s' for '--jobs' (expected a positive integer)", v);
+    return (int)n;
+}
+
+/* A positive count for option `name`. */
+static int parse_count(const char *v, const char *name)
+{
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 1000000000) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "bad value '%.64s' for '%s' (expected a positive integer)",
+                 v, name);
+        usage_error("%s", msg);
+    }
     return (int)n;
 }
 
@@ -159,6 +178,11 @@ int main(int argc, char **argv)
             set[opt.nset++] = kv;
         } else if (strcmp(name, "--topology") == 0) {
             opt.topology = optvalue(argc, argv, &i, name, attached);
+        } else if (strcmp(name, "--trace") == 0) {
+            opt.trace = optvalue(argc, argv, &i, name, attached);
+        } else if (strcmp(name, "--trace-point") == 0) {
+            opt.trace_point = parse_count(optvalue(argc, argv, &i, name, attached),
+                                          "--trace-point");
         } else if (strcmp(name, "--fast") == 0) {
             opt.fast = flag = true;
         } else if (strcmp(name, "-q") == 0 || strcmp(name, "--quiet") == 0) {
@@ -233,6 +257,10 @@ int main(int argc, char **argv)
         }
     }
     long failed = kb_failed_checks(L);
+    if (opt.trace && status == 0 && !kb_trace_taken(L))
+        fprintf(stderr, "kbsim: no trace written to '%s': the script created %s\n",
+                opt.trace, opt.trace_point > 1 ? "fewer simulations than --trace-point"
+                                               : "no simulation");
     fflush(stdout);
     /* Sweeps report even after a script error: their points' own
      * messages say more than the error that followed. */

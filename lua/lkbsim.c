@@ -32,6 +32,7 @@
 #include <lualib.h>
 
 #include "lsweep.h"
+#include "ltrace.h"
 #include "sim.h"
 
 #define KB_SIM "kbsim.sim"
@@ -764,11 +765,13 @@ static int l_sim(lua_State *L)
     if (o->s == NULL)
         return luaL_error(L, "cannot create simulation (out of memory)");
     sim_set_userdata(o->s, o);
+    kb_trace_sim_created(L, lua_upvalueindex(1), o->s);
     return 1;
 }
 
 static void closesim(struct lsim *o)
 {
+    kb_trace_sim_closing(o->s);
     sim_free(o->s);
     o->s = NULL;
     free(o->err);
@@ -1128,6 +1131,7 @@ int luaopen_kbsim(lua_State *L)
 {
     getstate(L);
     newclass(L, KB_SIM, sim_meta, sim_methods);
+    kb_open_trace(L);
     newclass(L, KB_PROC, proc_meta, proc_methods);
     newclass(L, KB_EVENT, ev_meta, ev_methods);
     newclass(L, KB_FIFO, fifo_meta, fifo_methods);
@@ -1174,6 +1178,12 @@ void kb_preload(lua_State *L, const struct kb_options *opt)
     lua_setfield(L, -2, "quiet");
     lua_pushboolean(L, opt->fast);
     lua_setfield(L, -2, "fast");
+    if (opt->trace) {
+        lua_pushstring(L, opt->trace);
+        lua_setfield(L, -2, "trace");
+        lua_pushinteger(L, opt->trace_point > 0 ? opt->trace_point : 1);
+        lua_setfield(L, -2, "trace_point");
+    }
     lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_options_key);
 
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);

@@ -20,6 +20,8 @@ struct kb_options {
     const char *topology; /* system description, or NULL */
     bool quiet;
     bool fast;            /* --fast: reuse cached sweep points */
+    const char *trace;    /* --trace FILE, or NULL (lua/ltrace.h) */
+    int trace_point;      /* --trace-point N (0: the first) */
 };
 
 /* Opens the module and leaves it on the stack (for package.preload or
