@@ -89,8 +89,27 @@ function Run:latency_ns()
   return worst
 end
 
+-- Names of kernels in traces (docs/trace.md); weak, so a name does not
+-- keep a kernel alive.
+local kernel_names = setmetatable({}, {__mode = "k"})
+
+-- tl.name(kernel, name) -> kernel: the name its spans carry in a trace
+-- (collectives name theirs after the algorithm). Without one, a kernel is
+-- named by where it is defined, "file.lua:line".
+function tl.name(kernel, name)
+  kernel_names[kernel] = tostring(name)
+  return kernel
+end
+
+local function kernel_name(kernel)
+  if kernel_names[kernel] then return kernel_names[kernel] end
+  local info = debug.getinfo(kernel, "S")
+  return info.short_src:match("[^/]*$") .. ":" .. info.linedefined
+end
+
 -- tl.launch(sys, ranks, kernel, ...): before sim:run(); kernel(...) runs
--- on every PE of ranks, as the thread process "<pe name>.kernel".
+-- on every PE of ranks, as the thread process "<pe name>.kernel". With
+-- --trace, each run is a span on its PE's row.
 function tl.launch(sys, ranks, kernel, ...)
   if type(ranks) ~= "table" or #ranks == 0 then
     error("tl.launch: a non-empty list of ranks is expected", 2)
@@ -102,14 +121,17 @@ function tl.launch(sys, ranks, kernel, ...)
   local args = table.pack(...)
   local run = setmetatable({ranks = ranks, t = {}}, Run)
   local world = #ranks
+  local kname = kernel_name(kernel)
   for i, r in ipairs(ranks) do
     local name = sys:pe(r).name
+    sim:trace_track(name) -- kernel rows first, in rank order
     sim:spawn(name .. ".kernel", function()
       core.bind(sys, r, i - 1, world)
       local t0 = sim:now()
       kernel(table.unpack(args, 1, args.n))
       core.unbind()
       local t1 = sim:now()
+      sim:trace_span(name, "kernel", kname, t0, t1, {rank = i - 1, program_id = r})
       run.t[r] = {start_ns = t0, end_ns = t1, exec_ns = t1 - t0}
     end)
   end

@@ -35,6 +35,7 @@ local function validate(name, algo)
   if algo.ranks ~= nil and type(algo.ranks) ~= "function" then
     error(("algorithm '%s': 'ranks' must be a function"):format(name), 0)
   end
+  require("kbsim.tl").name(algo.kernel, name) -- its spans in a trace
   return algo
 end
 
