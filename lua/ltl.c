@@ -14,6 +14,7 @@
  * kb_block_begin/kb_block_end so the binding knows which Lua process runs.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,7 @@ struct kctx {
     struct kb_pe *pe;
     int rank, world, program_id;
     bool ended;
+    sim_time gemm_free_ps; /* tl.gemm_tile: when the engine is free again */
     uint64_t *allocs; /* TCM addresses of live handles */
     size_t n_allocs, cap_allocs;
 };
@@ -243,6 +245,9 @@ static struct kctx *current(lua_State *L, const char *what)
     lua_pop(L, 2);
     if (!c)
         luaL_error(L, "%s called outside a kernel (start kernels with tl.launch)", what);
+    if (c->ended) /* only a tl.spawn helper can outlive its kernel */
+        luaL_error(L, "%s on PE '%s': the kernel this process helps has ended", what,
+                   c->pe->name);
     return c;
 }
 
@@ -300,6 +305,45 @@ static int l_unbind(lua_State *L)
     struct kctx *c = current(L, "tl.unbind");
     c->ended = true;
     release_allocs(c);
+    push_ctx_table(L);
+    lua_pushthread(L);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+    return 0;
+}
+
+/* context() -> ctx, sim: the running kernel's context and simulation, for
+ * tl.spawn (helper processes of a kernel act for its PE and share its
+ * handles, as the stages of a tile pipeline do) */
+static int l_context(lua_State *L)
+{
+    current(L, "tl.spawn");
+    push_ctx_table(L);
+    lua_pushthread(L);
+    lua_rawget(L, -2);           /* the context */
+    lua_getiuservalue(L, -1, 1); /* its system */
+    lua_getiuservalue(L, -1, 1); /* the system's simulation */
+    lua_remove(L, -2);
+    return 2;
+}
+
+/* adopt(ctx): binds the running thread process to ctx's PE and handles */
+static int l_adopt(lua_State *L)
+{
+    struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
+    if (c->ended)
+        return luaL_error(L, "tl.spawn: the kernel on PE '%s' has ended", c->pe->name);
+    kb_block_end(kb_block_begin(L, c->s, "tl.spawn")); /* must be a thread process */
+    push_ctx_table(L);
+    lua_pushthread(L);
+    lua_pushvalue(L, 1);
+    lua_rawset(L, -3);
+    return 0;
+}
+
+/* unadopt(): the running helper is done; its kernel's handles stay */
+static int l_unadopt(lua_State *L)
+{
     push_ctx_table(L);
     lua_pushthread(L);
     lua_pushnil(L);
@@ -638,6 +682,251 @@ static int l_dot(lua_State *L)
     return 1;
 }
 
+/* Handle i, checked to be this kernel's and to hold elements [off, off + n). */
+static struct handle *checkrange(lua_State *L, int i, struct kctx *c, lua_Integer off,
+                                 lua_Integer n, const char *what)
+{
+    struct handle *h = checkhandle(L, i);
+    if (h->ctx != c)
+        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
+                   c->pe->name);
+    if (off < 0 || n < 1 || off + n > (lua_Integer)h->n)
+        luaL_error(L, "%s on PE '%s': elements [%I, %I) are outside a handle of %d", what,
+                   c->pe->name, off, off + n, (int)h->n);
+    return h;
+}
+
+/* The bytes of elements [off, off + n) of h in a scratch buffer on the stack. */
+static void *hread_range(lua_State *L, const struct handle *h, lua_Integer off, lua_Integer n)
+{
+    size_t es = kb_dtype_size(h->dt);
+    void *buf = lua_newuserdatauv(L, (size_t)n * es, 0);
+    if (kb_mem_read(h->ctx->pe->tcm, h->addr + (uint64_t)off * es, buf, (size_t)n * es) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+    return buf;
+}
+
+/* gemm_tile(c, a, a_off, b, b_off, tm, tn, tk [, accumulate]) -> c: one tile
+ * on PE_GEMM, C (f32, tm×tn) = (accumulate ? C : 0) + A·B, where A is the
+ * tm×tk row-major elements of a from a_off and B the tk×tn ones of b from
+ * b_off (a tile pipeline keeps its operands tile by tile, contiguous). c nil
+ * makes a new f32 handle. A pipeline needs this rather than tl.dot: its
+ * operands are slices of handles loaded whole, and it owns the schedule.
+ * The engine does one tile at a time for this kernel and its tl.spawn
+ * helpers; the tile holds it for kb_gemm_tile_cycles. */
+static int l_gemm_tile(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.gemm_tile");
+    const struct kb_gemm_params *p = kb_gemm_params(c->pe->gemm);
+    lua_Integer tm = luaL_checkinteger(L, 6), tn = luaL_checkinteger(L, 7),
+                tk = luaL_checkinteger(L, 8);
+    if (tm < 1 || tn < 1 || tk < 1 || tm > p->tile.m || tn > p->tile.n || tk > p->tile.k)
+        return luaL_error(L, "tl.gemm_tile on PE '%s': tile %Ix%Ix%I is not within 1x1x1 .. "
+                             "%dx%dx%d (m x n x k)", c->pe->name, tm, tn, tk, (int)p->tile.m,
+                          (int)p->tile.n, (int)p->tile.k);
+    struct handle *a = checkrange(L, 2, c, luaL_checkinteger(L, 3), tm * tk, "tl.gemm_tile");
+    struct handle *b = checkrange(L, 4, c, luaL_checkinteger(L, 5), tk * tn, "tl.gemm_tile");
+    if (a->dt != b->dt)
+        return luaL_error(L, "tl.gemm_tile on PE '%s': operands of %s and %s", c->pe->name,
+                          kb_dtype_name(a->dt), kb_dtype_name(b->dt));
+    bool acc = lua_toboolean(L, 9);
+    if (!lua_isnil(L, 1)) {
+        struct handle *out = checkrange(L, 1, c, 0, tm * tn, "tl.gemm_tile");
+        if (out->dt != KB_DTYPE_F32)
+            return luaL_error(L, "tl.gemm_tile on PE '%s': the accumulator is %s, not f32",
+                              c->pe->name, kb_dtype_name(out->dt));
+    } else if (acc) {
+        return luaL_error(L, "tl.gemm_tile: accumulate needs an accumulator handle");
+    }
+    const void *ab = hread_range(L, a, luaL_checkinteger(L, 3), tm * tk);
+    const void *bb = hread_range(L, b, luaL_checkinteger(L, 5), tk * tn);
+    dispatch(L, c, "tl.gemm_tile");
+    if (lua_isnil(L, 1))
+        newhandle(L, c, (uint32_t)(tm * tn), KB_DTYPE_F32);
+    else
+        lua_pushvalue(L, 1);
+    int outi = lua_gettop(L);
+    struct handle *out = lua_touserdata(L, outi);
+    float *cb = acc ? hread_range(L, out, 0, tm * tn)
+                    : lua_newuserdatauv(L, (size_t)(tm * tn) * sizeof(float), 0);
+    int64_t cycles = kb_gemm_tile(c->pe->gemm, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn,
+                                  (size_t)tm, (size_t)tn, (size_t)tk, a->dt, acc);
+    if (cycles < 0)
+        return luaL_error(L, "tl.gemm_tile on PE '%s': %s", c->pe->name,
+                          kb_gemm_errmsg(c->pe->gemm));
+    sim_time now = sim_now(c->s), start = c->gemm_free_ps > now ? c->gemm_free_ps : now;
+    c->gemm_free_ps = start + kb_gemm_cycles_to_ps(p, (uint64_t)cycles);
+    void *bp = kb_block_begin(L, c->s, "tl.gemm_tile");
+    int rc = sim_wait(c->s, c->gemm_free_ps - now);
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.gemm_tile: %s", sim_errmsg(c->s));
+    if (kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)(tm * tn) * sizeof(float)) != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
+    lua_pushvalue(L, outi);
+    return 1;
+}
+
+/* fetch(h [, off, n]): the TCM read of elements [off, off + n) of h into an
+ * engine's operand buffers. Time only (the TCM's channels, bandwidth and
+ * setup): the engine reads the values when it computes. */
+static int l_fetch(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.fetch");
+    struct handle *h0 = checkhandle(L, 1);
+    lua_Integer off = luaL_optinteger(L, 2, 0);
+    lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)h0->n - off);
+    struct handle *h = checkrange(L, 1, c, off, n, "tl.fetch");
+    size_t es = kb_dtype_size(h->dt);
+    dispatch(L, c, "tl.fetch");
+    void *bp = kb_block_begin(L, c->s, "tl.fetch");
+    int rc = kb_mem_access(c->pe->tcm, h->addr + (uint64_t)off * es, (uint64_t)n * es, false);
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.fetch on PE '%s': %s", c->pe->name, kb_mem_errmsg(c->pe->tcm));
+    return 0;
+}
+
+/* accumulate(acc, x) -> acc: acc += x in place on PE_MATH (an add's time),
+ * so a running sum needs no new handle per step */
+static int l_accumulate(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.accumulate");
+    struct handle *acc = checkrange(L, 1, c, 0, 1, "tl.accumulate");
+    struct handle *x = checkrange(L, 2, c, 0, 1, "tl.accumulate");
+    if (x->n != acc->n || x->dt != acc->dt)
+        return luaL_error(L, "tl.accumulate on PE '%s': operands differ (%d %s and %d %s)",
+                          c->pe->name, (int)acc->n, kb_dtype_name(acc->dt), (int)x->n,
+                          kb_dtype_name(x->dt));
+    void *ab = hread(L, acc);
+    const void *xb = hread(L, x);
+    dispatch(L, c, "tl.accumulate");
+    void *bp = kb_block_begin(L, c->s, "tl.accumulate");
+    int rc = kb_math_run(c->pe->math, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.accumulate on PE '%s': %s", c->pe->name,
+                          kb_math_errmsg(c->pe->math));
+    hwrite(L, acc, ab);
+    lua_pushvalue(L, 1);
+    return 1;
+}
+
+/* cast(h, dtype) -> a new handle of h's values rounded to dtype (to
+ * nearest even): one pass of h through PE_MATH, charged and counted as
+ * maximum(h, h), which returns h unchanged, so the unit's counters hold
+ * the pass */
+static int l_cast(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.cast");
+    struct handle *h = checkrange(L, 1, c, 0, 1, "tl.cast");
+    enum kb_dtype dt = checkdtype(L, 2);
+    void *buf = hread(L, h);
+    dispatch(L, c, "tl.cast");
+    struct handle *out = newhandle(L, c, h->n, dt);
+    void *bp = kb_block_begin(L, c->s, "tl.cast");
+    int rc = kb_math_run(c->pe->math, KB_MATH_MAXIMUM, buf, buf, NULL, buf, h->n, h->dt);
+    kb_block_end(bp);
+    if (rc < 0)
+        return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, kb_math_errmsg(c->pe->math));
+    unsigned char *obuf = lua_newuserdatauv(L, hbytes(out), 0);
+    for (uint32_t j = 0; j < h->n; j++)
+        kb_dtype_store(obuf, j, dt, kb_dtype_load(buf, j, h->dt));
+    hwrite(L, out, obuf);
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* ---- host side: closed forms and unit counters ------------------------ */
+
+/* gemm_time(sys, m, n, k [, rank]) -> ps, cycles, tiles: kb_gemm's closed
+ * form for an M×N×K GEMM on the PE's engine (rank 0 by default) */
+static int l_gemm_time(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    lua_Integer m = luaL_checkinteger(L, 2), n = luaL_checkinteger(L, 3),
+                k = luaL_checkinteger(L, 4);
+    luaL_argcheck(L, m > 0 && n > 0 && k > 0, 2, "m, n and k must be positive");
+    lua_settop(L, 5);
+    if (lua_isnil(L, 5)) {
+        lua_pushinteger(L, 0);
+        lua_replace(L, 5);
+    }
+    struct kb_pe *pe = checkpe(L, sys, 5);
+    const struct kb_gemm_params *p = kb_gemm_params(pe->gemm);
+    lua_pushinteger(L, (lua_Integer)kb_gemm_time(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
+    lua_pushinteger(L, (lua_Integer)kb_gemm_cycles(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
+    lua_pushinteger(L, (lua_Integer)kb_gemm_tiles(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
+    return 3;
+}
+
+static void setint(lua_State *L, const char *k, uint64_t v)
+{
+    lua_pushinteger(L, (lua_Integer)v);
+    lua_setfield(L, -2, k);
+}
+
+/* pe_stats(sys, rank) -> the counters of the PE's units: busy times in
+ * integer ps, plus what a reader needs to turn them into occupancies */
+static int l_pe_stats(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_pe *pe = checkpe(L, sys, 2);
+    const struct kb_gemm_params *gp = kb_gemm_params(pe->gemm);
+    struct kb_cpu_stats cs;
+    struct kb_dma_stats rd, wr;
+    struct kb_gemm_stats gs;
+    struct kb_math_stats ms;
+    kb_cpu_get_stats(pe->cpu, &cs);
+    kb_dma_get_stats(pe->dma, KB_DMA_READ, &rd);
+    kb_dma_get_stats(pe->dma, KB_DMA_WRITE, &wr);
+    kb_gemm_get_stats(pe->gemm, &gs);
+    kb_math_get_stats(pe->math, &ms);
+    lua_createtable(L, 0, 24);
+    setint(L, "cpu_ops", cs.ops);
+    setint(L, "cpu_busy_ps", cs.busy_ps);
+    setint(L, "cpu_dispatch_ps", kb_cpu_dispatch_time(pe->cpu));
+    setint(L, "dma_read_transfers", rd.transfers);
+    setint(L, "dma_read_bytes", rd.bytes);
+    setint(L, "dma_read_busy_ps", rd.busy_ps);
+    setint(L, "dma_write_transfers", wr.transfers);
+    setint(L, "dma_write_bytes", wr.bytes);
+    setint(L, "dma_write_busy_ps", wr.busy_ps);
+    setint(L, "gemm_tiles", gs.tiles);
+    setint(L, "gemm_macs", gs.macs);
+    setint(L, "gemm_cycles", gs.cycles);
+    setint(L, "gemm_busy_ps", gs.busy_ps);
+    setint(L, "gemm_tile_m", gp->tile.m);
+    setint(L, "gemm_tile_n", gp->tile.n);
+    setint(L, "gemm_tile_k", gp->tile.k);
+    lua_pushnumber(L, kb_gemm_peak_flops(gp));
+    lua_setfield(L, -2, "gemm_peak_flops");
+    setint(L, "math_ops", ms.ops);
+    setint(L, "math_cycles", ms.cycles);
+    setint(L, "math_busy_ps", ms.busy_ps);
+    struct {
+        const char *name;
+        struct kb_mem *m;
+    } mems[] = {{"tcm", pe->tcm}, {"hbm", pe->hbm}, {"sram", pe->sram}};
+    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++) {
+        if (!mems[i].m)
+            continue;
+        struct kb_mem_stats st;
+        kb_mem_get_stats(mems[i].m, &st);
+        const struct kb_mem_params *mp = kb_mem_params(mems[i].m);
+        char key[32];
+        snprintf(key, sizeof key, "%s_busy_ps", mems[i].name);
+        setint(L, key, st.busy_ps);
+        snprintf(key, sizeof key, "%s_channels", mems[i].name);
+        setint(L, key, mp->n_channels ? mp->n_channels : 1);
+        snprintf(key, sizeof key, "%s_bytes_read", mems[i].name);
+        setint(L, key, st.bytes_read);
+        snprintf(key, sizeof key, "%s_bytes_written", mems[i].name);
+        setint(L, key, st.bytes_written);
+    }
+    return 1;
+}
+
 /* ---- IPCQ ------------------------------------------------------------ */
 
 static void checkwired(lua_State *L, struct kctx *c, const char *dir, bool tx, const char *what)
@@ -877,7 +1166,12 @@ static const luaL_Reg funcs[] = {
     {"log", l_log},             {"softmax", l_softmax},       {"cdiv", l_cdiv},
     {"sum", l_sum},             {"dot", l_dot},               {"send", l_send},
     {"recv", l_recv},           {"recv_async", l_recv_async}, {"wait", l_wait},
-    {"free", l_free},           {"ccl_config", l_ccl_config}, {NULL, NULL}};
+    {"free", l_free},           {"ccl_config", l_ccl_config},
+    /* tile pipelines: helper processes, tiles in place, unit counters */
+    {"context", l_context},     {"adopt", l_adopt},           {"unadopt", l_unadopt},
+    {"gemm_tile", l_gemm_tile}, {"fetch", l_fetch},           {"accumulate", l_accumulate},
+    {"cast", l_cast},           {"gemm_time", l_gemm_time},   {"pe_stats", l_pe_stats},
+    {NULL, NULL}};
 
 static const luaL_Reg handle_meta[] = {
     {"__add", l_add},   {"__sub", l_sub},           {"__mul", l_mul},     {"__div", l_div},

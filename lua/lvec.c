@@ -258,6 +258,85 @@ static int v_max_abs_diff(lua_State *L)
     return 2;
 }
 
+/* v:max_rel_diff(w) -> largest |v[i] - w[i]| / |w[i]| (w[i] = 0: 0 when
+ * v[i] is 0 too, else inf; inf if either is NaN), index */
+static int v_max_rel_diff(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    struct vec *y = same_size(L, x, 2);
+    double worst = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        double d = fabs(x->v[i] - y->v[i]);
+        if (d != d)
+            d = INFINITY;
+        else if (d > 0)
+            d = y->v[i] != 0 ? d / fabs(y->v[i]) : INFINITY;
+        if (d > worst) {
+            worst = d;
+            at = i;
+        }
+    }
+    lua_pushnumber(L, worst);
+    lua_pushinteger(L, (lua_Integer)at);
+    return 2;
+}
+
+/* v:tile(rows, cols, tr, tc) -> a new vec: the row-major rows×cols matrix v
+ * reordered tile by tile (tiles tr×tc in row-major order, each row-major
+ * inside; the last tile row and column hold what is left), the layout a
+ * tile pipeline keeps in memory so each tile is one contiguous copy. Tile
+ * (ti, tj) starts at ti·tr·cols + h·tj·tc, h the height of its tile row. */
+static int v_tile(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    size_t rows = checksize(L, 2), cols = checksize(L, 3), tr = checksize(L, 4),
+           tc = checksize(L, 5);
+    if (rows * cols != x->n || !tr || !tc)
+        return luaL_error(L, "vec:tile(%d, %d, %d, %d) of a vec of %d", (int)rows, (int)cols,
+                          (int)tr, (int)tc, (int)x->n);
+    struct vec *y = newvec(L, x->n);
+    size_t o = 0;
+    for (size_t r0 = 0; r0 < rows; r0 += tr) {
+        size_t h = rows - r0 < tr ? rows - r0 : tr;
+        for (size_t c0 = 0; c0 < cols; c0 += tc) {
+            size_t w = cols - c0 < tc ? cols - c0 : tc;
+            for (size_t r = 0; r < h; r++) {
+                memcpy(y->v + o, x->v + (r0 + r) * cols + c0, w * sizeof(double));
+                o += w;
+            }
+        }
+    }
+    return 1;
+}
+
+/* vec_matmul(a, b, m, k, n) -> c: the host reference of a GEMM, row-major
+ * a (m×k) times b (k×n), every product and sum in double, so the inputs'
+ * exact values give the exact result wherever it fits 53 bits */
+static int l_matmul(lua_State *L)
+{
+    struct vec *a = checkvec(L, 1), *b = checkvec(L, 2);
+    size_t m = checksize(L, 3), k = checksize(L, 4), n = checksize(L, 5);
+    if (a->n != m * k || b->n != k * n)
+        return luaL_error(L, "vec_matmul: a of %d and b of %d do not fit m=%d k=%d n=%d",
+                          (int)a->n, (int)b->n, (int)m, (int)k, (int)n);
+    if (m * n > ((size_t)1 << 30))
+        return luaL_error(L, "vec_matmul: result too large");
+    struct vec *c = newvec(L, m * n);
+    memset(c->v, 0, m * n * sizeof(double));
+    /* i, p, j: the inner loop runs along rows of b and c, contiguous */
+    for (size_t i = 0; i < m; i++) {
+        double *ci = c->v + i * n;
+        for (size_t p = 0; p < k; p++) {
+            double aip = a->v[i * k + p];
+            const double *bp = b->v + p * n;
+            for (size_t j = 0; j < n; j++)
+                ci[j] += aip * bp[j];
+        }
+    }
+    return 1;
+}
+
 /* v:max_abs() */
 static int v_max_abs(lua_State *L)
 {
@@ -306,13 +385,14 @@ static int v_tostring(lua_State *L)
 static const luaL_Reg vec_methods[] = {
     {"write", v_write},   {"round", v_round},     {"add", v_add},
     {"scale", v_scale},   {"mod", v_mod},         {"copy", v_copy},       {"slice", v_slice},
-    {"set", v_set},       {"max_abs_diff", v_max_abs_diff},
+    {"set", v_set},       {"max_abs_diff", v_max_abs_diff}, {"max_rel_diff", v_max_rel_diff},
+    {"tile", v_tile},
     {"max_abs", v_max_abs}, {"get", v_get},       {"to_table", v_to_table},
     {NULL, NULL}};
 
 static const luaL_Reg vec_funcs[] = {
     {"vec_new", l_new}, {"vec_affine", l_affine}, {"vec_from", l_from},
-    {"vec_read", l_read}, {NULL, NULL}};
+    {"vec_read", l_read}, {"vec_matmul", l_matmul}, {NULL, NULL}};
 
 void kb_open_vec(lua_State *L)
 {

@@ -21,16 +21,38 @@ tl.vec_new = core.vec_new
 tl.vec_affine = core.vec_affine
 tl.vec_from = core.vec_from
 tl.vec_read = core.vec_read
+tl.vec_matmul = core.vec_matmul
+-- Closed forms and unit counters of a PE (host side, no simulated time).
+tl.gemm_time = core.gemm_time
+tl.pe_stats = core.pe_stats
 
 -- Inside a kernel.
 for _, name in ipairs{"rank", "world_size", "program_id", "pe", "full", "add", "sub", "mul",
                       "div", "maximum", "minimum", "fma", "clamp", "exp", "log", "softmax",
-                      "cdiv", "sum", "dot", "send", "recv", "recv_async", "wait", "free"} do
+                      "cdiv", "sum", "dot", "send", "recv", "recv_async", "wait", "free",
+                      "gemm_tile", "fetch", "accumulate", "cast"} do
   tl[name] = core[name]
 end
 
 function tl.zeros(n, dtype)
   return core.full(n, 0, dtype)
+end
+
+-- tl.spawn(name, fn, ...): from a kernel, a helper thread process
+-- "<pe name>.<name>" that acts for the same PE and shares the kernel's
+-- handles (the stages of a tile pipeline). The kernel must outlive its
+-- helpers: its handles are freed when it returns.
+function tl.spawn(name, fn, ...)
+  local ctx, sim = core.context()
+  if type(fn) ~= "function" then
+    error("tl.spawn: the helper must be a function", 2)
+  end
+  local args = table.pack(...)
+  return sim:spawn(core.pe().name .. "." .. tostring(name), function()
+    core.adopt(ctx)
+    fn(table.unpack(args, 1, args.n))
+    core.unadopt()
+  end)
 end
 
 -- The shard of tensor t on this PE: {addr=, n=, kind=, dtype=}.
