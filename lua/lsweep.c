@@ -26,6 +26,7 @@
 #include <lualib.h>
 
 #include "lkbsim.h"
+#include "ltrace.h"
 #include "sim_uv.h"
 
 #define KB_BLOB "kbsim.sweep.blob"
@@ -1085,6 +1086,7 @@ struct sweep {
     char *path, *cpath;
     size_t n;
     struct point *pts;
+    long trace_index;    /* the point that gets --trace, or -1 */
     size_t *todo;        /* points to simulate */
     size_t ntodo;
     unsigned char *status; /* per todo entry: enum sim_sweep_status */
@@ -1173,6 +1175,14 @@ static int worker_main(lua_State *W)
     lua_pushliteral(W, "kbsim");
     lua_call(W, 1, 1);
     deserialise(W, &sw->options);
+    /* --trace goes to one point, which traces its first simulation */
+    if ((long)wk->index == sw->trace_index) {
+        lua_pushinteger(W, 1);
+        lua_setfield(W, -2, "trace_point");
+    } else {
+        lua_pushnil(W);
+        lua_setfield(W, -2, "trace");
+    }
     lua_setfield(W, -2, "options");
     lua_pop(W, 1);
     deserialise(W, &sw->arg);
@@ -1390,7 +1400,8 @@ static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
 static uint64_t base_key(lua_State *L, int fn, int options, int extra,
                          const struct ser *code)
 {
-    static const char *const ignored[] = {"out", "jobs", "quiet", "fast", NULL};
+    static const char *const ignored[] = {"out", "jobs", "quiet", "fast", "trace",
+                                          "trace_point", NULL};
     static const char *const files[] = {"topology", "ccl", NULL};
     int top = lua_gettop(L);
     uint64_t h = fnv_seg(FNV_OFFSET, "kbsim " KBSIM_VERSION,
@@ -1557,7 +1568,11 @@ static int l_sweep(lua_State *L)
     bool quiet = lua_toboolean(L, -1);
     lua_getfield(L, A_OPTIONS, "jobs");
     lua_Integer jobs = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
-    lua_pop(L, 3);
+    lua_getfield(L, A_OPTIONS, "trace");
+    bool want_trace = lua_type(L, -1) == LUA_TSTRING;
+    lua_getfield(L, A_OPTIONS, "trace_point");
+    lua_Integer trace_point = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
+    lua_pop(L, 5);
     if (!lua_isnil(L, A_JOBS)) {
         int isint;
         jobs = lua_tointegerx(L, A_JOBS, &isint);
@@ -1578,6 +1593,14 @@ static int l_sweep(lua_State *L)
     lua_setmetatable(L, -2);
     sw->name = dupstr(name, strlen(name));
     sw->n = (size_t)lua_rawlen(L, A_POINTS);
+    sw->trace_index = -1;
+    if (want_trace && kb_trace_take(L)) {
+        if (trace_point < 1 || (lua_Unsigned)trace_point > sw->n)
+            return luaL_error(L, "kb.sweep '%s': --trace-point %I but the sweep has %I "
+                              "point%s", name, trace_point, (lua_Integer)sw->n,
+                              sw->n == 1 ? "" : "s");
+        sw->trace_index = (long)trace_point - 1;
+    }
     size_t nalloc = sw->n ? sw->n : 1;
     sw->pts = calloc(nalloc, sizeof *sw->pts);
     sw->todo = calloc(nalloc, sizeof *sw->todo);
@@ -1665,7 +1688,9 @@ static int l_sweep(lua_State *L)
     lua_pop(L, 2);
 
     for (size_t i = 0; i < sw->n; i++) {
-        if (fast && cachedir && cache_load(L, cachedir, sw->pts[i].key)) {
+        /* a cached point writes no trace: the traced one runs */
+        if (fast && cachedir && (long)i != sw->trace_index &&
+            cache_load(L, cachedir, sw->pts[i].key)) {
             lua_rawseti(L, cached, (lua_Integer)i + 1);
             sw->pts[i].reused = true;
             sw->nreused++;

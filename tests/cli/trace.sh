@@ -1,0 +1,51 @@
+#!/bin/sh
+# trace.sh KBSIM SRCDIR WORKDIR — --trace end to end: a ring all-reduce's
+# trace has the expected shape (checked by kbsim itself, trace_check.lua),
+# only the first simulation records, two runs give byte-identical files,
+# a sweep traces one point (--trace-point, also with -j 2), bad input.
+set -u
+kbsim=$1 src=$2 work=$3
+cases=$src/tests/cli/cases
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL: $*"; exit 1; }
+check() { "$kbsim" "$cases/trace_check.lua" "$@" > "$work/check.log" 2>&1 || { cat "$work/check.log"; fail "trace_check $*"; }; }
+
+"$kbsim" -q --trace "$work/a.json" "$cases/trace_allreduce.lua" > "$work/a.log" 2>&1 || { cat "$work/a.log"; fail "traced run"; }
+"$kbsim" -q --trace="$work/b.json" "$cases/trace_allreduce.lua" > "$work/b.log" 2>&1 || { cat "$work/b.log"; fail "second traced run"; }
+# 64 f32 per rank: 256 bytes a rank
+check "$work/a.json" ring_allreduce 4 256
+cmp -s "$work/a.json" "$work/b.json" || fail "two runs give different traces"
+grep -q tree_allreduce "$work/a.json" && fail "the second simulation was traced"
+# the same numbers with and without a trace
+"$kbsim" -q "$cases/trace_allreduce.lua" > "$work/plain.log" 2>&1 || fail "untraced run"
+cmp -s "$work/a.log" "$work/plain.log" || fail "tracing changed the results"
+# --trace-point 2: the second simulation, the tree all-reduce
+"$kbsim" -q --trace "$work/t2.json" --trace-point 2 "$cases/trace_allreduce.lua" > /dev/null 2>&1 \
+  || fail "--trace-point 2"
+check "$work/t2.json" tree_allreduce 4 256
+
+# a sweep: point 2 only (32 f32 per rank: 128 bytes; 64 and 256 in the others)
+"$kbsim" -q -j 1 --trace "$work/s1.json" --trace-point 2 "$cases/trace_allreduce.lua" sweep \
+  > "$work/s1.log" 2>&1 || { cat "$work/s1.log"; fail "traced sweep -j 1"; }
+"$kbsim" -q -j 2 --trace "$work/s2.json" --trace-point 2 "$cases/trace_allreduce.lua" sweep \
+  > "$work/s2.log" 2>&1 || { cat "$work/s2.log"; fail "traced sweep -j 2"; }
+check "$work/s1.json" ring_allreduce 4 128
+grep -q -e '"bytes":64,' -e '"bytes":256,' "$work/s1.json" && fail "other sweep points in the trace"
+cmp -s "$work/s1.json" "$work/s2.json" || fail "sweep traces differ between -j 1 and -j 2"
+"$kbsim" -q -j 2 --trace "$work/s3.json" "$cases/trace_allreduce.lua" sweep > /dev/null 2>&1 \
+  || fail "traced sweep, first point"
+check "$work/s3.json" ring_allreduce 4 64
+
+# bad input
+out=$("$kbsim" -q --trace "$work/x.json" --trace-point 9 "$cases/trace_allreduce.lua" sweep 2>&1)
+[ $? -eq 2 ] || fail "--trace-point beyond the sweep: exit 2 expected"
+echo "$out" | grep -q "kb.sweep 'trace': --trace-point 9 but the sweep has 3 points" || { echo "$out"; fail "message for --trace-point 9"; }
+out=$("$kbsim" -q --trace "$work/no/such/dir.json" "$cases/trace_allreduce.lua" 2>&1)
+[ $? -eq 2 ] || fail "unwritable trace: exit 2 expected"
+echo "$out" | grep -q "cannot open trace '$work/no/such/dir.json': No such file or directory" || { echo "$out"; fail "message for an unwritable trace"; }
+out=$("$kbsim" --trace-point 0 x.lua 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "bad value '0' for '--trace-point'" || { echo "$out"; fail "--trace-point 0"; }
+out=$("$kbsim" --trace "$work/none.json" "$cases/hello_notrace.lua" 2>&1)
+echo "$out" | grep -q "kbsim: no trace written to '$work/none.json': the script created no simulation" \
+  || { echo "$out"; fail "note when nothing was traced"; }
+echo "trace ok"
