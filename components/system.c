@@ -392,6 +392,24 @@ struct kb_pe *kb_system_pe_units(struct kb_system *sys, int rank)
     return pe;
 }
 
+int kb_system_set_ipcq(struct kb_system *sys, enum kb_topo_buffer_kind kind,
+                       enum kb_topo_backpressure bp)
+{
+    if ((int)kind == sys->cfg.ipcq.buffer_kind && (int)bp == sys->cfg.ipcq.backpressure)
+        return 0;
+    for (int r = 0; r < sys->n_pes; r++)
+        if (sys->pes[r].ipcq)
+            return seterr(sys, SIM_EPERM,
+                          "the IPCQs of this system are already made with buffer_kind '%s' "
+                          "and backpressure '%s'; use a new system for '%s' / '%s'",
+                          kb_topo_buffer_kind_names[sys->cfg.ipcq.buffer_kind],
+                          kb_topo_backpressure_names[sys->cfg.ipcq.backpressure],
+                          kb_topo_buffer_kind_names[kind], kb_topo_backpressure_names[bp]);
+    sys->cfg.ipcq.buffer_kind = (int)kind;
+    sys->cfg.ipcq.backpressure = (int)bp;
+    return 0;
+}
+
 int kb_system_rank_of_node(const struct kb_system *sys, int node)
 {
     if (node < 0 || node >= sys->n_info || sys->info[node].kind != NK_PE)

@@ -87,6 +87,12 @@ struct kb_pe *kb_system_pe(const struct kb_system *sys, int rank);
  * run uses; the DMA routes with kb_system_route_cb and moves no payload in
  * timing-only mode. NULL with the message in kb_system_errmsg. */
 struct kb_pe *kb_system_pe_units(struct kb_system *sys, int rank);
+
+/* The IPCQ settings the PE units will be made with (ccl.yaml's buffer_kind
+ * and backpressure override the topology's). Only while no PE has its
+ * units yet, or when they match: SIM_EPERM otherwise, with the message. */
+int kb_system_set_ipcq(struct kb_system *sys, enum kb_topo_buffer_kind kind,
+                       enum kb_topo_backpressure bp);
 /* The rank of the PE at fabric node `node`, or -1. */
 int kb_system_rank_of_node(const struct kb_system *sys, int node);
 

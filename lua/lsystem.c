@@ -338,6 +338,22 @@ static void setint(lua_State *L, const char *k, lua_Integer v)
     lua_setfield(L, -2, k);
 }
 
+/* sys:set_ipcq{buffer_kind=, backpressure=}: the IPCQ settings the PE
+ * units are made with; only before any PE has them (or when they match) */
+static int sys_set_ipcq(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_getfield(L, 2, "buffer_kind");
+    lua_getfield(L, 2, "backpressure");
+    int kind = luaL_checkoption(L, -2, NULL, kb_topo_buffer_kind_names);
+    int bp = luaL_checkoption(L, -1, NULL, kb_topo_backpressure_names);
+    if (kb_system_set_ipcq(h->sys, (enum kb_topo_buffer_kind)kind,
+                           (enum kb_topo_backpressure)bp) < 0)
+        return luaL_error(L, "%s", kb_system_errmsg(h->sys));
+    return 0;
+}
+
 static int sys_counts(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
@@ -608,7 +624,7 @@ static int sys_tostring(lua_State *L)
 }
 
 static const luaL_Reg sys_methods[] = {
-    {"counts", sys_counts},       {"pe", sys_pe},           {"neighbor", sys_neighbor},
+    {"counts", sys_counts},       {"set_ipcq", sys_set_ipcq},       {"pe", sys_pe},           {"neighbor", sys_neighbor},
     {"path", sys_path},           {"describe", sys_describe}, {"transfer", sys_transfer},
     {"dma", sys_dma}, {"tcm_write", sys_tcm_write}, {"tcm_read", sys_tcm_read}, {"close", sys_close},
     {NULL, NULL}};

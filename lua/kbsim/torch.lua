@@ -447,6 +447,9 @@ local function new_distributed(T)
     end
     local cfg = load_ccl(o.config)
     local algo = ccl.get(cfg.algorithm, cfg.where)
+    -- ccl.yaml's IPCQ settings are those of the collectives' channels: the
+    -- PE units are made with them (an error if they already exist otherwise)
+    T.sys:set_ipcq{buffer_kind = cfg.buffer_kind, backpressure = cfg.backpressure}
     G = {cfg = cfg, backend = "ahbm", algorithm = algo,
          ranks = group_world(T, cfg, algo, cfg.algorithm), epoch = 0, barrier_state = {}}
     G.index = {}
