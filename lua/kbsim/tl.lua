@@ -129,6 +129,68 @@ local function kernel_name(kernel)
   return info.short_src:match("[^/]*$") .. ":" .. info.linedefined
 end
 
+-- ---- tl.barrier: all PEs of the launch -----------------------------------
+
+-- The launch each kernel thread belongs to.
+local run_of = setmetatable({}, {__mode = "k"})
+-- Per system and rank list: the barrier's channel prefix and what every PE
+-- has seen, kept across launches so the barrier is reusable.
+local barriers = setmetatable({}, {__mode = "k"})
+local n_barriers = 0
+
+local function barrier_rounds(n)
+  local k, d = 0, 1
+  while d < n do k, d = k + 1, d * 2 end
+  return k
+end
+
+-- Wires a dissemination barrier over the launch's ranks the first time
+-- (no simulated time: wiring is set-up), then reuses it.
+local function barrier_of(run)
+  local per = barriers[run.sys]
+  if not per then per = {}; barriers[run.sys] = per end
+  local key = table.concat(run.ranks, ",")
+  local b = per[key]
+  if not b then
+    n_barriers = n_barriers + 1
+    b = {prefix = "tl_barrier" .. n_barriers .. "_", seen = {}, epoch = {},
+         rounds = barrier_rounds(#run.ranks)}
+    local n = #run.ranks
+    for k = 0, b.rounds - 1 do
+      local d = 1 << k
+      for i = 0, n - 1 do
+        core.wire(run.sys, run.ranks[i + 1], b.prefix .. k, run.ranks[(i + d) % n + 1],
+                  b.prefix .. k)
+      end
+    end
+    per[key] = b
+  end
+  return b
+end
+
+-- Round k signals launch rank r + 2^k and waits for r - 2^k. Episode g
+-- (this PE's g-th barrier) passes round k only once the round's count is
+-- >= g; counts only grow, so a token left from an earlier episode can
+-- never release a later one.
+function tl.barrier()
+  local run = run_of[coroutine.running()]
+  if not run then error("tl.barrier called outside a kernel", 2) end
+  local b = barrier_of(run)
+  local me = core.program_id()
+  local g = (b.epoch[me] or 0) + 1
+  b.epoch[me] = g
+  local seen = b.seen[me]
+  if not seen then seen = {}; b.seen[me] = seen end
+  for k = 0, b.rounds - 1 do
+    local dir = b.prefix .. k
+    core.send(dir, core.full(1, g, "f32"))
+    while (seen[k] or 0) < g do
+      local t = core.recv(dir, 1, "f32"):to_table()[1]
+      if t > (seen[k] or 0) then seen[k] = t end
+    end
+  end
+end
+
 -- tl.launch(sys, ranks, kernel, ...): before sim:run(); kernel(...) runs
 -- on every PE of ranks, as the thread process "<pe name>.kernel". With
 -- --trace, each run is a span on its PE's row.
@@ -141,7 +203,7 @@ function tl.launch(sys, ranks, kernel, ...)
   end
   local sim = core.sim_of(sys)
   local args = table.pack(...)
-  local run = setmetatable({ranks = ranks, t = {}}, Run)
+  local run = setmetatable({ranks = ranks, t = {}, sys = sys}, Run)
   local world = #ranks
   local kname = kernel_name(kernel)
   for i, r in ipairs(ranks) do
@@ -149,6 +211,7 @@ function tl.launch(sys, ranks, kernel, ...)
     sim:trace_track(name) -- kernel rows first, in rank order
     sim:spawn(name .. ".kernel", function()
       core.bind(sys, r, i - 1, world)
+      run_of[coroutine.running()] = run
       local t0 = sim:now()
       kernel(table.unpack(args, 1, args.n))
       core.unbind()
