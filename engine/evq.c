@@ -90,14 +90,24 @@ static void heap_pop(struct evq *q)
         size_t c = ARITY * i + 1;
         if (c >= n)
             break;
-        size_t best = c;
-        evq_key bk = key_of(&h[c]);
-        size_t end = c + ARITY < n ? c + ARITY : n;
-        for (size_t j = c + 1; j < end; j++) {
-            evq_key kj = key_of(&h[j]);
-            bool lt = kj < bk;
-            best = lt ? j : best;
-            bk = lt ? kj : bk;
+        size_t best;
+        if (c + 3 < n) {
+            /* all four children: a two-round tournament, so the chain of
+             * dependent compares is two long, not three */
+            evq_key k0 = key_of(&h[c]), k1 = key_of(&h[c + 1]);
+            evq_key k2 = key_of(&h[c + 2]), k3 = key_of(&h[c + 3]);
+            size_t a = k1 < k0 ? c + 1 : c, b = k3 < k2 ? c + 3 : c + 2;
+            evq_key ka = k1 < k0 ? k1 : k0, kb = k3 < k2 ? k3 : k2;
+            best = kb < ka ? b : a;
+        } else {
+            best = c;
+            evq_key bk = key_of(&h[c]);
+            for (size_t j = c + 1; j < n; j++) {
+                evq_key kj = key_of(&h[j]);
+                bool lt = kj < bk;
+                best = lt ? j : best;
+                bk = lt ? kj : bk;
+            }
         }
         h[i] = h[best];
         i = best;
