@@ -297,21 +297,37 @@ static int in_range(struct kb_mem *m, const char *what, uint64_t addr,
     return 0;
 }
 
-/* The page holding addr; NULL if untouched and !create. */
-static unsigned char *page(struct kb_mem *m, uint64_t addr, int create)
+enum { PEEK, CREATE, CREATE_WHOLE };
+
+/* The page holding addr; NULL if untouched and mode is PEEK (or out of
+ * memory). A page made for CREATE_WHOLE is not zeroed: the caller is about
+ * to write every byte of it. */
+static unsigned char *page(struct kb_mem *m, uint64_t addr, int mode)
 {
     uint64_t pg = addr >> PAGE_SHIFT;
     unsigned char ***d = &m->dirs[pg >> DIR_SHIFT];
     if (!*d) {
-        if (!create || !(*d = calloc(DIR_SIZE, sizeof **d)))
+        if (mode == PEEK || !(*d = calloc(DIR_SIZE, sizeof **d)))
             return NULL;
     }
     unsigned char **p = &(*d)[pg & (DIR_SIZE - 1)];
-    if (!*p && create) {
-        if ((*p = calloc(1, PAGE_SIZE)))
+    if (!*p && mode != PEEK) {
+        if ((*p = mode == CREATE_WHOLE ? malloc(PAGE_SIZE) : calloc(1, PAGE_SIZE)))
             m->n_pages++;
     }
     return *p;
+}
+
+static uint64_t min3(uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t m = a < b ? a : b;
+    return m < c ? m : c;
+}
+
+static int oom(struct kb_mem *m)
+{
+    return SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory",
+                  kb_mem_kind_name(m->p.kind), m->name);
 }
 
 int kb_mem_write(struct kb_mem *m, uint64_t addr, const void *src,
@@ -324,10 +340,9 @@ int kb_mem_write(struct kb_mem *m, uint64_t addr, const void *src,
     while (bytes) {
         uint64_t off = addr & (PAGE_SIZE - 1);
         uint64_t n = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
-        unsigned char *p = page(m, addr, 1);
+        unsigned char *p = page(m, addr, n == PAGE_SIZE ? CREATE_WHOLE : CREATE);
         if (!p)
-            return SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory",
-                          kb_mem_kind_name(m->p.kind), m->name);
+            return oom(m);
         memcpy(p + off, s, n);
         s += n;
         addr += n;
@@ -345,13 +360,98 @@ int kb_mem_read(struct kb_mem *m, uint64_t addr, void *dst, uint64_t bytes)
     while (bytes) {
         uint64_t off = addr & (PAGE_SIZE - 1);
         uint64_t n = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
-        const unsigned char *p = page(m, addr, 0);
+        const unsigned char *p = page(m, addr, PEEK);
         if (p)
             memcpy(d, p + off, n);
         else
             memset(d, 0, n);
         d += n;
         addr += n;
+        bytes -= n;
+    }
+    return 0;
+}
+
+int kb_mem_read_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                     const unsigned char **p, uint64_t *len)
+{
+    int rc = in_range(m, "read", addr, bytes);
+    if (rc < 0)
+        return rc;
+    uint64_t off = addr & (PAGE_SIZE - 1);
+    const unsigned char *pg = page(m, addr, PEEK);
+    *len = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
+    *p = pg ? pg + off : NULL;
+    return 0;
+}
+
+int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                      unsigned char **p, uint64_t *len)
+{
+    int rc = in_range(m, "write", addr, bytes);
+    if (rc < 0)
+        return rc;
+    uint64_t off = addr & (PAGE_SIZE - 1);
+    *len = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
+    *p = NULL;
+    if (!bytes) /* nothing to write: no page made */
+        return 0;
+    unsigned char *pg = page(m, addr, *len == PAGE_SIZE ? CREATE_WHOLE : CREATE);
+    if (!pg)
+        return oom(m);
+    *p = pg + off;
+    return 0;
+}
+
+/* One piece of a copy, inside one source and one destination page. */
+static int copy_piece(struct kb_mem *dst, uint64_t da, struct kb_mem *src,
+                      uint64_t sa, uint64_t n)
+{
+    const unsigned char *s = page(src, sa, PEEK);
+    unsigned char *d = page(dst, da, n == PAGE_SIZE ? CREATE_WHOLE : CREATE);
+    if (!d)
+        return oom(dst);
+    d += da & (PAGE_SIZE - 1);
+    if (s)
+        memmove(d, s + (sa & (PAGE_SIZE - 1)), n);
+    else
+        memset(d, 0, n);
+    return 0;
+}
+
+int kb_mem_copy(struct kb_mem *dst, uint64_t dst_addr, struct kb_mem *src,
+                uint64_t src_addr, uint64_t bytes)
+{
+    if (in_range(src, "read", src_addr, bytes) < 0) {
+        if (src != dst)
+            snprintf(dst->err, sizeof dst->err, "%s", src->err);
+        return SIM_EINVAL;
+    }
+    int rc = in_range(dst, "write", dst_addr, bytes);
+    if (rc < 0)
+        return rc;
+    /* backwards when a forward copy would overwrite source bytes not yet
+     * read (same memory, destination above the source) */
+    if (src == dst && dst_addr > src_addr && dst_addr - src_addr < bytes) {
+        uint64_t se = src_addr + bytes, de = dst_addr + bytes;
+        while (bytes) {
+            uint64_t n = min3(bytes, ((se - 1) & (PAGE_SIZE - 1)) + 1,
+                              ((de - 1) & (PAGE_SIZE - 1)) + 1);
+            se -= n;
+            de -= n;
+            bytes -= n;
+            if ((rc = copy_piece(dst, de, src, se, n)) < 0)
+                return rc;
+        }
+        return 0;
+    }
+    while (bytes) {
+        uint64_t n = min3(bytes, PAGE_SIZE - (src_addr & (PAGE_SIZE - 1)),
+                          PAGE_SIZE - (dst_addr & (PAGE_SIZE - 1)));
+        if ((rc = copy_piece(dst, dst_addr, src, src_addr, n)) < 0)
+            return rc;
+        src_addr += n;
+        dst_addr += n;
         bytes -= n;
     }
     return 0;

@@ -83,6 +83,32 @@ uint64_t kb_mem_free_bytes(const struct kb_mem *m);
 int kb_mem_write(struct kb_mem *m, uint64_t addr, const void *src,
                  uint64_t bytes);
 int kb_mem_read(struct kb_mem *m, uint64_t addr, void *dst, uint64_t bytes);
+/* Copies `bytes` from src at src_addr to dst at dst_addr page to page,
+ * without an intermediate buffer; no time passes. Within one memory the
+ * ranges may overlap (the result is that of a copy through a buffer).
+ * Never-written source bytes arrive as zeros. SIM_EINVAL when either range
+ * is beyond its memory, SIM_ENOMEM; the message is dst's either way. */
+int kb_mem_copy(struct kb_mem *dst, uint64_t dst_addr, struct kb_mem *src,
+                uint64_t src_addr, uint64_t bytes);
+
+/* In-place access, one span at a time, for callers that convert or copy
+ * while walking a range: the span at addr is the longest run of
+ * [addr, addr + bytes) that is contiguous in storage (it ends at a page
+ * boundary or at addr + bytes), *len bytes. A caller walks the range by
+ * advancing addr by *len and reducing bytes by it. Both check the whole of
+ * [addr, addr + bytes) first (SIM_EINVAL beyond the capacity, with the
+ * message kb_mem_read or kb_mem_write would give).
+ *
+ * kb_mem_read_span sets *p to the stored bytes, or to NULL when the span
+ * was never written (it reads as zeros). kb_mem_write_span sets *p to where
+ * the span's bytes go, making its page (SIM_ENOMEM); a new page that the
+ * span covers whole is not zero-filled, so the caller must write all of a
+ * span of a whole page. The pointers stay valid until the memory is freed. */
+int kb_mem_read_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                     const unsigned char **p, uint64_t *len);
+int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
+                      unsigned char **p, uint64_t *len);
+
 /* Pages of storage allocated so far (64 KiB each). */
 uint64_t kb_mem_pages(const struct kb_mem *m);
 

@@ -41,8 +41,6 @@
 
 #include "trace.h"
 
-#define BOUNCE_BYTES ((uint64_t)1 << 16)
-
 /* A queued copy; recycled through the DMA's free list. */
 struct req {
     struct req *next;
@@ -88,7 +86,6 @@ struct kb_dma {
     struct waiter *free_waiters;
     struct waiter **waiters; /* every waiter, for kb_dma_free */
     size_t n_waiters, cap_waiters;
-    unsigned char *bounce;
     uint64_t pending;
     struct sim_trace *tr; /* NULL: not traced */
     char err[256];
@@ -188,25 +185,14 @@ sim_time kb_dma_time(struct kb_dma *d, struct kb_dma_end src,
 
 /* ---- payload --------------------------------------------------------- */
 
-/* Copies through the bounce buffer; backwards when a forward copy would
- * overwrite source bytes not yet read (same memory, dst above src). */
+/* Page to page in the memories' own storage (kb_mem_copy also gets an
+ * overlapping copy within one memory right). */
 static int copy_bytes(struct kb_dma *d, const struct req *r)
 {
-    if (!d->bounce && !(d->bounce = malloc(BOUNCE_BYTES)))
-        return seterr(d, SIM_ENOMEM, "out of memory copying %llu bytes",
-                      (unsigned long long)r->bytes);
-    bool back = r->src.mem == r->dst.mem && r->dst.addr > r->src.addr &&
-                r->dst.addr < r->src.addr + r->bytes;
-    for (uint64_t done = 0; done < r->bytes;) {
-        uint64_t n = r->bytes - done < BOUNCE_BYTES ? r->bytes - done
-                                                    : BOUNCE_BYTES;
-        uint64_t off = back ? r->bytes - done - n : done;
-        if (kb_mem_read(r->src.mem, r->src.addr + off, d->bounce, n) < 0)
-            return seterr(d, SIM_EINVAL, "%s", kb_mem_errmsg(r->src.mem));
-        if (kb_mem_write(r->dst.mem, r->dst.addr + off, d->bounce, n) < 0)
-            return seterr(d, SIM_EINVAL, "%s", kb_mem_errmsg(r->dst.mem));
-        done += n;
-    }
+    int rc = kb_mem_copy(r->dst.mem, r->dst.addr, r->src.mem, r->src.addr,
+                         r->bytes);
+    if (rc < 0)
+        return seterr(d, rc, "%s", kb_mem_errmsg(r->dst.mem));
     return 0;
 }
 
@@ -392,7 +378,6 @@ void kb_dma_free(struct kb_dma *d)
     for (size_t i = 0; i < d->n_waiters; i++)
         free(d->waiters[i]);
     free(d->waiters);
-    free(d->bounce);
     free(d->name);
     free(d);
 }

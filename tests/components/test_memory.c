@@ -1,6 +1,7 @@
 /* test_memory.c — kb_mem: channel striping and serialisation against the
  * closed form, allocator and its capacity error, sparse storage, counters */
 #include <stdlib.h>
+#include <string.h>
 
 #include "memory.h"
 #include "sim.h"
@@ -297,8 +298,156 @@ TEST(params_are_checked)
     sim_free(s);
 }
 
+#define PAGE ((uint64_t)1 << 16)
+
+/* A byte pattern that differs at every offset of a few pages. */
+static unsigned char pat(uint64_t i) { return (unsigned char)(i * 131 + (i >> 8) * 7 + 1); }
+
+/* Walking a range by spans sees the written bytes in place, NULL for
+ * pages never written, and spans that end at page boundaries. */
+TEST(spans_read_and_write_in_place)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *m = mem(s, &TCM);
+    uint64_t base = 3 * PAGE - 1000, n = 2 * PAGE + 3000; /* 3 boundaries */
+    uint64_t a = base, left = n, i = 0, spans = 0;
+    while (left) {
+        unsigned char *p;
+        uint64_t len;
+        ASSERT_EQ(kb_mem_write_span(m, a, left, &p, &len), 0);
+        ASSERT_TRUE(len > 0 && len <= left);
+        ASSERT_TRUE(((a + len) & (PAGE - 1)) == 0 || len == left);
+        for (uint64_t j = 0; j < len; j++)
+            p[j] = pat(i + j);
+        a += len, left -= len, i += len, spans++;
+    }
+    ASSERT_U64_EQ(spans, 4);
+    ASSERT_U64_EQ(kb_mem_pages(m), 4);
+    unsigned char *out = malloc(n + 2000);
+    ASSERT_EQ(kb_mem_read(m, base - 1000, out, n + 2000), 0);
+    for (uint64_t j = 0; j < 1000; j++) /* before: never written */
+        ASSERT_EQ(out[j], 0);
+    for (uint64_t j = 0; j < n; j++)
+        if (out[1000 + j] != pat(j))
+            ASSERT_EQ(out[1000 + j], pat(j));
+    for (uint64_t j = 0; j < 1000; j++) /* after, in a page made whole */
+        ASSERT_EQ(out[1000 + n + j], 0);
+    /* reading back by spans: the same bytes, in place */
+    a = base, left = n, i = 0;
+    while (left) {
+        const unsigned char *p;
+        uint64_t len;
+        ASSERT_EQ(kb_mem_read_span(m, a, left, &p, &len), 0);
+        ASSERT_TRUE(p != NULL);
+        ASSERT_TRUE(memcmp(p, out + 1000 + i, len) == 0);
+        a += len, left -= len, i += len;
+    }
+    const unsigned char *p;
+    uint64_t len;
+    ASSERT_EQ(kb_mem_read_span(m, 9 * PAGE + 5, 3 * PAGE, &p, &len), 0);
+    ASSERT_TRUE(p == NULL);
+    ASSERT_U64_EQ(len, PAGE - 5);
+    /* no page for an empty write span; range errors as read and write */
+    unsigned char *w;
+    ASSERT_EQ(kb_mem_write_span(m, 12 * PAGE, 0, &w, &len), 0);
+    ASSERT_U64_EQ(len, 0);
+    ASSERT_U64_EQ(kb_mem_pages(m), 4);
+    ASSERT_EQ(kb_mem_read_span(m, (16 << 20) - 8, 16, &p, &len), SIM_EINVAL);
+    ASSERT_STREQ(kb_mem_errmsg(m), "read of 16 bytes at 0xfffff8 is beyond the "
+                                   "16777216 bytes of tcm of 'sip0.cube0.pe0'");
+    ASSERT_EQ(kb_mem_write_span(m, (16 << 20) + 1, 0, &w, &len), SIM_EINVAL);
+    ASSERT_STREQ(kb_mem_errmsg(m), "write of 0 bytes at 0x1000001 is beyond the "
+                                   "16777216 bytes of tcm of 'sip0.cube0.pe0'");
+    free(out);
+    kb_mem_free(m);
+    sim_free(s);
+}
+
+/* A page written whole skips its zero fill; a page written in part is
+ * zero elsewhere, also after whole pages were freed and reused. */
+TEST(whole_page_writes_keep_zeros_elsewhere)
+{
+    struct sim *s = sim_new(NULL);
+    for (int round = 0; round < 3; round++) {
+        struct kb_mem *m = mem(s, &TCM);
+        unsigned char *buf = malloc(3 * PAGE);
+        memset(buf, 0xA5, 3 * PAGE);
+        ASSERT_EQ(kb_mem_write(m, PAGE, buf, PAGE), 0);          /* whole */
+        ASSERT_EQ(kb_mem_write(m, 3 * PAGE + 7, buf, 100), 0);   /* part */
+        ASSERT_EQ(kb_mem_read(m, 0, buf, 3 * PAGE), 0);
+        for (uint64_t j = 0; j < 3 * PAGE; j++)
+            if (buf[j] != (j >= PAGE && j < 2 * PAGE ? 0xA5 : 0))
+                ASSERT_U64_EQ(j, UINT64_MAX);
+        ASSERT_EQ(kb_mem_read(m, 3 * PAGE, buf, PAGE), 0);
+        for (uint64_t j = 0; j < PAGE; j++)
+            if (buf[j] != (j >= 7 && j < 107 ? 0xA5 : 0))
+                ASSERT_U64_EQ(j, UINT64_MAX);
+        free(buf);
+        kb_mem_free(m);
+    }
+    sim_free(s);
+}
+
+/* kb_mem_copy against a copy through a buffer: between memories and
+ * within one, forwards and backwards overlapping, unaligned, across page
+ * boundaries, from never-written pages. */
+TEST(copy_page_to_page)
+{
+    struct sim *s = sim_new(NULL);
+    uint64_t n = 3 * PAGE + 777;
+    unsigned char *src = malloc(n), *want = malloc(8 * PAGE), *got = malloc(8 * PAGE);
+    for (uint64_t j = 0; j < n; j++)
+        src[j] = pat(j);
+    const struct { uint64_t from, to, bytes; } cases[] = {
+        {5, PAGE - 3, n - 10},           /* forwards, overlapping */
+        {PAGE - 3, 5, n - 10},           /* backwards-safe direction */
+        {100, 101, n - 200},             /* overlap by all but one byte */
+        {101, 100, n - 200},
+        {0, 4 * PAGE + 1, n},            /* disjoint, unaligned */
+        {PAGE, 2 * PAGE, PAGE},          /* whole pages */
+        {6 * PAGE + 9, 10, PAGE + 50},   /* from a never-written page */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int same = 0; same < 2; same++) {
+            struct kb_mem *a = mem(s, &TCM), *b = same ? a : mem(s, &TCM);
+            ASSERT_EQ(kb_mem_write(a, 0, src, n), 0);
+            if (!same)
+                ASSERT_EQ(kb_mem_write(b, 0, src, n), 0);
+            ASSERT_EQ(kb_mem_read(b, 0, want, 8 * PAGE), 0);
+            unsigned char *tmp = malloc(cases[c].bytes);
+            ASSERT_EQ(kb_mem_read(a, cases[c].from, tmp, cases[c].bytes), 0);
+            memcpy(want + cases[c].to, tmp, cases[c].bytes);
+            free(tmp);
+            ASSERT_EQ(kb_mem_copy(b, cases[c].to, a, cases[c].from,
+                                  cases[c].bytes), 0);
+            ASSERT_EQ(kb_mem_read(b, 0, got, 8 * PAGE), 0);
+            if (memcmp(got, want, 8 * PAGE) != 0)
+                ASSERT_U64_EQ(c * 2 + (uint64_t)same, UINT64_MAX);
+            if (!same)
+                kb_mem_free(b);
+            kb_mem_free(a);
+        }
+    }
+    struct kb_mem *a = mem(s, &TCM), *h = mem(s, &HBM);
+    ASSERT_EQ(kb_mem_copy(h, 0, a, (16 << 20) - 8, 16), SIM_EINVAL);
+    ASSERT_STREQ(kb_mem_errmsg(h), "read of 16 bytes at 0xfffff8 is beyond the "
+                                   "16777216 bytes of tcm of 'sip0.cube0.pe0'");
+    ASSERT_EQ(kb_mem_copy(a, (16 << 20) - 8, h, 0, 16), SIM_EINVAL);
+    ASSERT_STREQ(kb_mem_errmsg(a), "write of 16 bytes at 0xfffff8 is beyond the "
+                                   "16777216 bytes of tcm of 'sip0.cube0.pe0'");
+    ASSERT_U64_EQ(kb_mem_pages(a), 0);
+    kb_mem_free(a);
+    kb_mem_free(h);
+    free(src);
+    free(want);
+    free(got);
+    sim_free(s);
+}
+
 TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           same_channel_serialises, setup_overlaps_earlier_transfers,
           schedule_without_waiting, capacity_error,
           first_fit_alignment_and_coalescing, sparse_storage,
+          spans_read_and_write_in_place, whole_page_writes_keep_zeros_elsewhere,
+          copy_page_to_page,
           params_are_checked)

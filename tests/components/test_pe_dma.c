@@ -382,6 +382,34 @@ TEST(overlapping_copy_in_one_memory)
     tsys_free(t);
 }
 
+/* Payloads cross 64 KiB storage pages at unaligned addresses on both
+ * ends (the copy goes page to page), and never-written source bytes arrive
+ * as zeros over bytes written before. */
+TEST(copy_across_pages_unaligned)
+{
+    struct tsys *t = tsys_new(2, 1, false);
+    uint64_t n = 200000; /* 4 pages and more */
+    unsigned char *in = malloc(n), *out = malloc(n);
+    for (uint64_t i = 0; i < n; i++)
+        in[i] = (unsigned char)(i * 13 + (i >> 9));
+    ASSERT_EQ(kb_mem_write(t->hbm[0], 0x10003, in, n), 0);
+    int rc;
+    run_one(t, t->dma[0], hbm_end(t, 0, 0x10003), tcm_end(t, 1, 0xFFF1), n, &rc);
+    ASSERT_EQ(rc, 0);
+    ASSERT_EQ(kb_mem_read(t->tcm[1], 0xFFF1, out, n), 0);
+    ASSERT_TRUE(memcmp(out, in, n) == 0);
+    run_one(t, t->dma[0], hbm_end(t, 0, 0x800005), tcm_end(t, 1, 0xFFF1 + 100),
+            70000, &rc);
+    ASSERT_EQ(rc, 0);
+    ASSERT_EQ(kb_mem_read(t->tcm[1], 0xFFF1, out, n), 0);
+    for (uint64_t i = 0; i < n; i++)
+        if (out[i] != (i >= 100 && i < 70100 ? 0 : in[i]))
+            ASSERT_U64_EQ(i, UINT64_MAX);
+    free(in);
+    free(out);
+    tsys_free(t);
+}
+
 /* ---- errors ---------------------------------------------------------------- */
 
 static int no_route(void *ud, int src, int dst, int *links, int max)
@@ -431,4 +459,4 @@ TEST(errors)
 TEST_MAIN(closed_form_hops_and_sizes, closed_form_by_hand,
           closed_form_sram_bank_hops, channel_fifo_and_count,
           two_dmas_serialise_on_one_link, real_bytes_and_timing_only,
-          overlapping_copy_in_one_memory, errors)
+          overlapping_copy_in_one_memory, copy_across_pages_unaligned, errors)
