@@ -89,10 +89,33 @@ static uint16_t narrow(double x, int ebits, int mbits)
     return sign | (uint16_t)enc;
 }
 
-uint16_t kb_dtype_f16_from_double(double x) { return narrow(x, 5, 10); }
-uint16_t kb_dtype_bf16_from_double(double x) { return narrow(x, 8, 7); }
-uint16_t kb_dtype_f16_from_float(float x) { return narrow(x, 5, 10); }
-uint16_t kb_dtype_bf16_from_float(float x) { return narrow(x, 8, 7); }
+/* The common case first: a value whose result is a normal of the narrow
+ * type (biased double exponent in [lo, hi]) keeps its top mbits fraction
+ * bits under the rebiased exponent, (a >> (52 - mbits)) - (1023 - bias) <<
+ * mbits, then rounds to nearest even on the dropped bits; a carry out of
+ * the fraction lands in the exponent, and from the largest normal it gives
+ * exactly the infinity pattern. Everything else (zeros, subnormals,
+ * overflow, inf, NaN) goes through narrow(), which this matches bit for bit
+ * (tests/components/test_dtype.c checks it against the general recipe). */
+static inline uint16_t narrow_fast(double x, int ebits, int mbits)
+{
+    uint64_t u = bits64(x);
+    uint64_t a = u & ~(UINT64_C(1) << 63);
+    int bias = (1 << (ebits - 1)) - 1;
+    uint64_t lo = (uint64_t)(1023 - bias + 1), hi = (uint64_t)(1023 + bias);
+    if (a - (lo << 52) > ((hi - lo) << 52 | ((UINT64_C(1) << 52) - 1)))
+        return narrow(x, ebits, mbits);
+    int drop = 52 - mbits;
+    uint64_t enc = (a >> drop) - ((uint64_t)(1023 - bias) << mbits);
+    uint64_t rem = a & ((UINT64_C(1) << drop) - 1), half = UINT64_C(1) << (drop - 1);
+    enc += rem > half || (rem == half && (enc & 1));
+    return (uint16_t)((u >> 63) << (ebits + mbits)) | (uint16_t)enc;
+}
+
+uint16_t kb_dtype_f16_from_double(double x) { return narrow_fast(x, 5, 10); }
+uint16_t kb_dtype_bf16_from_double(double x) { return narrow_fast(x, 8, 7); }
+uint16_t kb_dtype_f16_from_float(float x) { return narrow_fast(x, 5, 10); }
+uint16_t kb_dtype_bf16_from_float(float x) { return narrow_fast(x, 8, 7); }
 
 float kb_dtype_f16_to_float(uint16_t h)
 {
@@ -150,6 +173,62 @@ void kb_dtype_store(void *buf, size_t i, enum kb_dtype dt, double x)
         f = (float)x;
         memcpy((char *)buf + 4 * i, &f, 4);
         break;
+    }
+}
+
+/* The bulk forms hoist the dtype switch out of the element loop, which is
+ * where per-element conversion spends its time on large buffers. */
+void kb_dtype_load_n(const void *buf, enum kb_dtype dt, double *out, size_t n)
+{
+    const unsigned char *p = buf;
+    uint16_t h;
+    float f;
+    switch (dt) {
+    case KB_DTYPE_F16:
+        for (size_t i = 0; i < n; i++) {
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = kb_dtype_f16_to_float(h);
+        }
+        return;
+    case KB_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) {
+            memcpy(&h, p + 2 * i, 2);
+            out[i] = kb_dtype_bf16_to_float(h);
+        }
+        return;
+    case KB_DTYPE_F32:
+        for (size_t i = 0; i < n; i++) {
+            memcpy(&f, p + 4 * i, 4);
+            out[i] = f;
+        }
+        return;
+    }
+}
+
+void kb_dtype_store_n(void *buf, enum kb_dtype dt, const double *x, size_t n)
+{
+    unsigned char *p = buf;
+    uint16_t h;
+    float f;
+    switch (dt) {
+    case KB_DTYPE_F16:
+        for (size_t i = 0; i < n; i++) {
+            h = narrow_fast(x[i], 5, 10);
+            memcpy(p + 2 * i, &h, 2);
+        }
+        return;
+    case KB_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) {
+            h = narrow_fast(x[i], 8, 7);
+            memcpy(p + 2 * i, &h, 2);
+        }
+        return;
+    case KB_DTYPE_F32:
+        for (size_t i = 0; i < n; i++) {
+            f = (float)x[i];
+            memcpy(p + 4 * i, &f, 4);
+        }
+        return;
     }
 }
 

@@ -42,6 +42,12 @@ float kb_dtype_load(const void *buf, size_t i, enum kb_dtype dt);
 /* Rounds x once to `dt` and stores it as element i. */
 void kb_dtype_store(void *buf, size_t i, enum kb_dtype dt, double x);
 
+/* Elements [0, n) of a buffer of `dt`, widened to double (exact), and n
+ * doubles each rounded once to `dt` into a buffer: kb_dtype_load and
+ * kb_dtype_store over a whole buffer, with the same results. */
+void kb_dtype_load_n(const void *buf, enum kb_dtype dt, double *out, size_t n);
+void kb_dtype_store_n(void *buf, enum kb_dtype dt, const double *x, size_t n);
+
 /* x rounded once to `dt`, as a float (exact for every dtype). */
 float kb_dtype_round(double x, enum kb_dtype dt);
 

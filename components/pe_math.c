@@ -157,11 +157,22 @@ int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
         softmax(a, out, n, dt);
         return 0;
     }
-    for (size_t i = 0; i < n; i++) {
-        double x = kb_dtype_load(a, i, dt);
-        double y = arity > 1 ? kb_dtype_load(b, i, dt) : 0;
-        double z = arity > 2 ? kb_dtype_load(c, i, dt) : 0;
-        kb_dtype_store(out, i, dt, element(op, x, y, z, dt));
+    /* in chunks, so that the bulk conversions run over many elements; each
+     * chunk is loaded whole before it is stored, so out may still alias an
+     * operand. The chunk stays small: thread processes have small stacks. */
+    enum { CHUNK = 64 };
+    double x[CHUNK], y[CHUNK] = {0}, z[CHUNK] = {0}, r[CHUNK];
+    size_t es = kb_dtype_size(dt);
+    for (size_t i = 0; i < n; i += CHUNK) {
+        size_t k = n - i < CHUNK ? n - i : CHUNK;
+        kb_dtype_load_n((const char *)a + i * es, dt, x, k);
+        if (arity > 1)
+            kb_dtype_load_n((const char *)b + i * es, dt, y, k);
+        if (arity > 2)
+            kb_dtype_load_n((const char *)c + i * es, dt, z, k);
+        for (size_t j = 0; j < k; j++)
+            r[j] = element(op, x[j], y[j], z[j], dt);
+        kb_dtype_store_n((char *)out + i * es, dt, r, k);
     }
     return 0;
 }

@@ -38,9 +38,24 @@
 #define KB_CTX "kbsim.kernel"
 #define KB_HANDLE "kbsim.handle"
 #define KB_FUTURE "kbsim.future"
+#define KB_SCRATCH "kbsim.scratch"
 #define HANDLE_ALIGN 64
 
 static const char ctx_table_key = 'k'; /* registry: thread -> context */
+static const char scratch_table_key = 's'; /* registry: thread -> scratch */
+
+/* Host-side buffers of one Lua thread: operand snapshots and results on
+ * their way to and from the TCM. A call takes them by slot (the operand's
+ * position, RESULT for a result) and they live on across calls, so a
+ * kernel op allocates nothing. They belong to a thread, not a context: a
+ * kernel and its tl.spawn helpers interleave inside calls (each blocks in
+ * simulated time), but one thread is in one call at a time. */
+enum { SCRATCH_SLOTS = 4, RESULT = 3 };
+
+struct scratch {
+    void *p[SCRATCH_SLOTS];
+    size_t cap[SCRATCH_SLOTS];
+};
 
 struct kctx {
     struct kb_system *sys;
@@ -129,6 +144,79 @@ static enum kb_mem_kind optkind(lua_State *L, int i, struct kb_pe *pe)
     return pe->hbm ? KB_MEM_HBM : KB_MEM_TCM;
 }
 
+/* ---- scratch --------------------------------------------------------- */
+
+static void push_weak_table(lua_State *L, const void *key)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_createtable(L, 0, 1);
+        lua_pushliteral(L, "k"); /* a finished thread takes its buffers along */
+        lua_setfield(L, -2, "__mode");
+        lua_setmetatable(L, -2);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, key);
+    }
+}
+
+static void scratch_release(struct scratch *sc)
+{
+    for (int i = 0; i < SCRATCH_SLOTS; i++) {
+        free(sc->p[i]);
+        sc->p[i] = NULL;
+        sc->cap[i] = 0;
+    }
+}
+
+static int scratch_gc(lua_State *L)
+{
+    scratch_release(luaL_checkudata(L, 1, KB_SCRATCH));
+    return 0;
+}
+
+/* Slot `slot` of the running thread's scratch, at least `bytes` long; its
+ * contents are not kept when it grows. */
+static void *scratch(lua_State *L, int slot, size_t bytes)
+{
+    push_weak_table(L, &scratch_table_key);
+    lua_pushthread(L);
+    lua_rawget(L, -2);
+    struct scratch *sc = lua_touserdata(L, -1);
+    if (!sc) {
+        lua_pop(L, 1);
+        sc = lua_newuserdatauv(L, sizeof *sc, 0);
+        memset(sc, 0, sizeof *sc);
+        luaL_setmetatable(L, KB_SCRATCH);
+        lua_pushthread(L);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, -4);
+    }
+    lua_pop(L, 2);
+    if (bytes > sc->cap[slot] || !sc->p[slot]) {
+        size_t cap = bytes > 2 * sc->cap[slot] ? bytes : 2 * sc->cap[slot];
+        free(sc->p[slot]);
+        sc->cap[slot] = 0;
+        if (!(sc->p[slot] = malloc(cap ? cap : 1)))
+            luaL_error(L, "out of memory");
+        sc->cap[slot] = cap;
+    }
+    return sc->p[slot];
+}
+
+/* The running thread's kernel work is over: its buffers go now rather than
+ * when the collector finds the thread. */
+static void scratch_drop(lua_State *L)
+{
+    push_weak_table(L, &scratch_table_key);
+    lua_pushthread(L);
+    lua_rawget(L, -2);
+    struct scratch *sc = lua_touserdata(L, -1);
+    if (sc)
+        scratch_release(sc);
+    lua_pop(L, 2);
+}
+
 /* ---- host side: no simulated time ------------------------------------ */
 
 /* alloc(sys, rank, kind, bytes) -> address */
@@ -157,7 +245,7 @@ static int l_host_write(lua_State *L)
     struct kb_mem *m = pe_mem(L, pe, optkind(L, 6, pe), NULL);
     lua_Integer n = luaL_len(L, 5);
     size_t es = kb_dtype_size(dt);
-    unsigned char *buf = lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * es, 0);
+    unsigned char *buf = scratch(L, 0, (size_t)(n > 0 ? n : 1) * es);
     for (lua_Integer j = 0; j < n; j++) {
         lua_geti(L, 5, j + 1);
         int ok;
@@ -182,7 +270,7 @@ static int l_host_read(lua_State *L)
     uint32_t n = checkcount(L, 5);
     struct kb_mem *m = pe_mem(L, pe, optkind(L, 6, pe), NULL);
     size_t es = kb_dtype_size(dt);
-    unsigned char *buf = lua_newuserdatauv(L, (size_t)n * es, 0);
+    unsigned char *buf = scratch(L, 0, (size_t)n * es);
     if (kb_mem_read(m, (uint64_t)addr, buf, (uint64_t)n * es) != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(m));
     lua_createtable(L, (int)n, 0);
@@ -305,6 +393,7 @@ static int l_unbind(lua_State *L)
     struct kctx *c = current(L, "tl.unbind");
     c->ended = true;
     release_allocs(c);
+    scratch_drop(L);
     push_ctx_table(L);
     lua_pushthread(L);
     lua_pushnil(L);
@@ -344,6 +433,7 @@ static int l_adopt(lua_State *L)
 /* unadopt(): the running helper is done; its kernel's handles stay */
 static int l_unadopt(lua_State *L)
 {
+    scratch_drop(L);
     push_ctx_table(L);
     lua_pushthread(L);
     lua_pushnil(L);
@@ -435,10 +525,10 @@ static size_t hbytes(const struct handle *h)
     return (size_t)h->n * kb_dtype_size(h->dt);
 }
 
-/* The handle's bytes in a fresh scratch buffer on the Lua stack. */
-static void *hread(lua_State *L, const struct handle *h)
+/* A snapshot of the handle's bytes in scratch slot `slot`. */
+static void *hread(lua_State *L, const struct handle *h, int slot)
 {
-    void *buf = lua_newuserdatauv(L, hbytes(h) ? hbytes(h) : 1, 0);
+    void *buf = scratch(L, slot, hbytes(h));
     if (kb_mem_read(h->ctx->pe->tcm, h->addr, buf, hbytes(h)) != 0)
         luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
     return buf;
@@ -459,7 +549,7 @@ static int h_len(lua_State *L)
 static int h_to_table(lua_State *L)
 {
     struct handle *h = checkhandle(L, 1);
-    unsigned char *buf = hread(L, h);
+    unsigned char *buf = hread(L, h, 0);
     lua_createtable(L, (int)h->n, 0);
     for (uint32_t j = 0; j < h->n; j++) {
         lua_pushnumber(L, kb_dtype_load(buf, j, h->dt));
@@ -551,17 +641,17 @@ static int l_store(lua_State *L)
 
 /* ---- math: PE_MATH --------------------------------------------------- */
 
-/* A math operand at index i: a handle, or a number broadcast to n
- * elements of dt (materialised host-side: a scalar register, no time). */
+/* A math operand at index i, in scratch slot i - 1: a handle, or a number
+ * broadcast to n elements of dt (materialised host-side: a scalar
+ * register, no time). */
 static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum kb_dtype dt,
                            const char *what)
 {
     if (lua_type(L, i) == LUA_TNUMBER) {
         lua_Number v = lua_tonumber(L, i);
-        unsigned char *buf = lua_newuserdatauv(L, (size_t)n * kb_dtype_size(dt), 0);
+        unsigned char *buf = scratch(L, i - 1, (size_t)n * kb_dtype_size(dt));
         for (uint32_t j = 0; j < n; j++)
             kb_dtype_store(buf, j, dt, v);
-        lua_replace(L, i); /* keep it alive */
         return buf;
     }
     struct handle *h = checkhandle(L, i);
@@ -571,9 +661,7 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
     if (h->n != n || h->dt != dt)
         luaL_error(L, "%s on PE '%s': operands differ (%d %s and %d %s)", what, c->pe->name,
                    (int)n, kb_dtype_name(dt), (int)h->n, kb_dtype_name(h->dt));
-    void *buf = hread(L, h);
-    lua_replace(L, i);
-    return buf;
+    return hread(L, h, i - 1);
 }
 
 /* The first handle among the first `arity` arguments fixes n and dtype. */
@@ -600,13 +688,12 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     dispatch(L, c, what);
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
-    void *obuf = lua_newuserdatauv(L, (size_t)n * kb_dtype_size(dt), 0);
+    void *obuf = scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
     void *bp = kb_block_begin(L, c->s, what);
     int rc = kb_math_run(c->pe->math, op, ops[0], ops[1], ops[2], obuf, n, dt);
     kb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, kb_math_errmsg(c->pe->math));
-    lua_pop(L, 1);
     hwrite(L, out, obuf);
     return 1;
 }
@@ -640,11 +727,10 @@ static int l_full(lua_State *L)
     if (rc < 0)
         return luaL_error(L, "tl.full: %s", sim_errmsg(c->s));
     struct handle *h = newhandle(L, c, n, dt);
-    unsigned char *buf = lua_newuserdatauv(L, hbytes(h), 0);
+    unsigned char *buf = scratch(L, RESULT, hbytes(h));
     for (uint32_t j = 0; j < n; j++)
         kb_dtype_store(buf, j, dt, v);
     hwrite(L, h, buf);
-    lua_pop(L, 1);
     return 1;
 }
 
@@ -666,11 +752,11 @@ static int l_dot(lua_State *L)
                           (int)b->n, kb_dtype_name(b->dt), m, n, k);
     if ((uint64_t)(m * n) > INT32_MAX)
         return luaL_error(L, "tl.dot: result too large");
-    const void *ab = hread(L, a);
-    const void *bb = hread(L, b);
+    const void *ab = hread(L, a, 0);
+    const void *bb = hread(L, b, 1);
     dispatch(L, c, "tl.dot");
     struct handle *out = newhandle(L, c, (uint32_t)(m * n), odt);
-    void *cb = lua_newuserdatauv(L, hbytes(out), 0);
+    void *cb = scratch(L, RESULT, hbytes(out));
     void *bp = kb_block_begin(L, c->s, "tl.dot");
     int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
                          (size_t)n, cb, (size_t)n, a->dt, odt, false);
@@ -678,7 +764,6 @@ static int l_dot(lua_State *L)
     if (rc < 0)
         return luaL_error(L, "tl.dot on PE '%s': gemm failed (%d)", c->pe->name, rc);
     hwrite(L, out, cb);
-    lua_pop(L, 1);
     return 1;
 }
 
@@ -696,11 +781,13 @@ static struct handle *checkrange(lua_State *L, int i, struct kctx *c, lua_Intege
     return h;
 }
 
-/* The bytes of elements [off, off + n) of h in a scratch buffer on the stack. */
-static void *hread_range(lua_State *L, const struct handle *h, lua_Integer off, lua_Integer n)
+/* A snapshot of the bytes of elements [off, off + n) of h in scratch slot
+ * `slot`. */
+static void *hread_range(lua_State *L, const struct handle *h, lua_Integer off, lua_Integer n,
+                         int slot)
 {
     size_t es = kb_dtype_size(h->dt);
-    void *buf = lua_newuserdatauv(L, (size_t)n * es, 0);
+    void *buf = scratch(L, slot, (size_t)n * es);
     if (kb_mem_read(h->ctx->pe->tcm, h->addr + (uint64_t)off * es, buf, (size_t)n * es) != 0)
         luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
     return buf;
@@ -738,8 +825,8 @@ static int l_gemm_tile(lua_State *L)
     } else if (acc) {
         return luaL_error(L, "tl.gemm_tile: accumulate needs an accumulator handle");
     }
-    const void *ab = hread_range(L, a, luaL_checkinteger(L, 3), tm * tk);
-    const void *bb = hread_range(L, b, luaL_checkinteger(L, 5), tk * tn);
+    const void *ab = hread_range(L, a, luaL_checkinteger(L, 3), tm * tk, 0);
+    const void *bb = hread_range(L, b, luaL_checkinteger(L, 5), tk * tn, 1);
     dispatch(L, c, "tl.gemm_tile");
     if (lua_isnil(L, 1))
         newhandle(L, c, (uint32_t)(tm * tn), KB_DTYPE_F32);
@@ -747,8 +834,8 @@ static int l_gemm_tile(lua_State *L)
         lua_pushvalue(L, 1);
     int outi = lua_gettop(L);
     struct handle *out = lua_touserdata(L, outi);
-    float *cb = acc ? hread_range(L, out, 0, tm * tn)
-                    : lua_newuserdatauv(L, (size_t)(tm * tn) * sizeof(float), 0);
+    float *cb = acc ? hread_range(L, out, 0, tm * tn, RESULT)
+                    : scratch(L, RESULT, (size_t)(tm * tn) * sizeof(float));
     int64_t cycles = kb_gemm_tile(c->pe->gemm, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn,
                                   (size_t)tm, (size_t)tn, (size_t)tk, a->dt, acc);
     if (cycles < 0)
@@ -798,8 +885,8 @@ static int l_accumulate(lua_State *L)
         return luaL_error(L, "tl.accumulate on PE '%s': operands differ (%d %s and %d %s)",
                           c->pe->name, (int)acc->n, kb_dtype_name(acc->dt), (int)x->n,
                           kb_dtype_name(x->dt));
-    void *ab = hread(L, acc);
-    const void *xb = hread(L, x);
+    void *ab = hread(L, acc, 0);
+    const void *xb = hread(L, x, 1);
     dispatch(L, c, "tl.accumulate");
     void *bp = kb_block_begin(L, c->s, "tl.accumulate");
     int rc = kb_math_run(c->pe->math, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
@@ -821,7 +908,7 @@ static int l_cast(lua_State *L)
     struct kctx *c = current(L, "tl.cast");
     struct handle *h = checkrange(L, 1, c, 0, 1, "tl.cast");
     enum kb_dtype dt = checkdtype(L, 2);
-    void *buf = hread(L, h);
+    void *buf = hread(L, h, 0);
     dispatch(L, c, "tl.cast");
     struct handle *out = newhandle(L, c, h->n, dt);
     void *bp = kb_block_begin(L, c->s, "tl.cast");
@@ -829,11 +916,10 @@ static int l_cast(lua_State *L)
     kb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, kb_math_errmsg(c->pe->math));
-    unsigned char *obuf = lua_newuserdatauv(L, hbytes(out), 0);
+    unsigned char *obuf = scratch(L, RESULT, hbytes(out));
     for (uint32_t j = 0; j < h->n; j++)
         kb_dtype_store(obuf, j, dt, kb_dtype_load(buf, j, h->dt));
     hwrite(L, out, obuf);
-    lua_pop(L, 1);
     return 1;
 }
 
@@ -943,7 +1029,7 @@ static int l_send(lua_State *L)
     const char *dir = luaL_checkstring(L, 1);
     struct handle *h = checkhandle(L, 2);
     checkwired(L, c, dir, true, "tl.send");
-    const void *buf = hread(L, h);
+    const void *buf = hread(L, h, 0);
     dispatch(L, c, "tl.send");
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
     void *bp = kb_block_begin(L, c->s, "tl.send");
@@ -952,6 +1038,25 @@ static int l_send(lua_State *L)
     if (rc < 0)
         return luaL_error(L, "tl.send: %s", kb_ipcq_errmsg(c->pe->ipcq));
     return 0;
+}
+
+/* A receive sizes its buffer to the message it expects. A longer message
+ * is still taken whole, up to recv_room bytes, so that check_meta reports
+ * the mismatch (and kb_ipcq_recv the bytes beyond): recv_sized fails on it
+ * before reading anything or spending time past its arrival, and the
+ * caller repeats the receive with the larger buffer. */
+#define RECV_LONGER INT64_MIN
+
+static uint64_t recv_room(size_t bytes) { return (uint64_t)bytes * 4 + 64; }
+
+static int64_t recv_sized(struct kb_ipcq *q, const char *dir, void *buf, size_t bytes,
+                          struct kb_ipcq_meta *meta)
+{
+    int64_t got = kb_ipcq_recv(q, dir, buf, bytes, meta);
+    uint64_t msg;
+    if (got == SIM_EINVAL && kb_ipcq_probe(q, dir, &msg, NULL) == 1 && msg > bytes)
+        return RECV_LONGER;
+    return got;
 }
 
 static void check_meta(lua_State *L, struct kctx *c, const char *dir, uint32_t n,
@@ -974,13 +1079,17 @@ static int l_recv(lua_State *L)
     checkwired(L, c, dir, false, "tl.recv");
     dispatch(L, c, "tl.recv");
     size_t bytes = (size_t)n * kb_dtype_size(dt);
-    /* room for a longer message, so that a mismatch is reported, not kept */
-    uint64_t room = bytes * 4 + 64;
-    void *buf = lua_newuserdatauv(L, room, 0);
     struct kb_ipcq_meta meta;
+    void *buf = scratch(L, 0, bytes);
     void *bp = kb_block_begin(L, c->s, "tl.recv");
-    int64_t got = kb_ipcq_recv(c->pe->ipcq, dir, buf, room, &meta);
+    int64_t got = recv_sized(c->pe->ipcq, dir, buf, bytes, &meta);
     kb_block_end(bp);
+    if (got == RECV_LONGER) {
+        buf = scratch(L, 0, recv_room(bytes));
+        bp = kb_block_begin(L, c->s, "tl.recv");
+        got = kb_ipcq_recv(c->pe->ipcq, dir, buf, recv_room(bytes), &meta);
+        kb_block_end(bp);
+    }
     if (got < 0)
         return luaL_error(L, "tl.recv: %s", kb_ipcq_errmsg(c->pe->ipcq));
     check_meta(L, c, dir, n, dt, got, &meta);
@@ -992,8 +1101,17 @@ static int l_recv(lua_State *L)
 static void future_proc(struct sim *s, void *arg)
 {
     struct future *f = arg;
-    f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, f->buf, (uint64_t)f->n * kb_dtype_size(f->dt) * 4 + 64,
-                          &f->meta);
+    size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
+    f->got = recv_sized(f->ctx->pe->ipcq, f->dir, f->buf, bytes, &f->meta);
+    if (f->got == RECV_LONGER) {
+        void *room = realloc(f->buf, recv_room(bytes));
+        if (room) {
+            f->buf = room;
+            f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, f->buf, recv_room(bytes), &f->meta);
+        } else {
+            f->got = SIM_ENOMEM;
+        }
+    }
     f->done = true;
     sim_notify(f->done_ev);
 }
@@ -1027,7 +1145,7 @@ static int l_recv_async(lua_State *L)
     f->n = n;
     f->dt = dt;
     f->dir = strdup(dir);
-    f->buf = malloc((size_t)n * kb_dtype_size(dt) * 4 + 64);
+    f->buf = malloc((size_t)n * kb_dtype_size(dt));
     if (!f->dir || !f->buf)
         return luaL_error(L, "out of memory");
     char name[256];
@@ -1185,6 +1303,10 @@ static int luaopen_tlcore(lua_State *L)
     lua_pop(L, 1);
     luaL_newmetatable(L, KB_CTX);
     lua_pushcfunction(L, ctx_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, KB_SCRATCH);
+    lua_pushcfunction(L, scratch_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
     luaL_newmetatable(L, KB_FUTURE);

@@ -118,12 +118,31 @@ static int l_read(lua_State *L)
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdt(L, 4);
     size_t n = checksize(L, 5), es = kb_dtype_size(dt);
-    unsigned char *buf = lua_newuserdatauv(L, n * es + 1, 0);
-    if (kb_mem_read(m, (uint64_t)addr, buf, n * es) != 0)
-        return luaL_error(L, "%s", kb_mem_errmsg(m));
     struct vec *x = newvec(L, n);
-    for (size_t i = 0; i < n; i++)
-        x->v[i] = kb_dtype_load(buf, i, dt);
+    /* widened straight from the memory's pages; the first span checks the
+     * whole range, so an error names it as kb_mem_read would */
+    uint64_t a = (uint64_t)addr;
+    for (size_t i = 0;;) {
+        const unsigned char *p;
+        uint64_t len;
+        if (kb_mem_read_span(m, a, (uint64_t)(n - i) * es, &p, &len) != 0)
+            return luaL_error(L, "%s", kb_mem_errmsg(m));
+        if (i == n)
+            break;
+        size_t k = (size_t)(len / es);
+        if (k == 0) { /* an element across a page boundary */
+            unsigned char e[4];
+            kb_mem_read(m, a, e, es);
+            kb_dtype_load_n(e, dt, x->v + i, 1);
+            k = 1;
+        } else if (p) {
+            kb_dtype_load_n(p, dt, x->v + i, k);
+        } else { /* never written: zeros, which widen to +0.0 */
+            memset(x->v + i, 0, k * sizeof(double));
+        }
+        i += k;
+        a += (uint64_t)k * es;
+    }
     return 1;
 }
 
@@ -135,11 +154,29 @@ static int v_write(lua_State *L)
     lua_Integer addr = luaL_checkinteger(L, 4);
     enum kb_dtype dt = checkdt(L, 5);
     size_t es = kb_dtype_size(dt);
-    unsigned char *buf = lua_newuserdatauv(L, x->n * es + 1, 0);
-    for (size_t i = 0; i < x->n; i++)
-        kb_dtype_store(buf, i, dt, x->v[i]);
-    if (kb_mem_write(m, (uint64_t)addr, buf, x->n * es) != 0)
-        return luaL_error(L, "%s", kb_mem_errmsg(m));
+    /* rounded straight into the memory's pages; the first span checks the
+     * whole range, so an error names it as kb_mem_write would */
+    uint64_t a = (uint64_t)addr;
+    for (size_t i = 0;;) {
+        unsigned char *p;
+        uint64_t len;
+        if (kb_mem_write_span(m, a, (uint64_t)(x->n - i) * es, &p, &len) != 0)
+            return luaL_error(L, "%s", kb_mem_errmsg(m));
+        if (i == x->n)
+            break;
+        size_t k = (size_t)(len / es);
+        if (k == 0) { /* an element across a page boundary */
+            unsigned char e[4];
+            kb_dtype_store_n(e, dt, x->v + i, 1);
+            if (kb_mem_write(m, a, e, es) != 0)
+                return luaL_error(L, "%s", kb_mem_errmsg(m));
+            k = 1;
+        } else {
+            kb_dtype_store_n(p, dt, x->v + i, k);
+        }
+        i += k;
+        a += (uint64_t)k * es;
+    }
     return 0;
 }
 

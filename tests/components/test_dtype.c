@@ -1,5 +1,6 @@
 /* test_dtype.c — kb_dtype: known f16 / bf16 bit patterns, ties to even,
  * subnormals, overflow, NaN, exhaustive round trips, names and sizes */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -153,6 +154,132 @@ TEST(bf16_against_integer_rounding)
     }
 }
 
+/* The general rounding recipe, as dtype.c had it before its normal-range
+ * fast path: the oracle the fast path must match bit for bit. */
+static uint16_t ref_narrow(double x, int ebits, int mbits)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    uint16_t sign = (uint16_t)((u >> 63) << (ebits + mbits));
+    int bexp = (int)((u >> 52) & 0x7ff);
+    uint64_t frac = u & ((UINT64_C(1) << 52) - 1);
+    uint16_t inf = (uint16_t)(((1u << ebits) - 1) << mbits);
+    if (bexp == 0x7ff)
+        return frac ? sign | inf | (uint16_t)(1u << (mbits - 1)) |
+                          (uint16_t)(frac >> (52 - mbits))
+                    : sign | inf;
+    if (bexp == 0 && frac == 0)
+        return sign;
+    int bias = (1 << (ebits - 1)) - 1, emin = 1 - bias;
+    uint64_t sig = bexp ? frac | (UINT64_C(1) << 52) : frac;
+    int e = bexp ? bexp - 1023 : -1022;
+    int te = e > emin ? e : emin;
+    int shift = 52 + te - mbits - e;
+    if (shift > 63)
+        return sign;
+    uint64_t q = sig >> shift;
+    uint64_t rem = sig & ((UINT64_C(1) << shift) - 1);
+    uint64_t half = UINT64_C(1) << (shift - 1);
+    if (rem > half || (rem == half && (q & 1)))
+        q++;
+    uint64_t enc = ((uint64_t)(te - emin) << mbits) + q;
+    return enc >= inf ? sign | inf : sign | (uint16_t)enc;
+}
+
+static double dbl_of(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+/* One double through every narrowing entry point, against the oracle. */
+static int narrow_matches(double d)
+{
+    float f = (float)d;
+    return kb_dtype_f16_from_double(d) == ref_narrow(d, 5, 10) &&
+           kb_dtype_bf16_from_double(d) == ref_narrow(d, 8, 7) &&
+           kb_dtype_f16_from_float(f) == ref_narrow(f, 5, 10) &&
+           kb_dtype_bf16_from_float(f) == ref_narrow(f, 8, 7);
+}
+
+/* The fast narrowing against the general recipe: a stride over all float
+ * patterns (the full 2^32 sweep was run once by hand), every f16 and bf16
+ * value and the doubles just around each rounding midpoint and range
+ * edge, and pseudo-random doubles over the exponents that matter. */
+TEST(narrow_fast_path_matches_recipe)
+{
+    for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 251) {
+        double d = f32_of((uint32_t)u);
+        if (!narrow_matches(d))
+            ASSERT_U64_EQ(u, UINT64_MAX);
+    }
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        double v[2] = {kb_dtype_f16_to_float((uint16_t)h),
+                       kb_dtype_bf16_to_float((uint16_t)h)};
+        double next[2] = {kb_dtype_f16_to_float((uint16_t)(h + 1)),
+                          kb_dtype_bf16_to_float((uint16_t)(h + 1))};
+        for (int k = 0; k < 2; k++) {
+            if (isnan(v[k]))
+                continue;
+            double mid = isnan(next[k]) || isinf(v[k]) ? v[k] : (v[k] + next[k]) / 2;
+            const double pts[] = {v[k], mid, nextafter(mid, INFINITY),
+                                  nextafter(mid, -INFINITY),
+                                  nextafter(v[k], INFINITY),
+                                  nextafter(v[k], -INFINITY)};
+            for (size_t j = 0; j < sizeof pts / sizeof pts[0]; j++)
+                if (!narrow_matches(pts[j]))
+                    ASSERT_TRUE(narrow_matches(pts[j]) && h == UINT32_MAX);
+        }
+    }
+    uint64_t r = 0x9E3779B97F4A7C15u;
+    for (int i = 0; i < 4000000; i++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        /* biased exponents 880..1167: every bf16 and f16 edge, both signs */
+        uint64_t e = 880 + (r >> 40) % 288;
+        double d = dbl_of((r & (UINT64_C(1) << 63)) | e << 52 |
+                          (r & ((UINT64_C(1) << 52) - 1)));
+        if (!narrow_matches(d))
+            ASSERT_U64_EQ(r, 0);
+    }
+    const double edges[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN,
+                            0x1p-1074, 0x1p-1022, 65504.0, 65520.0,
+                            nextafter(65520.0, 0), 0x1p-14, 0x1p-24, 0x1p-25,
+                            0x1p127, 0x1.fffffep127, 0x1p-126, 0x1p-133,
+                            0x1p-134, DBL_MAX, -DBL_MAX};
+    for (size_t j = 0; j < sizeof edges / sizeof edges[0]; j++)
+        ASSERT_TRUE(narrow_matches(edges[j]));
+}
+
+/* The bulk conversions give what the element ones give. */
+TEST(bulk_load_store)
+{
+    enum { N = 1031 };
+    static double x[N], back[N], one[N];
+    static unsigned char a[4 * N], b[4 * N];
+    uint64_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        x[i] = ldexp((double)(r >> 11) / 0x1p53 - 0.5, (int)(r % 60) - 30);
+    }
+    x[0] = NAN;
+    x[1] = -INFINITY;
+    x[2] = -0.0;
+    for (int dt = 0; dt < KB_DTYPE_COUNT; dt++) {
+        size_t es = kb_dtype_size((enum kb_dtype)dt);
+        kb_dtype_store_n(a, (enum kb_dtype)dt, x, N);
+        for (int i = 0; i < N; i++)
+            kb_dtype_store(b, (size_t)i, (enum kb_dtype)dt, x[i]);
+        ASSERT_TRUE(memcmp(a, b, N * es) == 0);
+        kb_dtype_load_n(a, (enum kb_dtype)dt, back, N);
+        for (int i = 0; i < N; i++)
+            one[i] = kb_dtype_load(a, (size_t)i, (enum kb_dtype)dt);
+        ASSERT_TRUE(memcmp(back, one, sizeof back) == 0);
+    }
+}
+
 TEST(names_sizes_buffers)
 {
     enum kb_dtype dt = KB_DTYPE_F32;
@@ -187,4 +314,5 @@ TEST(names_sizes_buffers)
 
 TEST_MAIN(f16_known_patterns, f16_nan, bf16_known_patterns,
           round_trips_exhaustive, f16_against_compiler,
-          bf16_against_integer_rounding, names_sizes_buffers)
+          bf16_against_integer_rounding, narrow_fast_path_matches_recipe,
+          bulk_load_store, names_sizes_buffers)
