@@ -9,7 +9,7 @@
  *
  * the head pays every hop in full and the body streams behind it at the
  * rate of the slowest link. Every f/bw is rounded to the ps per flit, as
- * the links charge it. The flit-level simulation (link.c) gives exactly T
+ * the links charge it. The links' per-flit rule (link.c) gives exactly T
  * when all hops have one bandwidth, or when all flits are full and no
  * overhead lies downstream of the slowest hop; otherwise T is an upper
  * bound, because on a faster hop downstream a worm closes up behind a head
@@ -40,7 +40,7 @@ struct waiter {
 };
 
 /* A message and what to do when it is delivered; one allocation holds the
- * path and the per-hop counters too. */
+ * path and the links' per-hop words too. */
 struct fmsg {
     struct kb_link_msg m;
     struct kb_fabric *f;
@@ -317,15 +317,15 @@ int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
             sim_notify_delta(done);
         return 0;
     }
-    /* one block: the message, then the path, then the per-hop counters */
+    /* one block: the message, then the path, then the per-hop words */
     size_t sz = sizeof(struct fmsg) + (size_t)n_links * sizeof(struct kb_link *)
-                + (size_t)n_links * sizeof(uint64_t);
+                + (size_t)n_links * sizeof(sim_time);
     struct fmsg *m = malloc(sz);
     if (!m)
         return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
                       (unsigned long long)bytes);
     struct kb_link **path = (struct kb_link **)(m + 1);
-    uint64_t *arrived = (uint64_t *)(path + n_links);
+    sim_time *body = (sim_time *)(path + n_links);
     for (int j = 0; j < n_links; j++)
         path[j] = f->links[links[j]].l;
     uint32_t flit = kb_link_params(path[0])->flit_bytes;
@@ -336,7 +336,7 @@ int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
         .n_flits = n,
         .flit_bytes = flit,
         .last_bytes = (uint32_t)(bytes - (n - 1) * flit),
-        .arrived = arrived,
+        .body = body,
         .done = msg_done,
         .ud = m,
     };

@@ -4,9 +4,10 @@
  * "sip0.cube5.r3") and the kb_links between them (integer ids too). A
  * transfer names its path as a list of link ids — routing is the caller's
  * business (noc.h computes paths on meshes, tori, rings and switches) —
- * and is carried flit by flit by the links' own processes, so contention
- * between transfers emerges from the simulation. The fabric moves timing
- * only; payload bytes are copied by whoever owns them (PE_DMA).
+ * and is carried by the links' own processes, which time every flit of it
+ * (link.h), so contention between transfers emerges from the simulation.
+ * The fabric moves timing only; payload bytes are copied by whoever owns
+ * them (PE_DMA).
  *
  * Errors: functions returning int give a non-negative value on success and
  * a negative SIM_E* code on failure, pointers NULL; kb_fabric_errmsg() says

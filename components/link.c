@@ -5,7 +5,22 @@
  * i-1 on this link), occupies the link for ser(f_i) = f_i / bw and reaches
  * the next input `latency` later; the head additionally arrives `overhead`
  * late. The end-to-end closed form that follows from this rule is stated
- * in fabric.c. */
+ * in fabric.c.
+ *
+ * The rule is applied to a whole worm at once, when its head starts:
+ * S_0 = max(head arrival, link free). With d the full-flit time on this
+ * hop, unrolling it gives S_i = max_{k<=i} (A_k + (i-k)·d) for every flit
+ * but the last, A_0 read as S_0. The arrivals of the full body flits
+ * (1 <= i <= n-2) are kept as a maximum of lines anchored at i = 1,
+ * A_i = max_k (v_k + (i-1)·d_k), one for each earlier hop k whose flit time
+ * d_k set the slope, so the maximum over earlier flits is closed: a line
+ * slower than this link stays as it is (its newest flit decides), any
+ * other becomes v_k + (i-1)·d (its first flit decides) and merges with the
+ * head's line S_0 + i·d. The last flit, partial or not, is kept
+ * as one time. All of it is integer arithmetic on the per-flit rounded
+ * times, so times, counters and trace spans are those of the flit-by-flit
+ * rule, with a few activations per message and hop instead of one a flit.
+ */
 #include "link.h"
 
 #include <inttypes.h>
@@ -17,19 +32,21 @@
 
 #include "trace.h"
 
-/* A flit (or the head of a worm) due at this link's input at time t. */
+/* The head of a worm due at this link's input at time t. */
 struct arrival {
     sim_time t;
     uint64_t seq; /* FIFO among equal times */
     struct kb_link_msg *m;
     uint32_t hop;
-    uint32_t head;
 };
 
 struct waiting {
     struct kb_link_msg *m;
     uint32_t hop;
 };
+
+/* kb_link_msg.body[k] when hop k's line no longer bounds the body */
+#define NO_LINE SIM_FOREVER
 
 struct kb_link {
     struct sim *sim;
@@ -43,7 +60,7 @@ struct kb_link {
     struct sim_proc *proc;
     sim_time wake_req; /* earliest wake-up asked for and not yet served */
 
-    /* flits on their way to this link's input, min-heap on (t, seq) */
+    /* heads on their way to this link's input, min-heap on (t, seq) */
     struct arrival *heap;
     size_t n_heap, cap_heap;
     uint64_t seq;
@@ -55,9 +72,10 @@ struct kb_link {
     /* the worm holding the link, NULL when none */
     struct kb_link_msg *cur;
     uint32_t cur_hop;
-    uint64_t cur_sent;
     sim_time cur_start; /* when the worm acquired the link */
-    sim_time free_at; /* end of the flit being serialised */
+    sim_time cur_tail;  /* when its last flit starts */
+    sim_time cur_busy;  /* its serialisation time, all flits */
+    sim_time free_at;   /* end of the last flit of the last worm */
 
     struct sim_trace *tr; /* NULL: not traced */
     int trk;              /* trace track, made on the first message */
@@ -171,7 +189,7 @@ static int arr_before(const struct arrival *a, const struct arrival *b)
 }
 
 static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
-                     uint32_t hop, uint32_t head)
+                     uint32_t hop)
 {
     if (l->n_heap == l->cap_heap) {
         size_t cap = l->cap_heap ? 2 * l->cap_heap : 16;
@@ -181,7 +199,7 @@ static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
         l->heap = h;
         l->cap_heap = cap;
     }
-    struct arrival a = {t, l->seq++, m, hop, head};
+    struct arrival a = {t, l->seq++, m, hop};
     size_t i = l->n_heap++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
@@ -234,13 +252,13 @@ static int fifo_push(struct kb_link *l, struct kb_link_msg *m, uint32_t hop)
     return 0;
 }
 
-/* ---- flit movement ----------------------------------------------------- */
+/* ---- worm movement ----------------------------------------------------- */
 
 /* Makes `t` (absolute, >= now) a wake-up time of l; the kernel keeps only
  * the earliest pending notification, and link_serve asks again for the
  * next one each time it runs, so no due time is lost. Only the link's own
  * code notifies l->wake, so wake_req mirrors the kernel's pending time and
- * spares the call when a flit streams in as the link frees up. */
+ * spares the call when a head arrives as the link frees up. */
 static void wake_at(struct kb_link *l, sim_time t, sim_time now)
 {
     if (l->wake_req <= t)
@@ -250,9 +268,9 @@ static void wake_at(struct kb_link *l, sim_time t, sim_time now)
 }
 
 static int post(struct kb_link *l, sim_time t, sim_time now,
-                struct kb_link_msg *m, uint32_t hop, uint32_t head)
+                struct kb_link_msg *m, uint32_t hop)
 {
-    if (heap_push(l, t, m, hop, head) < 0)
+    if (heap_push(l, t, m, hop) < 0)
         return SIM_ENOMEM;
     wake_at(l, t, now);
     return 0;
@@ -262,13 +280,72 @@ int kb_link_inject(struct kb_link_msg *m)
 {
     if (m->n_hops == 0 || m->n_flits == 0)
         return SIM_EINVAL;
-    memset(m->arrived, 0, m->n_hops * sizeof *m->arrived);
-    /* The source holds the whole message: the body is at the first input
-     * already, only the head entry has to pass through arbitration. */
-    m->arrived[0] = m->n_flits - 1;
     struct kb_link *l = m->path[0];
     sim_time now = sim_now(l->sim);
-    return post(l, now + l->ovh_ps, now, m, 0, 1);
+    /* The source holds the whole message: the body is at the first input
+     * already, only the head has to pass through arbitration. */
+    return post(l, now + l->ovh_ps, now, m, 0);
+}
+
+/* ser() of a full flit of m, as the links charge it */
+static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
+{
+    return m->flit_bytes == l->p.flit_bytes ? l->ser_full
+                                            : kb_link_ser_ps(l, m->flit_bytes);
+}
+
+/* m's head starts on hop j now: works out when each of its flits starts
+ * here (the rule above), reserves the link to the end of the last one and
+ * sends the head on. m->body[k] holds hop k's line from hop k on (NO_LINE
+ * once merged), and before that, for k = j + 1, the last flit's arrival
+ * there; on hop 0 the whole body is at the source before the head starts,
+ * so nothing bounds it. */
+static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
+                   sim_time now)
+{
+    uint64_t n = m->n_flits;
+    sim_time d = full_ser(l, m), dl = kb_link_ser_ps(l, m->last_bytes);
+    sim_time tail = now; /* S_{n-1} */
+    if (n >= 2) {
+        sim_time last_in = j ? m->body[j] : 0;
+        sim_time before = now; /* S_{n-2} */
+        if (n >= 3) {
+            uint64_t span = n - 3; /* i - 1 at i = n - 2 */
+            sim_time v = now + d;  /* this hop's line, S_0 + i·d at i = 1 */
+            for (uint32_t k = 0; k < j; k++) {
+                if (m->body[k] == NO_LINE)
+                    continue;
+                sim_time dk = full_ser(m->path[k], m);
+                if (dk > d) {
+                    sim_time at = m->body[k] + span * dk;
+                    if (at > before)
+                        before = at;
+                    m->body[k] += d + l->lat_ps;
+                } else {
+                    if (m->body[k] > v)
+                        v = m->body[k];
+                    m->body[k] = NO_LINE;
+                }
+            }
+            if (v + span * d > before)
+                before = v + span * d;
+            m->body[j] = v + d + l->lat_ps;
+        }
+        tail = last_in > before + d ? last_in : before + d;
+    }
+    l->cur = m;
+    l->cur_hop = j;
+    l->cur_start = now;
+    l->cur_tail = tail;
+    l->cur_busy = (n - 1) * d + dl;
+    l->free_at = tail + dl;
+    l->st.messages++;
+    if (j + 1 == m->n_hops)
+        return 0;
+    m->body[j + 1] = l->free_at + l->lat_ps;
+    struct kb_link *nl = m->path[j + 1];
+    sim_time head = now + (n == 1 ? dl : d) + l->lat_ps + nl->ovh_ps;
+    return post(nl, head, now, m, j + 1);
 }
 
 /* The worm's occupancy of the link, from its acquisition to the end of
@@ -291,6 +368,22 @@ static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
                    (int)(sizeof a / sizeof a[0]));
 }
 
+/* The worm's last flit starts now: it is counted, and the link is free for
+ * the next worm from free_at on, when that flit is serialised. */
+static void release(struct kb_link *l)
+{
+    struct kb_link_msg *m = l->cur;
+    l->st.bytes += (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+    l->st.flits += m->n_flits;
+    l->st.busy_ps += l->cur_busy;
+    if (l->tr)
+        trace_msg(l, m);
+    /* nothing here refers to m any more */
+    l->cur = NULL;
+    if (l->cur_hop + 1 == m->n_hops)
+        m->done(m, l->free_at + l->lat_ps);
+}
+
 static void link_serve(struct sim *s, void *arg)
 {
     struct kb_link *l = arg;
@@ -299,63 +392,35 @@ static void link_serve(struct sim *s, void *arg)
 
     while (l->n_heap && l->heap[0].t <= now) {
         struct arrival a = heap_pop(l);
-        a.m->arrived[a.hop]++;
-        if (a.head && fifo_push(l, a.m, a.hop) < 0) {
+        if (fifo_push(l, a.m, a.hop) < 0) {
             sim_fail(s, "link '%s': out of memory", l->name);
             return;
         }
     }
 
-    while (l->free_at <= now) {
-        if (!l->cur) {
-            if (!l->n_fifo)
+    for (;;) {
+        if (l->cur) {
+            if (l->cur_tail > now)
                 break;
-            struct waiting w = l->fifo[l->fifo_head];
-            l->fifo_head = (l->fifo_head + 1) % l->cap_fifo;
-            l->n_fifo--;
-            l->cur = w.m;
-            l->cur_hop = w.hop;
-            l->cur_sent = 0;
-            l->cur_start = now;
-            l->st.messages++;
+            release(l);
+            continue;
         }
-        struct kb_link_msg *m = l->cur;
-        if (l->cur_sent == m->arrived[l->cur_hop])
-            break; /* the worm's body is still upstream */
-        uint64_t i = l->cur_sent++;
-        int last = i + 1 == m->n_flits;
-        uint32_t f = last ? m->last_bytes : m->flit_bytes;
-        sim_time d = f == m->flit_bytes && f == l->p.flit_bytes
-                         ? l->ser_full
-                         : kb_link_ser_ps(l, f);
-        l->free_at = now + d;
-        l->st.busy_ps += d;
-        l->st.bytes += f;
-        l->st.flits++;
-        sim_time at = l->free_at + l->lat_ps;
-        uint32_t next = l->cur_hop + 1;
-        if (next < m->n_hops) {
-            struct kb_link *nl = m->path[next];
-            if (post(nl, at + (i == 0 ? nl->ovh_ps : 0), now, m, next, i == 0) <
-                0) {
-                sim_fail(s, "link '%s': out of memory", nl->name);
-                return;
-            }
-        }
-        if (last) {
-            if (l->tr)
-                trace_msg(l, m);
-            /* The tail is on its way: the link is free for the next worm
-             * from free_at on, and nothing here refers to m any more. */
-            l->cur = NULL;
-            if (next == m->n_hops)
-                m->done(m, at);
+        if (l->free_at > now || !l->n_fifo)
+            break;
+        struct waiting w = l->fifo[l->fifo_head];
+        l->fifo_head = (l->fifo_head + 1) % l->cap_fifo;
+        l->n_fifo--;
+        if (acquire(l, w.m, w.hop, now) < 0) {
+            sim_fail(s, "link '%s': out of memory",
+                     w.m->path[w.hop + 1]->name);
+            return;
         }
     }
 
     sim_time t = SIM_FOREVER;
-    if (l->free_at > now && (l->n_fifo || (l->cur && l->cur_sent <
-                                            l->cur->arrived[l->cur_hop])))
+    if (l->cur)
+        t = l->cur_tail;
+    else if (l->n_fifo)
         t = l->free_at;
     if (l->n_heap && l->heap[0].t < t)
         t = l->heap[0].t;

@@ -13,11 +13,15 @@
  * body is still upstream keeps the link idle but reserved. Input buffering
  * is not bounded (no credit back-pressure between hops).
  *
- * Each link is a method process woken by one event; flits waiting to reach
- * its input are kept in a small time-ordered heap, so every flit on every
- * hop is a real scheduled activation and contention emerges from the
- * simulation. Links are normally created and wired by kb_fabric
- * (fabric.h); the message type below is the contract between the two. */
+ * Each link is a method process woken by one event. Because a worm holds
+ * the link to its end and nothing pushes back, its whole flit stream on a
+ * hop follows from its head's start and the stream arriving from upstream,
+ * so a link computes it when the head starts instead of moving each flit:
+ * it wakes when a head arrives, when it frees up for a waiting head and
+ * when a tail starts, at the times the flit-by-flit rule gives, and
+ * contention between worms still emerges from the simulation. Links are
+ * normally created and wired by kb_fabric (fabric.h); the message type
+ * below is the contract between the two. */
 #ifndef KBSIM_LINK_H
 #define KBSIM_LINK_H
 
@@ -44,17 +48,17 @@ struct kb_link;
 
 /* A message in flight: a worm of n_flits flits (all flit_bytes long but
  * the last, last_bytes long) following `path`. The owner fills every field
- * but `arrived`'s contents and keeps the message alive until done() runs.
- * done() is called once, when the last flit starts on the last hop, with
- * `at` = the absolute time its last byte reaches the far end; no link
- * refers to the message after that call. */
+ * but `body`'s contents and keeps the message alive until
+ * done() runs. done() is called once, when the last flit starts on the
+ * last hop, with `at` = the absolute time its last byte reaches the far
+ * end; no link refers to the message after that call. */
 struct kb_link_msg {
     struct kb_link **path;
     uint32_t n_hops;
     uint64_t n_flits;
     uint32_t flit_bytes;
     uint32_t last_bytes;
-    uint64_t *arrived; /* n_hops counters, zeroed by kb_link_inject */
+    sim_time *body; /* n_hops words the links keep the worm's stream in */
     void (*done)(struct kb_link_msg *m, sim_time at);
     void *ud;
 };
