@@ -4,6 +4,11 @@
 #include <math.h>
 #include <string.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define DTYPE_F16C 1
+#endif
+
 static const char *const names[KB_DTYPE_COUNT] = {"f16", "bf16", "f32"};
 
 const char *kb_dtype_name(enum kb_dtype dt)
@@ -178,18 +183,51 @@ void kb_dtype_store(void *buf, size_t i, enum kb_dtype dt, double x)
 
 /* The bulk forms hoist the dtype switch out of the element loop, which is
  * where per-element conversion spends its time on large buffers. */
+#ifdef DTYPE_F16C
+/* f16 -> double eight at a time with the F16C instruction, which is exact
+ * (subnormals included, a signalling NaN comes out quiet with the same
+ * payload, as the scalar path does; test_dtype checks all 65536 inputs).
+ * Returns how many it converted, a multiple of 8. */
+__attribute__((target("avx,f16c"))) static size_t f16_load_f16c(const unsigned char *p,
+                                                                  double *out, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * i));
+        __m256 f = _mm256_cvtph_ps(h);
+        _mm256_storeu_pd(out + i, _mm256_cvtps_pd(_mm256_castps256_ps128(f)));
+        _mm256_storeu_pd(out + i + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1)));
+    }
+    return i;
+}
+
+static int have_f16c(void)
+{
+    static int have = -1; /* a benign race: every thread computes the same */
+    if (have < 0)
+        have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    return have;
+}
+#endif
+
 void kb_dtype_load_n(const void *buf, enum kb_dtype dt, double *out, size_t n)
 {
     const unsigned char *p = buf;
     uint16_t h;
     float f;
     switch (dt) {
-    case KB_DTYPE_F16:
-        for (size_t i = 0; i < n; i++) {
+    case KB_DTYPE_F16: {
+        size_t i = 0;
+#ifdef DTYPE_F16C
+        if (have_f16c())
+            i = f16_load_f16c(p, out, n);
+#endif
+        for (; i < n; i++) {
             memcpy(&h, p + 2 * i, 2);
             out[i] = kb_dtype_f16_to_float(h);
         }
         return;
+    }
     case KB_DTYPE_BF16:
         for (size_t i = 0; i < n; i++) {
             memcpy(&h, p + 2 * i, 2);

@@ -136,7 +136,8 @@ local function lrab_point(p)
     t:shard_write_vec(r, base:copy():add((k - 1) % 4))
     offset_sum = offset_sum + (k - 1) % 4
   end
-  local rep = D.all_reduce(t)
+  -- the exact check below is stronger than torch's tolerance check
+  local rep = D.all_reduce(t, {check = false})
   local want = base:copy():scale(n):add(offset_sum)
   local worst = 0
   for _, r in ipairs(ranks) do
@@ -146,7 +147,7 @@ local function lrab_point(p)
   return {participants = n, n_sips = torch.sys:counts().sips, latency_ns = rep.latency_ns,
           algbw_gbps = rep.algbw_gbps,
           busbw_gbps = rep.busbw_gbps,
-          check = (rep.check == "passed" and worst == 0) and "passed" or "failed",
+          check = worst == 0 and "passed" or "failed",
           max_err = worst}
 end
 

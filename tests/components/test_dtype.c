@@ -280,6 +280,24 @@ TEST(bulk_load_store)
     }
 }
 
+/* Every f16 bit pattern through the bulk load (the F16C path where the CPU
+ * has it) equals the scalar conversion bit for bit, NaNs included. */
+TEST(bulk_f16_load_all_patterns)
+{
+    static uint16_t h[65536 + 3];
+    static double bulk[65536 + 3];
+    for (uint32_t i = 0; i < 65536 + 3; i++)
+        h[i] = (uint16_t)(i * 40503u); /* every value once, shuffled */
+    kb_dtype_load_n(h, KB_DTYPE_F16, bulk, 65536 + 3);
+    int bad = -1;
+    for (uint32_t i = 0; i < 65536 + 3 && bad < 0; i++) {
+        double one = kb_dtype_f16_to_float(h[i]);
+        if (memcmp(&one, &bulk[i], sizeof one) != 0)
+            bad = (int)h[i];
+    }
+    ASSERT_EQ(bad, -1);
+}
+
 TEST(names_sizes_buffers)
 {
     enum kb_dtype dt = KB_DTYPE_F32;
@@ -315,4 +333,4 @@ TEST(names_sizes_buffers)
 TEST_MAIN(f16_known_patterns, f16_nan, bf16_known_patterns,
           round_trips_exhaustive, f16_against_compiler,
           bf16_against_integer_rounding, narrow_fast_path_matches_recipe,
-          bulk_load_store, names_sizes_buffers)
+          bulk_load_store, bulk_f16_load_all_patterns, names_sizes_buffers)
