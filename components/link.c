@@ -23,9 +23,10 @@
  */
 #include "link.h"
 
+#include "kb_err.h"
+
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,39 +84,27 @@ struct kb_link {
     struct kb_link_stats st;
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 int kb_link_params_check(const struct kb_link_params *p, const char *name,
                          char *err, size_t errlen)
 {
     /* !(x > 0) also rejects NaN */
     if (!(p->bw_gbps > 0) || isinf(p->bw_gbps)) {
-        errf(err, errlen, "link '%s': bandwidth must be a positive number of "
+        kb_errf(err, errlen, "link '%s': bandwidth must be a positive number of "
              "GB/s, got %g", name, p->bw_gbps);
         return SIM_EINVAL;
     }
     if (!(p->latency_ns >= 0) || isinf(p->latency_ns)) {
-        errf(err, errlen, "link '%s': latency must be >= 0 ns, got %g", name,
+        kb_errf(err, errlen, "link '%s': latency must be >= 0 ns, got %g", name,
              p->latency_ns);
         return SIM_EINVAL;
     }
     if (!(p->overhead_ns >= 0) || isinf(p->overhead_ns)) {
-        errf(err, errlen, "link '%s': overhead must be >= 0 ns, got %g", name,
+        kb_errf(err, errlen, "link '%s': overhead must be >= 0 ns, got %g", name,
              p->overhead_ns);
         return SIM_EINVAL;
     }
     if (p->flit_bytes == 0) {
-        errf(err, errlen, "link '%s': flit size must be > 0 bytes, got 0",
+        kb_errf(err, errlen, "link '%s': flit size must be > 0 bytes, got 0",
              name);
         return SIM_EINVAL;
     }
@@ -135,7 +124,7 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
     struct kb_link *l = calloc(1, sizeof *l);
     if (!l || !(l->name = strdup(name))) {
         free(l);
-        errf(err, errlen, "link '%s': out of memory", name);
+        kb_errf(err, errlen, "link '%s': out of memory", name);
         return NULL;
     }
     l->sim = s;
@@ -150,7 +139,7 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
     l->wake = sim_event_new(s, name);
     l->proc = l->wake ? sim_method(s, name, link_serve, l, true) : NULL;
     if (!l->proc || sim_sensitive(l->proc, l->wake) < 0) {
-        errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
+        kb_errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
         kb_link_free(l);
         return NULL;
     }

@@ -2,9 +2,10 @@
  * (the timing formula is stated in memory.h, where users read it) */
 #include "memory.h"
 
+#include "kb_err.h"
+
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,19 +45,7 @@ struct kb_mem {
     char err[256];
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-#define SETERR(m, code, ...) (errf((m)->err, sizeof (m)->err, __VA_ARGS__), (code))
+#define SETERR(m, code, ...) (kb_errf((m)->err, sizeof (m)->err, __VA_ARGS__), (code))
 
 const char *kb_mem_kind_name(enum kb_mem_kind k)
 {
@@ -75,22 +64,22 @@ static int check(const struct kb_mem_params *p, const char *name, char *err,
 {
     const char *k = kb_mem_kind_name(p->kind);
     if (p->kind != KB_MEM_TCM && p->kind != KB_MEM_SRAM && p->kind != KB_MEM_HBM)
-        errf(err, errlen, "memory of '%s': unknown kind %d", name, (int)p->kind);
+        kb_errf(err, errlen, "memory of '%s': unknown kind %d", name, (int)p->kind);
     else if (p->capacity == 0)
-        errf(err, errlen, "%s of '%s': capacity must be > 0 bytes, got 0", k,
+        kb_errf(err, errlen, "%s of '%s': capacity must be > 0 bytes, got 0", k,
              name);
     else if (!(p->bw_gbps > 0) || isinf(p->bw_gbps))
-        errf(err, errlen, "%s of '%s': bandwidth must be a positive number of "
+        kb_errf(err, errlen, "%s of '%s': bandwidth must be a positive number of "
              "GB/s, got %g", k, name, p->bw_gbps);
     else if (!(p->setup_ns >= 0) || isinf(p->setup_ns))
-        errf(err, errlen, "%s of '%s': setup must be >= 0 ns, got %g", k, name,
+        kb_errf(err, errlen, "%s of '%s': setup must be >= 0 ns, got %g", k, name,
              p->setup_ns);
     else if (p->n_channels > 1 && (!pow2(p->n_channels) ||
                                    p->n_channels > KB_MEM_MAX_CHANNELS))
-        errf(err, errlen, "%s of '%s': channels must be a power of two up to "
+        kb_errf(err, errlen, "%s of '%s': channels must be a power of two up to "
              "%d, got %" PRIu32, k, name, KB_MEM_MAX_CHANNELS, p->n_channels);
     else if (p->n_channels > 1 && !pow2(p->burst_bytes))
-        errf(err, errlen, "%s of '%s': burst must be a power of two bytes, "
+        kb_errf(err, errlen, "%s of '%s': burst must be a power of two bytes, "
              "got %" PRIu32, k, name, p->burst_bytes);
     else
         return 0;
@@ -129,7 +118,7 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
     m->free_bytes = p->capacity;
     return m;
 oom:
-    errf(err, errlen, "%s of '%s': out of memory", kb_mem_kind_name(p->kind),
+    kb_errf(err, errlen, "%s of '%s': out of memory", kb_mem_kind_name(p->kind),
          name);
     kb_mem_free(m);
     return NULL;

@@ -2,7 +2,8 @@
  * dimension-order routing */
 #include "noc.h"
 
-#include <stdarg.h>
+#include "kb_err.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +20,6 @@ struct kb_noc {
 };
 
 static const char *const dir_name[KB_NOC_NDIRS] = {"E", "W", "S", "N"};
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const char *kind_name(enum kb_noc_kind k)
 {
@@ -57,7 +46,7 @@ static int add_link(struct kb_noc *n, int src, int dst, const char *name,
 {
     int id = kb_fabric_add_link(n->f, src, dst, name, p);
     if (id < 0)
-        errf(err, errlen, "%s", kb_fabric_errmsg(n->f));
+        kb_errf(err, errlen, "%s", kb_fabric_errmsg(n->f));
     return id;
 }
 
@@ -110,7 +99,7 @@ static int build_switch(struct kb_noc *n, const char *prefix,
     join(name, sizeof name, prefix, "xbar");
     n->xbar = kb_fabric_add_node(n->f, name);
     if (n->xbar < 0) {
-        errf(err, errlen, "%s", kb_fabric_errmsg(n->f));
+        kb_errf(err, errlen, "%s", kb_fabric_errmsg(n->f));
         return n->xbar;
     }
     for (int i = 0; i < n->n; i++) {
@@ -137,17 +126,17 @@ struct kb_noc *kb_noc_new(struct kb_fabric *f, const struct kb_noc_params *p,
     const char *what = kind_name(p->kind);
     if (p->kind != KB_NOC_MESH && p->kind != KB_NOC_TORUS &&
         p->kind != KB_NOC_RING && p->kind != KB_NOC_SWITCH) {
-        errf(err, errlen, "noc '%s': unknown kind %d", prefix, (int)p->kind);
+        kb_errf(err, errlen, "noc '%s': unknown kind %d", prefix, (int)p->kind);
         return NULL;
     }
     int h = p->kind == KB_NOC_RING || p->kind == KB_NOC_SWITCH ? 1 : p->h;
     if (p->w < 1 || h < 1) {
-        errf(err, errlen, "%s '%s': size must be at least 1×1, got %d×%d",
+        kb_errf(err, errlen, "%s '%s': size must be at least 1×1, got %d×%d",
              what, prefix, p->w, p->h);
         return NULL;
     }
     if ((long long)p->w * h > 1 << 24) {
-        errf(err, errlen, "%s '%s': %d×%d routers is too many", what, prefix,
+        kb_errf(err, errlen, "%s '%s': %d×%d routers is too many", what, prefix,
              p->w, h);
         return NULL;
     }
@@ -157,7 +146,7 @@ struct kb_noc *kb_noc_new(struct kb_fabric *f, const struct kb_noc_params *p,
         return NULL;
     struct kb_noc *n = calloc(1, sizeof *n);
     if (!n) {
-        errf(err, errlen, "%s '%s': out of memory", what, prefix);
+        kb_errf(err, errlen, "%s '%s': out of memory", what, prefix);
         return NULL;
     }
     n->f = f;
@@ -169,7 +158,7 @@ struct kb_noc *kb_noc_new(struct kb_fabric *f, const struct kb_noc_params *p,
     n->node = malloc((size_t)n->n * sizeof *n->node);
     n->link = malloc((size_t)n->n * KB_NOC_NDIRS * sizeof *n->link);
     if (!n->node || !n->link) {
-        errf(err, errlen, "%s '%s': out of memory", what, prefix);
+        kb_errf(err, errlen, "%s '%s': out of memory", what, prefix);
         kb_noc_free(n);
         return NULL;
     }
@@ -179,7 +168,7 @@ struct kb_noc *kb_noc_new(struct kb_fabric *f, const struct kb_noc_params *p,
         if (p->nodes) {
             n->node[i] = p->nodes[i];
             if (!kb_fabric_node_name(f, n->node[i])) {
-                errf(err, errlen, "%s '%s': router %d is node %d, which the "
+                kb_errf(err, errlen, "%s '%s': router %d is node %d, which the "
                      "fabric does not have", what, prefix, i, n->node[i]);
                 kb_noc_free(n);
                 return NULL;
@@ -190,7 +179,7 @@ struct kb_noc *kb_noc_new(struct kb_fabric *f, const struct kb_noc_params *p,
         join(name, sizeof name, prefix, rest);
         n->node[i] = kb_fabric_add_node(f, name);
         if (n->node[i] < 0) {
-            errf(err, errlen, "%s", kb_fabric_errmsg(f));
+            kb_errf(err, errlen, "%s", kb_fabric_errmsg(f));
             kb_noc_free(n);
             return NULL;
         }

@@ -2,9 +2,10 @@
  * time model, the engine's occupancy and counters */
 #include "pe_gemm.h"
 
+#include "kb_err.h"
+
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,19 +22,7 @@ struct kb_gemm {
     char err[256];
 };
 
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-#define SETERR(g, code, ...) (errf((g)->err, sizeof (g)->err, __VA_ARGS__), (code))
+#define SETERR(g, code, ...) (kb_errf((g)->err, sizeof (g)->err, __VA_ARGS__), (code))
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
@@ -112,15 +101,15 @@ int kb_gemm_params_check(const struct kb_gemm_params *p, const char *name,
                          char *err, size_t errlen)
 {
     if (!p->mac.m || !p->mac.n || !p->mac.k)
-        errf(err, errlen, "gemm of '%s': mac array must be > 0 in each "
+        kb_errf(err, errlen, "gemm of '%s': mac array must be > 0 in each "
              "dimension, got %" PRIu32 "x%" PRIu32 "x%" PRIu32, name, p->mac.m,
              p->mac.n, p->mac.k);
     else if (!p->tile.m || !p->tile.n || !p->tile.k)
-        errf(err, errlen, "gemm of '%s': tile must be > 0 in each dimension, "
+        kb_errf(err, errlen, "gemm of '%s': tile must be > 0 in each dimension, "
              "got %" PRIu32 "x%" PRIu32 "x%" PRIu32, name, p->tile.m,
              p->tile.n, p->tile.k);
     else if (!(p->clock_ghz > 0) || isinf(p->clock_ghz))
-        errf(err, errlen, "gemm of '%s': clock must be a positive number of "
+        kb_errf(err, errlen, "gemm of '%s': clock must be a positive number of "
              "GHz, got %g", name, p->clock_ghz);
     else
         return 0;
@@ -181,7 +170,7 @@ struct kb_gemm *kb_gemm_new(struct sim *s, const char *name,
         goto oom;
     return g;
 oom:
-    errf(err, errlen, "gemm of '%s': out of memory", name);
+    kb_errf(err, errlen, "gemm of '%s': out of memory", name);
     kb_gemm_free(g);
     return NULL;
 }
@@ -328,7 +317,7 @@ int kb_gemm_run(struct kb_gemm *g, size_t M, size_t N, size_t K,
         return 0; /* an empty product: not even a delta cycle */
     rc = sim_wait(g->sim, g->busy_until - now);
     if (rc < 0)
-        errf(g->err, sizeof g->err, "gemm of '%s': run from a method process "
+        kb_errf(g->err, sizeof g->err, "gemm of '%s': run from a method process "
              "cannot wait (booked until %" PRIu64 " ps)", g->name, g->busy_until);
     return rc;
 }

@@ -2,9 +2,10 @@
  * the unit's occupancy and counters */
 #include "pe_math.h"
 
+#include "kb_err.h"
+
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,18 +25,6 @@ struct kb_math {
 static const char *const op_names[KB_MATH_OP_COUNT] = {
     "add", "sub", "mul", "div", "maximum", "minimum", "fma",
     "clamp", "exp", "log", "softmax", "cdiv", "sum"};
-
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 const char *kb_math_op_name(enum kb_math_op op)
 {
@@ -236,13 +225,13 @@ int kb_math_params_check(const struct kb_math_params *p, const char *name,
                          char *err, size_t errlen)
 {
     if (p->vector_bytes_per_cycle == 0)
-        errf(err, errlen, "math of '%s': vector width must be > 0 bytes per "
+        kb_errf(err, errlen, "math of '%s': vector width must be > 0 bytes per "
              "cycle, got 0", name);
     else if (!(p->clock_ghz > 0) || isinf(p->clock_ghz))
-        errf(err, errlen, "math of '%s': clock must be a positive number of "
+        kb_errf(err, errlen, "math of '%s': clock must be a positive number of "
              "GHz, got %g", name, p->clock_ghz);
     else if (p->transcendental_cycles == 0)
-        errf(err, errlen, "math of '%s': transcendental cycles must be >= 1, "
+        kb_errf(err, errlen, "math of '%s': transcendental cycles must be >= 1, "
              "got 0", name);
     else
         return 0;
@@ -261,7 +250,7 @@ struct kb_math *kb_math_new(struct sim *s, const char *name,
     if (m)
         m->name = strdup(name);
     if (!m || !m->name) {
-        errf(err, errlen, "math of '%s': out of memory", name);
+        kb_errf(err, errlen, "math of '%s': out of memory", name);
         free(m);
         return NULL;
     }
@@ -291,13 +280,13 @@ static int bad_operands(struct kb_math *m, enum kb_math_op op, const void *a,
 {
     const char *why = NULL;
     if ((unsigned)op >= KB_MATH_OP_COUNT) {
-        errf(m->err, sizeof m->err, "math of '%s': unknown op %d", m->name,
+        kb_errf(m->err, sizeof m->err, "math of '%s': unknown op %d", m->name,
              (int)op);
         return SIM_EINVAL;
     }
     int arity = kb_math_op_arity(op);
     if (kb_dtype_size(dt) == 0) {
-        errf(m->err, sizeof m->err, "math of '%s': %s: unknown dtype %d",
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s: unknown dtype %d",
              m->name, op_names[op], (int)dt);
         return SIM_EINVAL;
     }
@@ -310,7 +299,7 @@ static int bad_operands(struct kb_math *m, enum kb_math_op op, const void *a,
     else if (n && arity > 2 && !c)
         why = "c";
     if (why) {
-        errf(m->err, sizeof m->err, "math of '%s': %s needs operand '%s', "
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s needs operand '%s', "
              "got NULL", m->name, op_names[op], why);
         return SIM_EINVAL;
     }
@@ -325,7 +314,7 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
     if (rc < 0)
         return rc;
     if (!sim_current(m->sim)) {
-        errf(m->err, sizeof m->err, "math of '%s': %s outside a process",
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s outside a process",
              m->name, op_names[op]);
         return SIM_EPERM;
     }
@@ -345,7 +334,7 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
         return 0; /* nothing to wait for: not even a delta cycle */
     rc = sim_wait(m->sim, m->busy_until - now);
     if (rc < 0)
-        errf(m->err, sizeof m->err, "math of '%s': %s from a method process "
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s from a method process "
              "cannot wait (booked until %" PRIu64 " ps)", m->name,
              op_names[op], m->busy_until);
     return rc;
