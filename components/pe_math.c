@@ -290,6 +290,8 @@ static int bad_operands(struct kb_math *m, enum kb_math_op op, const void *a,
              m->name, op_names[op], (int)dt);
         return SIM_EINVAL;
     }
+    if (!a && !b && !c && !out)
+        return 0; /* time only: a timing-only run carries no values */
     if ((n || op == KB_MATH_SUM) && !out)
         why = "out";
     else if (n && !a)
@@ -318,7 +320,8 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
              m->name, op_names[op]);
         return SIM_EPERM;
     }
-    kb_math_compute(op, a, b, c, out, n, dt);
+    if (out)
+        kb_math_compute(op, a, b, c, out, n, dt);
 
     uint64_t cycles = kb_math_cycles(&m->p, op, n, dt);
     sim_time t = cycles_to_ps(cycles, m->p.clock_ghz);

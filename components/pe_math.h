@@ -120,7 +120,9 @@ const char *kb_math_name(const struct kb_math *m);
 const struct kb_math_params *kb_math_params(const struct kb_math *m);
 
 /* From a thread process: computes the values (kb_math_compute), then holds
- * the unit for kb_math_time and returns when the op ends. The unit does one
+ * the unit for kb_math_time and returns when the op ends; with every buffer
+ * NULL only the time is taken (timing-only runs carry no values). The unit
+ * does one
  * op at a time: a call made while it is busy starts when it frees (callers
  * are served in call order). SIM_EINVAL on bad operands (nothing computed);
  * SIM_EPERM outside any process (nothing done) or from a method process

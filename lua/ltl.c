@@ -63,6 +63,7 @@ struct kctx {
     struct kb_pe *pe;
     int rank, world, program_id;
     bool ended;
+    bool no_data; /* a timing-only system: handles carry no values */
     sim_time gemm_free_ps; /* tl.gemm_tile: when the engine is free again */
     uint64_t *allocs; /* TCM addresses of live handles */
     size_t n_allocs, cap_allocs;
@@ -375,6 +376,7 @@ static int l_bind(lua_State *L)
     c->s = s;
     c->pe = pe;
     c->program_id = pe->rank;
+    c->no_data = kb_system_timing_only(sys);
     c->rank = (int)luaL_checkinteger(L, 3);
     c->world = (int)luaL_checkinteger(L, 4);
     lua_pushvalue(L, 1); /* the system outlives its kernels */
@@ -536,6 +538,8 @@ static void *hread(lua_State *L, const struct handle *h, int slot)
 
 static void hwrite(lua_State *L, const struct handle *h, const void *buf)
 {
+    if (h->ctx->no_data)
+        return; /* a timing-only run: no values, no memory touched */
     if (kb_mem_write(h->ctx->pe->tcm, h->addr, buf, hbytes(h)) != 0)
         luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
 }
@@ -648,6 +652,8 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
                            const char *what)
 {
     if (lua_type(L, i) == LUA_TNUMBER) {
+        if (c->no_data)
+            return NULL;
         lua_Number v = lua_tonumber(L, i);
         unsigned char *buf = scratch(L, i - 1, (size_t)n * kb_dtype_size(dt));
         for (uint32_t j = 0; j < n; j++)
@@ -661,7 +667,7 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
     if (h->n != n || h->dt != dt)
         luaL_error(L, "%s on PE '%s': operands differ (%d %s and %d %s)", what, c->pe->name,
                    (int)n, kb_dtype_name(dt), (int)h->n, kb_dtype_name(h->dt));
-    return hread(L, h, i - 1);
+    return c->no_data ? NULL : hread(L, h, i - 1);
 }
 
 /* The first handle among the first `arity` arguments fixes n and dtype. */
@@ -688,7 +694,7 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     dispatch(L, c, what);
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
-    void *obuf = scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
+    void *obuf = c->no_data ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
     void *bp = kb_block_begin(L, c->s, what);
     int rc = kb_math_run(c->pe->math, op, ops[0], ops[1], ops[2], obuf, n, dt);
     kb_block_end(bp);
@@ -727,6 +733,8 @@ static int l_full(lua_State *L)
     if (rc < 0)
         return luaL_error(L, "tl.full: %s", sim_errmsg(c->s));
     struct handle *h = newhandle(L, c, n, dt);
+    if (c->no_data)
+        return 1;
     unsigned char *buf = scratch(L, RESULT, hbytes(h));
     for (uint32_t j = 0; j < n; j++)
         kb_dtype_store(buf, j, dt, v);
@@ -1029,7 +1037,7 @@ static int l_send(lua_State *L)
     const char *dir = luaL_checkstring(L, 1);
     struct handle *h = checkhandle(L, 2);
     checkwired(L, c, dir, true, "tl.send");
-    const void *buf = hread(L, h, 0);
+    const void *buf = c->no_data ? NULL : hread(L, h, 0);
     dispatch(L, c, "tl.send");
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
     void *bp = kb_block_begin(L, c->s, "tl.send");

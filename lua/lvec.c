@@ -154,6 +154,8 @@ static int v_write(lua_State *L)
     lua_Integer addr = luaL_checkinteger(L, 4);
     enum kb_dtype dt = checkdt(L, 5);
     size_t es = kb_dtype_size(dt);
+    if (kb_system_timing_only(kb_checksystem(L, 2)))
+        return 0; /* a timing-only system carries no payload, host writes included */
     /* rounded straight into the memory's pages; the first span checks the
      * whole range, so an error names it as kb_mem_write would */
     uint64_t a = (uint64_t)addr;

@@ -1,7 +1,7 @@
 -- comms_bench.lua — PARAM / nccl-tests style collective benchmark: a size sweep per collective, the sigmoid performance-model fit and the α-β / LogGP predictions beside the simulation
 --
 --   kbsim [-j N] [--topology FILE] [--set K=V] scenarios/comms_bench.lua
---         [collectives=all_reduce,all_gather,...] [min=4] [max=64MiB] [ws=2]
+--         [collectives=all_reduce,all_gather,...] [min=4] [max=64MiB] [ws=8]
 --         [algorithm=ring_rs_ag_allreduce] [check_max=1MiB] [param=FILE]
 --
 -- Simulated mode (default): for every collective and every size 4 B x 2^k
@@ -46,7 +46,7 @@ local function bytes_arg(key, s)
   return v
 end
 
-local opt = {collectives = KNOWN, min = 4, max = 64 * 1024 * 1024, ws = 2,
+local opt = {collectives = KNOWN, min = 4, max = 64 * 1024 * 1024, ws = 8,
              algorithm = "ring_rs_ag_allreduce", check_max = 1024 * 1024}
 for _, a in ipairs(arg or {}) do
   local k, v = a:match("^([%w_]+)=(.*)$")

@@ -9,7 +9,7 @@ kbsim=$1 src=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 fail() { echo "FAIL: $*"; exit 1; }
 run() { "$kbsim" -q "$@" "$src/scenarios/comms_bench.lua" collectives=all_reduce,all_gather \
-  min=16 max=4KiB check_max=1KiB; }
+  min=16 max=4KiB check_max=1KiB ws=2; }
 
 run -j 1 -o "$work/j1" > "$work/j1.log" 2>&1 || { cat "$work/j1.log"; fail "run with -j 1"; }
 run -j 2 -o "$work/j2" > "$work/j2.log" 2>&1 || { cat "$work/j2.log"; fail "run with -j 2"; }
