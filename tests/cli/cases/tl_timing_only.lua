@@ -1,0 +1,28 @@
+-- tl_timing_only.lua — a timing-only system gives the same times as one with payload, and no values
+local kb = require("kbsim")
+local T = require("kbsim.torch")
+local tl = require("kbsim.tl")
+
+local function run(timing_only)
+  local torch = T.init{topology = {sips = {count = 1}, sip = {cube_mesh = {w = 2, h = 2}}},
+                       timing_only = timing_only}
+  local D = torch.distributed
+  D.init_process_group{backend = "ahbm", config = {ccl = {algorithm = "ring_rs_ag_allreduce",
+    algorithms = {ring_rs_ag_allreduce = {world_size = 8}}}}}
+  local t = torch.zeros({1, 8 * 4096}, {dtype = "f16"})
+  for k, r in ipairs(D.get_ranks()) do t:shard_write_vec(r, tl.vec_new(4096, k)) end
+  local rep = D.all_reduce(t, {check = not timing_only})
+  return rep, t:shard_vec(D.get_ranks()[1]):max_abs()
+end
+
+local full, full_max = run(false)
+local timing, timing_max = run(true)
+kb.check(full.check == "passed", "the run with payload checks its values")
+kb.check(full.latency_ns == timing.latency_ns,
+         ("same latency: %.3f vs %.3f ns"):format(full.latency_ns, timing.latency_ns))
+for r, ns in pairs(full.per_rank_ns) do
+  kb.check(timing.per_rank_ns[r] == ns, ("rank %d: same kernel time"):format(r))
+end
+kb.check(full_max == 36 and timing_max == 0, ("values only with payload: %g and %g")
+  :format(full_max, timing_max))
+print(("tl_timing_only ok: %.1f ns"):format(full.latency_ns))
