@@ -1087,9 +1087,9 @@ struct sweep {
     size_t n;
     struct point *pts;
     long trace_index;    /* the point that gets --trace, or -1 */
-    size_t *todo;        /* points to simulate */
-    size_t ntodo;
-    unsigned char *status; /* per todo entry: enum sim_sweep_status */
+    size_t *pending_pts;        /* points to simulate */
+    size_t n_pending;
+    unsigned char *status; /* per pending_pts entry: enum sim_sweep_status */
     /* progress bar */
     bool bar;
     uint64_t t0;
@@ -1113,7 +1113,7 @@ static int sweep_gc(lua_State *L)
         free(sw->pts[i].trace);
     }
     free(sw->pts);
-    free(sw->todo);
+    free(sw->pending_pts);
     free(sw->status);
     memset(sw, 0, sizeof *sw);
     return 0;
@@ -1221,11 +1221,11 @@ static int worker_main(lua_State *W)
     return 0;
 }
 
-/* sim_sweep_run_fn: point todo[k] in its own Lua state. */
+/* sim_sweep_run_fn: point pending_pts[k] in its own Lua state. */
 static int point_run(struct sim_sweep_point *sp, size_t k, void *ud)
 {
     struct sweep *sw = ud;
-    size_t index = sw->todo[k];
+    size_t index = sw->pending_pts[k];
     struct point *pt = &sw->pts[index];
     struct worker wk = {sw, pt, sp, index};
     lua_State *W = luaL_newstate();
@@ -1253,7 +1253,7 @@ static int point_run(struct sim_sweep_point *sp, size_t k, void *ud)
 static void bar_draw(struct sweep *sw)
 {
     double el = (double)(uv_hrtime() - sw->t0) * 1e-9;
-    size_t done = sw->ndone, total = sw->ntodo;
+    size_t done = sw->ndone, total = sw->n_pending;
     char bar[25];
     size_t fill = total ? 24 * done / total : 24;
     memset(bar, '#', fill);
@@ -1287,7 +1287,7 @@ static void on_timer_closed(uv_handle_t *h)
     *(bool *)h->loop->data = false;
 }
 
-/* Runs the points in todo; returns sim_sweep_run's status. */
+/* Runs the points in pending_pts; returns sim_sweep_run's status. */
 static int run_points(struct sweep *sw, int jobs)
 {
     uv_loop_t loop;
@@ -1306,7 +1306,7 @@ static int run_points(struct sweep *sw, int jobs)
         .jobs = jobs, .catch_sigint = true, .loop = &loop,
         .progress = on_progress,
     };
-    rc = sim_sweep_run(sw->ntodo, point_run, sw, &opts, sw->status);
+    rc = sim_sweep_run(sw->n_pending, point_run, sw, &opts, sw->status);
     if (timer_open) {
         uv_close((uv_handle_t *)&sw->timer, on_timer_closed);
         while (timer_open)
@@ -1603,9 +1603,9 @@ static int l_sweep(lua_State *L)
     }
     size_t nalloc = sw->n ? sw->n : 1;
     sw->pts = calloc(nalloc, sizeof *sw->pts);
-    sw->todo = calloc(nalloc, sizeof *sw->todo);
+    sw->pending_pts = calloc(nalloc, sizeof *sw->pending_pts);
     sw->status = calloc(nalloc, 1);
-    if (!sw->name || !sw->pts || !sw->todo || !sw->status)
+    if (!sw->name || !sw->pts || !sw->pending_pts || !sw->status)
         return luaL_error(L, "kb.sweep: out of memory");
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "path");
@@ -1695,14 +1695,14 @@ static int l_sweep(lua_State *L)
             sw->pts[i].reused = true;
             sw->nreused++;
         } else if (!stopped_before) {
-            sw->todo[sw->ntodo++] = i;
+            sw->pending_pts[sw->n_pending++] = i;
         }
     }
-    sw->bar = !quiet && sw->ntodo > 0 && isatty(2);
+    sw->bar = !quiet && sw->n_pending > 0 && isatty(2);
 
     uint64_t t0 = uv_hrtime();
     int rc = 0;
-    if (sw->ntodo > 0)
+    if (sw->n_pending > 0)
         rc = run_points(sw, (int)jobs);
     if (rc == SIM_EINVAL || rc == SIM_ENOMEM)
         return luaL_error(L, "kb.sweep: cannot start the sweep (out of memory)");
@@ -1714,13 +1714,13 @@ static int l_sweep(lua_State *L)
     unsigned char *state = lua_newuserdatauv(L, nalloc, 0);
     for (size_t i = 0; i < sw->n; i++)
         state[i] = sw->pts[i].reused ? P_DONE : P_NOT_RUN;
-    for (size_t k = 0; k < sw->ntodo; k++) {
-        struct point *pt = &sw->pts[sw->todo[k]];
+    for (size_t k = 0; k < sw->n_pending; k++) {
+        struct point *pt = &sw->pts[sw->pending_pts[k]];
         unsigned char st = sw->status[k];
         if (st == SIM_SWEEP_DONE && pt->err == NULL && pt->checks_failed == 0)
-            state[sw->todo[k]] = P_DONE;
+            state[sw->pending_pts[k]] = P_DONE;
         else if (st == SIM_SWEEP_DONE || st == SIM_SWEEP_FAILED)
-            state[sw->todo[k]] = P_FAILED;
+            state[sw->pending_pts[k]] = P_FAILED;
     }
 
     lua_newtable(L);
