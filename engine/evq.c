@@ -1,4 +1,4 @@
-/* evq.c — the timed event queue: a monotone FIFO beside a 4-ary heap */
+/* evq.c — the timed event queue: a monotone FIFO, a radix heap and a 4-ary heap */
 #include "evq.h"
 
 #include <stdlib.h>
@@ -27,6 +27,8 @@ void evq_init(struct evq *q)
 void evq_release(struct evq *q)
 {
     free(q->fifo);
+    for (int i = 0; i < 65; i++)
+        free(q->rb[i].v);
     free(q->heap);
     *q = (struct evq){0};
 }
@@ -122,6 +124,70 @@ static void heap_pop(struct evq *q)
     h[i] = last;
 }
 
+/* ---- the radix heap ---------------------------------------------------
+ * Simulated time never goes back, so (nearly) every new entry is no
+ * earlier than the last minimum taken, rlast. An entry goes to the bucket
+ * of the highest bit in which its time differs from rlast: a push is an
+ * append. When bucket 0 (time == rlast) is empty, the first non-empty
+ * bucket is split: its minimum becomes rlast and its entries fall into
+ * lower buckets. An entry falls at most 64 times, and there are no chains
+ * of dependent compares as in a heap walk. */
+
+static inline int bucket_of(uint64_t t, uint64_t last)
+{
+    return t == last ? 0 : 64 - __builtin_clzll(t ^ last);
+}
+
+static bool bucket_add(struct evq *q, int i, const struct evq_entry *e)
+{
+    struct evq_bucket *b = &q->rb[i];
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        struct evq_entry *v = realloc(b->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = *e;
+    if (i)
+        q->rmask |= 1ull << (i - 1);
+    return true;
+}
+
+/* Makes bucket 0 hold the radix heap's minimum time, if it has entries. */
+static void radix_settle(struct evq *q)
+{
+    if (q->rb[0].n || !q->rmask)
+        return;
+    int i = __builtin_ctzll(q->rmask) + 1;
+    struct evq_bucket *b = &q->rb[i];
+    uint64_t m = b->v[0].t;
+    for (size_t k = 1; k < b->n; k++)
+        m = b->v[k].t < m ? b->v[k].t : m;
+    q->rlast = m;
+    q->rmask &= ~(1ull << (i - 1));
+    /* every entry lands in a lower bucket, which has room: grown before */
+    for (size_t k = 0; k < b->n; k++) {
+        int j = bucket_of(b->v[k].t, m);
+        struct evq_bucket *d = &q->rb[j];
+        if (d->n == d->cap) {
+            size_t cap = d->cap ? d->cap * 2 : 16;
+            while (cap < d->n + b->n)
+                cap *= 2;
+            struct evq_entry *v = realloc(d->v, cap * sizeof *v);
+            if (!v)
+                abort(); /* the kernel treats memory exhaustion as fatal */
+            d->v = v;
+            d->cap = cap;
+        }
+        d->v[d->n++] = b->v[k];
+        if (j)
+            q->rmask |= 1ull << (j - 1);
+    }
+    b->n = 0;
+}
+
 bool evq_push(struct evq *q, const struct evq_entry *e)
 {
     if (q->fifo_len == 0 ||
@@ -133,31 +199,65 @@ bool evq_push(struct evq *q, const struct evq_entry *e)
         q->fifo_len++;
         return true;
     }
+    if (e->t >= q->rlast) {
+        if (!bucket_add(q, bucket_of(e->t, q->rlast), e))
+            return false;
+        q->rlen++;
+        return true;
+    }
     return heap_push(q, e);
 }
 
-const struct evq_entry *evq_peek(const struct evq *q)
+/* The head of each structure: 0 FIFO, 1 radix, 2 heap; -1 when empty. */
+static int smallest(struct evq *q)
 {
-    const struct evq_entry *f = q->fifo_len ? &q->fifo[q->fifo_head] : NULL;
-    const struct evq_entry *h = q->heap_len ? &q->heap[0] : NULL;
-    if (!f)
-        return h;
-    if (!h)
-        return f;
-    return key_less(h, f) ? h : f;
+    int which = -1;
+    uint64_t best = 0;
+    if (q->fifo_len) {
+        which = 0;
+        best = q->fifo[q->fifo_head].t;
+    }
+    if (q->rlen) {
+        radix_settle(q);
+        if (which < 0 || q->rlast < best) {
+            which = 1;
+            best = q->rlast;
+        }
+    }
+    if (q->heap_len && (which < 0 || q->heap[0].t < best))
+        which = 2;
+    return which;
+}
+
+const struct evq_entry *evq_peek(struct evq *q)
+{
+    switch (smallest(q)) {
+    case 0:
+        return &q->fifo[q->fifo_head];
+    case 1:
+        return &q->rb[0].v[q->rb[0].n - 1];
+    case 2:
+        return &q->heap[0];
+    }
+    return NULL;
 }
 
 bool evq_pop(struct evq *q, struct evq_entry *out)
 {
-    const struct evq_entry *m = evq_peek(q);
-    if (!m)
-        return false;
-    *out = *m;
-    if (q->fifo_len && m == &q->fifo[q->fifo_head]) {
+    switch (smallest(q)) {
+    case 0:
+        *out = q->fifo[q->fifo_head];
         q->fifo_head = (q->fifo_head + 1) & (q->fifo_cap - 1);
         q->fifo_len--;
-    } else {
+        return true;
+    case 1:
+        *out = q->rb[0].v[--q->rb[0].n];
+        q->rlen--;
+        return true;
+    case 2:
+        *out = q->heap[0];
         heap_pop(q);
+        return true;
     }
-    return true;
+    return false;
 }

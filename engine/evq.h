@@ -4,10 +4,14 @@
  * any (deterministic) order: the scheduler pops all entries of a time
  * together and sorts them by seq, a per-simulation insertion counter, so
  * that ties are broken by insertion order. Comparing times alone keeps the
- * heap walk to one 64-bit compare a step. Two structures hold them: a FIFO for entries
- * that arrive in non-decreasing key order (the common case: every process
- * waits the same delay, or one clock) and a 4-ary heap for the rest; pop
- * takes the smaller head. Cancellation is lazy: an entry carries the
+ * queue's work to 64-bit compares. Three structures hold them: a FIFO for
+ * entries that arrive in non-decreasing time order (the common case: every
+ * process waits the same delay, or one clock), a radix heap for the rest
+ * (simulated time never goes back, so a push is an append to the bucket of
+ * the highest bit in which the time differs from the last minimum taken),
+ * and a 4-ary heap for the rare entries earlier than that minimum (pushed
+ * between runs, or while the FIFO still holds earlier ones); pop takes the
+ * smallest head. Cancellation is lazy: an entry carries the
  * generation of its owner, and a stale entry is dropped when it surfaces.
  */
 #ifndef KBSIM_EVQ_H
@@ -25,10 +29,20 @@ struct evq_entry {
     uint32_t gen;
 };
 
+struct evq_bucket {
+    struct evq_entry *v;
+    size_t n, cap;
+};
+
 struct evq {
     struct evq_entry *fifo; /* ring buffer, capacity a power of two */
     size_t fifo_head, fifo_len, fifo_cap;
-    struct evq_entry *heap;
+    /* radix heap: bucket 0 holds entries at time rlast, bucket i > 0 those
+     * whose time first differs from rlast in bit i-1 (from the top) */
+    struct evq_bucket rb[65];
+    uint64_t rlast, rmask; /* rmask bit i-1: bucket i not empty */
+    size_t rlen;
+    struct evq_entry *heap; /* the rare entries earlier than rlast */
     size_t heap_len, heap_cap;
 };
 
@@ -40,11 +54,12 @@ bool evq_push(struct evq *q, const struct evq_entry *e);
 
 static inline size_t evq_size(const struct evq *q)
 {
-    return q->fifo_len + q->heap_len;
+    return q->fifo_len + q->rlen + q->heap_len;
 }
 
-/* An entry of the smallest time, or NULL when empty. */
-const struct evq_entry *evq_peek(const struct evq *q);
+/* An entry of the smallest time, or NULL when empty; valid until the next
+ * push or pop (it may reorganise the queue). */
+const struct evq_entry *evq_peek(struct evq *q);
 
 /* Removes an entry of the smallest time into *out; false when empty. */
 bool evq_pop(struct evq *q, struct evq_entry *out);

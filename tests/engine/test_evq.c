@@ -56,4 +56,34 @@ TEST(interleaved_push_pop)
     evq_release(&q);
 }
 
-TEST_MAIN(pops_in_key_order, interleaved_push_pop)
+/* An entry earlier than the radix heap's last minimum (as pushed between
+ * two runs) goes to the side heap; the three heads still merge in order. */
+TEST(entries_before_the_radix_floor)
+{
+    struct evq q;
+    evq_init(&q);
+    uint64_t seq = 0;
+    uint64_t ts[] = {100, 50, 70};
+    for (int i = 0; i < 3; i++) {
+        struct evq_entry e = {ts[i], seq++, NULL, 0, 0};
+        ASSERT_TRUE(evq_push(&q, &e));
+    }
+    struct evq_entry cur;
+    ASSERT_TRUE(evq_pop(&q, &cur));
+    ASSERT_U64_EQ(cur.t, 50); /* the radix floor is now 50 */
+    uint64_t more[] = {40, 60, 45, 200};
+    for (int i = 0; i < 4; i++) {
+        struct evq_entry e = {more[i], seq++, NULL, 0, 0};
+        ASSERT_TRUE(evq_push(&q, &e));
+    }
+    uint64_t want[] = {40, 45, 60, 70, 100, 200};
+    for (int i = 0; i < 6; i++) {
+        ASSERT_TRUE(evq_pop(&q, &cur));
+        ASSERT_U64_EQ(cur.t, want[i]);
+    }
+    ASSERT_TRUE(!evq_pop(&q, &cur));
+    ASSERT_EQ(evq_size(&q), 0);
+    evq_release(&q);
+}
+
+TEST_MAIN(pops_in_key_order, interleaved_push_pop, entries_before_the_radix_floor)
