@@ -27,8 +27,10 @@ void evq_init(struct evq *q)
 void evq_release(struct evq *q)
 {
     free(q->fifo);
-    for (int i = 0; i < 65; i++)
-        free(q->rb[i].v);
+    if (q->rb)
+        for (int i = 0; i < 65; i++)
+            free(q->rb[i].v);
+    free(q->rb);
     free(q->heap);
     *q = (struct evq){0};
 }
@@ -200,6 +202,8 @@ bool evq_push(struct evq *q, const struct evq_entry *e)
         return true;
     }
     if (e->t >= q->rlast) {
+        if (!q->rb && !(q->rb = calloc(65, sizeof *q->rb)))
+            return false;
         if (!bucket_add(q, bucket_of(e->t, q->rlast), e))
             return false;
         q->rlen++;
@@ -209,8 +213,10 @@ bool evq_push(struct evq *q, const struct evq_entry *e)
 }
 
 /* The head of each structure: 0 FIFO, 1 radix, 2 heap; -1 when empty. */
-static int smallest(struct evq *q)
+static inline int smallest(struct evq *q)
 {
+    if (!q->rlen && !q->heap_len) /* the common case: a FIFO only */
+        return q->fifo_len ? 0 : -1;
     int which = -1;
     uint64_t best = 0;
     if (q->fifo_len) {

@@ -39,7 +39,7 @@ struct evq {
     size_t fifo_head, fifo_len, fifo_cap;
     /* radix heap: bucket 0 holds entries at time rlast, bucket i > 0 those
      * whose time first differs from rlast in bit i-1 (from the top) */
-    struct evq_bucket rb[65];
+    struct evq_bucket *rb; /* 65 buckets, allocated on first use */
     uint64_t rlast, rmask; /* rmask bit i-1: bucket i not empty */
     size_t rlen;
     struct evq_entry *heap; /* the rare entries earlier than rlast */
