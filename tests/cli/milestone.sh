@@ -51,4 +51,10 @@ grep -q "bad.csv:2: bytes_per_pe: 'abc' is not a number" "$work/bad.log" || { ca
   "$src/scenarios/milestone_1h_ccl.lua" sizes=4096 buffer_sizes=128 matrix=no > "$work/set.log" 2>&1 \
   || { cat "$work/set.log"; fail "a run with --set"; }
 grep -q "all checks passed" "$work/set.log" || fail "checks with --set"
+# failing points (a 2x3 torus cannot have 4 SIPs) leave the others' rows
+"$kbsim" -q -o "$work/fail" --set sips.count=4 "$src/scenarios/milestone_1h_ccl.lua" sizes=8,64 \
+  buffer_sizes=128 matrix=no > "$work/fail.log" 2>&1
+[ $? -eq 1 ] || { cat "$work/fail.log"; fail "failed points must exit 1"; }
+grep -q "kb.sweep 'latency': 4 of 6 points failed" "$work/fail.log" || { cat "$work/fail.log"; fail "failure summary"; }
+[ "$(grep -c '^lrab,ring_1d,4,' "$work/fail/summary.csv")" -eq 2 ] || fail "the ring rows (4 SIPs) are kept"
 echo "milestone ok"
