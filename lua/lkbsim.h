@@ -66,6 +66,11 @@ void kb_open_system(lua_State *L);
 /* The open kbsim.system at index i (an error otherwise); its simulation is
  * the userdata's first user value (lsystem.c). */
 struct kb_system *kb_checksystem(lua_State *L, int i);
+/* A PE's memory for host access: the kbsim.system at sysidx, the rank at
+ * rankidx, the kind ("tcm", "sram", "hbm") at kindidx, default HBM or TCM
+ * where there is none; makes none of the PE's units (ltl.c). */
+struct kb_mem;
+struct kb_mem *kb_check_pe_mem(lua_State *L, int sysidx, int rankidx, int kindidx);
 /* Registers the kbsim.tlcore module in package.preload (ltl.c). */
 void kb_open_tl(lua_State *L);
 /* Adds the host-vector functions (vec_*) and the kbsim.vec type to the

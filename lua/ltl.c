@@ -145,6 +145,23 @@ static enum kb_mem_kind optkind(lua_State *L, int i, struct kb_pe *pe)
     return pe->hbm ? KB_MEM_HBM : KB_MEM_TCM;
 }
 
+/* Host access (no simulated time) to a PE's memory: the system at sysidx,
+ * the rank at rankidx, the kind at kindidx (default HBM, or TCM where there
+ * is none). It makes none of the PE's units: those fix the IPCQ settings,
+ * which init_process_group may still choose. */
+struct kb_mem *kb_check_pe_mem(lua_State *L, int sysidx, int rankidx, int kindidx)
+{
+    struct kb_system *sys = kb_checksystem(L, sysidx);
+    lua_Integer r = luaL_checkinteger(L, rankidx);
+    struct kb_system_counts c;
+    kb_system_get_counts(sys, &c);
+    if (r < 0 || r >= c.pes)
+        luaL_argerror(L, rankidx,
+                      lua_pushfstring(L, "no PE of rank %I (ranks 0..%d)", r, c.pes - 1));
+    struct kb_pe *pe = kb_system_pe(sys, (int)r);
+    return pe_mem(L, pe, optkind(L, kindidx, pe), NULL);
+}
+
 /* ---- scratch --------------------------------------------------------- */
 
 static void push_weak_table(lua_State *L, const void *key)
@@ -223,9 +240,8 @@ static void scratch_drop(lua_State *L)
 /* alloc(sys, rank, kind, bytes) -> address */
 static int l_alloc(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
-    struct kb_pe *pe = checkpe(L, sys, 2);
-    struct kb_mem *m = pe_mem(L, pe, checkkind(L, 3), NULL);
+    checkkind(L, 3);
+    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 3);
     lua_Integer bytes = luaL_checkinteger(L, 4);
     luaL_argcheck(L, bytes > 0, 4, "byte count must be positive");
     uint64_t addr;
@@ -238,12 +254,10 @@ static int l_alloc(lua_State *L)
 /* host_write(sys, rank, addr, dtype, values [, kind]) */
 static int l_host_write(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
-    struct kb_pe *pe = checkpe(L, sys, 2);
+    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 6);
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
     luaL_checktype(L, 5, LUA_TTABLE);
-    struct kb_mem *m = pe_mem(L, pe, optkind(L, 6, pe), NULL);
     lua_Integer n = luaL_len(L, 5);
     size_t es = kb_dtype_size(dt);
     unsigned char *buf = scratch(L, 0, (size_t)(n > 0 ? n : 1) * es);
@@ -264,12 +278,10 @@ static int l_host_write(lua_State *L)
 /* host_read(sys, rank, addr, dtype, n [, kind]) -> values */
 static int l_host_read(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
-    struct kb_pe *pe = checkpe(L, sys, 2);
+    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 6);
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
     uint32_t n = checkcount(L, 5);
-    struct kb_mem *m = pe_mem(L, pe, optkind(L, 6, pe), NULL);
     size_t es = kb_dtype_size(dt);
     unsigned char *buf = scratch(L, 0, (size_t)n * es);
     if (kb_mem_read(m, (uint64_t)addr, buf, (uint64_t)n * es) != 0)

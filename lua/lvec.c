@@ -54,26 +54,6 @@ static enum kb_dtype checkdt(lua_State *L, int i)
     return dt;
 }
 
-/* The memory (kind at i, default HBM or else TCM) of PE rank at index r. */
-static struct kb_mem *memof(lua_State *L, int sysidx, int r, int kindidx)
-{
-    struct kb_system *sys = kb_checksystem(L, sysidx);
-    lua_Integer rank = luaL_checkinteger(L, r);
-    struct kb_system_counts c;
-    kb_system_get_counts(sys, &c);
-    if (rank < 0 || rank >= c.pes)
-        luaL_argerror(L, r, "no such PE");
-    struct kb_pe *pe = kb_system_pe(sys, (int)rank);
-    static const char *const names[] = {"tcm", "sram", "hbm", NULL};
-    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
-    enum kb_mem_kind k = lua_isnoneornil(L, kindidx)
-                             ? (pe->hbm ? KB_MEM_HBM : KB_MEM_TCM)
-                             : kinds[luaL_checkoption(L, kindidx, NULL, names)];
-    struct kb_mem *m = kb_pe_mem(pe, k, NULL);
-    if (!m)
-        luaL_error(L, "PE '%s' has no %s", pe->name, kb_mem_kind_name(k));
-    return m;
-}
 
 /* vec_new(n [, value]) */
 static int l_new(lua_State *L)
@@ -114,7 +94,7 @@ static int l_from(lua_State *L)
 /* vec_read(sys, rank, addr, dtype, n [, kind]) */
 static int l_read(lua_State *L)
 {
-    struct kb_mem *m = memof(L, 1, 2, 6);
+    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 6);
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdt(L, 4);
     size_t n = checksize(L, 5), es = kb_dtype_size(dt);
@@ -150,7 +130,7 @@ static int l_read(lua_State *L)
 static int v_write(lua_State *L)
 {
     struct vec *x = checkvec(L, 1);
-    struct kb_mem *m = memof(L, 2, 3, 6);
+    struct kb_mem *m = kb_check_pe_mem(L, 2, 3, 6);
     lua_Integer addr = luaL_checkinteger(L, 4);
     enum kb_dtype dt = checkdt(L, 5);
     size_t es = kb_dtype_size(dt);
@@ -276,8 +256,10 @@ static int v_set(lua_State *L)
     return 1;
 }
 
-/* v:max_abs_diff(w) -> largest |v[i] - w[i]| (inf if any is NaN), index */
-static int v_max_abs_diff(lua_State *L)
+/* The largest difference of v and w, absolute or relative to |w[i]|
+ * (w[i] = 0: 0 when v[i] is 0 too, else inf; NaN on either side: inf),
+ * and its index. */
+static int max_diff(lua_State *L, bool relative)
 {
     struct vec *x = checkvec(L, 1);
     struct vec *y = same_size(L, x, 2);
@@ -287,29 +269,7 @@ static int v_max_abs_diff(lua_State *L)
         double d = fabs(x->v[i] - y->v[i]);
         if (d != d)
             d = INFINITY;
-        if (d > worst) {
-            worst = d;
-            at = i;
-        }
-    }
-    lua_pushnumber(L, worst);
-    lua_pushinteger(L, (lua_Integer)at);
-    return 2;
-}
-
-/* v:max_rel_diff(w) -> largest |v[i] - w[i]| / |w[i]| (w[i] = 0: 0 when
- * v[i] is 0 too, else inf; inf if either is NaN), index */
-static int v_max_rel_diff(lua_State *L)
-{
-    struct vec *x = checkvec(L, 1);
-    struct vec *y = same_size(L, x, 2);
-    double worst = 0;
-    size_t at = 0;
-    for (size_t i = 0; i < x->n; i++) {
-        double d = fabs(x->v[i] - y->v[i]);
-        if (d != d)
-            d = INFINITY;
-        else if (d > 0)
+        else if (relative && d > 0)
             d = y->v[i] != 0 ? d / fabs(y->v[i]) : INFINITY;
         if (d > worst) {
             worst = d;
@@ -320,6 +280,12 @@ static int v_max_rel_diff(lua_State *L)
     lua_pushinteger(L, (lua_Integer)at);
     return 2;
 }
+
+/* v:max_abs_diff(w) -> largest |v[i] - w[i]|, index */
+static int v_max_abs_diff(lua_State *L) { return max_diff(L, false); }
+
+/* v:max_rel_diff(w) -> largest |v[i] - w[i]| / |w[i]|, index */
+static int v_max_rel_diff(lua_State *L) { return max_diff(L, true); }
 
 /* v:tile(rows, cols, tr, tc) -> a new vec: the row-major rows×cols matrix v
  * reordered tile by tile (tiles tr×tc in row-major order, each row-major

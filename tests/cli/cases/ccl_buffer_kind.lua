@@ -24,4 +24,15 @@ kb.check(tcm < sram and tcm < hbm, "tcm slots are the fastest")
 local ok, err = pcall(torch.sys.set_ipcq, torch.sys, {buffer_kind = "tcm", backpressure = "sleep"})
 kb.check(not ok and err:find("already made with buffer_kind 'hbm' and backpressure 'poll'", 1, true),
          "changing the IPCQ of a used system is refused: " .. tostring(err))
+-- host access (tensors allocated and written first) makes no PE units, so
+-- init_process_group can still choose the buffer kind
+do
+  local t2 = T.init{topology = {sips = {count = 1}, sip = {cube_mesh = {w = 2, h = 2}}}}
+  local x = t2.zeros({1, 4 * 64}, {dtype = "f16", ranks = {0, 1, 2, 3}})
+  x:shard_write_vec(0, tl.vec_new(64, 1))
+  local D = t2.distributed
+  D.init_process_group{backend = "ahbm", config = {ccl = {algorithm = "ring_allreduce",
+    buffer_kind = "sram", algorithms = {ring_allreduce = {world_size = 4}}}}}
+  kb.check(D.all_reduce(x).check == "passed", "tensor made before init_process_group")
+end
 print("ccl_buffer_kind ok")
