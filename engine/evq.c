@@ -21,7 +21,7 @@ static inline bool key_less(const struct evq_entry *a,
 
 void evq_init(struct evq *q)
 {
-    *q = (struct evq){0};
+    *q = (struct evq){.head_src = EVQ_UNKNOWN};
 }
 
 void evq_release(struct evq *q)
@@ -32,7 +32,7 @@ void evq_release(struct evq *q)
             free(q->rb[i].v);
     free(q->rb);
     free(q->heap);
-    *q = (struct evq){0};
+    *q = (struct evq){.head_src = EVQ_UNKNOWN};
 }
 
 static bool fifo_grow(struct evq *q)
@@ -192,6 +192,7 @@ static void radix_settle(struct evq *q)
 
 bool evq_push(struct evq *q, const struct evq_entry *e)
 {
+    q->head_src = EVQ_UNKNOWN;
     if (q->fifo_len == 0 ||
         !key_less(e, &q->fifo[(q->fifo_head + q->fifo_len - 1) &
                               (q->fifo_cap - 1)])) {
@@ -212,37 +213,43 @@ bool evq_push(struct evq *q, const struct evq_entry *e)
     return heap_push(q, e);
 }
 
-/* The head of each structure: 0 FIFO, 1 radix, 2 heap; -1 when empty. */
-static inline int smallest(struct evq *q)
+/* Finds the structure holding the smallest time (EVQ_FIFO, EVQ_RADIX,
+ * EVQ_HEAP; EVQ_NONE when empty) and remembers it until the next push or
+ * pop, so that a peek, a pop and the next peek look it up once. */
+static int find_head(struct evq *q)
 {
-    if (!q->rlen && !q->heap_len) /* the common case: a FIFO only */
-        return q->fifo_len ? 0 : -1;
-    int which = -1;
+    int which = EVQ_NONE;
     uint64_t best = 0;
     if (q->fifo_len) {
-        which = 0;
+        which = EVQ_FIFO;
         best = q->fifo[q->fifo_head].t;
     }
     if (q->rlen) {
         radix_settle(q);
-        if (which < 0 || q->rlast < best) {
-            which = 1;
+        if (which == EVQ_NONE || q->rlast < best) {
+            which = EVQ_RADIX;
             best = q->rlast;
         }
     }
-    if (q->heap_len && (which < 0 || q->heap[0].t < best))
-        which = 2;
+    if (q->heap_len && (which == EVQ_NONE || q->heap[0].t < best))
+        which = EVQ_HEAP;
+    q->head_src = which;
     return which;
+}
+
+static inline int head_src(struct evq *q)
+{
+    return q->head_src != EVQ_UNKNOWN ? q->head_src : find_head(q);
 }
 
 const struct evq_entry *evq_peek(struct evq *q)
 {
-    switch (smallest(q)) {
-    case 0:
+    switch (head_src(q)) {
+    case EVQ_FIFO:
         return &q->fifo[q->fifo_head];
-    case 1:
+    case EVQ_RADIX:
         return &q->rb[0].v[q->rb[0].n - 1];
-    case 2:
+    case EVQ_HEAP:
         return &q->heap[0];
     }
     return NULL;
@@ -250,20 +257,31 @@ const struct evq_entry *evq_peek(struct evq *q)
 
 bool evq_pop(struct evq *q, struct evq_entry *out)
 {
-    switch (smallest(q)) {
-    case 0:
+    int which = head_src(q);
+    q->head_src = EVQ_UNKNOWN;
+    switch (which) {
+    case EVQ_FIFO:
         *out = q->fifo[q->fifo_head];
         q->fifo_head = (q->fifo_head + 1) & (q->fifo_cap - 1);
-        q->fifo_len--;
+        if (--q->fifo_len && !q->rlen && !q->heap_len)
+            q->head_src = EVQ_FIFO; /* the common case: a FIFO only */
         return true;
-    case 1:
+    case EVQ_RADIX:
         *out = q->rb[0].v[--q->rb[0].n];
         q->rlen--;
         return true;
-    case 2:
+    case EVQ_HEAP:
         *out = q->heap[0];
         heap_pop(q);
         return true;
     }
     return false;
+}
+
+bool evq_pop_at(struct evq *q, uint64_t t, struct evq_entry *out)
+{
+    const struct evq_entry *e = evq_peek(q);
+    if (!e || e->t != t)
+        return false;
+    return evq_pop(q, out);
 }

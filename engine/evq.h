@@ -44,7 +44,10 @@ struct evq {
     size_t rlen;
     struct evq_entry *heap; /* the rare entries earlier than rlast */
     size_t heap_len, heap_cap;
+    int head_src; /* where the head is (EVQ_*), or EVQ_UNKNOWN */
 };
+
+enum { EVQ_UNKNOWN = -2, EVQ_NONE = -1, EVQ_FIFO, EVQ_RADIX, EVQ_HEAP };
 
 void evq_init(struct evq *q);
 void evq_release(struct evq *q);
@@ -63,5 +66,8 @@ const struct evq_entry *evq_peek(struct evq *q);
 
 /* Removes an entry of the smallest time into *out; false when empty. */
 bool evq_pop(struct evq *q, struct evq_entry *out);
+
+/* Removes an entry of time t into *out if the smallest time is t. */
+bool evq_pop_at(struct evq *q, uint64_t t, struct evq_entry *out);
 
 #endif

@@ -29,40 +29,44 @@ struct waiter {
 
 #define INLINE_WAITERS 2
 
+/* What a notification reads fills the first cache line. */
 struct sim_event {
     uint32_t gen;    /* bumped to void a pending delta/timed notification */
     uint8_t pending; /* PEND_* */
     bool embedded;   /* part of a channel's allocation, not freed alone */
     uint32_t n_waiters, cap_waiters;
+    uint32_t n_statics;
     struct waiter *waiters; /* inl until more are needed */
     struct waiter inl[INLINE_WAITERS];
     struct sim *sim;
     sim_time when;   /* time of a pending timed notification */
     struct sim_proc **statics; /* statically sensitive methods */
-    size_t n_statics, cap_statics;
+    size_t cap_statics;
     char *name;
     struct sim_event *next_all;
 };
 
+/* what a blocked thread waits on, for the deadlock report: set by every
+ * wait, never cleared (a thread that runs is not reported) */
+enum { W_TIMEOUT, W_EVENT, W_FIFO_READ, W_FIFO_WRITE, W_ANY, W_ANY_TIMED };
+
+/* The fields an activation touches share the first cache line, up to the
+ * coroutine's saved stack pointer; with thousands of processes every
+ * descriptor is cold when its turn comes. */
 struct sim_proc {
-    /* hot: touched on every activation */
     uint32_t gen;  /* bumped on every wake: voids other pending wake-ups */
     uint8_t kind, state;
     bool queued;   /* in the runnable queue */
     bool dynamic;  /* method: next trigger overrides static sensitivity */
     struct sim *sim;
-    struct coro co;
+    int woken_idx;
+    uint8_t wait_kind; /* W_* */
+    bool daemon;
+    int wait_n;        /* W_ANY*: number of events */
+    const void *wait_obj; /* the event, fifo or event list waited on */
     sim_proc_fn fn;
     void *arg;
-    int woken_idx;
-    bool daemon;
-    /* what a blocked thread waits on, for the deadlock report */
-    bool wait_timed;
-    int wait_n;
-    struct sim_event *const *wait_evs;
-    struct sim_event *wait_one;
-    const char *wait_what;
-    const void *wait_obj;
+    struct coro co;    /* its first field, sp, ends the first line */
     char *name;
     void *ud;
     struct coro_stack *stack;
@@ -71,27 +75,29 @@ struct sim_proc {
 };
 
 struct sim_prim {
+    bool requested;
     bool embedded; /* part of a channel's allocation, not freed alone */
-    struct sim *sim;
     void (*update)(void *ud);
     void *ud;
-    bool requested;
+    struct sim *sim;
     struct sim_prim *next_all;
 };
 
-/* One allocation holds a fifo, its two events, its update hook and its
- * buffer: a blocking read or write touches few cache lines. */
+/* One 64-byte aligned allocation holds a fifo, its update hook, its two
+ * events and its buffer. A non-blocking read or write touches the first
+ * line and the buffer; a blocking one also the hot line of an event. The
+ * elements visible this delta are derived: readable = count - n_written,
+ * free = capacity - count - n_read. */
 struct sim_fifo {
-    struct sim *sim;
-    size_t elem_size, capacity;
-    size_t head, count;     /* physical contents */
-    size_t readable, free;  /* visible to readers / writers this delta */
-    size_t n_written, n_read; /* in this delta, committed by update */
-    struct sim_prim prim;
-    struct sim_event written_ev, read_ev;
-    char *name;
+    struct sim_prim prim;   /* first: update hook and its flag */
+    uint32_t head, count;   /* physical contents */
+    uint32_t n_written, n_read; /* in this delta, committed by update */
+    uint32_t elem_size, capacity;
+    char *name;             /* second line: cold */
     struct sim_fifo *next_all;
-    unsigned char buf[];
+    struct sim_event written_ev __attribute__((aligned(64)));
+    struct sim_event read_ev __attribute__((aligned(64)));
+    unsigned char buf[] __attribute__((aligned(64)));
 };
 
 struct sim_signal {
@@ -414,7 +420,7 @@ static void timed_push(struct sim *s, sim_time t, void *obj, uint32_t kind,
         out_of_memory();
 }
 
-static void trigger(struct sim *s, struct sim_event *e)
+static void trigger_all(struct sim *s, struct sim_event *e)
 {
     size_t n = e->n_waiters;
     e->n_waiters = 0;
@@ -428,6 +434,20 @@ static void trigger(struct sim *s, struct sim_event *e)
         if (!p->dynamic)
             wake(s, p, 0);
     }
+}
+
+/* Wakes the event's waiters. The common case, one dynamic waiter and no
+ * static sensitivity, inline. */
+static inline void trigger(struct sim *s, struct sim_event *e)
+{
+    if (e->n_waiters == 1 && !e->n_statics) {
+        struct waiter w = e->waiters[0];
+        e->n_waiters = 0;
+        if (w.p->gen == w.gen)
+            wake(s, w.p, w.idx);
+        return;
+    }
+    trigger_all(s, e);
 }
 
 static void add_waiter(struct sim_event *e, struct sim_proc *p, int idx)
@@ -530,7 +550,9 @@ void sim_cancel(struct sim_event *e) { event_cancel(e); }
 static struct sim_proc *proc_new(struct sim *s, const char *name, int kind,
                                  sim_proc_fn fn, void *arg)
 {
-    struct sim_proc *p = calloc(1, sizeof *p);
+    struct sim_proc *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
+    if (p)
+        memset(p, 0, sizeof *p);
     if (!p || !(p->name = xstrdup(name))) {
         free(p);
         seterr(s, SIM_ENOMEM, "out of memory creating process '%s'", name);
@@ -697,11 +719,6 @@ static void block(struct sim *s, struct sim_proc *p)
     s->stats.switches++;
     coro_switch(&p->co, next_context(s));
     p->state = ST_RUNNING;
-    p->wait_evs = NULL;
-    p->wait_one = NULL;
-    p->wait_n = 0;
-    p->wait_timed = false;
-    p->wait_what = NULL;
 }
 
 static void schedule_timeout(struct sim *s, struct sim_proc *p, sim_time d)
@@ -718,21 +735,20 @@ int sim_wait(struct sim *s, sim_time delay)
     if (!p)
         return SIM_EPERM;
     schedule_timeout(s, p, delay);
-    p->wait_timed = true;
+    p->wait_kind = W_TIMEOUT;
     block(s, p);
     return 0;
 }
 
-static int wait_event_what(struct sim *s, struct sim_event *e,
-                           const char *what, const void *obj)
+/* Blocks the running thread on e; kind and obj say why, for a report. */
+static inline int wait_event_why(struct sim *s, struct sim_event *e,
+                                 uint8_t kind, const void *obj)
 {
     struct sim_proc *p = need_thread(s, "sim_wait_event");
     if (!p)
         return SIM_EPERM;
     add_waiter(e, p, 0);
-    p->wait_one = e;
-    p->wait_n = 1;
-    p->wait_what = what;
+    p->wait_kind = kind;
     p->wait_obj = obj;
     block(s, p);
     return 0;
@@ -740,7 +756,7 @@ static int wait_event_what(struct sim *s, struct sim_event *e,
 
 int sim_wait_event(struct sim *s, struct sim_event *e)
 {
-    return wait_event_what(s, e, NULL, NULL);
+    return wait_event_why(s, e, W_EVENT, e);
 }
 
 int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,
@@ -753,11 +769,12 @@ int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,
         return seterr(s, SIM_EINVAL, "sim_wait_any: bad event list");
     for (int i = 0; i < n; i++)
         add_waiter(evs[i], p, i);
+    p->wait_kind = W_ANY;
     if (timeout != SIM_FOREVER) {
         schedule_timeout(s, p, timeout);
-        p->wait_timed = true;
+        p->wait_kind = W_ANY_TIMED;
     }
-    p->wait_evs = evs;
+    p->wait_obj = evs;
     p->wait_n = n;
     p->woken_idx = -1;
     block(s, p);
@@ -811,13 +828,19 @@ struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
     return c;
 }
 
-static void request_update(struct sim *s, struct sim_prim *c)
+static void grow_updates(struct sim *s)
 {
-    if (c->requested)
-        return;
     if (!grow(&s->updates, &s->cap_updates, s->n_updates + 1,
               sizeof *s->updates))
         out_of_memory();
+}
+
+static inline void request_update(struct sim *s, struct sim_prim *c)
+{
+    if (c->requested)
+        return;
+    if (s->n_updates == s->cap_updates)
+        grow_updates(s);
     s->updates[s->n_updates++] = c;
     c->requested = true;
 }
@@ -840,14 +863,12 @@ static void fifo_update(void *ud)
 {
     struct sim_fifo *f = ud;
     if (f->n_written) {
-        f->readable += f->n_written;
         f->n_written = 0;
-        notify_from_update(f->sim, &f->written_ev);
+        notify_from_update(f->prim.sim, &f->written_ev);
     }
     if (f->n_read) {
-        f->free += f->n_read;
         f->n_read = 0;
-        notify_from_update(f->sim, &f->read_ev);
+        notify_from_update(f->prim.sim, &f->read_ev);
     }
 }
 
@@ -868,14 +889,22 @@ struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
 {
     if (!name)
         name = "";
-    if (elem_size == 0 || capacity == 0 ||
-        capacity > (SIZE_MAX - sizeof(struct sim_fifo)) / elem_size) {
+    if (elem_size == 0 || capacity == 0) {
         seterr(s, SIM_EINVAL,
                "fifo '%s' needs a non-zero element size and capacity",
                name);
         return NULL;
     }
-    struct sim_fifo *f = calloc(1, sizeof *f + elem_size * capacity);
+    if (elem_size > UINT32_MAX / 2 || capacity > UINT32_MAX / 2 ||
+        capacity > (SIZE_MAX / 2 - sizeof(struct sim_fifo)) / elem_size) {
+        seterr(s, SIM_EINVAL, "fifo '%s' is too large", name);
+        return NULL;
+    }
+    size_t bytes = (sizeof(struct sim_fifo) + elem_size * capacity + 63) &
+                   ~(size_t)63;
+    struct sim_fifo *f = aligned_alloc(64, bytes);
+    if (f)
+        memset(f, 0, bytes);
     char *n = xstrdup(name), *wn = join(name, ".written"),
          *rn = join(name, ".read");
     if (!f || !n || !wn || !rn) {
@@ -886,11 +915,9 @@ struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
         seterr(s, SIM_ENOMEM, "out of memory creating fifo '%s'", name);
         return NULL;
     }
-    f->sim = s;
     f->name = n;
-    f->elem_size = elem_size;
-    f->capacity = capacity;
-    f->free = capacity;
+    f->elem_size = (uint32_t)elem_size;
+    f->capacity = (uint32_t)capacity;
     event_link(s, &f->written_ev, wn, true);
     event_link(s, &f->read_ev, rn, true);
     prim_link(s, &f->prim, fifo_update, f, true);
@@ -900,8 +927,14 @@ struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
 }
 
 const char *sim_fifo_name(const struct sim_fifo *f) { return f->name; }
-size_t sim_fifo_num_available(const struct sim_fifo *f) { return f->readable; }
-size_t sim_fifo_num_free(const struct sim_fifo *f) { return f->free; }
+size_t sim_fifo_num_available(const struct sim_fifo *f)
+{
+    return f->count - f->n_written;
+}
+size_t sim_fifo_num_free(const struct sim_fifo *f)
+{
+    return f->capacity - f->count - f->n_read;
+}
 struct sim_event *sim_fifo_written_event(struct sim_fifo *f)
 {
     return &f->written_ev;
@@ -933,36 +966,34 @@ static inline void elem_copy(void *dst, const void *src, size_t n)
 
 bool sim_fifo_nb_read(struct sim_fifo *f, void *out)
 {
-    if (f->readable == 0)
+    if (f->count == f->n_written)
         return false;
-    elem_copy(out, f->buf + f->head * f->elem_size, f->elem_size);
+    elem_copy(out, f->buf + (size_t)f->head * f->elem_size, f->elem_size);
     f->head = f->head + 1 == f->capacity ? 0 : f->head + 1;
     f->count--;
-    f->readable--;
     f->n_read++;
-    request_update(f->sim, &f->prim);
+    request_update(f->prim.sim, &f->prim);
     return true;
 }
 
 bool sim_fifo_nb_write(struct sim_fifo *f, const void *in)
 {
-    if (f->free == 0)
+    if (f->count + f->n_read == f->capacity)
         return false;
-    size_t tail = f->head + f->count;
+    uint32_t tail = f->head + f->count;
     if (tail >= f->capacity)
         tail -= f->capacity;
-    elem_copy(f->buf + tail * f->elem_size, in, f->elem_size);
+    elem_copy(f->buf + (size_t)tail * f->elem_size, in, f->elem_size);
     f->count++;
-    f->free--;
     f->n_written++;
-    request_update(f->sim, &f->prim);
+    request_update(f->prim.sim, &f->prim);
     return true;
 }
 
 int sim_fifo_read(struct sim_fifo *f, void *out)
 {
     while (!sim_fifo_nb_read(f, out)) {
-        int rc = wait_event_what(f->sim, &f->written_ev, "read on fifo", f);
+        int rc = wait_event_why(f->prim.sim, &f->written_ev, W_FIFO_READ, f);
         if (rc < 0)
             return rc;
     }
@@ -972,7 +1003,7 @@ int sim_fifo_read(struct sim_fifo *f, void *out)
 int sim_fifo_write(struct sim_fifo *f, const void *in)
 {
     while (!sim_fifo_nb_write(f, in)) {
-        int rc = wait_event_what(f->sim, &f->read_ev, "write on fifo", f);
+        int rc = wait_event_why(f->prim.sim, &f->read_ev, W_FIFO_WRITE, f);
         if (rc < 0)
             return rc;
     }
@@ -1287,14 +1318,26 @@ static int seq_cmp(const void *a, const void *b)
  * process whose other wake-up at the same time is then stale. */
 static void fire_time(struct sim *s, sim_time t)
 {
-    size_t n = 0;
-    bool sorted = true;
-    const struct evq_entry *e;
-    while ((e = evq_peek(&s->timed)) && e->t == t) {
+    struct evq_entry one, two;
+    evq_pop(&s->timed, &one);
+    if (!evq_pop_at(&s->timed, t, &two)) {
+        /* the common case with scattered times: one entry */
+        if (entry_live(&one))
+            fire_timed(s, &one);
+        return;
+    }
+    if (!grow(&s->batch, &s->cap_batch, 2, sizeof *s->batch))
+        out_of_memory();
+    s->batch[0] = one;
+    s->batch[1] = two;
+    size_t n = 2;
+    bool sorted = s->batch[1].seq > s->batch[0].seq;
+    for (;;) {
         if (!grow(&s->batch, &s->cap_batch, n + 1, sizeof *s->batch))
             out_of_memory();
-        evq_pop(&s->timed, &s->batch[n]);
-        if (n && s->batch[n].seq < s->batch[n - 1].seq)
+        if (!evq_pop_at(&s->timed, t, &s->batch[n]))
+            break;
+        if (s->batch[n].seq < s->batch[n - 1].seq)
             sorted = false;
         n++;
     }
@@ -1317,26 +1360,32 @@ static void fire_time(struct sim *s, sim_time t)
 static void describe_wait(struct sim *s, const struct sim_proc *p)
 {
     char tb[48];
-    if (p->wait_what) {
-        const struct sim_fifo *f = p->wait_obj;
-        adderr(s, "%s '%s'", p->wait_what, f ? f->name : "?");
+    switch (p->wait_kind) {
+    case W_FIFO_READ:
+    case W_FIFO_WRITE:
+        adderr(s, "%s on fifo '%s'",
+               p->wait_kind == W_FIFO_READ ? "read" : "write",
+               ((const struct sim_fifo *)p->wait_obj)->name);
         return;
-    }
-    if (p->wait_one) {
-        adderr(s, "event '%s'", p->wait_one->name);
+    case W_EVENT:
+        adderr(s, "event '%s'", ((const struct sim_event *)p->wait_obj)->name);
         return;
-    }
-    if (p->wait_n > 0) {
-        adderr(s, "any of events");
-        for (int i = 0; i < p->wait_n; i++)
-            adderr(s, "%s'%s'", i ? ", " : " ", p->wait_evs[i]->name);
-        if (p->wait_timed)
-            adderr(s, " (with a timeout)");
-        return;
-    }
-    if (p->wait_n == 0 && !p->wait_timed) {
-        adderr(s, "nothing (an empty event list)");
-        return;
+    case W_ANY:
+    case W_ANY_TIMED:
+        if (p->wait_n == 0 && p->wait_kind == W_ANY) {
+            adderr(s, "nothing (an empty event list)");
+            return;
+        }
+        if (p->wait_n > 0) {
+            struct sim_event *const *evs = p->wait_obj;
+            adderr(s, "any of events");
+            for (int i = 0; i < p->wait_n; i++)
+                adderr(s, "%s'%s'", i ? ", " : " ", evs[i]->name);
+            if (p->wait_kind == W_ANY_TIMED)
+                adderr(s, " (with a timeout)");
+            return;
+        }
+        break;
     }
     adderr(s, "a timeout (now %s)", fmt_time(tb, sizeof tb, s->now));
 }
@@ -1397,8 +1446,10 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
             run_proc(s, p);
         }
         /* update, then delta notification */
-        do_update(s);
-        do_delta_notify(s);
+        if (s->n_updates)
+            do_update(s);
+        if (s->n_delta)
+            do_delta_notify(s);
         s->stats.deltas++;
         if (s->failed)
             return SIM_EPROC;
