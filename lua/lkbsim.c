@@ -210,6 +210,23 @@ static void *checkhandle(lua_State *L, int i, const char *tname)
     return h;
 }
 
+/* Argument 1 of a method of a class made by newclass, whose methods carry
+ * the class's metatable as upvalue 1: comparing with it is cheaper than
+ * luaL_checkudata's look-up by name, which runs on every fifo access. */
+static void *checkself(lua_State *L, const char *tname)
+{
+    void *h = lua_touserdata(L, 1);
+    if (h != NULL && lua_getmetatable(L, 1)) {
+        int same = lua_rawequal(L, -1, lua_upvalueindex(1));
+        lua_pop(L, 1);
+        if (same) {
+            live(L, *(struct lsim **)h);
+            return h;
+        }
+    }
+    return checkhandle(L, 1, tname); /* raises luaL_checkudata's error */
+}
+
 /* The innermost running simulation, or an error naming `what`. */
 static struct lsim *running(lua_State *L, const char *what)
 {
@@ -438,7 +455,7 @@ static int l_event(lua_State *L)
 /* ev:notify() immediate, ev:notify(0) delta, ev:notify(ns) timed */
 static int ev_notify(lua_State *L)
 {
-    struct lev *ev = checkhandle(L, 1, KB_EVENT);
+    struct lev *ev = checkself(L, KB_EVENT);
     if (lua_isnoneornil(L, 2))
         sim_notify(ev->e);
     else
@@ -448,14 +465,14 @@ static int ev_notify(lua_State *L)
 
 static int ev_cancel(lua_State *L)
 {
-    struct lev *ev = checkhandle(L, 1, KB_EVENT);
+    struct lev *ev = checkself(L, KB_EVENT);
     sim_cancel(ev->e);
     return 0;
 }
 
 static int ev_name(lua_State *L)
 {
-    struct lev *ev = checkhandle(L, 1, KB_EVENT);
+    struct lev *ev = checkself(L, KB_EVENT);
     lua_pushstring(L, sim_event_name(ev->e));
     return 1;
 }
@@ -573,7 +590,7 @@ static void dropval(lua_State *L, const struct fifo_val *v)
 
 static int fifo_read(lua_State *L)
 {
-    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    struct lfifo *f = checkself(L, KB_FIFO);
     struct lproc *lp = checkblocking(L, f, "fifo:read");
     struct fifo_val v;
     int rc = sim_fifo_read(f->f, &v);
@@ -587,7 +604,7 @@ static int fifo_read(lua_State *L)
 
 static int fifo_write(lua_State *L)
 {
-    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    struct lfifo *f = checkself(L, KB_FIFO);
     luaL_checkany(L, 2);
     struct lproc *lp = checkblocking(L, f, "fifo:write");
     struct fifo_val v = makeval(L, 2);
@@ -603,7 +620,7 @@ static int fifo_write(lua_State *L)
 
 static int fifo_nb_read(lua_State *L)
 {
-    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    struct lfifo *f = checkself(L, KB_FIFO);
     struct fifo_val v;
     if (!sim_fifo_nb_read(f->f, &v)) {
         lua_pushboolean(L, 0);
@@ -616,7 +633,7 @@ static int fifo_nb_read(lua_State *L)
 
 static int fifo_nb_write(lua_State *L)
 {
-    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    struct lfifo *f = checkself(L, KB_FIFO);
     luaL_checkany(L, 2);
     struct fifo_val v = makeval(L, 2);
     bool ok = sim_fifo_nb_write(f->f, &v);
@@ -628,21 +645,21 @@ static int fifo_nb_write(lua_State *L)
 
 static int fifo_available(lua_State *L)
 {
-    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    struct lfifo *f = checkself(L, KB_FIFO);
     lua_pushinteger(L, (lua_Integer)sim_fifo_num_available(f->f));
     return 1;
 }
 
 static int fifo_free(lua_State *L)
 {
-    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    struct lfifo *f = checkself(L, KB_FIFO);
     lua_pushinteger(L, (lua_Integer)sim_fifo_num_free(f->f));
     return 1;
 }
 
 static int fifo_name(lua_State *L)
 {
-    struct lfifo *f = checkhandle(L, 1, KB_FIFO);
+    struct lfifo *f = checkself(L, KB_FIFO);
     lua_pushstring(L, sim_fifo_name(f->f));
     return 1;
 }
@@ -696,7 +713,7 @@ static int l_signal(lua_State *L)
 
 static int sig_read(lua_State *L)
 {
-    struct lsig *g = checkhandle(L, 1, KB_SIGNAL);
+    struct lsig *g = checkself(L, KB_SIGNAL);
     uint64_t v[2];
     sim_signal_read(g->g, v);
     v[0] ^= g->init[0];
@@ -713,7 +730,7 @@ static int sig_read(lua_State *L)
 
 static int sig_write(lua_State *L)
 {
-    struct lsig *g = checkhandle(L, 1, KB_SIGNAL);
+    struct lsig *g = checkself(L, KB_SIGNAL);
     uint64_t v[2];
     encode(L, 2, v);
     v[0] ^= g->init[0];
@@ -724,7 +741,7 @@ static int sig_write(lua_State *L)
 
 static int sig_changed(lua_State *L)
 {
-    checkhandle(L, 1, KB_SIGNAL);
+    checkself(L, KB_SIGNAL);
     lua_getiuservalue(L, 1, 2);
     return 1;
 }
@@ -1107,7 +1124,8 @@ static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
     luaL_newmetatable(L, tname);
     luaL_setfuncs(L, meta, 0);
     lua_newtable(L);
-    luaL_setfuncs(L, methods, 0);
+    lua_pushvalue(L, -2);
+    luaL_setfuncs(L, methods, 1); /* upvalue: the metatable (checkself) */
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 }

@@ -14,6 +14,13 @@ fails("time must be a finite non-negative number", ev.notify, ev, 0/0)
 fails("time must be a finite non-negative number", ev.notify, ev, math.huge)
 fails("bad argument #1 to 'run'", function() sim:run(-5) end)
 fails("capacity must be positive", sim.fifo, sim, "f", 0)
+-- a method called on something that is not its own kind of handle
+local fifo1 = sim:fifo("f1", 1)
+fails("(kbsim.fifo expected, got number)", fifo1.nb_write, 42, 1)
+fails("(kbsim.fifo expected, got kbsim.event)", fifo1.nb_read, ev)
+fails("(kbsim.event expected, got kbsim.fifo)", ev.notify, fifo1)
+fails("(kbsim.fifo expected, got table)", fifo1.available, {})
+kb.check(fifo1:nb_write(7) and fifo1:free() == 0, "fifo methods on the right handle")
 local other = kb.sim{}
 local oev = other:event("o")
 sim:spawn("x", function()
