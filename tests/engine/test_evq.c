@@ -86,4 +86,37 @@ TEST(entries_before_the_radix_floor)
     evq_release(&q);
 }
 
-TEST_MAIN(pops_in_key_order, interleaved_push_pop, entries_before_the_radix_floor)
+/* evq_pop_at takes the head only at the time asked for; a push of an
+ * earlier entry after a peek changes what the next pop returns. */
+TEST(pop_at_and_the_remembered_head)
+{
+    struct evq q;
+    evq_init(&q);
+    uint64_t ts[] = {30, 10, 20, 10};
+    for (int i = 0; i < 4; i++) {
+        struct evq_entry e = {ts[i], (uint64_t)i, NULL, 0, 0};
+        ASSERT_TRUE(evq_push(&q, &e));
+    }
+    struct evq_entry cur;
+    ASSERT_TRUE(!evq_pop_at(&q, 20, &cur));
+    ASSERT_TRUE(evq_pop_at(&q, 10, &cur));
+    ASSERT_U64_EQ(cur.t, 10);
+    ASSERT_TRUE(evq_pop_at(&q, 10, &cur));
+    ASSERT_U64_EQ(cur.t, 10);
+    ASSERT_TRUE(!evq_pop_at(&q, 10, &cur));
+    ASSERT_U64_EQ(evq_peek(&q)->t, 20); /* head remembered: 20 */
+    struct evq_entry early = {15, 9, NULL, 0, 0};
+    ASSERT_TRUE(evq_push(&q, &early));
+    ASSERT_U64_EQ(evq_peek(&q)->t, 15);
+    uint64_t want[] = {15, 20, 30};
+    for (int i = 0; i < 3; i++) {
+        ASSERT_TRUE(evq_pop(&q, &cur));
+        ASSERT_U64_EQ(cur.t, want[i]);
+    }
+    ASSERT_TRUE(!evq_pop_at(&q, 30, &cur));
+    ASSERT_TRUE(evq_peek(&q) == NULL);
+    evq_release(&q);
+}
+
+TEST_MAIN(pops_in_key_order, interleaved_push_pop, entries_before_the_radix_floor,
+          pop_at_and_the_remembered_head)
