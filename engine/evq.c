@@ -1,4 +1,4 @@
-/* evq.c — the timed event queue: a monotone FIFO, a radix heap and a 4-ary heap */
+/* evq.c — the timed event queue: a monotone FIFO, a timing wheel, a radix heap and a 4-ary heap */
 #include "evq.h"
 
 #include <stdlib.h>
@@ -19,9 +19,24 @@ static inline bool key_less(const struct evq_entry *a,
     return a->t < b->t;
 }
 
+/* The wheel's first bucket width, 1.024 ns: delays of a few ns to a
+ * microsecond, the common case, then fall in the wheel at once. */
+#define WSHIFT_INIT 10
+#define WSHIFT_MAX 40
+/* pushes between two looks at the wheel's width, and the looks after a
+ * narrowing during which it does not widen again (a mix of very short and
+ * very long delays would otherwise flip it back and forth) */
+#define ADAPT_EVERY 1024
+/* With more entries pending than this, 1024 buckets cannot be both narrow
+ * enough to stay short and wide enough to hold the near future: new
+ * entries go to the radix heap, whose cost grows only with the bits of
+ * the delays (measured: 100,000 pending, the wheel 1.5-2x slower). */
+#define WHEEL_MAX_LEN (4 * EVQ_WBUCKETS)
+#define ADAPT_HOLD 8
+
 void evq_init(struct evq *q)
 {
-    *q = (struct evq){.head_src = EVQ_UNKNOWN};
+    *q = (struct evq){.head_src = EVQ_UNKNOWN, .wshift = WSHIFT_INIT};
 }
 
 void evq_release(struct evq *q)
@@ -32,7 +47,9 @@ void evq_release(struct evq *q)
             free(q->rb[i].v);
     free(q->rb);
     free(q->heap);
-    *q = (struct evq){.head_src = EVQ_UNKNOWN};
+    free(q->whead);
+    free(q->nodes);
+    *q = (struct evq){.head_src = EVQ_UNKNOWN, .wshift = WSHIFT_INIT};
 }
 
 static bool fifo_grow(struct evq *q)
@@ -190,18 +207,111 @@ static void radix_settle(struct evq *q)
     b->n = 0;
 }
 
-bool evq_push(struct evq *q, const struct evq_entry *e)
+/* ---- the timing wheel -------------------------------------------------
+ * Bucket b holds the entries of one slot (time >> wshift) in a window of
+ * EVQ_WBUCKETS slots starting at the slot of the last time popped, the
+ * floor: every entry left is at or after the floor, so no two slots of the
+ * window share a bucket. A bucket is a list sorted by time through a pool
+ * of nodes; a push walks past the earlier entries of its slot, and equal
+ * times go in front, so a batch of one time costs no walk. A pop takes
+ * the head of the first non-empty bucket from the floor's, found with the
+ * bitmaps. The width adapts: when pushes walk more than two steps on
+ * average the buckets halve; when more than one push in eight lands
+ * beyond the window (in the radix heap) they double. A change rebuckets
+ * the wheel's entries, at most once per ADAPT_EVERY pushes. */
+
+static bool node_reserve(struct evq *q)
 {
-    q->head_src = EVQ_UNKNOWN;
-    if (q->fifo_len == 0 ||
-        !key_less(e, &q->fifo[(q->fifo_head + q->fifo_len - 1) &
-                              (q->fifo_cap - 1)])) {
-        if (q->fifo_len == q->fifo_cap && !fifo_grow(q))
-            return false;
-        q->fifo[(q->fifo_head + q->fifo_len) & (q->fifo_cap - 1)] = *e;
-        q->fifo_len++;
+    if (q->free_node != EVQ_NIL)
         return true;
+    size_t cap = q->node_cap ? q->node_cap * 2 : 64;
+    if (cap >= EVQ_NIL)
+        return false;
+    struct evq_node *n = realloc(q->nodes, cap * sizeof *n);
+    if (!n)
+        return false;
+    for (size_t k = q->node_cap; k < cap; k++)
+        n[k].next = k + 1 < cap ? (uint32_t)(k + 1) : EVQ_NIL;
+    q->nodes = n;
+    q->free_node = (uint32_t)q->node_cap;
+    q->node_cap = cap;
+    return true;
+}
+
+/* Whether time t falls in the wheel's window. */
+static inline bool wheel_fits(const struct evq *q, uint64_t t)
+{
+    return t >= q->floor &&
+           (t >> q->wshift) - (q->floor >> q->wshift) < EVQ_WBUCKETS;
+}
+
+/* Links node i (its time in the window) into its bucket. */
+static void wheel_link(struct evq *q, uint32_t i)
+{
+    uint64_t t = q->nodes[i].e.t;
+    uint32_t b = (uint32_t)(t >> q->wshift) & (EVQ_WBUCKETS - 1);
+    uint32_t *link = &q->whead[b];
+    uint32_t walk = 0;
+    while (*link != EVQ_NIL && q->nodes[*link].e.t < t) {
+        link = &q->nodes[*link].next;
+        walk++;
     }
+    q->nodes[i].next = *link;
+    *link = i;
+    q->wbits[b >> 6] |= 1ull << (b & 63);
+    q->wsum |= 1u << (b >> 6);
+    q->wlen++;
+    q->a_walk += walk;
+}
+
+static bool wheel_add(struct evq *q, const struct evq_entry *e)
+{
+    if (!q->whead) {
+        q->whead = malloc(EVQ_WBUCKETS * sizeof *q->whead);
+        if (!q->whead)
+            return false;
+        for (int b = 0; b < EVQ_WBUCKETS; b++)
+            q->whead[b] = EVQ_NIL;
+        q->free_node = EVQ_NIL;
+    }
+    if (!node_reserve(q))
+        return false;
+    uint32_t i = q->free_node;
+    q->free_node = q->nodes[i].next;
+    q->nodes[i].e = *e;
+    wheel_link(q, i);
+    q->a_in++;
+    return true;
+}
+
+/* The first non-empty bucket from the floor's, circularly; wlen > 0. */
+static uint32_t wheel_first(const struct evq *q)
+{
+    uint32_t b = (uint32_t)(q->floor >> q->wshift) & (EVQ_WBUCKETS - 1);
+    uint32_t w = b >> 6;
+    uint64_t m = q->wbits[w] & (~0ull << (b & 63));
+    if (m)
+        return (w << 6) | (uint32_t)__builtin_ctzll(m);
+    uint32_t later = q->wsum & ~((2u << w) - 1); /* words after w */
+    w = (uint32_t)__builtin_ctz(later ? later : q->wsum);
+    return (w << 6) | (uint32_t)__builtin_ctzll(q->wbits[w]);
+}
+
+static void wheel_pop_head(struct evq *q, uint32_t b, struct evq_entry *out)
+{
+    uint32_t i = q->whead[b];
+    *out = q->nodes[i].e;
+    q->whead[b] = q->nodes[i].next;
+    q->nodes[i].next = q->free_node;
+    q->free_node = i;
+    q->wlen--;
+    if (q->whead[b] == EVQ_NIL && !(q->wbits[b >> 6] &= ~(1ull << (b & 63))))
+        q->wsum &= ~(1u << (b >> 6));
+}
+
+/* The radix heap, or the side heap for entries earlier than its floor. */
+static bool radix_push(struct evq *q, const struct evq_entry *e)
+{
     if (e->t >= q->rlast) {
         if (!q->rb && !(q->rb = calloc(65, sizeof *q->rb)))
             return false;
@@ -211,6 +321,86 @@ bool evq_push(struct evq *q, const struct evq_entry *e)
         return true;
     }
     return heap_push(q, e);
+}
+
+/* Rebuckets the wheel with buckets of 2^shift ps; entries that leave the
+ * window move to the radix heap. */
+static void wheel_rewidth(struct evq *q, unsigned shift)
+{
+    uint32_t list = EVQ_NIL; /* every node, chained */
+    for (uint32_t b = 0; b < EVQ_WBUCKETS; b++) {
+        for (uint32_t i = q->whead[b]; i != EVQ_NIL;) {
+            uint32_t next = q->nodes[i].next;
+            q->nodes[i].next = list;
+            list = i;
+            i = next;
+        }
+        q->whead[b] = EVQ_NIL;
+    }
+    for (uint32_t w = 0; w < EVQ_WBUCKETS / 64; w++)
+        q->wbits[w] = 0;
+    q->wsum = 0;
+    q->wlen = 0;
+    q->wshift = shift;
+    while (list != EVQ_NIL) {
+        uint32_t i = list;
+        list = q->nodes[i].next;
+        if (wheel_fits(q, q->nodes[i].e.t)) {
+            wheel_link(q, i);
+        } else {
+            if (!radix_push(q, &q->nodes[i].e))
+                abort(); /* the kernel treats memory exhaustion as fatal */
+            q->nodes[i].next = q->free_node;
+            q->free_node = i;
+        }
+    }
+}
+
+static void wheel_adapt(struct evq *q)
+{
+    unsigned shift = q->wshift;
+    if (q->a_walk > 2 * q->a_in && shift > 0) {
+        shift--;
+        q->a_hold = ADAPT_HOLD;
+    } else if (q->a_hold) {
+        q->a_hold--;
+    } else if (q->a_out > (q->a_in + q->a_out) / 8 && shift < WSHIFT_MAX) {
+        shift++;
+    }
+    q->a_in = q->a_walk = q->a_out = 0;
+    if (shift == q->wshift)
+        return;
+    if (q->whead)
+        wheel_rewidth(q, shift);
+    else
+        q->wshift = shift;
+}
+
+bool evq_push(struct evq *q, const struct evq_entry *e)
+{
+    q->head_src = EVQ_UNKNOWN;
+    /* the FIFO takes a monotone run only while the wheel is empty: were
+     * both in use at once, which one holds the head would change at random
+     * from pop to pop, and the branch deciding it would mispredict */
+    if (q->wlen == 0 &&
+        (q->fifo_len == 0 ||
+         !key_less(e, &q->fifo[(q->fifo_head + q->fifo_len - 1) &
+                               (q->fifo_cap - 1)]))) {
+        if (q->fifo_len == q->fifo_cap && !fifo_grow(q))
+            return false;
+        q->fifo[(q->fifo_head + q->fifo_len) & (q->fifo_cap - 1)] = *e;
+        q->fifo_len++;
+        return true;
+    }
+    if (q->a_in + q->a_out >= ADAPT_EVERY)
+        wheel_adapt(q);
+    if (evq_size(q) < WHEEL_MAX_LEN) {
+        if (wheel_fits(q, e->t))
+            return wheel_add(q, e);
+        if (e->t >= q->floor)
+            q->a_out++;
+    }
+    return radix_push(q, e);
 }
 
 /* Finds the structure holding the smallest time (EVQ_FIFO, EVQ_RADIX,
@@ -223,6 +413,15 @@ static int find_head(struct evq *q)
     if (q->fifo_len) {
         which = EVQ_FIFO;
         best = q->fifo[q->fifo_head].t;
+    }
+    if (q->wlen) {
+        uint32_t b = wheel_first(q);
+        uint64_t t = q->nodes[q->whead[b]].e.t;
+        q->head_bucket = b;
+        if (which == EVQ_NONE || t < best) {
+            which = EVQ_WHEEL;
+            best = t;
+        }
     }
     if (q->rlen) {
         radix_settle(q);
@@ -247,6 +446,8 @@ const struct evq_entry *evq_peek(struct evq *q)
     switch (head_src(q)) {
     case EVQ_FIFO:
         return &q->fifo[q->fifo_head];
+    case EVQ_WHEEL:
+        return &q->nodes[q->whead[q->head_bucket]].e;
     case EVQ_RADIX:
         return &q->rb[0].v[q->rb[0].n - 1];
     case EVQ_HEAP:
@@ -263,19 +464,26 @@ bool evq_pop(struct evq *q, struct evq_entry *out)
     case EVQ_FIFO:
         *out = q->fifo[q->fifo_head];
         q->fifo_head = (q->fifo_head + 1) & (q->fifo_cap - 1);
-        if (--q->fifo_len && !q->rlen && !q->heap_len)
+        if (--q->fifo_len && !q->wlen && !q->rlen && !q->heap_len)
             q->head_src = EVQ_FIFO; /* the common case: a FIFO only */
-        return true;
+        break;
+    case EVQ_WHEEL:
+        wheel_pop_head(q, q->head_bucket, out);
+        break;
     case EVQ_RADIX:
         *out = q->rb[0].v[--q->rb[0].n];
         q->rlen--;
-        return true;
+        break;
     case EVQ_HEAP:
         *out = q->heap[0];
         heap_pop(q);
-        return true;
+        break;
+    default:
+        return false;
     }
-    return false;
+    if (out->t > q->floor)
+        q->floor = out->t;
+    return true;
 }
 
 bool evq_pop_at(struct evq *q, uint64_t t, struct evq_entry *out)

@@ -4,13 +4,15 @@
  * any (deterministic) order: the scheduler pops all entries of a time
  * together and sorts them by seq, a per-simulation insertion counter, so
  * that ties are broken by insertion order. Comparing times alone keeps the
- * queue's work to 64-bit compares. Three structures hold them: a FIFO for
+ * queue's work to 64-bit compares. Four structures hold them: a FIFO for
  * entries that arrive in non-decreasing time order (the common case: every
- * process waits the same delay, or one clock), a radix heap for the rest
- * (simulated time never goes back, so a push is an append to the bucket of
- * the highest bit in which the time differs from the last minimum taken),
- * and a 4-ary heap for the rare entries earlier than that minimum (pushed
- * between runs, or while the FIFO still holds earlier ones); pop takes the
+ * process waits the same delay, or one clock); a timing wheel for the near
+ * future (1024 buckets of 2^wshift ps each, a bucket a sorted list, the
+ * width adapted to the traffic); a radix heap for the rest (simulated time
+ * never goes back, so a push is an append to the bucket of the highest bit
+ * in which the time differs from the last minimum taken); and a 4-ary
+ * heap for the rare entries earlier than that minimum (pushed between
+ * runs, or while the FIFO still holds earlier ones). Pop takes the
  * smallest head. Cancellation is lazy: an entry carries the
  * generation of its owner, and a stale entry is dropped when it surfaces.
  */
@@ -34,6 +36,14 @@ struct evq_bucket {
     size_t n, cap;
 };
 
+struct evq_node {
+    struct evq_entry e;
+    uint32_t next; /* the next node of its bucket, or of the free list */
+};
+
+#define EVQ_NIL UINT32_MAX
+#define EVQ_WBUCKETS 1024 /* timing wheel buckets; a power of two */
+
 struct evq {
     struct evq_entry *fifo; /* ring buffer, capacity a power of two */
     size_t fifo_head, fifo_len, fifo_cap;
@@ -44,10 +54,27 @@ struct evq {
     size_t rlen;
     struct evq_entry *heap; /* the rare entries earlier than rlast */
     size_t heap_len, heap_cap;
+    /* timing wheel: bucket b holds, sorted, the entries of the one slot
+     * (t >> wshift) in [floor slot, floor slot + EVQ_WBUCKETS) that is b
+     * modulo EVQ_WBUCKETS */
+    uint32_t *whead;        /* first node of each bucket; on first use */
+    uint64_t wbits[EVQ_WBUCKETS / 64]; /* non-empty buckets */
+    uint32_t wsum;          /* non-zero words of wbits */
+    unsigned wshift;        /* bucket width: 2^wshift ps */
+    size_t wlen;
+    struct evq_node *nodes; /* the wheel's entries, and a free list */
+    size_t node_cap;
+    uint32_t free_node;
+    uint32_t a_in, a_walk, a_out; /* adaptation: pushes in the wheel, list
+                                     steps they took, pushes beyond it */
+    uint32_t a_hold;        /* looks left before it may widen again */
+    uint64_t floor;         /* time of the last entry popped */
     int head_src; /* where the head is (EVQ_*), or EVQ_UNKNOWN */
+    uint32_t head_bucket; /* the wheel's first bucket, when head_src says */
 };
 
-enum { EVQ_UNKNOWN = -2, EVQ_NONE = -1, EVQ_FIFO, EVQ_RADIX, EVQ_HEAP };
+enum { EVQ_UNKNOWN = -2, EVQ_NONE = -1, EVQ_FIFO, EVQ_WHEEL, EVQ_RADIX,
+       EVQ_HEAP };
 
 void evq_init(struct evq *q);
 void evq_release(struct evq *q);
@@ -57,7 +84,7 @@ bool evq_push(struct evq *q, const struct evq_entry *e);
 
 static inline size_t evq_size(const struct evq *q)
 {
-    return q->fifo_len + q->rlen + q->heap_len;
+    return q->fifo_len + q->wlen + q->rlen + q->heap_len;
 }
 
 /* An entry of the smallest time, or NULL when empty; valid until the next

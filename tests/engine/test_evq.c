@@ -118,5 +118,52 @@ TEST(pop_at_and_the_remembered_head)
     evq_release(&q);
 }
 
+/* A simulation-like run: pop the minimum, push it again a random delay
+ * later; the delays' scale changes from phase to phase, so the wheel's
+ * bucket width must follow (narrower for picosecond delays, wider for
+ * milliseconds), and every pop must still come out in time order. */
+static unsigned run_phase(struct evq *q, uint64_t *now, uint64_t *x,
+                          uint64_t *seq, uint64_t max_delay, int steps)
+{
+    struct evq_entry cur;
+    for (int i = 0; i < steps; i++) {
+        if (!evq_pop(q, &cur) || cur.t < *now)
+            return 0;
+        *now = cur.t;
+        *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+        struct evq_entry e = {*now + 1 + (*x >> 33) % max_delay, (*seq)++,
+                              NULL, 0, 0};
+        if (!evq_push(q, &e))
+            return 0;
+    }
+    return q->wshift;
+}
+
+TEST(wheel_width_follows_the_delays)
+{
+    struct evq q;
+    evq_init(&q);
+    uint64_t now = 0, x = 3, seq = 0;
+    for (int i = 0; i < 1000; i++) {
+        struct evq_entry e = {(uint64_t)(i * 7919 % 1000) * 1000, seq++,
+                              NULL, 0, 0};
+        ASSERT_TRUE(evq_push(&q, &e));
+    }
+    unsigned ns = run_phase(&q, &now, &x, &seq, 1000000, 50000);
+    ASSERT_TRUE(ns >= 9 && ns <= 11); /* ~1 ns buckets for 1 us delays */
+    unsigned ps = run_phase(&q, &now, &x, &seq, 50, 50000);
+    ASSERT_TRUE(ps > 0 && ps < 5);    /* a few ps for delays under 50 ps */
+    unsigned ms = run_phase(&q, &now, &x, &seq, 1000000000, 50000);
+    ASSERT_TRUE(ms > 18);              /* wide for delays up to 1 ms */
+    ASSERT_EQ(evq_size(&q), 1000);
+    struct evq_entry prev = {0}, cur;
+    for (int n = 0; evq_pop(&q, &cur); n++) {
+        ASSERT_TRUE(cur.t >= prev.t);
+        prev = cur;
+    }
+    ASSERT_EQ(evq_size(&q), 0);
+    evq_release(&q);
+}
+
 TEST_MAIN(pops_in_key_order, interleaved_push_pop, entries_before_the_radix_floor,
-          pop_at_and_the_remembered_head)
+          pop_at_and_the_remembered_head, wheel_width_follows_the_delays)
