@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -77,8 +78,16 @@ struct lsim {
  * sit above these for a thread process until its body starts. */
 enum { KB_T_SIM = 1, KB_T_PROC, KB_T_MSGH, KB_T_FN };
 
+/* Every handle starts with its simulation and its class name (the same
+ * pointer as its metatable's name): checkself compares that pointer. */
+struct hhead {
+    struct lsim *owner;
+    const char *tname;
+};
+
 struct lproc {
     struct lsim *owner;
+    const char *tname;
     struct sim_proc *p;
     lua_State *T; /* the process's Lua thread; NULL once finished */
     int ref;      /* T's reference in the anchor table */
@@ -88,11 +97,13 @@ struct lproc {
 
 struct lev {
     struct lsim *owner;
+    const char *tname;
     struct sim_event *e;
 };
 
 struct lfifo {
     struct lsim *owner;
+    const char *tname;
     struct sim_fifo *f;
 };
 
@@ -101,6 +112,7 @@ struct lfifo {
  * initial value: exact for every number, and zero means "initial". */
 struct lsig {
     struct lsim *owner;
+    const char *tname;
     struct sim_signal *g;
     uint64_t init[2];
     char name[];
@@ -189,13 +201,21 @@ static struct lsim *checksim(lua_State *L, int i)
 
 /* Pushes a new handle of `size` bytes whose first user value is the
  * simulation at index `simidx`; its first field is set to `o`. */
+_Static_assert(offsetof(struct lproc, tname) == offsetof(struct hhead, tname) &&
+                   offsetof(struct lev, tname) == offsetof(struct hhead, tname) &&
+                   offsetof(struct lfifo, tname) ==
+                       offsetof(struct hhead, tname) &&
+                   offsetof(struct lsig, tname) == offsetof(struct hhead, tname),
+               "every handle starts with struct hhead's fields");
+
 static void *newhandle(lua_State *L, size_t size, int nuv, const char *tname,
                        int simidx, struct lsim *o)
 {
     simidx = lua_absindex(L, simidx);
-    void *h = lua_newuserdatauv(L, size, nuv);
+    struct hhead *h = lua_newuserdatauv(L, size, nuv);
     memset(h, 0, size);
-    *(struct lsim **)h = o;
+    h->owner = o;
+    h->tname = tname;
     luaL_setmetatable(L, tname);
     lua_pushvalue(L, simidx);
     lua_setiuservalue(L, -2, 1);
@@ -210,21 +230,18 @@ static void *checkhandle(lua_State *L, int i, const char *tname)
     return h;
 }
 
-/* Argument 1 of a method of a class made by newclass, whose methods carry
- * the class's metatable as upvalue 1: comparing with it is cheaper than
- * luaL_checkudata's look-up by name, which runs on every fifo access. */
+/* Argument 1 of a method: a full userdata whose header names the class
+ * (the pointer stored by newhandle). Cheaper than luaL_checkudata's
+ * metatable look-up by name, which runs on every fifo access; anything
+ * else falls to luaL_checkudata, which raises the usual error. */
 static void *checkself(lua_State *L, const char *tname)
 {
-    void *h = lua_touserdata(L, 1);
-    if (h != NULL && lua_getmetatable(L, 1)) {
-        int same = lua_rawequal(L, -1, lua_upvalueindex(1));
-        lua_pop(L, 1);
-        if (same) {
-            live(L, *(struct lsim **)h);
-            return h;
-        }
+    struct hhead *h = lua_touserdata(L, 1);
+    if (h != NULL && lua_rawlen(L, 1) >= sizeof *h && h->tname == tname) {
+        live(L, h->owner);
+        return h;
     }
-    return checkhandle(L, 1, tname); /* raises luaL_checkudata's error */
+    return checkhandle(L, 1, tname);
 }
 
 /* The innermost running simulation, or an error naming `what`. */
@@ -1124,8 +1141,7 @@ static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
     luaL_newmetatable(L, tname);
     luaL_setfuncs(L, meta, 0);
     lua_newtable(L);
-    lua_pushvalue(L, -2);
-    luaL_setfuncs(L, methods, 1); /* upvalue: the metatable (checkself) */
+    luaL_setfuncs(L, methods, 0);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 }
