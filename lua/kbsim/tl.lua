@@ -15,6 +15,17 @@ tl.host_write = core.host_write
 tl.host_read = core.host_read
 tl.wire = core.wire
 tl.wired = core.wired
+
+-- A one-way ring over ranks (a list of ranks, in ring order): each rank's
+-- port `out` (default "E") sends into the next one's port `inp` (default
+-- "W"), the last into the first. Fewer than two ranks need no wire.
+function tl.wire_ring(sys, ranks, out, inp)
+  local n = #ranks
+  if n < 2 then return end
+  for i = 1, n do
+    tl.wire(sys, ranks[i], out or "E", ranks[i % n + 1], inp or "W") -- as wrapped now
+  end
+end
 tl.ccl_config = core.ccl_config
 -- Host vectors for inputs, references and checks at C speed (lua/lvec.c).
 tl.vec_new = core.vec_new

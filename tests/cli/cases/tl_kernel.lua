@@ -54,4 +54,20 @@ kb.check(math.abs(t_math - 6) < 1e-9, "fma takes dispatch 4 ns + 2 cycles, got "
 kb.check(run:latency_ns() > 0, "latency")
 local times = run:times()
 kb.check(times[0].exec_ns > 0 and times[1].exec_ns > 0, "both kernels timed")
+
+-- tl.wire_ring: each rank's out port into the next one's in port, around
+do
+  local sim2 = kb.sim{}
+  local sys2 = kb.system(sim2, {sips = {count = 1}, sip = {cube_mesh = {w = 3, h = 1}}})
+  local ring = {2, 0, 1}
+  tl.wire_ring(sys2, ring, "R", "L")
+  for i, r in ipairs(ring) do
+    local nxt = ring[i % #ring + 1]
+    kb.check(tl.wired(sys2, r, "R", true) and tl.wired(sys2, nxt, "L", false),
+             ("ring %d -> %d wired"):format(r, nxt))
+  end
+  kb.check(not tl.wired(sys2, 0, "E", true), "no default ports when named")
+  tl.wire_ring(sys2, {1})  -- one rank: nothing to wire
+  kb.check(not tl.wired(sys2, 1, "E", true), "a ring of one needs no wire")
+end
 print("tl_kernel ok")
