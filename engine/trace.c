@@ -393,6 +393,19 @@ static const struct ttrack *live(const struct sim_trace *t, int track)
     return &t->tracks[track];
 }
 
+/* The fields every span and instant event ends with, and its close. */
+static void end_event(struct sim_trace *t, const char *cat, const char *name,
+                      const struct sim_trace_arg *args, int nargs)
+{
+    puts_(t, ",\"cat\":");
+    putstr(t, cat);
+    puts_(t, ",\"name\":");
+    putstr(t, name);
+    if (nargs > 0)
+        putargs(t, args, nargs);
+    put(t, "}", 1);
+}
+
 void sim_trace_span(struct sim_trace *t, int track, const char *cat,
                     const char *name, sim_time start, sim_time end,
                     const struct sim_trace_arg *args, int nargs)
@@ -405,13 +418,7 @@ void sim_trace_span(struct sim_trace *t, int track, const char *cat,
     putus(t, start);
     puts_(t, ",\"dur\":");
     putus(t, end > start ? end - start : 0);
-    puts_(t, ",\"cat\":");
-    putstr(t, cat);
-    puts_(t, ",\"name\":");
-    putstr(t, name);
-    if (nargs > 0)
-        putargs(t, args, nargs);
-    put(t, "}", 1);
+    end_event(t, cat, name, args, nargs);
 }
 
 void sim_trace_instant(struct sim_trace *t, int track, const char *cat,
@@ -424,13 +431,7 @@ void sim_trace_instant(struct sim_trace *t, int track, const char *cat,
     begin(t, 'i', k->pid, k->tid);
     puts_(t, ",\"s\":\"t\",\"ts\":");
     putus(t, at);
-    puts_(t, ",\"cat\":");
-    putstr(t, cat);
-    puts_(t, ",\"name\":");
-    putstr(t, name);
-    if (nargs > 0)
-        putargs(t, args, nargs);
-    put(t, "}", 1);
+    end_event(t, cat, name, args, nargs);
 }
 
 void sim_trace_counter(struct sim_trace *t, int track, const char *name,

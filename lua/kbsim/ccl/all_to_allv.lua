@@ -41,15 +41,8 @@ local function args(world_size, n_elem, opts)
           splits = sp, in_off = in_off, out_off = out_off}
 end
 
-local function wire(sys, ranks, _)
-  for i = 1, #ranks do
-    for j = 1, #ranks do
-      if i ~= j then
-        tl.wire(sys, ranks[i], "p" .. (j - 1), ranks[j], "p" .. (i - 1))
-      end
-    end
-  end
-end
+-- The same channels as all_to_all: one per ordered pair.
+local wire = require("kbsim.ccl.all_to_all").wire
 
 local function kernel(a, input, output)
   local N, r = a.world_size, tl.rank()
