@@ -76,28 +76,34 @@ struct sim_proc {
 
 struct sim_prim {
     bool requested;
-    bool embedded; /* part of a channel's allocation, not freed alone */
     void (*update)(void *ud);
     void *ud;
     struct sim *sim;
-    struct sim_prim *next_all;
 };
 
-/* One 64-byte aligned allocation holds a fifo, its update hook, its two
- * events and its buffer. A non-blocking read or write touches the first
- * line and the buffer; a blocking one also the hot line of an event. The
- * elements visible this delta are derived: readable = count - n_written,
- * free = capacity - count - n_read. */
+/* A primitive channel made by sim_prim_new, listed to be freed; one that
+ * is part of a channel's allocation (a fifo's) is freed with it. */
+struct prim_node {
+    struct sim_prim c;
+    struct prim_node *next_all;
+};
+
+/* One 64-byte aligned allocation holds a fifo, its two events, its update
+ * hook and its buffer. The hook and the counts share a cache line with
+ * the buffer's first 8 bytes (all of it for one 8-byte element), so a
+ * non-blocking read or write of a small fifo touches one line; a blocking
+ * one also the hot line of an event. The elements visible this delta are
+ * derived: readable = count - n_written, free = capacity - count - n_read. */
 struct sim_fifo {
-    struct sim_prim prim;   /* first: update hook and its flag */
-    uint32_t head, count;   /* physical contents */
-    uint32_t n_written, n_read; /* in this delta, committed by update */
-    uint32_t elem_size, capacity;
-    char *name;             /* second line: cold */
+    char *name;             /* cold */
     struct sim_fifo *next_all;
     struct sim_event written_ev __attribute__((aligned(64)));
     struct sim_event read_ev __attribute__((aligned(64)));
-    unsigned char buf[] __attribute__((aligned(64)));
+    struct sim_prim prim __attribute__((aligned(64)));
+    uint32_t head, count;   /* physical contents */
+    uint32_t n_written, n_read; /* in this delta, committed by update */
+    uint32_t elem_size, capacity;
+    unsigned char buf[] __attribute__((aligned(8)));
 };
 
 struct sim_signal {
@@ -150,7 +156,7 @@ struct sim {
     struct sim_config cfg;
     struct sim_proc *procs, **procs_tail;
     struct sim_event *events;
-    struct sim_prim *prims;
+    struct prim_node *prims;
     struct sim_fifo *fifos;
     struct sim_signal *signals;
     struct sim_port *ports;
@@ -297,12 +303,11 @@ void sim_free(struct sim *s)
         free(g->next);
         free(g);
     }
-    for (struct sim_prim *c = s->prims, *n; c; c = n) {
+    for (struct prim_node *c = s->prims, *n; c; c = n) {
         n = c->next_all;
-        if (!c->embedded)
-            free(c);
+        free(c);
     }
-    /* last: a fifo's allocation holds events and a prim walked above */
+    /* last: a fifo's allocation holds events walked above */
     for (struct sim_fifo *f = s->fifos, *n; f; f = n) {
         n = f->next_all;
         free(f->name);
@@ -805,27 +810,26 @@ int sim_next_trigger_event(struct sim *s, struct sim_event *e)
 
 /* ---- primitive channels ---------------------------------------------- */
 
-static void prim_link(struct sim *s, struct sim_prim *c,
-                      void (*update)(void *ud), void *ud, bool embedded)
+static void prim_init(struct sim *s, struct sim_prim *c,
+                      void (*update)(void *ud), void *ud)
 {
     c->sim = s;
     c->update = update;
     c->ud = ud;
-    c->embedded = embedded;
-    c->next_all = s->prims;
-    s->prims = c;
 }
 
 struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
                               void *ud)
 {
-    struct sim_prim *c = calloc(1, sizeof *c);
+    struct prim_node *c = calloc(1, sizeof *c);
     if (!c) {
         seterr(s, SIM_ENOMEM, "out of memory");
         return NULL;
     }
-    prim_link(s, c, update, ud, false);
-    return c;
+    prim_init(s, &c->c, update, ud);
+    c->next_all = s->prims;
+    s->prims = c;
+    return &c->c;
 }
 
 static void grow_updates(struct sim *s)
@@ -927,7 +931,7 @@ struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
     f->capacity = (uint32_t)capacity;
     event_link(s, &f->written_ev, wn, true);
     event_link(s, &f->read_ev, rn, true);
-    prim_link(s, &f->prim, fifo_update, f, true);
+    prim_init(s, &f->prim, fifo_update, f);
     f->next_all = s->fifos;
     s->fifos = f;
     return f;
