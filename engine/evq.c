@@ -98,7 +98,7 @@ static bool heap_push(struct evq *q, const struct evq_entry *e)
 /* Floyd's variant: walk the hole down to a leaf along the smallest child,
  * then sift the last element up from there; the last element usually
  * belongs low, so this saves comparisons against it. */
-static void heap_pop(struct evq *q)
+static __attribute__((noinline)) void heap_pop(struct evq *q)
 {
     size_t n = --q->heap_len;
     if (n == 0)
@@ -406,7 +406,7 @@ bool evq_push(struct evq *q, const struct evq_entry *e)
 /* Finds the structure holding the smallest time (EVQ_FIFO, EVQ_RADIX,
  * EVQ_HEAP; EVQ_NONE when empty) and remembers it until the next push or
  * pop, so that a peek, a pop and the next peek look it up once. */
-static int find_head(struct evq *q)
+static __attribute__((noinline)) int find_head(struct evq *q)
 {
     int which = EVQ_NONE;
     uint64_t best = 0;

@@ -377,7 +377,7 @@ void sim_fail(struct sim *s, const char *fmt, ...)
 
 /* ---- scheduling primitives ------------------------------------------- */
 
-static void runq_grow(struct sim *s)
+static __attribute__((noinline, cold)) void runq_grow(struct sim *s)
 {
     size_t cap = s->runq_cap ? s->runq_cap * 2 : 64;
     struct sim_proc **n = malloc(cap * sizeof *n);
@@ -832,7 +832,7 @@ struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
     return &c->c;
 }
 
-static void grow_updates(struct sim *s)
+static __attribute__((noinline, cold)) void grow_updates(struct sim *s)
 {
     if (!grow(&s->updates, &s->cap_updates, s->n_updates + 1,
               sizeof *s->updates))
