@@ -98,7 +98,8 @@ const struct kb_gemm_params *kb_gemm_params(const struct kb_gemm *g);
  * (f32, the accumulator) = (accumulate ? C : 0) + A[tm×tk]·B[tk×tn], A and B
  * of dtype `dt`. tm, tn, tk must be between 1 and the tile shape. Counts the
  * tile and its busy time but does not wait: returns the tile's cycles
- * (kb_gemm_tile_cycles), or a negative SIM_E* code with nothing done. */
+ * (kb_gemm_tile_cycles), or a negative SIM_E* code with nothing done. With
+ * A, B and C all NULL only the time is counted (timing-only runs). */
 int64_t kb_gemm_tile(struct kb_gemm *g, const void *A, size_t lda,
                      const void *B, size_t ldb, float *C, size_t ldc,
                      size_t tm, size_t tn, size_t tk, enum kb_dtype dt,
@@ -110,7 +111,8 @@ int64_t kb_gemm_tile(struct kb_gemm *g, const void *A, size_t lda,
  * when it ends. One GEMM at a time: a call made while the engine is busy
  * starts when it frees. SIM_EINVAL on bad arguments (nothing done);
  * SIM_EPERM outside any process (nothing done) or from a method process
- * (computed and booked, not waited for). */
+ * (computed and booked, not waited for). With A, B and C all NULL only the
+ * time is taken (timing-only runs carry no values). */
 int kb_gemm_run(struct kb_gemm *g, size_t M, size_t N, size_t K,
                 const void *A, size_t lda, const void *B, size_t ldb,
                 void *C, size_t ldc, enum kb_dtype in_dt, enum kb_dtype c_dt,

@@ -772,11 +772,11 @@ static int l_dot(lua_State *L)
                           (int)b->n, kb_dtype_name(b->dt), m, n, k);
     if ((uint64_t)(m * n) > INT32_MAX)
         return luaL_error(L, "tl.dot: result too large");
-    const void *ab = hread(L, a, 0);
-    const void *bb = hread(L, b, 1);
+    const void *ab = c->no_data ? NULL : hread(L, a, 0);
+    const void *bb = c->no_data ? NULL : hread(L, b, 1);
     dispatch(L, c, "tl.dot");
     struct handle *out = newhandle(L, c, (uint32_t)(m * n), odt);
-    void *cb = scratch(L, RESULT, hbytes(out));
+    void *cb = c->no_data ? NULL : scratch(L, RESULT, hbytes(out));
     void *bp = kb_block_begin(L, c->s, "tl.dot");
     int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
                          (size_t)n, cb, (size_t)n, a->dt, odt, false);
@@ -845,8 +845,8 @@ static int l_gemm_tile(lua_State *L)
     } else if (acc) {
         return luaL_error(L, "tl.gemm_tile: accumulate needs an accumulator handle");
     }
-    const void *ab = hread_range(L, a, luaL_checkinteger(L, 3), tm * tk, 0);
-    const void *bb = hread_range(L, b, luaL_checkinteger(L, 5), tk * tn, 1);
+    const void *ab = c->no_data ? NULL : hread_range(L, a, luaL_checkinteger(L, 3), tm * tk, 0);
+    const void *bb = c->no_data ? NULL : hread_range(L, b, luaL_checkinteger(L, 5), tk * tn, 1);
     dispatch(L, c, "tl.gemm_tile");
     if (lua_isnil(L, 1))
         newhandle(L, c, (uint32_t)(tm * tn), KB_DTYPE_F32);
@@ -854,8 +854,9 @@ static int l_gemm_tile(lua_State *L)
         lua_pushvalue(L, 1);
     int outi = lua_gettop(L);
     struct handle *out = lua_touserdata(L, outi);
-    float *cb = acc ? hread_range(L, out, 0, tm * tn, RESULT)
-                    : scratch(L, RESULT, (size_t)(tm * tn) * sizeof(float));
+    float *cb = c->no_data ? NULL
+                : acc      ? hread_range(L, out, 0, tm * tn, RESULT)
+                           : scratch(L, RESULT, (size_t)(tm * tn) * sizeof(float));
     int64_t cycles = kb_gemm_tile(c->pe->gemm, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn,
                                   (size_t)tm, (size_t)tn, (size_t)tk, a->dt, acc);
     if (cycles < 0)
@@ -868,7 +869,7 @@ static int l_gemm_tile(lua_State *L)
     kb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.gemm_tile: %s", sim_errmsg(c->s));
-    if (kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)(tm * tn) * sizeof(float)) != 0)
+    if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)(tm * tn) * sizeof(float)) != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
     lua_pushvalue(L, outi);
     return 1;
@@ -905,8 +906,8 @@ static int l_accumulate(lua_State *L)
         return luaL_error(L, "tl.accumulate on PE '%s': operands differ (%d %s and %d %s)",
                           c->pe->name, (int)acc->n, kb_dtype_name(acc->dt), (int)x->n,
                           kb_dtype_name(x->dt));
-    void *ab = hread(L, acc, 0);
-    const void *xb = hread(L, x, 1);
+    void *ab = c->no_data ? NULL : hread(L, acc, 0);
+    const void *xb = c->no_data ? NULL : hread(L, x, 1);
     dispatch(L, c, "tl.accumulate");
     void *bp = kb_block_begin(L, c->s, "tl.accumulate");
     int rc = kb_math_run(c->pe->math, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
@@ -928,7 +929,7 @@ static int l_cast(lua_State *L)
     struct kctx *c = current(L, "tl.cast");
     struct handle *h = checkrange(L, 1, c, 0, 1, "tl.cast");
     enum kb_dtype dt = checkdtype(L, 2);
-    void *buf = hread(L, h, 0);
+    void *buf = c->no_data ? NULL : hread(L, h, 0);
     dispatch(L, c, "tl.cast");
     struct handle *out = newhandle(L, c, h->n, dt);
     void *bp = kb_block_begin(L, c->s, "tl.cast");
@@ -936,6 +937,8 @@ static int l_cast(lua_State *L)
     kb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, kb_math_errmsg(c->pe->math));
+    if (c->no_data)
+        return 1;
     unsigned char *obuf = scratch(L, RESULT, hbytes(out));
     for (uint32_t j = 0; j < h->n; j++)
         kb_dtype_store(obuf, j, dt, kb_dtype_load(buf, j, h->dt));

@@ -406,6 +406,51 @@ TEST(tile_hook)
     sim_free(s);
 }
 
+/* Timing-only: A, B and C all NULL take kb_gemm_run's time and count its
+ * tiles, with nothing computed; a NULL among real buffers is still an
+ * error. */
+static void time_only_thread(struct sim *s, void *arg)
+{
+    struct ctx *cx = arg;
+    const struct kb_gemm_params *p = kb_gemm_params(cx->g);
+    size_t M = 100, N = 70, K = 50;
+    int rc = kb_gemm_run(cx->g, M, N, K, NULL, K, NULL, N, NULL, N,
+                         KB_DTYPE_BF16, KB_DTYPE_F32, false);
+    CHECK(cx, rc == 0, "time-only run: %s", kb_gemm_errmsg(cx->g));
+    CHECK(cx, sim_now(s) == kb_gemm_time(p, M, N, K), "time-only run time");
+    struct kb_gemm_stats st;
+    kb_gemm_get_stats(cx->g, &st);
+    CHECK(cx, st.tiles == kb_gemm_tiles(p, M, N, K) && st.macs == M * N * K &&
+              st.cycles == kb_gemm_cycles(p, M, N, K) && st.runs == 1,
+          "time-only counters");
+    int64_t c = kb_gemm_tile(cx->g, NULL, 8, NULL, 8, NULL, 8, 4, 8, 8,
+                             KB_DTYPE_F16, false);
+    CHECK(cx, c == (int64_t)kb_gemm_tile_cycles(p, 4, 8, 8), "time-only tile");
+    static float C[16];
+    rc = kb_gemm_run(cx->g, 4, 4, 4, NULL, 4, NULL, 4, C, 4, KB_DTYPE_F32,
+                     KB_DTYPE_F32, false);
+    CHECK(cx, rc == SIM_EINVAL, "C without A and B accepted (%d)", rc);
+    rc = kb_gemm_run(cx->g, 4, 4, 4, NULL, 2, NULL, 4, NULL, 4, KB_DTYPE_F32,
+                     KB_DTYPE_F32, false);
+    CHECK(cx, rc == SIM_EINVAL, "time-only run with lda < K accepted (%d)",
+          rc);
+}
+
+TEST(time_only)
+{
+    static struct ctx cx;
+    cx = (struct ctx){0};
+    struct sim *s = sim_new(NULL);
+    char err[256];
+    cx.g = kb_gemm_new(s, "pe3", &DEF, err, sizeof err);
+    sim_thread(s, "t", time_only_thread, &cx, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    if (cx.failed)
+        TEST__FAIL("%s", cx.msg);
+    kb_gemm_free(cx.g);
+    sim_free(s);
+}
+
 static void serial_thread(struct sim *s, void *arg)
 {
     struct ctx *cx = arg;
@@ -482,4 +527,4 @@ TEST(serialise_and_errors)
 
 TEST_MAIN(tile_time, gemm_time_closed_form, peak_flops, params,
           values_against_naive, accumulate_and_peak, tile_hook,
-          serialise_and_errors)
+          serialise_and_errors, time_only)

@@ -25,4 +25,32 @@ for r, ns in pairs(full.per_rank_ns) do
 end
 kb.check(full_max == 36 and timing_max == 0, ("values only with payload: %g and %g")
   :format(full_max, timing_max))
+
+-- A kernel of the computing calls (dot, gemm_tile, accumulate, cast, math)
+-- takes the same time with and without values.
+local function kernel_time(timing_only)
+  local sim = kb.sim{}
+  local sys = kb.system(sim, {sips = {count = 1}, sip = {cube_mesh = {w = 1, h = 1}}},
+                        {timing_only = timing_only})
+  local addr = tl.alloc(sys, 0, "hbm", 64 * 4)
+  if not timing_only then tl.vec_affine(64, 1, 0):write(sys, 0, addr, "f32") end
+  local x = {}
+  function x:shard() return {addr = addr, n = 64, kind = "hbm", dtype = "f32"} end
+  local sum
+  local run = tl.launch(sys, {0}, function()
+    local a = tl.load(x, 0, 64)
+    local d = tl.dot(a, a, 8, 8, 8)
+    local acc = tl.gemm_tile(nil, a, 0, a, 0, 8, 8, 8)
+    tl.accumulate(acc, d)
+    local h = tl.cast(tl.add(acc, 1), "bf16")
+    sum = tl.sum(h)
+  end)
+  sim:run()
+  return run:times()[0].exec_ns, sum
+end
+local t_full, sum_full = kernel_time(false)
+local t_timing, sum_timing = kernel_time(true)
+kb.check(t_full > 0 and t_full == t_timing,
+         ("compute kernel: same time %.3f vs %.3f ns"):format(t_full, t_timing))
+kb.check(sum_full ~= nil and sum_timing ~= nil, "both kernels ran to the end")
 print(("tl_timing_only ok: %.1f ns"):format(full.latency_ns))
