@@ -16,14 +16,25 @@
  * is counted as blocked time. The metadata travels in the message header
  * (no extra bytes) and is published with the data by the DMA's completion
  * callback, in the same process step as the payload copy, so a receiver
- * polling the slot sees both or neither. */
+ * polling the slot sees both or neither.
+ *
+ * Traced (a trace open when the IPCQ is made), each side of a channel has
+ * a row, "NAME.ipcq.DIR.send" or "NAME.ipcq.DIR.recv", made on its first
+ * message: a send span runs from the call of kb_ipcq_send to its return
+ * (the credit wait; the copy itself is the DMA's vc_comm span), a recv
+ * span from the call of kb_ipcq_recv to its return (the wait for the
+ * data, the slot reads and the credits). Both carry the message's number
+ * on the channel, so a send and its recv pair up. */
 #include "pe_ipcq.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "trace.h"
 
 struct chan;
 
@@ -53,6 +64,7 @@ struct chan {
     bool sending, receiving;
     uint32_t full; /* rx slots holding visible data */
     struct kb_ipcq_stats st;
+    int tx_trk, rx_trk; /* trace tracks of the two sides, made on first use */
     int refs;
 };
 
@@ -74,6 +86,7 @@ struct kb_ipcq {
     /* the route from the buffer to the PE, for slot reads */
     int read_links[KB_DMA_MAX_HOPS];
     int n_read_links;
+    struct sim_trace *tr; /* NULL: not traced */
     char err[256];
 };
 
@@ -134,6 +147,7 @@ struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name,
         q->buf = buf;
         q->buf_node = buf_node;
         q->pe_node = kb_dma_node(dma);
+        q->tr = sim_tracer(s);
         q->p = *p;
         q->poll_ps = p->backpressure == KB_IPCQ_POLL
                          ? (sim_time)llround(p->poll_ns * 1000.0) : 0;
@@ -261,6 +275,7 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
     c->size = sz;
     c->credits = ns;
     c->credit_ps = credit_ps;
+    c->tx_trk = c->rx_trk = -1;
     c->refs = 2;
     c->tx_dir = dupstr(a_dir);
     c->rx_dir = dupstr(b_dir);
@@ -305,6 +320,35 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
     da->tx = c;
     db->rx = c;
     return 0;
+}
+
+/* ---- trace ----------------------------------------------------------- */
+
+/* One side's message as a span on its row, "NAME.ipcq.DIR.send" (tx) or
+ * "NAME.ipcq.DIR.recv", from the call at t0 to now. peer: the other side,
+ * "NAME.ipcq.DIR"; msg: the message's number on the channel, from 0; slot:
+ * its first slot in the ring, slots: how many it took. */
+static void trace_msg(struct chan *c, bool tx, uint64_t bytes, uint64_t msg,
+                      uint64_t slot, uint64_t slots, sim_time t0)
+{
+    struct kb_ipcq *q = tx ? c->tx : c->rx, *p = tx ? c->rx : c->tx;
+    const char *dir = tx ? c->tx_dir : c->rx_dir;
+    const char *pdir = tx ? c->rx_dir : c->tx_dir;
+    const char *what = tx ? "send" : "recv";
+    int *trk = tx ? &c->tx_trk : &c->rx_trk;
+    if (*trk < 0) {
+        char nm[300];
+        snprintf(nm, sizeof nm, "%s.ipcq.%s.%s", q->name, dir, what);
+        *trk = sim_trace_track_path(q->tr, nm);
+    }
+    char name[48], peer[300];
+    snprintf(name, sizeof name, "%s %" PRIu64 " B", what, bytes);
+    snprintf(peer, sizeof peer, "%s.ipcq.%s", p->name, pdir);
+    const struct sim_trace_arg a[] = {
+        {"bytes", NULL, bytes}, {"peer", peer, 0}, {"msg", NULL, msg},
+        {"slot", NULL, slot}, {"slots", NULL, slots}};
+    sim_trace_span(q->tr, *trk, "ipcq", name, t0, sim_now(q->sim), a,
+                   (int)(sizeof a / sizeof a[0]));
 }
 
 /* ---- send ------------------------------------------------------------ */
@@ -378,6 +422,8 @@ int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
                       "another send is blocked there", dir, q->name);
     bool copy = !kb_dma_timing_only(q->dma) && data;
     static const struct kb_ipcq_meta zero;
+    sim_time t0 = sim_now(q->sim);
+    uint64_t first = c->tail;
     c->sending = true;
     uint64_t off = 0;
     int rc = 0;
@@ -418,6 +464,9 @@ int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
     c->sending = false;
     if (rc < 0)
         return rc;
+    if (q->tr)
+        trace_msg(c, true, bytes, c->st.tx_messages, first % c->n,
+                  c->tail - first, t0);
     c->st.tx_messages++;
     c->st.tx_bytes += bytes;
     return 0;
@@ -442,6 +491,8 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
                       "another recv is blocked there", dir, q->name);
     bool copy = !kb_dma_timing_only(q->dma) && out;
     struct kb_fabric *f = kb_dma_fabric(q->dma);
+    sim_time t0 = sim_now(s);
+    uint64_t first = c->head;
     c->receiving = true;
     uint64_t got = 0, total = 0;
     int rc = 0;
@@ -499,6 +550,9 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
                       "outside a thread process", dir, q->name);
     if (rc < 0)
         return rc;
+    if (q->tr)
+        trace_msg(c, false, got, c->st.rx_messages, first % c->n,
+                  c->head - first, t0);
     c->st.rx_messages++;
     c->st.rx_bytes += got;
     return (int64_t)got;

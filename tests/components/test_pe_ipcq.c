@@ -1,7 +1,8 @@
 /* test_pe_ipcq.c — PE_IPCQ: credits and backpressure (sleep, poll) with
  * exact times, slot cost per buffer kind against the closed form,
  * ping-pong latency, atomic visibility of data and metadata, split
- * messages, timing-only mode, wiring and recv errors */
+ * messages, timing-only mode, wiring and recv errors, trace spans */
+#include <inttypes.h>
 #include <math.h>
 
 #include "fabric.h"
@@ -11,6 +12,7 @@
 #include "pe_ipcq.h"
 #include "sim.h"
 #include "test.h"
+#include "trace.h"
 
 /* ---- a small test system ------------------------------------------------ */
 
@@ -82,11 +84,17 @@ static struct kb_ipcq_params ipcq_params(enum kb_ipcq_backpressure bp,
     return (struct kb_ipcq_params){4, 4096, bp, poll_ns, 16};
 }
 
-static struct tsys *tsys_new(int n, enum kb_mem_kind kind, bool timing_only,
-                             const struct kb_ipcq_params *qp)
+/* The same, traced into `trace` when it is set (opened before the units
+ * are made, so that they find the recorder). */
+static struct tsys *tsys_new_traced(int n, enum kb_mem_kind kind,
+                                    bool timing_only,
+                                    const struct kb_ipcq_params *qp,
+                                    FILE *trace)
 {
     struct tsys *t = calloc(1, sizeof *t);
     t->s = sim_new(NULL);
+    if (trace && sim_trace_open_file(t->s, trace, "trace", NULL, 0) < 0)
+        abort();
     t->f = kb_fabric_new(t->s);
     t->n = n;
     t->kind = kind;
@@ -108,6 +116,12 @@ static struct tsys *tsys_new(int n, enum kb_mem_kind kind, bool timing_only,
                               t->mem_node[r][kind], qp, NULL, 0);
     }
     return t;
+}
+
+static struct tsys *tsys_new(int n, enum kb_mem_kind kind, bool timing_only,
+                             const struct kb_ipcq_params *qp)
+{
+    return tsys_new_traced(n, kind, timing_only, qp, NULL);
 }
 
 static void tsys_free(struct tsys *t)
@@ -653,8 +667,122 @@ TEST(sleeping_sender_without_receiver_deadlocks)
     tsys_free(t);
 }
 
+/* ---- trace spans ---------------------------------------------------------- */
+
+struct tr {
+    struct tsys *t;
+    sim_time sent[2], recv_start[2], recvd[2];
+    int64_t got[2];
+    int rc[2];
+};
+
+static void tr_sender(struct sim *s, void *arg)
+{
+    struct tr *x = arg;
+    x->rc[0] = kb_ipcq_send(x->t->q[0], "E", NULL, 3 * 4096, NULL);
+    x->sent[0] = sim_now(s);
+    x->rc[1] = kb_ipcq_send(x->t->q[0], "E", NULL, 100, NULL);
+    x->sent[1] = sim_now(s);
+}
+
+static void tr_receiver(struct sim *s, void *arg)
+{
+    struct tr *x = arg;
+    sim_wait(s, 1000 * SIM_NS);
+    for (int i = 0; i < 2; i++) {
+        x->recv_start[i] = sim_now(s);
+        x->got[i] = kb_ipcq_recv(x->t->q[1], "W", NULL, 3 * 4096, NULL);
+        x->recvd[i] = sim_now(s);
+    }
+}
+
+/* The whole of stream f, NUL-terminated (caller frees). */
+static char *slurp(FILE *f)
+{
+    fflush(f);
+    long n = ftell(f);
+    char *b = malloc((size_t)n + 1);
+    rewind(f);
+    size_t got = fread(b, 1, (size_t)n, f);
+    b[got] = '\0';
+    return b;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
+/* The trace's form of a span from a to b: "ts":..,"dur":.. in us. */
+static void span_at(char *buf, size_t n, sim_time a, sim_time b)
+{
+    snprintf(buf, n, "\"ts\":%" PRIu64 ".%06" PRIu64 ",\"dur\":%" PRIu64
+             ".%06" PRIu64 ",", a / SIM_US, a % SIM_US, (b - a) / SIM_US,
+             (b - a) % SIM_US);
+}
+
+/* A message of three slots on a ring of two, then one of 100 bytes, the
+ * receiver late: the first send's span lasts until the credit of its
+ * third slot comes back; each side's spans are on its own row, numbered
+ * 0 and 1 on the channel, with their first slot and slot count. */
+TEST(trace_spans)
+{
+    struct kb_ipcq_params qp = {2, 4096, KB_IPCQ_SLEEP, 0, 16};
+    FILE *f = tmpfile();
+    ASSERT_TRUE(f != NULL);
+    struct tsys *t = tsys_new_traced(2, KB_MEM_TCM, true, &qp, f);
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+    struct tr x = {t, {0}, {0}, {0}, {0}, {0}};
+    sim_thread(t->s, "sender", tr_sender, &x, 0);
+    sim_thread(t->s, "receiver", tr_receiver, &x, 0);
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(x.rc[0], 0);
+    ASSERT_EQ(x.rc[1], 0);
+    ASSERT_EQ(x.got[0], 3 * 4096);
+    ASSERT_EQ(x.got[1], 100);
+    sim_time rd, cr;
+    slot_time(t, 0, 1, 4096, NULL, &rd, &cr);
+    /* the third slot's credit: the first slot's read and credit at 1 us */
+    ASSERT_U64_EQ(x.sent[0], 1000 * SIM_NS + rd + cr);
+    ASSERT_TRUE(x.sent[1] > x.sent[0]); /* waits for the second slot's */
+    ASSERT_EQ(sim_trace_close(t->s, NULL, 0), 0);
+    char *j = slurp(f);
+    fclose(f);
+
+    ASSERT_CONTAINS(j, "\"name\":\"process_name\",\"args\":{\"name\":\"pe0\"}");
+    ASSERT_CONTAINS(j, "\"name\":\"thread_name\",\"args\":{\"name\":\"ipcq.E.send\"}");
+    ASSERT_CONTAINS(j, "\"name\":\"thread_name\",\"args\":{\"name\":\"ipcq.W.recv\"}");
+    ASSERT_EQ(count(j, "\"cat\":\"ipcq\""), 4);
+    char want[400], at[100];
+    span_at(at, sizeof at, 0, x.sent[0]);
+    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"send 12288 B\","
+             "\"args\":{\"bytes\":12288,\"peer\":\"pe1.ipcq.W\",\"msg\":0,"
+             "\"slot\":0,\"slots\":3}}", at);
+    ASSERT_CONTAINS(j, want);
+    span_at(at, sizeof at, x.sent[0], x.sent[1]);
+    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"send 100 B\","
+             "\"args\":{\"bytes\":100,\"peer\":\"pe1.ipcq.W\",\"msg\":1,"
+             "\"slot\":1,\"slots\":1}}", at);
+    ASSERT_CONTAINS(j, want);
+    span_at(at, sizeof at, x.recv_start[0], x.recvd[0]);
+    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"recv 12288 B\","
+             "\"args\":{\"bytes\":12288,\"peer\":\"pe0.ipcq.E\",\"msg\":0,"
+             "\"slot\":0,\"slots\":3}}", at);
+    ASSERT_CONTAINS(j, want);
+    span_at(at, sizeof at, x.recv_start[1], x.recvd[1]);
+    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"recv 100 B\","
+             "\"args\":{\"bytes\":100,\"peer\":\"pe0.ipcq.E\",\"msg\":1,"
+             "\"slot\":1,\"slots\":1}}", at);
+    ASSERT_CONTAINS(j, want);
+    free(j);
+    tsys_free(t);
+}
+
 TEST_MAIN(fifth_send_blocks_sleep, fifth_send_blocks_poll,
           sleeping_sender_without_receiver_deadlocks,
           slot_cost_per_buffer_kind, ping_pong_latency,
           data_and_metadata_visible_together, split_messages_and_timing_only,
-          errors)
+          errors, trace_spans)

@@ -1,10 +1,13 @@
--- trace_check.lua FILE KERNEL SPANS BYTES — the shape of a --trace file
--- (tests/cli/trace.sh): the trace-event JSON object Perfetto opens, one
--- event a line; SPANS kernel spans named KERNEL, each on its own PE row;
--- link spans and DMA spans, every link span's size in its name; only
+-- trace_check.lua FILE KERNEL SPANS BYTES [MSGS] — the shape of a --trace
+-- file (tests/cli/trace.sh): the trace-event JSON object Perfetto opens,
+-- one event a line; SPANS kernel spans named KERNEL, each on its own PE
+-- row; link spans and DMA spans, every link span's size in its name; only
 -- messages of BYTES bytes per rank in the collective's kernels' DMA reads.
+-- With MSGS: the collective's IPCQ messages, each one send span and one
+-- recv span of BYTES bytes that pair up exactly (see check_ipcq).
 local kb = require("kbsim")
 local path, kernel, nspans, bytes = arg[1], arg[2], tonumber(arg[3]), arg[4]
+local nmsgs = tonumber(arg[5])
 local f = assert(io.open(path, "rb"))
 local text = f:read("a")
 f:close()
@@ -13,6 +16,14 @@ kb.check(text:sub(1, 17) == '{"traceEvents":[\n', "starts with {\"traceEvents\":
 kb.check(text:sub(-27) == '\n],"displayTimeUnit":"ns"}\n', "ends the object with displayTimeUnit")
 
 local count, kernels, rows, links, dmas, named, bad = 0, 0, {}, 0, 0, 0, 0
+-- rows by "pid:tid" -> name; IPCQ spans and DMA vc_comm copies
+local procs, threads, ipcq, comms = {}, {}, {}, 0
+-- "1.009763" us -> 1009763 ps, exactly
+local function ps(us)
+  local i, f = us:match("^(%d+)%.(%d%d%d%d%d%d)$")
+  kb.check(i ~= nil, "a time with six decimals: " .. tostring(us))
+  return tonumber(i) * 1000000 + tonumber(f)
+end
 local body = text:sub(18, -28)
 for line in (body .. ",\n"):gmatch("(.-),?\n") do
   count = count + 1
@@ -31,6 +42,23 @@ for line in (body .. ",\n"):gmatch("(.-),?\n") do
     if b and b == name then named = named + 1 end
   elseif line:find('"cat":"dma"', 1, true) then
     dmas = dmas + 1
+    if line:find('"name":"comm ', 1, true) then comms = comms + 1 end
+  elseif line:find('"cat":"ipcq"', 1, true) then
+    local pid, ts, dur, what, nb, b, peer, msg, slot, slots = line:match(
+      '^{"ph":"X","pid":(%d+),"tid":%d+,"ts":([%d.]+),"dur":([%d.]+),"cat":"ipcq",' ..
+      '"name":"(%a+) (%d+) B","args":{"bytes":(%d+),"peer":"([^"]+)","msg":(%d+),' ..
+      '"slot":(%d+),"slots":(%d+)}}$')
+    kb.check(pid ~= nil, "an ipcq span: " .. line)
+    kb.check(nb == b, "ipcq span named by its size: " .. line)
+    ipcq[#ipcq + 1] = {row = pid .. ":" .. tid, what = what, bytes = b, peer = peer,
+      msg = tonumber(msg), slot = tonumber(slot), slots = tonumber(slots),
+      start = ps(ts), stop = ps(ts) + ps(dur)}
+  elseif line:find('"name":"process_name"', 1, true) then
+    local pid, name = line:match('"pid":(%d+),.*"args":{"name":"([^"]+)"}}$')
+    procs[pid] = name
+  elseif line:find('"name":"thread_name"', 1, true) then
+    local pid, name = line:match('"pid":(%d+),.*"args":{"name":"([^"]+)"}}$')
+    threads[pid .. ":" .. tid] = {pid = pid, name = name}
   end
 end
 local nrows = 0
@@ -45,4 +73,57 @@ kb.check(dmas > 0, "DMA spans")
 kb.check(text:find('"name":"thread_name","args":{"name":"cube0.pe0"}', 1, true) ~= nil, "a row named cube0.pe0")
 kb.check(text:find('"name":"process_name","args":{"name":"sip0"}', 1, true) ~= nil, "a process named sip0")
 kb.check(text:find('"bytes":' .. bytes .. ',', 1, true) ~= nil, "a transfer of " .. bytes .. " bytes")
-print(("trace ok: %d events, %d kernel, %d link, %d dma spans"):format(count, kernels, links, dmas))
+
+-- IPCQ: NMSGS send spans and NMSGS recv spans, of BYTES bytes each. The
+-- side a span is on, "sip0.cube0.pe0.ipcq.E" from its row
+-- "cube0.pe0.ipcq.E.send" in process "sip0", is the other side's peer:
+-- every send pairs with exactly one recv by (sender, receiver, msg), the
+-- numbers on a channel are 0, 1, 2, ... in order of time, and the recv
+-- ends after the send returned (its last slot is copied only then). Only
+-- the IPCQ uses the DMA's vc_comm channels: one copy a slot.
+local function check_ipcq()
+  local sends, recvs, slots, pairs_ = 0, {}, 0, 0
+  for _, e in ipairs(ipcq) do
+    local row = threads[e.row]
+    kb.check(row ~= nil, "an ipcq row named before its spans")
+    local side, suffix = (procs[row.pid] .. "." .. row.name):match("^(.*)%.(%a+)$")
+    kb.check(suffix == e.what, ("a %s span on row %s"):format(e.what, row.name))
+    kb.check(side:match("%.ipcq%.") ~= nil and e.peer:match("%.ipcq%.") ~= nil, "ipcq sides named NAME.ipcq.DIR")
+    kb.check(e.bytes == bytes, ("ipcq %s of %s bytes, want %s"):format(e.what, e.bytes, bytes))
+    kb.check(e.slots >= 1 and e.stop >= e.start, "an ipcq span takes a slot and no negative time")
+    e.from, e.to = e.what == "send" and side or e.peer, e.what == "send" and e.peer or side
+    if e.what == "send" then
+      sends = sends + 1
+      slots = slots + e.slots
+    else
+      local k = e.from .. ">" .. e.to .. "#" .. e.msg
+      kb.check(recvs[k] == nil, "one recv of message " .. k)
+      recvs[k] = e
+    end
+  end
+  local nrecvs, seen = 0, {}
+  for _ in pairs(recvs) do nrecvs = nrecvs + 1 end
+  kb.check(sends == nmsgs, ("%d ipcq send spans, want %d"):format(sends, nmsgs))
+  kb.check(nrecvs == nmsgs, ("%d ipcq recv spans, want %d"):format(nrecvs, nmsgs))
+  kb.check(comms == slots, ("%d vc_comm copies for %d ipcq slots sent"):format(comms, slots))
+  for _, e in ipairs(ipcq) do
+    if e.what == "send" then
+      local ch = e.from .. ">" .. e.to
+      local last = seen[ch]
+      kb.check(e.msg == (last and last.msg + 1 or 0) and (not last or e.start >= last.stop),
+        ("send %d on %s follows the one before"):format(e.msg, ch))
+      seen[ch] = e
+      local r = recvs[ch .. "#" .. e.msg]
+      kb.check(r ~= nil, "a recv of message " .. ch .. "#" .. e.msg)
+      kb.check(r.bytes == e.bytes and r.slots == e.slots and r.slot == e.slot,
+        "send and recv of " .. ch .. "#" .. e.msg .. " agree")
+      kb.check(r.stop > e.stop, ("recv of %s#%d ends at %d ps, after its send returned at %d ps")
+        :format(ch, e.msg, r.stop, e.stop))
+      pairs_ = pairs_ + 1
+    end
+  end
+  return pairs_
+end
+local msgs = nmsgs and check_ipcq() or 0
+print(("trace ok: %d events, %d kernel, %d link, %d dma spans, %d ipcq messages")
+  :format(count, kernels, links, dmas, msgs))
