@@ -378,7 +378,10 @@ static void wheel_adapt(struct evq *q)
 
 bool evq_push(struct evq *q, const struct evq_entry *e)
 {
-    q->head_src = EVQ_UNKNOWN;
+    /* An entry no earlier than the remembered head leaves it the head:
+     * every structure keeps its head in place when a later entry joins.
+     * (head_t is UINT64_MAX when only the FIFO's head is known.) */
+    bool later = q->head_src >= 0 && e->t >= q->head_t;
     /* the FIFO takes a monotone run only while the wheel is empty: were
      * both in use at once, which one holds the head would change at random
      * from pop to pop, and the branch deciding it would mispredict */
@@ -386,14 +389,20 @@ bool evq_push(struct evq *q, const struct evq_entry *e)
         (q->fifo_len == 0 ||
          !key_less(e, &q->fifo[(q->fifo_head + q->fifo_len - 1) &
                                (q->fifo_cap - 1)]))) {
+        if (q->head_src != EVQ_FIFO && !later)
+            q->head_src = EVQ_UNKNOWN; /* an append leaves the FIFO's head */
         if (q->fifo_len == q->fifo_cap && !fifo_grow(q))
             return false;
         q->fifo[(q->fifo_head + q->fifo_len) & (q->fifo_cap - 1)] = *e;
         q->fifo_len++;
         return true;
     }
-    if (q->a_in + q->a_out >= ADAPT_EVERY)
+    if (!later)
+        q->head_src = EVQ_UNKNOWN;
+    if (q->a_in + q->a_out >= ADAPT_EVERY) {
+        q->head_src = EVQ_UNKNOWN; /* a new width moves entries */
         wheel_adapt(q);
+    }
     if (evq_size(q) < WHEEL_MAX_LEN) {
         if (wheel_fits(q, e->t))
             return wheel_add(q, e);
@@ -433,6 +442,7 @@ static __attribute__((noinline)) int find_head(struct evq *q)
     if (q->heap_len && (which == EVQ_NONE || q->heap[0].t < best))
         which = EVQ_HEAP;
     q->head_src = which;
+    q->head_t = best;
     return which;
 }
 
@@ -464,8 +474,10 @@ bool evq_pop(struct evq *q, struct evq_entry *out)
     case EVQ_FIFO:
         *out = q->fifo[q->fifo_head];
         q->fifo_head = (q->fifo_head + 1) & (q->fifo_cap - 1);
-        if (--q->fifo_len && !q->wlen && !q->rlen && !q->heap_len)
+        if (--q->fifo_len && !q->wlen && !q->rlen && !q->heap_len) {
             q->head_src = EVQ_FIFO; /* the common case: a FIFO only */
+            q->head_t = UINT64_MAX;   /* its time not looked at */
+        }
         break;
     case EVQ_WHEEL:
         wheel_pop_head(q, q->head_bucket, out);

@@ -70,6 +70,7 @@ struct evq {
     uint32_t a_hold;        /* looks left before it may widen again */
     uint64_t floor;         /* time of the last entry popped */
     int head_src; /* where the head is (EVQ_*), or EVQ_UNKNOWN */
+    uint64_t head_t; /* its time, when head_src says where it is */
     uint32_t head_bucket; /* the wheel's first bucket, when head_src says */
 };
 

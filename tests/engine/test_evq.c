@@ -165,5 +165,61 @@ TEST(wheel_width_follows_the_delays)
     evq_release(&q);
 }
 
+/* Random pushes, peeks, pops and pops-at against a plain list: the head
+ * the queue remembers between calls must always be the minimum, whatever
+ * structure a push lands in (FIFO, wheel, radix heap, side heap). */
+TEST(remembered_head_against_a_list)
+{
+    enum { MAXN = 3000 };
+    static uint64_t ref[MAXN];
+    size_t n = 0;
+    struct evq q;
+    evq_init(&q);
+    uint64_t x = 11, seq = 0, now = 0;
+    for (int step = 0; step < 200000; step++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned op = (unsigned)(x >> 60);
+        uint64_t r = x >> 20;
+        if (op < 9 && n < MAXN) {
+            uint64_t t;
+            switch (op % 4) {
+            case 0: t = now; break;                       /* same time */
+            case 1: t = now + r % 64; break;              /* ps ahead */
+            case 2: t = now + r % 2000000; break;         /* us ahead */
+            default: t = now + (r % 4 == 0 ? 0 : r % 100000000000ull);
+            }
+            if (op == 6 && now > 10)
+                t = now - r % 10; /* earlier than now: the side heap */
+            struct evq_entry e = {t, seq++, NULL, 0, 0};
+            ASSERT_TRUE(evq_push(&q, &e));
+            ref[n++] = t;
+        } else if (n == 0) {
+            ASSERT_TRUE(evq_peek(&q) == NULL);
+        } else {
+            size_t m = 0;
+            for (size_t i = 1; i < n; i++)
+                if (ref[i] < ref[m])
+                    m = i;
+            const struct evq_entry *h = evq_peek(&q);
+            ASSERT_TRUE(h != NULL);
+            ASSERT_U64_EQ(h->t, ref[m]);
+            struct evq_entry cur;
+            if (op < 11) {
+                ASSERT_TRUE(evq_pop(&q, &cur));
+            } else {
+                ASSERT_TRUE(!evq_pop_at(&q, ref[m] + 1, &cur));
+                ASSERT_TRUE(evq_pop_at(&q, ref[m], &cur));
+            }
+            ASSERT_U64_EQ(cur.t, ref[m]);
+            ref[m] = ref[--n];
+            if (cur.t > now)
+                now = cur.t;
+        }
+        ASSERT_EQ(evq_size(&q), n);
+    }
+    evq_release(&q);
+}
+
 TEST_MAIN(pops_in_key_order, interleaved_push_pop, entries_before_the_radix_floor,
-          pop_at_and_the_remembered_head, wheel_width_follows_the_delays)
+          pop_at_and_the_remembered_head, wheel_width_follows_the_delays,
+          remembered_head_against_a_list)
