@@ -36,7 +36,8 @@ static inline bool key_less(const struct evq_entry *a,
 
 void evq_init(struct evq *q)
 {
-    *q = (struct evq){.head_src = EVQ_UNKNOWN, .wshift = WSHIFT_INIT};
+    *q = (struct evq){.head_src = EVQ_UNKNOWN, .wshift = WSHIFT_INIT,
+                      .free_node = EVQ_NIL};
 }
 
 void evq_release(struct evq *q)
@@ -49,7 +50,8 @@ void evq_release(struct evq *q)
     free(q->heap);
     free(q->whead);
     free(q->nodes);
-    *q = (struct evq){.head_src = EVQ_UNKNOWN, .wshift = WSHIFT_INIT};
+    *q = (struct evq){.head_src = EVQ_UNKNOWN, .wshift = WSHIFT_INIT,
+                      .free_node = EVQ_NIL};
 }
 
 static bool fifo_grow(struct evq *q)
@@ -220,10 +222,16 @@ static void radix_settle(struct evq *q)
  * beyond the window (in the radix heap) they double. A change rebuckets
  * the wheel's entries, at most once per ADAPT_EVERY pushes. */
 
-static bool node_reserve(struct evq *q)
+/* Room for one more node (and the buckets, on first use). */
+static __attribute__((noinline, cold)) bool wheel_grow(struct evq *q)
 {
-    if (q->free_node != EVQ_NIL)
-        return true;
+    if (!q->whead) {
+        q->whead = malloc(EVQ_WBUCKETS * sizeof *q->whead);
+        if (!q->whead)
+            return false;
+        for (int b = 0; b < EVQ_WBUCKETS; b++)
+            q->whead[b] = EVQ_NIL;
+    }
     size_t cap = q->node_cap ? q->node_cap * 2 : 64;
     if (cap >= EVQ_NIL)
         return false;
@@ -246,7 +254,8 @@ static inline bool wheel_fits(const struct evq *q, uint64_t t)
 }
 
 /* Links node i (its time in the window) into its bucket. */
-static void wheel_link(struct evq *q, uint32_t i)
+static inline __attribute__((always_inline)) void wheel_link(struct evq *q,
+                                                          uint32_t i)
 {
     uint64_t t = q->nodes[i].e.t;
     uint32_t b = (uint32_t)(t >> q->wshift) & (EVQ_WBUCKETS - 1);
@@ -264,17 +273,10 @@ static void wheel_link(struct evq *q, uint32_t i)
     q->a_walk += walk;
 }
 
-static bool wheel_add(struct evq *q, const struct evq_entry *e)
+static inline __attribute__((always_inline)) bool
+wheel_add(struct evq *q, const struct evq_entry *e)
 {
-    if (!q->whead) {
-        q->whead = malloc(EVQ_WBUCKETS * sizeof *q->whead);
-        if (!q->whead)
-            return false;
-        for (int b = 0; b < EVQ_WBUCKETS; b++)
-            q->whead[b] = EVQ_NIL;
-        q->free_node = EVQ_NIL;
-    }
-    if (!node_reserve(q))
+    if (q->free_node == EVQ_NIL && !wheel_grow(q))
         return false;
     uint32_t i = q->free_node;
     q->free_node = q->nodes[i].next;
