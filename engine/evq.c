@@ -1,11 +1,20 @@
 /* evq.c — the timed event queue: a monotone FIFO, a timing wheel, a radix heap and a 4-ary heap */
 #include "evq.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Entries are ordered by time alone: one 64-bit compare per step. Entries
  * of equal time may come out in any order; the scheduler takes all
  * entries of one time together and restores their insertion order. */
+/* Memory ran out while entries moved inside the queue, where no caller
+ * can be told: fatal, as everywhere in the kernel. */
+static __attribute__((noreturn, cold)) void out_of_memory(void)
+{
+    fputs("kbsim: out of memory (timed event queue)\n", stderr);
+    abort();
+}
+
 typedef uint64_t evq_key;
 
 static inline evq_key key_of(const struct evq_entry *e)
@@ -198,7 +207,7 @@ static void radix_settle(struct evq *q)
                 cap *= 2;
             struct evq_entry *v = realloc(d->v, cap * sizeof *v);
             if (!v)
-                abort(); /* the kernel treats memory exhaustion as fatal */
+                out_of_memory();
             d->v = v;
             d->cap = cap;
         }
@@ -351,7 +360,7 @@ static void wheel_rewidth(struct evq *q, unsigned shift)
             wheel_link(q, i);
         } else {
             if (!radix_push(q, &q->nodes[i].e))
-                abort(); /* the kernel treats memory exhaustion as fatal */
+                out_of_memory();
             q->nodes[i].next = q->free_node;
             q->free_node = i;
         }
