@@ -218,7 +218,7 @@ end
 
 -- ---- the rows: simulated or read from PARAM --------------------------------
 
-local rows, mode, world, sweep_summary = {}, nil, nil, nil
+local rows, mode, world, sweep_summary, links = {}, nil, nil, nil, nil
 local t_start = kb.clock()
 if opt.param then
   mode = "param"
@@ -241,6 +241,11 @@ if opt.param then
   end
 else
   mode = "simulated"
+  -- The algorithm against the world size and topology, once, before any
+  -- point runs (else every point would fail with the same message).
+  local ok, got = pcall(ring_links, opt.ws, opt.algorithm)
+  if not ok then usage_error("%s", tostring(got)) end
+  links = got
   local points, skipped = {}, {}
   for _, c in ipairs(opt.collectives) do
     local size = 4
@@ -409,7 +414,6 @@ end
 
 local analytic_rows, console_an = {}, {}
 if mode == "simulated" then
-  local links = ring_links(opt.ws, opt.algorithm)
   local gm_rows = {}
   for _, c in ipairs(order) do
     local f = formula_for(c, opt.algorithm)
@@ -448,13 +452,15 @@ if mode == "simulated" then
       refs[#refs + 1] = {title = c .. " alpha-beta", y = "alpha_beta_us", series_value = c}
     end
   end
-  local afig = results.figure{name = "analytic", csv = acsv, x = "size", y = "simulated_us",
-    series = "collective", title = "simulated latency and alpha-beta prediction",
-    xlabel = "message size per rank (bytes)", ylabel = "latency (µs)", logx = 2, logy = 10,
-    refs = refs}
-  entries[#entries + 1] = {figure = afig, about = "simulated latency (coloured) and the "
-    .. "Hockney prediction (black, dashed) per collective; the gap at small sizes is the "
-    .. "per-call work the closed forms leave out (dispatch, DMA, slot setup)."}
+  if #analytic_rows > 0 then -- none when no collective's algorithm has a closed form
+    local afig = results.figure{name = "analytic", csv = acsv, x = "size", y = "simulated_us",
+      series = "collective", title = "simulated latency and alpha-beta prediction",
+      xlabel = "message size per rank (bytes)", ylabel = "latency (µs)", logx = 2, logy = 10,
+      refs = refs}
+    entries[#entries + 1] = {figure = afig, about = "simulated latency (coloured) and the "
+      .. "Hockney prediction (black, dashed) per collective; the gap at small sizes is the "
+      .. "per-call work the closed forms leave out (dispatch, DMA, slot setup)."}
+  end
 end
 
 results.index(out, entries, "Communication benchmark (" .. mode .. ")")

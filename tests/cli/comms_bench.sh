@@ -62,4 +62,23 @@ grep -q "comms_bench: unknown collective 'all_reduse'" "$work/bad.log" || fail "
   param="$src/tests/cli/data/param_malformed.txt" > "$work/bad2.log" 2>&1
 [ $? -eq 2 ] || fail "a malformed PARAM file must exit 2"
 grep -q "param_malformed.txt:6: malformed COMMS-RES row" "$work/bad2.log" || { cat "$work/bad2.log"; fail "malformed row message"; }
+# an algorithm that does not fit the world size: one message before any
+# point runs, exit 2
+"$kbsim" -q -o "$work/bad3" "$src/scenarios/comms_bench.lua" algorithm=lrab \
+  collectives=all_reduce max=64 > "$work/bad3.log" 2>&1
+[ $? -eq 2 ] || fail "lrab on 8 ranks must exit 2"
+grep -q "comms_bench: 'lrab' runs on PE 0 of every cube: world size must be 32, got 8" \
+  "$work/bad3.log" || { cat "$work/bad3.log"; fail "world size message"; }
+[ "$(wc -l < "$work/bad3.log")" -eq 1 ] || { cat "$work/bad3.log"; fail "one message, not one per point"; }
+
+# an algorithm without a closed form: the simulation and fit, no analytic figure
+"$kbsim" -q -o "$work/lrab" "$src/scenarios/comms_bench.lua" algorithm=lrab ws=32 \
+  collectives=all_reduce max=4KiB check_max=64 > "$work/lrab.log" 2>&1 \
+  || { cat "$work/lrab.log"; fail "lrab run"; }
+grep -q "all_reduce      no closed form for algorithm 'lrab'" "$work/lrab.log" \
+  || { cat "$work/lrab.log"; fail "no closed form said"; }
+grep -q "simulated: 11 rows, 1 collectives, all checks passed" "$work/lrab.log" \
+  || { cat "$work/lrab.log"; fail "lrab summary"; }
+grep -q '^all_reduce,lrab,32,4096,' "$work/lrab/comms_bench.csv" || fail "lrab 4 KiB row"
+[ ! -f "$work/lrab/analytic.gp" ] || fail "an analytic figure without analytic rows"
 echo "comms_bench ok"
