@@ -1769,8 +1769,11 @@ static int l_sweep(lua_State *L)
         lua_rawseti(L, plist, (lua_Integer)i + 1);
     }
 
-    /* Tell now what failed, in full; the end of the script repeats it in
-     * short (kb_sweep_status). */
+    /* Tell now what failed: the first failure in full (its traceback),
+     * the others by their first line, as many points often fail the same
+     * way; the end of the script repeats them all in short
+     * (kb_sweep_status). */
+    int told = 0;
     luaL_Buffer rep;
     luaL_buffinit(L, &rep);
     if (nfailed > 0)
@@ -1786,8 +1789,12 @@ static int l_sweep(lua_State *L)
         lua_rawgeti(L, plist, (lua_Integer)i + 1);
         lua_getfield(L, -1, "error");
         const char *msg = lua_tostring(L, -1);
-        fprintf(stderr, "kb.sweep '%s': point %d failed: %s\n", name, (int)i + 1,
-                pt->trace ? pt->trace : msg);
+        if (told++ == 0)
+            fprintf(stderr, "kb.sweep '%s': point %d failed: %s\n", name,
+                    (int)i + 1, pt->trace ? pt->trace : msg);
+        else
+            fprintf(stderr, "kb.sweep '%s': point %d failed: %.*s\n", name,
+                    (int)i + 1, first_line(msg), msg);
         lua_pop(L, 2);
         luaL_addstring(&rep, nfailed == 1 ? " " : "\n  ");
         lua_pushfstring(L, "point %d: ", (int)i + 1);

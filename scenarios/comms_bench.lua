@@ -306,11 +306,14 @@ end
 
 -- ---- figures: latency and bandwidths against size ----------------------------
 
-local lat_fig = results.figure{name = "latency", csv = bench_csv, x = "size", y = "latency_us",
-  series = "collective", title = ("collective latency (%s)"):format(mode),
-  xlabel = "message size per rank (bytes)", ylabel = "latency (µs)", logx = 2, logy = 10}
-entries[#entries + 1] = {figure = lat_fig, about = "latency against size, log-log, one line "
-  .. "per collective: flat while per-message overheads dominate, then linear in size."}
+-- (none when no point finished: the failures are reported, kbsim exits 1)
+if #rows > 0 then
+  local lat_fig = results.figure{name = "latency", csv = bench_csv, x = "size",
+    y = "latency_us", series = "collective", title = ("collective latency (%s)"):format(mode),
+    xlabel = "message size per rank (bytes)", ylabel = "latency (µs)", logx = 2, logy = 10}
+  entries[#entries + 1] = {figure = lat_fig, about = "latency against size, log-log, one line "
+    .. "per collective: flat while per-message overheads dominate, then linear in size."}
+end
 
 local bw_rows = {}
 for _, c in ipairs(order) do
@@ -325,12 +328,14 @@ local bw_csv = results.csv(out .. "/bandwidth.csv", bw_rows,
   {"collective", "metric", "line", "size", "gbps"})
 entries[#entries + 1] = {path = bw_csv, about = "the bandwidths in long form (one row per "
   .. "collective, metric and size) for the bandwidth figure"}
-local bw_fig = results.figure{name = "bandwidth", csv = bw_csv, x = "size", y = "gbps",
-  series = "line", title = ("algorithm and bus bandwidth (%s)"):format(mode),
-  xlabel = "message size per rank (bytes)", ylabel = "bandwidth (GB/s)", logx = 2, logy = 10}
-entries[#entries + 1] = {figure = bw_fig, about = "algbw and busbw against size, log-log: "
-  .. "they rise with size and level off at what the links sustain; busbw is comparable "
-  .. "across collectives."}
+if #bw_rows > 0 then
+  local bw_fig = results.figure{name = "bandwidth", csv = bw_csv, x = "size", y = "gbps",
+    series = "line", title = ("algorithm and bus bandwidth (%s)"):format(mode),
+    xlabel = "message size per rank (bytes)", ylabel = "bandwidth (GB/s)", logx = 2, logy = 10}
+  entries[#entries + 1] = {figure = bw_fig, about = "algbw and busbw against size, log-log: "
+    .. "they rise with size and level off at what the links sustain; busbw is comparable "
+    .. "across collectives."}
+end
 
 -- ---- the sigmoid performance model per collective ------------------------------
 
@@ -481,10 +486,14 @@ if #console_an > 0 then
 end
 local failed = 0
 for _, r in ipairs(rows) do if r.check == "failed" then failed = failed + 1 end end
+local points_failed = sweep_summary and sweep_summary.failed or 0
+local verdict = failed > 0 and (failed .. " checks failed")
+  or points_failed > 0 and (points_failed .. " points failed")
+  or "all checks passed"
 print(("%s: %d rows, %d collectives, %s; %s %.2f s wall; results in %s/index.md"):format(mode,
-  #rows, #order, failed == 0 and "all checks passed" or (failed .. " checks failed"),
+  #rows, #order, verdict,
   mode == "param" and "read in" or ("simulated with -j " .. kb.options.jobs .. " in"), t_sweep,
   out))
-if sweep_summary and sweep_summary.failed > 0 then
-  print(("%d points failed"):format(sweep_summary.failed))
+if failed > 0 and points_failed > 0 then
+  print(("%d points failed"):format(points_failed))
 end

@@ -440,42 +440,47 @@ local function per_shape(field)
   return rs
 end
 
-local window_rows = per_shape("window_ns")
-local wcols = {}
-for _, st in ipairs(STAGINGS) do wcols[#wcols + 1] = st end
--- the GEMM engine alone, a lower bound on every window
-wcols[#wcols + 1] = "PE_GEMM closed form"
-for i, l in ipairs(labels) do
-  local o = by[l .. "/" .. STAGINGS[1]]
-  window_rows[i][#window_rows[i] + 1] = o and o.gemm_closed_ns or 0
-end
-local wfig = bars{name = "window", csv = gemm_csv, logy = true, ylabel = "composite window (ns)",
-  title = "GEMM composite window per shape (MxKxN) and operand staging",
-  panels = {{cols = wcols, rows = window_rows, ref = true}}}
-
-local opanels = {}
-for _, st in ipairs(STAGINGS) do
-  local rs = {}
-  for _, l in ipairs(labels) do
-    local o = by[l .. "/" .. st]
-    if o then
-      local r = {l}
-      for _, s in ipairs(STAGES) do r[#r + 1] = o[s .. "_occupancy"] end
-      rs[#rs + 1] = r
-    end
+-- No figure when no point finished: nothing to draw (the failures are
+-- reported and kbsim exits 1).
+local wfig, ofig, ffig
+if #out > 0 then
+  local window_rows = per_shape("window_ns")
+  local wcols = {}
+  for _, st in ipairs(STAGINGS) do wcols[#wcols + 1] = st end
+  -- the GEMM engine alone, a lower bound on every window
+  wcols[#wcols + 1] = "PE_GEMM closed form"
+  for i, l in ipairs(labels) do
+    local o = by[l .. "/" .. STAGINGS[1]]
+    window_rows[i][#window_rows[i] + 1] = o and o.gemm_closed_ns or 0
   end
-  opanels[#opanels + 1] = {title = "staging " .. st, cols = STAGES, rows = rs}
+  wfig = bars{name = "window", csv = gemm_csv, logy = true, ylabel = "composite window (ns)",
+    title = "GEMM composite window per shape (MxKxN) and operand staging",
+    panels = {{cols = wcols, rows = window_rows, ref = true}}}
+
+  local opanels = {}
+  for _, st in ipairs(STAGINGS) do
+    local rs = {}
+    for _, l in ipairs(labels) do
+      local o = by[l .. "/" .. st]
+      if o then
+        local r = {l}
+        for _, s in ipairs(STAGES) do r[#r + 1] = o[s .. "_occupancy"] end
+        rs[#rs + 1] = r
+      end
+    end
+    opanels[#opanels + 1] = {title = "staging " .. st, cols = STAGES, rows = rs}
+  end
+  ofig = bars{name = "occupancy", csv = gemm_csv, ylabel = "busy / window",
+    title = "Stage occupancy per shape (MxKxN), one panel per staging", panels = opanels}
+
+  local peak = out[1] and out[1].peak_tflops or 0
+  ffig = bars{name = "flops", csv = gemm_csv, ylabel = "TFLOP/s",
+    title = "Achieved GEMM throughput (2MNK / window) against the PE_GEMM peak",
+    panels = {{cols = STAGINGS, rows = per_shape("achieved_tflops")}},
+    hline = {title = ("PE_GEMM peak %.4g TFLOP/s"):format(peak), value = peak}}
 end
-local ofig = bars{name = "occupancy", csv = gemm_csv, ylabel = "busy / window",
-  title = "Stage occupancy per shape (MxKxN), one panel per staging", panels = opanels}
 
-local peak = out[1] and out[1].peak_tflops or 0
-local ffig = bars{name = "flops", csv = gemm_csv, ylabel = "TFLOP/s",
-  title = "Achieved GEMM throughput (2MNK / window) against the PE_GEMM peak",
-  panels = {{cols = STAGINGS, rows = per_shape("achieved_tflops")}},
-  hline = {title = ("PE_GEMM peak %.4g TFLOP/s"):format(peak), value = peak}}
-
-results.index(kb.outdir(), {
+local entries = {
   {path = gemm_csv, about = "one row per shape and staging: composite window (first stage start "
     .. "to last stage end), each stage's unit time (busy_ns, dispatch excluded) and busy / window, "
     .. "achieved = 2MNK / window against the PE_GEMM peak, and the check against the host matmul "
@@ -484,13 +489,16 @@ results.index(kb.outdir(), {
     .. "PE_GEMM, PE_MATH): busy time from the unit's counters and busy / (window x channels)"},
   {path = gemm_json, about = "everything above in one file, with integer-ps times, op counts, "
     .. "each stage's first start and last end, and the parameters"},
-  {figure = wfig, about = "bars per shape, one per staging (log y); the last bar is PE_GEMM's "
-    .. "closed-form time, the floor no staging can beat."},
-  {figure = ofig, about = "for each staging, the share of the window each stage's unit was busy: "
-    .. "the tallest bar is the bottleneck."},
-  {figure = ffig, about = "achieved TFLOP/s per shape and staging; the dashed line is the "
-    .. "MAC array's peak (2 x 16 x 16 x 16 FLOP per cycle)."},
-}, "Milestone 1H: GEMM tile pipeline")
+}
+if #out > 0 then
+  entries[#entries + 1] = {figure = wfig, about = "bars per shape, one per staging (log y); the "
+    .. "last bar is PE_GEMM's closed-form time, the floor no staging can beat."}
+  entries[#entries + 1] = {figure = ofig, about = "for each staging, the share of the window "
+    .. "each stage's unit was busy: the tallest bar is the bottleneck."}
+  entries[#entries + 1] = {figure = ffig, about = "achieved TFLOP/s per shape and staging; the "
+    .. "dashed line is the MAC array's peak (2 x 16 x 16 x 16 FLOP per cycle)."}
+end
+results.index(kb.outdir(), entries, "Milestone 1H: GEMM tile pipeline")
 
 -- ---- the console table ---------------------------------------------------
 

@@ -142,18 +142,22 @@ local csv = results.csv(out .. "/breakdown.csv", table_rows, {"ws", "m", "in_fea
   "out_features", "dtype", "column_gemm_ns", "row_gemm_ns", "all_reduce_ns", "all_reduce_bytes",
   "total_ns", "all_reduce_share", "column_check", "row_check", "identical_check"})
 local pcsv = results.csv(out .. "/breakdown_parts.csv", parts, {"m", "part", "ns"})
-local fig = results.figure{name = "breakdown", csv = pcsv, x = "m", y = "ns", series = "part",
-  title = ("TP MLP on %d ranks: %d -> %d -> %d, %s"):format(opt.ws, opt.in_features, opt.hidden,
-    opt.out_features, opt.dtype),
-  xlabel = "tokens m", ylabel = "time (ns)", logx = 2, logy = 10}
-results.index(out, {
+local entries = {
   {path = csv, about = "one row per token count: the column GEMM (x W1_r), the row GEMM "
     .. "(h_r W2_r) and the all-reduce of the row layer's m x out partial sums, in ns (slowest "
     .. "rank), their total and the all-reduce's share; the three checks of HARDWARE_MODEL.md"},
   {path = pcsv, about = "the same times in long form for the figure"},
-  {figure = fig, about = "GEMM and all-reduce time against the token count: the GEMMs grow "
-    .. "with m x in x hidden / ws, the all-reduce with m x out."},
-}, "Tensor-parallel MLP")
+}
+-- no figure when no point finished (the failures are reported, exit 1)
+if #parts > 0 then
+  local fig = results.figure{name = "breakdown", csv = pcsv, x = "m", y = "ns", series = "part",
+    title = ("TP MLP on %d ranks: %d -> %d -> %d, %s"):format(opt.ws, opt.in_features, opt.hidden,
+      opt.out_features, opt.dtype),
+    xlabel = "tokens m", ylabel = "time (ns)", logx = 2, logy = 10}
+  entries[#entries + 1] = {figure = fig, about = "GEMM and all-reduce time against the token "
+    .. "count: the GEMMs grow with m x in x hidden / ws, the all-reduce with m x out."}
+end
+results.index(out, entries, "Tensor-parallel MLP")
 
 print(("%4s %6s %14s %14s %14s %8s  %s"):format("ws", "m", "column_gemm_ns", "row_gemm_ns",
   "all_reduce_ns", "ar_share", "checks"))

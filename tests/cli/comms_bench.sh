@@ -81,4 +81,11 @@ grep -q "simulated: 11 rows, 1 collectives, all checks passed" "$work/lrab.log" 
   || { cat "$work/lrab.log"; fail "lrab summary"; }
 grep -q '^all_reduce,lrab,32,4096,' "$work/lrab/comms_bench.csv" || fail "lrab 4 KiB row"
 [ ! -f "$work/lrab/analytic.gp" ] || fail "an analytic figure without analytic rows"
+# every point failing: exit 1 and the summary says so, no figure attempted
+"$kbsim" -q -o "$work/allfail" --set pe.tcm.capacity=1KiB "$src/scenarios/comms_bench.lua" \
+  collectives=all_reduce min=64 max=256 > "$work/allfail.log" 2>&1
+[ $? -eq 1 ] || { cat "$work/allfail.log"; fail "every point failing must exit 1"; }
+grep -q "simulated: 0 rows, 0 collectives, 3 points failed" "$work/allfail.log" \
+  || { cat "$work/allfail.log"; fail "all-failed summary"; }
+[ ! -f "$work/allfail/latency.gp" ] || fail "no figure without a finished point"
 echo "comms_bench ok"

@@ -59,4 +59,15 @@ grep -q "unknown staging 'load_nothing'" "$work/bad.log" || { cat "$work/bad.log
 "$kbsim" -q -o "$work/bad" "$script" shapes=64x0x64 > "$work/bad2.log" 2>&1
 [ $? -eq 2 ] || fail "a bad shape must exit 2"
 grep -q "shape '64x0x64'" "$work/bad2.log" || { cat "$work/bad2.log"; fail "bad shape message"; }
+# every point failing (a TCM too small for any tile): exit 1, the failures
+# told (the first with its traceback, the rest in a line), the tables
+# written, no figure attempted
+"$kbsim" -q -o "$work/allfail" --set pe.tcm.capacity=1KiB "$script" shapes=64,256 \
+  stagings=ref_ref > "$work/allfail.log" 2>&1
+[ $? -eq 1 ] || { cat "$work/allfail.log"; fail "every point failing must exit 1"; }
+grep -q "kb.sweep 'gemm': 2 of 2 points failed" "$work/allfail.log" || { cat "$work/allfail.log"; fail "failure summary"; }
+grep -q "TCM scratch is full" "$work/allfail.log" || fail "the failure's cause"
+[ "$(grep -c '^stack traceback:' "$work/allfail.log")" -le 2 ] || { cat "$work/allfail.log"; fail "one traceback, not one per point"; }
+[ -f "$work/allfail/gemm.csv" ] || fail "the table is still written"
+[ ! -f "$work/allfail/window.gp" ] || fail "no figure without a finished point"
 echo "milestone_gemm ok"
