@@ -423,9 +423,10 @@ bool evq_push(struct evq *q, const struct evq_entry *e)
     return radix_push(q, e);
 }
 
-/* Finds the structure holding the smallest time (EVQ_FIFO, EVQ_RADIX,
- * EVQ_HEAP; EVQ_NONE when empty) and remembers it until the next push or
- * pop, so that a peek, a pop and the next peek look it up once. */
+/* Finds the structure holding the smallest time (EVQ_FIFO, EVQ_WHEEL,
+ * EVQ_RADIX, EVQ_HEAP; EVQ_NONE when empty) and remembers it, and its time,
+ * until a pop or a push of an earlier entry, so that a peek, a pop and
+ * the next peek look it up once. */
 static __attribute__((noinline)) int find_head(struct evq *q)
 {
     int which = EVQ_NONE;

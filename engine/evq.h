@@ -5,8 +5,9 @@
  * together and sorts them by seq, a per-simulation insertion counter, so
  * that ties are broken by insertion order. Comparing times alone keeps the
  * queue's work to 64-bit compares. Four structures hold them: a FIFO for
- * entries that arrive in non-decreasing time order (the common case: every
- * process waits the same delay, or one clock); a timing wheel for the near
+ * entries that arrive in non-decreasing time order while the wheel is
+ * empty (the common case: every process waits the same delay, or one
+ * clock); a timing wheel for the near
  * future (1024 buckets of 2^wshift ps each, a bucket a sorted list, the
  * width adapted to the traffic); a radix heap for the rest (simulated time
  * never goes back, so a push is an append to the bucket of the highest bit
