@@ -239,6 +239,10 @@ TEST(fifo_nonblocking)
     ASSERT_EQ(out, 7);
     ASSERT_TRUE(sim_fifo_new(s, "bad", 0, 1) == NULL);
     ASSERT_CONTAINS(sim_errmsg(s), "fifo 'bad'");
+    ASSERT_TRUE(sim_fifo_new(s, "huge", 8, (size_t)UINT32_MAX) == NULL);
+    ASSERT_CONTAINS(sim_errmsg(s), "fifo 'huge' is too large");
+    ASSERT_TRUE(sim_fifo_new(s, "wide", (size_t)1 << 40, 1) == NULL);
+    ASSERT_CONTAINS(sim_errmsg(s), "fifo 'wide' is too large");
     sim_free(s);
 }
 
