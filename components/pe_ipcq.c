@@ -24,7 +24,11 @@
  * (the credit wait; the copy itself is the DMA's vc_comm span), a recv
  * span from the call of kb_ipcq_recv to its return (the wait for the
  * data, the slot reads and the credits). Both carry the message's number
- * on the channel, so a send and its recv pair up. */
+ * on the channel, so a send and its recv pair up. The receiving side also
+ * has a counter, "NAME.ipcq.DIR.slots": the ring slots holding data not
+ * yet read (landed, not yet consumed by a recv), sampled at each change,
+ * i.e. when a slot lands and when a recv consumes one; its row is made
+ * when the first slot lands. */
 #include "pe_ipcq.h"
 
 #include <inttypes.h>
@@ -65,6 +69,7 @@ struct chan {
     uint32_t full; /* rx slots holding visible data */
     struct kb_ipcq_stats st;
     int tx_trk, rx_trk; /* trace tracks of the two sides, made on first use */
+    int full_trk;       /* trace track of the rx ring's occupancy, likewise */
     int refs;
 };
 
@@ -275,7 +280,7 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
     c->size = sz;
     c->credits = ns;
     c->credit_ps = credit_ps;
-    c->tx_trk = c->rx_trk = -1;
+    c->tx_trk = c->rx_trk = c->full_trk = -1;
     c->refs = 2;
     c->tx_dir = dupstr(a_dir);
     c->rx_dir = dupstr(b_dir);
@@ -351,6 +356,22 @@ static void trace_msg(struct chan *c, bool tx, uint64_t bytes, uint64_t msg,
                    (int)(sizeof a / sizeof a[0]));
 }
 
+/* The receive ring's occupancy, c->full, as a counter sample now on the
+ * receiving side's "NAME.ipcq.DIR.slots" track, named like its row (the
+ * name without its process, as sim_trace_track_path splits it). Called
+ * where c->full changes, so each sample is a new value. */
+static void trace_full(struct chan *c)
+{
+    struct kb_ipcq *q = c->rx;
+    char nm[300];
+    snprintf(nm, sizeof nm, "%s.ipcq.%s.slots", q->name, c->rx_dir);
+    if (c->full_trk < 0)
+        c->full_trk = sim_trace_track_path(q->tr, nm);
+    const char *dot = strchr(nm, '.');
+    sim_trace_counter(q->tr, c->full_trk, dot ? dot + 1 : nm, sim_now(q->sim),
+                      (double)c->full);
+}
+
 /* ---- send ------------------------------------------------------------ */
 
 /* Credits whose arrival time has come join the sender's count. */
@@ -403,6 +424,8 @@ static void slot_landed(void *ud, int status)
     sl->state = KB_IPCQ_FULL;
     if (++c->full > c->st.occupancy_hwm)
         c->st.occupancy_hwm = c->full;
+    if (c->rx->tr)
+        trace_full(c);
     sim_notify(c->ev_data);
 }
 
@@ -535,6 +558,8 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
         sl->bytes = sl->msg_bytes = 0;
         memset(&sl->meta, 0, sizeof sl->meta);
         c->full--;
+        if (q->tr)
+            trace_full(c);
         c->head++;
         got += len;
         /* the credit: the sender holds it again when it arrives */

@@ -1,7 +1,9 @@
 #!/bin/sh
 # trace.sh KBSIM SRCDIR WORKDIR — --trace end to end: a ring all-reduce's
 # trace has the expected shape (checked by kbsim itself, trace_check.lua),
-# its IPCQ messages each a send and a recv span that pair up, only the
+# its IPCQ messages each a send and a recv span that pair up, each
+# receiving ring's occupancy counter agreeing with them slot by slot (also
+# on small rings, where a message takes 4 slots), only the
 # first simulation records, two runs give byte-identical files, a sweep
 # traces one point (--trace-point, also with -j 2), bad input.
 set -u
@@ -14,8 +16,8 @@ check() { "$kbsim" "$cases/trace_check.lua" "$@" > "$work/check.log" 2>&1 || { c
 "$kbsim" -q --trace "$work/a.json" "$cases/trace_allreduce.lua" > "$work/a.log" 2>&1 || { cat "$work/a.log"; fail "traced run"; }
 "$kbsim" -q --trace="$work/b.json" "$cases/trace_allreduce.lua" > "$work/b.log" 2>&1 || { cat "$work/b.log"; fail "second traced run"; }
 # 64 f32 per rank: 256 bytes a rank; IPCQ messages: the ring's 3 rounds
-# of 4 sends (12), the tree's 3 edges up and down (6)
-check "$work/a.json" ring_allreduce 4 256 12
+# of 4 sends (12), the tree's 3 edges up and down (6); rings of 4 slots
+check "$work/a.json" ring_allreduce 4 256 12 4
 cmp -s "$work/a.json" "$work/b.json" || fail "two runs give different traces"
 grep -q tree_allreduce "$work/a.json" && fail "the second simulation was traced"
 # the same numbers with and without a trace
@@ -24,19 +26,28 @@ cmp -s "$work/a.log" "$work/plain.log" || fail "tracing changed the results"
 # --trace-point 2: the second simulation, the tree all-reduce
 "$kbsim" -q --trace "$work/t2.json" --trace-point 2 "$cases/trace_allreduce.lua" > /dev/null 2>&1 \
   || fail "--trace-point 2"
-check "$work/t2.json" tree_allreduce 4 256 6
+check "$work/t2.json" tree_allreduce 4 256 6 4
+# rings of 2 slots of 64 bytes: a 256-byte message is 4 slots (48 in all
+# on the 4 channels), so the counters go up 48 times and down 48 times
+"$kbsim" -q --trace "$work/small.json" "$cases/trace_allreduce.lua" small > /dev/null 2>&1 \
+  || fail "traced run on small rings"
+check "$work/small.json" ring_allreduce 4 256 12 2
+grep -q "ipcq occupancy: 4 counters, peak [12] of 2 slots" "$work/check.log" || { cat "$work/check.log"; fail "occupancy counters on small rings"; }
+[ "$(grep -c '"ph":"C".*"value":' "$work/small.json")" -eq 96 ] || fail "96 occupancy samples on small rings"
+grep -q '"ph":"C","pid":1,"tid":[0-9]*,"ts":[0-9.]*,"name":"cube0.pe1.ipcq.W.slots","args":{"value":1}}' "$work/small.json" \
+  || fail "a counter named cube0.pe1.ipcq.W.slots in sip0"
 
 # a sweep: point 2 only (32 f32 per rank: 128 bytes; 64 and 256 in the others)
 "$kbsim" -q -j 1 --trace "$work/s1.json" --trace-point 2 "$cases/trace_allreduce.lua" sweep \
   > "$work/s1.log" 2>&1 || { cat "$work/s1.log"; fail "traced sweep -j 1"; }
 "$kbsim" -q -j 2 --trace "$work/s2.json" --trace-point 2 "$cases/trace_allreduce.lua" sweep \
   > "$work/s2.log" 2>&1 || { cat "$work/s2.log"; fail "traced sweep -j 2"; }
-check "$work/s1.json" ring_allreduce 4 128 12
+check "$work/s1.json" ring_allreduce 4 128 12 4
 grep -q -e '"bytes":64,' -e '"bytes":256,' "$work/s1.json" && fail "other sweep points in the trace"
 cmp -s "$work/s1.json" "$work/s2.json" || fail "sweep traces differ between -j 1 and -j 2"
 "$kbsim" -q -j 2 --trace "$work/s3.json" "$cases/trace_allreduce.lua" sweep > /dev/null 2>&1 \
   || fail "traced sweep, first point"
-check "$work/s3.json" ring_allreduce 4 64 12
+check "$work/s3.json" ring_allreduce 4 64 12 4
 
 # bad input
 out=$("$kbsim" -q --trace "$work/x.json" --trace-point 9 "$cases/trace_allreduce.lua" sweep 2>&1)

@@ -727,7 +727,8 @@ static void span_at(char *buf, size_t n, sim_time a, sim_time b)
 /* A message of three slots on a ring of two, then one of 100 bytes, the
  * receiver late: the first send's span lasts until the credit of its
  * third slot comes back; each side's spans are on its own row, numbered
- * 0 and 1 on the channel, with their first slot and slot count. */
+ * 0 and 1 on the channel, with their first slot and slot count; the
+ * receiving ring's occupancy counter follows every slot in and out. */
 TEST(trace_spans)
 {
     struct kb_ipcq_params qp = {2, 4096, KB_IPCQ_SLEEP, 0, 16};
@@ -777,6 +778,41 @@ TEST(trace_spans)
              "\"args\":{\"bytes\":100,\"peer\":\"pe0.ipcq.E\",\"msg\":1,"
              "\"slot\":1,\"slots\":1}}", at);
     ASSERT_CONTAINS(j, want);
+
+    /* the receiving ring's occupancy: a sample at each change, in order of
+     * time. Slots 0 and 1 land while the receiver sleeps (the ring full),
+     * it reads them at 1 us (+ read, + credit + read); slot 2 and the
+     * 100 B message's slot land and are read within the recvs. */
+    ASSERT_CONTAINS(j, "\"name\":\"thread_name\",\"args\":{\"name\":\"ipcq.W.slots\"}");
+    ASSERT_EQ(count(j, "\"ph\":\"C\""), 8);
+    ASSERT_EQ(count(j, "\"name\":\"ipcq.W.slots\",\"args\":{\"value\":"), 8);
+    sim_time dma;
+    slot_time(t, 0, 1, 4096, &dma, NULL, NULL);
+    static const int want_v[8] = {1, 2, 1, 0, 1, 2, 1, 0};
+    sim_time ct[8];
+    const char *p = j;
+    for (int i = 0; i < 8; i++) {
+        p = strstr(p, "{\"ph\":\"C\"");
+        ASSERT_TRUE(p != NULL);
+        uint64_t us, frac;
+        int v;
+        ASSERT_EQ(sscanf(p, "{\"ph\":\"C\",\"pid\":%*u,\"tid\":%*u,\"ts\":%" SCNu64
+                         ".%6" SCNu64 ",\"name\":\"ipcq.W.slots\",\"args\":"
+                         "{\"value\":%d}}", &us, &frac, &v), 3);
+        ct[i] = us * SIM_US + frac;
+        ASSERT_EQ(v, want_v[i]);
+        if (i)
+            ASSERT_TRUE(ct[i] >= ct[i - 1]);
+        p++;
+    }
+    ASSERT_U64_EQ(ct[0], dma);
+    ASSERT_U64_EQ(ct[1], 2 * dma); /* the DMA copies one slot at a time */
+    ASSERT_U64_EQ(ct[2], 1000 * SIM_NS + rd);
+    ASSERT_U64_EQ(ct[3], 1000 * SIM_NS + 2 * rd + cr);
+    ASSERT_U64_EQ(ct[4], x.sent[0] + dma); /* the third slot, sent then */
+    ASSERT_TRUE(ct[5] > x.sent[1] && ct[5] < ct[6]); /* the 100 B slot */
+    ASSERT_TRUE(ct[6] <= x.recvd[0]);
+    ASSERT_TRUE(ct[7] >= x.recv_start[1] && ct[7] <= x.recvd[1]);
     free(j);
     tsys_free(t);
 }

@@ -1,13 +1,15 @@
--- trace_check.lua FILE KERNEL SPANS BYTES [MSGS] — the shape of a --trace
+-- trace_check.lua FILE KERNEL SPANS BYTES [MSGS [SLOTS]] — the shape of a --trace
 -- file (tests/cli/trace.sh): the trace-event JSON object Perfetto opens,
 -- one event a line; SPANS kernel spans named KERNEL, each on its own PE
 -- row; link spans and DMA spans, every link span's size in its name; only
 -- messages of BYTES bytes per rank in the collective's kernels' DMA reads.
 -- With MSGS: the collective's IPCQ messages, each one send span and one
--- recv span of BYTES bytes that pair up exactly (see check_ipcq).
+-- recv span of BYTES bytes that pair up exactly (see check_ipcq). With
+-- SLOTS (the rings' slot count): each receiving side's occupancy counter
+-- agrees with those spans slot by slot (see check_slots).
 local kb = require("kbsim")
 local path, kernel, nspans, bytes = arg[1], arg[2], tonumber(arg[3]), arg[4]
-local nmsgs = tonumber(arg[5])
+local nmsgs, nslots = tonumber(arg[5]), tonumber(arg[6])
 local f = assert(io.open(path, "rb"))
 local text = f:read("a")
 f:close()
@@ -18,6 +20,8 @@ kb.check(text:sub(-27) == '\n],"displayTimeUnit":"ns"}\n', "ends the object with
 local count, kernels, rows, links, dmas, named, bad = 0, 0, {}, 0, 0, 0, 0
 -- rows by "pid:tid" -> name; IPCQ spans and DMA vc_comm copies
 local procs, threads, ipcq, comms = {}, {}, {}, 0
+-- counter samples ("ph":"C"), in the order of the file
+local counters = {}
 -- "1.009763" us -> 1009763 ps, exactly
 local function ps(us)
   local i, f = us:match("^(%d+)%.(%d%d%d%d%d%d)$")
@@ -32,7 +36,12 @@ for line in (body .. ",\n"):gmatch("(.-),?\n") do
     if bad == 1 then kb.check(false, "not an event: " .. line) end
   end
   local tid = line:match('"tid":(%d+)')
-  if line:find('"cat":"kernel"', 1, true) then
+  if line:find('{"ph":"C",', 1, true) == 1 then
+    local pid, ts, name, v = line:match(
+      '^{"ph":"C","pid":(%d+),"tid":%d+,"ts":([%d.]+),"name":"([^"]+)","args":{"value":(%-?%d+)}}$')
+    kb.check(pid ~= nil, "a counter sample of an integer value: " .. line)
+    counters[#counters + 1] = {row = pid .. ":" .. tid, name = name, at = ps(ts), value = tonumber(v)}
+  elseif line:find('"cat":"kernel"', 1, true) then
     kb.check(line:find('"name":"' .. kernel .. '"', 1, true) ~= nil, "kernel span named " .. kernel .. ": " .. line)
     kernels = kernels + 1
     rows[tid] = (rows[tid] or 0) + 1
@@ -102,6 +111,8 @@ local function check_ipcq()
     end
   end
   local nrecvs, seen = 0, {}
+  -- by receiving side: its sends by msg (one channel a receiving side)
+  local chans = {}
   for _ in pairs(recvs) do nrecvs = nrecvs + 1 end
   kb.check(sends == nmsgs, ("%d ipcq send spans, want %d"):format(sends, nmsgs))
   kb.check(nrecvs == nmsgs, ("%d ipcq recv spans, want %d"):format(nrecvs, nmsgs))
@@ -113,6 +124,10 @@ local function check_ipcq()
       kb.check(e.msg == (last and last.msg + 1 or 0) and (not last or e.start >= last.stop),
         ("send %d on %s follows the one before"):format(e.msg, ch))
       seen[ch] = e
+      local c = chans[e.to] or {from = e.from, sends = {}}
+      chans[e.to] = c
+      kb.check(c.from == e.from, "one sender to " .. e.to)
+      c.sends[e.msg] = e
       local r = recvs[ch .. "#" .. e.msg]
       kb.check(r ~= nil, "a recv of message " .. ch .. "#" .. e.msg)
       kb.check(r.bytes == e.bytes and r.slots == e.slots and r.slot == e.slot,
@@ -122,8 +137,82 @@ local function check_ipcq()
       pairs_ = pairs_ + 1
     end
   end
-  return pairs_
+  return pairs_, chans, recvs
 end
-local msgs = nmsgs and check_ipcq() or 0
+
+-- The occupancy of each receiving side's ring, "NAME.ipcq.DIR.slots", a
+-- counter on a row of that name in the side's process. Sampled at every
+-- change and only then, so in the order of the file (the order of time)
+-- each sample is the one before +1 (a slot landed) or -1 (a recv consumed
+-- one), from 0, within 0 .. SLOTS, back at 0 at the end. The k-th +1 is
+-- the k-th slot sent on the channel landing: not before the call of the
+-- send that carries it, not after the end of that message's recv; the
+-- k-th -1 is the k-th slot read, within that message's recv span. So the
+-- +1s count exactly the slots of the send spans. Every channel that
+-- carried a message has a counter, and only those.
+local function check_slots(chans, recvs)
+  local by, order = {}, {}
+  for _, c in ipairs(counters) do
+    local row = threads[c.row]
+    kb.check(row ~= nil, "a counter row named before its samples")
+    kb.check(row.name == c.name, ("counter %s on a row of its name (%s)"):format(c.name, row.name))
+    local side = (procs[row.pid] .. "." .. c.name):match("^(.*%.ipcq%.[^.]+)%.slots$")
+    kb.check(side ~= nil, "a counter named NAME.ipcq.DIR.slots: " .. c.name)
+    if not by[side] then
+      by[side] = {}
+      order[#order + 1] = side
+    end
+    table.insert(by[side], c)
+  end
+  local peak, nsides = 0, 0
+  for _ in pairs(chans) do nsides = nsides + 1 end
+  kb.check(#order == nsides, ("%d occupancy counters for %d receiving sides"):format(#order, nsides))
+  for _, side in ipairs(order) do
+    local ch = chans[side]
+    kb.check(ch ~= nil, "an occupancy counter only where messages were received: " .. side)
+    ch = ch or {from = "?", sends = {}}
+    -- the message carrying each slot of the channel, in order
+    local slotmsg = {}
+    for m = 0, math.huge do
+      local e = ch.sends[m]
+      if not e then break end
+      for _ = 1, e.slots do slotmsg[#slotmsg + 1] = m end
+    end
+    local v, at, ups, downs = 0, 0, 0, 0
+    for _, c in ipairs(by[side]) do
+      local d = c.value - v
+      kb.check(d == 1 or d == -1, ("%s: %d after %d, a change of one slot"):format(side, c.value, v))
+      kb.check(c.value >= 0 and c.value <= nslots, ("%s: %d slots full of %d"):format(side, c.value, nslots))
+      kb.check(c.at >= at, side .. ": samples in the order of time")
+      local k
+      if d == 1 then ups = ups + 1; k = ups else downs = downs + 1; k = downs end
+      local m = slotmsg[k]
+      kb.check(m ~= nil, ("%s: slot %d %s, but only %d were sent"):format(side, k,
+        d == 1 and "landed" or "read", #slotmsg))
+      local s, r = ch.sends[m], m and recvs[ch.from .. ">" .. side .. "#" .. m]
+      if not (s and r) then -- told above
+      elseif d == 1 then
+        kb.check(c.at >= s.start and c.at <= r.stop, ("%s: slot %d lands at %d ps, within send %d's call "
+          .. "(%d ps) and its recv's end (%d ps)"):format(side, k, c.at, m, s.start, r.stop))
+      else
+        kb.check(c.at >= r.start and c.at <= r.stop, ("%s: slot %d read at %d ps, within recv %d "
+          .. "(%d .. %d ps)"):format(side, k, c.at, m, r.start, r.stop))
+      end
+      v, at = c.value, c.at
+      if v > peak then peak = v end
+    end
+    kb.check(v == 0, ("%s: %d slots still full at the end"):format(side, v))
+    kb.check(ups == #slotmsg and downs == #slotmsg,
+      ("%s: %d slots landed and %d read, %d sent"):format(side, ups, downs, #slotmsg))
+  end
+  return #order, peak
+end
+local msgs, chans, recvs = 0, nil, nil
+if nmsgs then msgs, chans, recvs = check_ipcq() end
+local nocc, peak = 0, 0
+if nslots then nocc, peak = check_slots(chans, recvs) end
 print(("trace ok: %d events, %d kernel, %d link, %d dma spans, %d ipcq messages")
   :format(count, kernels, links, dmas, msgs))
+if nslots then
+  print(("ipcq occupancy: %d counters, peak %d of %d slots"):format(nocc, peak, nslots))
+end
