@@ -13,6 +13,21 @@
 
 static int test__failed;
 
+/* The whole of stream f, NUL-terminated (caller frees): for tests that
+ * write to a tmpfile and check what was written. */
+static inline char *test_slurp(FILE *f)
+{
+    fflush(f);
+    long n = ftell(f);
+    char *b = malloc((size_t)n + 1);
+    if (!b)
+        return NULL;
+    rewind(f);
+    size_t got = fread(b, 1, (size_t)n, f);
+    b[got] = '\0';
+    return b;
+}
+
 #define TEST(name) static void name(void)
 
 #define TEST__FAIL(...)                                                   \

@@ -696,18 +696,6 @@ static void tr_receiver(struct sim *s, void *arg)
     }
 }
 
-/* The whole of stream f, NUL-terminated (caller frees). */
-static char *slurp(FILE *f)
-{
-    fflush(f);
-    long n = ftell(f);
-    char *b = malloc((size_t)n + 1);
-    rewind(f);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = '\0';
-    return b;
-}
-
 static int count(const char *hay, const char *needle)
 {
     int n = 0;
@@ -750,7 +738,7 @@ TEST(trace_spans)
     ASSERT_U64_EQ(x.sent[0], 1000 * SIM_NS + rd + cr);
     ASSERT_TRUE(x.sent[1] > x.sent[0]); /* waits for the second slot's */
     ASSERT_EQ(sim_trace_close(t->s, NULL, 0), 0);
-    char *j = slurp(f);
+    char *j = test_slurp(f);
     fclose(f);
 
     ASSERT_CONTAINS(j, "\"name\":\"process_name\",\"args\":{\"name\":\"pe0\"}");

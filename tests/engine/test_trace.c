@@ -6,25 +6,13 @@
 #include <errno.h>
 #include <unistd.h>
 
-/* The whole of stream f, NUL-terminated (caller frees). */
-static char *slurp(FILE *f)
-{
-    fflush(f);
-    long n = ftell(f);
-    char *b = malloc((size_t)n + 1);
-    rewind(f);
-    size_t got = fread(b, 1, (size_t)n, f);
-    b[got] = '\0';
-    return b;
-}
-
 static char *slurp_path(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
     fseek(f, 0, SEEK_END);
-    char *b = slurp(f);
+    char *b = test_slurp(f);
     fclose(f);
     return b;
 }
@@ -70,7 +58,7 @@ TEST(tiny_trace_exact_json)
     sim_trace_counter(t, link, "busy", 8, 0.0 / 0.0); /* not recorded */
     ASSERT_U64_EQ(sim_trace_events(t), 12);
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
-    char *got = slurp(f);
+    char *got = test_slurp(f);
     ASSERT_STREQ(got, tiny_json);
     free(got);
     /* closed: further records and a second close do nothing */
@@ -95,7 +83,7 @@ TEST(escaping)
     struct sim_trace_arg a = {"k\"", "v\x1f", 0};
     sim_trace_instant(t, k, "c", "i", 0, &a, 1);
     ASSERT_EQ(sim_trace_close(s, NULL, 0), 0);
-    char *got = slurp(f);
+    char *got = test_slurp(f);
     ASSERT_TRUE(strstr(got, "\"args\":{\"name\":\"p\\\"q\"}"));
     ASSERT_TRUE(strstr(got, "\"args\":{\"name\":\"a\\\\b\"}"));
     ASSERT_TRUE(strstr(got, "\"name\":\"x\\\"y\\\\z\\u000a\\u0009\\u0001 \xc2\xb5 "
@@ -168,7 +156,7 @@ TEST(large_trace_through_the_buffer)
         sim_trace_span(t, k, "link", name, (sim_time)i * 10, (sim_time)i * 10 + 5,
                        NULL, 0);
     ASSERT_EQ(sim_trace_close(s, NULL, 0), 0);
-    char *got = slurp(f);
+    char *got = test_slurp(f);
     size_t ev = strlen(",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0.000000,"
                        "\"dur\":0.000005,\"cat\":\"link\",\"name\":\"\"}") +
                 strlen(name);
