@@ -226,6 +226,8 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
             blocks_remove(&m->free_list, i);
         }
         m->free_bytes -= bytes;
+        if (m->p.capacity - m->free_bytes > m->st.peak_alloc_bytes)
+            m->st.peak_alloc_bytes = m->p.capacity - m->free_bytes;
         *addr = a;
         return 0;
     }

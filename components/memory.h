@@ -48,6 +48,7 @@ struct kb_mem_stats {
     uint64_t bytes_read, bytes_written;
     uint64_t reads, writes;  /* timed accesses */
     sim_time busy_ps;        /* data-phase time summed over channels */
+    uint64_t peak_alloc_bytes; /* most bytes allocated at once */
 };
 
 struct kb_mem;

@@ -597,18 +597,23 @@ static int h_index(lua_State *L)
     return 1;
 }
 
-/* free(h): returns h's TCM early */
+/* free(h, ...): returns each handle's TCM early */
 static int l_free(lua_State *L)
 {
-    struct handle *h = checkhandle(L, 1);
-    struct kctx *c = h->ctx;
-    for (size_t i = 0; i < c->n_allocs; i++)
-        if (c->allocs[i] == h->addr) {
-            kb_mem_dealloc(c->pe->tcm, h->addr);
-            c->allocs[i] = UINT64_MAX;
-            break;
-        }
-    h->freed = true;
+    int n = lua_gettop(L);
+    if (n == 0)
+        checkhandle(L, 1); /* the usual "handle expected" error */
+    for (int a = 1; a <= n; a++) {
+        struct handle *h = checkhandle(L, a);
+        struct kctx *c = h->ctx;
+        for (size_t i = 0; i < c->n_allocs; i++)
+            if (c->allocs[i] == h->addr) {
+                kb_mem_dealloc(c->pe->tcm, h->addr);
+                c->allocs[i] = UINT64_MAX;
+                break;
+            }
+        h->freed = true;
+    }
     return 0;
 }
 
@@ -1032,6 +1037,8 @@ static int l_pe_stats(lua_State *L)
         setint(L, key, st.bytes_read);
         snprintf(key, sizeof key, "%s_bytes_written", mems[i].name);
         setint(L, key, st.bytes_written);
+        snprintf(key, sizeof key, "%s_peak_bytes", mems[i].name);
+        setint(L, key, st.peak_alloc_bytes);
     }
     return 1;
 }

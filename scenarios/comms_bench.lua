@@ -75,11 +75,19 @@ local ELT = 4 -- f32: every partial sum of the small integer inputs below is exa
 
 -- ---- one simulated point ---------------------------------------------------
 
--- Working set in TCM per PE: the ring algorithms keep every received and
--- summed chunk until the kernel ends (about 4 S for the bandwidth-optimal
--- all-reduce), so sizes of many MiB outgrow the 16 MiB default. Capacity
--- is not a timing parameter; raising it lets the sweep reach PARAM's sizes.
-local function tcm_needed(size) return 4 * size + (1 << 20) end
+-- Working set in TCM per PE (the algorithms free what they have used,
+-- tests/cli/cases/ccl_working_set.lua): the bandwidth-optimal all-reduce
+-- loads its whole tile and holds a chunk or two beside it, the others
+-- hold up to three tiles; the N-way collectives hold a few chunks of size/N.
+-- Sizes of many MiB outgrow the 16 MiB default. Capacity is not a timing
+-- parameter; raising it lets the sweep reach PARAM's sizes.
+local function tcm_needed(p)
+  local live = p.size
+  if p.collective == "all_reduce" then
+    live = p.algorithm == "ring_rs_ag_allreduce" and p.size + 2 * (p.size // p.ws) or 3 * p.size
+  end
+  return live + (1 << 20)
+end
 
 -- Runs in its own Lua state (kb.sweep): everything comes from p or require.
 local function bench_point(p)
@@ -259,9 +267,9 @@ else
         else
           local p = {collective = c, size = size, ws = opt.ws, algorithm = opt.algorithm,
                      checked = size <= opt.check_max}
-          if not kb.options.set["pe.tcm.capacity"] and tcm_needed(size) > 16 * 1024 * 1024 then
+          if not kb.options.set["pe.tcm.capacity"] and tcm_needed(p) > 16 * 1024 * 1024 then
             local cap = 16 * 1024 * 1024
-            while cap < tcm_needed(size) do cap = cap * 2 end
+            while cap < tcm_needed(p) do cap = cap * 2 end
             p.tcm_capacity = cap
           end
           points[#points + 1] = p

@@ -222,6 +222,31 @@ TEST(first_fit_alignment_and_coalescing)
     sim_free(s);
 }
 
+/* The peak counts bytes allocated at once, not the sum of allocations; a
+ * failed allocation leaves it as it was. */
+TEST(peak_allocation)
+{
+    struct sim *s = sim_new(NULL);
+    struct kb_mem *t = mem(s, &TCM);
+    struct kb_mem_stats st;
+    uint64_t a, b, c;
+    kb_mem_get_stats(t, &st);
+    ASSERT_U64_EQ(st.peak_alloc_bytes, 0);
+    ASSERT_EQ(kb_mem_alloc(t, 1000, 1, &a), 0);
+    ASSERT_EQ(kb_mem_alloc(t, 3000, 1, &b), 0);
+    ASSERT_EQ(kb_mem_dealloc(t, a), 0);
+    ASSERT_EQ(kb_mem_dealloc(t, b), 0);
+    ASSERT_EQ(kb_mem_alloc(t, 2500, 1, &c), 0); /* 2500 < 4000 at once */
+    kb_mem_get_stats(t, &st);
+    ASSERT_U64_EQ(st.peak_alloc_bytes, 4000);
+    ASSERT_EQ(kb_mem_alloc(t, 4096, 1024, &a), 0); /* at 3072: 6596 at once */
+    ASSERT_EQ(kb_mem_alloc(t, (uint64_t)32 << 20, 1, &b), SIM_ENOMEM);
+    kb_mem_get_stats(t, &st);
+    ASSERT_U64_EQ(st.peak_alloc_bytes, 6596);
+    kb_mem_free(t);
+    sim_free(s);
+}
+
 /* ---- contents ----------------------------------------------------------- */
 
 TEST(sparse_storage)
@@ -447,7 +472,7 @@ TEST(copy_page_to_page)
 TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           same_channel_serialises, setup_overlaps_earlier_transfers,
           schedule_without_waiting, capacity_error,
-          first_fit_alignment_and_coalescing, sparse_storage,
+          first_fit_alignment_and_coalescing, peak_allocation, sparse_storage,
           spans_read_and_write_in_place, whole_page_writes_keep_zeros_elsewhere,
           copy_page_to_page,
           params_are_checked)

@@ -20,6 +20,7 @@ local function kernel(a, input, output)
   for s = 0, N - 2 do
     local f = tl.recv_async("W", C, a.dtype)
     tl.send("E", cur)
+    tl.free(cur) -- sent and stored
     cur = tl.wait(f)
     tl.store(output, ((r - s - 1) % N) * C, cur)
   end

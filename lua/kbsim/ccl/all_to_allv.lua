@@ -48,17 +48,26 @@ local function kernel(a, input, output)
   local N, r = a.world_size, tl.rank()
   local me = r + 1
   local sp, io, oo = a.splits, a.in_off, a.out_off
+  -- as all_to_all: each block is returned once sent or stored
   if sp[me][me] > 0 then
-    tl.store(output, oo[me][me], tl.load(input, io[me][me], sp[me][me]))
+    local own = tl.load(input, io[me][me], sp[me][me])
+    tl.store(output, oo[me][me], own)
+    tl.free(own)
   end
   for s = 1, N - 1 do
     local to, from = (r + s) % N + 1, (r - s) % N + 1
     local nin = sp[from][me]
     local f = nin > 0 and tl.recv_async("p" .. (from - 1), nin, a.dtype)
     if sp[me][to] > 0 then
-      tl.send("p" .. (to - 1), tl.load(input, io[me][to], sp[me][to]))
+      local out = tl.load(input, io[me][to], sp[me][to])
+      tl.send("p" .. (to - 1), out)
+      tl.free(out)
     end
-    if f then tl.store(output, oo[me][from], tl.wait(f)) end
+    if f then
+      local got = tl.wait(f)
+      tl.store(output, oo[me][from], got)
+      tl.free(got)
+    end
   end
 end
 

@@ -35,6 +35,7 @@ local function kernel(a, input, output)
     end
     if v < N - 1 then tl.send("E", h) end
     tl.store(output, off, h)
+    tl.free(h)
   end
 end
 

@@ -97,18 +97,26 @@ end
 
 -- Reduce a line of `len` cubes toward position `at`: cubes below it pass
 -- their partial sum toward `hi`, cubes above it toward `lo`; `at` adds both.
+-- acc + got, returning both to TCM: every step below frees what it has
+-- used, so a PE holds at most three tiles.
+local function plus(acc, got)
+  local sum = acc + got
+  tl.free(acc, got)
+  return sum
+end
+
 local function reduce_line(acc, pos, at, len, lo, hi, n, dt)
   if pos < at then
-    if pos > 0 then acc = acc + tl.recv(lo, n, dt) end
+    if pos > 0 then acc = plus(acc, tl.recv(lo, n, dt)) end
     tl.send(hi, acc)
   elseif pos > at then
-    if pos < len - 1 then acc = acc + tl.recv(hi, n, dt) end
+    if pos < len - 1 then acc = plus(acc, tl.recv(hi, n, dt)) end
     tl.send(lo, acc)
   else
     local fl = at > 0 and tl.recv_async(lo, n, dt)
     local fh = at < len - 1 and tl.recv_async(hi, n, dt)
-    if fl then acc = acc + tl.wait(fl) end
-    if fh then acc = acc + tl.wait(fh) end
+    if fl then acc = plus(acc, tl.wait(fl)) end
+    if fh then acc = plus(acc, tl.wait(fh)) end
   end
   return acc
 end
@@ -116,9 +124,11 @@ end
 -- The mirror of reduce_line: the value spreads out from `at`.
 local function bcast_line(acc, pos, at, len, lo, hi, n, dt)
   if pos < at then
+    tl.free(acc)
     acc = tl.recv(hi, n, dt)
     if pos > 0 then tl.send(lo, acc) end
   elseif pos > at then
+    tl.free(acc)
     acc = tl.recv(lo, n, dt)
     if pos < len - 1 then tl.send(hi, acc) end
   else
@@ -134,19 +144,23 @@ local function ring(acc, len, tx, rx, n, dt)
   for _ = 1, len - 1 do
     local f = tl.recv_async(rx, n, dt)
     tl.send(tx, cur)
+    if cur ~= acc then tl.free(cur) end
     local r = tl.wait(f)
-    acc = acc + r
-    cur = r
+    local sum = acc + r
+    tl.free(acc)
+    acc, cur = sum, r
   end
+  if cur ~= acc then tl.free(cur) end
   return acc
 end
 
 -- Chain all-reduce: sum toward the high end, then back down the chain.
 local function chain(acc, pos, len, lo, hi, n, dt)
   if len < 2 then return acc end
-  if pos > 0 then acc = acc + tl.recv(lo, n, dt) end
+  if pos > 0 then acc = plus(acc, tl.recv(lo, n, dt)) end
   if pos < len - 1 then
     tl.send(hi, acc)
+    tl.free(acc)
     acc = tl.recv(hi, n, dt)
   end
   if pos > 0 then tl.send(lo, acc) end

@@ -25,10 +25,15 @@ end
 
 -- Send and receive on one direction at once (the receive is posted first
 -- so a tile longer than the ring cannot deadlock the pair).
+-- Sends h to the partner across dir and returns h + the partner's tile;
+-- both inputs are returned to TCM.
 local function exchange(dir, h, n, dtype)
   local f = tl.recv_async(dir, n, dtype)
   tl.send(dir, h)
-  return tl.wait(f)
+  local got = tl.wait(f)
+  local sum = h + got
+  tl.free(h, got)
+  return sum
 end
 
 local function kernel(a, input, output)
@@ -36,8 +41,8 @@ local function kernel(a, input, output)
   local hdir = (r % 2 == 0) and "E" or "W"
   local vdir = (r < 2) and "S" or "N"
   local acc = tl.load(input, 0, n)
-  acc = acc + exchange(hdir, acc, n, a.dtype)
-  acc = acc + exchange(vdir, acc, n, a.dtype)
+  acc = exchange(hdir, acc, n, a.dtype)
+  acc = exchange(vdir, acc, n, a.dtype)
   tl.store(output, 0, acc)
 end
 

@@ -23,9 +23,13 @@ local function kernel(a, input, output)
     -- blocks its send until the neighbour drains it, and every PE sends
     local f = tl.recv_async("W", n, a.dtype)
     tl.send("E", cur)
+    -- the ring holds its own copy of what was sent: with every superseded
+    -- tile returned at once, the working set stays at three tiles
+    if cur ~= acc then tl.free(cur) end
     local r = tl.wait(f)
-    acc = acc + r
-    cur = r
+    local sum = acc + r
+    tl.free(acc)
+    acc, cur = sum, r
   end
   tl.store(output, 0, acc)
 end

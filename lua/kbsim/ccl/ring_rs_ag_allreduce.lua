@@ -31,7 +31,14 @@ local function kernel(a, input, output)
     local out, inc = (r - s - 1) % N, (r - s - 2) % N
     local f = tl.recv_async("W", len(inc), dt)
     tl.send("E", ch[out])
-    ch[inc] = ch[inc] + tl.wait(f)
+    -- a partial sum that was sent is not needed again: the all-gather
+    -- brings its full sum (the working set stays near one tile)
+    tl.free(ch[out])
+    ch[out] = nil
+    local got = tl.wait(f)
+    local sum = ch[inc] + got
+    tl.free(ch[inc], got)
+    ch[inc] = sum
   end
   -- step s: pass on chunk r-s, take chunk r-s-1
   for s = 0, N - 2 do

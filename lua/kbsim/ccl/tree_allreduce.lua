@@ -25,10 +25,19 @@ local function kernel(a, input, output)
   local fl = left < N and tl.recv_async("child_left", n, a.dtype)
   local fr = right < N and tl.recv_async("child_right", n, a.dtype)
   local acc = tl.load(input, 0, n)
-  if fl then acc = acc + tl.wait(fl) end
-  if fr then acc = acc + tl.wait(fr) end
+  -- each partial sum and received tile is returned once used: the working
+  -- set stays at three tiles
+  local function add(f)
+    local got = tl.wait(f)
+    local sum = acc + got
+    tl.free(acc, got)
+    acc = sum
+  end
+  if fl then add(fl) end
+  if fr then add(fr) end
   if r > 0 then
     tl.send("parent", acc)
+    tl.free(acc)
     acc = tl.recv("parent", n, a.dtype)
   end
   if fl then tl.send("child_left", acc) end

@@ -70,4 +70,28 @@ do
   tl.wire_ring(sys2, {1})  -- one rank: nothing to wire
   kb.check(not tl.wired(sys2, 1, "E", true), "a ring of one needs no wire")
 end
+-- tl.free returns TCM at once: one handle or several; a freed handle (or
+-- none at all) is refused by name
+do
+  local sim3 = kb.sim{}
+  local sys3 = kb.system(sim3, {sips = {count = 1}, sip = {cube_mesh = {w = 1, h = 1}}})
+  local msgs = {}
+  tl.launch(sys3, {0}, function()
+    local a, b, c = tl.full(256, 1, "f32"), tl.full(256, 2, "f32"), tl.full(256, 3, "f32")
+    tl.free(a, b)
+    local d = tl.full(512, 4, "f32") -- fits where a and b were
+    msgs.again = select(2, pcall(tl.free, c, c))
+    msgs.use = select(2, pcall(tl.sum, a))
+    msgs.none = select(2, pcall(tl.free))
+    tl.free(d)
+  end)
+  kb.check(sim3:run() == "done", "free kernel runs")
+  -- a, b and c were live at once (3 KiB); d reused a and b's 2 KiB
+  kb.check(tl.pe_stats(sys3, 0).tcm_peak_bytes == 3 * 1024,
+           "TCM peak 3 KiB, got " .. tl.pe_stats(sys3, 0).tcm_peak_bytes)
+  kb.check(tostring(msgs.again):match("bad argument #2 to '[%w.]*free' %(handle was freed%)"),
+           "second free of one handle: " .. tostring(msgs.again))
+  kb.check(tostring(msgs.use):find("handle was freed", 1, true), "use after free: " .. tostring(msgs.use))
+  kb.check(tostring(msgs.none):match("bad argument #1 to '[%w.]*free' %(kbsim.handle expected, got no value%)"), "free(): " .. tostring(msgs.none))
+end
 print("tl_kernel ok")
