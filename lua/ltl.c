@@ -1110,12 +1110,13 @@ static int l_recv(lua_State *L)
     dispatch(L, c, "tl.recv");
     size_t bytes = (size_t)n * kb_dtype_size(dt);
     struct kb_ipcq_meta meta;
-    void *buf = scratch(L, 0, bytes);
+    /* a timing-only run receives no bytes: no buffer */
+    void *buf = c->no_data ? NULL : scratch(L, 0, bytes);
     void *bp = kb_block_begin(L, c->s, "tl.recv");
     int64_t got = recv_sized(c->pe->ipcq, dir, buf, bytes, &meta);
     kb_block_end(bp);
     if (got == RECV_LONGER) {
-        buf = scratch(L, 0, recv_room(bytes));
+        buf = c->no_data ? NULL : scratch(L, 0, recv_room(bytes));
         bp = kb_block_begin(L, c->s, "tl.recv");
         got = kb_ipcq_recv(c->pe->ipcq, dir, buf, recv_room(bytes), &meta);
         kb_block_end(bp);
@@ -1133,7 +1134,9 @@ static void future_proc(struct sim *s, void *arg)
     struct future *f = arg;
     size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
     f->got = recv_sized(f->ctx->pe->ipcq, f->dir, f->buf, bytes, &f->meta);
-    if (f->got == RECV_LONGER) {
+    if (f->got == RECV_LONGER && f->ctx->no_data) {
+        f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, NULL, recv_room(bytes), &f->meta);
+    } else if (f->got == RECV_LONGER) {
         void *room = realloc(f->buf, recv_room(bytes));
         if (room) {
             f->buf = room;
@@ -1175,8 +1178,10 @@ static int l_recv_async(lua_State *L)
     f->n = n;
     f->dt = dt;
     f->dir = strdup(dir);
-    f->buf = malloc((size_t)n * kb_dtype_size(dt));
-    if (!f->dir || !f->buf)
+    /* the bytes land here until tl.wait copies them into TCM; a
+     * timing-only run receives none */
+    f->buf = c->no_data ? NULL : malloc((size_t)n * kb_dtype_size(dt));
+    if (!f->dir || (!f->buf && !c->no_data))
         return luaL_error(L, "out of memory");
     char name[256];
     snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, dir);
@@ -1209,6 +1214,10 @@ static int l_wait(lua_State *L)
     check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);
     struct handle *h = newhandle(L, c, f->n, f->dt);
     hwrite(L, h, f->buf);
+    /* the bytes are in TCM now: the buffer goes at once, not when the
+     * future is collected (a long ring would hold one per step) */
+    free(f->buf);
+    f->buf = NULL;
     return 1;
 }
 

@@ -801,12 +801,19 @@ function M.new(sim, sys)
     local t = setmetatable({sys = sys, shape = shape, numel = n, dtype = dt, placement = placement,
                             ranks = ranks, shard_n = shard_n, addrs = {}, index = {},
                             memory = memory}, Tensor)
-    local zero = tl.vec_new(shard_n)
+    -- zeros written a bounded piece at a time: a 64 MiB shard does not
+    -- need a 64 Mi-element host vector
+    local piece = math.min(shard_n, 1 << 16)
+    local zero = tl.vec_new(piece)
     for k, r in ipairs(ranks) do
       if t.index[r] then error(("torch.zeros: rank %d listed twice"):format(r), 2) end
       t.index[r] = k
       t.addrs[k] = tl.alloc(sys, r, memory, shard_n * DTYPE_BYTES[dt])
-      zero:write(sys, r, t.addrs[k], dt, memory)
+      for off = 0, shard_n - 1, piece do
+        local len = math.min(piece, shard_n - off)
+        local z = len == piece and zero or zero:slice(0, len)
+        z:write(sys, r, t.addrs[k] + off * DTYPE_BYTES[dt], dt, memory)
+      end
     end
     return t
   end
