@@ -212,6 +212,11 @@ function tl.launch(sys, ranks, kernel, ...)
   if type(kernel) ~= "function" then
     error("tl.launch: the kernel must be a function", 2)
   end
+  local seen = {}
+  for _, r in ipairs(ranks) do
+    if seen[r] then error(("tl.launch: rank %s listed twice"):format(tostring(r)), 2) end
+    seen[r] = true
+  end
   local sim = core.sim_of(sys)
   local args = table.pack(...)
   local run = setmetatable({ranks = ranks, t = {}, sys = sys}, Run)

@@ -391,9 +391,12 @@ local function report(T, name, coll, ranks, n_elem, bytes, lat, per, check, maxe
   }
 end
 
-local function checktensor(x, what, ranks, n)
+local function checktensor(x, what, sys, ranks, n)
   if getmetatable(x) ~= Tensor then
     error(("%s must be a tensor"):format(what), 4)
+  end
+  if x.sys ~= sys then
+    error(("%s belongs to another system than the process group's"):format(what), 4)
   end
   for _, r in ipairs(ranks) do
     if not x.index[r] then
@@ -476,7 +479,7 @@ local function new_distributed(T)
       error(("all_reduce: unsupported op '%s' (sum)"):format(tostring(o.op)), 0)
     end
     local ranks = G.ranks
-    checktensor(t, "all_reduce: tensor", ranks)
+    checktensor(t, "all_reduce: tensor", T.sys, ranks)
     local n, dt = t.shard_n, t.dtype
     local algo = pick("all_reduce", o)
     -- o.check == false: no host reference (timing sweeps at scale)
@@ -497,9 +500,9 @@ local function new_distributed(T)
 
   function ops.all_gather(out, inp, o)
     local ranks, N = G.ranks, #G.ranks
-    checktensor(inp, "all_gather: input", ranks)
+    checktensor(inp, "all_gather: input", T.sys, ranks)
     local C, dt = inp.shard_n, inp.dtype
-    checktensor(out, "all_gather: output", ranks, N * C)
+    checktensor(out, "all_gather: output", T.sys, ranks, N * C)
     local algo = pick("all_gather", o)
     local ref
     if not (o and o.check == false) then
@@ -519,14 +522,14 @@ local function new_distributed(T)
 
   function ops.reduce_scatter(out, inp, o)
     local ranks, N = G.ranks, #G.ranks
-    checktensor(inp, "reduce_scatter: input", ranks)
+    checktensor(inp, "reduce_scatter: input", T.sys, ranks)
     local dt = inp.dtype
     if inp.shard_n % N ~= 0 then
       error(("reduce_scatter: input shards of %d elements do not split over %d ranks")
         :format(inp.shard_n, N), 0)
     end
     local C = inp.shard_n // N
-    checktensor(out, "reduce_scatter: output", ranks, C)
+    checktensor(out, "reduce_scatter: output", T.sys, ranks, C)
     local algo = pick("reduce_scatter", o)
     local ref
     if not (o and o.check == false) then
@@ -551,14 +554,14 @@ local function new_distributed(T)
 
   function ops.all_to_all(out, inp, o)
     local ranks, N = G.ranks, #G.ranks
-    checktensor(inp, "all_to_all: input", ranks)
+    checktensor(inp, "all_to_all: input", T.sys, ranks)
     local dt = inp.dtype
     if inp.shard_n % N ~= 0 then
       error(("all_to_all: input shards of %d elements do not split over %d ranks")
         :format(inp.shard_n, N), 0)
     end
     local C = inp.shard_n // N
-    checktensor(out, "all_to_all: output", ranks, N * C)
+    checktensor(out, "all_to_all: output", T.sys, ranks, N * C)
     local algo = pick("all_to_all", o)
     local ref
     if not (o and o.check == false) then
@@ -583,7 +586,7 @@ local function new_distributed(T)
   -- must be its transpose (out_splits[j][i], what j receives from i).
   function ops.all_to_allv(out, inp, out_splits, in_splits, o)
     local ranks, N = G.ranks, #G.ranks
-    checktensor(inp, "all_to_allv: input", ranks)
+    checktensor(inp, "all_to_allv: input", T.sys, ranks)
     local dt = inp.dtype
     if type(in_splits) ~= "table" or #in_splits ~= N then
       error(("all_to_allv: in_splits must be a %d x %d table"):format(N, N), 0)
@@ -607,8 +610,8 @@ local function new_distributed(T)
     for k, v in pairs(o or {}) do extra[k] = v end
     local algo = pick("all_to_allv", extra)
     local a = args_for(algo, maxin, dt, extra)
-    checktensor(inp, "all_to_allv: input", ranks, maxin)
-    checktensor(out, "all_to_allv: output", ranks, maxout)
+    checktensor(inp, "all_to_allv: input", T.sys, ranks, maxin)
+    checktensor(out, "all_to_allv: output", T.sys, ranks, maxout)
     local src = {}
     for k, r in ipairs(ranks) do src[k] = inp:shard_table(r) end
     local ref = {}
@@ -628,7 +631,7 @@ local function new_distributed(T)
 
   function ops.broadcast(t, src, o)
     local ranks = G.ranks
-    checktensor(t, "broadcast: tensor", ranks)
+    checktensor(t, "broadcast: tensor", T.sys, ranks)
     src = src or 0
     if not G.index[ranks[(src or 0) + 1] or -1] then
       error(("broadcast: source rank %s is not in 0..%d"):format(tostring(src), #ranks - 1), 0)

@@ -1,0 +1,45 @@
+-- torch_errors.lua — misuse of kbsim.torch and tl.launch is refused with a message naming the caller's line
+local kb = require("kbsim")
+local T = require("kbsim.torch")
+local tl = require("kbsim.tl")
+
+local function fails(want, f, ...)
+  local ok, msg = pcall(f, ...)
+  kb.check(not ok and tostring(msg):find(want, 1, true) ~= nil,
+    ("expected an error with %q, got %s"):format(want, ok and "success" or tostring(msg)))
+end
+
+local torch = T.init{topology = {sips = {count = 1}, sip = {cube_mesh = {w = 1, h = 1}}}}
+local D = torch.distributed
+fails("torch.distributed.all_reduce: call init_process_group first", D.all_reduce, torch.zeros({1, 64}))
+D.init_process_group{backend = "ahbm",
+  config = {ccl = {algorithm = "ring_allreduce", algorithms = {ring_allreduce = {world_size = 4}}}}}
+
+fails("torch.zeros: 63 columns do not split evenly over 4 ranks", torch.zeros, {1, 63})
+fails("torch.zeros: dimension 2 must be a positive integer, got -5", torch.zeros, {1, -5})
+fails("all_reduce: tensor must be a tensor", D.all_reduce, "x")
+
+-- a tensor of another simulation's system would be read and written at
+-- its addresses in this one: refused, with the line of the call
+local other = T.init{topology = {sips = {count = 1}, sip = {cube_mesh = {w = 1, h = 1}}}}
+local line = debug.getinfo(1, "l").currentline + 1
+local ok, msg = pcall(function() return D.all_reduce(other.zeros({1, 64})) end)
+kb.check(not ok and msg == ("torch_errors.lua:%d: all_reduce: tensor belongs to another system "
+  .. "than the process group's"):format(line), "another system's tensor: " .. tostring(msg))
+local inp, out = torch.zeros({1, 32}), other.zeros({1, 128})
+fails("all_gather: output belongs to another system", D.all_gather, out, inp)
+
+-- a tensor on other ranks than the group's
+local few = torch.zeros({1, 4}, {ranks = {4, 5, 6, 7}})
+fails("all_reduce: tensor has no shard on rank 0 of the process group", D.all_reduce, few)
+
+-- the same PE twice in one launch
+fails("tl.launch: rank 1 listed twice", tl.launch, torch.sys, {0, 1, 1}, function() end)
+fails("tl.launch: the kernel must be a function", tl.launch, torch.sys, {0}, 5)
+fails("tl.launch: a non-empty list of ranks is expected", tl.launch, torch.sys, {}, function() end)
+
+-- what was refused left the group usable
+local t = torch.zeros({1, 8 * 4})
+local rep = D.all_reduce(t)
+kb.check(rep.check == "passed", "all_reduce after the errors: " .. tostring(rep.check))
+print("torch_errors ok")
