@@ -1148,6 +1148,15 @@ static char *dupstr(const char *s, size_t n)
     return d;
 }
 
+/* os.exit in a point: exiting from a pool thread would take the other
+ * points and every finished row with it (libuv aborts at exit while its
+ * pool runs), so it fails the point instead. */
+static int point_exit(lua_State *W)
+{
+    return luaL_error(W, "os.exit called in a sweep point; a point ends by returning its row "
+                         "or fails by raising an error");
+}
+
 /* In a fresh state on a pool thread: the standard libraries, the same
  * package paths, the kbsim module with the caller's kb.options and `arg`;
  * then run(p), and its row serialised back. */
@@ -1157,6 +1166,10 @@ static int worker_main(lua_State *W)
     struct sweep *sw = wk->sw;
     struct point *pt = wk->pt;
     luaL_openlibs(W);
+    lua_getglobal(W, "os");
+    lua_pushcfunction(W, point_exit);
+    lua_setfield(W, -2, "exit");
+    lua_pop(W, 1);
     lua_getglobal(W, "package");
     lua_pushstring(W, sw->path);
     lua_setfield(W, -2, "path");
