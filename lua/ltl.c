@@ -577,8 +577,10 @@ static int h_to_table(lua_State *L)
 static int h_tostring(lua_State *L)
 {
     struct handle *h = luaL_checkudata(L, 1, KB_HANDLE);
-    lua_pushfstring(L, "handle(%d %s at tcm 0x%p of '%s')", (int)h->n, kb_dtype_name(h->dt),
-                    (void *)(uintptr_t)h->addr, h->ctx->pe->name);
+    char addr[24]; /* the TCM address in hex; %p would print 0 as "(nil)" */
+    snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)h->addr);
+    lua_pushfstring(L, "handle(%d %s at tcm %s of '%s')", (int)h->n, kb_dtype_name(h->dt), addr,
+                    h->ctx->pe->name);
     return 1;
 }
 

@@ -78,6 +78,7 @@ do
   local msgs = {}
   tl.launch(sys3, {0}, function()
     local a, b, c = tl.full(256, 1, "f32"), tl.full(256, 2, "f32"), tl.full(256, 3, "f32")
+    msgs.names = tostring(a) .. " " .. tostring(b)
     tl.free(a, b)
     local d = tl.full(512, 4, "f32") -- fits where a and b were
     msgs.again = select(2, pcall(tl.free, c, c))
@@ -92,6 +93,8 @@ do
   kb.check(tostring(msgs.again):match("bad argument #2 to '[%w.]*free' %(handle was freed%)"),
            "second free of one handle: " .. tostring(msgs.again))
   kb.check(tostring(msgs.use):find("handle was freed", 1, true), "use after free: " .. tostring(msgs.use))
+  kb.check(msgs.names == "handle(256 f32 at tcm 0x0 of 'sip0.cube0.pe0') "
+           .. "handle(256 f32 at tcm 0x400 of 'sip0.cube0.pe0')", "handle names: " .. msgs.names)
   kb.check(tostring(msgs.none):match("bad argument #1 to '[%w.]*free' %(kbsim.handle expected, got no value%)"), "free(): " .. tostring(msgs.none))
 end
 print("tl_kernel ok")
