@@ -203,6 +203,8 @@ int main(int argc, char **argv)
     }
     if (i >= argc)
         usage_error("%s", "no script given");
+    if (opt.trace_point && opt.trace == NULL)
+        usage_error("%s", "--trace-point needs --trace FILE");
 
     const char *script = argv[i];
     FILE *fp = fopen(script, "r");

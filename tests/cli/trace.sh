@@ -58,6 +58,9 @@ out=$("$kbsim" -q --trace "$work/no/such/dir.json" "$cases/trace_allreduce.lua" 
 echo "$out" | grep -q "cannot open trace '$work/no/such/dir.json': No such file or directory" || { echo "$out"; fail "message for an unwritable trace"; }
 out=$("$kbsim" --trace-point 0 x.lua 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q "bad value '0' for '--trace-point'" || { echo "$out"; fail "--trace-point 0"; }
+out=$("$kbsim" --trace-point 2 "$cases/trace_allreduce.lua" 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "kbsim: --trace-point needs --trace FILE" \
+  || { echo "$out"; fail "--trace-point without --trace"; }
 out=$("$kbsim" --trace "$work/none.json" "$cases/hello_notrace.lua" 2>&1)
 echo "$out" | grep -q "kbsim: no trace written to '$work/none.json': the script created no simulation" \
   || { echo "$out"; fail "note when nothing was traced"; }
