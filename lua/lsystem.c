@@ -340,14 +340,44 @@ static void setint(lua_State *L, const char *k, lua_Integer v)
 
 /* sys:set_ipcq{buffer_kind=, backpressure=}: the IPCQ settings the PE
  * units are made with; only before any PE has them (or when they match) */
+/* Field `key` of the table at index 2: one of names (an error naming the
+ * key and the choices otherwise). */
+static int ipcq_option(lua_State *L, const char *key, const char *const names[])
+{
+    lua_getfield(L, 2, key);
+    const char *v = lua_tostring(L, -1);
+    for (int i = 0; v && names[i]; i++)
+        if (strcmp(v, names[i]) == 0) {
+            lua_pop(L, 1);
+            return i;
+        }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; names[i]; i++) {
+        if (i)
+            luaL_addstring(&b, ", ");
+        luaL_addstring(&b, names[i]);
+    }
+    luaL_pushresult(&b);
+    return luaL_error(L, "sys:set_ipcq: '%s' must be one of %s, got %s", key, lua_tostring(L, -1),
+                      v ? v : luaL_typename(L, -2));
+}
+
+/* sys:set_ipcq{buffer_kind=, backpressure=}: both keys, nothing else */
 static int sys_set_ipcq(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    lua_getfield(L, 2, "buffer_kind");
-    lua_getfield(L, 2, "backpressure");
-    int kind = luaL_checkoption(L, -2, NULL, kb_topo_buffer_kind_names);
-    int bp = luaL_checkoption(L, -1, NULL, kb_topo_backpressure_names);
+    lua_pushnil(L);
+    while (lua_next(L, 2)) {
+        lua_pop(L, 1);
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!k || (strcmp(k, "buffer_kind") != 0 && strcmp(k, "backpressure") != 0))
+            return luaL_error(L, "sys:set_ipcq: unknown key '%s' (buffer_kind, backpressure)",
+                              k ? k : luaL_typename(L, -1));
+    }
+    int kind = ipcq_option(L, "buffer_kind", kb_topo_buffer_kind_names);
+    int bp = ipcq_option(L, "backpressure", kb_topo_backpressure_names);
     if (kb_system_set_ipcq(h->sys, (enum kb_topo_buffer_kind)kind,
                            (enum kb_topo_backpressure)bp) < 0)
         return luaL_error(L, "%s", kb_system_errmsg(h->sys));

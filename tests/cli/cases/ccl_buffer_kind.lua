@@ -24,6 +24,17 @@ kb.check(tcm < sram and tcm < hbm, "tcm slots are the fastest")
 local ok, err = pcall(torch.sys.set_ipcq, torch.sys, {buffer_kind = "tcm", backpressure = "sleep"})
 kb.check(not ok and err:find("already made with buffer_kind 'hbm' and backpressure 'poll'", 1, true),
          "changing the IPCQ of a used system is refused: " .. tostring(err))
+-- the settings themselves, each refused by name
+for _, c in ipairs{
+  {{buffer_kind = "tcm", backpressure = "sleep", n_slots = 8},
+   "sys:set_ipcq: unknown key 'n_slots' (buffer_kind, backpressure)"},
+  {{backpressure = "sleep"}, "sys:set_ipcq: 'buffer_kind' must be one of tcm, sram, hbm, got nil"},
+  {{buffer_kind = "tcm", backpressure = "spin"},
+   "sys:set_ipcq: 'backpressure' must be one of sleep, poll, got spin"},
+} do
+  local ok2, e = pcall(torch.sys.set_ipcq, torch.sys, c[1])
+  kb.check(not ok2 and tostring(e):find(c[2], 1, true), "set_ipcq: " .. tostring(e))
+end
 -- host access (tensors allocated and written first) makes no PE units, so
 -- init_process_group can still choose the buffer kind
 do
