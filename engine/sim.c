@@ -74,8 +74,16 @@ struct sim_proc {
     struct sim_proc *next_all;
 };
 
-struct sim_prim {
+/* What the update list holds: a fifo's own header, or the first field of
+ * a user primitive channel (struct sim_prim). */
+enum { UPD_PRIM, UPD_FIFO };
+struct upd {
     bool requested;
+    uint8_t kind; /* UPD_* */
+};
+
+struct sim_prim {
+    struct upd h;
     void (*update)(void *ud);
     void *ud;
     struct sim *sim;
@@ -88,23 +96,36 @@ struct prim_node {
     struct prim_node *next_all;
 };
 
-/* One 64-byte aligned allocation holds a fifo, its two events, its update
- * hook and its buffer. The hook and the counts share a cache line with
- * the buffer's first 8 bytes (all of it for one 8-byte element), so a
- * non-blocking read or write of a small fifo touches one line; a blocking
- * one also the hot line of an event. The elements visible this delta are
- * derived: readable = count - n_written, free = capacity - count - n_read. */
+/* One 64-byte aligned allocation holds a fifo, its two events and its
+ * buffer. The counts, the update header and the threads blocked in
+ * sim_fifo_read / sim_fifo_write share a cache line with the buffer's
+ * first 8 bytes (all of it for one 8-byte element), so a read or write of
+ * a small fifo, blocking or not, and its update touch that line only.
+ *
+ * The first thread to block reading (writing) waits in rd_wait (wr_wait)
+ * rather than on written_ev (read_ev); a second one, and anything that
+ * waits on an event taken with sim_fifo_written_event / _read_event, uses
+ * the event, and ev_used then makes the update look at it too. A slot
+ * needs no generation check: a thread in it waits on nothing else.
+ * The elements visible this delta are derived: readable = count -
+ * n_written, free = capacity - count - n_read. */
+enum { EV_WRITTEN = 1, EV_READ = 2 };
 struct sim_fifo {
     char *name;             /* cold */
     struct sim_fifo *next_all;
     struct sim_event written_ev __attribute__((aligned(64)));
     struct sim_event read_ev __attribute__((aligned(64)));
-    struct sim_prim prim __attribute__((aligned(64)));
+    struct sim *sim __attribute__((aligned(64)));
+    struct sim_proc *rd_wait, *wr_wait;
     uint32_t head, count;   /* physical contents */
     uint32_t n_written, n_read; /* in this delta, committed by update */
     uint32_t elem_size, capacity;
+    struct upd upd;
+    uint8_t ev_used;        /* EV_* bits: the event may have waiters */
     unsigned char buf[] __attribute__((aligned(8)));
 };
+_Static_assert(offsetof(struct sim_fifo, buf) % 64 <= 56,
+               "a fifo's hot fields and its first 8 buffer bytes share a line");
 
 struct sim_signal {
     struct sim *sim;
@@ -144,7 +165,7 @@ struct sim {
     /* delta notifications of this delta cycle, in notification order */
     struct qent *delta;
     size_t n_delta, cap_delta;
-    struct sim_prim **updates;
+    struct upd **updates;
     size_t n_updates, cap_updates;
     struct evq_entry *batch; /* the timed entries of one time */
     size_t cap_batch;
@@ -813,6 +834,7 @@ int sim_next_trigger_event(struct sim *s, struct sim_event *e)
 static void prim_init(struct sim *s, struct sim_prim *c,
                       void (*update)(void *ud), void *ud)
 {
+    c->h.kind = UPD_PRIM;
     c->sim = s;
     c->update = update;
     c->ud = ud;
@@ -839,17 +861,17 @@ static __attribute__((noinline, cold)) void grow_updates(struct sim *s)
         out_of_memory();
 }
 
-static inline void request_update(struct sim *s, struct sim_prim *c)
+static inline void request_update(struct sim *s, struct upd *u)
 {
-    if (c->requested)
+    if (u->requested)
         return;
     if (s->n_updates == s->cap_updates)
         grow_updates(s);
-    s->updates[s->n_updates++] = c;
-    c->requested = true;
+    s->updates[s->n_updates++] = u;
+    u->requested = true;
 }
 
-void sim_request_update(struct sim_prim *c) { request_update(c->sim, c); }
+void sim_request_update(struct sim_prim *c) { request_update(c->sim, &c->h); }
 
 /* A channel's update phase wakes its waiters directly: nothing runs
  * between the update and delta-notification phases, so this is the same
@@ -870,16 +892,40 @@ static inline void notify_from_update(struct sim *s, struct sim_event *e)
         wake_from_update(s, e);
 }
 
-static void fifo_update(void *ud)
+/* One side of a fifo's update: wakes the thread in its slot and, when the
+ * side's event is in use, the event's waiters; counted as one
+ * notification if it woke anyone. Out of line for the same reason. */
+static __attribute__((noinline)) void fifo_wake(struct sim *s,
+                                                struct sim_proc **slot,
+                                                struct sim_event *e,
+                                                bool ev_used)
 {
-    struct sim_fifo *f = ud;
+    bool any = false;
+    struct sim_proc *p = *slot;
+    if (p) {
+        *slot = NULL;
+        wake(s, p, 0);
+        any = true;
+    }
+    if (ev_used && (e->n_waiters || e->n_statics)) {
+        trigger(s, e);
+        any = true;
+    }
+    if (any)
+        s->stats.notifications++;
+}
+
+static inline void fifo_update(struct sim *s, struct sim_fifo *f)
+{
     if (f->n_written) {
         f->n_written = 0;
-        notify_from_update(f->prim.sim, &f->written_ev);
+        if (f->rd_wait || (f->ev_used & EV_WRITTEN))
+            fifo_wake(s, &f->rd_wait, &f->written_ev, f->ev_used & EV_WRITTEN);
     }
     if (f->n_read) {
         f->n_read = 0;
-        notify_from_update(f->prim.sim, &f->read_ev);
+        if (f->wr_wait || (f->ev_used & EV_READ))
+            fifo_wake(s, &f->wr_wait, &f->read_ev, f->ev_used & EV_READ);
     }
 }
 
@@ -927,11 +973,12 @@ struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
         return NULL;
     }
     f->name = n;
+    f->sim = s;
+    f->upd.kind = UPD_FIFO;
     f->elem_size = (uint32_t)elem_size;
     f->capacity = (uint32_t)capacity;
     event_link(s, &f->written_ev, wn, true);
     event_link(s, &f->read_ev, rn, true);
-    prim_init(s, &f->prim, fifo_update, f);
     f->next_all = s->fifos;
     s->fifos = f;
     return f;
@@ -946,12 +993,16 @@ size_t sim_fifo_num_free(const struct sim_fifo *f)
 {
     return f->capacity - f->count - f->n_read;
 }
+/* Whoever takes an event may wait on it: from then on the updates look
+ * at its waiters too. */
 struct sim_event *sim_fifo_written_event(struct sim_fifo *f)
 {
+    f->ev_used |= EV_WRITTEN;
     return &f->written_ev;
 }
 struct sim_event *sim_fifo_read_event(struct sim_fifo *f)
 {
+    f->ev_used |= EV_READ;
     return &f->read_ev;
 }
 
@@ -983,7 +1034,7 @@ bool sim_fifo_nb_read(struct sim_fifo *f, void *out)
     f->head = f->head + 1 == f->capacity ? 0 : f->head + 1;
     f->count--;
     f->n_read++;
-    request_update(f->prim.sim, &f->prim);
+    request_update(f->sim, &f->upd);
     return true;
 }
 
@@ -997,8 +1048,29 @@ bool sim_fifo_nb_write(struct sim_fifo *f, const void *in)
     elem_copy(f->buf + (size_t)tail * f->elem_size, in, f->elem_size);
     f->count++;
     f->n_written++;
-    request_update(f->prim.sim, &f->prim);
+    request_update(f->sim, &f->upd);
     return true;
+}
+
+/* Blocks the running thread until the update of the fifo's other side:
+ * in the slot if it is free, else on the side's event. */
+static inline int fifo_block(struct sim_fifo *f, struct sim_proc **slot,
+                             struct sim_event *e, uint8_t ev_bit, uint8_t kind)
+{
+    struct sim *s = f->sim;
+    struct sim_proc *p = need_thread(s, "sim_wait_event");
+    if (!p)
+        return SIM_EPERM;
+    if (*slot == NULL) {
+        *slot = p;
+    } else {
+        add_waiter(e, p, 0);
+        f->ev_used |= ev_bit;
+    }
+    p->wait_kind = kind;
+    p->wait_obj = f;
+    block(s, p);
+    return 0;
 }
 
 /* The blocking halves, out of line: a read or write that need not wait
@@ -1007,7 +1079,7 @@ static __attribute__((noinline)) int fifo_read_wait(struct sim_fifo *f,
                                                     void *out)
 {
     do {
-        int rc = wait_event_why(f->prim.sim, &f->written_ev, W_FIFO_READ, f);
+        int rc = fifo_block(f, &f->rd_wait, &f->written_ev, EV_WRITTEN, W_FIFO_READ);
         if (rc < 0)
             return rc;
     } while (!sim_fifo_nb_read(f, out));
@@ -1018,7 +1090,7 @@ static __attribute__((noinline)) int fifo_write_wait(struct sim_fifo *f,
                                                      const void *in)
 {
     do {
-        int rc = wait_event_why(f->prim.sim, &f->read_ev, W_FIFO_WRITE, f);
+        int rc = fifo_block(f, &f->wr_wait, &f->read_ev, EV_READ, W_FIFO_WRITE);
         if (rc < 0)
             return rc;
     } while (!sim_fifo_nb_write(f, in));
@@ -1090,7 +1162,7 @@ void sim_signal_read(const struct sim_signal *g, void *out)
 void sim_signal_write(struct sim_signal *g, const void *in)
 {
     memcpy(g->next, in, g->size);
-    request_update(g->sim, g->prim);
+    request_update(g->sim, &g->prim->h);
 }
 
 struct sim_event *sim_signal_changed_event(struct sim_signal *g)
@@ -1270,9 +1342,14 @@ static void do_update(struct sim *s)
 {
     /* an update may request none, but notify; the list is stable */
     for (size_t i = 0; i < s->n_updates; i++) {
-        struct sim_prim *c = s->updates[i];
-        c->requested = false;
-        c->update(c->ud);
+        struct upd *u = s->updates[i];
+        u->requested = false;
+        if (u->kind == UPD_FIFO) {
+            fifo_update(s, (struct sim_fifo *)((char *)u - offsetof(struct sim_fifo, upd)));
+        } else {
+            struct sim_prim *c = (struct sim_prim *)u;
+            c->update(c->ud);
+        }
     }
     s->n_updates = 0;
 }

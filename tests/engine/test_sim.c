@@ -246,6 +246,75 @@ TEST(fifo_nonblocking)
     sim_free(s);
 }
 
+/* Three readers blocked on one fifo (the first waits in the fifo's own
+ * slot, the others on its written event), a thread waiting on that event
+ * through sim_fifo_written_event, and a method statically sensitive to
+ * the read event: every one wakes in the delta after the write, readers
+ * in the order they blocked; each update that wakes anyone counts one
+ * notification. */
+struct manyctx {
+    struct sim_fifo *f;
+    struct log log;
+    int method_runs;
+};
+
+static void many_reader(struct sim *s, void *arg)
+{
+    struct manyctx *c = arg;
+    int v;
+    ASSERT_EQ(sim_fifo_read(c->f, &v), 0);
+    char what[16];
+    snprintf(what, sizeof what, "r%d", v);
+    logf_(&c->log, s, what);
+}
+
+static void many_watcher(struct sim *s, void *arg)
+{
+    struct manyctx *c = arg;
+    sim_wait_event(s, sim_fifo_written_event(c->f));
+    logf_(&c->log, s, "w");
+}
+
+static void many_writer(struct sim *s, void *arg)
+{
+    struct manyctx *c = arg;
+    sim_wait(s, 5 * SIM_NS);
+    for (int i = 1; i <= 3; i++)
+        ASSERT_EQ(sim_fifo_write(c->f, &i), 0);
+    logf_(&c->log, s, "wrote");
+}
+
+static void many_method(struct sim *s, void *arg)
+{
+    struct manyctx *c = arg;
+    (void)s;
+    c->method_runs++;
+}
+
+TEST(fifo_several_waiters)
+{
+    struct sim *s = sim_new(NULL);
+    struct manyctx c = {0};
+    c.f = sim_fifo_new(s, "f", sizeof(int), 4);
+    for (int i = 0; i < 3; i++)
+        ASSERT_TRUE(sim_thread(s, "reader", many_reader, &c, 0) != NULL);
+    ASSERT_TRUE(sim_thread(s, "watcher", many_watcher, &c, 0) != NULL);
+    ASSERT_TRUE(sim_thread(s, "writer", many_writer, &c, 0) != NULL);
+    struct sim_proc *m = sim_method(s, "m", many_method, &c, false);
+    ASSERT_EQ(sim_sensitive(m, sim_fifo_read_event(c.f)), 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    /* delta 1 at 5 ns: the write; delta 2: all four wake, readers in the
+     * order they blocked, each reading the next value */
+    ASSERT_STREQ(c.log.buf, "wrote@5/1 r1@5/2 r2@5/2 r3@5/2 w@5/2 ");
+    /* the method: its first run at t = 0, then once for the reads */
+    ASSERT_EQ(c.method_runs, 2);
+    struct sim_stats st;
+    sim_get_stats(s, &st);
+    /* written side after the write, read side after the reads */
+    ASSERT_U64_EQ(st.notifications, 2);
+    sim_free(s);
+}
+
 /* ---- methods: static sensitivity and next_trigger -------------------- */
 
 struct methctx {
@@ -669,7 +738,7 @@ TEST(same_time_wakeups_in_insertion_order)
 TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           notification_order, earlier_notification_wins_and_cancel,
           fifo_write_blocks_when_full, fifo_read_blocks_when_empty,
-          fifo_nonblocking, method_static_sensitivity, method_next_trigger,
+          fifo_nonblocking, fifo_several_waiters, method_static_sensitivity, method_next_trigger,
           wait_outside_thread_is_refused, wait_any_and_timeout,
           two_runs_identical_traces, deadlock_report_lists_blocked_processes,
           run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
