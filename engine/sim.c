@@ -894,8 +894,10 @@ static inline void notify_from_update(struct sim *s, struct sim_event *e)
 
 /* One side of a fifo's update: wakes the thread in its slot and, when the
  * side's event is in use, the event's waiters; counted as one
- * notification if it woke anyone. Out of line for the same reason. */
-static __attribute__((noinline)) void fifo_wake(struct sim *s,
+ * notification if it woke anyone. Inline in the update loop: called there
+ * for every fifo that wakes a thread, it is the common case (-16
+ * instructions per W2 read against a call, callgrind). */
+static inline __attribute__((always_inline)) void fifo_wake(struct sim *s,
                                                 struct sim_proc **slot,
                                                 struct sim_event *e,
                                                 bool ev_used)
