@@ -99,4 +99,26 @@ bool evq_pop(struct evq *q, struct evq_entry *out);
 /* Removes an entry of time t into *out if the smallest time is t. */
 bool evq_pop_at(struct evq *q, uint64_t t, struct evq_entry *out);
 
+/* evq_pop_at for the case of a queue that is the FIFO alone (entries
+ * pushed in time order, as with many processes waiting the same delay):
+ * pops the head into *out if the FIFO is the only structure in use and
+ * its head is at time t, else returns false and changes nothing. The
+ * FIFO's entries at t then come out in insertion order. */
+static inline bool evq_pop_fifo_at(struct evq *q, uint64_t t,
+                                   struct evq_entry *out)
+{
+    if (!q->fifo_len || q->wlen || q->rlen || q->heap_len ||
+        q->fifo[q->fifo_head].t != t)
+        return false;
+    *out = q->fifo[q->fifo_head];
+    q->fifo_head = (q->fifo_head + 1) & (q->fifo_cap - 1);
+    q->fifo_len--;
+    /* as evq_pop: the FIFO alone keeps the head, its time not looked at */
+    q->head_src = q->fifo_len ? EVQ_FIFO : EVQ_UNKNOWN;
+    q->head_t = UINT64_MAX;
+    if (t > q->floor)
+        q->floor = t;
+    return true;
+}
+
 #endif

@@ -1423,6 +1423,15 @@ static int seq_cmp(const void *a, const void *b)
 static void fire_time(struct sim *s, sim_time t)
 {
     struct evq_entry one, two;
+    if (evq_pop_fifo_at(&s->timed, t, &one)) {
+        /* the FIFO alone: its entries at t are at its head in insertion
+         * order, and firing queues no timed entry, so fire as they come */
+        do {
+            if (entry_live(&one))
+                fire_timed(s, &one);
+        } while (evq_pop_fifo_at(&s->timed, t, &one));
+        return;
+    }
     evq_pop(&s->timed, &one);
     if (!evq_pop_at(&s->timed, t, &two)) {
         /* the common case with scattered times: one entry */

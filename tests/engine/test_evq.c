@@ -220,6 +220,42 @@ TEST(remembered_head_against_a_list)
     evq_release(&q);
 }
 
+/* evq_pop_fifo_at: entries of one time at the head of a FIFO-only queue
+ * come out in insertion order; another time, or any other structure in
+ * use, makes it decline and change nothing. */
+TEST(pop_fifo_at)
+{
+    struct evq q;
+    evq_init(&q);
+    uint64_t seq = 0;
+    for (int i = 0; i < 6; i++) { /* 3 at t = 10, 3 at t = 20 */
+        struct evq_entry e = {i < 3 ? 10u : 20u, seq++, NULL, 0, (uint32_t)i};
+        ASSERT_TRUE(evq_push(&q, &e));
+    }
+    struct evq_entry out;
+    ASSERT_TRUE(!evq_pop_fifo_at(&q, 20, &out)); /* the head is at 10 */
+    ASSERT_EQ(evq_size(&q), 6);
+    for (uint32_t i = 0; i < 3; i++) {
+        ASSERT_TRUE(evq_pop_fifo_at(&q, 10, &out));
+        ASSERT_EQ(out.gen, i);
+    }
+    ASSERT_TRUE(!evq_pop_fifo_at(&q, 10, &out));
+    ASSERT_EQ(evq_peek(&q)->t, 20); /* the remembered head is right */
+    /* an entry earlier than the FIFO's tail goes to another structure */
+    struct evq_entry early = {15, seq++, NULL, 0, 99};
+    ASSERT_TRUE(evq_push(&q, &early));
+    ASSERT_TRUE(!evq_pop_fifo_at(&q, 20, &out));
+    ASSERT_TRUE(evq_pop(&q, &out));
+    ASSERT_EQ(out.gen, 99);
+    for (uint32_t i = 3; i < 6; i++) {
+        ASSERT_TRUE(evq_pop(&q, &out));
+        ASSERT_EQ(out.gen, i);
+    }
+    ASSERT_TRUE(!evq_pop(&q, &out));
+    ASSERT_TRUE(!evq_pop_fifo_at(&q, 20, &out));
+    evq_release(&q);
+}
+
 TEST_MAIN(pops_in_key_order, interleaved_push_pop, entries_before_the_radix_floor,
           pop_at_and_the_remembered_head, wheel_width_follows_the_delays,
-          remembered_head_against_a_list)
+          remembered_head_against_a_list, pop_fifo_at)
