@@ -174,6 +174,13 @@ long kb_failed_checks(lua_State *L)
 
 static sim_time checktime(lua_State *L, int arg)
 {
+    /* a whole number of ns, the common case, exactly and without the
+     * conversion to a float (luaL_checknumber of an integer is most of a
+     * kb.wait's binding) */
+    int whole;
+    lua_Integer i = lua_tointegerx(L, arg, &whole);
+    if (whole && i >= 0 && i <= (lua_Integer)KB_MAX_NS)
+        return (sim_time)i * 1000;
     lua_Number ns = luaL_checknumber(L, arg);
     if (!(ns >= 0 && ns <= KB_MAX_NS))
         luaL_argerror(L, arg, "time must be a finite non-negative number of ns");
