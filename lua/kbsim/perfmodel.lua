@@ -361,6 +361,13 @@ end
 --   s > sats_p       size·factor/max_bw + overhead
 --   otherwise        size·factor/10^sigmoid(s)
 function M.predict(model, size, factor)
+  if type(model) ~= "table" or type(model.ln_p) ~= "number" then
+    error(("perfmodel.predict: a model from perfmodel.fit or perfmodel.load is expected, got %s")
+      :format(type(model)), 2)
+  end
+  if type(size) ~= "number" or not (size > 0) then
+    error(("perfmodel.predict: size must be a positive number of bytes, got %s"):format(tostring(size)), 2)
+  end
   local m = factor or model.factor or 1
   local scale = UNIT_SCALE[model.unit or "us"]
   local s = log2(size)

@@ -28,4 +28,12 @@ for i, w in ipairs(want) do
 end
 kb.check(h.over == 2 and h.n == #errs, ("over %d, want 2"):format(h.over))
 print(pm.histogram_text(h))
+
+-- predict refuses what is not a model, or not a size, by name
+local ok, err = pcall(pm.predict, nil, 4096)
+kb.check(not ok and err:find("perfmodel.predict: a model from perfmodel.fit or perfmodel.load is "
+  .. "expected, got nil", 1, true), "predict(nil): " .. tostring(err))
+ok, err = pcall(pm.predict, {ln_p = 3, sats_p = 20, overhead = 1}, 0)
+kb.check(not ok and err:find("size must be a positive number of bytes, got 0", 1, true),
+  "predict(model, 0): " .. tostring(err))
 print("perfmodel_errors ok")
