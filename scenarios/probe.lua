@@ -3,7 +3,16 @@
 --   kbsim scenarios/probe.lua [BYTES]      (default 16384 bytes a copy)
 local kb = require("kbsim")
 
-local bytes = tonumber(arg and arg[1]) or 16384
+local bytes = 16384
+if arg and (arg[1] or #arg > 1) then
+  bytes = math.tointeger(tonumber(arg[1]))
+  if not bytes or bytes < 1 or #arg > 1 then
+    io.stderr:write(("probe: expected one argument, a positive number of bytes, got '%s'\n")
+      :format(table.concat(arg, " ")))
+    io.stderr:write("usage: kbsim scenarios/probe.lua [BYTES]\n")
+    os.exit(2)
+  end
+end
 
 -- Runs copies that start together (a list of {src, dst} ranks, TCM to TCM,
 -- each by its source PE's DMA) in a fresh system; returns the time the
