@@ -491,9 +491,17 @@ bool evq_pop(struct evq *q, struct evq_entry *out)
             q->head_t = UINT64_MAX;   /* its time not looked at */
         }
         break;
-    case EVQ_WHEEL:
-        wheel_pop_head(q, q->head_bucket, out);
+    case EVQ_WHEEL: {
+        uint32_t b = q->head_bucket;
+        wheel_pop_head(q, b, out);
+        /* the wheel alone, and its first bucket not empty: that bucket
+         * still holds the head (it is the one slot at the floor) */
+        if (q->whead[b] != EVQ_NIL && !q->rlen && !q->heap_len && !q->fifo_len) {
+            q->head_src = EVQ_WHEEL;
+            q->head_t = q->nodes[q->whead[b]].e.t;
+        }
         break;
+    }
     case EVQ_RADIX:
         *out = q->rb[0].v[--q->rb[0].n];
         q->rlen--;
