@@ -497,12 +497,8 @@ local function topology_figure()
   local fig = {name = "topology", title = "SIP topologies and the cube-level reduction",
                csv = summary_csv, gp = gppath, svg = dir .. "/topology.svg",
                png = dir .. "/topology.png", rendered = false}
-  local probe = io.popen("command -v gnuplot 2>/dev/null")
-  local have = probe:read("a"):match("%S")
-  probe:close()
-  if have then
-    local ok = os.execute(("cd '%s' && gnuplot topology.gp 2>/dev/null"):format(dir))
-    fig.rendered = ok and io.open(fig.svg) ~= nil
+  if results.have_gnuplot() then
+    fig.rendered = results.gnuplot(dir, "topology.gp") and io.open(fig.svg) ~= nil
   end
   return fig
 end

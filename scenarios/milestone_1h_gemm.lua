@@ -332,12 +332,7 @@ local gemm_json = results.json(results.path("gemm.json"), {
 
 -- ---- figures: clustered bars, one cluster per shape ------------------------
 
-local function have_gnuplot()
-  local probe = io.popen("command -v gnuplot 2>/dev/null")
-  local have = probe:read("a"):match("%S")
-  probe:close()
-  return have ~= nil
-end
+local have_gnuplot = results.have_gnuplot
 local GNUPLOT = have_gnuplot()
 
 local function gp_str(s) return '"' .. tostring(s):gsub('[\\"]', "\\%0") .. '"' end
@@ -410,9 +405,7 @@ local function bars(spec)
                svg = dir .. "/" .. spec.name .. ".svg", png = dir .. "/" .. spec.name .. ".png",
                rendered = false}
   if GNUPLOT then
-    local p = io.popen(("cd '%s' && gnuplot %s.gp 2>&1"):format(dir, spec.name))
-    local msg = p:read("a")
-    local ok = p:close()
+    local ok, msg = results.gnuplot(dir, spec.name .. ".gp")
     if not ok or not io.open(fig.svg) then
       error(("figure '%s': gnuplot failed: %s"):format(spec.name, msg))
     end

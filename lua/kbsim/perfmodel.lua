@@ -476,14 +476,6 @@ function M.load(path)
   return model
 end
 
--- Shell-quotes a path for os.execute.
-local function shq(s)
-  return "'" .. s:gsub("'", "'\\''") .. "'"
-end
-
-local function gnuplot_on_path()
-  return os.execute("command -v gnuplot >/dev/null 2>&1") == true
-end
 
 -- Writes PREFIX.csv (data and model per point) and PREFIX.gp (gnuplot:
 -- latency and busbw against size, log-log, turning points dashed) and, when
@@ -555,10 +547,10 @@ function M.figure(model, prefix, opts)
   f:write(table.concat(gp, "\n"), "\n")
   f:close()
   local out = { csv = csv_path, gp = gp_path }
-  if opts.render ~= false and gnuplot_on_path() then
-    if os.execute("gnuplot " .. shq(gp_path) .. " 2>/dev/null") == true then
-      out.image = img_path
-    end
+  local results = require("kbsim.results")
+  if opts.render ~= false and results.have_gnuplot() then
+    -- from here: the script names its files by the paths given
+    if results.gnuplot(".", gp_path) then out.image = img_path end
   end
   return out
 end

@@ -297,6 +297,24 @@ local function have_gnuplot()
   return gnuplot_found
 end
 
+-- results.have_gnuplot() -> whether gnuplot is on PATH (asked once).
+M.have_gnuplot = have_gnuplot
+
+-- results.gnuplot(dir, script [, args]) -> true, or false and gnuplot's
+-- output: runs `gnuplot [args] script` in folder dir, every part quoted
+-- for the shell (a folder may hold spaces or quotes). args is a list of
+-- words, such as {"-e", "out='x'"}.
+function M.gnuplot(dir, script, args)
+  local words = {}
+  for _, a in ipairs(args or {}) do words[#words + 1] = sh_quote(a) end
+  words[#words + 1] = sh_quote(script)
+  local p = io.popen(("cd %s && gnuplot %s 2>&1"):format(sh_quote(dir), table.concat(words, " ")))
+  local msg = p:read("a")
+  local ok = p:close()
+  if ok then return true end
+  return false, msg
+end
+
 -- A datablock of (x, y) pairs sorted by x, from rows where both are
 -- numbers.
 local function datablock(name, rows, x, y, keep)
@@ -437,11 +455,7 @@ M.figure = api(function(spec)
                rendered = false}
   if have_gnuplot() then
     local tmp = name .. ".tmp"
-    local cmd = ("cd %s && gnuplot -e %s %s 2>&1"):format(
-      sh_quote(dir), sh_quote("out='" .. tmp .. "'"), sh_quote(name .. ".gp"))
-    local p = io.popen(cmd)
-    local msg = p:read("a")
-    local ok = p:close()
+    local ok, msg = M.gnuplot(dir, name .. ".gp", {"-e", "out='" .. tmp .. "'"})
     local tsvg, tpng = dir .. "/" .. tmp .. ".svg", dir .. "/" .. tmp .. ".png"
     if not ok or not exists(tsvg) or not exists(tpng) then
       os.remove(tsvg); os.remove(tpng)
