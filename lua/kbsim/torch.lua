@@ -158,29 +158,42 @@ local function full_index(t, k, j)
   return row * cols + k * cs + col
 end
 
-function Tensor:shard(rank)
-  local k = self.index[rank]
+-- The shard of t on rank, or an error at the line that called the method
+-- that asked (every caller below is one call from the user).
+local function shard_of(t, rank)
+  local k = t.index[rank]
   if not k then
-    error(("tensor has no shard on rank %s"):format(tostring(rank)), 2)
+    error(("tensor has no shard on rank %s"):format(tostring(rank)), 3)
   end
-  return {rank = rank, addr = self.addrs[k], n = self.shard_n, kind = self.memory, dtype = self.dtype}
+  return {rank = rank, addr = t.addrs[k], n = t.shard_n, kind = t.memory, dtype = t.dtype}
 end
+
+function Tensor:shard(rank)
+  local s = shard_of(self, rank)
+  return s
+end
+
+local VEC_MT = getmetatable(tl.vec_new(1))
 
 -- One shard's values (host read, no time).
 function Tensor:shard_table(rank)
-  local s = self:shard(rank)
+  local s = shard_of(self, rank)
   return tl.host_read(self.sys, rank, s.addr, self.dtype, s.n, self.memory)
 end
 
 -- One shard as a host vector (kbsim.vec: C speed, no time).
 function Tensor:shard_vec(rank)
-  local s = self:shard(rank)
+  local s = shard_of(self, rank)
   return tl.vec_read(self.sys, rank, s.addr, self.dtype, s.n, s.kind)
 end
 
 -- Writes a host vector into one shard (no time); rounded to the dtype.
 function Tensor:shard_write_vec(rank, v)
-  local s = self:shard(rank)
+  local s = shard_of(self, rank)
+  if getmetatable(v) ~= VEC_MT then
+    error(("shard_write_vec: a host vector (tl.vec_new, tl.vec_from, ...) is expected, got %s")
+      :format(type(v)), 2)
+  end
   if #v ~= s.n then
     error(("shard_write_vec: %d values for a shard of %d elements"):format(#v, s.n), 2)
   end
@@ -190,7 +203,7 @@ end
 
 -- Writes one shard (host write, no time); values are rounded to the dtype.
 function Tensor:shard_copy_(rank, values)
-  local s = self:shard(rank)
+  local s = shard_of(self, rank)
   if #values ~= s.n then
     error(("shard_copy_: %d values for a shard of %d elements"):format(#values, s.n), 2)
   end
@@ -786,6 +799,14 @@ function M.new(sim, sys)
     if not ranks then
       ranks = {}
       for i = 0, T.counts.pes - 1 do ranks[i + 1] = i end
+    end
+    if type(ranks) ~= "table" or #ranks == 0 then
+      error("torch.zeros: ranks must be a non-empty list of ranks", 2)
+    end
+    for _, r in ipairs(ranks) do
+      if math.type(r) ~= "integer" or r < 0 or r >= T.counts.pes then
+        error(("torch.zeros: no PE of rank %s (ranks 0..%d)"):format(tostring(r), T.counts.pes - 1), 2)
+      end
     end
     local n = numel(shape)
     local shard_n = n

@@ -33,6 +33,16 @@ fails("all_gather: output belongs to another system", D.all_gather, out, inp)
 local few = torch.zeros({1, 4}, {ranks = {4, 5, 6, 7}})
 fails("all_reduce: tensor has no shard on rank 0 of the process group", D.all_reduce, few)
 
+-- host access to shards: a rank without one, and a value that is not a host vector
+local host = torch.zeros({1, 16})
+line = debug.getinfo(1, "l").currentline + 1
+ok, msg = pcall(function() local v = host:shard_table(99); return v end)
+kb.check(not ok and msg == ("torch_errors.lua:%d: tensor has no shard on rank 99"):format(line),
+  "shard_table of a rank without a shard: " .. tostring(msg))
+fails("shard_write_vec: a host vector (tl.vec_new, tl.vec_from, ...) is expected, got string",
+  host.shard_write_vec, host, 0, "x")
+fails("torch.zeros: no PE of rank 999 (ranks 0..7)", torch.zeros, {1, 8}, {ranks = {999}})
+
 -- the same PE twice in one launch
 fails("tl.launch: rank 1 listed twice", tl.launch, torch.sys, {0, 1, 1}, function() end)
 fails("tl.launch: the kernel must be a function", tl.launch, torch.sys, {0}, 5)
