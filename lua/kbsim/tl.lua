@@ -96,6 +96,10 @@ end
 -- tl.store(t, off, h): handle h into this PE's shard of t at element off.
 function tl.store(t, off, h)
   local s = shard(t, "tl.store")
+  local mt = getmetatable(h)
+  if type(h) ~= "userdata" or type(mt) ~= "table" or mt.__name ~= "kbsim.handle" then
+    error(("tl.store: a handle is expected as the value, got %s"):format(type(h)), 2)
+  end
   range(s, off, #h, "tl.store")
   if h.dtype ~= s.dtype then
     error(("tl.store: a %s handle into a %s tensor"):format(h.dtype, s.dtype), 2)

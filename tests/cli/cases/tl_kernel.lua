@@ -84,6 +84,8 @@ do
     msgs.again = select(2, pcall(tl.free, c, c))
     msgs.use = select(2, pcall(tl.sum, a))
     msgs.none = select(2, pcall(tl.free))
+    msgs.store = select(2, pcall(tl.store, {shard = function() return {addr = 0, n = 4,
+      kind = "tcm", dtype = "f32"} end}, 0, 5))
     tl.free(d)
   end)
   kb.check(sim3:run() == "done", "free kernel runs")
@@ -93,6 +95,8 @@ do
   kb.check(tostring(msgs.again):match("bad argument #2 to '[%w.]*free' %(handle was freed%)"),
            "second free of one handle: " .. tostring(msgs.again))
   kb.check(tostring(msgs.use):find("handle was freed", 1, true), "use after free: " .. tostring(msgs.use))
+  kb.check(tostring(msgs.store):find("tl.store: a handle is expected as the value, got number", 1, true),
+           "store of a number: " .. tostring(msgs.store))
   kb.check(msgs.names == "handle(256 f32 at tcm 0x0 of 'sip0.cube0.pe0') "
            .. "handle(256 f32 at tcm 0x400 of 'sip0.cube0.pe0')", "handle names: " .. msgs.names)
   kb.check(tostring(msgs.none):match("bad argument #1 to '[%w.]*free' %(kbsim.handle expected, got no value%)"), "free(): " .. tostring(msgs.none))
