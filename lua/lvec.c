@@ -85,7 +85,11 @@ static int l_from(lua_State *L)
     struct vec *x = newvec(L, n);
     for (size_t i = 0; i < n; i++) {
         lua_geti(L, 1, (lua_Integer)i + 1);
-        x->v[i] = luaL_checknumber(L, -1);
+        int isnum;
+        x->v[i] = lua_tonumberx(L, -1, &isnum);
+        if (!isnum)
+            return luaL_error(L, "tl.vec_from: element %d is a %s, not a number", (int)i + 1,
+                              luaL_typename(L, -1));
         lua_pop(L, 1);
     }
     return 1;

@@ -20,6 +20,9 @@ tl.wired = core.wired
 -- port `out` (default "E") sends into the next one's port `inp` (default
 -- "W"), the last into the first. Fewer than two ranks need no wire.
 function tl.wire_ring(sys, ranks, out, inp)
+  if type(ranks) ~= "table" then
+    error(("tl.wire_ring: a list of ranks is expected, got %s"):format(type(ranks)), 2)
+  end
   local n = #ranks
   if n < 2 then return end
   for i = 1, n do
@@ -134,6 +137,9 @@ local kernel_names = setmetatable({}, {__mode = "k"})
 -- (collectives name theirs after the algorithm). Without one, a kernel is
 -- named by where it is defined, "file.lua:line".
 function tl.name(kernel, name)
+  if type(kernel) ~= "function" then
+    error(("tl.name: a kernel function is expected, got %s"):format(type(kernel)), 2)
+  end
   kernel_names[kernel] = tostring(name)
   return kernel
 end
@@ -216,12 +222,15 @@ function tl.launch(sys, ranks, kernel, ...)
   if type(kernel) ~= "function" then
     error("tl.launch: the kernel must be a function", 2)
   end
+  local ok_sys, sim = pcall(core.sim_of, sys)
+  if not ok_sys then
+    error(("tl.launch: a system (kb.system) is expected, got %s"):format(type(sys)), 2)
+  end
   local seen = {}
   for _, r in ipairs(ranks) do
     if seen[r] then error(("tl.launch: rank %s listed twice"):format(tostring(r)), 2) end
     seen[r] = true
   end
-  local sim = core.sim_of(sys)
   local args = table.pack(...)
   local run = setmetatable({ranks = ranks, t = {}, sys = sys}, Run)
   local world = #ranks

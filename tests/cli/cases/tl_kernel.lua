@@ -69,6 +69,16 @@ do
   kb.check(not tl.wired(sys2, 0, "E", true), "no default ports when named")
   tl.wire_ring(sys2, {1})  -- one rank: nothing to wire
   kb.check(not tl.wired(sys2, 1, "E", true), "a ring of one needs no wire")
+  -- host-side arguments of the wrong kind are refused by name
+  for _, c in ipairs{
+    {"tl.wire_ring: a list of ranks is expected, got string", tl.wire_ring, sys2, "012"},
+    {"tl.name: a kernel function is expected, got number", tl.name, 5, "x"},
+    {"tl.launch: a system (kb.system) is expected, got table", tl.launch, {}, {0}, function() end},
+    {"tl.vec_from: element 2 is a boolean, not a number", tl.vec_from, {1, true}},
+  } do
+    local ok, err = pcall(c[2], table.unpack(c, 3))
+    kb.check(not ok and tostring(err):find(c[1], 1, true), "expected '" .. c[1] .. "', got " .. tostring(err))
+  end
 end
 -- tl.free returns TCM at once: one handle or several; a freed handle (or
 -- none at all) is refused by name
