@@ -785,6 +785,14 @@ static int l_sim(lua_State *L)
     struct sim_config cfg = {.stack_size = KB_DEFAULT_STACK};
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
+        lua_pushnil(L);
+        while (lua_next(L, 1)) {
+            lua_pop(L, 1);
+            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+            if (!k || (strcmp(k, "stack_size") != 0 && strcmp(k, "guard") != 0))
+                return luaL_error(L, "kb.sim: unknown option '%s' (stack_size, guard)",
+                                  k ? k : luaL_typename(L, -1));
+        }
         if (lua_getfield(L, 1, "stack_size") != LUA_TNIL) {
             int isint;
             lua_Integer n = lua_tointegerx(L, -1, &isint);
