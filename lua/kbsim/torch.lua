@@ -60,6 +60,24 @@ local BUS = {
 
 M.round = function(dtype, x) return ROUND[dtype](x) end
 
+-- An options table of `what` holds only the keys listed in `known` (a
+-- list, in the order the message names them); level as for error().
+local function checkopts(o, known, what, level)
+  if o == nil then return {} end
+  if type(o) ~= "table" then
+    error(("%s: the options must be a table, got %s"):format(what, type(o)), level + 1)
+  end
+  for k in pairs(o) do
+    local ok = false
+    for _, name in ipairs(known) do if k == name then ok = true break end end
+    if not ok then
+      error(("%s: unknown option '%s' (%s)"):format(what, tostring(k), table.concat(known, ", ")),
+        level + 1)
+    end
+  end
+  return o
+end
+
 local function checkdtype(dt, what)
   if not DTYPE_BYTES[dt] then
     error(("%s: unknown dtype '%s' (f16, bf16, f32)"):format(what, tostring(dt)), 3)
@@ -457,7 +475,7 @@ local function new_distributed(T)
   end
 
   function D.init_process_group(o)
-    o = o or {}
+    o = checkopts(o, {"backend", "config"}, "init_process_group", 2)
     if o.backend and o.backend ~= "ahbm" then
       error(("init_process_group: unknown backend '%s' (ahbm)"):format(tostring(o.backend)), 2)
     end
@@ -785,7 +803,7 @@ function M.new(sim, sys)
   -- process group's ranks by default, else every PE; memory: "hbm"
   -- (default) or "tcm".
   function torch.zeros(shape, o)
-    o = o or {}
+    o = checkopts(o, {"dtype", "placement", "ranks", "memory"}, "torch.zeros", 2)
     shape = checkshape(shape, "torch.zeros")
     local dt = checkdtype(o.dtype or "f32", "torch.zeros")
     local placement = o.placement or "column_wise"
@@ -862,7 +880,7 @@ end
 -- A simulation, a system (`o.topology`: nil, a file or a table, as
 -- kb.system takes it) and the torch object on them.
 function M.init(o)
-  o = o or {}
+  o = checkopts(o, {"topology", "timing_only"}, "torch.init", 2)
   local sim = kb.sim{}
   local sys = kb.system(sim, o.topology, {timing_only = o.timing_only})
   return M.new(sim, sys)

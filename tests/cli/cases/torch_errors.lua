@@ -33,6 +33,13 @@ fails("all_gather: output belongs to another system", D.all_gather, out, inp)
 local few = torch.zeros({1, 4}, {ranks = {4, 5, 6, 7}})
 fails("all_reduce: tensor has no shard on rank 0 of the process group", D.all_reduce, few)
 
+-- options with a typo are refused by name
+fails("torch.init: unknown option 'timing_onyl' (topology, timing_only)", T.init, {timing_onyl = true})
+fails("init_process_group: unknown option 'confg' (backend, config)", D.init_process_group,
+  {backend = "ahbm", confg = {}})
+fails("torch.zeros: unknown option 'dtpye' (dtype, placement, ranks, memory)", torch.zeros, {1, 8},
+  {dtpye = "f16"})
+
 -- host access to shards: a rank without one, and a value that is not a host vector
 local host = torch.zeros({1, 16})
 line = debug.getinfo(1, "l").currentline + 1
