@@ -213,6 +213,9 @@ bool sim_fifo_nb_read(struct sim_fifo *f, void *out);
 bool sim_fifo_nb_write(struct sim_fifo *f, const void *in);
 size_t sim_fifo_num_available(const struct sim_fifo *f); /* readable now */
 size_t sim_fifo_num_free(const struct sim_fifo *f);      /* writable now */
+/* Notified in the update phase of a delta in which elements were written
+ * (read). Take them only to wait on them: a fifo nobody has asked for its
+ * events wakes its blocked reader and writer without touching them. */
 struct sim_event *sim_fifo_written_event(struct sim_fifo *f);
 struct sim_event *sim_fifo_read_event(struct sim_fifo *f);
 
