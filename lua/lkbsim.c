@@ -779,18 +779,20 @@ static int sig_tostring(lua_State *L)
 
 /* ---- kbsim.sim ------------------------------------------------------- */
 
-/* kb.sim{stack_size=bytes, guard=true} -> sim */
+/* kb.sim{stack_size=bytes, guard=true, trace=true} -> sim */
 static int l_sim(lua_State *L)
 {
     struct sim_config cfg = {.stack_size = KB_DEFAULT_STACK};
+    bool traceable = true;
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
         lua_pushnil(L);
         while (lua_next(L, 1)) {
             lua_pop(L, 1);
             const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-            if (!k || (strcmp(k, "stack_size") != 0 && strcmp(k, "guard") != 0))
-                return luaL_error(L, "kb.sim: unknown option '%s' (stack_size, guard)",
+            if (!k || (strcmp(k, "stack_size") != 0 && strcmp(k, "guard") != 0 &&
+                       strcmp(k, "trace") != 0))
+                return luaL_error(L, "kb.sim: unknown option '%s' (stack_size, guard, trace)",
                                   k ? k : luaL_typename(L, -1));
         }
         if (lua_getfield(L, 1, "stack_size") != LUA_TNIL) {
@@ -802,7 +804,10 @@ static int l_sim(lua_State *L)
         }
         if (lua_getfield(L, 1, "guard") != LUA_TNIL)
             cfg.no_stack_guard = !lua_toboolean(L, -1);
-        lua_pop(L, 2);
+        /* trace=false: a helper (path queries, say) that --trace passes by */
+        if (lua_getfield(L, 1, "trace") != LUA_TNIL)
+            traceable = lua_toboolean(L, -1);
+        lua_pop(L, 3);
     }
     struct lsim *o = lua_newuserdatauv(L, sizeof *o, 1);
     memset(o, 0, sizeof *o);
@@ -814,7 +819,8 @@ static int l_sim(lua_State *L)
     if (o->s == NULL)
         return luaL_error(L, "cannot create simulation (out of memory)");
     sim_set_userdata(o->s, o);
-    kb_trace_sim_created(L, lua_upvalueindex(1), o->s);
+    if (traceable)
+        kb_trace_sim_created(L, lua_upvalueindex(1), o->s);
     return 1;
 }
 

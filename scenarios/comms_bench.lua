@@ -181,7 +181,7 @@ end
 -- vector unit's time per byte for the reductions. LogGP takes L = α − 2o
 -- with o one PE_CPU dispatch (a send and a receive call), G = 1/bw.
 local function ring_links(ws, algorithm)
-  local sim <close> = kb.sim{}
+  local sim <close> = kb.sim{trace = false} -- path queries only: --trace goes to a point
   local sys = kb.system(sim)
   local T = require("kbsim.torch")
   local torch = T.new(sim, sys)

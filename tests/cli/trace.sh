@@ -58,6 +58,11 @@ out=$("$kbsim" -q --trace "$work/no/such/dir.json" "$cases/trace_allreduce.lua" 
 echo "$out" | grep -q "cannot open trace '$work/no/such/dir.json': No such file or directory" || { echo "$out"; fail "message for an unwritable trace"; }
 out=$("$kbsim" --trace-point 0 x.lua 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q "bad value '0' for '--trace-point'" || { echo "$out"; fail "--trace-point 0"; }
+# a helper simulation made before the sweep (comms_bench's path queries,
+# kb.sim{trace = false}) does not take the trace from the first point
+"$kbsim" -q -j 2 --trace "$work/cb.json" -o "$work/cb" "$src/scenarios/comms_bench.lua" \
+  collectives=all_reduce max=64 > "$work/cb.log" 2>&1 || { cat "$work/cb.log"; fail "comms_bench --trace"; }
+grep -q '"cat":"kernel"' "$work/cb.json" || fail "comms_bench's trace holds no kernel span"
 out=$("$kbsim" --trace-point 2 "$cases/trace_allreduce.lua" 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q "kbsim: --trace-point needs --trace FILE" \
   || { echo "$out"; fail "--trace-point without --trace"; }

@@ -7,7 +7,7 @@ end
 fails("kb.wait called outside a thread process", kb.wait, 1)
 fails("kb.next_trigger called outside a method process", kb.next_trigger, 1)
 fails("kb.now called outside a running simulation", kb.now)
-fails("kb.sim: unknown option 'stack_sise' (stack_size, guard)", kb.sim, {stack_sise = 65536})
+fails("kb.sim: unknown option 'stack_sise' (stack_size, guard, trace)", kb.sim, {stack_sise = 65536})
 fails("bad 'stack_size' (positive integer expected)", kb.sim, {stack_size = -1})
 local sim = kb.sim{}
 local ev = sim:event("e")
