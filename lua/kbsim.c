@@ -31,7 +31,7 @@ static const char usage_text[] =
     "                       unchanged (kb.options.fast)\n"
     "  --trace FILE         write a Perfetto / Chrome trace of one simulation:\n"
     "                       the first, or in kb.sweep point 1 (docs/trace.md)\n"
-    "  --trace-point N      trace the Nth simulation / sweep point instead\n"
+    "  --trace-point N      with --trace: the Nth simulation / sweep point instead\n"
     "  -q, --quiet          no progress output\n"
     "  --version            print the version and exit\n"
     "  -h, --help           print this help and exit\n"
