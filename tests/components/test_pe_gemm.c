@@ -190,6 +190,32 @@ struct ctx {
         }                                                                 \
     } while (0)
 
+/* A new simulation *sp with a PE_GEMM named `pe` in *cx, and the thread
+ * `fn` (named `name`) run on it to the end; a failed CHECK of the thread
+ * fails the test. The caller frees cx->g and *sp. */
+static void run_gemm(struct sim **sp, struct ctx *cx, const char *pe,
+                     const char *name, sim_proc_fn fn)
+{
+    char err[256];
+    struct sim *s = *sp = sim_new(NULL);
+    *cx = (struct ctx){.g = kb_gemm_new(s, pe, &DEF, err, sizeof err)};
+    ASSERT_TRUE(cx->g != NULL);
+    sim_thread(s, name, fn, cx, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    if (cx->failed)
+        TEST__FAIL("%s", cx->msg);
+}
+
+/* run_gemm for a thread that checks everything itself, then both freed. */
+static void check_gemm_thread(const char *pe, const char *name, sim_proc_fn fn)
+{
+    static struct ctx cx;
+    struct sim *s;
+    run_gemm(&s, &cx, pe, name, fn);
+    kb_gemm_free(cx.g);
+    sim_free(s);
+}
+
 /* One GEMM of every shape and input dtype: f32 C bit-equal to the naive
  * matmul of the widened inputs; against a double reference within
  * K·2^-24·sum_k |a_ik b_kj| (the f32 accumulation bound) — and for an f16
@@ -246,15 +272,11 @@ static void values_thread(struct sim *s, void *arg)
 
 TEST(values_against_naive)
 {
-    struct sim *s = sim_new(NULL);
-    char err[256];
     static struct ctx cx;
-    cx = (struct ctx){.g = kb_gemm_new(s, "sip0.cube0.pe0", &DEF, err, sizeof err)};
-    ASSERT_TRUE(cx.g != NULL);
-    sim_thread(s, "values", values_thread, &cx, 0);
-    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
-    if (cx.failed)
-        TEST__FAIL("%s", cx.msg);
+    struct sim *s;
+    run_gemm(&s, &cx, "sip0.cube0.pe0", "values", values_thread);
+    if (test__failed)
+        return;
 
     /* every run's tiles, MACs and cycles are the closed forms' */
     struct kb_gemm_stats st;
@@ -326,24 +348,15 @@ static void peak_thread(struct sim *s, void *arg)
 
 TEST(accumulate_and_peak)
 {
-    static struct ctx cx;
-    cx = (struct ctx){0};
-    struct sim *s = sim_new(NULL);
-    char err[256];
-    cx.g = kb_gemm_new(s, "pe1", &DEF, err, sizeof err);
-    sim_thread(s, "acc", accumulate_thread, &cx, 0);
-    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
-    if (cx.failed)
-        TEST__FAIL("%s", cx.msg);
-    kb_gemm_free(cx.g);
-    sim_free(s);
+    check_gemm_thread("pe1", "acc", accumulate_thread);
+    if (test__failed)
+        return;
 
-    s = sim_new(NULL);
-    cx = (struct ctx){.g = kb_gemm_new(s, "pe1", &DEF, err, sizeof err)};
-    sim_thread(s, "peak", peak_thread, &cx, 0);
-    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
-    if (cx.failed)
-        TEST__FAIL("%s", cx.msg);
+    static struct ctx cx;
+    struct sim *s;
+    run_gemm(&s, &cx, "pe1", "peak", peak_thread);
+    if (test__failed)
+        return;
     ASSERT_U64_EQ(sim_now(s), 64 * SIM_NS);
     ASSERT_NEAR(kb_gemm_achieved_flops(cx.g, 0), kb_gemm_peak_flops(&DEF), 1);
     kb_gemm_free(cx.g);
@@ -393,17 +406,7 @@ static void tiles_thread(struct sim *s, void *arg)
 
 TEST(tile_hook)
 {
-    static struct ctx cx;
-    cx = (struct ctx){0};
-    struct sim *s = sim_new(NULL);
-    char err[256];
-    cx.g = kb_gemm_new(s, "pe2", &DEF, err, sizeof err);
-    sim_thread(s, "tiles", tiles_thread, &cx, 0);
-    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
-    if (cx.failed)
-        TEST__FAIL("%s", cx.msg);
-    kb_gemm_free(cx.g);
-    sim_free(s);
+    check_gemm_thread("pe2", "tiles", tiles_thread);
 }
 
 /* Timing-only: A, B and C all NULL take kb_gemm_run's time and count its
@@ -438,17 +441,7 @@ static void time_only_thread(struct sim *s, void *arg)
 
 TEST(time_only)
 {
-    static struct ctx cx;
-    cx = (struct ctx){0};
-    struct sim *s = sim_new(NULL);
-    char err[256];
-    cx.g = kb_gemm_new(s, "pe3", &DEF, err, sizeof err);
-    sim_thread(s, "t", time_only_thread, &cx, 0);
-    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
-    if (cx.failed)
-        TEST__FAIL("%s", cx.msg);
-    kb_gemm_free(cx.g);
-    sim_free(s);
+    check_gemm_thread("pe3", "t", time_only_thread);
 }
 
 static void serial_thread(struct sim *s, void *arg)

@@ -712,6 +712,22 @@ static void span_at(char *buf, size_t n, sim_time a, sim_time b)
              (b - a) % SIM_US);
 }
 
+/* The trace j holds an IPCQ span from a to b: `what` ("send" or "recv")
+ * of message msg, `bytes` long, with the peer's direction, in `slots`
+ * slots from `slot`. */
+static void expect_ipcq_span(const char *j, sim_time a, sim_time b,
+                             const char *what, int bytes, const char *peer,
+                             int msg, int slot, int slots)
+{
+    char want[400], at[100];
+    span_at(at, sizeof at, a, b);
+    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"%s %d B\","
+             "\"args\":{\"bytes\":%d,\"peer\":\"%s\",\"msg\":%d,"
+             "\"slot\":%d,\"slots\":%d}}", at, what, bytes, bytes, peer, msg,
+             slot, slots);
+    ASSERT_CONTAINS(j, want);
+}
+
 /* A message of three slots on a ring of two, then one of 100 bytes, the
  * receiver late: the first send's span lasts until the credit of its
  * third slot comes back; each side's spans are on its own row, numbered
@@ -745,27 +761,10 @@ TEST(trace_spans)
     ASSERT_CONTAINS(j, "\"name\":\"thread_name\",\"args\":{\"name\":\"ipcq.E.send\"}");
     ASSERT_CONTAINS(j, "\"name\":\"thread_name\",\"args\":{\"name\":\"ipcq.W.recv\"}");
     ASSERT_EQ(count(j, "\"cat\":\"ipcq\""), 4);
-    char want[400], at[100];
-    span_at(at, sizeof at, 0, x.sent[0]);
-    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"send 12288 B\","
-             "\"args\":{\"bytes\":12288,\"peer\":\"pe1.ipcq.W\",\"msg\":0,"
-             "\"slot\":0,\"slots\":3}}", at);
-    ASSERT_CONTAINS(j, want);
-    span_at(at, sizeof at, x.sent[0], x.sent[1]);
-    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"send 100 B\","
-             "\"args\":{\"bytes\":100,\"peer\":\"pe1.ipcq.W\",\"msg\":1,"
-             "\"slot\":1,\"slots\":1}}", at);
-    ASSERT_CONTAINS(j, want);
-    span_at(at, sizeof at, x.recv_start[0], x.recvd[0]);
-    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"recv 12288 B\","
-             "\"args\":{\"bytes\":12288,\"peer\":\"pe0.ipcq.E\",\"msg\":0,"
-             "\"slot\":0,\"slots\":3}}", at);
-    ASSERT_CONTAINS(j, want);
-    span_at(at, sizeof at, x.recv_start[1], x.recvd[1]);
-    snprintf(want, sizeof want, "%s\"cat\":\"ipcq\",\"name\":\"recv 100 B\","
-             "\"args\":{\"bytes\":100,\"peer\":\"pe0.ipcq.E\",\"msg\":1,"
-             "\"slot\":1,\"slots\":1}}", at);
-    ASSERT_CONTAINS(j, want);
+    expect_ipcq_span(j, 0, x.sent[0], "send", 12288, "pe1.ipcq.W", 0, 0, 3);
+    expect_ipcq_span(j, x.sent[0], x.sent[1], "send", 100, "pe1.ipcq.W", 1, 1, 1);
+    expect_ipcq_span(j, x.recv_start[0], x.recvd[0], "recv", 12288, "pe0.ipcq.E", 0, 0, 3);
+    expect_ipcq_span(j, x.recv_start[1], x.recvd[1], "recv", 100, "pe0.ipcq.E", 1, 1, 1);
 
     /* the receiving ring's occupancy: a sample at each change, in order of
      * time. Slots 0 and 1 land while the receiver sleeps (the ring full),
