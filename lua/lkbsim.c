@@ -786,15 +786,8 @@ static int l_sim(lua_State *L)
     bool traceable = true;
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
-        lua_pushnil(L);
-        while (lua_next(L, 1)) {
-            lua_pop(L, 1);
-            const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-            if (!k || (strcmp(k, "stack_size") != 0 && strcmp(k, "guard") != 0 &&
-                       strcmp(k, "trace") != 0))
-                return luaL_error(L, "kb.sim: unknown option '%s' (stack_size, guard, trace)",
-                                  k ? k : luaL_typename(L, -1));
-        }
+        static const char *const known[] = {"stack_size", "guard", "trace", NULL};
+        kb_check_keys(L, 1, "kb.sim", known);
         if (lua_getfield(L, 1, "stack_size") != LUA_TNIL) {
             int isint;
             lua_Integer n = lua_tointegerx(L, -1, &isint);
@@ -1086,6 +1079,34 @@ static int l_outdir(lua_State *L)
 }
 
 /* ---- for lsystem.c ---------------------------------------------------- */
+
+void kb_push_names(lua_State *L, const char *const names[])
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; names[i]; i++) {
+        if (i)
+            luaL_addstring(&b, ", ");
+        luaL_addstring(&b, names[i]);
+    }
+    luaL_pushresult(&b);
+}
+
+void kb_check_keys(lua_State *L, int idx, const char *what, const char *const known[])
+{
+    idx = lua_absindex(L, idx);
+    for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        int i = 0;
+        while (k && known[i] && strcmp(k, known[i]) != 0)
+            i++;
+        if (!k || !known[i]) {
+            kb_push_names(L, known);
+            luaL_error(L, "%s: unknown option '%s' (%s)", what,
+                       k ? k : luaL_typename(L, -3), lua_tostring(L, -1));
+        }
+    }
+}
 
 struct sim *kb_checksim(lua_State *L, int i)
 {

@@ -53,6 +53,11 @@ int kb_check_config(const struct kb_options *opt);
 
 /* The kernel of the open kbsim.sim at index i (an error otherwise). */
 struct sim *kb_checksim(lua_State *L, int i);
+/* Pushes the NULL-terminated names joined by ", ". */
+void kb_push_names(lua_State *L, const char *const names[]);
+/* The options table at idx holds only keys among `known` (NULL-terminated);
+ * otherwise "WHAT: unknown option 'KEY' (known, ...)". */
+void kb_check_keys(lua_State *L, int idx, const char *what, const char *const known[]);
 /* Keeps the value at validx alive as long as the simulation at simidx. */
 void kb_anchor(lua_State *L, int simidx, int validx);
 /* Before a blocking C call: the running Lua thread process of simulation

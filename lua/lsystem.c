@@ -241,13 +241,11 @@ static int l_system(lua_State *L)
     struct kb_system_opts opts = {false};
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
-        for (lua_pushnil(L); lua_next(L, 3); lua_pop(L, 1)) {
-            const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
-            if (strcmp(k, "timing_only") != 0)
-                return luaL_error(L, "kb.system: unknown option '%s' (expected timing_only)",
-                                  k);
-            opts.timing_only = lua_toboolean(L, -1);
-        }
+        static const char *const known[] = {"timing_only", NULL};
+        kb_check_keys(L, 3, "kb.system", known);
+        lua_getfield(L, 3, "timing_only");
+        opts.timing_only = lua_toboolean(L, -1);
+        lua_pop(L, 1);
     }
     char where[256];
     script_place(L, where, sizeof where);
@@ -351,14 +349,7 @@ static int ipcq_option(lua_State *L, const char *key, const char *const names[])
             lua_pop(L, 1);
             return i;
         }
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    for (int i = 0; names[i]; i++) {
-        if (i)
-            luaL_addstring(&b, ", ");
-        luaL_addstring(&b, names[i]);
-    }
-    luaL_pushresult(&b);
+    kb_push_names(L, names);
     return luaL_error(L, "sys:set_ipcq: '%s' must be one of %s, got %s", key, lua_tostring(L, -1),
                       v ? v : luaL_typename(L, -2));
 }
@@ -368,14 +359,8 @@ static int sys_set_ipcq(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, 2)) {
-        lua_pop(L, 1);
-        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (!k || (strcmp(k, "buffer_kind") != 0 && strcmp(k, "backpressure") != 0))
-            return luaL_error(L, "sys:set_ipcq: unknown key '%s' (buffer_kind, backpressure)",
-                              k ? k : luaL_typename(L, -1));
-    }
+    static const char *const known[] = {"buffer_kind", "backpressure", NULL};
+    kb_check_keys(L, 2, "sys:set_ipcq", known);
     int kind = ipcq_option(L, "buffer_kind", kb_topo_buffer_kind_names);
     int bp = ipcq_option(L, "backpressure", kb_topo_backpressure_names);
     if (kb_system_set_ipcq(h->sys, (enum kb_topo_buffer_kind)kind,

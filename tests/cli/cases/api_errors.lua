@@ -9,6 +9,7 @@ fails("kb.next_trigger called outside a method process", kb.next_trigger, 1)
 fails("kb.now called outside a running simulation", kb.now)
 fails("kb.sim: unknown option 'stack_sise' (stack_size, guard, trace)", kb.sim, {stack_sise = 65536})
 fails("bad 'stack_size' (positive integer expected)", kb.sim, {stack_size = -1})
+fails("kb.system: unknown option 'timing_onyl' (timing_only)", kb.system, kb.sim{}, nil, {timing_onyl = true})
 local sim = kb.sim{}
 local ev = sim:event("e")
 fails("bad argument #1 to 'notify' (time must be a finite non-negative number of ns)", function() ev:notify(-1) end)

@@ -27,7 +27,7 @@ kb.check(not ok and err:find("already made with buffer_kind 'hbm' and backpressu
 -- the settings themselves, each refused by name
 for _, c in ipairs{
   {{buffer_kind = "tcm", backpressure = "sleep", n_slots = 8},
-   "sys:set_ipcq: unknown key 'n_slots' (buffer_kind, backpressure)"},
+   "sys:set_ipcq: unknown option 'n_slots' (buffer_kind, backpressure)"},
   {{backpressure = "sleep"}, "sys:set_ipcq: 'buffer_kind' must be one of tcm, sram, hbm, got nil"},
   {{buffer_kind = "tcm", backpressure = "spin"},
    "sys:set_ipcq: 'backpressure' must be one of sleep, poll, got spin"},
