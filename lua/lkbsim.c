@@ -1041,6 +1041,13 @@ static int l_check(lua_State *L)
     return 1;
 }
 
+/* kb.checks_failed() -> how many kb.check calls of this state failed */
+static int l_checks_failed(lua_State *L)
+{
+    lua_pushinteger(L, getstate(L)->failed_checks);
+    return 1;
+}
+
 /* mkdir -p */
 static int makedirs(const char *path)
 {
@@ -1061,6 +1068,21 @@ static int makedirs(const char *path)
     }
     free(p);
     return err;
+}
+
+/* kb.params(spec [, opts]) -> the script's parameters, parsed from its
+ * key=value arguments by lua/kbsim/params.lua (docs/cli.md) */
+static int l_params(lua_State *L)
+{
+    int n = lua_gettop(L);
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "kbsim.params");
+    lua_call(L, 1, 1);
+    lua_getfield(L, -1, "params");
+    lua_replace(L, -2);
+    lua_insert(L, 1);
+    lua_call(L, n, 1);
+    return 1;
 }
 
 /* kb.outdir() -> kb.options.out, created if missing */
@@ -1175,7 +1197,9 @@ static const luaL_Reg sig_meta[] = {{"__tostring", sig_tostring}, {NULL, NULL}};
 static const luaL_Reg kb_funcs[] = {
     {"sim", l_sim},       {"wait", l_wait},   {"wait_any", l_wait_any},
     {"next_trigger", l_next_trigger}, {"now", l_now}, {"clock", l_clock},
-    {"check", l_check},   {"outdir", l_outdir}, {NULL, NULL}};
+    {"check", l_check},   {"checks_failed", l_checks_failed},
+    {"outdir", l_outdir}, {"params", l_params},
+    {NULL, NULL}};
 
 static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
                      const luaL_Reg *methods)

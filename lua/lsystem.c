@@ -173,18 +173,26 @@ struct build {
     bool is_graph;
 };
 
+/* The --topology file (kb.options.topology) or NULL. */
+static const char *option_topology(lua_State *L)
+{
+    lua_getfield(L, lua_upvalueindex(1), "options");
+    lua_getfield(L, -1, "topology");
+    const char *path = lua_tostring(L, -1); /* the options table keeps it */
+    lua_pop(L, 2);
+    return path;
+}
+
 /* Reads the spec at index `spec` (nil, path, table) into b. Returns 0 or
- * -1 with the problems in b->errs. */
+ * -1 with the problems in b->errs. A table is laid over the --topology
+ * file when that is a grid topology, as the file is over the defaults. */
 static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
                      const char *const *sets, size_t n_sets)
 {
     struct kb_config *c = &b->c;
     const char *path = NULL;
     if (lua_isnoneornil(L, spec)) {
-        lua_getfield(L, lua_upvalueindex(1), "options");
-        lua_getfield(L, -1, "topology");
-        path = lua_tostring(L, -1); /* the options table keeps it */
-        lua_pop(L, 2);
+        path = option_topology(L);
     } else if (lua_type(L, spec) == LUA_TSTRING) {
         path = lua_tostring(L, spec);
     }
@@ -210,6 +218,14 @@ static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
     if (user && user->kind != KB_CONFIG_MAP) {
         kb_config_expect_map(c, user, "the top level");
         return -1;
+    }
+    const char *base_path = option_topology(L);
+    if (lua_type(L, spec) == LUA_TTABLE && base_path) {
+        struct kb_config_node *base = kb_config_parse_file(c, base_path);
+        if (!base)
+            return -1;
+        if (!kb_graph_tree_is_graph(base))
+            root = kb_config_merge(c, root, base);
     }
     root = kb_config_merge(c, root, user);
     kb_config_apply_sets(c, root, kb_topo_schema(), sets, n_sets, true);

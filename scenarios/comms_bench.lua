@@ -24,52 +24,36 @@ local pm = require("kbsim.perfmodel")
 local pr = require("kbsim.param_results")
 local an = require("kbsim.analytic")
 
--- ---- arguments (key=value) ------------------------------------------------
+-- ---- parameters (script arguments: key=value) ----------------------------
 
 local KNOWN = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"}
-local IS_KNOWN = {}
-for _, c in ipairs(KNOWN) do IS_KNOWN[c] = true end
 
 local function usage_error(fmt, ...)
   io.stderr:write("comms_bench: ", fmt:format(...), "\n")
   os.exit(2)
 end
 
--- "4096", "64KiB", "64MiB", "1GiB" -> bytes
-local function bytes_arg(key, s)
-  local num, unit = s:match("^(%d+)(%a*)$")
-  local mul = ({[""] = 1, B = 1, KiB = 1024, MiB = 1024 ^ 2, GiB = 1024 ^ 3})[unit or ""]
-  local v = num and mul and math.tointeger(tonumber(num) * mul)
-  if not v or v < 1 then
-    usage_error("%s: '%s' is not a size in bytes (e.g. 4096, 64KiB, 64MiB)", key, s)
-  end
-  return v
-end
-
-local opt = {collectives = KNOWN, min = 4, max = 64 * 1024 * 1024, ws = 8,
-             algorithm = "ring_rs_ag_allreduce", check_max = 1024 * 1024}
-for _, a in ipairs(arg or {}) do
-  local k, v = a:match("^([%w_]+)=(.*)$")
-  if k == "collectives" then
-    opt.collectives = {}
-    for c in v:gmatch("[^,]+") do
-      if not IS_KNOWN[c] then
-        usage_error("unknown collective '%s' (%s)", c, table.concat(KNOWN, ", "))
+local opt = kb.params({
+  collectives = {default = KNOWN, type = "string", list = true, choices = KNOWN,
+                 help = "collectives to run"},
+  min = {default = 4, type = "bytes", min = 1, help = "smallest size"},
+  max = {default = 64 * 1024 * 1024, type = "bytes", min = 1, help = "largest size"},
+  ws = {default = 8, type = "integer", min = 2, help = "ranks"},
+  algorithm = {default = "ring_rs_ag_allreduce", type = "string",
+               help = "all-reduce algorithm (ccl.yaml's names)"},
+  check_max = {default = 1024 * 1024, type = "bytes", min = 1,
+               help = "sizes up to this one check their outputs; larger ones are timing-only"},
+  param = {default = "", type = "string",
+           help = "a PARAM COMMS-RES results file to read instead of simulating"},
+}, {about = "PARAM / nccl-tests style collective benchmark, performance-model fit, predictions",
+    check = function(p)
+      if p.min > p.max then return ("min %d B is above max %d B"):format(p.min, p.max) end
+      if p.param ~= "" and kb.options.topology then
+        return ("--topology %s is not used with param=: the rows are measured, not simulated")
+          :format(kb.options.topology)
       end
-      opt.collectives[#opt.collectives + 1] = c
-    end
-  elseif k == "min" or k == "max" or k == "check_max" then opt[k] = bytes_arg(k, v)
-  elseif k == "ws" then
-    opt.ws = math.tointeger(tonumber(v))
-    if not opt.ws or opt.ws < 2 then usage_error("ws: '%s' is not a rank count >= 2", v) end
-  elseif k == "algorithm" then opt.algorithm = v
-  elseif k == "param" then opt.param = v
-  else
-    usage_error("unknown argument '%s' (collectives=, min=, max=, ws=, algorithm=, "
-      .. "check_max=, param=)", a)
-  end
-end
-if opt.min > opt.max then usage_error("min %d B is above max %d B", opt.min, opt.max) end
+    end})
+if opt.param == "" then opt.param = nil end
 
 local ELT = 4 -- f32: every partial sum of the small integer inputs below is exact
 
@@ -492,16 +476,11 @@ if #console_an > 0 then
   print()
   for _, s in ipairs(console_an) do print(s) end
 end
-local failed = 0
-for _, r in ipairs(rows) do if r.check == "failed" then failed = failed + 1 end end
-local points_failed = sweep_summary and sweep_summary.failed or 0
-local verdict = failed > 0 and (failed .. " checks failed")
-  or points_failed > 0 and (points_failed .. " points failed")
-  or "all checks passed"
-print(("%s: %d rows, %d collectives, %s; %s %.2f s wall; results in %s/index.md"):format(mode,
-  #rows, #order, verdict,
+-- simulated: what ran, failed and did not run (Ctrl-C); measured rows are
+-- not checked, so PARAM mode says so instead of claiming checks passed
+local count = mode == "param" and ("%d rows"):format(#rows) or results.ran(sweep_summary, "rows")
+local verdict = mode == "param" and "measured data, not checked" or results.verdict{sweep_summary}
+print(("%s: %s, %d collectives, %s; %s %.2f s wall; results in %s/index.md"):format(mode,
+  count, #order, verdict,
   mode == "param" and "read in" or ("simulated with -j " .. kb.options.jobs .. " in"), t_sweep,
   out))
-if failed > 0 and points_failed > 0 then
-  print(("%d points failed"):format(points_failed))
-end

@@ -3,6 +3,8 @@
 -- on a full fifo. Prints when each token was sent and received and checks
 -- the times against the closed form.
 local kb = require("kbsim")
+kb.params({}, {about = "a producer and a consumer pass tokens through a two-slot fifo",
+               refuse_topology = "hello builds no system, only a fifo between two processes"})
 
 local N = 5          -- tokens
 local T_PROD = 10.0  -- ns the producer needs per token

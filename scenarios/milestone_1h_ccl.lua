@@ -3,7 +3,7 @@
 -- tables and figures against the references
 --
 --   kbsim scenarios/milestone_1h_ccl.lua [sizes=8,128,...] [buffer_sizes=...]
---                                        [refs=FILE] [matrix=no]
+--                                        [refs=FILE] [matrix=no]     (--help lists them)
 --
 -- Writes to the output folder (-o, default out/milestone_1h_ccl):
 --   summary.csv            latency sweep: 12 sizes x ring_1d 6 / torus_2d 2x3 /
@@ -22,37 +22,18 @@ local SCRIPT_DIR = (arg and arg[0] or ""):match("^(.*)/[^/]*$") or "."
 
 -- ---- parameters (script arguments: key=value) --------------------------
 
-local SIZES = {8, 32, 64, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768, 49152}
-local BUFFER_SIZES = {128, 1024, 8192, 32768}
+local P = kb.params({
+  sizes = {default = {8, 32, 64, 128, 512, 1024, 2048, 4096, 8192, 16384, 32768, 49152},
+           type = "integer", list = true, min = 1, help = "latency sweep: f16 elements per PE"},
+  buffer_sizes = {default = {128, 1024, 8192, 32768}, type = "integer", list = true, min = 1,
+                  help = "buffer-kind sweep: f16 elements per PE"},
+  refs = {default = SCRIPT_DIR .. "/refs/ccl_references.csv", type = "string",
+          help = "the references' CSV file"},
+  matrix = {default = true, type = "boolean", help = "run the correctness matrix"},
+}, {about = "the 1H milestone: hierarchical all-reduce sweeps, the correctness matrix, figures",
+    grid_only = "every point sets its own SIP grid over the file's keys"})
+local SIZES, BUFFER_SIZES, REFS, MATRIX = P.sizes, P.buffer_sizes, P.refs, P.matrix
 local BUFFER_KINDS = {"tcm", "sram", "hbm"}
-local REFS = SCRIPT_DIR .. "/refs/ccl_references.csv"
-local MATRIX = true
-
-local function int_list(s, key)
-  local out = {}
-  for x in s:gmatch("[^,]+") do
-    local v = math.tointeger(tonumber(x))
-    if not v or v < 1 then
-      io.stderr:write(("milestone_1h_ccl: %s: '%s' is not a positive integer\n"):format(key, x))
-      os.exit(2)
-    end
-    out[#out + 1] = v
-  end
-  return out
-end
-
-for _, a in ipairs(arg or {}) do
-  local k, v = a:match("^([%w_]+)=(.*)$")
-  if k == "sizes" then SIZES = int_list(v, k)
-  elseif k == "buffer_sizes" then BUFFER_SIZES = int_list(v, k)
-  elseif k == "refs" then REFS = v
-  elseif k == "matrix" then MATRIX = v ~= "no"
-  else
-    io.stderr:write(("milestone_1h_ccl: unknown argument '%s' (sizes=, buffer_sizes=, "
-      .. "refs=, matrix=no)\n"):format(a))
-    os.exit(2)
-  end
-end
 
 local TOPOLOGIES = {
   {name = "ring_1d", label = "ring_1d 6", sips = {count = 6, topology = "ring_1d"}},
@@ -277,7 +258,7 @@ results.csv(buffer_csv, bout, {"buffer_kind", "sip_topology", "n_sips", "n_elem"
 
 -- ---- the correctness matrix ---------------------------------------------
 
-local matrix_csv
+local matrix_csv, msummary
 if MATRIX then
   local function cube4() return {sips = {count = 1}, sip = {cube_mesh = {w = 2, h = 2}}} end
   local mpoints = {
@@ -291,7 +272,8 @@ if MATRIX then
     {case = "default_topology", default = true},
   }
   for _, m in ipairs(mpoints) do if not m.default then m.topology = cube4() end end
-  local mrows = kb.sweep{name = "matrix", points = mpoints, run = function(p)
+  local mrows
+  mrows, msummary = kb.sweep{name = "matrix", points = mpoints, run = function(p)
     local T = require("kbsim.torch")
     local torch, D
     if p.default then
@@ -516,7 +498,9 @@ for _, r in ipairs(out) do
   print(("%-16s %8d %10d %12.1f %10.3f %10.3f %12.1f"):format(r.sip_topology, r.n_elem,
     r.bytes_per_pe, r.latency_ns, r.algbw_gbps, r.busbw_gbps, r.alpha_beta_ns))
 end
-local failed = summary.failed + bsummary.failed
-print(("%d latency points, %d buffer-kind points%s, %s; results in %s/index.md"):format(#out,
-  #bout, MATRIX and ", the correctness matrix" or "",
-  failed == 0 and "all checks passed" or (failed .. " points failed"), kb.outdir()))
+-- what ran, failed and did not run (Ctrl-C), not what was planned
+local sweeps = {summary, bsummary, msummary}
+local ran = {results.ran(summary, "latency points"), results.ran(bsummary, "buffer-kind points"),
+             msummary and results.ran(msummary, "correctness-matrix cases")}
+print(("%s, %s; results in %s/index.md"):format(table.concat(ran, ", "), results.verdict(sweeps),
+  kb.outdir()))

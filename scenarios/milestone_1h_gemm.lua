@@ -23,12 +23,18 @@ local results = require("kbsim.results")
 
 -- ---- parameters (script arguments: key=value) --------------------------
 
-local SHAPES = {"64", "128", "256", "512", "32x3072x32", "64x4096x64", "32x8192x32",
-                "128x2048x128"}
-local STAGINGS = {"ref_ref", "load_ref", "load_load"}
-local KNOWN_STAGING = {ref_ref = true, load_ref = true, load_load = true}
-local DEPTH = 2
-local ACCUMULATE = "math"
+local P = kb.params({
+  shapes = {default = {"64", "128", "256", "512", "32x3072x32", "64x4096x64", "32x8192x32",
+                       "128x2048x128"}, type = "string", list = true,
+            help = "GEMM shapes: n (n x n x n) or MxKxN"},
+  stagings = {default = {"ref_ref", "load_ref", "load_load"}, type = "string", list = true,
+              choices = {"ref_ref", "load_ref", "load_load"}, help = "operand stagings"},
+  depth = {default = 2, type = "integer", min = 1, help = "fifo capacity between stages"},
+  accumulate = {default = "math", type = "string", choices = {"math", "gemm"},
+                help = "where the sum over K's tiles happens"},
+}, {about = "the 1H GEMM milestone: GEMM shapes x operand stagings through the tile pipeline"})
+local SHAPES, STAGINGS, DEPTH, ACCUMULATE = P.shapes, P.stagings, P.depth, P.accumulate
+
 -- Inputs are multiples of 1/8 in [-0.5, 1.5] (exact in f16) with a positive
 -- mean, so C's values reach the thousands and its rounding to f16 is
 -- exercised; every product is a multiple of 1/64 below 2.25 and every partial
@@ -39,27 +45,6 @@ local TOLERANCE = 2 ^ -11
 local function usage(msg)
   io.stderr:write("milestone_1h_gemm: " .. msg .. "\n")
   os.exit(2)
-end
-
-local function list(s)
-  local out = {}
-  for x in s:gmatch("[^,]+") do out[#out + 1] = x end
-  return out
-end
-
-for _, a in ipairs(arg or {}) do
-  local k, v = a:match("^([%w_]+)=(.*)$")
-  if k == "shapes" then SHAPES = list(v)
-  elseif k == "stagings" then STAGINGS = list(v)
-  elseif k == "depth" then
-    DEPTH = math.tointeger(tonumber(v))
-    if not DEPTH or DEPTH < 1 then usage(("depth: '%s' is not a positive integer"):format(v)) end
-  elseif k == "accumulate" then
-    if v ~= "math" and v ~= "gemm" then usage(("accumulate: '%s' is not math or gemm"):format(v)) end
-    ACCUMULATE = v
-  else
-    usage(("unknown argument '%s' (shapes=, stagings=, depth=, accumulate=)"):format(a))
-  end
 end
 
 -- "n" -> n, n, n; "MxKxN" -> M, K, N
@@ -80,12 +65,6 @@ end
 
 local shapes = {}
 for _, s in ipairs(SHAPES) do shapes[#shapes + 1] = parse_shape(s) end
-for _, st in ipairs(STAGINGS) do
-  if not KNOWN_STAGING[st] then
-    usage(("unknown staging '%s' (ref_ref, load_ref, load_load)"):format(st))
-  end
-end
-if #shapes == 0 or #STAGINGS == 0 then usage("nothing to run: no shapes or no stagings") end
 
 local STAGES = {"dma_in", "fetch", "gemm", "math", "dma_wb"}
 local ENGINES = {"pe_cpu", "pe_dma_read", "pe_dma_write", "tcm", "hbm", "pe_gemm", "pe_math"}
@@ -502,6 +481,5 @@ for _, o in ipairs(out) do
     o.window_ns, o.dma_in_occupancy, o.fetch_occupancy, o.gemm_occupancy, o.math_occupancy,
     o.dma_wb_occupancy, o.achieved_tflops, o.efficiency))
 end
-print(("%d points (sweep %.2f s wall), %s; results in %s/index.md"):format(#out, t_sweep,
-  summary.failed == 0 and "all checks passed" or (summary.failed .. " points failed"),
-  kb.outdir()))
+print(("%s (sweep %.2f s wall), %s; results in %s/index.md"):format(
+  results.ran(summary, "points"), t_sweep, results.verdict{summary}, kb.outdir()))

@@ -1,18 +1,12 @@
 -- probe.lua — PE-to-PE DMA latencies and contention on the default system,
 -- beside the original model's measurements (docs/probe.md explains each row)
---   kbsim scenarios/probe.lua [BYTES]      (default 16384 bytes a copy)
+--   kbsim scenarios/probe.lua [bytes=16384]      (kbsim scenarios/probe.lua --help)
 local kb = require("kbsim")
 
-local bytes = 16384
-if arg and (arg[1] or #arg > 1) then
-  bytes = math.tointeger(tonumber(arg[1]))
-  if not bytes or bytes < 1 or #arg > 1 then
-    io.stderr:write(("probe: expected one argument, a positive number of bytes, got '%s'\n")
-      :format(table.concat(arg, " ")))
-    io.stderr:write("usage: kbsim scenarios/probe.lua [BYTES]\n")
-    os.exit(2)
-  end
-end
+local bytes = kb.params({
+  bytes = {default = 16384, type = "bytes", min = 1, help = "bytes a copy"},
+}, {about = "PE-to-PE DMA latencies and contention beside the original model's measurements",
+    grid_only = "the probe's cases name SIPs, cubes and PEs of a grid system"}).bytes
 
 -- Runs copies that start together (a list of {src, dst} ranks, TCM to TCM,
 -- each by its source PE's DMA) in a fresh system; returns the time the

@@ -16,43 +16,26 @@
 local kb = require("kbsim")
 local results = require("kbsim.results")
 
-local function usage_error(fmt, ...)
-  io.stderr:write("tp_mlp: ", fmt:format(...), "\n")
-  os.exit(2)
-end
-
-local opt = {ws = 4, in_features = 256, hidden = 1024, out_features = 256,
-             tokens = {8, 32, 128}, dtype = "f32"}
-local function posint(key, v)
-  local n = math.tointeger(tonumber(v))
-  if not n or n < 1 then usage_error("%s: '%s' is not a positive integer", key, v) end
-  return n
-end
-for _, a in ipairs(arg or {}) do
-  local k, v = a:match("^([%w_]+)=(.*)$")
-  if k == "ws" then opt.ws = posint(k, v)
-  elseif k == "in" then opt.in_features = posint(k, v)
-  elseif k == "hidden" then opt.hidden = posint(k, v)
-  elseif k == "out" then opt.out_features = posint(k, v)
-  elseif k == "tokens" then
-    opt.tokens = {}
-    for x in v:gmatch("[^,]+") do opt.tokens[#opt.tokens + 1] = posint(k, x) end
-  elseif k == "dtype" then
-    if v ~= "f32" and v ~= "f16" and v ~= "bf16" then
-      usage_error("dtype: unknown dtype '%s' (f32, f16, bf16)", v)
-    end
-    opt.dtype = v
-  else
-    usage_error("unknown argument '%s' (ws=, in=, hidden=, out=, tokens=, dtype=)", a)
-  end
-end
--- Megatron splits fc1's output columns and fc2's input rows over the ranks:
--- both are the hidden size, which must divide evenly.
-if opt.hidden % opt.ws ~= 0 then
-  usage_error("hidden size %d does not divide over %d tensor-parallel ranks (world size %d)",
-    opt.hidden, opt.ws, opt.ws)
-end
-if opt.ws < 2 then usage_error("ws: need at least 2 tensor-parallel ranks, got %d", opt.ws) end
+local P = kb.params({
+  ws = {default = 4, type = "integer", min = 2, help = "tensor-parallel ranks"},
+  ["in"] = {default = 256, type = "integer", min = 1, help = "input features"},
+  hidden = {default = 1024, type = "integer", min = 1, help = "hidden features (split over ws)"},
+  out = {default = 256, type = "integer", min = 1, help = "output features"},
+  tokens = {default = {8, 32, 128}, type = "integer", list = true, min = 1,
+            help = "token counts m, one sweep point each"},
+  dtype = {default = "f32", type = "string", choices = {"f32", "f16", "bf16"},
+           help = "element type"},
+}, {about = "Megatron-style tensor-parallel 2-layer MLP on ws ranks",
+    check = function(p)
+      -- Megatron splits fc1's output columns and fc2's input rows over the
+      -- ranks: both are the hidden size, which must divide evenly.
+      if p.hidden % p.ws ~= 0 then
+        return ("hidden size %d does not divide over %d tensor-parallel ranks (world size %d)")
+          :format(p.hidden, p.ws, p.ws)
+      end
+    end})
+local opt = {ws = P.ws, in_features = P["in"], hidden = P.hidden, out_features = P.out,
+             tokens = P.tokens, dtype = P.dtype}
 
 -- One MLP forward pass for m tokens; runs in its own Lua state.
 local function mlp_point(p)
@@ -115,7 +98,7 @@ for _, m in ipairs(opt.tokens) do
   points[#points + 1] = {m = m, ws = opt.ws, in_features = opt.in_features, hidden = opt.hidden,
                          out_features = opt.out_features, dtype = opt.dtype}
 end
-local rows = kb.sweep{name = "tp_mlp", points = points, run = mlp_point}
+local rows, summary = kb.sweep{name = "tp_mlp", points = points, run = mlp_point}
 
 local table_rows, parts = {}, {}
 for _, r in ipairs(rows) do
@@ -166,4 +149,5 @@ for _, r in ipairs(table_rows) do
     r.column_gemm_ns, r.row_gemm_ns, r.all_reduce_ns, 100 * r.all_reduce_share, r.column_check,
     r.row_check, r.identical_check))
 end
-print(("tp_mlp: %d points; results in %s/index.md"):format(#table_rows, out))
+print(("tp_mlp: %s, %s; results in %s/index.md"):format(results.ran(summary, "points"),
+  results.verdict{summary}, out))

@@ -9,6 +9,8 @@ local kb = require("kbsim")
 local tl = require("kbsim.tl")
 local ccl = require("kbsim.ccl")
 local T = require("kbsim.torch")
+kb.params({}, {about = "the collective tutorial (docs/tutorial_collective.md)",
+               grid_only = "the tutorial sets its own SIP and cube grid over the file's keys"})
 
 -- 1. The algorithm: a table with the contract of docs/kernel_api.md.
 local chain_allreduce = {

@@ -1,6 +1,8 @@
 -- tutorial_topology.lua — script a new topology (four PEs around one
 -- switch) and run transfers on it; docs/tutorial_topology.md walks through it
 local kb = require("kbsim")
+kb.params({}, {about = "the topology tutorial (docs/tutorial_topology.md)",
+               refuse_topology = "the tutorial describes its own graph in the script"})
 
 -- 1. Describe the graph: nodes (mark the PEs) and links with parameters.
 --    Ranks follow the order of the PE nodes: a = 0, b = 1, c = 2, d = 3.

@@ -293,11 +293,16 @@ local gnuplot_found
 local function have_gnuplot()
   if gnuplot_found == nil then
     gnuplot_found = os.execute("command -v gnuplot >/dev/null 2>&1") == true
+    if not gnuplot_found then
+      io.stderr:write("kbsim.results: gnuplot is not on PATH: figures are written as "
+        .. ".gp scripts and CSV, not rendered to SVG/PNG (install gnuplot-nox)\n")
+    end
   end
   return gnuplot_found
 end
 
--- results.have_gnuplot() -> whether gnuplot is on PATH (asked once).
+-- results.have_gnuplot() -> whether gnuplot is on PATH (asked once; when
+-- it is not, says so on stderr once).
 M.have_gnuplot = have_gnuplot
 
 -- results.gnuplot(dir, script [, args]) -> true, or false and gnuplot's
@@ -418,7 +423,9 @@ M.figure = api(function(spec)
   if #plots == 0 then fail("figure", "nothing to plot from '%s'", basename(csv)) end
 
   local title = spec.title or name
-  local gp = {
+  -- table.pack: the log axes are nil when not asked for, and a nil in a
+  -- list ends ipairs there (the script was cut off before its plot)
+  local gp = table.pack(
     ("# %s.gp — %s (kbsim %s)"):format(name, title, kbsim_version()),
     ("# Data: %s (columns %s, %s%s). Redraw: gnuplot %s.gp"):format(
       basename(csv), spec.x, spec.y, spec.series and (", series " .. spec.series) or "", name),
@@ -443,10 +450,9 @@ M.figure = api(function(spec)
     "set output out.\".png\"",
     "replot",
     "set output",
-    "",
-  }
+    "")
   local lines = {}
-  for _, l in ipairs(gp) do if l then lines[#lines + 1] = l end end
+  for i = 1, gp.n do if gp[i] then lines[#lines + 1] = gp[i] end end
   local gppath = dir .. "/" .. name .. ".gp"
   write_atomic("figure", gppath, table.concat(lines, "\n"))
 
@@ -459,7 +465,8 @@ M.figure = api(function(spec)
     local tsvg, tpng = dir .. "/" .. tmp .. ".svg", dir .. "/" .. tmp .. ".png"
     if not ok or not exists(tsvg) or not exists(tpng) then
       os.remove(tsvg); os.remove(tpng)
-      fail("figure", "gnuplot failed on '%s': %s", gppath, msg)
+      fail("figure", "gnuplot failed on '%s': %s", gppath,
+           ok and "it wrote no SVG or PNG" or msg)
     end
     assert(os.rename(tsvg, fig.svg))
     assert(os.rename(tpng, fig.png))
@@ -542,6 +549,37 @@ M.index = api(function(outdir, entries, title)
   end
   return write_atomic("index", outdir:gsub("/+$", "") .. "/index.md", table.concat(md, "\n"))
 end)
+
+-- ---- the summary line ----------------------------------------------------
+
+-- results.ran(summary, what) -> "36 latency points" when every point of the
+-- kb.sweep summary is done, else "30 of 36 latency points" (done of total).
+function M.ran(summary, what)
+  if summary.done == summary.total then return ("%d %s"):format(summary.done, what) end
+  return ("%d of %d %s"):format(summary.done, summary.total, what)
+end
+
+-- results.verdict(summaries) -> "all checks passed" only when every sweep
+-- (a list of kb.sweep summaries) ran all its points, none failed and no
+-- kb.check of the script failed; else what went wrong, e.g.
+-- "2 points failed, 10 not run (stopped by Ctrl-C), 1 check failed".
+function M.verdict(summaries)
+  local failed, not_run, interrupted = 0, 0, false
+  for _, s in ipairs(summaries) do
+    failed, not_run = failed + s.failed, not_run + s.not_run
+    interrupted = interrupted or s.interrupted
+  end
+  local checks = require("kbsim").checks_failed()
+  if failed + not_run + checks == 0 then return "all checks passed" end
+  local function count(n, one, many) return ("%d %s"):format(n, n == 1 and one or many) end
+  local parts = {}
+  if failed > 0 then parts[#parts + 1] = count(failed, "point failed", "points failed") end
+  if not_run > 0 then
+    parts[#parts + 1] = ("%d not run%s"):format(not_run, interrupted and " (stopped by Ctrl-C)" or "")
+  end
+  if checks > 0 then parts[#parts + 1] = count(checks, "check failed", "checks failed") end
+  return table.concat(parts, ", ")
+end
 
 -- results.path(name) -> kb.outdir() .. "/" .. name (the folder is created).
 function M.path(name)

@@ -45,7 +45,16 @@ done
 "$kbsim" -q -o "$work/param" "$src/scenarios/comms_bench.lua" \
   param="$src/tests/cli/data/param_comms.txt" > "$work/param.log" 2>&1 \
   || { cat "$work/param.log"; fail "param run"; }
-grep -q "param: 20 rows, 2 collectives" "$work/param.log" || { cat "$work/param.log"; fail "param summary"; }
+# measured rows are not checked: the summary says so, never "all checks passed"
+grep -q "param: 20 rows, 2 collectives, measured data, not checked; read in" "$work/param.log" \
+  || { cat "$work/param.log"; fail "param summary"; }
+! grep -q "all checks passed" "$work/param.log" || fail "param mode claims checks it did not make"
+# the rows are measured: a --topology would be silently unused, so it is refused
+"$kbsim" -q -o "$work/param_topo" --topology "$src/tests/cli/cases/topo.yaml" \
+  "$src/scenarios/comms_bench.lua" param="$src/tests/cli/data/param_comms.txt" > "$work/param_topo.log" 2>&1
+[ $? -eq 2 ] || { cat "$work/param_topo.log"; fail "--topology with param= must exit 2"; }
+grep -q "comms_bench: --topology .*topo.yaml is not used with param=: the rows are measured, not simulated" \
+  "$work/param_topo.log" || { cat "$work/param_topo.log"; fail "--topology with param= message"; }
 grep -q '^all_reduce,measured,,134217728,33554432,274.6,488.787,733.18,measured,false$' \
   "$work/param/comms_bench.csv" || fail "param row"
 grep -q '^all_reduce,16,fitted,' "$work/param/fit.csv" || fail "param all_reduce fitted"
@@ -57,7 +66,7 @@ grep -q "all_to_all      not fitted: need at least 6 points" "$work/param.log" |
 # bad input
 "$kbsim" -q -o "$work/bad" "$src/scenarios/comms_bench.lua" collectives=all_reduse > "$work/bad.log" 2>&1
 [ $? -eq 2 ] || fail "an unknown collective must exit 2"
-grep -q "comms_bench: unknown collective 'all_reduse'" "$work/bad.log" || fail "unknown collective message"
+grep -q "comms_bench: collectives: 'all_reduse' is not one of all_reduce, all_gather, reduce_scatter, all_to_all, broadcast (nearest: all_reduce)" "$work/bad.log" || fail "unknown collective message"
 "$kbsim" -q -o "$work/bad" "$src/scenarios/comms_bench.lua" \
   param="$src/tests/cli/data/param_malformed.txt" > "$work/bad2.log" 2>&1
 [ $? -eq 2 ] || fail "a malformed PARAM file must exit 2"
@@ -85,7 +94,7 @@ grep -q '^all_reduce,lrab,32,4096,' "$work/lrab/comms_bench.csv" || fail "lrab 4
 "$kbsim" -q -o "$work/allfail" --set pe.tcm.capacity=1KiB "$src/scenarios/comms_bench.lua" \
   collectives=all_reduce min=64 max=256 > "$work/allfail.log" 2>&1
 [ $? -eq 1 ] || { cat "$work/allfail.log"; fail "every point failing must exit 1"; }
-grep -q "simulated: 0 rows, 0 collectives, 3 points failed" "$work/allfail.log" \
+grep -q "simulated: 0 of 3 rows, 0 collectives, 3 points failed;" "$work/allfail.log" \
   || { cat "$work/allfail.log"; fail "all-failed summary"; }
 [ ! -f "$work/allfail/latency.gp" ] || fail "no figure without a finished point"
 echo "comms_bench ok"

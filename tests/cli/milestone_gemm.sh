@@ -55,7 +55,7 @@ cmp -s "$work/j1/gemm.json" "$work/j2/gemm.json" || fail "--fast: gemm.json diff
 # bad arguments
 "$kbsim" -q -o "$work/bad" "$script" stagings=ref_ref,load_nothing > "$work/bad.log" 2>&1
 [ $? -eq 2 ] || fail "an unknown staging must exit 2"
-grep -q "unknown staging 'load_nothing'" "$work/bad.log" || { cat "$work/bad.log"; fail "bad staging message"; }
+grep -q "milestone_1h_gemm: stagings: 'load_nothing' is not one of ref_ref, load_ref, load_load (nearest: load_load)" "$work/bad.log" || { cat "$work/bad.log"; fail "bad staging message"; }
 "$kbsim" -q -o "$work/bad" "$script" shapes=64x0x64 > "$work/bad2.log" 2>&1
 [ $? -eq 2 ] || fail "a bad shape must exit 2"
 grep -q "shape '64x0x64'" "$work/bad2.log" || { cat "$work/bad2.log"; fail "bad shape message"; }

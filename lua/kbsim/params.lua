@@ -1,0 +1,217 @@
+-- params.lua — a scenario's own parameters: `kbsim SCRIPT.lua key=value ...`
+--
+--   local p = kb.params({
+--     bytes = {default = 16384, type = "bytes", help = "bytes a copy"},
+--     sizes = {default = {8, 64}, type = "integer", list = true, min = 1, help = "..."},
+--   }, {about = "one line on the script", check = function(p) ... end})
+--
+-- Reads the script arguments (the global `arg`, arg[1..n]) once: every one
+-- is KEY=VALUE with KEY a declared parameter. Values are converted to the
+-- declared type and checked; an unknown key is refused with the nearest
+-- known one; `--help` (or `-h`, `help`) prints the parameters with their
+-- defaults and exits 0. A bad argument prints "SCRIPT: MESSAGE" and a hint
+-- and exits 2. The result holds every parameter, given or default.
+--
+-- Entry fields: default (required; a list for list = true), type
+-- ("integer", "number", "bytes", "string", "boolean"), help (required),
+-- list (comma-separated values), min (integer, number, bytes), choices (a
+-- list of the allowed strings). Options: about (a line for --help), check
+-- (function(p) -> nil or a message, for rules across parameters),
+-- refuse_topology (a reason: --topology is refused), grid_only (a reason:
+-- a graph --topology is refused; the script's systems need a grid).
+-- See docs/cli.md ("Script parameters") and docs/lua_api.md.
+local M = {}
+
+local TYPES = {integer = true, number = true, bytes = true, string = true, boolean = true}
+local UNITS = {[""] = 1, B = 1, KiB = 1024, MiB = 1024 ^ 2, GiB = 1024 ^ 3}
+local BOOLEANS = {["true"] = true, yes = true, ["1"] = true, on = true,
+                  ["false"] = false, no = false, ["0"] = false, off = false}
+
+local function script_name()
+  local path = arg and arg[0] or "script"
+  return (path:match("([^/]*)$"):gsub("%.lua$", ""))
+end
+
+-- Ends the run: "SCRIPT: MESSAGE" on stderr, exit 2.
+local function refuse(fmt, ...)
+  io.stderr:write(("%s: %s\n"):format(script_name(), fmt:format(...)))
+  os.exit(2)
+end
+
+-- The same for a bad argument, with where to find the parameters.
+local function bad_argument(fmt, ...)
+  io.stderr:write(("%s: %s (parameters: kbsim %s --help)\n"):format(script_name(),
+    fmt:format(...), arg and arg[0] or "SCRIPT"))
+  os.exit(2)
+end
+
+-- Edit distance between two keys (for "nearest").
+local function distance(a, b)
+  local prev = {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    local cur = {[0] = i}
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev = cur
+  end
+  return prev[#b]
+end
+
+local function nearest(key, names)
+  local best, best_d = nil, math.huge
+  for _, n in ipairs(names) do
+    local d = distance(key, n)
+    if d < best_d then best, best_d = n, d end
+  end
+  return best
+end
+
+-- One value of type `e.type` from text s, or nil and why.
+local function convert(e, s)
+  local v
+  if e.type == "integer" then
+    v = math.tointeger(tonumber(s))
+    if not v then return nil, "is not an integer" end
+  elseif e.type == "number" then
+    v = tonumber(s)
+    if not v then return nil, "is not a number" end
+  elseif e.type == "bytes" then
+    local num, unit = s:match("^(%d+)(%a*)$")
+    local mul = UNITS[unit or ""]
+    v = num and mul and math.tointeger(tonumber(num) * mul)
+    if not v then return nil, "is not a size in bytes (e.g. 4096, 64KiB, 64MiB)" end
+  elseif e.type == "boolean" then
+    v = BOOLEANS[s]
+    if v == nil then return nil, "is not yes or no" end
+  else
+    v = s
+  end
+  if e.min and v < e.min then return nil, ("is below %s"):format(e.min) end
+  if e.choices then
+    for _, c in ipairs(e.choices) do if c == v then return v end end
+    return nil, ("is not one of %s (nearest: %s)"):format(table.concat(e.choices, ", "),
+                                                        nearest(tostring(v), e.choices))
+  end
+  return v
+end
+
+local function show(v)
+  if type(v) == "table" then
+    local t = {}
+    for i, x in ipairs(v) do t[i] = tostring(x) end
+    return table.concat(t, ",")
+  end
+  if type(v) == "boolean" then return v and "yes" or "no" end
+  return tostring(v)
+end
+
+local function type_text(e)
+  local t = e.type == "bytes" and "a size: 4096, 64KiB, 1MiB" or e.type
+  if e.choices then t = table.concat(e.choices, "|") end
+  return e.list and (t .. ", comma-separated") or t
+end
+
+local function help(spec, names, opts)
+  local out = {("usage: kbsim [options] %s [key=value ...]"):format(arg and arg[0] or "SCRIPT")}
+  if opts.about then out[#out + 1] = opts.about end
+  out[#out + 1] = ""
+  out[#out + 1] = #names > 0 and "parameters (KEY=DEFAULT):" or "parameters: none"
+  for _, n in ipairs(names) do
+    local e = spec[n]
+    out[#out + 1] = ("  %s=%s"):format(n, show(e.default))
+    out[#out + 1] = ("      %s (%s)"):format(e.help, type_text(e))
+  end
+  out[#out + 1] = ""
+  if opts.refuse_topology then
+    out[#out + 1] = "--topology is refused: " .. opts.refuse_topology
+  elseif opts.grid_only then
+    out[#out + 1] = "--topology: grid files only; " .. opts.grid_only
+  else
+    out[#out + 1] = "--topology: the systems are built from it"
+  end
+  io.stdout:write(table.concat(out, "\n"), "\n")
+  os.exit(0)
+end
+
+-- A declaration error is the script's bug: raised at its kb.params line.
+local function check_spec(spec, names)
+  for _, n in ipairs(names) do
+    local e = spec[n]
+    if not n:match("^[%a_][%w_]*$") then error(("kb.params: bad parameter name '%s'"):format(n), 4) end
+    if type(e) ~= "table" or type(e.help) ~= "string" or e.default == nil then
+      error(("kb.params: parameter '%s' needs a default and a help line"):format(n), 4)
+    end
+    if not TYPES[e.type] then
+      error(("kb.params: parameter '%s': unknown type '%s'"):format(n, tostring(e.type)), 4)
+    end
+  end
+end
+
+-- --topology against the script's declared use of it.
+local function check_topology(opts)
+  local kb = require("kbsim")
+  local file = kb.options.topology
+  if not file then return end
+  if opts.refuse_topology then
+    refuse("--topology %s is not used: %s", file, opts.refuse_topology)
+  end
+  if opts.grid_only then
+    local sim <close> = kb.sim{trace = false}
+    if kb.system(sim):counts().sips == 0 then
+      refuse("--topology %s is a graph: %s", file, opts.grid_only)
+    end
+  end
+end
+
+function M.params(spec, opts)
+  opts = opts or {}
+  if type(spec) ~= "table" then error("kb.params: expected a table of parameters", 3) end
+  local names = {}
+  for n in pairs(spec) do names[#names + 1] = n end
+  table.sort(names)
+  check_spec(spec, names)
+  local p = {}
+  for _, n in ipairs(names) do p[n] = spec[n].default end
+  for i = 1, arg and #arg or 0 do
+    local a = arg[i]
+    if a == "--help" or a == "-h" or a == "help" then help(spec, names, opts) end
+  end
+  for i = 1, arg and #arg or 0 do
+    local a = arg[i]
+    local k, s = a:match("^([^=]+)=(.*)$")
+    if not k then
+      bad_argument("argument '%s' is not key=value (known keys: %s)", a, table.concat(names, ", "))
+    end
+    local e = spec[k]
+    if not e then
+      local near = nearest(k, names)
+      bad_argument("unknown parameter '%s'%s", k, near and (" (nearest: " .. near .. ")") or
+        " (this script takes none)")
+    end
+    if e.list then
+      local l = {}
+      for x in s:gmatch("[^,]+") do
+        local v, why = convert(e, x)
+        if v == nil then bad_argument("%s: '%s' %s", k, x, why) end
+        l[#l + 1] = v
+      end
+      if #l == 0 then bad_argument("%s: empty list", k) end
+      p[k] = l
+    else
+      local v, why = convert(e, s)
+      if v == nil then bad_argument("%s: '%s' %s", k, s, why) end
+      p[k] = v
+    end
+  end
+  if opts.check then
+    local msg = opts.check(p)
+    if msg then refuse("%s", msg) end
+  end
+  check_topology(opts)
+  return p
+end
+
+return M
