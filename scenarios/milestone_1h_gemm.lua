@@ -32,7 +32,8 @@ local P = kb.params({
   depth = {default = 2, type = "integer", min = 1, help = "fifo capacity between stages"},
   accumulate = {default = "math", type = "string", choices = {"math", "gemm"},
                 help = "where the sum over K's tiles happens"},
-}, {about = "the 1H GEMM milestone: GEMM shapes x operand stagings through the tile pipeline"})
+}, {about = "the 1H GEMM milestone: GEMM shapes x operand stagings through the tile pipeline",
+    grid_only = "the operands are staged from the PE's HBM, and a graph's PEs have none"})
 local SHAPES, STAGINGS, DEPTH, ACCUMULATE = P.shapes, P.stagings, P.depth, P.accumulate
 
 -- Inputs are multiples of 1/8 in [-0.5, 1.5] (exact in f16) with a positive

@@ -66,7 +66,8 @@ local p = {}
 for i = 0, 7 do p[#p + 1] = {rank("sip0.cube0.pe" .. i), rank("sip0.cube1.pe" .. i)} end
 row("8 over one UCIe port", p, 963, nil)
 
-print(string.format("PE-to-PE DMA, TCM to TCM, %d bytes a copy (default topology)", bytes))
+print(string.format("PE-to-PE DMA, TCM to TCM, %d bytes a copy (%s)", bytes,
+  kb.options.topology and ("topology " .. kb.options.topology) or "default topology"))
 print(string.format("%-24s %5s %10s %12s %12s", "case", "hops", "kbsim_ns", "formula_ns",
                     "original_ns"))
 for _, r in ipairs(rows) do
