@@ -17,8 +17,9 @@
 enum { EXIT_CHECK = 1, EXIT_USAGE = 2 };
 
 static const char usage_text[] =
-    "usage: kbsim [options] SCRIPT.lua [script args]\n"
-    "Runs a kbsim scenario script (Lua 5.4).\n"
+    "usage: kbsim [options] SCRIPT.lua [key=value ...]\n"
+    "Runs a kbsim scenario script (Lua 5.4); 'kbsim SCRIPT.lua --help' lists\n"
+    "the script's own key=value parameters.\n"
     "\n"
     "options:\n"
     "  -o, --out DIR        output folder (default out/<script name>); created\n"
@@ -43,7 +44,7 @@ static void usage_error(const char *fmt, const char *subject)
 {
     fputs("kbsim: ", stderr);
     fprintf(stderr, fmt, subject);
-    fputs("\nusage: kbsim [options] SCRIPT.lua [script args] (try 'kbsim --help')\n",
+    fputs("\nusage: kbsim [options] SCRIPT.lua [key=value ...] (try 'kbsim --help')\n",
           stderr);
     exit(EXIT_USAGE);
 }
