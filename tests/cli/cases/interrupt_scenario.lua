@@ -1,10 +1,11 @@
 -- interrupt_scenario.lua SCENARIO SWEEP:N [KEY=VALUE ...] — runs SCENARIO
 -- with its KEY=VALUE parameters as kbsim would, but point N of its sweep
--- SWEEP sends Ctrl-C (SIGINT) to kbsim and waits to be interrupted, as
--- tests/cli/cases/sweep_interrupt.lua does: with -j 1 the points before it
+-- SWEEP sends Ctrl-C (SIGINT) to kbsim and waits to be interrupted
+-- (ctrl_c.lua, as in sweep_interrupt.lua): with -j 1 the points before it
 -- are done, it and every later point (of any sweep) not run. The
 -- scenario's summary line must then count what ran.
 local kb = require("kbsim")
+local ctrl_c = require("ctrl_c")
 
 local script, where = arg[1], arg[2]
 local stop_sweep, stop_index = where:match("^([%w_]+):(%d+)$")
@@ -16,14 +17,7 @@ kb.sweep = function(spec)
     spec.points[stop_index].kb_test_stop = true
     local run = spec.run
     spec.run = function(p)
-      if p.kb_test_stop then
-        -- popen, not os.execute: system() ignores SIGINT while it waits.
-        io.popen("kill -INT $PPID"):close()
-        local sim <close> = kb.sim{}
-        local t0 = kb.clock()
-        sim:spawn("spin", function() while kb.clock() - t0 < 10 do kb.wait(1) end end)
-        sim:run()
-      end
+      if p.kb_test_stop then ctrl_c() end
       return run(p)
     end
   end

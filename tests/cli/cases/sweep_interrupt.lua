@@ -3,18 +3,12 @@
 -- exits 130 after the script ends. Run with -j 1.
 local kb = require("kbsim")
 local results = require("kbsim.results")
+local ctrl_c = require("ctrl_c")
 
 local points = {}
 for i = 1, 6 do points[i] = {i = i} end
 local rows, summary = kb.sweep{name = "intr", points = points, run = function(p)
-  if p.i == 3 then
-    -- popen, not os.execute: system() ignores SIGINT while it waits.
-    io.popen("kill -INT $PPID"):close()
-    local sim <close> = kb.sim{}
-    local t0 = kb.clock()
-    sim:spawn("spin", function() while kb.clock() - t0 < 10 do kb.wait(1) end end)
-    sim:run()
-  end
+  if p.i == 3 then ctrl_c() end
   return {i = p.i}
 end}
 results.csv(kb.outdir() .. "/intr.csv", rows, {"i"})
