@@ -140,7 +140,9 @@ end
 local function check_spec(spec, names)
   for _, n in ipairs(names) do
     local e = spec[n]
-    if not n:match("^[%a_][%w_]*$") then error(("kb.params: bad parameter name '%s'"):format(n), 4) end
+    if not n:match("^[%a_][%w_]*$") then
+      error(("kb.params: bad parameter name '%s'"):format(n), 4)
+    end
     if type(e) ~= "table" or type(e.help) ~= "string" or e.default == nil then
       error(("kb.params: parameter '%s' needs a default and a help line"):format(n), 4)
     end

@@ -575,7 +575,8 @@ function M.verdict(summaries)
   local parts = {}
   if failed > 0 then parts[#parts + 1] = count(failed, "point failed", "points failed") end
   if not_run > 0 then
-    parts[#parts + 1] = ("%d not run%s"):format(not_run, interrupted and " (stopped by Ctrl-C)" or "")
+    parts[#parts + 1] = ("%d not run%s"):format(not_run,
+      interrupted and " (stopped by Ctrl-C)" or "")
   end
   if checks > 0 then parts[#parts + 1] = count(checks, "check failed", "checks failed") end
   return table.concat(parts, ", ")
