@@ -29,6 +29,14 @@ end
 local sys = kb.system(kb.sim())
 local n = sys:counts()
 local cubes_per_sip, pes_per_cube = n.cubes // n.sips, n.pes // n.cubes
+-- the cases are the original's: PEs 0..7 of a cube, cubes 0..15 of a 4x4
+-- SIP, a second SIP
+if n.sips < 2 or cubes_per_sip ~= 16 or pes_per_cube < 8 then
+  io.stderr:write(("probe: the cases need 2 or more SIPs of 16 cubes (4x4) with 8 or more PEs "
+    .. "each; this system has %d SIPs of %d cubes with %d PEs\n"):format(n.sips, cubes_per_sip,
+    pes_per_cube))
+  os.exit(2)
+end
 local function rank(name)
   -- "sipS.cubeC.peP" -> (S × cubes_per_sip + C) × pes_per_cube + P
   local s, c, p = name:match("^sip(%d+)%.cube(%d+)%.pe(%d+)$")

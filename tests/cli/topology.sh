@@ -51,6 +51,8 @@ refused() {
 refused scenarios/milestone_1h_ccl.lua $graph "milestone_1h_ccl: --topology $graph is a graph: every point sets its own SIP grid"
 refused scenarios/milestone_1h_gemm.lua $graph "milestone_1h_gemm: --topology $graph is a graph: the operands are staged from the PE's HBM"
 refused scenarios/probe.lua $graph "probe: --topology $graph is a graph: the probe's cases name SIPs, cubes and PEs"
+printf 'sip:\n  cube_mesh: {w: 2, h: 2}\n' > "$work/small.yaml"
+refused scenarios/probe.lua "$work/small.yaml" "probe: the cases need 2 or more SIPs of 16 cubes (4x4) with 8 or more PEs each; this system has 2 SIPs of 4 cubes with 8 PEs"
 refused scenarios/tutorial_collective.lua $graph "tutorial_collective: --topology $graph is a graph"
 refused scenarios/hello.lua "$work/slow.yaml" "hello: --topology $work/slow.yaml is not used: hello builds no system"
 refused scenarios/tutorial_topology.lua "$work/slow.yaml" "tutorial_topology: --topology $work/slow.yaml is not used: the tutorial describes its own graph"
