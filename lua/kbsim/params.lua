@@ -98,13 +98,19 @@ local function convert(e, s)
   return v
 end
 
-local function show(v)
+-- A value as it would be written after KEY= (sizes with their unit).
+local function show(v, e)
   if type(v) == "table" then
     local t = {}
-    for i, x in ipairs(v) do t[i] = tostring(x) end
+    for i, x in ipairs(v) do t[i] = show(x, e) end
     return table.concat(t, ",")
   end
   if type(v) == "boolean" then return v and "yes" or "no" end
+  if e.type == "bytes" then
+    for _, u in ipairs({"GiB", "MiB", "KiB"}) do
+      if v >= UNITS[u] and v % UNITS[u] == 0 then return ("%d%s"):format(v // UNITS[u], u) end
+    end
+  end
   return tostring(v)
 end
 
@@ -121,7 +127,7 @@ local function help(spec, names, opts)
   out[#out + 1] = #names > 0 and "parameters (KEY=DEFAULT):" or "parameters: none"
   for _, n in ipairs(names) do
     local e = spec[n]
-    out[#out + 1] = ("  %s=%s"):format(n, show(e.default))
+    out[#out + 1] = ("  %s=%s"):format(n, show(e.default, e))
     out[#out + 1] = ("      %s (%s)"):format(e.help, type_text(e))
   end
   out[#out + 1] = ""
