@@ -143,9 +143,9 @@ TEST(zero_and_negative_bandwidth)
                    NULL, 0),
               -1);
     ASSERT_STREQ(all_errors(),
-                 "user.yaml:3:21: expected a value > 0 for 'bandwidth_gbps', got 0\n"
-                 "user.yaml:5:21: expected a value > 0 for 'bandwidth_gbps', got -5\n"
-                 "user.yaml:6:29: expected a value > 0 for 'gbps_per_connection', got 0.0");
+                 "user.yaml:3:21: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', got 0\n"
+                 "user.yaml:5:21: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', got -5\n"
+                 "user.yaml:6:29: expected a value >= 0.001 and <= 1000000 for 'gbps_per_connection', got 0.0");
 }
 
 TEST(ranges_and_powers_of_two)
@@ -225,7 +225,7 @@ TEST(every_error_collected)
     ASSERT_STREQ(all_errors(),
                  "user.yaml:8:5: duplicate key 'bandwidth_gbps' (first at 7:5)\n"
                  "user.yaml:4:3: unknown key 'cuont' (did you mean 'count'?)\n"
-                 "user.yaml:7:21: expected a value > 0 for 'bandwidth_gbps', got 0\n"
+                 "user.yaml:7:21: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', got 0\n"
                  "user.yaml:9:12: expected a number for 'clock_ghz', got 'fast'\n"
                  "user.yaml:2:10: 6 SIPs on torus_2d need explicit w and h (3x2 or 2x3)");
 }
@@ -272,7 +272,7 @@ TEST(set_errors)
                  "--set: unknown key 'bandwith' (nearest: cube.noc.bandwidth_gbps, "
                  "cube.sram.bandwidth_gbps, pe.tcm.bandwidth_gbps)\n"
                  "--set sips.count: expected an integer for 'count', got 'fast'\n"
-                 "--set cube.noc.bandwidth_gbps: expected a value > 0 for 'bandwidth_gbps', "
+                 "--set cube.noc.bandwidth_gbps: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', "
                  "got -1");
 }
 
@@ -320,10 +320,10 @@ TEST(ccl_errors)
     ASSERT_EQ(kb_ccl_cfg_load(&ccl, &src, &errs), -1);
     ASSERT_STREQ(all_errors(),
                  "c.yaml:2:3: unknown key 'algoritm' (did you mean 'algorithm'?)\n"
-                 "c.yaml:3:11: expected a value >= 1 for 'n_elem', got 0\n"
+                 "c.yaml:3:11: expected a value >= 1 and <= 1073741824 for 'n_elem', got 0\n"
                  "c.yaml:6:11: expected a mapping for 'tree', got '4'\n"
                  "c.yaml:5:27: unknown key 'extra' (known: world_size)\n"
-                 "c.yaml:5:24: expected a value >= 1 for 'world_size', got 0");
+                 "c.yaml:5:24: expected a value >= 1 and <= 16777216 for 'world_size', got 0");
 }
 
 TEST(set_list_shared_by_two_configs)
