@@ -178,14 +178,14 @@ static bool read_value(struct kb_config *c, const struct kb_config_key *k,
     switch (k->type) {
     case KB_CONFIG_T_INT: {
         int64_t v;
-        if (!kb_config_to_int(c, n, k->name, &v))
+        if (!kb_config_to_int(c, n, k->name, &v) || !check_range(c, n, k, (double)v))
             return false;
         if (v < INT_MIN || v > INT_MAX) {
             kb_config_error_at(c, n, "expected an integer for '%s', got '%s' (out of range)",
                                k->name, n->text);
             return false;
         }
-        if (!check_range(c, n, k, (double)v) || !check_pow2(c, n, k, (uint64_t)v))
+        if (!check_pow2(c, n, k, (uint64_t)v))
             return false;
         *(int *)field = (int)v;
         return true;

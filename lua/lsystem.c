@@ -50,6 +50,18 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* The shortest text that reads back as v (1e+300, not
+ * 1.0000000000000001e+300), as a message shows it. */
+static void shortest_double(char *buf, size_t len, double v)
+{
+    for (int digits = 15; digits < 17; digits++) {
+        snprintf(buf, len, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+    snprintf(buf, len, "%.17g", v);
+}
+
 /* The value at idx as a node located at "where: path". Tables with keys
  * 1..n only are sequences, others maps with string keys (read in sorted
  * order, so messages come in a stable order); an empty table is a map. */
@@ -116,7 +128,7 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
         if (lua_isinteger(L, idx))
             snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, idx));
         else
-            snprintf(buf, sizeof buf, "%.17g", (double)lua_tonumber(L, idx));
+            shortest_double(buf, sizeof buf, (double)lua_tonumber(L, idx));
         s->text = kb_config_strdup(c, buf, strlen(buf));
         break;
     case LUA_TBOOLEAN:
