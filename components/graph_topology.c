@@ -45,11 +45,10 @@ static const struct kb_config_key link_keys[] = {
      "also the link back"},
     {0},
 };
-/* The graph's own keys, then the topology keys a graph system takes (its
- * PEs are PEs like a grid's); the other topology keys describe the grid. */
-static const char *const top_keys[] = {"nodes", "links", "pe", "ipcq", "clock_ghz",
-                                       "flit_bytes", NULL};
-enum { N_GRAPH_KEYS = 2 };
+/* The graph's own keys; the topology keys a graph system takes (its PEs
+ * are PEs like a grid's); the topology keys that describe the grid. */
+static const char *const graph_keys[] = {"nodes", "links", NULL};
+static const char *const system_keys[] = {"pe", "ipcq", "clock_ghz", "flit_bytes", NULL};
 static const char *const grid_keys[] = {"sips", "sip", "cube", "ucie", NULL};
 
 static bool in_list(const char *const *list, const char *key)
@@ -74,26 +73,34 @@ void kb_graph_cfg_release(struct kb_graph_cfg *g)
     memset(g, 0, sizeof *g);
 }
 
+/* The nearest of graph_keys and system_keys to `key` (edit distance up to
+ * 2), or NULL. */
+static const char *nearest_top_key(const char *key)
+{
+    static const char *const *const lists[] = {graph_keys, system_keys};
+    const char *best = NULL;
+    int best_d = 3;
+    for (size_t l = 0; l < 2; l++)
+        for (const char *const *t = lists[l]; *t; t++) {
+            int d = kb_config_edit_distance(*t, key);
+            if (d < best_d)
+                best = *t, best_d = d;
+        }
+    return best;
+}
+
 static void check_top_keys(struct kb_config *c, const struct kb_config_node *root)
 {
     for (size_t i = 0; i < root->n; i++) {
         const struct kb_config_node *k = root->kids[i];
-        if (in_list(top_keys, k->key))
+        if (in_list(graph_keys, k->key) || in_list(system_keys, k->key))
             continue;
-        if (in_list(grid_keys, k->key)) {
+        const char *best = nearest_top_key(k->key);
+        if (in_list(grid_keys, k->key))
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
                                 "'%s' describes the AHBM grid, not a graph (a graph takes "
                                 "nodes, links, pe, ipcq, clock_ghz, flit_bytes)", k->key);
-            continue;
-        }
-        const char *best = NULL;
-        int best_d = 3;
-        for (const char *const *t = top_keys; *t; t++) {
-            int d = kb_config_edit_distance(*t, k->key);
-            if (d < best_d)
-                best = *t, best_d = d;
-        }
-        if (best)
+        else if (best)
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
                                 "unknown key '%s' (did you mean '%s'?)", k->key, best);
         else
@@ -278,7 +285,7 @@ int kb_graph_system_from_tree(struct kb_config *c, struct kb_config_node *topo_r
                                graph_root->col);
         for (size_t i = 0; i < graph_root->n; i++) {
             struct kb_config_node *k = graph_root->kids[i];
-            if (in_list(top_keys + N_GRAPH_KEYS, k->key))
+            if (in_list(system_keys, k->key))
                 kb_config_map_set(c, keys, k->key, k);
         }
         topo_root = kb_config_merge(c, topo_root, keys);

@@ -1,13 +1,14 @@
 /* lsystem.c — Lua binding of systems: kb.system(sim, spec, opts) and the
  * kbsim.system type (counts, PEs, neighbours, routed paths, transfers);
- * the command line's configuration check
+ * kb.ccl_config(spec), the reader of ccl.yaml; the command line's
+ * configuration check
  *
  * A spec is nil (configs/topology.yaml, the --topology file, --set), the
  * path of a YAML file (a topology laid over the defaults, or a graph), or
  * a Lua table mirroring either. A table becomes a configuration tree whose
- * nodes are located at the kb.system call's "file:line" plus their table
+ * nodes are located at the calling script's "file:line" plus their table
  * path ("sips.count", "links[3].to"), so the schema's messages name both.
- * --set overrides apply to every topology form, not to graphs.
+ * --set overrides apply last to every form (a graph's PE keys too).
  *
  * The system lives as long as its simulation (it is anchored there): its
  * links are processes of that simulation. */
