@@ -45,7 +45,7 @@ static const struct kb_config_key sip_keys[] = {
 static const struct kb_config_key noc_keys[] = {
     GBPS("bandwidth_gbps", cube.noc.bandwidth_gbps, "NoC link bandwidth, GB/s"),
     NS("ns_per_mm", cube.noc.ns_per_mm, "wire delay, ns per mm"),
-    {"cube_mm", KB_CONFIG_T_FLOAT, KB_CONFIG_F_GT_MIN | LE, 0, 1000, NULL, NULL,
+    {"cube_mm", KB_CONFIG_T_FLOAT, GE | LE, 0.001, 1000, NULL, NULL,
      F(cube.noc.cube_mm), "cube edge length, mm"},
     NS("router_overhead_ns", cube.noc.router_overhead_ns, "per router, ns"),
     {0},

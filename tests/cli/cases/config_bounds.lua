@@ -22,7 +22,7 @@ refused({clock_ghz = 1e-300, cube = {noc = {bandwidth_gbps = 1e-300}},
   "ipcq.slot_size: expected a value >= 1 and <= 1GiB for 'slot_size', got 2147483648"})
 refused({cube = {noc = {ns_per_mm = 1e300, cube_mm = 1e300}}}, {
   "cube.noc.ns_per_mm: expected a value >= 0 and <= 1000000000 for 'ns_per_mm', got 1e+300",
-  "cube.noc.cube_mm: expected a value > 0 and <= 1000 for 'cube_mm', got 1e+300"})
+  "cube.noc.cube_mm: expected a value >= 0.001 and <= 1000 for 'cube_mm', got 1e+300"})
 refused({cube = {noc = {ns_per_mm = 1e7, cube_mm = 1000}}}, {
   "cube.noc.cube_mm: the NoC hop latency ns_per_mm x cube_mm / 2 = 5e+09 ns is above 1e+09 ns "
     .. "(cube.noc.ns_per_mm is 10000000 at config_bounds.lua:"})
