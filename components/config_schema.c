@@ -78,7 +78,8 @@ static void unknown_key(struct kb_config *c, const struct kb_config_node *kid,
 }
 
 /* A limit as the user would write it: a byte size with its binary suffix
- * when it has one ("1TiB"), any other number with %g. */
+ * when it has one ("1TiB"), a whole number in full (1000000), any other
+ * with %g. */
 static void show_limit(char *buf, size_t size, const struct kb_config_key *k, double v)
 {
     static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
@@ -94,7 +95,7 @@ static void show_limit(char *buf, size_t size, const struct kb_config_key *k, do
             return;
         }
     }
-    if (v == (double)(int64_t)v && v > -1e15 && v < 1e15)
+    if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v)
         snprintf(buf, size, "%lld", (long long)v);
     else
         snprintf(buf, size, "%g", v);
