@@ -14,15 +14,16 @@ const char *const kb_ccl_dtype_names[] = {"f16", "bf16", "f32", NULL};
 /* Offsets here are within struct kb_ccl_algo_cfg: each entry is applied to
  * its own element of cfg->algorithms. */
 static const struct kb_config_key algo_keys[] = {
-    {"world_size", KB_CONFIG_T_INT, KB_CONFIG_F_OPTIONAL | KB_CONFIG_F_MIN, 1, 0, NULL, NULL,
+    {"world_size", KB_CONFIG_T_INT, KB_CONFIG_F_OPTIONAL | KB_CONFIG_F_MIN | KB_CONFIG_F_MAX, 1,
+     KB_TOPO_MAX_PES, NULL, NULL,
      offsetof(struct kb_ccl_algo_cfg, world_size), "PEs taking part (default: all)"},
     {0},
 };
 static const struct kb_config_key ccl_keys[] = {
     {"algorithm", KB_CONFIG_T_STRING, 0, 0, 0, NULL, NULL, F(algorithm),
      "default all-reduce algorithm (a file in lua/kbsim/ccl/)"},
-    {"n_elem", KB_CONFIG_T_INT, KB_CONFIG_F_MIN, 1, 0, NULL, NULL, F(n_elem),
-     "elements per PE"},
+    {"n_elem", KB_CONFIG_T_INT, KB_CONFIG_F_MIN | KB_CONFIG_F_MAX, 1, 1 << 30, NULL, NULL,
+     F(n_elem), "elements per PE"},
     {"dtype", KB_CONFIG_T_ENUM, 0, 0, 0, kb_ccl_dtype_names, NULL, F(dtype), "element type"},
     {"buffer_kind", KB_CONFIG_T_ENUM, 0, 0, 0, kb_topo_buffer_kind_names, NULL, F(buffer_kind),
      "memory of the IPCQ slots used by collectives"},

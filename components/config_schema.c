@@ -4,6 +4,7 @@
 
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,30 @@ static void unknown_key(struct kb_config *c, const struct kb_config_node *kid,
                         kid->key, list);
 }
 
+/* A limit as the user would write it: a byte size with its binary suffix
+ * when it has one ("1TiB"), a whole number in full (1000000), any other
+ * with %g. */
+static void show_limit(char *buf, size_t size, const struct kb_config_key *k, double v)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB"};
+    if (k->type == KB_CONFIG_T_BYTES && v >= 1024) {
+        uint64_t b = (uint64_t)v;
+        int u = -1;
+        while (u < 3 && b % 1024 == 0 && b >= 1024) {
+            b /= 1024;
+            u++;
+        }
+        if (u >= 0) {
+            snprintf(buf, size, "%llu%s", (unsigned long long)b, units[u]);
+            return;
+        }
+    }
+    if (v > -1e15 && v < 1e15 && v == (double)(int64_t)v)
+        snprintf(buf, size, "%lld", (long long)v);
+    else
+        snprintf(buf, size, "%g", v);
+}
+
 static bool check_range(struct kb_config *c, const struct kb_config_node *n,
                         const struct kb_config_key *k, double v)
 {
@@ -88,15 +113,17 @@ static bool check_range(struct kb_config *c, const struct kb_config_node *n,
         hi_ok = v <= k->max;
     if (lo_ok && hi_ok)
         return true;
-    char want[96];
+    char want[128], lo[32], hi[32];
+    show_limit(lo, sizeof lo, k, k->min);
+    show_limit(hi, sizeof hi, k, k->max);
     const char *op = (k->flags & KB_CONFIG_F_GT_MIN) ? ">" : ">=";
     bool has_lo = k->flags & (KB_CONFIG_F_GT_MIN | KB_CONFIG_F_MIN);
     if (has_lo && (k->flags & KB_CONFIG_F_MAX))
-        snprintf(want, sizeof want, "a value %s %g and <= %g", op, k->min, k->max);
+        snprintf(want, sizeof want, "a value %s %s and <= %s", op, lo, hi);
     else if (has_lo)
-        snprintf(want, sizeof want, "a value %s %g", op, k->min);
+        snprintf(want, sizeof want, "a value %s %s", op, lo);
     else
-        snprintf(want, sizeof want, "a value <= %g", k->max);
+        snprintf(want, sizeof want, "a value <= %s", hi);
     kb_config_error_at(c, n, "expected %s for '%s', got %s", want, k->name, n->text);
     return false;
 }
@@ -152,14 +179,14 @@ static bool read_value(struct kb_config *c, const struct kb_config_key *k,
     switch (k->type) {
     case KB_CONFIG_T_INT: {
         int64_t v;
-        if (!kb_config_to_int(c, n, k->name, &v))
+        if (!kb_config_to_int(c, n, k->name, &v) || !check_range(c, n, k, (double)v))
             return false;
         if (v < INT_MIN || v > INT_MAX) {
             kb_config_error_at(c, n, "expected an integer for '%s', got '%s' (out of range)",
                                k->name, n->text);
             return false;
         }
-        if (!check_range(c, n, k, (double)v) || !check_pow2(c, n, k, (uint64_t)v))
+        if (!check_pow2(c, n, k, (uint64_t)v))
             return false;
         *(int *)field = (int)v;
         return true;
@@ -193,7 +220,10 @@ static bool read_value(struct kb_config *c, const struct kb_config_key *k,
         }
         struct kb_config_str *str = (struct kb_config_str *)(void *)field;
         snprintf(str->text, sizeof str->text, "%s", s);
-        snprintf(str->where, sizeof str->where, "%s:%d:%d", n->file, n->line, n->col);
+        if (n->line > 0)
+            snprintf(str->where, sizeof str->where, "%s:%d:%d", n->file, n->line, n->col);
+        else
+            snprintf(str->where, sizeof str->where, "%s", n->file);
         return true;
     }
     case KB_CONFIG_T_ENUM:

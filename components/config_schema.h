@@ -33,6 +33,19 @@ enum {
     KB_CONFIG_F_POW2 = 1 << 4,     /* a power of two (address bit fields) */
 };
 
+/* The ranges every schema draws from (docs/topology.md, "Ranges"). They
+ * keep each value physical and each derived time inside the simulated
+ * time of the engine (ps in 64 bits, about 9.2e15 ns): a time key is at
+ * most 1 s; a bandwidth 1 MB/s ... 1 PB/s; a byte size at most 1 TiB, so
+ * that moving any size at any bandwidth takes at most 1.1e15 ns; a clock
+ * 1 MHz ... 1 THz (a cycle is 1 ps to 1 us). */
+#define KB_CONFIG_MAX_NS 1e9
+#define KB_CONFIG_MIN_GBPS 1e-3
+#define KB_CONFIG_MAX_GBPS 1e6
+#define KB_CONFIG_MAX_SIZE ((double)((uint64_t)1 << 40))
+#define KB_CONFIG_MIN_GHZ 1e-3
+#define KB_CONFIG_MAX_GHZ 1e3
+
 struct kb_config_key {
     const char *name;
     enum kb_config_type type;

@@ -25,25 +25,39 @@ struct raw_link {
 
 #define NF(f) offsetof(struct raw_node, f)
 #define LF(f) offsetof(struct raw_link, f)
+#define OPT KB_CONFIG_F_OPTIONAL
+#define RANGE (KB_CONFIG_F_MIN | KB_CONFIG_F_MAX)
 static const struct kb_config_key node_keys[] = {
     {"name", KB_CONFIG_T_STRING, 0, 0, 0, NULL, NULL, NF(name), "node name"},
-    {"pe", KB_CONFIG_T_BOOL, KB_CONFIG_F_OPTIONAL, 0, 0, NULL, NULL, NF(pe), "the node is a PE"},
+    {"pe", KB_CONFIG_T_BOOL, OPT, 0, 0, NULL, NULL, NF(pe), "the node is a PE"},
     {0},
 };
 static const struct kb_config_key link_keys[] = {
     {"from", KB_CONFIG_T_STRING, 0, 0, 0, NULL, NULL, LF(from), "source node"},
     {"to", KB_CONFIG_T_STRING, 0, 0, 0, NULL, NULL, LF(to), "destination node"},
-    {"bandwidth_gbps", KB_CONFIG_T_FLOAT, KB_CONFIG_F_GT_MIN, 0, 0, NULL, NULL, LF(bw),
-     "GB/s"},
-    {"latency_ns", KB_CONFIG_T_FLOAT, KB_CONFIG_F_OPTIONAL | KB_CONFIG_F_MIN, 0, 0, NULL, NULL,
-     LF(latency), "wire delay, ns"},
-    {"overhead_ns", KB_CONFIG_T_FLOAT, KB_CONFIG_F_OPTIONAL | KB_CONFIG_F_MIN, 0, 0, NULL, NULL,
+    {"bandwidth_gbps", KB_CONFIG_T_FLOAT, RANGE, KB_CONFIG_MIN_GBPS, KB_CONFIG_MAX_GBPS, NULL,
+     NULL, LF(bw), "GB/s"},
+    {"latency_ns", KB_CONFIG_T_FLOAT, OPT | RANGE, 0, KB_CONFIG_MAX_NS, NULL, NULL, LF(latency),
+     "wire delay, ns"},
+    {"overhead_ns", KB_CONFIG_T_FLOAT, OPT | RANGE, 0, KB_CONFIG_MAX_NS, NULL, NULL,
      LF(overhead), "per message, ns"},
-    {"bidirectional", KB_CONFIG_T_BOOL, KB_CONFIG_F_OPTIONAL, 0, 0, NULL, NULL,
-     LF(bidirectional), "also the link back"},
+    {"bidirectional", KB_CONFIG_T_BOOL, OPT, 0, 0, NULL, NULL, LF(bidirectional),
+     "also the link back"},
     {0},
 };
-static const char *const top_keys[] = {"nodes", "links", "flit_bytes", NULL};
+/* The graph's own keys; the topology keys a graph system takes (its PEs
+ * are PEs like a grid's); the topology keys that describe the grid. */
+static const char *const graph_keys[] = {"nodes", "links", NULL};
+static const char *const system_keys[] = {"pe", "ipcq", "clock_ghz", "flit_bytes", NULL};
+static const char *const grid_keys[] = {"sips", "sip", "cube", "ucie", NULL};
+
+static bool in_list(const char *const *list, const char *key)
+{
+    for (; *list; list++)
+        if (strcmp(*list, key) == 0)
+            return true;
+    return false;
+}
 
 bool kb_graph_tree_is_graph(const struct kb_config_node *root)
 {
@@ -59,28 +73,40 @@ void kb_graph_cfg_release(struct kb_graph_cfg *g)
     memset(g, 0, sizeof *g);
 }
 
+/* The nearest of graph_keys and system_keys to `key` (edit distance up to
+ * 2), or NULL. */
+static const char *nearest_top_key(const char *key)
+{
+    static const char *const *const lists[] = {graph_keys, system_keys};
+    const char *best = NULL;
+    int best_d = 3;
+    for (size_t l = 0; l < 2; l++)
+        for (const char *const *t = lists[l]; *t; t++) {
+            int d = kb_config_edit_distance(*t, key);
+            if (d < best_d)
+                best = *t, best_d = d;
+        }
+    return best;
+}
+
 static void check_top_keys(struct kb_config *c, const struct kb_config_node *root)
 {
     for (size_t i = 0; i < root->n; i++) {
         const struct kb_config_node *k = root->kids[i];
-        const char *best = NULL;
-        int best_d = 3;
-        bool known = false;
-        for (const char *const *t = top_keys; *t; t++) {
-            known |= strcmp(*t, k->key) == 0;
-            int d = kb_config_edit_distance(*t, k->key);
-            if (d < best_d)
-                best = *t, best_d = d;
-        }
-        if (known)
+        if (in_list(graph_keys, k->key) || in_list(system_keys, k->key))
             continue;
-        if (best)
+        const char *best = nearest_top_key(k->key);
+        if (in_list(grid_keys, k->key))
+            kb_config_error_loc(c, k->file, k->key_line, k->key_col,
+                                "'%s' describes the AHBM grid, not a graph (a graph takes "
+                                "nodes, links, pe, ipcq, clock_ghz, flit_bytes)", k->key);
+        else if (best)
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
                                 "unknown key '%s' (did you mean '%s'?)", k->key, best);
         else
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
-                                "unknown key '%s' in a graph (expected nodes, links, "
-                                "flit_bytes)", k->key);
+                                "unknown key '%s' in a graph (expected nodes, links, pe, "
+                                "ipcq, clock_ghz, flit_bytes)", k->key);
     }
 }
 
@@ -167,18 +193,13 @@ static void add_direction(struct kb_config *c, struct kb_graph_cfg *g, const cha
 }
 
 int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
-                           unsigned default_flit, struct kb_graph_cfg *g)
+                           unsigned flit, struct kb_graph_cfg *g)
 {
     size_t before = c->errors->n;
     memset(g, 0, sizeof *g);
     if (!root || !kb_config_expect_map(c, root, "the graph"))
         return -1;
     check_top_keys(c, root);
-    int64_t flit = default_flit;
-    const struct kb_config_node *fn = kb_config_get(root, "flit_bytes");
-    if (fn && kb_config_to_int(c, fn, "flit_bytes", &flit) && (flit < 1 || flit > INT32_MAX))
-        kb_config_error_at(c, fn, "expected a value >= 1 for 'flit_bytes', got %lld",
-                           (long long)flit);
     const struct kb_config_node *nodes = seq_of(c, root, "nodes");
     const struct kb_config_node *links = seq_of(c, root, "links");
     if (!nodes || !links) {
@@ -243,7 +264,7 @@ int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *roo
     if (!g->n_pes && c->errors->n == before)
         kb_config_error_at(c, nodes, "the graph has no PE (mark nodes with 'pe: true')");
     for (size_t j = 0; j < g->n_links; j++)
-        g->links[j].p.flit_bytes = (uint32_t)flit;
+        g->links[j].p.flit_bytes = flit;
     if (c->errors->n != before) {
         kb_graph_cfg_release(g);
         return -1;
@@ -251,20 +272,33 @@ int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *roo
     return 0;
 }
 
-int kb_graph_cfg_load(struct kb_graph_cfg *g, const char *path, unsigned default_flit,
-                      struct kb_config_errors *errors)
+int kb_graph_system_from_tree(struct kb_config *c, struct kb_config_node *topo_root,
+                              const struct kb_config_node *graph_root,
+                              const char *const *sets, size_t n_sets,
+                              struct kb_topology_cfg *topo, struct kb_graph_cfg *g)
 {
-    struct kb_config c;
-    kb_config_init(&c, errors);
-    size_t before = errors->n;
-    struct kb_config_node *root = kb_config_parse_file(&c, path);
-    int r = -1;
-    if (root && errors->n == before)
-        r = kb_graph_cfg_from_tree(&c, root, default_flit, g);
-    else
-        memset(g, 0, sizeof *g);
-    kb_config_release(&c);
-    return r;
+    memset(g, 0, sizeof *g);
+    if (graph_root && graph_root->kind == KB_CONFIG_MAP) {
+        /* the system keys, in a map of their own laid over the defaults */
+        struct kb_config_node *keys =
+            kb_config_new_node(c, KB_CONFIG_MAP, graph_root->file, graph_root->line,
+                               graph_root->col);
+        for (size_t i = 0; i < graph_root->n; i++) {
+            struct kb_config_node *k = graph_root->kids[i];
+            if (in_list(system_keys, k->key))
+                kb_config_map_set(c, keys, k->key, k);
+        }
+        topo_root = kb_config_merge(c, topo_root, keys);
+    }
+    kb_config_apply_sets(c, topo_root, kb_topo_schema(), sets, n_sets, true);
+    size_t before = c->errors->n;
+    int rt = kb_topo_cfg_from_tree(c, topo_root, topo);
+    int rg = kb_graph_cfg_from_tree(c, graph_root, rt == 0 ? (unsigned)topo->flit_bytes : 1, g);
+    if (rt < 0 || rg < 0 || c->errors->n != before) {
+        kb_graph_cfg_release(g);
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- the built graph ----------------------------------------------------- */

@@ -4,7 +4,6 @@
  *
  * The description, in YAML (a Lua table mirrors it key for key):
  *
- *     flit_bytes: 256                  # optional; default: topology.yaml's
  *     nodes:
  *       - {name: a, pe: true}          # pe: the node is a PE (rank = order)
  *       - {name: sw}
@@ -13,6 +12,9 @@
  *          overhead_ns: 0, bidirectional: true}
  *
  * latency_ns, overhead_ns and bidirectional are optional (0, 0, false).
+ * Beside nodes and links a graph system may carry the topology.yaml keys
+ * of its PEs: pe, ipcq, clock_ghz, flit_bytes (laid over the defaults as
+ * a grid's file is); the grid's keys (sips, sip, cube, ucie) are refused.
  * Refused, each at its place: an unknown or missing key, a link to an
  * unknown node, a duplicate node name, a bandwidth <= 0, a negative time,
  * a direction wired twice (a -> b given twice, also through
@@ -31,6 +33,7 @@
 
 #include "config.h"
 #include "fabric.h"
+#include "topology_schema.h"
 
 struct kb_graph_node_cfg {
     char *name;
@@ -56,14 +59,20 @@ struct kb_graph_cfg {
  * not a topology.yaml description. */
 bool kb_graph_tree_is_graph(const struct kb_config_node *root);
 
-/* Validate a tree (read from YAML, or built from a Lua table) into *g.
- * default_flit is used when the tree has no flit_bytes. Returns 0, or -1
- * with every problem in c->errors; *g is then released. */
+/* Validate a tree (read from YAML, or built from a Lua table) into *g;
+ * every link gets flit size `flit`. The system keys are accepted, not
+ * read (kb_graph_system_from_tree reads them). Returns 0, or -1 with every
+ * problem in c->errors; *g is then released. */
 int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
-                           unsigned default_flit, struct kb_graph_cfg *g);
-/* Read a YAML file and validate it. */
-int kb_graph_cfg_load(struct kb_graph_cfg *g, const char *path, unsigned default_flit,
-                      struct kb_config_errors *errors);
+                           unsigned flit, struct kb_graph_cfg *g);
+/* A graph system: the topology tree `topo_root` (the defaults) with the
+ * graph's system keys laid over it and then the --set overrides, checked
+ * into *topo; the graph into *g with the topology's flit size. topo_root
+ * is changed. Returns 0, or -1 with every problem in c->errors. */
+int kb_graph_system_from_tree(struct kb_config *c, struct kb_config_node *topo_root,
+                              const struct kb_config_node *graph_root,
+                              const char *const *sets, size_t n_sets,
+                              struct kb_topology_cfg *topo, struct kb_graph_cfg *g);
 void kb_graph_cfg_release(struct kb_graph_cfg *g);
 
 struct kb_graph;

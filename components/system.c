@@ -258,7 +258,7 @@ struct kb_system *kb_system_new(struct sim *s, const struct kb_topology_cfg *cfg
     int64_t n_pes = (int64_t)cfg->sips.count * cfg->sip.cube_mesh.w * cfg->sip.cube_mesh.h *
                     cfg->cube.corners * cfg->cube.pes_per_corner;
     /* node ids and ranks are ints; keep a wide margin */
-    if (n_pes > (1 << 24)) {
+    if (n_pes > KB_TOPO_MAX_PES) {
         snprintf(err, errlen, "system: %" PRId64 " PEs is too many", n_pes);
         return NULL;
     }

@@ -3,6 +3,7 @@
 #include "topology_schema.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,27 +13,29 @@ const char *const kb_topo_buffer_kind_names[] = {"tcm", "sram", "hbm", NULL};
 const char *const kb_topo_backpressure_names[] = {"sleep", "poll", NULL};
 
 #define F(field) offsetof(struct kb_topology_cfg, field)
-#define GT0 KB_CONFIG_F_GT_MIN
 #define GE KB_CONFIG_F_MIN
 #define LE KB_CONFIG_F_MAX
 #define OPT KB_CONFIG_F_OPTIONAL
 #define POW2 KB_CONFIG_F_POW2
-#define INT(n, f, fl, lo, hi, d) {n, KB_CONFIG_T_INT, fl, lo, hi, NULL, NULL, F(f), d}
-#define BYTES(n, f, fl, lo, hi, d) {n, KB_CONFIG_T_BYTES, fl, lo, hi, NULL, NULL, F(f), d}
-#define FLOAT(n, f, fl, lo, d) {n, KB_CONFIG_T_FLOAT, fl, lo, 0, NULL, NULL, F(f), d}
+#define INT(n, f, fl, lo, hi, d) {n, KB_CONFIG_T_INT, GE | LE | (fl), lo, hi, NULL, NULL, F(f), d}
 #define ENUM(n, f, ch, d) {n, KB_CONFIG_T_ENUM, 0, 0, 0, ch, NULL, F(f), d}
 #define MAP(n, sub, d) {n, KB_CONFIG_T_MAP, 0, 0, 0, NULL, sub, 0, d}
+/* the shared ranges of config_schema.h */
+#define NS(n, f, d) {n, KB_CONFIG_T_FLOAT, GE | LE, 0, KB_CONFIG_MAX_NS, NULL, NULL, F(f), d}
+#define GBPS(n, f, d)                                                                         \
+    {n, KB_CONFIG_T_FLOAT, GE | LE, KB_CONFIG_MIN_GBPS, KB_CONFIG_MAX_GBPS, NULL, NULL, F(f), d}
+#define SIZE(n, f, hi, d) {n, KB_CONFIG_T_BYTES, GE | LE, 1, hi, NULL, NULL, F(f), d}
 
 static const struct kb_config_key sips_keys[] = {
-    INT("count", sips.count, GE | LE, 1, 4096, "number of SIPs"),
+    INT("count", sips.count, 0, 1, 4096, "number of SIPs"),
     ENUM("topology", sips.topology, kb_topo_kind_names, "how the SIPs are connected"),
-    INT("w", sips.w, OPT | GE | LE, 1, 4096, "SIP grid width (2-D topologies)"),
-    INT("h", sips.h, OPT | GE | LE, 1, 4096, "SIP grid height (2-D topologies)"),
+    INT("w", sips.w, OPT, 1, 4096, "SIP grid width (2-D topologies)"),
+    INT("h", sips.h, OPT, 1, 4096, "SIP grid height (2-D topologies)"),
     {0},
 };
 static const struct kb_config_key cube_mesh_keys[] = {
-    INT("w", sip.cube_mesh.w, GE | LE, 1, 64, "cubes per row"),
-    INT("h", sip.cube_mesh.h, GE | LE, 1, 64, "cubes per column"),
+    INT("w", sip.cube_mesh.w, 0, 1, 64, "cubes per row"),
+    INT("h", sip.cube_mesh.h, 0, 1, 64, "cubes per column"),
     {0},
 };
 static const struct kb_config_key sip_keys[] = {
@@ -40,63 +43,64 @@ static const struct kb_config_key sip_keys[] = {
     {0},
 };
 static const struct kb_config_key noc_keys[] = {
-    FLOAT("bandwidth_gbps", cube.noc.bandwidth_gbps, GT0, 0, "NoC link bandwidth, GB/s"),
-    FLOAT("ns_per_mm", cube.noc.ns_per_mm, GE, 0, "wire delay, ns per mm"),
-    FLOAT("cube_mm", cube.noc.cube_mm, GT0, 0, "cube edge length, mm"),
-    FLOAT("router_overhead_ns", cube.noc.router_overhead_ns, GE, 0, "per router, ns"),
+    GBPS("bandwidth_gbps", cube.noc.bandwidth_gbps, "NoC link bandwidth, GB/s"),
+    NS("ns_per_mm", cube.noc.ns_per_mm, "wire delay, ns per mm"),
+    {"cube_mm", KB_CONFIG_T_FLOAT, GE | LE, 0.001, 1000, NULL, NULL,
+     F(cube.noc.cube_mm), "cube edge length, mm"},
+    NS("router_overhead_ns", cube.noc.router_overhead_ns, "per router, ns"),
     {0},
 };
 static const struct kb_config_key sram_keys[] = {
-    BYTES("capacity", cube.sram.capacity, GT0, 0, 0, "SRAM per cube, bytes"),
-    FLOAT("bandwidth_gbps", cube.sram.bandwidth_gbps, GT0, 0, "SRAM bandwidth, GB/s"),
-    FLOAT("setup_ns", cube.sram.setup_ns, GE, 0, "SRAM access setup, ns"),
-    FLOAT("link_gbps", cube.sram.link_gbps, GT0, 0, "PE to SRAM link, GB/s"),
+    SIZE("capacity", cube.sram.capacity, KB_CONFIG_MAX_SIZE, "SRAM per cube, bytes"),
+    GBPS("bandwidth_gbps", cube.sram.bandwidth_gbps, "SRAM bandwidth, GB/s"),
+    NS("setup_ns", cube.sram.setup_ns, "SRAM access setup, ns"),
+    GBPS("link_gbps", cube.sram.link_gbps, "PE to SRAM link, GB/s"),
     {0},
 };
 static const struct kb_config_key cube_keys[] = {
-    INT("pes_per_corner", cube.pes_per_corner, GE | LE, 1, 64, "PEs at each corner"),
-    INT("corners", cube.corners, GE | LE, 1, 4, "corners holding PEs"),
+    INT("pes_per_corner", cube.pes_per_corner, 0, 1, 64, "PEs at each corner"),
+    INT("corners", cube.corners, 0, 1, 4, "corners holding PEs"),
     MAP("noc", noc_keys, "the cube's network on chip"),
     MAP("sram", sram_keys, "the cube's shared SRAM"),
     {0},
 };
 static const struct kb_config_key tcm_keys[] = {
-    BYTES("capacity", pe.tcm.capacity, GT0, 0, 0, "TCM per PE, bytes"),
-    FLOAT("bandwidth_gbps", pe.tcm.bandwidth_gbps, GT0, 0, "TCM bandwidth, GB/s"),
-    FLOAT("setup_ns", pe.tcm.setup_ns, GE, 0, "TCM access setup, ns"),
+    SIZE("capacity", pe.tcm.capacity, KB_CONFIG_MAX_SIZE, "TCM per PE, bytes"),
+    GBPS("bandwidth_gbps", pe.tcm.bandwidth_gbps, "TCM bandwidth, GB/s"),
+    NS("setup_ns", pe.tcm.setup_ns, "TCM access setup, ns"),
     {0},
 };
 static const struct kb_config_key hbm_keys[] = {
-    INT("pseudo_channels", pe.hbm.pseudo_channels, GE | LE | POW2, 1, 1024,
+    INT("pseudo_channels", pe.hbm.pseudo_channels, POW2, 1, 64,
         "pseudo-channels per PE (selected by address bits)"),
-    FLOAT("channel_gbps", pe.hbm.channel_gbps, GT0, 0, "per pseudo-channel, GB/s"),
-    FLOAT("setup_ns", pe.hbm.setup_ns, GE, 0, "HBM access setup, ns"),
-    INT("burst_bytes", pe.hbm.burst_bytes, GE | POW2, 1, 0, "burst; interleave granule"),
-    BYTES("capacity", pe.hbm.capacity, GT0, 0, 0, "HBM per PE, bytes"),
-    FLOAT("link_gbps", pe.hbm.link_gbps, GT0, 0, "PE to HBM link, GB/s"),
+    GBPS("channel_gbps", pe.hbm.channel_gbps, "per pseudo-channel, GB/s"),
+    NS("setup_ns", pe.hbm.setup_ns, "HBM access setup, ns"),
+    INT("burst_bytes", pe.hbm.burst_bytes, POW2, 1, 1 << 20, "burst; interleave granule"),
+    SIZE("capacity", pe.hbm.capacity, KB_CONFIG_MAX_SIZE, "HBM per PE, bytes"),
+    GBPS("link_gbps", pe.hbm.link_gbps, "PE to HBM link, GB/s"),
     {0},
 };
 static const struct kb_config_key dma_keys[] = {
-    INT("read_channels", pe.dma.read_channels, GE | LE, 1, 64, "DMA read channels"),
-    INT("write_channels", pe.dma.write_channels, GE | LE, 1, 64, "DMA write channels"),
-    INT("comm_channels", pe.dma.comm_channels, GE | LE, 1, 64, "vc_comm channels (IPCQ)"),
+    INT("read_channels", pe.dma.read_channels, 0, 1, 64, "DMA read channels"),
+    INT("write_channels", pe.dma.write_channels, 0, 1, 64, "DMA write channels"),
+    INT("comm_channels", pe.dma.comm_channels, 0, 1, 64, "vc_comm channels (IPCQ)"),
     {0},
 };
 static const struct kb_config_key math_keys[] = {
-    INT("vector_bytes_per_cycle", pe.math.vector_bytes_per_cycle, GE, 1, 0,
+    INT("vector_bytes_per_cycle", pe.math.vector_bytes_per_cycle, 0, 1, 1 << 30,
         "vector unit width, bytes per cycle"),
     {0},
 };
 static const struct kb_config_key mac_keys[] = {
-    INT("m", pe.gemm.mac.m, GE, 1, 0, "MAC array rows"),
-    INT("n", pe.gemm.mac.n, GE, 1, 0, "MAC array columns"),
-    INT("k", pe.gemm.mac.k, GE, 1, 0, "MAC array depth"),
+    INT("m", pe.gemm.mac.m, 0, 1, 1024, "MAC array rows"),
+    INT("n", pe.gemm.mac.n, 0, 1, 1024, "MAC array columns"),
+    INT("k", pe.gemm.mac.k, 0, 1, 1024, "MAC array depth"),
     {0},
 };
 static const struct kb_config_key tile_keys[] = {
-    INT("m", pe.gemm.tile.m, GE, 1, 0, "tile rows"),
-    INT("n", pe.gemm.tile.n, GE, 1, 0, "tile columns"),
-    INT("k", pe.gemm.tile.k, GE, 1, 0, "tile depth"),
+    INT("m", pe.gemm.tile.m, 0, 1, 4096, "tile rows"),
+    INT("n", pe.gemm.tile.n, 0, 1, 4096, "tile columns"),
+    INT("k", pe.gemm.tile.k, 0, 1, 4096, "tile depth"),
     {0},
 };
 static const struct kb_config_key gemm_keys[] = {
@@ -105,7 +109,7 @@ static const struct kb_config_key gemm_keys[] = {
     {0},
 };
 static const struct kb_config_key cpu_keys[] = {
-    INT("dispatch_cycles", pe.cpu.dispatch_cycles, GE, 0, 0, "per kernel op, cycles"),
+    INT("dispatch_cycles", pe.cpu.dispatch_cycles, 0, 0, 1000000, "per kernel op, cycles"),
     {0},
 };
 static const struct kb_config_key pe_keys[] = {
@@ -118,17 +122,17 @@ static const struct kb_config_key pe_keys[] = {
     {0},
 };
 static const struct kb_config_key ucie_keys[] = {
-    INT("connections", ucie.connections, GE | LE, 1, 64, "connections per port"),
-    FLOAT("gbps_per_connection", ucie.gbps_per_connection, GT0, 0, "GB/s per connection"),
-    FLOAT("port_overhead_ns", ucie.port_overhead_ns, GE, 0, "per port, ns"),
+    INT("connections", ucie.connections, 0, 1, 64, "connections per port"),
+    GBPS("gbps_per_connection", ucie.gbps_per_connection, "GB/s per connection"),
+    NS("port_overhead_ns", ucie.port_overhead_ns, "per port, ns"),
     {0},
 };
 static const struct kb_config_key ipcq_keys[] = {
-    INT("n_slots", ipcq.n_slots, GE | LE, 1, 65536, "ring slots per direction"),
-    BYTES("slot_size", ipcq.slot_size, GE, 1, 0, "bytes per slot"),
+    INT("n_slots", ipcq.n_slots, 0, 1, 65536, "ring slots per direction"),
+    SIZE("slot_size", ipcq.slot_size, (double)(1 << 30), "bytes per slot"),
     ENUM("buffer_kind", ipcq.buffer_kind, kb_topo_buffer_kind_names, "slot memory"),
     ENUM("backpressure", ipcq.backpressure, kb_topo_backpressure_names, "no credit: wait how"),
-    INT("credit_bytes", ipcq.credit_bytes, GE, 1, 0, "credit message size"),
+    INT("credit_bytes", ipcq.credit_bytes, 0, 1, 1 << 20, "credit message size"),
     {0},
 };
 static const struct kb_config_key topo_keys[] = {
@@ -137,8 +141,9 @@ static const struct kb_config_key topo_keys[] = {
     MAP("cube", cube_keys, "one cube"),
     MAP("pe", pe_keys, "one PE"),
     MAP("ucie", ucie_keys, "UCIe ports, cube to cube and SIP to SIP"),
-    INT("flit_bytes", flit_bytes, GE, 1, 0, "flit size, bytes"),
-    FLOAT("clock_ghz", clock_ghz, GT0, 0, "PE clock, GHz"),
+    INT("flit_bytes", flit_bytes, 0, 1, 1 << 20, "flit size, bytes"),
+    {"clock_ghz", KB_CONFIG_T_FLOAT, GE | LE, KB_CONFIG_MIN_GHZ, KB_CONFIG_MAX_GHZ, NULL, NULL,
+     F(clock_ghz), "PE clock, GHz"},
     MAP("ipcq", ipcq_keys, "PE_IPCQ ring buffers"),
     {0},
 };
@@ -236,6 +241,63 @@ static void check_tile(struct kb_config *c, const struct kb_config_node *root, c
                            tile, mac);
 }
 
+/* "file:line:col" of a node, or its file alone (a Lua table, --set). */
+static void node_place(const struct kb_config_node *n, char *buf, size_t len)
+{
+    if (n->line > 0)
+        snprintf(buf, len, "%s:%d:%d", n->file, n->line, n->col);
+    else
+        snprintf(buf, len, "%s", n->file);
+}
+
+/* A value derived from two keys, a × b (× scale), must stay <= limit. The
+ * error goes to the key nearer its own maximum (the one most likely just
+ * set), and names the other key's value and place. Skipped when either
+ * key failed to read (it has its message). */
+static void check_product(struct kb_config *c, const struct kb_config_node *root,
+                          const char *path_a, double a, double max_a, const char *path_b,
+                          double b, double max_b, double scale, double limit, const char *what,
+                          const char *unit)
+{
+    const struct kb_config_node *na = kb_config_lookup(root, path_a);
+    const struct kb_config_node *nb = kb_config_lookup(root, path_b);
+    if (!na || !nb || !(a > 0) || !(b > 0) || a > max_a || b > max_b)
+        return;
+    double v = a * b * scale;
+    if (v <= limit)
+        return;
+    bool at_a = a / max_a >= b / max_b;
+    const struct kb_config_node *here = at_a ? na : nb, *other = at_a ? nb : na;
+    char where[256];
+    node_place(other, where, sizeof where);
+    kb_config_error_at(c, here, "%s = %g %s is above %g %s (%s is %s at %s)", what, v, unit,
+                       limit, unit, at_a ? path_b : path_a, other->text, where);
+}
+
+/* Keys whose product the model uses: each within its range, the product
+ * may still not be. */
+static void check_products(struct kb_config *c, const struct kb_config_node *root,
+                           const struct kb_topology_cfg *cfg)
+{
+    check_product(c, root, "cube.noc.ns_per_mm", cfg->cube.noc.ns_per_mm, KB_CONFIG_MAX_NS,
+                  "cube.noc.cube_mm", cfg->cube.noc.cube_mm, 1000, 1.0 / 2,
+                  KB_CONFIG_MAX_NS, "the NoC hop latency ns_per_mm x cube_mm / 2", "ns");
+    check_product(c, root, "ucie.connections", cfg->ucie.connections, 64,
+                  "ucie.gbps_per_connection", cfg->ucie.gbps_per_connection,
+                  KB_CONFIG_MAX_GBPS, 1, KB_CONFIG_MAX_GBPS,
+                  "the UCIe port bandwidth connections x gbps_per_connection", "GB/s");
+    const struct kb_config_node *count = kb_config_lookup(root, "sips.count");
+    int64_t n_pes = (int64_t)cfg->sips.count * cfg->sip.cube_mesh.w * cfg->sip.cube_mesh.h *
+                    cfg->cube.corners * cfg->cube.pes_per_corner;
+    if (count && n_pes > KB_TOPO_MAX_PES)
+        kb_config_error_at(c, count,
+                           "%lld PEs (sips.count x cube_mesh w x h x corners x "
+                           "pes_per_corner = %d x %dx%d x %d x %d) is more than %d",
+                           (long long)n_pes, cfg->sips.count, cfg->sip.cube_mesh.w,
+                           cfg->sip.cube_mesh.h, cfg->cube.corners, cfg->cube.pes_per_corner,
+                           KB_TOPO_MAX_PES);
+}
+
 int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
                           struct kb_topology_cfg *cfg)
 {
@@ -252,6 +314,7 @@ int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root
     check_tile(c, root, "m", cfg->pe.gemm.tile.m, cfg->pe.gemm.mac.m);
     check_tile(c, root, "n", cfg->pe.gemm.tile.n, cfg->pe.gemm.mac.n);
     check_tile(c, root, "k", cfg->pe.gemm.tile.k, cfg->pe.gemm.mac.k);
+    check_products(c, root, cfg);
     cfg->pes_per_cube = cfg->cube.pes_per_corner * cfg->cube.corners;
     cfg->cubes_per_sip = cfg->sip.cube_mesh.w * cfg->sip.cube_mesh.h;
     cfg->n_pes = (int64_t)cfg->sips.count * cfg->cubes_per_sip * cfg->pes_per_cube;

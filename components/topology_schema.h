@@ -16,6 +16,10 @@ enum kb_topo_kind {
 enum kb_topo_buffer_kind { KB_TOPO_BUF_TCM, KB_TOPO_BUF_SRAM, KB_TOPO_BUF_HBM };
 enum kb_topo_backpressure { KB_TOPO_BP_SLEEP, KB_TOPO_BP_POLL };
 
+/* PEs in a system at most: ranks and node ids are ints, with a wide margin
+ * (a system has 2 nodes a PE plus 10 a cube). */
+#define KB_TOPO_MAX_PES (1 << 24)
+
 /* The YAML spellings, indexed by the enums above, NULL-terminated. */
 extern const char *const kb_topo_kind_names[];
 extern const char *const kb_topo_buffer_kind_names[];

@@ -1,13 +1,14 @@
 /* lsystem.c — Lua binding of systems: kb.system(sim, spec, opts) and the
  * kbsim.system type (counts, PEs, neighbours, routed paths, transfers);
- * the command line's configuration check
+ * kb.ccl_config(spec), the reader of ccl.yaml; the command line's
+ * configuration check
  *
  * A spec is nil (configs/topology.yaml, the --topology file, --set), the
  * path of a YAML file (a topology laid over the defaults, or a graph), or
  * a Lua table mirroring either. A table becomes a configuration tree whose
- * nodes are located at the kb.system call's "file:line" plus their table
+ * nodes are located at the calling script's "file:line" plus their table
  * path ("sips.count", "links[3].to"), so the schema's messages name both.
- * --set overrides apply to every topology form, not to graphs.
+ * --set overrides apply last to every form (a graph's PE keys too).
  *
  * The system lives as long as its simulation (it is anchored there): its
  * links are processes of that simulation. */
@@ -50,6 +51,18 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* The shortest text that reads back as v (1e+300, not
+ * 1.0000000000000001e+300), as a message shows it. */
+static void shortest_double(char *buf, size_t len, double v)
+{
+    for (int digits = 15; digits < 17; digits++) {
+        snprintf(buf, len, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+    snprintf(buf, len, "%.17g", v);
+}
+
 /* The value at idx as a node located at "where: path". Tables with keys
  * 1..n only are sequences, others maps with string keys (read in sorted
  * order, so messages come in a stable order); an empty table is a map. */
@@ -58,7 +71,7 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
 {
     idx = lua_absindex(L, idx);
     char buf[512];
-    snprintf(buf, sizeof buf, "%s: %s", where, *path ? path : "system table");
+    snprintf(buf, sizeof buf, "%s: %s", where, *path ? path : "the table");
     const char *file = kb_config_strdup(c, buf, strlen(buf));
     int t = lua_type(L, idx);
     if (t == LUA_TTABLE) {
@@ -116,7 +129,7 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
         if (lua_isinteger(L, idx))
             snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, idx));
         else
-            snprintf(buf, sizeof buf, "%.17g", (double)lua_tonumber(L, idx));
+            shortest_double(buf, sizeof buf, (double)lua_tonumber(L, idx));
         s->text = kb_config_strdup(c, buf, strlen(buf));
         break;
     case LUA_TBOOLEAN:
@@ -164,6 +177,33 @@ static const char **option_sets(lua_State *L, size_t *n)
     return v;
 }
 
+/* A system's configuration from the user's tree (NULL: none): a graph,
+ * with its system keys over the topology defaults, or a topology laid over
+ * them (over BASE first, a grid --topology file under a Lua table, when not
+ * NULL); then --set. Returns 0 or -1 with the problems in c->errors. */
+static int system_cfg(struct kb_config *c, struct kb_config_node *base,
+                      struct kb_config_node *user,
+                      const char *const *sets, size_t n_sets, struct kb_topology_cfg *topo,
+                      struct kb_graph_cfg *graph, bool *is_graph)
+{
+    size_t before = c->errors->n;
+    struct kb_config_node *root = kb_config_parse_file(c, TOPO_DEFAULTS);
+    if (c->errors->n != before)
+        return -1;
+    *is_graph = kb_graph_tree_is_graph(user);
+    if (*is_graph)
+        return kb_graph_system_from_tree(c, root, user, sets, n_sets, topo, graph);
+    if (user && user->kind != KB_CONFIG_MAP) {
+        kb_config_expect_map(c, user, "the top level");
+        return -1;
+    }
+    if (base)
+        root = kb_config_merge(c, root, base);
+    root = kb_config_merge(c, root, user);
+    kb_config_apply_sets(c, root, kb_topo_schema(), sets, n_sets, true);
+    return kb_topo_cfg_from_tree(c, root, topo) < 0 || c->errors->n != before ? -1 : 0;
+}
+
 /* Everything a build needs, freed in one place whatever happened. */
 struct build {
     struct kb_config_errors errs;
@@ -204,46 +244,59 @@ static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
     } else if (lua_type(L, spec) == LUA_TTABLE) {
         user = from_lua(L, c, spec, where, "", 0);
     }
-    struct kb_config_node *root = kb_config_parse_file(c, TOPO_DEFAULTS);
-    if (b->errs.n)
-        return -1;
-    b->is_graph = kb_graph_tree_is_graph(user);
-    if (b->is_graph) {
-        /* the graph's PEs take their TCM and flit size from the topology */
-        kb_config_apply_sets(c, root, kb_topo_schema(), sets, n_sets, true);
-        if (kb_topo_cfg_from_tree(c, root, &b->topo) < 0)
-            return -1;
-        return kb_graph_cfg_from_tree(c, user, (unsigned)b->topo.flit_bytes, &b->graph);
-    }
-    if (user && user->kind != KB_CONFIG_MAP) {
-        kb_config_expect_map(c, user, "the top level");
-        return -1;
-    }
+    /* a table is laid over a grid --topology file, as the file is over the defaults */
+    struct kb_config_node *base = NULL;
     const char *base_path = option_topology(L);
     if (lua_type(L, spec) == LUA_TTABLE && base_path) {
-        struct kb_config_node *base = kb_config_parse_file(c, base_path);
+        base = kb_config_parse_file(c, base_path);
         if (!base)
             return -1;
-        if (!kb_graph_tree_is_graph(base))
-            root = kb_config_merge(c, root, base);
+        if (kb_graph_tree_is_graph(base))
+            base = NULL;
     }
-    root = kb_config_merge(c, root, user);
-    kb_config_apply_sets(c, root, kb_topo_schema(), sets, n_sets, true);
-    return kb_topo_cfg_from_tree(c, root, &b->topo) < 0 || b->errs.n ? -1 : 0;
+    return system_cfg(c, base, user, sets, n_sets, &b->topo, &b->graph, &b->is_graph);
+}
+
+/* True for a chunk of the kbsim Lua library (lua/kbsim/). */
+static bool library_chunk(const char *source)
+{
+    static const char lib[] = "@" KBSIM_LUA_DIR "/kbsim/";
+    return strncmp(source, lib, sizeof lib - 1) == 0;
 }
 
 /* "file:line" of the innermost Lua function calling (through pcall and
- * other C functions), where the spec table was most likely written. */
+ * other C functions, and past the kbsim library, so torch.init and
+ * init_process_group name their caller), where the table was most likely
+ * written. */
 static void script_place(lua_State *L, char *buf, size_t len)
 {
     lua_Debug ar;
+    snprintf(buf, len, "kb.system");
+    bool fallback = false;
     for (int level = 1; lua_getstack(L, level, &ar); level++) {
-        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+        if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
+            continue;
+        if (!library_chunk(ar.source)) {
             snprintf(buf, len, "%s:%d", ar.short_src, ar.currentline);
             return;
         }
+        if (!fallback)
+            snprintf(buf, len, "%s:%d", ar.short_src, ar.currentline);
+        fallback = true;
     }
-    snprintf(buf, len, "kb.system");
+}
+
+/* Pushes the messages of a failed read, one a line. */
+static void push_errors(lua_State *L, const struct kb_config_errors *errs)
+{
+    luaL_Buffer msg;
+    luaL_buffinit(L, &msg);
+    for (size_t i = 0; i < errs->n; i++) {
+        luaL_addstring(&msg, errs->msgs[i]);
+        if (i + 1 < errs->n)
+            luaL_addchar(&msg, '\n');
+    }
+    luaL_pushresult(&msg);
 }
 
 /* kb.system(sim, spec, {timing_only = bool}) -> system */
@@ -284,24 +337,92 @@ static int l_system(lua_State *L)
         h->sys = b->is_graph ? kb_system_new_graph(s, &b->graph, &b->topo, &opts, err, sizeof err)
                              : kb_system_new(s, &b->topo, &opts, err, sizeof err);
     }
-    luaL_Buffer msg;
-    luaL_buffinit(L, &msg);
-    for (size_t i = 0; i < b->errs.n; i++) {
-        luaL_addstring(&msg, b->errs.msgs[i]);
-        if (i + 1 < b->errs.n)
-            luaL_addchar(&msg, '\n');
-    }
-    if (!b->errs.n && !h->sys)
-        luaL_addstring(&msg, err);
+    if (b->errs.n)
+        push_errors(L, &b->errs);
+    else
+        lua_pushstring(L, err);
     kb_graph_cfg_release(&b->graph);
     kb_config_release(&b->c);
     kb_config_errors_release(&b->errs);
     free(b);
-    luaL_pushresult(&msg);
     if (!h->sys)
         return lua_error(L);
     lua_pop(L, 1);
     kb_anchor(L, 1, -1);
+    return 1;
+}
+
+/* ---- ccl.yaml ------------------------------------------------------------ */
+
+/* The settings as a table {algorithm=, where=, n_elem=, dtype=,
+ * buffer_kind=, backpressure=, algorithms={NAME={world_size=}}}. */
+static void push_ccl(lua_State *L, const struct kb_ccl_cfg *cfg)
+{
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, cfg->algorithm.text);
+    lua_setfield(L, -2, "algorithm");
+    lua_pushstring(L, cfg->algorithm.where);
+    lua_setfield(L, -2, "where");
+    lua_pushinteger(L, cfg->n_elem);
+    lua_setfield(L, -2, "n_elem");
+    lua_pushstring(L, kb_ccl_dtype_names[cfg->dtype]);
+    lua_setfield(L, -2, "dtype");
+    lua_pushstring(L, kb_topo_buffer_kind_names[cfg->buffer_kind]);
+    lua_setfield(L, -2, "buffer_kind");
+    lua_pushstring(L, kb_topo_backpressure_names[cfg->backpressure]);
+    lua_setfield(L, -2, "backpressure");
+    lua_createtable(L, 0, (int)cfg->n_algorithms);
+    for (size_t i = 0; i < cfg->n_algorithms; i++) {
+        lua_createtable(L, 0, 1);
+        if (cfg->algorithms[i].world_size > 0) {
+            lua_pushinteger(L, cfg->algorithms[i].world_size);
+            lua_setfield(L, -2, "world_size");
+        }
+        lua_setfield(L, -2, cfg->algorithms[i].name.text);
+    }
+    lua_setfield(L, -2, "algorithms");
+}
+
+/* kb.ccl_config([spec]) -> settings: configs/ccl.yaml, the spec laid over
+ * it (nil: nothing; a YAML file's path; a table mirroring the YAML, read
+ * like kb.system's, its messages naming the calling script's line), then
+ * --set. */
+static int l_ccl_config(lua_State *L)
+{
+    lua_settop(L, 1);
+    int t = lua_type(L, 1);
+    luaL_argexpected(L, t == LUA_TNIL || t == LUA_TSTRING || t == LUA_TTABLE, 1,
+                     "nil, a file name or a table");
+    char where[256];
+    script_place(L, where, sizeof where);
+    size_t n_sets;
+    const char **sets = option_sets(L, &n_sets);
+    struct kb_config_errors errs;
+    struct kb_config c;
+    kb_config_errors_init(&errs);
+    kb_config_init(&c, &errs);
+    struct kb_config_node *root = kb_config_parse_file(&c, CCL_DEFAULTS);
+    struct kb_config_node *user = NULL;
+    if (t == LUA_TSTRING)
+        user = kb_config_parse_file(&c, lua_tostring(L, 1));
+    else if (t == LUA_TTABLE)
+        user = from_lua(L, &c, 1, where, "", 0);
+    if (user && user->kind != KB_CONFIG_MAP)
+        kb_config_expect_map(&c, user, "the top level");
+    struct kb_ccl_cfg *cfg = lua_newuserdatauv(L, sizeof *cfg, 0);
+    if (!errs.n) {
+        root = kb_config_merge(&c, root, user);
+        kb_config_apply_sets(&c, root, kb_ccl_schema(), sets, n_sets, true);
+        kb_ccl_cfg_from_tree(&c, root, cfg);
+    }
+    kb_config_release(&c);
+    if (errs.n) {
+        push_errors(L, &errs);
+        kb_config_errors_release(&errs);
+        return lua_error(L);
+    }
+    kb_config_errors_release(&errs);
+    push_ccl(L, cfg);
     return 1;
 }
 
@@ -673,6 +794,9 @@ void kb_open_system(lua_State *L)
     lua_pushvalue(L, -1);
     lua_pushcclosure(L, l_system, 1); /* upvalue: the module, for kb.options */
     lua_setfield(L, -2, "system");
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, l_ccl_config, 1);
+    lua_setfield(L, -2, "ccl_config");
 }
 
 /* ---- the command line's check ------------------------------------------- */
@@ -683,26 +807,17 @@ int kb_check_config(const struct kb_options *opt)
     kb_config_errors_init(&errs);
     const char *const *sets = opt->set;
     size_t n = (size_t)opt->nset;
-    struct kb_config_src topo_src = {.defaults_path = TOPO_DEFAULTS, .sets = sets,
-                                      .n_sets = n, .sets_foreign_ok = true};
-    struct kb_topology_cfg topo;
-    if (opt->topology) {
-        /* a graph file is checked as a graph, the defaults still take --set */
-        struct kb_config c;
-        kb_config_init(&c, &errs);
-        struct kb_config_node *root = kb_config_parse_file(&c, opt->topology);
-        bool graph = kb_graph_tree_is_graph(root);
-        kb_config_release(&c);
-        if (!errs.n && !graph)
-            topo_src.user_path = opt->topology;
-        if (!errs.n && kb_topo_cfg_load(&topo, &topo_src, &errs) == 0 && graph) {
-            struct kb_graph_cfg g;
-            if (kb_graph_cfg_load(&g, opt->topology, (unsigned)topo.flit_bytes, &errs) == 0)
-                kb_graph_cfg_release(&g);
-        }
-    } else {
-        kb_topo_cfg_load(&topo, &topo_src, &errs);
+    struct kb_config c;
+    kb_config_init(&c, &errs);
+    struct kb_config_node *user = opt->topology ? kb_config_parse_file(&c, opt->topology) : NULL;
+    if (!errs.n) {
+        struct kb_topology_cfg topo;
+        struct kb_graph_cfg graph = {0};
+        bool is_graph;
+        system_cfg(&c, NULL, user, sets, n, &topo, &graph, &is_graph);
+        kb_graph_cfg_release(&graph);
     }
+    kb_config_release(&c);
     struct kb_config_src ccl_src = {.defaults_path = CCL_DEFAULTS, .sets = sets, .n_sets = n,
                                      .sets_foreign_ok = true};
     struct kb_ccl_cfg ccl;

@@ -21,7 +21,6 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "ccl_schema.h"
 #include "config.h"
 #include "config_schema.h"
 #include "dtype.h"
@@ -1223,94 +1222,6 @@ static int l_wait(lua_State *L)
     return 1;
 }
 
-/* ---- ccl.yaml -------------------------------------------------------- */
-
-/* ccl_config([path]) -> {algorithm=, where=, n_elem=, dtype=, buffer_kind=,
- * backpressure=, algorithms={NAME={world_size=}}}: configs/ccl.yaml, the
- * user file over it, then the command line's --set */
-static int l_ccl_config(lua_State *L)
-{
-    static const char *const dtypes[] = {"f16", "bf16", "f32"};
-    static const char *const kinds[] = {"tcm", "sram", "hbm"};
-    static const char *const bps[] = {"sleep", "poll"};
-    const char *path = luaL_optstring(L, 1, NULL);
-    lua_getglobal(L, "require");
-    lua_pushliteral(L, "kbsim");
-    lua_call(L, 1, 1);
-    lua_getfield(L, -1, "options");
-    lua_getfield(L, -1, "set");
-    int setidx = lua_gettop(L);
-    size_t n_sets = 0;
-    const char **sets = NULL;
-    if (lua_istable(L, setidx)) {
-        lua_pushnil(L);
-        while (lua_next(L, setidx)) {
-            n_sets++;
-            lua_pop(L, 1);
-        }
-        sets = lua_newuserdatauv(L, (n_sets ? n_sets : 1) * sizeof *sets, 0);
-        lua_createtable(L, (int)n_sets, 0); /* keeps the strings alive */
-        int keep = lua_gettop(L);
-        size_t i = 0;
-        lua_pushnil(L);
-        while (lua_next(L, setidx)) {
-            lua_pushvalue(L, -2);
-            lua_pushliteral(L, "=");
-            lua_pushvalue(L, -3);
-            lua_concat(L, 3);
-            sets[i++] = lua_tostring(L, -1);
-            lua_rawseti(L, keep, (lua_Integer)i);
-            lua_pop(L, 1);
-        }
-    }
-    struct kb_ccl_cfg cfg;
-    struct kb_config_errors errs;
-    kb_config_errors_init(&errs);
-    struct kb_config_src src = {.defaults_path = KBSIM_CONFIG_DIR "/ccl.yaml",
-                                .user_path = path,
-                                .sets = sets,
-                                .n_sets = n_sets,
-                                .sets_foreign_ok = true};
-    int rc = kb_ccl_cfg_load(&cfg, &src, &errs);
-    if (rc != 0) {
-        luaL_Buffer b;
-        luaL_buffinit(L, &b);
-        for (size_t i = 0; i < errs.n; i++) {
-            if (i)
-                luaL_addchar(&b, '\n');
-            luaL_addstring(&b, errs.msgs[i]);
-        }
-        kb_config_errors_release(&errs);
-        luaL_pushresult(&b);
-        return lua_error(L);
-    }
-    kb_config_errors_release(&errs);
-    lua_createtable(L, 0, 8);
-    lua_pushstring(L, cfg.algorithm.text);
-    lua_setfield(L, -2, "algorithm");
-    lua_pushstring(L, cfg.algorithm.where);
-    lua_setfield(L, -2, "where");
-    lua_pushinteger(L, cfg.n_elem);
-    lua_setfield(L, -2, "n_elem");
-    lua_pushstring(L, dtypes[cfg.dtype]);
-    lua_setfield(L, -2, "dtype");
-    lua_pushstring(L, kinds[cfg.buffer_kind]);
-    lua_setfield(L, -2, "buffer_kind");
-    lua_pushstring(L, bps[cfg.backpressure]);
-    lua_setfield(L, -2, "backpressure");
-    lua_createtable(L, 0, (int)cfg.n_algorithms);
-    for (size_t i = 0; i < cfg.n_algorithms; i++) {
-        lua_createtable(L, 0, 2);
-        if (cfg.algorithms[i].world_size > 0) {
-            lua_pushinteger(L, cfg.algorithms[i].world_size);
-            lua_setfield(L, -2, "world_size");
-        }
-        lua_setfield(L, -2, cfg.algorithms[i].name.text);
-    }
-    lua_setfield(L, -2, "algorithms");
-    return 1;
-}
-
 /* ---- registration ---------------------------------------------------- */
 
 static const luaL_Reg funcs[] = {
@@ -1325,7 +1236,7 @@ static const luaL_Reg funcs[] = {
     {"log", l_log},             {"softmax", l_softmax},       {"cdiv", l_cdiv},
     {"sum", l_sum},             {"dot", l_dot},               {"send", l_send},
     {"recv", l_recv},           {"recv_async", l_recv_async}, {"wait", l_wait},
-    {"free", l_free},           {"ccl_config", l_ccl_config},
+    {"free", l_free},
     /* tile pipelines: helper processes, tiles in place, unit counters */
     {"context", l_context},     {"adopt", l_adopt},           {"unadopt", l_unadopt},
     {"gemm_tile", l_gemm_tile}, {"fetch", l_fetch},           {"accumulate", l_accumulate},

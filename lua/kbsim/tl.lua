@@ -29,7 +29,6 @@ function tl.wire_ring(sys, ranks, out, inp)
     tl.wire(sys, ranks[i], out or "E", ranks[i % n + 1], inp or "W") -- as wrapped now
   end
 end
-tl.ccl_config = core.ccl_config
 -- Host vectors for inputs, references and checks at C speed (lua/lvec.c).
 tl.vec_new = core.vec_new
 tl.vec_affine = core.vec_affine

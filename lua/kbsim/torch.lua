@@ -271,52 +271,17 @@ end
 --------------------------------------------------------------------------
 -- torch.distributed
 
--- A configuration table as YAML text (maps of scalars), for the strict
--- reader, which takes files.
-local function to_yaml(v, indent, out)
-  local keys = {}
-  for k in pairs(v) do
-    if type(k) ~= "string" then
-      error(("ccl config: key '%s' is not a name"):format(tostring(k)), 0)
-    end
-    keys[#keys + 1] = k
-  end
-  table.sort(keys)
-  for _, k in ipairs(keys) do
-    local x = v[k]
-    if type(x) == "table" then
-      out[#out + 1] = indent .. k .. ":" .. (next(x) == nil and " {}" or "")
-      to_yaml(x, indent .. "  ", out)
-    else
-      out[#out + 1] = ("%s%s: %s"):format(indent, k, tostring(x))
-    end
-  end
-  return out
-end
-
--- Reads ccl.yaml through the binding's strict reader: configs/ccl.yaml,
--- then `config` (a path, a table mirroring the YAML, or else ./ccl.yaml
--- when present), then --set. A table is checked as a file named
--- "config table".
+-- Reads ccl.yaml through the binding's strict reader (kb.ccl_config):
+-- configs/ccl.yaml, then `config` (a path, a table mirroring the YAML,
+-- or else ./ccl.yaml when present), then --set. A table is read as a
+-- tree, as kb.system reads one: its messages name the script line that
+-- called init_process_group and the key's path.
 local function load_ccl(config)
-  if type(config) == "table" then
-    local tmp = os.tmpname()
-    local f = assert(io.open(tmp, "w"))
-    f:write(table.concat(to_yaml(config, "", {}), "\n"), "\n")
-    f:close()
-    local ok, cfg = pcall(tl.ccl_config, tmp)
-    os.remove(tmp)
-    if not ok then
-      error((tostring(cfg):gsub(tmp:gsub("%p", "%%%0"), "config table")), 0)
-    end
-    cfg.where = cfg.where:gsub(tmp:gsub("%p", "%%%0"), "config table")
-    return cfg
-  end
   if config == nil then
     local f = io.open("ccl.yaml", "r")
     if f then f:close(); config = "ccl.yaml" end
   end
-  return tl.ccl_config(config)
+  return kb.ccl_config(config)
 end
 
 local function group_world(T, cfg, algo, name)
@@ -877,11 +842,15 @@ function M.new(sim, sys)
   return torch
 end
 
--- A simulation, a system (`o.topology`: nil, a file or a table, as
--- kb.system takes it) and the torch object on them.
+-- A simulation (`o.guard`, `o.stack_size`: as kb.sim takes them), a
+-- system (`o.topology`: nil, a file or a table, as kb.system takes it;
+-- `o.timing_only`) and the torch object on them.
 function M.init(o)
-  o = checkopts(o, {"topology", "timing_only"}, "torch.init", 2)
-  local sim = kb.sim{}
+  o = checkopts(o, {"topology", "timing_only", "guard", "stack_size"}, "torch.init", 2)
+  local ok, sim = pcall(kb.sim, {guard = o.guard, stack_size = o.stack_size})
+  if not ok then
+    error("torch.init: " .. tostring(sim):gsub("^[^:]*:%d+: ", ""), 2)
+  end
   local sys = kb.system(sim, o.topology, {timing_only = o.timing_only})
   return M.new(sim, sys)
 end

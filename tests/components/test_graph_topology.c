@@ -66,11 +66,54 @@ TEST(read_group)
     ASSERT_EQ(g.links[0].p.flit_bytes, 256);
     ASSERT_STREQ(g.nodes[1].where, "g.yaml:3:12");
     kb_graph_cfg_release(&g);
-    ASSERT_EQ(read_graph("flit_bytes: 64\nnodes: [{name: x, pe: true}, {name: y}]\n"
-                         "links: [{from: x, to: y, bandwidth_gbps: 1}]\n", &g), 0);
+}
+
+/* A graph system: the graph's pe, ipcq, clock_ghz and flit_bytes are laid
+ * over the topology defaults, --set over them; the grid's keys are not
+ * a graph's. */
+static int read_graph_system(const char *text, const char *const *sets, size_t n_sets,
+                             struct kb_topology_cfg *topo, struct kb_graph_cfg *g)
+{
+    kb_config_errors_release(&errs);
+    kb_config_errors_init(&errs);
+    struct kb_config c;
+    kb_config_init(&c, &errs);
+    struct kb_config_node *defaults = kb_config_parse_file(&c, TOPO_DEFAULTS);
+    struct kb_config_node *root = kb_config_parse_string(&c, "g.yaml", text, strlen(text));
+    int rc = kb_graph_system_from_tree(&c, defaults, root, sets, n_sets, topo, g);
+    kb_config_release(&c);
+    return rc;
+}
+
+TEST(system_keys)
+{
+    struct kb_topology_cfg topo;
+    struct kb_graph_cfg g;
+    const char *text = "flit_bytes: 64\nclock_ghz: 2\npe: {tcm: {capacity: 1MiB}}\n"
+                       "ipcq: {n_slots: 8}\n"
+                       "nodes: [{name: x, pe: true}, {name: y}]\n"
+                       "links: [{from: x, to: y, bandwidth_gbps: 1}]\n";
+    ASSERT_EQ(read_graph_system(text, NULL, 0, &topo, &g), 0);
     ASSERT_EQ(g.links[0].p.flit_bytes, 64);
     ASSERT_EQ(g.n_links, 1);
+    ASSERT_EQ(topo.flit_bytes, 64);
+    ASSERT_NEAR(topo.clock_ghz, 2, 0);
+    ASSERT_EQ(topo.pe.tcm.capacity, 1 << 20);
+    ASSERT_EQ(topo.ipcq.n_slots, 8);
+    ASSERT_EQ(topo.ipcq.slot_size, 4096); /* the defaults' */
     kb_graph_cfg_release(&g);
+    const char *sets[] = {"flit_bytes=128", "ipcq.n_slots=2"};
+    ASSERT_EQ(read_graph_system(text, sets, 2, &topo, &g), 0);
+    ASSERT_EQ(g.links[0].p.flit_bytes, 128);
+    ASSERT_EQ(topo.ipcq.n_slots, 2);
+    kb_graph_cfg_release(&g);
+    ASSERT_EQ(read_graph_system("cube: {corners: 2}\npe: {tcm: {capacity: 0}}\n"
+                                "nodes: [{name: x, pe: true}]\nlinks: []\n",
+                                NULL, 0, &topo, &g), -1);
+    ASSERT_CONTAINS(all_errors(), "g.yaml:1:1: 'cube' describes the AHBM grid, not a graph");
+    ASSERT_CONTAINS(all_errors(), "g.yaml:2:22: expected a value >= 1 and <= 1TiB for "
+                                  "'capacity', got 0");
+    ASSERT_TRUE(g.nodes == NULL && g.links == NULL);
 }
 
 static void expect_error(const char *text, const char *msg)
@@ -99,15 +142,25 @@ TEST(bad_inputs)
     expect_error("nodes: [{name: a, pe: true}, {name: b}]\n"
                  "links:\n"
                  "  - {from: a, to: b, bandwidth_gbps: 0}\n",
-                 "g.yaml:3:38: expected a value > 0 for 'bandwidth_gbps', got 0");
+                 "g.yaml:3:38: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', got 0");
     expect_error("nodes: [{name: a, pe: true}, {name: b}]\n"
                  "links:\n"
                  "  - {from: a, to: b, bandwidth_gbps: -4}\n",
-                 "g.yaml:3:38: expected a value > 0 for 'bandwidth_gbps', got -4");
+                 "g.yaml:3:38: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', got -4");
+    expect_error("nodes: [{name: a, pe: true}, {name: b}]\n"
+                 "links:\n"
+                 "  - {from: a, to: b, bandwidth_gbps: 1e-300}\n",
+                 "g.yaml:3:38: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', "
+                 "got 1e-300");
+    expect_error("nodes: [{name: a, pe: true}, {name: b}]\n"
+                 "links:\n"
+                 "  - {from: a, to: b, bandwidth_gbps: 1, overhead_ns: 2e9}\n",
+                 "g.yaml:3:54: expected a value >= 0 and <= 1000000000 for 'overhead_ns', "
+                 "got 2e9");
     expect_error("nodes: [{name: a, pe: true}, {name: b}]\n"
                  "links:\n"
                  "  - {from: a, to: b, bandwidth_gbps: 1, latency_ns: -1}\n",
-                 "g.yaml:3:53: expected a value >= 0 for 'latency_ns', got -1");
+                 "g.yaml:3:53: expected a value >= 0 and <= 1000000000 for 'latency_ns', got -1");
     /* the same direction twice, once through bidirectional */
     expect_error("nodes: [{name: a, pe: true}, {name: b}]\n"
                  "links:\n"
@@ -133,16 +186,7 @@ TEST(bad_inputs)
     expect_error("nodes: [{name: a, pe: true}, {name: a}]\n"
                  "links: [{from: a, to: x, bandwidth_gbps: 0}]\n",
                  "duplicate node 'a'");
-    ASSERT_CONTAINS(all_errors(), "expected a value > 0 for 'bandwidth_gbps'");
-}
-
-TEST(load_file_errors)
-{
-    struct kb_graph_cfg g;
-    kb_config_errors_release(&errs);
-    kb_config_errors_init(&errs);
-    ASSERT_EQ(kb_graph_cfg_load(&g, "/nonexistent/g.yaml", 256, &errs), -1);
-    ASSERT_CONTAINS(all_errors(), "/nonexistent/g.yaml");
+    ASSERT_CONTAINS(all_errors(), "expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps'");
 }
 
 struct sysfix {
@@ -272,5 +316,5 @@ TEST(transfer_on_graph)
 /* the shared error list, freed so the run stays valgrind-clean */
 TEST(release_errors) { kb_config_errors_release(&errs); }
 
-TEST_MAIN(read_group, bad_inputs, load_file_errors, routes_bfs, transfer_on_graph,
+TEST_MAIN(read_group, system_keys, bad_inputs, routes_bfs, transfer_on_graph,
           release_errors)

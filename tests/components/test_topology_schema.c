@@ -143,9 +143,9 @@ TEST(zero_and_negative_bandwidth)
                    NULL, 0),
               -1);
     ASSERT_STREQ(all_errors(),
-                 "user.yaml:3:21: expected a value > 0 for 'bandwidth_gbps', got 0\n"
-                 "user.yaml:5:21: expected a value > 0 for 'bandwidth_gbps', got -5\n"
-                 "user.yaml:6:29: expected a value > 0 for 'gbps_per_connection', got 0.0");
+                 "user.yaml:3:21: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', got 0\n"
+                 "user.yaml:5:21: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', got -5\n"
+                 "user.yaml:6:29: expected a value >= 0.001 and <= 1000000 for 'gbps_per_connection', got 0.0");
 }
 
 TEST(ranges_and_powers_of_two)
@@ -225,7 +225,7 @@ TEST(every_error_collected)
     ASSERT_STREQ(all_errors(),
                  "user.yaml:8:5: duplicate key 'bandwidth_gbps' (first at 7:5)\n"
                  "user.yaml:4:3: unknown key 'cuont' (did you mean 'count'?)\n"
-                 "user.yaml:7:21: expected a value > 0 for 'bandwidth_gbps', got 0\n"
+                 "user.yaml:7:21: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', got 0\n"
                  "user.yaml:9:12: expected a number for 'clock_ghz', got 'fast'\n"
                  "user.yaml:2:10: 6 SIPs on torus_2d need explicit w and h (3x2 or 2x3)");
 }
@@ -272,7 +272,7 @@ TEST(set_errors)
                  "--set: unknown key 'bandwith' (nearest: cube.noc.bandwidth_gbps, "
                  "cube.sram.bandwidth_gbps, pe.tcm.bandwidth_gbps)\n"
                  "--set sips.count: expected an integer for 'count', got 'fast'\n"
-                 "--set cube.noc.bandwidth_gbps: expected a value > 0 for 'bandwidth_gbps', "
+                 "--set cube.noc.bandwidth_gbps: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', "
                  "got -1");
 }
 
@@ -320,10 +320,10 @@ TEST(ccl_errors)
     ASSERT_EQ(kb_ccl_cfg_load(&ccl, &src, &errs), -1);
     ASSERT_STREQ(all_errors(),
                  "c.yaml:2:3: unknown key 'algoritm' (did you mean 'algorithm'?)\n"
-                 "c.yaml:3:11: expected a value >= 1 for 'n_elem', got 0\n"
+                 "c.yaml:3:11: expected a value >= 1 and <= 1073741824 for 'n_elem', got 0\n"
                  "c.yaml:6:11: expected a mapping for 'tree', got '4'\n"
                  "c.yaml:5:27: unknown key 'extra' (known: world_size)\n"
-                 "c.yaml:5:24: expected a value >= 1 for 'world_size', got 0");
+                 "c.yaml:5:24: expected a value >= 1 and <= 16777216 for 'world_size', got 0");
 }
 
 TEST(set_list_shared_by_two_configs)
@@ -340,6 +340,74 @@ TEST(set_list_shared_by_two_configs)
     kb_config_errors_release(&errs);
 }
 
+/* Each key's own range; the limits shown as written (1GiB, 1000000) */
+TEST(every_key_bounded)
+{
+    struct kb_topology_cfg cfg;
+    ASSERT_EQ(load(&cfg,
+                   "clock_ghz: 1e-300\n"
+                   "cube: {noc: {bandwidth_gbps: 1e-300, router_overhead_ns: 2e9}}\n"
+                   "pe: {hbm: {pseudo_channels: 1024, burst_bytes: 2097152},\n"
+                   "     tcm: {capacity: 2TiB}, gemm: {tile: {m: 8192}}}\n"
+                   "ipcq: {slot_size: 16777215TiB, credit_bytes: 2000000000}\n"
+                   "flit_bytes: 3000000000\n",
+                   NULL, 0),
+              -1);
+    ASSERT_STREQ(all_errors(),
+                 "user.yaml:2:30: expected a value >= 0.001 and <= 1000000 for "
+                 "'bandwidth_gbps', got 1e-300\n"
+                 "user.yaml:2:58: expected a value >= 0 and <= 1000000000 for "
+                 "'router_overhead_ns', got 2e9\n"
+                 "user.yaml:4:22: expected a value >= 1 and <= 1TiB for 'capacity', got 2TiB\n"
+                 "user.yaml:3:29: expected a value >= 1 and <= 64 for 'pseudo_channels', got 1024\n"
+                 "user.yaml:3:48: expected a value >= 1 and <= 1048576 for 'burst_bytes', "
+                 "got 2097152\n"
+                 "user.yaml:4:46: expected a value >= 1 and <= 4096 for 'm', got 8192\n"
+                 "user.yaml:6:13: expected a value >= 1 and <= 1048576 for 'flit_bytes', "
+                 "got 3000000000\n"
+                 "user.yaml:1:12: expected a value >= 0.001 and <= 1000 for 'clock_ghz', "
+                 "got 1e-300\n"
+                 "user.yaml:5:19: expected a value >= 1 and <= 1GiB for 'slot_size', "
+                 "got 16777215TiB\n"
+                 "user.yaml:5:46: expected a value >= 1 and <= 1048576 for 'credit_bytes', "
+                 "got 2000000000");
+    /* the limits themselves pass */
+    ASSERT_EQ(load(&cfg,
+                   "clock_ghz: 1000\ncube: {noc: {bandwidth_gbps: 0.001}}\n"
+                   "pe: {tcm: {capacity: 1TiB}}\nipcq: {slot_size: 1GiB}\n",
+                   NULL, 0),
+              0);
+    ASSERT_U64_EQ(cfg.pe.tcm.capacity, 1ull << 40);
+}
+
+/* A product out of range is reported at the factor nearer its maximum,
+ * naming the other */
+TEST(products_bounded)
+{
+    struct kb_topology_cfg cfg;
+    ASSERT_EQ(load(&cfg, "cube: {noc: {ns_per_mm: 2e8}}\n", NULL, 0), -1);
+    ASSERT_CONTAINS(all_errors(), "user.yaml:1:25: the NoC hop latency ns_per_mm x cube_mm / 2 "
+                                  "= 1.7e+09 ns is above 1e+09 ns (cube.noc.cube_mm is 17 at ");
+    ASSERT_CONTAINS(all_errors(), "configs/topology.yaml:");
+    ASSERT_EQ(load(&cfg, "cube: {noc: {ns_per_mm: 2, cube_mm: 1000}}\n", NULL, 0), 0);
+    const char *sets[] = {"cube.noc.cube_mm=1000", "cube.noc.ns_per_mm=1e7"};
+    ASSERT_EQ(load(&cfg, NULL, sets, 2), -1);
+    ASSERT_STREQ(all_errors(), "--set cube.noc.cube_mm: the NoC hop latency ns_per_mm x "
+                               "cube_mm / 2 = 5e+09 ns is above 1e+09 ns (cube.noc.ns_per_mm "
+                               "is 1e7 at --set cube.noc.ns_per_mm)");
+    ASSERT_EQ(load(&cfg, "ucie: {connections: 64, gbps_per_connection: 20000}\n", NULL, 0), -1);
+    ASSERT_CONTAINS(all_errors(), "user.yaml:1:21: the UCIe port bandwidth connections x "
+                                  "gbps_per_connection = 1.28e+06 GB/s is above 1e+06 GB/s");
+    ASSERT_EQ(load(&cfg, "sips: {count: 2048}\nsip: {cube_mesh: {w: 64, h: 64}}\n", NULL, 0),
+              -1);
+    ASSERT_STREQ(all_errors(), "user.yaml:1:15: 67108864 PEs (sips.count x cube_mesh w x h x "
+                               "corners x pes_per_corner = 2048 x 64x64 x 4 x 2) is more than "
+                               "16777216");
+    /* a factor out of its own range has its message only */
+    ASSERT_EQ(load(&cfg, "cube: {noc: {ns_per_mm: 1e300, cube_mm: 1e300}}\n", NULL, 0), -1);
+    ASSERT_EQ(errs.n, 2);
+}
+
 TEST(missing_defaults_file)
 {
     kb_config_errors_release(&errs);
@@ -351,7 +419,7 @@ TEST(missing_defaults_file)
     kb_config_errors_release(&errs);
 }
 
-TEST_MAIN(defaults_load, user_file_overrides_one_key, user_file_on_disk,
+TEST_MAIN(defaults_load, every_key_bounded, products_bounded, user_file_overrides_one_key, user_file_on_disk,
           unknown_key_with_suggestion, unknown_key_without_suggestion, wrong_types,
           zero_and_negative_bandwidth, ranges_and_powers_of_two, bad_enum_value,
           torus_of_six_needs_w_and_h, sip_grid_resolution, gemm_tile_multiple_of_mac,

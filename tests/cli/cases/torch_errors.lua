@@ -34,7 +34,7 @@ local few = torch.zeros({1, 4}, {ranks = {4, 5, 6, 7}})
 fails("all_reduce: tensor has no shard on rank 0 of the process group", D.all_reduce, few)
 
 -- options with a typo are refused by name
-fails("torch.init: unknown option 'timing_onyl' (topology, timing_only)", T.init, {timing_onyl = true})
+fails("torch.init: unknown option 'timing_onyl' (topology, timing_only, guard, stack_size)", T.init, {timing_onyl = true})
 fails("init_process_group: unknown option 'confg' (backend, config)", D.init_process_group,
   {backend = "ahbm", confg = {}})
 fails("torch.zeros: unknown option 'dtpye' (dtype, placement, ranks, memory)", torch.zeros, {1, 8},
