@@ -43,6 +43,7 @@
 
 static const char ctx_table_key = 'k'; /* registry: thread -> context */
 static const char scratch_table_key = 's'; /* registry: thread -> scratch */
+static const char future_table_key = 'f'; /* registry: receives not yet waited for */
 
 /* Host-side buffers of one Lua thread: operand snapshots and results on
  * their way to and from the TCM. A call takes them by slot (the operand's
@@ -326,29 +327,50 @@ static int l_sim_of(lua_State *L)
 
 /* ---- contexts -------------------------------------------------------- */
 
-static void push_ctx_table(lua_State *L)
+/* Pushes the registry table at `key`, made on first use. */
+static void push_registry_table(lua_State *L, const void *key)
 {
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_table_key) != LUA_TTABLE) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
         lua_pop(L, 1);
         lua_newtable(L);
         lua_pushvalue(L, -1);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_table_key);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, key);
     }
+}
+
+static void push_ctx_table(lua_State *L) { push_registry_table(L, &ctx_table_key); }
+
+/* Pushes the context userdata of the running Lua thread, or nil. */
+static void push_current_ctx(lua_State *L)
+{
+    push_ctx_table(L);
+    lua_pushthread(L);
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+}
+
+/* The system of the context at index i must still be open: the context's
+ * PE lives in it, and a script can close a system (sys:close) whose
+ * kernels never ended. */
+static void check_ctx_system(lua_State *L, int i)
+{
+    lua_getiuservalue(L, i, 1);
+    kb_checksystem(L, -1);
+    lua_pop(L, 1);
 }
 
 /* The context of the running Lua thread, or an error naming `what`. */
 static struct kctx *current(lua_State *L, const char *what)
 {
-    push_ctx_table(L);
-    lua_pushthread(L);
-    lua_rawget(L, -2);
+    push_current_ctx(L);
     struct kctx *c = lua_touserdata(L, -1);
-    lua_pop(L, 2);
     if (!c)
         luaL_error(L, "%s called outside a kernel (start kernels with tl.launch)", what);
     if (c->ended) /* only a tl.spawn helper can outlive its kernel */
         luaL_error(L, "%s on PE '%s': the kernel this process helps has ended", what,
                    c->pe->name);
+    check_ctx_system(L, -1);
+    lua_pop(L, 1);
     return c;
 }
 
@@ -520,17 +542,40 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
         c->cap_allocs = cap;
     }
     c->allocs[c->n_allocs++] = addr;
-    struct handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    push_current_ctx(L);
+    struct handle *h = lua_newuserdatauv(L, sizeof *h, 1);
     *h = (struct handle){c, addr, n, dt, false};
     luaL_setmetatable(L, KB_HANDLE);
+    lua_rotate(L, -2, 1);
+    lua_setiuservalue(L, -2, 1); /* the handle keeps its context's memory */
     return h;
 }
 
-static struct handle *checkhandle(lua_State *L, int i)
+/* Handle i, of a kernel still running (its TCM allocation stands and its
+ * PE's system is open), freed or not: what a handle's n, dtype and name
+ * need. The context outlives the kernel as the handle's user value, so
+ * `ended` can be read whenever the handle is used. A metamethod (`meta`
+ * names it) has no argument to blame. */
+static struct handle *checklive(lua_State *L, int i, const char *meta)
 {
     struct handle *h = luaL_checkudata(L, i, KB_HANDLE);
-    if (h->freed || h->ctx->ended)
-        luaL_argerror(L, i, h->freed ? "handle was freed" : "handle of a kernel that has ended");
+    if (h->ctx->ended && meta)
+        luaL_error(L, "%s: handle of a kernel that has ended (a handle lives until its "
+                      "kernel returns)", meta);
+    if (h->ctx->ended)
+        luaL_argerror(L, i, "handle of a kernel that has ended");
+    lua_getiuservalue(L, i, 1);
+    check_ctx_system(L, -1);
+    lua_pop(L, 1);
+    return h;
+}
+
+/* Handle i, live and not freed: what an op on its values needs. */
+static struct handle *checkhandle(lua_State *L, int i)
+{
+    struct handle *h = checklive(L, i, NULL);
+    if (h->freed)
+        luaL_argerror(L, i, "handle was freed");
     return h;
 }
 
@@ -558,7 +603,7 @@ static void hwrite(lua_State *L, const struct handle *h, const void *buf)
 
 static int h_len(lua_State *L)
 {
-    lua_pushinteger(L, luaL_checkudata(L, 1, KB_HANDLE) ? ((struct handle *)lua_touserdata(L, 1))->n : 0);
+    lua_pushinteger(L, checklive(L, 1, "#handle")->n);
     return 1;
 }
 
@@ -576,7 +621,7 @@ static int h_to_table(lua_State *L)
 
 static int h_tostring(lua_State *L)
 {
-    struct handle *h = luaL_checkudata(L, 1, KB_HANDLE);
+    struct handle *h = checklive(L, 1, "tostring");
     char addr[24]; /* the TCM address in hex; %p would print 0 as "(nil)" */
     snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)h->addr);
     lua_pushfstring(L, "handle(%d %s at tcm %s of '%s')", (int)h->n, kb_dtype_name(h->dt), addr,
@@ -586,7 +631,7 @@ static int h_tostring(lua_State *L)
 
 static int h_index(lua_State *L)
 {
-    struct handle *h = luaL_checkudata(L, 1, KB_HANDLE);
+    struct handle *h = checklive(L, 1, "handle field");
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "dtype") == 0)
         lua_pushstring(L, kb_dtype_name(h->dt));
@@ -1164,6 +1209,20 @@ static int fut_gc(lua_State *L)
     return 0;
 }
 
+/* A receive still running writes into its future: the future (and through
+ * it the context and system the process reads) stays anchored in the
+ * registry until tl.wait takes it, whether or not the script keeps it. */
+static void anchor_future(lua_State *L, struct future *f, bool on)
+{
+    push_registry_table(L, &future_table_key);
+    if (on)
+        lua_pushvalue(L, -2);
+    else
+        lua_pushnil(L);
+    lua_rawsetp(L, -2, f);
+    lua_pop(L, 1);
+}
+
 /* recv_async(dir, n, dtype) -> future: the receive runs beside the kernel */
 static int l_recv_async(lua_State *L)
 {
@@ -1176,6 +1235,8 @@ static int l_recv_async(lua_State *L)
     struct future *f = lua_newuserdatauv(L, sizeof *f, 1);
     memset(f, 0, sizeof *f);
     luaL_setmetatable(L, KB_FUTURE);
+    push_current_ctx(L);
+    lua_setiuservalue(L, -2, 1); /* the future keeps its context's memory */
     f->ctx = c;
     f->n = n;
     f->dt = dt;
@@ -1190,6 +1251,7 @@ static int l_recv_async(lua_State *L)
     f->done_ev = sim_event_new(c->s, name);
     if (!f->done_ev || !sim_thread(c->s, name, future_proc, f, 0))
         return luaL_error(L, "tl.recv_async: %s", sim_errmsg(c->s));
+    anchor_future(L, f, true);
     return 1;
 }
 
@@ -1200,6 +1262,11 @@ static int l_wait(lua_State *L)
     struct future *f = luaL_checkudata(L, 1, KB_FUTURE);
     if (f->waited)
         return luaL_error(L, "tl.wait: this receive was already waited for");
+    if (f->ctx->ended)
+        return luaL_error(L, "tl.wait: a receive of a kernel that has ended");
+    lua_getiuservalue(L, 1, 1);
+    check_ctx_system(L, -1);
+    lua_pop(L, 1);
     if (f->ctx != c)
         return luaL_error(L, "tl.wait: a receive of PE '%s' waited on PE '%s'", f->ctx->pe->name,
                           c->pe->name);
@@ -1211,6 +1278,7 @@ static int l_wait(lua_State *L)
             return luaL_error(L, "tl.wait: %s", sim_errmsg(c->s));
     }
     f->waited = true;
+    anchor_future(L, f, false);
     if (f->got < 0)
         return luaL_error(L, "tl.recv_async: %s", kb_ipcq_errmsg(c->pe->ipcq));
     check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);
