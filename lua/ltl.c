@@ -259,7 +259,8 @@ static int l_host_write(lua_State *L)
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
     luaL_checktype(L, 5, LUA_TTABLE);
-    lua_Integer n = luaL_len(L, 5);
+    lua_Integer n = luaL_len(L, 5); /* a __len may say anything */
+    luaL_argcheck(L, n >= 0 && n <= INT32_MAX, 5, "too many values");
     size_t es = kb_dtype_size(dt);
     unsigned char *buf = scratch(L, 0, (size_t)(n > 0 ? n : 1) * es);
     for (lua_Integer j = 0; j < n; j++) {
@@ -782,20 +783,17 @@ static int l_softmax(lua_State *L) { return math_op(L, KB_MATH_SOFTMAX, 1, "tl.s
 static int l_cdiv(lua_State *L) { return math_op(L, KB_MATH_CDIV, 2, "tl.cdiv"); }
 static int l_sum(lua_State *L) { return math_op(L, KB_MATH_SUM, 1, "tl.sum"); }
 
-/* full(n, value, dtype) -> handle: one vector pass writes it */
-static int l_full(lua_State *L)
+/* A new handle of n elements of value v: one vector pass writes it. */
+static int fill(lua_State *L, struct kctx *c, uint32_t n, lua_Number v, enum kb_dtype dt,
+                const char *what)
 {
-    struct kctx *c = current(L, "tl.full");
-    uint32_t n = checkcount(L, 1);
-    lua_Number v = luaL_checknumber(L, 2);
-    enum kb_dtype dt = checkdtype(L, 3);
-    dispatch(L, c, "tl.full");
+    dispatch(L, c, what);
     const struct kb_math_params *mp = kb_math_params(c->pe->math);
-    void *bp = kb_block_begin(L, c->s, "tl.full");
+    void *bp = kb_block_begin(L, c->s, what);
     int rc = sim_wait(c->s, kb_math_time(mp, KB_MATH_ADD, n, dt));
     kb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.full: %s", sim_errmsg(c->s));
+        return luaL_error(L, "%s: %s", what, sim_errmsg(c->s));
     struct handle *h = newhandle(L, c, n, dt);
     if (c->no_data)
         return 1;
@@ -806,7 +804,31 @@ static int l_full(lua_State *L)
     return 1;
 }
 
+/* full(n, value, dtype) -> handle */
+static int l_full(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.full");
+    uint32_t n = checkcount(L, 1);
+    lua_Number v = luaL_checknumber(L, 2);
+    return fill(L, c, n, v, checkdtype(L, 3), "tl.full");
+}
+
+/* zeros(n, dtype) -> handle: its own function, so that its errors name it */
+static int l_zeros(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.zeros");
+    uint32_t n = checkcount(L, 1);
+    return fill(L, c, n, 0, checkdtype(L, 2), "tl.zeros");
+}
+
 /* ---- GEMM: PE_GEMM --------------------------------------------------- */
+
+/* a * b for a, b >= 0, or -1 where the product would pass LUA_MAXINTEGER:
+ * sizes from a script are multiplied only through this. */
+static lua_Integer checked_mul(lua_Integer a, lua_Integer b)
+{
+    return b != 0 && a > LUA_MAXINTEGER / b ? -1 : a * b;
+}
 
 /* dot(a, b, m, n, k [, out_dtype]) -> handle of m×n: row-major a (m×k)
  * times b (k×n), accumulated in f32 */
@@ -817,17 +839,19 @@ static int l_dot(lua_State *L)
     lua_Integer m = luaL_checkinteger(L, 3), n = luaL_checkinteger(L, 4),
                 k = luaL_checkinteger(L, 5);
     enum kb_dtype odt = lua_isnoneornil(L, 6) ? a->dt : checkdtype(L, 6);
-    if (m < 1 || n < 1 || k < 1 || (uint64_t)(m * k) != a->n || (uint64_t)(k * n) != b->n ||
-        a->dt != b->dt)
+    if (m < 1 || n < 1 || k < 1 || checked_mul(m, k) != (lua_Integer)a->n ||
+        checked_mul(k, n) != (lua_Integer)b->n || a->dt != b->dt)
         return luaL_error(L, "tl.dot on PE '%s': shapes do not fit (a: %d %s, b: %d %s, "
                              "m=%I n=%I k=%I)", c->pe->name, (int)a->n, kb_dtype_name(a->dt),
                           (int)b->n, kb_dtype_name(b->dt), m, n, k);
-    if ((uint64_t)(m * n) > INT32_MAX)
-        return luaL_error(L, "tl.dot: result too large");
+    lua_Integer mn = checked_mul(m, n);
+    if (mn < 0 || mn > INT32_MAX)
+        return luaL_error(L, "tl.dot on PE '%s': a result of %I x %I elements is too large",
+                          c->pe->name, m, n);
     const void *ab = c->no_data ? NULL : hread(L, a, 0);
     const void *bb = c->no_data ? NULL : hread(L, b, 1);
     dispatch(L, c, "tl.dot");
-    struct handle *out = newhandle(L, c, (uint32_t)(m * n), odt);
+    struct handle *out = newhandle(L, c, (uint32_t)mn, odt);
     void *cb = c->no_data ? NULL : scratch(L, RESULT, hbytes(out));
     void *bp = kb_block_begin(L, c->s, "tl.dot");
     int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
@@ -847,9 +871,9 @@ static struct handle *checkrange(lua_State *L, int i, struct kctx *c, lua_Intege
     if (h->ctx != c)
         luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
                    c->pe->name);
-    if (off < 0 || n < 1 || off + n > (lua_Integer)h->n)
-        luaL_error(L, "%s on PE '%s': elements [%I, %I) are outside a handle of %d", what,
-                   c->pe->name, off, off + n, (int)h->n);
+    if (off < 0 || n < 1 || off > (lua_Integer)h->n || n > (lua_Integer)h->n - off)
+        luaL_error(L, "%s on PE '%s': %I elements from element %I are outside a handle of %d",
+                   what, c->pe->name, n, off, (int)h->n);
     return h;
 }
 
@@ -883,32 +907,37 @@ static int l_gemm_tile(lua_State *L)
         return luaL_error(L, "tl.gemm_tile on PE '%s': tile %Ix%Ix%I is not within 1x1x1 .. "
                              "%dx%dx%d (m x n x k)", c->pe->name, tm, tn, tk, (int)p->tile.m,
                           (int)p->tile.n, (int)p->tile.k);
-    struct handle *a = checkrange(L, 2, c, luaL_checkinteger(L, 3), tm * tk, "tl.gemm_tile");
-    struct handle *b = checkrange(L, 4, c, luaL_checkinteger(L, 5), tk * tn, "tl.gemm_tile");
+    /* -1 where a product overflows: checkrange refuses it */
+    lua_Integer a_n = checked_mul(tm, tk), b_n = checked_mul(tk, tn), c_n = checked_mul(tm, tn);
+    struct handle *a = checkrange(L, 2, c, luaL_checkinteger(L, 3), a_n, "tl.gemm_tile");
+    struct handle *b = checkrange(L, 4, c, luaL_checkinteger(L, 5), b_n, "tl.gemm_tile");
     if (a->dt != b->dt)
         return luaL_error(L, "tl.gemm_tile on PE '%s': operands of %s and %s", c->pe->name,
                           kb_dtype_name(a->dt), kb_dtype_name(b->dt));
     bool acc = lua_toboolean(L, 9);
     if (!lua_isnil(L, 1)) {
-        struct handle *out = checkrange(L, 1, c, 0, tm * tn, "tl.gemm_tile");
+        struct handle *out = checkrange(L, 1, c, 0, c_n, "tl.gemm_tile");
         if (out->dt != KB_DTYPE_F32)
             return luaL_error(L, "tl.gemm_tile on PE '%s': the accumulator is %s, not f32",
                               c->pe->name, kb_dtype_name(out->dt));
     } else if (acc) {
         return luaL_error(L, "tl.gemm_tile: accumulate needs an accumulator handle");
     }
-    const void *ab = c->no_data ? NULL : hread_range(L, a, luaL_checkinteger(L, 3), tm * tk, 0);
-    const void *bb = c->no_data ? NULL : hread_range(L, b, luaL_checkinteger(L, 5), tk * tn, 1);
+    const void *ab = c->no_data ? NULL : hread_range(L, a, luaL_checkinteger(L, 3), a_n, 0);
+    const void *bb = c->no_data ? NULL : hread_range(L, b, luaL_checkinteger(L, 5), b_n, 1);
     dispatch(L, c, "tl.gemm_tile");
+    if (lua_isnil(L, 1) && c_n > INT32_MAX)
+        return luaL_error(L, "tl.gemm_tile on PE '%s': a tile of %I x %I is too large",
+                          c->pe->name, tm, tn);
     if (lua_isnil(L, 1))
-        newhandle(L, c, (uint32_t)(tm * tn), KB_DTYPE_F32);
+        newhandle(L, c, (uint32_t)c_n, KB_DTYPE_F32);
     else
         lua_pushvalue(L, 1);
     int outi = lua_gettop(L);
     struct handle *out = lua_touserdata(L, outi);
     float *cb = c->no_data ? NULL
-                : acc      ? hread_range(L, out, 0, tm * tn, RESULT)
-                           : scratch(L, RESULT, (size_t)(tm * tn) * sizeof(float));
+                : acc      ? hread_range(L, out, 0, c_n, RESULT)
+                           : scratch(L, RESULT, (size_t)c_n * sizeof(float));
     int64_t cycles = kb_gemm_tile(c->pe->gemm, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn,
                                   (size_t)tm, (size_t)tn, (size_t)tk, a->dt, acc);
     if (cycles < 0)
@@ -921,7 +950,7 @@ static int l_gemm_tile(lua_State *L)
     kb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.gemm_tile: %s", sim_errmsg(c->s));
-    if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)(tm * tn) * sizeof(float)) != 0)
+    if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)c_n * sizeof(float)) != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
     lua_pushvalue(L, outi);
     return 1;
@@ -935,7 +964,8 @@ static int l_fetch(lua_State *L)
     struct kctx *c = current(L, "tl.fetch");
     struct handle *h0 = checkhandle(L, 1);
     lua_Integer off = luaL_optinteger(L, 2, 0);
-    lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)h0->n - off);
+    lua_Integer rest = off >= 0 && off <= (lua_Integer)h0->n ? (lua_Integer)h0->n - off : 0;
+    lua_Integer n = luaL_optinteger(L, 3, rest);
     struct handle *h = checkrange(L, 1, c, off, n, "tl.fetch");
     size_t es = kb_dtype_size(h->dt);
     dispatch(L, c, "tl.fetch");
@@ -1387,6 +1417,7 @@ static const luaL_Reg funcs[] = {
     {"bind", l_bind},           {"unbind", l_unbind},         {"rank", l_rank},
     {"world_size", l_world_size}, {"program_id", l_program_id}, {"pe", l_pe},
     {"load", l_load},           {"store", l_store},           {"full", l_full},
+    {"zeros", l_zeros},
     {"add", l_add},             {"sub", l_sub},               {"mul", l_mul},
     {"div", l_div},             {"maximum", l_maximum},       {"minimum", l_minimum},
     {"fma", l_fma},             {"clamp", l_clamp},           {"exp", l_exp},
