@@ -1267,4 +1267,5 @@ void kb_preload(lua_State *L, const struct kb_options *opt)
     lua_setfield(L, -2, "kbsim");
     lua_pop(L, 1);
     kb_open_tl(L);
+    kb_open_source_only(L);
 }

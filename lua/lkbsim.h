@@ -30,8 +30,18 @@ struct kb_options {
  * creating the state: the module keeps its state pointer there. */
 int luaopen_kbsim(lua_State *L);
 
-/* Registers `kbsim` in package.preload with these options. */
+/* Registers `kbsim` in package.preload with these options, and makes the
+ * state load Lua source only (kb_open_source_only). */
 void kb_preload(lua_State *L, const struct kb_options *opt);
+
+/* Makes the state load Lua source only: package.searchers[2] (modules on
+ * package.path), load, loadfile and dofile take no precompiled chunks
+ * (lload.c; kb_preload calls it). */
+void kb_open_source_only(lua_State *L);
+
+/* luaL_loadfile for source only: a precompiled chunk gives an error
+ * naming the file (lload.c). */
+int kb_loadfile(lua_State *L, const char *path);
 
 /* Message handler for lua_pcall: the message plus a traceback. */
 int kb_traceback(lua_State *L);
