@@ -1113,6 +1113,12 @@ struct sim *kb_checksim(lua_State *L, int i)
     return checksim(L, i)->s;
 }
 
+bool kb_sim_is_open(lua_State *L, int i)
+{
+    struct lsim *o = luaL_testudata(L, i, KB_SIM);
+    return o && o->s;
+}
+
 void kb_anchor(lua_State *L, int simidx, int validx)
 {
     simidx = lua_absindex(L, simidx);

@@ -63,6 +63,8 @@ int kb_check_config(const struct kb_options *opt);
 
 /* The kernel of the open kbsim.sim at index i (an error otherwise). */
 struct sim *kb_checksim(lua_State *L, int i);
+/* Whether the value at index i is a kbsim.sim not yet closed. */
+bool kb_sim_is_open(lua_State *L, int i);
 /* Pushes the NULL-terminated names joined by ", ". */
 void kb_push_names(lua_State *L, const char *const names[]);
 /* The options table at idx holds only keys among `known` (NULL-terminated);
