@@ -63,6 +63,9 @@ int kb_check_config(const struct kb_options *opt);
 
 /* The kernel of the open kbsim.sim at index i (an error otherwise). */
 struct sim *kb_checksim(lua_State *L, int i);
+/* luaL_newmetatable, the metatable hidden from scripts: getmetatable
+ * gives the type name, so a script cannot call __gc on a live object. */
+int kb_newmetatable(lua_State *L, const char *tname);
 /* Whether the value at index i is a kbsim.sim not yet closed. */
 bool kb_sim_is_open(lua_State *L, int i);
 /* Pushes the NULL-terminated names joined by ", ". */

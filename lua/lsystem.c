@@ -657,7 +657,7 @@ static const luaL_Reg sys_meta[] = {
 
 void kb_open_system(lua_State *L)
 {
-    luaL_newmetatable(L, KB_SYSTEM);
+    kb_newmetatable(L, KB_SYSTEM);
     luaL_setfuncs(L, sys_meta, 0);
     lua_newtable(L);
     luaL_setfuncs(L, sys_methods, 0);

@@ -1438,18 +1438,18 @@ static const luaL_Reg handle_meta[] = {
 
 static int luaopen_tlcore(lua_State *L)
 {
-    luaL_newmetatable(L, KB_HANDLE);
+    kb_newmetatable(L, KB_HANDLE);
     luaL_setfuncs(L, handle_meta, 0);
     lua_pop(L, 1);
-    luaL_newmetatable(L, KB_CTX);
+    kb_newmetatable(L, KB_CTX);
     lua_pushcfunction(L, ctx_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    luaL_newmetatable(L, KB_SCRATCH);
+    kb_newmetatable(L, KB_SCRATCH);
     lua_pushcfunction(L, scratch_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    luaL_newmetatable(L, KB_FUTURE);
+    kb_newmetatable(L, KB_FUTURE);
     lua_pushcfunction(L, fut_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);

@@ -411,7 +411,7 @@ static const luaL_Reg vec_funcs[] = {
 
 void kb_open_vec(lua_State *L)
 {
-    if (luaL_newmetatable(L, KB_VEC)) {
+    if (kb_newmetatable(L, KB_VEC)) {
         luaL_newlib(L, vec_methods);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, v_len);

@@ -96,8 +96,7 @@ end
 -- tl.store(t, off, h): handle h into this PE's shard of t at element off.
 function tl.store(t, off, h)
   local s = shard(t, "tl.store")
-  local mt = getmetatable(h)
-  if type(h) ~= "userdata" or type(mt) ~= "table" or mt.__name ~= "kbsim.handle" then
+  if type(h) ~= "userdata" or getmetatable(h) ~= "kbsim.handle" then
     error(("tl.store: a handle is expected as the value, got %s"):format(type(h)), 2)
   end
   range(s, off, #h, "tl.store")
