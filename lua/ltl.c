@@ -1229,13 +1229,12 @@ static void future_proc(struct sim *s, void *arg)
 static int fut_gc(lua_State *L)
 {
     struct future *f = luaL_checkudata(L, 1, KB_FUTURE);
-    if (f->done || f->waited) {
-        free(f->buf);
-        free(f->dir);
-        f->buf = NULL;
-        f->dir = NULL;
-    }
-    /* a receive still running keeps its buffers: the process writes them */
+    /* A receive not yet waited for is anchored (anchor_future): collected,
+     * it was waited for, or the state is closing and no process runs. */
+    free(f->buf);
+    free(f->dir);
+    f->buf = NULL;
+    f->dir = NULL;
     return 0;
 }
 
