@@ -1,5 +1,5 @@
--- mutate.lua — a seeded generator and line/word/byte mutations of a text file, for the fuzz
--- drivers of the file readers (param_fuzz.lua, refs_fuzz.lua)
+-- mutate.lua — a seeded generator, line/word/byte mutations of a text file and the loop of
+-- the fuzz drivers of the file readers (param_fuzz.lua, refs_fuzz.lua)
 local M = {}
 
 -- xorshift64*: the same numbers for a seed on every machine, whatever math.random does.
@@ -15,6 +15,11 @@ function M.rng(seed)
   end
   function r.pick(list) return list[r.below(#list)] end
   return r
+end
+
+-- A number that is neither NaN nor infinite.
+function M.finite(v)
+  return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
 end
 
 -- Words any reader of numbers and names should survive.
@@ -72,6 +77,57 @@ function M.mutate(r, text, tokens)
   if r.below(20) == 1 then out = out:sub(1, r.below(#out + 1) - 1) end
   if r.below(20) == 1 then out = out:gsub("\n", "\r\n") end
   return out
+end
+
+-- The loop of a file-reader driver. spec: name (the driver, for messages and "NAME ok"), base
+-- (the file mutated unless base=FILE is given), tokens (words of the format), parse(text,
+-- name) and read(path) of the reader (results or nil and a message), check(results, where)
+-- (raises on results no reader could use). Script arguments: seed=N, cases=N, base=FILE.
+-- Each mutant is parsed; every tenth also goes through a file and read.
+function M.drive(spec, args)
+  local seed, cases, base_path = 1, 1000, spec.base
+  for _, a in ipairs(args) do
+    local k, v = a:match("^(%w+)=(.*)$")
+    if k == "seed" and math.tointeger(tonumber(v)) then seed = math.tointeger(tonumber(v))
+    elseif k == "cases" and math.tointeger(tonumber(v)) then cases = math.tointeger(tonumber(v))
+    elseif k == "base" then base_path = v
+    else
+      error(("%s: bad argument '%s' (seed=N, cases=N, base=FILE)"):format(spec.name, a), 0)
+    end
+  end
+  local base = assert(io.open(base_path, "rb")):read("a")
+  local r = M.rng(seed)
+  local dir = require("kbsim").outdir()
+  local taken, refused = 0, 0
+  for case = 1, cases do
+    local text = M.mutate(r, base, spec.tokens)
+    local name = ("case%d.txt"):format(case)
+    local where = ("%s: seed %d case %d"):format(spec.name, seed, case)
+    local ok, got, msg = pcall(spec.parse, text, name)
+    if not ok then error(("%s: parse raised: %s"):format(where, tostring(got)), 0) end
+    if got then
+      spec.check(got, where)
+      taken = taken + 1
+    elseif type(msg) ~= "string" or not msg:find("^" .. name:gsub("%.", "%%.") .. ":%d+: ") then
+      error(("%s: message without file:line: %s"):format(where, tostring(msg)), 0)
+    else
+      refused = refused + 1
+    end
+    if case % 10 == 0 then
+      local path = dir .. "/" .. name
+      local f = assert(io.open(path, "wb"))
+      f:write(text)
+      f:close()
+      local ok2, got2, msg2 = pcall(spec.read, path)
+      if not ok2 or (got == nil) ~= (got2 == nil)
+          or (got2 == nil and not msg2:find(path, 1, true)) then
+        error(("%s: read of %s: %s"):format(where, path, tostring(ok2 and msg2 or got2)), 0)
+      end
+      os.remove(path)
+    end
+  end
+  print(("%s ok: seed %d, %d files: %d read, %d refused with file:line"):format(spec.name,
+    seed, cases, taken, refused))
 end
 
 return M

@@ -5,30 +5,12 @@
 --   kbsim -o OUT tests/fuzz/param_fuzz.lua [seed=N] [cases=N] [base=FILE]
 --
 -- The seed fixes the mutants; tests/fuzz/README.md says how to run it for longer.
-local kb = require("kbsim")
 local pr = require("kbsim.param_results")
 local pm = require("kbsim.perfmodel")
-local fz = dofile(arg[0]:gsub("[^/]*$", "") .. "mutate.lua")
+local here = arg[0]:gsub("[^/]*$", "")
+local fz = dofile(here .. "mutate.lua")
 
-local SEED, CASES = 1, 500
-local BASE = arg[0]:gsub("[^/]*$", "") .. "../cli/data/param_comms.txt"
-for _, a in ipairs(arg) do
-  local k, v = a:match("^(%w+)=(.*)$")
-  if k == "seed" and math.tointeger(tonumber(v)) then SEED = math.tointeger(tonumber(v))
-  elseif k == "cases" and math.tointeger(tonumber(v)) then CASES = math.tointeger(tonumber(v))
-  elseif k == "base" then BASE = v
-  else error(("param_fuzz: bad argument '%s' (seed=N, cases=N, base=FILE)"):format(a), 0) end
-end
-
-local base = assert(io.open(BASE, "rb")):read("a")
-local rng = fz.rng(SEED)
-local TOKENS = {"COMMS-RES", "COMMS-RES-all_reduce", "COMMS-RES-QUANT", "COMMS-RES-", "size",
-                "(B)", "collective", "line", "latency", "p50", "busbw(gb/s)", "algbw(gb/s)",
-                "total-size", "tflops"}
-
-local function finite(v)
-  return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
-end
+local finite = fz.finite
 
 local function check_rows(rows, where)
   for i, r in ipairs(rows) do
@@ -53,37 +35,13 @@ local function check_rows(rows, where)
   end
 end
 
-local dir = kb.outdir()
-local read_ok, rejected = 0, 0
-for case = 1, CASES do
-  local text = fz.mutate(rng, base, TOKENS)
-  local name = ("case%d.txt"):format(case)
-  local ok, rows, msg = pcall(pr.parse, text, name)
-  if not ok then
-    error(("param_fuzz: seed %d case %d: parse raised: %s"):format(SEED, case, tostring(rows)), 0)
-  end
-  if rows then
-    check_rows(rows, ("param_fuzz: seed %d case %d"):format(SEED, case))
-    read_ok = read_ok + 1
-  elseif type(msg) ~= "string" or not msg:find("^" .. name:gsub("%.", "%%.") .. ":%d+: ") then
-    error(("param_fuzz: seed %d case %d: message without file:line: %s"):format(SEED, case,
-      tostring(msg)), 0)
-  else
-    rejected = rejected + 1
-  end
-  if case % 10 == 0 then -- the same through a file
-    local path = dir .. "/" .. name
-    local f = assert(io.open(path, "wb"))
-    f:write(text)
-    f:close()
-    local ok2, rows2, msg2 = pcall(pr.read, path)
-    if not ok2 or (rows == nil) ~= (rows2 == nil)
-        or (rows2 == nil and not msg2:find(path, 1, true)) then
-      error(("param_fuzz: seed %d case %d: read of %s: %s"):format(SEED, case, path,
-        tostring(ok2 and msg2 or rows2)), 0)
-    end
-    os.remove(path)
-  end
-end
-print(("param_fuzz ok: seed %d, %d files: %d read, %d refused with file:line"):format(
-  SEED, CASES, read_ok, rejected))
+fz.drive({
+  name = "param_fuzz",
+  base = here .. "../cli/data/param_comms.txt",
+  tokens = {"COMMS-RES", "COMMS-RES-all_reduce", "COMMS-RES-QUANT", "COMMS-RES-", "size", "(B)",
+            "collective", "line", "latency", "p50", "busbw(gb/s)", "algbw(gb/s)", "total-size",
+            "tflops"},
+  parse = pr.parse,
+  read = pr.read,
+  check = check_rows,
+}, arg)
