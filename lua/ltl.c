@@ -367,10 +367,10 @@ static struct kctx *current(lua_State *L, const char *what)
     struct kctx *c = lua_touserdata(L, -1);
     if (!c)
         luaL_error(L, "%s called outside a kernel (start kernels with tl.launch)", what);
+    check_ctx_system(L, -1); /* before c->pe is read */
     if (c->ended) /* only a tl.spawn helper can outlive its kernel */
         luaL_error(L, "%s on PE '%s': the kernel this process helps has ended", what,
                    c->pe->name);
-    check_ctx_system(L, -1);
     lua_pop(L, 1);
     return c;
 }
@@ -457,6 +457,7 @@ static int l_context(lua_State *L)
 static int l_adopt(lua_State *L)
 {
     struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
+    check_ctx_system(L, 1);
     if (c->ended)
         return luaL_error(L, "tl.spawn: the kernel on PE '%s' has ended", c->pe->name);
     kb_block_end(kb_block_begin(L, c->s, "tl.spawn")); /* must be a thread process */

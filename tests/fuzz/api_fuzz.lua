@@ -187,6 +187,7 @@ while budget > 0 do
   if round == 1 then
     add_module("kb.", kb)
     add_module("tl.", tl)
+    add_module("tlcore.", require("kbsim.tlcore")) -- bind, adopt, ...: a script can require it
     for _, tname in ipairs{"kbsim.sim", "kbsim.proc", "kbsim.event", "kbsim.fifo",
                            "kbsim.signal", "kbsim.system", "kbsim.handle", "kbsim.vec",
                            "kbsim.future"} do
