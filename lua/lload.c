@@ -77,7 +77,12 @@ static int call_in_text_mode(lua_State *L, int mode, const char *what)
     return results;
 }
 
-static int load_text(lua_State *L) { return call_in_text_mode(L, 3, "load"); }
+static int load_text(lua_State *L)
+{
+    if (!lua_isstring(L, 1)) /* checked here, so that the error names load */
+        luaL_checktype(L, 1, LUA_TFUNCTION);
+    return call_in_text_mode(L, 3, "load");
+}
 
 static int loadfile_text(lua_State *L)
 {
