@@ -65,6 +65,7 @@ struct chan {
     enum kb_dma_class c;
     int trk; /* trace track, made on the first copy */
     struct kb_dma_stats st;
+    struct req *serving; /* off the queue, being copied: freed with the DMA if never done */
 };
 
 struct klass {
@@ -268,7 +269,9 @@ static void chan_thread(struct sim *s, void *arg)
         struct req *r = k->head;
         if (!(k->head = r->next))
             k->tail = NULL;
+        ch->serving = r;
         int status = serve(ch, r);
+        ch->serving = NULL;
         d->pending--;
         kb_dma_done_fn fn = r->fn;
         void *ud = r->ud;
@@ -369,6 +372,8 @@ void kb_dma_free(struct kb_dma *d)
             nx = r->next;
             free(r);
         }
+        for (uint32_t i = 0; d->k[c].chans && i < d->k[c].n; i++)
+            free(d->k[c].chans[i].serving);
         free(d->k[c].chans);
     }
     for (struct req *r = d->free_reqs, *nx; r; r = nx) {

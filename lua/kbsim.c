@@ -245,7 +245,7 @@ int main(int argc, char **argv)
     set_arg(L, argc, argv, i);
 
     int status = 0;
-    if (luaL_loadfile(L, script) != LUA_OK) {
+    if (kb_loadfile(L, script) != LUA_OK) {
         fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
         status = EXIT_USAGE;
     } else {

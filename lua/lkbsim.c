@@ -1135,6 +1135,21 @@ struct sim *kb_checksim(lua_State *L, int i)
     return checksim(L, i)->s;
 }
 
+int kb_newmetatable(lua_State *L, const char *tname)
+{
+    if (!luaL_newmetatable(L, tname))
+        return 0;
+    lua_pushstring(L, tname);
+    lua_setfield(L, -2, "__metatable");
+    return 1;
+}
+
+bool kb_sim_is_open(lua_State *L, int i)
+{
+    struct lsim *o = luaL_testudata(L, i, KB_SIM);
+    return o && o->s;
+}
+
 void kb_anchor(lua_State *L, int simidx, int validx)
 {
     simidx = lua_absindex(L, simidx);
@@ -1204,7 +1219,7 @@ static const luaL_Reg kb_funcs[] = {
 static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
                      const luaL_Reg *methods)
 {
-    luaL_newmetatable(L, tname);
+    kb_newmetatable(L, tname);
     luaL_setfuncs(L, meta, 0);
     lua_newtable(L);
     luaL_setfuncs(L, methods, 0);
@@ -1291,4 +1306,5 @@ void kb_preload(lua_State *L, const struct kb_options *opt)
     lua_setfield(L, -2, "kbsim");
     lua_pop(L, 1);
     kb_open_tl(L);
+    kb_open_source_only(L);
 }

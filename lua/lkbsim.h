@@ -30,8 +30,18 @@ struct kb_options {
  * creating the state: the module keeps its state pointer there. */
 int luaopen_kbsim(lua_State *L);
 
-/* Registers `kbsim` in package.preload with these options. */
+/* Registers `kbsim` in package.preload with these options, and makes the
+ * state load Lua source only (kb_open_source_only). */
 void kb_preload(lua_State *L, const struct kb_options *opt);
+
+/* Makes the state load Lua source only: package.searchers[2] (modules on
+ * package.path), load, loadfile and dofile take no precompiled chunks
+ * (lload.c; kb_preload calls it). */
+void kb_open_source_only(lua_State *L);
+
+/* luaL_loadfile for source only: a precompiled chunk gives an error
+ * naming the file (lload.c). */
+int kb_loadfile(lua_State *L, const char *path);
 
 /* Message handler for lua_pcall: the message plus a traceback. */
 int kb_traceback(lua_State *L);
@@ -53,6 +63,11 @@ int kb_check_config(const struct kb_options *opt);
 
 /* The kernel of the open kbsim.sim at index i (an error otherwise). */
 struct sim *kb_checksim(lua_State *L, int i);
+/* luaL_newmetatable, the metatable hidden from scripts: getmetatable
+ * gives the type name, so a script cannot call __gc on a live object. */
+int kb_newmetatable(lua_State *L, const char *tname);
+/* Whether the value at index i is a kbsim.sim not yet closed. */
+bool kb_sim_is_open(lua_State *L, int i);
 /* Pushes the NULL-terminated names joined by ", ". */
 void kb_push_names(lua_State *L, const char *const names[]);
 /* The options table at idx holds only keys among `known` (NULL-terminated);

@@ -29,6 +29,7 @@
 
 struct lsys {
     struct kb_system *sys; /* NULL once closed */
+    struct kb_system *parked; /* closed while its simulation was open */
 };
 
 /* ---- Lua table -> configuration tree ------------------------------------ */
@@ -322,7 +323,7 @@ static int l_system(lua_State *L)
     const char **sets = option_sets(L, &n_sets);
 
     struct lsys *h = lua_newuserdatauv(L, sizeof *h, 1);
-    h->sys = NULL;
+    h->sys = h->parked = NULL;
     luaL_setmetatable(L, KB_SYSTEM);
     lua_pushvalue(L, 1);
     lua_setiuservalue(L, -2, 1);
@@ -749,7 +750,15 @@ static int sys_close(lua_State *L)
         return 0;
     if (kb_fabric_in_flight(kb_system_fabric(h->sys)))
         return luaL_error(L, "attempt to close a system with transfers in flight");
-    kb_system_free(h->sys);
+    /* The processes of its PE units (DMA channels, ...) live in the
+     * simulation, which may run them again: while it is open, the system
+     * is only hidden, and freed when the simulation lets it go (it anchors
+     * the system). */
+    lua_getiuservalue(L, 1, 1);
+    if (kb_sim_is_open(L, -1))
+        h->parked = h->sys;
+    else
+        kb_system_free(h->sys);
     h->sys = NULL;
     return 0;
 }
@@ -757,8 +766,8 @@ static int sys_close(lua_State *L)
 static int sys_gc(lua_State *L)
 {
     struct lsys *h = luaL_checkudata(L, 1, KB_SYSTEM);
-    kb_system_free(h->sys);
-    h->sys = NULL;
+    kb_system_free(h->sys ? h->sys : h->parked);
+    h->sys = h->parked = NULL;
     return 0;
 }
 
@@ -785,7 +794,7 @@ static const luaL_Reg sys_meta[] = {
 
 void kb_open_system(lua_State *L)
 {
-    luaL_newmetatable(L, KB_SYSTEM);
+    kb_newmetatable(L, KB_SYSTEM);
     luaL_setfuncs(L, sys_meta, 0);
     lua_newtable(L);
     luaL_setfuncs(L, sys_methods, 0);

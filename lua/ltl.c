@@ -42,6 +42,7 @@
 
 static const char ctx_table_key = 'k'; /* registry: thread -> context */
 static const char scratch_table_key = 's'; /* registry: thread -> scratch */
+static const char future_table_key = 'f'; /* registry: receives not yet waited for */
 
 /* Host-side buffers of one Lua thread: operand snapshots and results on
  * their way to and from the TCM. A call takes them by slot (the operand's
@@ -257,7 +258,8 @@ static int l_host_write(lua_State *L)
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
     luaL_checktype(L, 5, LUA_TTABLE);
-    lua_Integer n = luaL_len(L, 5);
+    lua_Integer n = luaL_len(L, 5); /* a __len may say anything */
+    luaL_argcheck(L, n >= 0 && n <= INT32_MAX, 5, "too many values");
     size_t es = kb_dtype_size(dt);
     unsigned char *buf = scratch(L, 0, (size_t)(n > 0 ? n : 1) * es);
     for (lua_Integer j = 0; j < n; j++) {
@@ -325,29 +327,50 @@ static int l_sim_of(lua_State *L)
 
 /* ---- contexts -------------------------------------------------------- */
 
-static void push_ctx_table(lua_State *L)
+/* Pushes the registry table at `key`, made on first use. */
+static void push_registry_table(lua_State *L, const void *key)
 {
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &ctx_table_key) != LUA_TTABLE) {
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, key) != LUA_TTABLE) {
         lua_pop(L, 1);
         lua_newtable(L);
         lua_pushvalue(L, -1);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &ctx_table_key);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, key);
     }
+}
+
+static void push_ctx_table(lua_State *L) { push_registry_table(L, &ctx_table_key); }
+
+/* Pushes the context userdata of the running Lua thread, or nil. */
+static void push_current_ctx(lua_State *L)
+{
+    push_ctx_table(L);
+    lua_pushthread(L);
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+}
+
+/* The system of the context at index i must still be open: the context's
+ * PE lives in it, and a script can close a system (sys:close) whose
+ * kernels never ended. */
+static void check_ctx_system(lua_State *L, int i)
+{
+    lua_getiuservalue(L, i, 1);
+    kb_checksystem(L, -1);
+    lua_pop(L, 1);
 }
 
 /* The context of the running Lua thread, or an error naming `what`. */
 static struct kctx *current(lua_State *L, const char *what)
 {
-    push_ctx_table(L);
-    lua_pushthread(L);
-    lua_rawget(L, -2);
+    push_current_ctx(L);
     struct kctx *c = lua_touserdata(L, -1);
-    lua_pop(L, 2);
     if (!c)
         luaL_error(L, "%s called outside a kernel (start kernels with tl.launch)", what);
+    check_ctx_system(L, -1); /* before c->pe is read */
     if (c->ended) /* only a tl.spawn helper can outlive its kernel */
         luaL_error(L, "%s on PE '%s': the kernel this process helps has ended", what,
                    c->pe->name);
+    lua_pop(L, 1);
     return c;
 }
 
@@ -433,6 +456,7 @@ static int l_context(lua_State *L)
 static int l_adopt(lua_State *L)
 {
     struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
+    check_ctx_system(L, 1);
     if (c->ended)
         return luaL_error(L, "tl.spawn: the kernel on PE '%s' has ended", c->pe->name);
     kb_block_end(kb_block_begin(L, c->s, "tl.spawn")); /* must be a thread process */
@@ -519,17 +543,40 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
         c->cap_allocs = cap;
     }
     c->allocs[c->n_allocs++] = addr;
-    struct handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    push_current_ctx(L);
+    struct handle *h = lua_newuserdatauv(L, sizeof *h, 1);
     *h = (struct handle){c, addr, n, dt, false};
     luaL_setmetatable(L, KB_HANDLE);
+    lua_rotate(L, -2, 1);
+    lua_setiuservalue(L, -2, 1); /* the handle keeps its context's memory */
     return h;
 }
 
-static struct handle *checkhandle(lua_State *L, int i)
+/* Handle i, of a kernel still running (its TCM allocation stands and its
+ * PE's system is open), freed or not: what a handle's n, dtype and name
+ * need. The context outlives the kernel as the handle's user value, so
+ * `ended` can be read whenever the handle is used. A metamethod (`meta`
+ * names it) has no argument to blame. */
+static struct handle *checklive(lua_State *L, int i, const char *meta)
 {
     struct handle *h = luaL_checkudata(L, i, KB_HANDLE);
-    if (h->freed || h->ctx->ended)
-        luaL_argerror(L, i, h->freed ? "handle was freed" : "handle of a kernel that has ended");
+    if (h->ctx->ended && meta)
+        luaL_error(L, "%s: handle of a kernel that has ended (a handle lives until its "
+                      "kernel returns)", meta);
+    if (h->ctx->ended)
+        luaL_argerror(L, i, "handle of a kernel that has ended");
+    lua_getiuservalue(L, i, 1);
+    check_ctx_system(L, -1);
+    lua_pop(L, 1);
+    return h;
+}
+
+/* Handle i, live and not freed: what an op on its values needs. */
+static struct handle *checkhandle(lua_State *L, int i)
+{
+    struct handle *h = checklive(L, i, NULL);
+    if (h->freed)
+        luaL_argerror(L, i, "handle was freed");
     return h;
 }
 
@@ -557,7 +604,7 @@ static void hwrite(lua_State *L, const struct handle *h, const void *buf)
 
 static int h_len(lua_State *L)
 {
-    lua_pushinteger(L, luaL_checkudata(L, 1, KB_HANDLE) ? ((struct handle *)lua_touserdata(L, 1))->n : 0);
+    lua_pushinteger(L, checklive(L, 1, "#handle")->n);
     return 1;
 }
 
@@ -575,7 +622,7 @@ static int h_to_table(lua_State *L)
 
 static int h_tostring(lua_State *L)
 {
-    struct handle *h = luaL_checkudata(L, 1, KB_HANDLE);
+    struct handle *h = checklive(L, 1, "tostring");
     char addr[24]; /* the TCM address in hex; %p would print 0 as "(nil)" */
     snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)h->addr);
     lua_pushfstring(L, "handle(%d %s at tcm %s of '%s')", (int)h->n, kb_dtype_name(h->dt), addr,
@@ -585,7 +632,7 @@ static int h_tostring(lua_State *L)
 
 static int h_index(lua_State *L)
 {
-    struct handle *h = luaL_checkudata(L, 1, KB_HANDLE);
+    struct handle *h = checklive(L, 1, "handle field");
     const char *k = luaL_checkstring(L, 2);
     if (strcmp(k, "dtype") == 0)
         lua_pushstring(L, kb_dtype_name(h->dt));
@@ -736,20 +783,17 @@ static int l_softmax(lua_State *L) { return math_op(L, KB_MATH_SOFTMAX, 1, "tl.s
 static int l_cdiv(lua_State *L) { return math_op(L, KB_MATH_CDIV, 2, "tl.cdiv"); }
 static int l_sum(lua_State *L) { return math_op(L, KB_MATH_SUM, 1, "tl.sum"); }
 
-/* full(n, value, dtype) -> handle: one vector pass writes it */
-static int l_full(lua_State *L)
+/* A new handle of n elements of value v: one vector pass writes it. */
+static int fill(lua_State *L, struct kctx *c, uint32_t n, lua_Number v, enum kb_dtype dt,
+                const char *what)
 {
-    struct kctx *c = current(L, "tl.full");
-    uint32_t n = checkcount(L, 1);
-    lua_Number v = luaL_checknumber(L, 2);
-    enum kb_dtype dt = checkdtype(L, 3);
-    dispatch(L, c, "tl.full");
+    dispatch(L, c, what);
     const struct kb_math_params *mp = kb_math_params(c->pe->math);
-    void *bp = kb_block_begin(L, c->s, "tl.full");
+    void *bp = kb_block_begin(L, c->s, what);
     int rc = sim_wait(c->s, kb_math_time(mp, KB_MATH_ADD, n, dt));
     kb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.full: %s", sim_errmsg(c->s));
+        return luaL_error(L, "%s: %s", what, sim_errmsg(c->s));
     struct handle *h = newhandle(L, c, n, dt);
     if (c->no_data)
         return 1;
@@ -760,7 +804,31 @@ static int l_full(lua_State *L)
     return 1;
 }
 
+/* full(n, value, dtype) -> handle */
+static int l_full(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.full");
+    uint32_t n = checkcount(L, 1);
+    lua_Number v = luaL_checknumber(L, 2);
+    return fill(L, c, n, v, checkdtype(L, 3), "tl.full");
+}
+
+/* zeros(n, dtype) -> handle: its own function, so that its errors name it */
+static int l_zeros(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.zeros");
+    uint32_t n = checkcount(L, 1);
+    return fill(L, c, n, 0, checkdtype(L, 2), "tl.zeros");
+}
+
 /* ---- GEMM: PE_GEMM --------------------------------------------------- */
+
+/* a * b for a, b >= 0, or -1 where the product would pass LUA_MAXINTEGER:
+ * sizes from a script are multiplied only through this. */
+static lua_Integer checked_mul(lua_Integer a, lua_Integer b)
+{
+    return b != 0 && a > LUA_MAXINTEGER / b ? -1 : a * b;
+}
 
 /* dot(a, b, m, n, k [, out_dtype]) -> handle of m×n: row-major a (m×k)
  * times b (k×n), accumulated in f32 */
@@ -771,17 +839,19 @@ static int l_dot(lua_State *L)
     lua_Integer m = luaL_checkinteger(L, 3), n = luaL_checkinteger(L, 4),
                 k = luaL_checkinteger(L, 5);
     enum kb_dtype odt = lua_isnoneornil(L, 6) ? a->dt : checkdtype(L, 6);
-    if (m < 1 || n < 1 || k < 1 || (uint64_t)(m * k) != a->n || (uint64_t)(k * n) != b->n ||
-        a->dt != b->dt)
+    if (m < 1 || n < 1 || k < 1 || checked_mul(m, k) != (lua_Integer)a->n ||
+        checked_mul(k, n) != (lua_Integer)b->n || a->dt != b->dt)
         return luaL_error(L, "tl.dot on PE '%s': shapes do not fit (a: %d %s, b: %d %s, "
                              "m=%I n=%I k=%I)", c->pe->name, (int)a->n, kb_dtype_name(a->dt),
                           (int)b->n, kb_dtype_name(b->dt), m, n, k);
-    if ((uint64_t)(m * n) > INT32_MAX)
-        return luaL_error(L, "tl.dot: result too large");
+    lua_Integer mn = checked_mul(m, n);
+    if (mn < 0 || mn > INT32_MAX)
+        return luaL_error(L, "tl.dot on PE '%s': a result of %I x %I elements is too large",
+                          c->pe->name, m, n);
     const void *ab = c->no_data ? NULL : hread(L, a, 0);
     const void *bb = c->no_data ? NULL : hread(L, b, 1);
     dispatch(L, c, "tl.dot");
-    struct handle *out = newhandle(L, c, (uint32_t)(m * n), odt);
+    struct handle *out = newhandle(L, c, (uint32_t)mn, odt);
     void *cb = c->no_data ? NULL : scratch(L, RESULT, hbytes(out));
     void *bp = kb_block_begin(L, c->s, "tl.dot");
     int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
@@ -801,9 +871,9 @@ static struct handle *checkrange(lua_State *L, int i, struct kctx *c, lua_Intege
     if (h->ctx != c)
         luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
                    c->pe->name);
-    if (off < 0 || n < 1 || off + n > (lua_Integer)h->n)
-        luaL_error(L, "%s on PE '%s': elements [%I, %I) are outside a handle of %d", what,
-                   c->pe->name, off, off + n, (int)h->n);
+    if (off < 0 || n < 1 || off > (lua_Integer)h->n || n > (lua_Integer)h->n - off)
+        luaL_error(L, "%s on PE '%s': %I elements from element %I are outside a handle of %d",
+                   what, c->pe->name, n, off, (int)h->n);
     return h;
 }
 
@@ -837,32 +907,37 @@ static int l_gemm_tile(lua_State *L)
         return luaL_error(L, "tl.gemm_tile on PE '%s': tile %Ix%Ix%I is not within 1x1x1 .. "
                              "%dx%dx%d (m x n x k)", c->pe->name, tm, tn, tk, (int)p->tile.m,
                           (int)p->tile.n, (int)p->tile.k);
-    struct handle *a = checkrange(L, 2, c, luaL_checkinteger(L, 3), tm * tk, "tl.gemm_tile");
-    struct handle *b = checkrange(L, 4, c, luaL_checkinteger(L, 5), tk * tn, "tl.gemm_tile");
+    /* -1 where a product overflows: checkrange refuses it */
+    lua_Integer a_n = checked_mul(tm, tk), b_n = checked_mul(tk, tn), c_n = checked_mul(tm, tn);
+    struct handle *a = checkrange(L, 2, c, luaL_checkinteger(L, 3), a_n, "tl.gemm_tile");
+    struct handle *b = checkrange(L, 4, c, luaL_checkinteger(L, 5), b_n, "tl.gemm_tile");
     if (a->dt != b->dt)
         return luaL_error(L, "tl.gemm_tile on PE '%s': operands of %s and %s", c->pe->name,
                           kb_dtype_name(a->dt), kb_dtype_name(b->dt));
     bool acc = lua_toboolean(L, 9);
     if (!lua_isnil(L, 1)) {
-        struct handle *out = checkrange(L, 1, c, 0, tm * tn, "tl.gemm_tile");
+        struct handle *out = checkrange(L, 1, c, 0, c_n, "tl.gemm_tile");
         if (out->dt != KB_DTYPE_F32)
             return luaL_error(L, "tl.gemm_tile on PE '%s': the accumulator is %s, not f32",
                               c->pe->name, kb_dtype_name(out->dt));
     } else if (acc) {
         return luaL_error(L, "tl.gemm_tile: accumulate needs an accumulator handle");
     }
-    const void *ab = c->no_data ? NULL : hread_range(L, a, luaL_checkinteger(L, 3), tm * tk, 0);
-    const void *bb = c->no_data ? NULL : hread_range(L, b, luaL_checkinteger(L, 5), tk * tn, 1);
+    const void *ab = c->no_data ? NULL : hread_range(L, a, luaL_checkinteger(L, 3), a_n, 0);
+    const void *bb = c->no_data ? NULL : hread_range(L, b, luaL_checkinteger(L, 5), b_n, 1);
     dispatch(L, c, "tl.gemm_tile");
+    if (lua_isnil(L, 1) && c_n > INT32_MAX)
+        return luaL_error(L, "tl.gemm_tile on PE '%s': a tile of %I x %I is too large",
+                          c->pe->name, tm, tn);
     if (lua_isnil(L, 1))
-        newhandle(L, c, (uint32_t)(tm * tn), KB_DTYPE_F32);
+        newhandle(L, c, (uint32_t)c_n, KB_DTYPE_F32);
     else
         lua_pushvalue(L, 1);
     int outi = lua_gettop(L);
     struct handle *out = lua_touserdata(L, outi);
     float *cb = c->no_data ? NULL
-                : acc      ? hread_range(L, out, 0, tm * tn, RESULT)
-                           : scratch(L, RESULT, (size_t)(tm * tn) * sizeof(float));
+                : acc      ? hread_range(L, out, 0, c_n, RESULT)
+                           : scratch(L, RESULT, (size_t)c_n * sizeof(float));
     int64_t cycles = kb_gemm_tile(c->pe->gemm, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn,
                                   (size_t)tm, (size_t)tn, (size_t)tk, a->dt, acc);
     if (cycles < 0)
@@ -875,7 +950,7 @@ static int l_gemm_tile(lua_State *L)
     kb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.gemm_tile: %s", sim_errmsg(c->s));
-    if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)(tm * tn) * sizeof(float)) != 0)
+    if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)c_n * sizeof(float)) != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
     lua_pushvalue(L, outi);
     return 1;
@@ -889,7 +964,8 @@ static int l_fetch(lua_State *L)
     struct kctx *c = current(L, "tl.fetch");
     struct handle *h0 = checkhandle(L, 1);
     lua_Integer off = luaL_optinteger(L, 2, 0);
-    lua_Integer n = luaL_optinteger(L, 3, (lua_Integer)h0->n - off);
+    lua_Integer rest = off >= 0 && off <= (lua_Integer)h0->n ? (lua_Integer)h0->n - off : 0;
+    lua_Integer n = luaL_optinteger(L, 3, rest);
     struct handle *h = checkrange(L, 1, c, off, n, "tl.fetch");
     size_t es = kb_dtype_size(h->dt);
     dispatch(L, c, "tl.fetch");
@@ -1153,14 +1229,27 @@ static void future_proc(struct sim *s, void *arg)
 static int fut_gc(lua_State *L)
 {
     struct future *f = luaL_checkudata(L, 1, KB_FUTURE);
-    if (f->done || f->waited) {
-        free(f->buf);
-        free(f->dir);
-        f->buf = NULL;
-        f->dir = NULL;
-    }
-    /* a receive still running keeps its buffers: the process writes them */
+    /* A receive not yet waited for is anchored (anchor_future): collected,
+     * it was waited for, or the state is closing and no process runs. */
+    free(f->buf);
+    free(f->dir);
+    f->buf = NULL;
+    f->dir = NULL;
     return 0;
+}
+
+/* A receive still running writes into its future: the future (and through
+ * it the context and system the process reads) stays anchored in the
+ * registry until tl.wait takes it, whether or not the script keeps it. */
+static void anchor_future(lua_State *L, struct future *f, bool on)
+{
+    push_registry_table(L, &future_table_key);
+    if (on)
+        lua_pushvalue(L, -2);
+    else
+        lua_pushnil(L);
+    lua_rawsetp(L, -2, f);
+    lua_pop(L, 1);
 }
 
 /* recv_async(dir, n, dtype) -> future: the receive runs beside the kernel */
@@ -1175,6 +1264,8 @@ static int l_recv_async(lua_State *L)
     struct future *f = lua_newuserdatauv(L, sizeof *f, 1);
     memset(f, 0, sizeof *f);
     luaL_setmetatable(L, KB_FUTURE);
+    push_current_ctx(L);
+    lua_setiuservalue(L, -2, 1); /* the future keeps its context's memory */
     f->ctx = c;
     f->n = n;
     f->dt = dt;
@@ -1189,6 +1280,7 @@ static int l_recv_async(lua_State *L)
     f->done_ev = sim_event_new(c->s, name);
     if (!f->done_ev || !sim_thread(c->s, name, future_proc, f, 0))
         return luaL_error(L, "tl.recv_async: %s", sim_errmsg(c->s));
+    anchor_future(L, f, true);
     return 1;
 }
 
@@ -1199,6 +1291,11 @@ static int l_wait(lua_State *L)
     struct future *f = luaL_checkudata(L, 1, KB_FUTURE);
     if (f->waited)
         return luaL_error(L, "tl.wait: this receive was already waited for");
+    if (f->ctx->ended)
+        return luaL_error(L, "tl.wait: a receive of a kernel that has ended");
+    lua_getiuservalue(L, 1, 1);
+    check_ctx_system(L, -1);
+    lua_pop(L, 1);
     if (f->ctx != c)
         return luaL_error(L, "tl.wait: a receive of PE '%s' waited on PE '%s'", f->ctx->pe->name,
                           c->pe->name);
@@ -1210,6 +1307,7 @@ static int l_wait(lua_State *L)
             return luaL_error(L, "tl.wait: %s", sim_errmsg(c->s));
     }
     f->waited = true;
+    anchor_future(L, f, false);
     if (f->got < 0)
         return luaL_error(L, "tl.recv_async: %s", kb_ipcq_errmsg(c->pe->ipcq));
     check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);
@@ -1230,6 +1328,7 @@ static const luaL_Reg funcs[] = {
     {"bind", l_bind},           {"unbind", l_unbind},         {"rank", l_rank},
     {"world_size", l_world_size}, {"program_id", l_program_id}, {"pe", l_pe},
     {"load", l_load},           {"store", l_store},           {"full", l_full},
+    {"zeros", l_zeros},
     {"add", l_add},             {"sub", l_sub},               {"mul", l_mul},
     {"div", l_div},             {"maximum", l_maximum},       {"minimum", l_minimum},
     {"fma", l_fma},             {"clamp", l_clamp},           {"exp", l_exp},
@@ -1250,18 +1349,18 @@ static const luaL_Reg handle_meta[] = {
 
 static int luaopen_tlcore(lua_State *L)
 {
-    luaL_newmetatable(L, KB_HANDLE);
+    kb_newmetatable(L, KB_HANDLE);
     luaL_setfuncs(L, handle_meta, 0);
     lua_pop(L, 1);
-    luaL_newmetatable(L, KB_CTX);
+    kb_newmetatable(L, KB_CTX);
     lua_pushcfunction(L, ctx_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    luaL_newmetatable(L, KB_SCRATCH);
+    kb_newmetatable(L, KB_SCRATCH);
     lua_pushcfunction(L, scratch_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    luaL_newmetatable(L, KB_FUTURE);
+    kb_newmetatable(L, KB_FUTURE);
     lua_pushcfunction(L, fut_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);

@@ -38,10 +38,14 @@ static struct vec *checkvec(lua_State *L, int i)
     return luaL_checkudata(L, i, KB_VEC);
 }
 
+/* The largest vec, and any size or dimension: the product of two sizes
+ * (rows × cols, m × k) then fits a size_t with room to spare. */
+#define VEC_MAX ((lua_Integer)1 << 30)
+
 static size_t checksize(lua_State *L, int i)
 {
     lua_Integer n = luaL_checkinteger(L, i);
-    luaL_argcheck(L, n >= 0 && n <= (1 << 30), i, "size out of range");
+    luaL_argcheck(L, n >= 0 && n <= VEC_MAX, i, "size out of range");
     return (size_t)n;
 }
 
@@ -81,7 +85,9 @@ static int l_affine(lua_State *L)
 static int l_from(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
-    size_t n = (size_t)luaL_len(L, 1);
+    lua_Integer len = luaL_len(L, 1); /* a __len may say anything */
+    luaL_argcheck(L, len >= 0 && len <= VEC_MAX, 1, "size out of range");
+    size_t n = (size_t)len;
     struct vec *x = newvec(L, n);
     for (size_t i = 0; i < n; i++) {
         lua_geti(L, 1, (lua_Integer)i + 1);
@@ -239,7 +245,7 @@ static int v_slice(lua_State *L)
 {
     struct vec *x = checkvec(L, 1);
     lua_Integer off = luaL_checkinteger(L, 2), n = luaL_checkinteger(L, 3);
-    if (off < 0 || n < 0 || (size_t)(off + n) > x->n)
+    if (off < 0 || n < 0 || (size_t)off > x->n || (size_t)n > x->n - (size_t)off)
         return luaL_error(L, "vec:slice(%I, %I) outside a vec of %d", off, n, (int)x->n);
     struct vec *y = newvec(L, (size_t)n);
     memcpy(y->v, x->v + off, (size_t)n * sizeof(double));
@@ -329,7 +335,7 @@ static int l_matmul(lua_State *L)
     if (a->n != m * k || b->n != k * n)
         return luaL_error(L, "vec_matmul: a of %d and b of %d do not fit m=%d k=%d n=%d",
                           (int)a->n, (int)b->n, (int)m, (int)k, (int)n);
-    if (m * n > ((size_t)1 << 30))
+    if (m * n > (size_t)VEC_MAX)
         return luaL_error(L, "vec_matmul: result too large");
     struct vec *c = newvec(L, m * n);
     memset(c->v, 0, m * n * sizeof(double));
@@ -405,7 +411,7 @@ static const luaL_Reg vec_funcs[] = {
 
 void kb_open_vec(lua_State *L)
 {
-    if (luaL_newmetatable(L, KB_VEC)) {
+    if (kb_newmetatable(L, KB_VEC)) {
         luaL_newlib(L, vec_methods);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, v_len);

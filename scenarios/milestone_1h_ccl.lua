@@ -47,47 +47,13 @@ local PES_PER_CUBE, CUBES_PER_SIP = 8, 16
 
 -- ---- the references (a versioned data file, not code) ------------------
 
--- CSV: name,kind,bytes_per_pe,latency_ns,intercept_ns,slope_ns,slope_bits
---   kind "point": one measurement (bytes_per_pe, latency_ns)
---   kind "line":  latency = intercept_ns + slope_ns * (bytes_per_pe * 8 / slope_bits)
+-- The CSV's columns and kinds: lua/kbsim/references.lua.
 local function read_refs(path)
-  local f, err = io.open(path, "r")
-  if not f then
-    io.stderr:write(("%s: cannot read the references: %s\n"):format(path, err))
+  local refs, err = require("kbsim.references").read(path)
+  if not refs then
+    io.stderr:write(err, "\n")
     os.exit(2)
   end
-  local refs, n = {}, 0
-  local function bad(line, msg)
-    io.stderr:write(("%s:%d: %s\n"):format(path, line, msg))
-    os.exit(2)
-  end
-  for text in f:lines() do
-    n = n + 1
-    if n > 1 and text:match("%S") and not text:match("^%s*#") then
-      local c = {}
-      for field in (text .. ","):gmatch("([^,]*),") do c[#c + 1] = field end
-      if #c ~= 7 then bad(n, ("expected 7 fields, got %d: '%s'"):format(#c, text)) end
-      local r = {name = c[1], kind = c[2]}
-      local function num(i, what)
-        local v = tonumber(c[i])
-        if not v then bad(n, ("%s: '%s' is not a number"):format(what, c[i])) end
-        return v
-      end
-      if r.name == "" then bad(n, "a reference needs a name") end
-      if r.kind == "point" then
-        r.bytes_per_pe, r.latency_ns = num(3, "bytes_per_pe"), num(4, "latency_ns")
-      elseif r.kind == "line" then
-        r.intercept_ns, r.slope_ns, r.slope_bits = num(5, "intercept_ns"), num(6, "slope_ns"),
-                                                   num(7, "slope_bits")
-        if r.slope_bits <= 0 then bad(n, "slope_bits must be positive") end
-      else
-        bad(n, ("unknown kind '%s' (point, line)"):format(r.kind))
-      end
-      refs[#refs + 1] = r
-    end
-  end
-  f:close()
-  if n == 0 then bad(1, "empty file: the header line is missing") end
   return refs
 end
 

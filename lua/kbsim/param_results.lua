@@ -42,12 +42,26 @@ local function trim(s)
   return (s:gsub("^%s+", ""):gsub("%s+$", ""))
 end
 
--- Column names from the text after "COMMS-RES" on a header line.
-local function header_columns(rest)
-  local cols = {}
+-- Fields a row sets itself, which no column may take.
+local RESERVED = { collective = true, line = true, latency = true }
+
+-- Column names from the text after "COMMS-RES" on a header line, or nil
+-- and what is wrong with them: a column twice or a reserved name, or one
+-- that readers need (size, the latency percentile, algbw, busbw) missing.
+local function header_columns(rest, latency_field)
+  local cols, seen = {}, {}
   for _, w in ipairs(words(rest)) do
     local lw = w:lower()
-    if lw ~= "(b)" then cols[#cols + 1] = HEADER_NAMES[lw] or lw end
+    if lw ~= "(b)" then
+      local c = HEADER_NAMES[lw] or lw
+      if RESERVED[c] then return nil, ("column '%s' has a reserved name"):format(w) end
+      if seen[c] then return nil, ("column '%s' appears twice"):format(w) end
+      seen[c] = true
+      cols[#cols + 1] = c
+    end
+  end
+  for _, need in ipairs({ "size", latency_field, "algbw", "busbw" }) do
+    if not seen[need] then return nil, ("no '%s' column"):format(need) end
   end
   return cols
 end
@@ -58,17 +72,28 @@ local function finite_number(w)
   return v
 end
 
+-- The latency column opts picks; a bad opts is the caller's caller's error.
+local function latency_field_of(opts)
+  if opts ~= nil and type(opts) ~= "table" then
+    error(("param_results: options must be a table, got %s"):format(type(opts)), 3)
+  end
+  local field = opts and opts.latency or "p50"
+  if not LATENCY_FIELDS[field] then
+    error(("unknown latency column '%s' (want p50, p75, p95, min or max)"):format(
+      tostring(field)), 3)
+  end
+  return field
+end
+
 -- Parses results text. `name` is used in messages (the file name).
 -- opts.latency picks the percentile copied into row.latency ("p50" default).
 -- Returns rows (in file order) or nil and "NAME:LINE: malformed COMMS-RES row: ROW".
 function M.parse(text, name, opts)
-  opts = opts or {}
-  local latency_field = opts.latency or "p50"
-  if not LATENCY_FIELDS[latency_field] then
-    error(("unknown latency column '%s' (want p50, p75, p95, min or max)"):format(
-      tostring(latency_field)), 2)
+  if type(text) ~= "string" then
+    error(("param_results.parse: the results text must be a string, got %s"):format(type(text)), 2)
   end
-  name = name or "results"
+  local latency_field = latency_field_of(opts)
+  name = tostring(name or "results")
   local rows, cols = {}, nil
   local lineno = 0
   for line in (text .. "\n"):gmatch("([^\n]*)\n") do
@@ -85,7 +110,11 @@ function M.parse(text, name, opts)
       end
       if collective == nil and (#w == 0 or finite_number(w[1]) == nil) then
         if tag ~= "" then return malformed() end
-        cols = header_columns(rest)
+        local why
+        cols, why = header_columns(rest, latency_field)
+        if not cols then
+          return nil, ("%s:%d: bad COMMS-RES header: %s"):format(name, lineno, why)
+        end
       else
         local use = cols or DEFAULT_COLUMNS
         -- Without a header the TFlops column may trail the default layout.
@@ -108,15 +137,28 @@ end
 
 -- Reads a results file; returns rows or nil and a message (see parse).
 function M.read(path, opts)
+  if type(path) ~= "string" then
+    error(("param_results.read: a file name is expected, got %s"):format(type(path)), 2)
+  end
+  latency_field_of(opts)
   local f, err = io.open(path, "rb")
   if not f then return nil, ("cannot open PARAM results '%s': %s"):format(path, err) end
-  local text = f:read("a")
+  local text, rerr = f:read("a")
   f:close()
+  if not text then return nil, ("cannot read PARAM results '%s': %s"):format(path, rerr) end
   return M.parse(text, path, opts)
 end
 
 -- The names of the collectives in rows, in order of first appearance.
+local function check_rows(rows, what)
+  if type(rows) ~= "table" then
+    error(("param_results.%s: rows from parse or read are expected, got %s"):format(
+      what, type(rows)), 3)
+  end
+end
+
 function M.collectives(rows)
+  check_rows(rows, "collectives")
   local seen, list = {}, {}
   for _, r in ipairs(rows) do
     local c = r.collective or ""
@@ -128,6 +170,7 @@ end
 -- The rows of one collective (all rows if it is nil), sorted by size:
 -- the point list perfmodel.fit takes.
 function M.series(rows, collective)
+  check_rows(rows, "series")
   local out = {}
   for _, r in ipairs(rows) do
     if collective == nil or r.collective == collective then out[#out + 1] = r end

@@ -40,16 +40,13 @@ tl.gemm_time = core.gemm_time
 tl.pe_stats = core.pe_stats
 
 -- Inside a kernel.
-for _, name in ipairs{"rank", "world_size", "program_id", "pe", "full", "add", "sub", "mul",
-                      "div", "maximum", "minimum", "fma", "clamp", "exp", "log", "softmax",
+for _, name in ipairs{"rank", "world_size", "program_id", "pe", "full", "zeros", "add", "sub",
+                      "mul", "div", "maximum", "minimum", "fma", "clamp", "exp", "log", "softmax",
                       "cdiv", "sum", "dot", "send", "recv", "recv_async", "wait", "free",
                       "gemm_tile", "fetch", "accumulate", "cast"} do
   tl[name] = core[name]
 end
 
-function tl.zeros(n, dtype)
-  return core.full(n, 0, dtype)
-end
 
 -- tl.spawn(name, fn, ...): from a kernel, a helper thread process
 -- "<pe name>.<name>" that acts for the same PE and shares the kernel's
@@ -78,7 +75,7 @@ end
 
 local function range(s, off, n, what)
   if math.type(off) ~= "integer" or off < 0 or math.type(n) ~= "integer" or n < 1
-      or off + n > s.n then
+      or off > s.n or n > s.n - off then -- (off + n could wrap)
     error(("%s: elements [%s, %s+%s) are outside the shard of %d"):format(
       what, tostring(off), tostring(off), tostring(n), s.n), 3)
   end
@@ -98,8 +95,7 @@ end
 -- tl.store(t, off, h): handle h into this PE's shard of t at element off.
 function tl.store(t, off, h)
   local s = shard(t, "tl.store")
-  local mt = getmetatable(h)
-  if type(h) ~= "userdata" or type(mt) ~= "table" or mt.__name ~= "kbsim.handle" then
+  if type(h) ~= "userdata" or getmetatable(h) ~= "kbsim.handle" then
     error(("tl.store: a handle is expected as the value, got %s"):format(type(h)), 2)
   end
   range(s, off, #h, "tl.store")
