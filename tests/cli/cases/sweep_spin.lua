@@ -4,7 +4,7 @@
 -- KBSIM_TEST_MARK.i (if set), and spins for ever, in C (a pathological
 -- string.find, which no hook interrupts) or, with KBSIM_TEST_SPIN_LUA=1,
 -- in Lua. arg[1]: number of points (default 6); arg[2]: kb.sweep's
--- timeout; arg[3]: a size in bytes of padding in every row (not in the CSV).
+-- timeout ("-": none); arg[3]: a size in bytes of padding in every row (not in the CSV).
 local kb = require("kbsim")
 local results = require("kbsim.results")
 
