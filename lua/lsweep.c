@@ -2,7 +2,7 @@
  *
  * A lua_State is not thread-safe, and a simulation's processes are Lua
  * threads of the state that created them, so every point gets a fresh
- * state (and builds its own simulation) on a libuv pool thread. What a
+ * state (and builds its own simulation) on a thread of its own. What a
  * point needs travels as bytes: the point function as bytecode with its
  * upvalues rebuilt (plain data copied, modules looked up again by name,
  * other Lua functions dumped recursively), its parameters and its returned
@@ -784,9 +784,9 @@ static char *dupstr(const char *s, size_t n)
     return d;
 }
 
-/* os.exit in a point: exiting from a pool thread would take the other
- * points and every finished row with it (libuv aborts at exit while its
- * pool runs), so it fails the point instead. */
+/* os.exit in a point: exiting from a point's thread would take the other
+ * points and every unwritten row with it, so it fails the point
+ * instead. */
 static int point_exit(lua_State *W)
 {
     return luaL_error(W, "os.exit called in a sweep point; a point ends by returning its row "
