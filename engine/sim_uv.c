@@ -349,7 +349,11 @@ static void sweep_fill(struct sweep *sw)
         pt->running = true;
         uv_mutex_unlock(&sw->lock);
         sw->running++;
-        if (uv_thread_create(&tid, point_thread, pt) != 0) {
+        /* the stack libuv gives its pool threads, where points ran
+         * before: Lua and the point's C code recurse on it */
+        uv_thread_options_t topt = {.flags = UV_THREAD_HAS_STACK_SIZE,
+                                    .stack_size = 8u << 20};
+        if (uv_thread_create_ex(&tid, &topt, point_thread, pt) != 0) {
             pt->running = false;
             sw->running--;
             sw->ended++;

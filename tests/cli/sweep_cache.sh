@@ -62,16 +62,16 @@ kill9)
   ;;
 concurrent)
   # two kbsim processes fill one cache at once (same keys, 2 threads each)
-  "$kbsim" -q -j 2 -o out "$script" 300 > log1 2>&1 &
+  "$kbsim" -q -j 2 -o out "$script" 200 > log1 2>&1 &
   p1=$!
-  "$kbsim" -q -j 2 -o out "$script" 300 > log2 2>&1 &
+  "$kbsim" -q -j 2 -o out "$script" 200 > log2 2>&1 &
   p2=$!
   wait $p1 || { cat log1; fail "first writer"; }
   wait $p2 || { cat log2; fail "second writer"; }
-  [ "$(n_entries)" -eq 300 ] || fail "300 cache entries expected, got $(n_entries)"
+  [ "$(n_entries)" -eq 200 ] || fail "200 cache entries expected, got $(n_entries)"
   [ "$(n_temps)" -eq 0 ] || fail "temporary files left: $(ls out/cache/spin | grep tmp | head -3)"
-  "$kbsim" -j 2 --fast -o out "$script" 300 > log 2>&1 || fail "--fast run"
-  grep -q "reused 300 of 300 points" log || fail "every entry must read back"
+  "$kbsim" -j 2 --fast -o out "$script" 200 > log 2>&1 || fail "--fast run"
+  grep -q "reused 200 of 200 points" log || fail "every entry must read back"
   grep -q "warning" log && fail "warnings"
   ;;
 timeout)
