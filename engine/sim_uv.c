@@ -117,11 +117,11 @@ drain:
 /* Every point runs on a thread of its own, made when the point starts and
  * detached, so that a point stuck in a long C call can be left behind
  * (abandoned) without holding up the sweep or a pool thread. A point that
- * ends tells the loop through an async handle. Everything a thread may
- * touch (its record, the lock, the async handle's state flag) lives in
- * one heap block that is freed only when no thread was abandoned; after
- * an abandonment it is deliberately leaked, and the thread, whenever it
- * ends, sees that it was abandoned and touches nothing else. */
+ * ends tells the loop through an async handle, under the lock, unless it
+ * was abandoned. Everything a thread may touch (its record, the lock)
+ * lives in one heap block, freed by sim_sweep_run if no thread was
+ * abandoned, else by the last abandoned thread as it ends (with the
+ * caller's release callback). */
 
 struct sweep;
 
@@ -153,12 +153,18 @@ struct sweep {
     sim_sweep_progress_fn progress;
     struct sim_sweep_point *pts;
     unsigned char *status;
-    size_t n, next, ended, running, n_abandoned;
+    size_t n, next, ended, running;
     size_t n_failed, n_interrupted;
     int jobs;
     uint64_t timeout_ns; /* 0: none */
     bool finished;
+    void (*release)(void *ud);
+    /* under lock: */
+    size_t live_abandoned; /* abandoned threads still running */
+    bool returned;         /* sim_sweep_run returned */
 };
+
+static void sweep_free(struct sweep *sw);
 
 void sim_sweep_point_attach(struct sim_sweep_point *pt, struct sim *s)
 {
@@ -210,10 +216,10 @@ static void point_abandon(struct sweep *sw, struct sim_sweep_point *pt,
 {
     point_request_stop(pt);
     pt->abandoned = true;
+    sw->live_abandoned++;
     pt->running = false;
     sw->running--;
     sw->ended++;
-    sw->n_abandoned++;
     if (st == SIM_SWEEP_STOP_ABANDONED)
         sw->n_interrupted++;
     else
@@ -256,6 +262,7 @@ static void point_thread(void *arg)
     struct sim_sweep_point *pt = arg;
     struct sweep *sw = pt->sw;
     int rc = sw->run(pt, pt->index, sw->ud);
+    bool last = false;
     uv_mutex_lock(&sw->lock);
     /* A point that forgot to detach must not be stopped after it ended. */
     pt->sim = NULL;
@@ -263,9 +270,13 @@ static void point_thread(void *arg)
     if (!pt->abandoned) {
         pt->finished = true;
         uv_async_send(&sw->wake);
+    } else {
+        last = --sw->live_abandoned == 0 && sw->returned;
     }
     uv_mutex_unlock(&sw->lock);
-    /* From here on, sw may be gone. */
+    /* From here on, sw may be gone, unless this thread frees it. */
+    if (last)
+        sweep_free(sw);
 }
 
 /* Loop thread: a point that returned gets its status. */
@@ -370,8 +381,36 @@ static void sweep_fill(struct sweep *sw)
     }
 }
 
+/* Opens the handles of sw on its loop (each closed at the end if it was
+ * opened); 0 or a libuv error. */
+static int sweep_open_handles(struct sweep *sw, bool catch_sigint)
+{
+    int r;
+    if ((r = uv_async_init(sw->loop, &sw->wake, sweep_wake_cb)) < 0)
+        return r;
+    sw->wake.data = sw;
+    sw->has_wake = true;
+    if (sw->timeout_ns) {
+        if ((r = uv_timer_init(sw->loop, &sw->timer)) < 0)
+            return r;
+        sw->has_timer = true;
+        sw->timer.data = sw;
+        uv_timer_start(&sw->timer, sweep_timer_cb, 50, 50);
+    }
+    if (!catch_sigint)
+        return 0;
+    if ((r = uv_signal_init(sw->loop, &sw->sigint)) < 0)
+        return r;
+    sw->has_sigint = true;
+    sw->sigint.data = sw;
+    return uv_signal_start(&sw->sigint, sweep_sigint_cb, SIGINT);
+}
+
+/* Frees sw once no thread uses it, and lets the caller free ud. */
 static void sweep_free(struct sweep *sw)
 {
+    if (sw->release)
+        sw->release(sw->ud);
     uv_mutex_destroy(&sw->lock);
     free(sw->pts);
     free(sw);
@@ -390,14 +429,15 @@ int sim_sweep_run(size_t n_points, sim_sweep_run_fn run, void *ud,
         opts = &defaults;
     for (size_t i = 0; i < n_points && status; i++)
         status[i] = SIM_SWEEP_NOT_RUN;
-    if (n_points == 0)
-        return 0;
-    struct sweep *sw = calloc(1, sizeof *sw);
-    if (!sw)
-        return SIM_ENOMEM;
+    struct sweep *sw = n_points ? calloc(1, sizeof *sw) : NULL;
+    if (!sw) {
+        if (opts->release)
+            opts->release(ud);
+        return n_points ? SIM_ENOMEM : 0;
+    }
     *sw = (struct sweep){.run = run, .ud = ud, .status = status, .n = n_points,
                          .jobs = opts->jobs > 0 ? opts->jobs : 1,
-                         .progress = opts->progress};
+                         .progress = opts->progress, .release = opts->release};
     if (opts->timeout > 0)
         sw->timeout_ns = opts->timeout >= 1e9 ? UINT64_MAX / 2
                                               : (uint64_t)(opts->timeout * 1e9);
@@ -405,6 +445,8 @@ int sim_sweep_run(size_t n_points, sim_sweep_run_fn run, void *ud,
     sw->pts = calloc(n_points, sizeof *sw->pts);
     if (!sw->pts) {
         free(sw);
+        if (opts->release)
+            opts->release(ud);
         return SIM_ENOMEM;
     }
     for (size_t i = 0; i < n_points; i++) {
@@ -415,6 +457,8 @@ int sim_sweep_run(size_t n_points, sim_sweep_run_fn run, void *ud,
     if ((r = uv_mutex_init(&sw->lock)) < 0) {
         free(sw->pts);
         free(sw);
+        if (opts->release)
+            opts->release(ud);
         return sim_uv__err(r);
     }
     sw->loop = opts->loop;
@@ -425,32 +469,9 @@ int sim_sweep_run(size_t n_points, sim_sweep_run_fn run, void *ud,
         }
         sw->loop = &own;
     }
-    if ((r = uv_async_init(sw->loop, &sw->wake, sweep_wake_cb)) < 0) {
+    if ((r = sweep_open_handles(sw, opts->catch_sigint)) < 0) {
         rc = sim_uv__err(r);
         goto out;
-    }
-    sw->wake.data = sw;
-    sw->has_wake = true;
-    if (sw->timeout_ns) {
-        if ((r = uv_timer_init(sw->loop, &sw->timer)) < 0) {
-            rc = sim_uv__err(r);
-            goto out;
-        }
-        sw->has_timer = true;
-        sw->timer.data = sw;
-        uv_timer_start(&sw->timer, sweep_timer_cb, 50, 50);
-    }
-    if (opts->catch_sigint) {
-        if ((r = uv_signal_init(sw->loop, &sw->sigint)) < 0) {
-            rc = sim_uv__err(r);
-            goto out;
-        }
-        sw->has_sigint = true;
-        sw->sigint.data = sw;
-        if ((r = uv_signal_start(&sw->sigint, sweep_sigint_cb, SIGINT)) < 0) {
-            rc = sim_uv__err(r);
-            goto out;
-        }
     }
     sweep_fill(sw);
     /* Always entered, even if sweep_fill already finished: uv_run also
@@ -475,7 +496,11 @@ out:
         assert(r == 0 && "sim_sweep_run: private loop still busy");
         (void)r;
     }
-    if (sw->n_abandoned == 0)
+    uv_mutex_lock(&sw->lock);
+    sw->returned = true;
+    bool last = sw->live_abandoned == 0;
+    uv_mutex_unlock(&sw->lock);
+    if (last)
         sweep_free(sw);
     return rc;
 }

@@ -97,6 +97,10 @@ struct sim_sweep_opts {
     uv_loop_t *loop;    /* NULL: a private loop */
     sim_sweep_progress_fn progress; /* optional */
     double timeout;     /* seconds a point may run; <= 0: no limit */
+    /* optional: called once no point's run function uses ud any more
+     * (see sim_sweep_run), possibly on another thread after
+     * sim_sweep_run returned */
+    void (*release)(void *ud);
 };
 
 /* Runs run(pt, i, ud) for every i in 0..n_points-1, at most opts->jobs at
@@ -114,9 +118,11 @@ struct sim_sweep_opts {
  * still running SIM_SWEEP_GRACE_MS after it was asked to stop because it
  * ran past opts->timeout (SIM_SWEEP_TIMEOUT_ABANDONED; the sweep goes on).
  * An abandoned point's thread runs on until its run function returns; the
- * runner's own records for that sweep are then left allocated, and the
  * caller must keep valid whatever that run function uses (ud, for
- * instance) and must not read what it writes.
+ * instance) until opts->release(ud) is called, and must not read what it
+ * writes. release is called once (unless run is NULL): before
+ * sim_sweep_run returns if no point was abandoned, else by the last
+ * abandoned point's thread as it ends (never, if kbsim exits first).
  *
  * Returns 0 if every point is done, SIM_STOPPED after a stop, SIM_EPROC if
  * a point failed or timed out, or SIM_EINVAL / SIM_ENOMEM (no point ran). */

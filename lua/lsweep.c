@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -704,12 +705,13 @@ struct point {
 /* One kb.sweep call, held by a userdata so that everything is freed even
  * if an error is raised half-way. Point threads read the shared fields and
  * write only their own point. If a point was abandoned (its timeout, or a
- * second Ctrl-C), its thread may still be running and using all this: the
- * sweep is then left allocated until kbsim exits. */
+ * second Ctrl-C), its thread may still be running and using all this
+ * after kb.sweep returned: the runner holds a reference until it calls
+ * sweep_release, and the last reference frees. */
 struct sweep {
+    atomic_int refs;     /* the userdata, and the runner while it may run points */
     char *name;
     char *cachedir;      /* where points write their cache file, or NULL */
-    bool abandoned;      /* a point was left running */
     struct blob fn;      /* the point function and its upvalues */
     struct blob options; /* kb.options */
     struct blob arg;     /* the global `arg` */
@@ -727,13 +729,8 @@ struct sweep {
     uv_timer_t timer;
 };
 
-static int sweep_gc(lua_State *L)
+static void sweep_free(struct sweep *sw)
 {
-    struct sweep **box = luaL_checkudata(L, 1, KB_SWEEP);
-    struct sweep *sw = *box;
-    *box = NULL;
-    if (sw == NULL || sw->abandoned)
-        return 0;
     free(sw->name);
     free(sw->cachedir);
     blob_free(&sw->fn);
@@ -752,6 +749,22 @@ static int sweep_gc(lua_State *L)
     free(sw->pending_pts);
     free(sw->status);
     free(sw);
+}
+
+/* Drops one reference (sim_sweep_opts.release, and the userdata's). */
+static void sweep_release(void *ud)
+{
+    struct sweep *sw = ud;
+    if (atomic_fetch_sub(&sw->refs, 1) == 1)
+        sweep_free(sw);
+}
+
+static int sweep_gc(lua_State *L)
+{
+    struct sweep **box = luaL_checkudata(L, 1, KB_SWEEP);
+    if (*box != NULL)
+        sweep_release(*box);
+    *box = NULL;
     return 0;
 }
 
@@ -971,11 +984,10 @@ static int run_points(struct sweep *sw, int jobs, double timeout)
     }
     struct sim_sweep_opts opts = {
         .jobs = jobs, .catch_sigint = true, .loop = &loop,
-        .progress = on_progress, .timeout = timeout,
+        .progress = on_progress, .timeout = timeout, .release = sweep_release,
     };
+    atomic_fetch_add(&sw->refs, 1);
     rc = sim_sweep_run(sw->n_pending, point_run, sw, &opts, sw->status);
-    for (size_t k = 0; k < sw->n_pending; k++)
-        sw->abandoned = sw->abandoned || sim_sweep_abandoned(sw->status[k]);
     if (timer_open) {
         uv_close((uv_handle_t *)&sw->timer, on_timer_closed);
         while (timer_open)
@@ -1267,6 +1279,7 @@ static int l_sweep(lua_State *L)
     struct sweep *sw = *box = calloc(1, sizeof *sw);
     if (sw == NULL)
         return luaL_error(L, "kb.sweep: out of memory");
+    atomic_init(&sw->refs, 1);
     sw->name = dupstr(name, strlen(name));
     sw->n = (size_t)lua_rawlen(L, A_POINTS);
     sw->trace_index = -1;
