@@ -1064,7 +1064,7 @@ static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
 static uint64_t base_key(lua_State *L, int fn, int options, int extra,
                          const struct ser *code)
 {
-    static const char *const ignored[] = {"out", "jobs", "quiet", "fast", "trace",
+    static const char *const ignored[] = {"out", "jobs", "quiet", "fast", "trace", "point_timeout",
                                           "trace_point", NULL};
     static const char *const files[] = {"topology", "ccl", NULL};
     int top = lua_gettop(L);

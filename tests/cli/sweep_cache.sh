@@ -89,6 +89,9 @@ timeout)
     || fail "timeout message (Lua, kb.sweep timeout)"
   grep -q "spin: rows=5 done=5 failed=1 not_run=0" log || fail "the sweep goes on"
   [ "$(tr '\n' ' ' < out2/spin.csv)" = "i 1 2 3 5 6 " ] || fail "spin.csv: $(cat out2/spin.csv)"
+  # a timeout changes no result: not part of the cache key
+  "$kbsim" -j 2 --fast --point-timeout 30 -o out2 "$script" 6 0.25 > log 2>&1 || fail "--fast run"
+  grep -q "reused 5 of 6 points" log || fail "--point-timeout changed the cache keys"
   "$kbsim" -o out3 --point-timeout 0 "$script" > log 2>&1
   [ $? -eq 2 ] && grep -q "bad value '0' for '--point-timeout'" log || fail "--point-timeout 0"
   "$kbsim" -o out3 "$script" 6 -1 > log 2>&1
