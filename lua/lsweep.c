@@ -1219,6 +1219,63 @@ static void warn_uncached(const struct sweep *sw, const unsigned char *state)
                 n, n == 1 ? "" : "s", first);
 }
 
+/* Tells now what failed: the first failure in full (its traceback), the
+ * others by their first line, as many points often fail the same way;
+ * records the summary that the end of the script repeats
+ * (kb_sweep_status). plist: the summary's points. */
+static void report_failures(lua_State *L, const struct sweep *sw, const unsigned char *state,
+                            int plist, size_t ndone, size_t nfailed, bool interrupted)
+{
+    int told = 0;
+    luaL_Buffer rep;
+    luaL_buffinit(L, &rep);
+    if (nfailed > 0)
+        lua_pushfstring(L, "kb.sweep '%s': %d of %d point%s failed:", sw->name,
+                        (int)nfailed, (int)sw->n, sw->n == 1 ? "" : "s");
+    else
+        lua_pushliteral(L, "");
+    luaL_addvalue(&rep);
+    for (size_t i = 0; i < sw->n; i++) {
+        if (state[i] != P_FAILED && state[i] != P_TIMED_OUT)
+            continue;
+        const struct point *pt = &sw->pts[i];
+        lua_rawgeti(L, plist, (lua_Integer)i + 1);
+        lua_getfield(L, -1, "error");
+        const char *msg = lua_tostring(L, -1);
+        if (told++ == 0)
+            fprintf(stderr, "kb.sweep '%s': point %d failed: %s\n", sw->name,
+                    (int)i + 1, state[i] == P_FAILED && pt->trace ? pt->trace : msg);
+        else
+            fprintf(stderr, "kb.sweep '%s': point %d failed: %.*s\n", sw->name,
+                    (int)i + 1, first_line(msg), msg);
+        lua_pop(L, 2);
+        luaL_addstring(&rep, nfailed == 1 ? " " : "\n  ");
+        lua_pushfstring(L, "point %d: ", (int)i + 1);
+        luaL_addvalue(&rep);
+        luaL_addlstring(&rep, msg, (size_t)first_line(msg));
+    }
+    if (interrupted) {
+        lua_pushfstring(L, "%skb.sweep '%s': stopped by Ctrl-C: %d of %d points done, "
+                        "%d not run", nfailed ? "\n" : "", sw->name, (int)ndone,
+                        (int)sw->n, (int)(sw->n - ndone - nfailed));
+        luaL_addvalue(&rep);
+    }
+    luaL_pushresult(&rep);
+    if (nfailed > 0 || interrupted) {
+        push_record(L);
+        lua_getfield(L, -1, "reports");
+        lua_pushvalue(L, -3);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 1);
+        if (interrupted) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "interrupted");
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 /* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
  * -> rows, summary */
 static int l_sweep(lua_State *L)
@@ -1438,58 +1495,7 @@ static int l_sweep(lua_State *L)
         lua_rawseti(L, plist, (lua_Integer)i + 1);
     }
 
-    /* Tell now what failed: the first failure in full (its traceback),
-     * the others by their first line, as many points often fail the same
-     * way; the end of the script repeats them all in short
-     * (kb_sweep_status). */
-    int told = 0;
-    luaL_Buffer rep;
-    luaL_buffinit(L, &rep);
-    if (nfailed > 0)
-        lua_pushfstring(L, "kb.sweep '%s': %d of %d point%s failed:", name,
-                        (int)nfailed, (int)sw->n, sw->n == 1 ? "" : "s");
-    else
-        lua_pushliteral(L, "");
-    luaL_addvalue(&rep);
-    for (size_t i = 0; i < sw->n; i++) {
-        if (state[i] != P_FAILED && state[i] != P_TIMED_OUT)
-            continue;
-        struct point *pt = &sw->pts[i];
-        lua_rawgeti(L, plist, (lua_Integer)i + 1);
-        lua_getfield(L, -1, "error");
-        const char *msg = lua_tostring(L, -1);
-        if (told++ == 0)
-            fprintf(stderr, "kb.sweep '%s': point %d failed: %s\n", name,
-                    (int)i + 1, state[i] == P_FAILED && pt->trace ? pt->trace : msg);
-        else
-            fprintf(stderr, "kb.sweep '%s': point %d failed: %.*s\n", name,
-                    (int)i + 1, first_line(msg), msg);
-        lua_pop(L, 2);
-        luaL_addstring(&rep, nfailed == 1 ? " " : "\n  ");
-        lua_pushfstring(L, "point %d: ", (int)i + 1);
-        luaL_addvalue(&rep);
-        luaL_addlstring(&rep, msg, (size_t)first_line(msg));
-    }
-    if (interrupted) {
-        lua_pushfstring(L, "%skb.sweep '%s': stopped by Ctrl-C: %d of %d points done, "
-                        "%d not run", nfailed ? "\n" : "", name, (int)ndone,
-                        (int)sw->n, (int)(sw->n - ndone - nfailed));
-        luaL_addvalue(&rep);
-    }
-    luaL_pushresult(&rep);
-    if (nfailed > 0 || interrupted) {
-        push_record(L);
-        lua_getfield(L, -1, "reports");
-        lua_pushvalue(L, -3);
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-        lua_pop(L, 1);
-        if (interrupted) {
-            lua_pushboolean(L, 1);
-            lua_setfield(L, -2, "interrupted");
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
+    report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
     if (fast && !quiet)
         fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
                 name, sw->nreused, sw->n);
