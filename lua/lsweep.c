@@ -1048,7 +1048,7 @@ static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
 {
     struct blob *b = newblob(L);
     h = fnv_seg(h, path, strlen(path));
-    if (blob_read_file(path, b))
+    if (blob_read_file(path, b, SIZE_MAX))
         h = fnv_seg(h, b->p, b->n);
     else
         h = fnv_seg(h, "(unreadable)", 12);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -83,7 +84,7 @@ struct blob *newblob(lua_State *L)
     return b;
 }
 
-bool blob_read_file(const char *path, struct blob *b)
+bool blob_read_file(const char *path, struct blob *b, size_t max)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
@@ -91,8 +92,16 @@ bool blob_read_file(const char *path, struct blob *b)
     char buf[8192];
     size_t n;
     bool ok = true;
-    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
+    size_t total = 0;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0) {
+        total += n;
+        if (total > max) {
+            fclose(f);
+            errno = EFBIG;
+            return false;
+        }
         ok = blob_add(b, buf, n);
+    }
     if (ok && ferror(f)) {
         ok = false;
         errno = errno ? errno : EIO;
@@ -529,8 +538,13 @@ enum kb_cache_found kb_cache_load(lua_State *L, const char *dir, uint64_t key)
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
     if (!kb_cache_path(path, sizeof path, dir, key))
         return KB_CACHE_MISS;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return errno == ENOENT || errno == ENOTDIR ? KB_CACHE_MISS : KB_CACHE_CORRUPT;
+    if (!S_ISREG(st.st_mode))
+        return KB_CACHE_CORRUPT; /* a folder, a device: not kbsim's */
     struct blob *b = newblob(L);
-    if (!blob_read_file(path, b)) {
+    if (!blob_read_file(path, b, KB_CACHE_MAX_BYTES)) {
         bool missing = errno == ENOENT || errno == ENOTDIR;
         lua_pop(L, 1);
         return missing ? KB_CACHE_MISS : KB_CACHE_CORRUPT;

@@ -32,10 +32,14 @@ void blob_free(struct blob *b);
  * raised while filling it does not leak it. */
 struct blob *newblob(lua_State *L);
 /* Appends the whole file at path; false (errno set) if it cannot be
- * read. */
-bool blob_read_file(const char *path, struct blob *b);
+ * read or holds more than max bytes (EFBIG). */
+bool blob_read_file(const char *path, struct blob *b, size_t max);
 
 /* ---- cache files ------------------------------------------------------- */
+
+/* A cache file larger than this is not an entry kbsim wrote (a device,
+ * say): it is not read. */
+#define KB_CACHE_MAX_BYTES ((size_t)64 << 20)
 
 /* What kb_cache_load found. */
 enum kb_cache_found {

@@ -133,6 +133,12 @@ unwritable)
   grep -q "warning: point [1-6]: ignoring the cache file 'out2/cache/spin/$f', which is not a valid entry; the point runs again" log \
     || fail "--fast warning (directory)"
   grep -q "reused 5 of 6 points" log || fail "--fast reuse (directory)"
+  # an endless device in place of a cache file is not read for ever
+  f=$(ls out2/cache/spin | grep -v "^$f\$" | head -1)
+  rm "out2/cache/spin/$f" && ln -s /dev/zero "out2/cache/spin/$f"
+  "$kbsim" -j 2 --fast -o out2 "$script" > log 2>&1 || fail "--fast run (/dev/zero)"
+  grep -q "warning: point [1-6]: ignoring the cache file 'out2/cache/spin/$f'" log \
+    || fail "--fast warning (/dev/zero)"
   ;;
 corpus)
   # malformed cache entries: each is ignored with a warning, its point

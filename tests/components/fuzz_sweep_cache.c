@@ -31,7 +31,7 @@ static int store_and_read(lua_State *L, struct blob *out)
     if (rc != 0)
         return rc;
     kb_cache_path(path, sizeof path, dir, KEY);
-    if (!blob_read_file(path, out))
+    if (!blob_read_file(path, out, KB_CACHE_MAX_BYTES))
         abort();
     return 0;
 }
