@@ -16,6 +16,10 @@
 
 enum { EXIT_CHECK = 1, EXIT_USAGE = 2 };
 
+/* The longest --set key the configuration reader takes
+ * (components/config_schema.c). */
+#define KB_SET_KEY_MAX 255
+
 static const char usage_text[] =
     "usage: kbsim [options] SCRIPT.lua [key=value ...]\n"
     "Runs a kbsim scenario script (Lua 5.4); 'kbsim SCRIPT.lua --help' lists\n"
@@ -30,6 +34,8 @@ static const char usage_text[] =
     "                       (kb.options.topology)\n"
     "  --fast               reuse cached sweep points whose inputs are\n"
     "                       unchanged (kb.options.fast)\n"
+    "  --point-timeout S    a sweep point still running after S seconds fails\n"
+    "                       (kb.options.point_timeout)\n"
     "  --trace FILE         write a Perfetto / Chrome trace of one simulation:\n"
     "                       the first, or in kb.sweep point 1 (docs/trace.md)\n"
     "  --trace-point N      with --trace: the Nth simulation / sweep point instead\n"
@@ -38,7 +44,8 @@ static const char usage_text[] =
     "  -h, --help           print this help and exit\n"
     "\n"
     "exit status: 0 success, 1 a check or a sweep point failed, 2 usage,\n"
-    "configuration or script error, 130 a sweep stopped by Ctrl-C\n";
+    "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
+    "Ctrl-C leaves points stuck in C behind)\n";
 
 static void usage_error(const char *fmt, const char *subject)
 {
@@ -84,6 +91,36 @@ static int parse_count(const char *v, const char *name)
         usage_error("%s", msg);
     }
     return (int)n;
+}
+
+/* A positive number of seconds for --point-timeout. */
+static double parse_seconds(const char *v)
+{
+    char *end;
+    errno = 0;
+    double t = strtod(v, &end);
+    if (errno != 0 || end == v || *end != '\0' || !(t > 0) || t > 1e9) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "bad value '%.64s' for '--point-timeout' (expected a "
+                 "positive number of seconds)", v);
+        usage_error("%s", msg);
+    }
+    return t;
+}
+
+/* A --set KEY=VALUE, its key no longer than the configuration reader
+ * takes. */
+static void check_set(const char *kv)
+{
+    const char *eq = strchr(kv, '=');
+    if (eq == NULL || eq == kv)
+        usage_error("bad '--set %s' (expected KEY=VALUE)", kv);
+    if (eq - kv > KB_SET_KEY_MAX) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "bad '--set %.32s...': the key has %d characters, "
+                 "more than %d", kv, (int)(eq - kv), KB_SET_KEY_MAX);
+        usage_error("%s", msg);
+    }
 }
 
 /* "out/<basename without .lua>" */
@@ -173,9 +210,7 @@ int main(int argc, char **argv)
             opt.jobs = parse_jobs(optvalue(argc, argv, &i, name, attached));
         } else if (strcmp(name, "--set") == 0) {
             const char *kv = optvalue(argc, argv, &i, name, attached);
-            const char *eq = strchr(kv, '=');
-            if (eq == NULL || eq == kv)
-                usage_error("bad '--set %s' (expected KEY=VALUE)", kv);
+            check_set(kv);
             set[opt.nset++] = kv;
         } else if (strcmp(name, "--topology") == 0) {
             opt.topology = optvalue(argc, argv, &i, name, attached);
@@ -184,6 +219,8 @@ int main(int argc, char **argv)
         } else if (strcmp(name, "--trace-point") == 0) {
             opt.trace_point = parse_count(optvalue(argc, argv, &i, name, attached),
                                           "--trace-point");
+        } else if (strcmp(name, "--point-timeout") == 0) {
+            opt.point_timeout = parse_seconds(optvalue(argc, argv, &i, name, attached));
         } else if (strcmp(name, "--fast") == 0) {
             opt.fast = flag = true;
         } else if (strcmp(name, "-q") == 0 || strcmp(name, "--quiet") == 0) {

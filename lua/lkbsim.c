@@ -1293,6 +1293,10 @@ void kb_preload(lua_State *L, const struct kb_options *opt)
     lua_setfield(L, -2, "quiet");
     lua_pushboolean(L, opt->fast);
     lua_setfield(L, -2, "fast");
+    if (opt->point_timeout > 0) {
+        lua_pushnumber(L, opt->point_timeout);
+        lua_setfield(L, -2, "point_timeout");
+    }
     if (opt->trace) {
         lua_pushstring(L, opt->trace);
         lua_setfield(L, -2, "trace");

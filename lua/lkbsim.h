@@ -22,6 +22,7 @@ struct kb_options {
     bool fast;            /* --fast: reuse cached sweep points */
     const char *trace;    /* --trace FILE, or NULL (lua/ltrace.h) */
     int trace_point;      /* --trace-point N (0: the first) */
+    double point_timeout; /* --point-timeout S (0: none; lua/lsweep.h) */
 };
 
 /* Opens the module and leaves it on the stack (for package.preload or

@@ -2,7 +2,7 @@
  *
  * A lua_State is not thread-safe, and a simulation's processes are Lua
  * threads of the state that created them, so every point gets a fresh
- * state (and builds its own simulation) on a libuv pool thread. What a
+ * state (and builds its own simulation) on a thread of its own. What a
  * point needs travels as bytes: the point function as bytecode with its
  * upvalues rebuilt (plain data copied, modules looked up again by name,
  * other Lua functions dumped recursively), its parameters and its returned
@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,15 +27,11 @@
 #include <lualib.h>
 
 #include "lkbsim.h"
+#include "lsweep_cache.h"
 #include "ltrace.h"
 #include "sim_uv.h"
 
-#define KB_BLOB "kbsim.sweep.blob"
 #define KB_SWEEP "kbsim.sweep"
-
-/* Deeper tables are almost surely a mistake, and each level costs C
- * stack. */
-#define KB_MAX_DEPTH 200
 
 /* VM instructions between two looks at the stop flag in a point. */
 #define KB_STOP_HOOK_COUNT 10000
@@ -42,71 +39,6 @@
 /* Registry keys (their addresses are unique). */
 static const char kb_sweeps_key = 'w'; /* main state: reports, interrupted */
 static const char kb_point_key = 'p';  /* worker state: its sweep point */
-
-/* ---- byte buffers ---------------------------------------------------- */
-
-struct blob {
-    unsigned char *p;
-    size_t n, cap;
-};
-
-static bool blob_reserve(struct blob *b, size_t more)
-{
-    if (b->cap - b->n >= more)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->n < more) {
-        if (cap > SIZE_MAX / 2)
-            return false;
-        cap *= 2;
-    }
-    unsigned char *p = realloc(b->p, cap);
-    if (p == NULL)
-        return false;
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-static bool blob_add(struct blob *b, const void *src, size_t n)
-{
-    if (!blob_reserve(b, n))
-        return false;
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-    return true;
-}
-
-static bool blob_str(struct blob *b, const char *s)
-{
-    return blob_add(b, s, strlen(s));
-}
-
-static void blob_free(struct blob *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-static int blob_gc(lua_State *L)
-{
-    blob_free(lua_touserdata(L, 1));
-    return 0;
-}
-
-/* A buffer owned by a userdata on the stack, so that an error raised
- * while filling it does not leak it. */
-static struct blob *newblob(lua_State *L)
-{
-    struct blob *b = lua_newuserdatauv(L, sizeof *b, 0);
-    memset(b, 0, sizeof *b);
-    if (luaL_newmetatable(L, KB_BLOB)) {
-        lua_pushcfunction(L, blob_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-    return b;
-}
 
 /* FNV-1a, 64 bits: enough to tell a few thousand cached points apart, and
  * small enough to read at a glance. */
@@ -756,312 +688,6 @@ static void deserialise(lua_State *L, const struct blob *b)
     lua_remove(L, d.funcs);
 }
 
-/* ---- JSON for the cache ------------------------------------------------ */
-
-/* Cached rows are JSON so that a reader can look at them. Integers are
- * written without a decimal point and floats always with one (or an
- * exponent), so that a row reads back with the same number types. A row
- * JSON cannot hold exactly (a table mixing key kinds, NaN, infinity) is
- * simply not cached. */
-
-static bool json_str(struct blob *b, const char *s, size_t n)
-{
-    if (!blob_add(b, "\"", 1))
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        char esc[8];
-        if (c == '"' || c == '\\') {
-            esc[0] = '\\';
-            esc[1] = (char)c;
-            esc[2] = '\0';
-        } else if (c == '\n') {
-            strcpy(esc, "\\n");
-        } else if (c == '\t') {
-            strcpy(esc, "\\t");
-        } else if (c < 0x20 || c == 0x7f) {
-            snprintf(esc, sizeof esc, "\\u%04x", c);
-        } else {
-            esc[0] = (char)c;
-            esc[1] = '\0';
-        }
-        if (!blob_str(b, esc))
-            return false;
-    }
-    return blob_add(b, "\"", 1);
-}
-
-/* The shortest %.Ng that reads back as the same double. */
-static void fmt_float(char *buf, size_t size, double v)
-{
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    if (strpbrk(buf, ".eE") == NULL)
-        strncat(buf, ".0", size - strlen(buf) - 1);
-}
-
-static int cmp_key(const void *a, const void *b)
-{
-    const struct { const char *s; size_t n; } *x = a, *y = b;
-    size_t n = x->n < y->n ? x->n : y->n;
-    int c = memcmp(x->s, y->s, n);
-    return c ? c : (x->n > y->n) - (x->n < y->n);
-}
-
-static bool json_value(lua_State *L, int idx, struct blob *b, int depth)
-{
-    idx = lua_absindex(L, idx);
-    if (depth > KB_MAX_DEPTH || !lua_checkstack(L, 6))
-        return false;
-    switch (lua_type(L, idx)) {
-    case LUA_TNIL:
-        return blob_str(b, "null");
-    case LUA_TBOOLEAN:
-        return blob_str(b, lua_toboolean(L, idx) ? "true" : "false");
-    case LUA_TNUMBER: {
-        char buf[40];
-        if (lua_isinteger(L, idx)) {
-            snprintf(buf, sizeof buf, "%lld", (long long)lua_tointeger(L, idx));
-        } else {
-            double v = (double)lua_tonumber(L, idx);
-            if (!isfinite(v))
-                return false;
-            fmt_float(buf, sizeof buf, v);
-        }
-        return blob_str(b, buf);
-    }
-    case LUA_TSTRING: {
-        size_t n;
-        const char *s = lua_tolstring(L, idx, &n);
-        return json_str(b, s, n);
-    }
-    case LUA_TTABLE:
-        break;
-    default:
-        return false;
-    }
-    size_t count = 0, nstr = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        count++;
-        if (lua_type(L, -2) == LUA_TSTRING)
-            nstr++;
-        lua_pop(L, 1);
-    }
-    if (count == 0)
-        return blob_str(b, "[]");
-    if (nstr == 0 && lua_rawlen(L, idx) == count) {
-        lua_Integer n = (lua_Integer)count;
-        for (lua_Integer i = 1; i <= n; i++) {
-            if (lua_rawgeti(L, idx, i) == LUA_TNIL) {
-                lua_pop(L, 1);
-                return false; /* holes: not a JSON array */
-            }
-            bool ok = blob_str(b, i == 1 ? "[" : ",") && json_value(L, -1, b, depth + 1);
-            lua_pop(L, 1);
-            if (!ok)
-                return false;
-        }
-        return blob_str(b, "]");
-    }
-    if (nstr != count)
-        return false;
-    struct kv { const char *s; size_t n; } *keys =
-        lua_newuserdatauv(L, (count ? count : 1) * sizeof *keys, 0);
-    size_t k = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        keys[k].s = lua_tolstring(L, -2, &keys[k].n); /* anchored: a key */
-        k++;
-        lua_pop(L, 1);
-    }
-    qsort(keys, k, sizeof *keys, cmp_key);
-    bool ok = blob_str(b, "{");
-    for (size_t i = 0; ok && i < k; i++) {
-        lua_pushlstring(L, keys[i].s, keys[i].n);
-        lua_rawget(L, idx);
-        ok = (i == 0 || blob_str(b, ",")) && json_str(b, keys[i].s, keys[i].n) &&
-             blob_str(b, ":") && json_value(L, -1, b, depth + 1);
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    return ok && blob_str(b, "}");
-}
-
-struct jread {
-    lua_State *L;
-    const char *p, *end;
-    int depth;
-};
-
-static void jr_space(struct jread *r)
-{
-    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' ||
-                             *r->p == '\t'))
-        r->p++;
-}
-
-static bool jr_lit(struct jread *r, const char *lit)
-{
-    size_t n = strlen(lit);
-    if ((size_t)(r->end - r->p) < n || memcmp(r->p, lit, n) != 0)
-        return false;
-    r->p += n;
-    return true;
-}
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* A JSON string; \u escapes below 0x80 only (the writer makes no others,
- * and a file from elsewhere just misses the cache). */
-static bool jr_string(struct jread *r)
-{
-    luaL_Buffer lb;
-    if (r->p >= r->end || *r->p != '"')
-        return false;
-    r->p++;
-    luaL_buffinit(r->L, &lb);
-    while (r->p < r->end && *r->p != '"') {
-        char c = *r->p++;
-        if (c == '\\') {
-            if (r->p >= r->end)
-                return false;
-            c = *r->p++;
-            switch (c) {
-            case 'n': c = '\n'; break;
-            case 't': c = '\t'; break;
-            case 'r': c = '\r'; break;
-            case 'b': c = '\b'; break;
-            case 'f': c = '\f'; break;
-            case '"': case '\\': case '/': break;
-            case 'u': {
-                int v = 0;
-                for (int i = 0; i < 4; i++) {
-                    int h = r->p < r->end ? hexval(*r->p++) : -1;
-                    if (h < 0)
-                        return false;
-                    v = v * 16 + h;
-                }
-                if (v >= 0x80)
-                    return false;
-                c = (char)v;
-                break;
-            }
-            default: return false;
-            }
-        }
-        luaL_addchar(&lb, c);
-    }
-    if (r->p >= r->end)
-        return false;
-    r->p++;
-    luaL_pushresult(&lb);
-    return true;
-}
-
-static bool jr_value(struct jread *r)
-{
-    lua_State *L = r->L;
-    if (++r->depth > KB_MAX_DEPTH || !lua_checkstack(L, 6))
-        return false;
-    jr_space(r);
-    if (r->p >= r->end)
-        return false;
-    char c = *r->p;
-    bool ok = true;
-    if (c == '"') {
-        ok = jr_string(r);
-    } else if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        lua_newtable(L);
-        r->p++;
-        jr_space(r);
-        lua_Integer n = 0;
-        if (r->p < r->end && *r->p == close) {
-            r->p++;
-        } else {
-            for (;;) {
-                if (c == '{') {
-                    jr_space(r);
-                    if (!jr_string(r))
-                        return false;
-                    jr_space(r);
-                    if (!jr_lit(r, ":") || !jr_value(r))
-                        return false;
-                    lua_rawset(L, -3);
-                } else {
-                    if (!jr_value(r))
-                        return false;
-                    lua_rawseti(L, -2, ++n);
-                }
-                jr_space(r);
-                if (jr_lit(r, ","))
-                    continue;
-                if (r->p < r->end && *r->p == close) {
-                    r->p++;
-                    break;
-                }
-                return false;
-            }
-        }
-    } else if (jr_lit(r, "null")) {
-        lua_pushnil(L);
-    } else if (jr_lit(r, "true")) {
-        lua_pushboolean(L, 1);
-    } else if (jr_lit(r, "false")) {
-        lua_pushboolean(L, 0);
-    } else {
-        char buf[64];
-        size_t n = 0;
-        bool isfloat = false;
-        while (r->p < r->end && n < sizeof buf - 1 &&
-               strchr("+-0123456789.eE", *r->p) != NULL) {
-            if (strchr(".eE", *r->p))
-                isfloat = true;
-            buf[n++] = *r->p++;
-        }
-        buf[n] = '\0';
-        char *endp;
-        errno = 0;
-        if (isfloat) {
-            double v = strtod(buf, &endp);
-            lua_pushnumber(L, (lua_Number)v);
-        } else {
-            long long v = strtoll(buf, &endp, 10);
-            if (errno != 0)
-                return false;
-            lua_pushinteger(L, (lua_Integer)v);
-        }
-        ok = n > 0 && *endp == '\0';
-    }
-    r->depth--;
-    return ok;
-}
-
-/* Pushes the JSON document in [p, p+n) as a Lua value, or returns false
- * with the stack as it was. */
-static bool json_read(lua_State *L, const char *p, size_t n)
-{
-    int top = lua_gettop(L);
-    struct jread r = {L, p, p + n, 0};
-    if (jr_value(&r)) {
-        jr_space(&r);
-        if (r.p == r.end)
-            return true;
-    }
-    lua_settop(L, top);
-    return false;
-}
-
 /* ---- points and their states ----------------------------------------- */
 
 struct point {
@@ -1072,14 +698,20 @@ struct point {
     uint64_t key;
     char *err;          /* failure: message (first part, with file:line) */
     char *trace;        /* failure: message and traceback */
+    char *cache_err;    /* its cache file could not be written: why */
     long checks_failed;
 };
 
-/* One kb.sweep call. A userdata, so that everything is freed even if an
- * error is raised half-way. Pool threads read the shared fields and write
- * only their own point. */
+/* One kb.sweep call, held by a userdata so that everything is freed even
+ * if an error is raised half-way. Point threads read the shared fields and
+ * write only their own point. If a point was abandoned (its timeout, or a
+ * second Ctrl-C), its thread may still be running and using all this
+ * after kb.sweep returned: the runner holds a reference until it calls
+ * sweep_release, and the last reference frees. */
 struct sweep {
+    atomic_int refs;     /* the userdata, and the runner while it may run points */
     char *name;
+    char *cachedir;      /* where points write their cache file, or NULL */
     struct blob fn;      /* the point function and its upvalues */
     struct blob options; /* kb.options */
     struct blob arg;     /* the global `arg` */
@@ -1097,10 +729,10 @@ struct sweep {
     uv_timer_t timer;
 };
 
-static int sweep_gc(lua_State *L)
+static void sweep_free(struct sweep *sw)
 {
-    struct sweep *sw = luaL_checkudata(L, 1, KB_SWEEP);
     free(sw->name);
+    free(sw->cachedir);
     blob_free(&sw->fn);
     blob_free(&sw->options);
     blob_free(&sw->arg);
@@ -1111,11 +743,28 @@ static int sweep_gc(lua_State *L)
         blob_free(&sw->pts[i].result);
         free(sw->pts[i].err);
         free(sw->pts[i].trace);
+        free(sw->pts[i].cache_err);
     }
     free(sw->pts);
     free(sw->pending_pts);
     free(sw->status);
-    memset(sw, 0, sizeof *sw);
+    free(sw);
+}
+
+/* Drops one reference (sim_sweep_opts.release, and the userdata's). */
+static void sweep_release(void *ud)
+{
+    struct sweep *sw = ud;
+    if (atomic_fetch_sub(&sw->refs, 1) == 1)
+        sweep_free(sw);
+}
+
+static int sweep_gc(lua_State *L)
+{
+    struct sweep **box = luaL_checkudata(L, 1, KB_SWEEP);
+    if (*box != NULL)
+        sweep_release(*box);
+    *box = NULL;
     return 0;
 }
 
@@ -1148,16 +797,32 @@ static char *dupstr(const char *s, size_t n)
     return d;
 }
 
-/* os.exit in a point: exiting from a pool thread would take the other
- * points and every finished row with it (libuv aborts at exit while its
- * pool runs), so it fails the point instead. */
+/* os.exit in a point: exiting from a point's thread would take the other
+ * points and every unwritten row with it, so it fails the point
+ * instead. */
 static int point_exit(lua_State *W)
 {
     return luaL_error(W, "os.exit called in a sweep point; a point ends by returning its row "
                          "or fails by raising an error");
 }
 
-/* In a fresh state on a pool thread: the standard libraries, the same
+/* Writes the finished point's cache file, its row being at index row:
+ * now, so that a point survives whatever happens to kbsim later. A failure
+ * is kept for a warning; the row is kept in any case. */
+static void cache_point(lua_State *W, struct worker *wk, int row)
+{
+    struct sweep *sw = wk->sw;
+    struct point *pt = wk->pt;
+    char why[512];
+    row = lua_absindex(W, row);
+    deserialise(W, &pt->params);
+    if (kb_cache_store(W, sw->cachedir, sw->name, wk->index, pt->key, -1, row, why,
+                       sizeof why) < 0)
+        pt->cache_err = dupstr(why, strlen(why));
+    lua_pop(W, 1);
+}
+
+/* In a fresh state on a thread of its own: the standard libraries, the same
  * package paths, the kbsim module with the caller's kb.options and `arg`;
  * then run(p), and its row serialised back. */
 static int worker_main(lua_State *W)
@@ -1231,6 +896,8 @@ static int worker_main(lua_State *W)
         pt->has_result = true;
     }
     pt->checks_failed = kb_failed_checks(W);
+    if (pt->has_result && pt->checks_failed == 0 && sw->cachedir)
+        cache_point(W, wk, -2);
     return 0;
 }
 
@@ -1301,7 +968,7 @@ static void on_timer_closed(uv_handle_t *h)
 }
 
 /* Runs the points in pending_pts; returns sim_sweep_run's status. */
-static int run_points(struct sweep *sw, int jobs)
+static int run_points(struct sweep *sw, int jobs, double timeout)
 {
     uv_loop_t loop;
     bool timer_open = false;
@@ -1317,8 +984,9 @@ static int run_points(struct sweep *sw, int jobs)
     }
     struct sim_sweep_opts opts = {
         .jobs = jobs, .catch_sigint = true, .loop = &loop,
-        .progress = on_progress,
+        .progress = on_progress, .timeout = timeout, .release = sweep_release,
     };
+    atomic_fetch_add(&sw->refs, 1);
     rc = sim_sweep_run(sw->n_pending, point_run, sw, &opts, sw->status);
     if (timer_open) {
         uv_close((uv_handle_t *)&sw->timer, on_timer_closed);
@@ -1349,55 +1017,38 @@ static void safe_name(char *d, size_t size, const char *name)
         snprintf(d, size, "sweep");
 }
 
-static int make_dir(lua_State *L, const char *dir)
+/* The sweep's cache folder OUT/cache/SAFE_NAME, pushed. Points write
+ * there (sw->cachedir) only if it can be made and written: otherwise a
+ * warning says why, and the sweep runs without writing the cache (an
+ * existing one may still be read). */
+static const char *open_cache(lua_State *L, struct sweep *sw, const char *out)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return luaL_error(L, "kb.sweep: cannot create folder '%s': %s", dir,
-                          strerror(errno));
-    return 0;
-}
-
-/* Writes [p, p+n) to path through a temporary file and a rename, so that
- * a reader never sees half a file. */
-static bool write_atomic(const char *path, const void *p, size_t n)
-{
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid()) >= (int)sizeof tmp)
-        return false;
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL)
-        return false;
-    bool ok = fwrite(p, 1, n, f) == n;
-    ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) == 0)
-        return true;
-    int e = errno;
-    remove(tmp);
-    errno = e;
-    return false;
-}
-
-/* The whole file in a blob; false if it cannot be read. */
-static bool read_file(const char *path, struct blob *b)
-{
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return false;
-    char buf[8192];
-    size_t n;
-    bool ok = true;
-    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
-        ok = blob_add(b, buf, n);
-    ok = ok && !ferror(f);
-    fclose(f);
-    return ok;
+    char safe[128];
+    safe_name(safe, sizeof safe, sw->name);
+    const char *top = lua_pushfstring(L, "%s/cache", out);
+    const char *dir = lua_pushfstring(L, "%s/%s", top, safe);
+    lua_remove(L, -2);
+    int e = 0;
+    if ((mkdir(top, 0777) != 0 && errno != EEXIST) || (mkdir(dir, 0777) != 0 && errno != EEXIST))
+        e = errno;
+    if (e == 0)
+        e = kb_cache_probe(dir);
+    if (e != 0) {
+        fprintf(stderr, "kb.sweep '%s': warning: cannot write the cache in '%s': %s; "
+                "no point of this sweep is cached\n", sw->name, dir, strerror(e));
+        return dir;
+    }
+    sw->cachedir = dupstr(dir, strlen(dir));
+    if (sw->cachedir == NULL)
+        luaL_error(L, "kb.sweep: out of memory");
+    return dir;
 }
 
 static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
 {
     struct blob *b = newblob(L);
     h = fnv_seg(h, path, strlen(path));
-    if (read_file(path, b))
+    if (blob_read_file(path, b, SIZE_MAX))
         h = fnv_seg(h, b->p, b->n);
     else
         h = fnv_seg(h, "(unreadable)", 12);
@@ -1413,7 +1064,7 @@ static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
 static uint64_t base_key(lua_State *L, int fn, int options, int extra,
                          const struct ser *code)
 {
-    static const char *const ignored[] = {"out", "jobs", "quiet", "fast", "trace",
+    static const char *const ignored[] = {"out", "jobs", "quiet", "fast", "trace", "point_timeout",
                                           "trace_point", NULL};
     static const char *const files[] = {"topology", "ccl", NULL};
     int top = lua_gettop(L);
@@ -1467,58 +1118,6 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
     return h;
 }
 
-/* Pushes the cached row document of a point ({kbsim=, key=, row=, ...})
- * if its file exists and matches the key; returns false otherwise. */
-static bool cache_load(lua_State *L, const char *dir, uint64_t key)
-{
-    char path[4200], hex[17];
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
-    snprintf(path, sizeof path, "%s/%s.json", dir, hex);
-    struct blob *b = newblob(L);
-    bool ok = read_file(path, b) && json_read(L, (const char *)b->p, b->n);
-    lua_remove(L, ok ? -2 : -1);
-    if (!ok)
-        return false;
-    ok = lua_istable(L, -1);
-    if (ok) {
-        lua_getfield(L, -1, "kbsim");
-        lua_getfield(L, -2, "key");
-        const char *v = lua_tostring(L, -2), *k = lua_tostring(L, -1);
-        ok = v && k && strcmp(v, KBSIM_VERSION) == 0 && strcmp(k, hex) == 0;
-        lua_pop(L, 2);
-    }
-    if (!ok)
-        lua_pop(L, 1);
-    return ok;
-}
-
-/* Writes a point's row (at index row) and parameters (at index params) as
- * its cache file. A row that JSON cannot hold exactly is not cached. */
-static void cache_store(lua_State *L, const char *dir, const char *name,
-                        size_t index, uint64_t key, int params, int row)
-{
-    char path[4200], hex[17], num[32];
-    params = lua_absindex(L, params);
-    row = lua_absindex(L, row);
-    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
-    snprintf(path, sizeof path, "%s/%s.json", dir, hex);
-    snprintf(num, sizeof num, "%zu", index + 1);
-    struct blob *b = newblob(L);
-    size_t mark;
-    bool ok = blob_str(b, "{\"kbsim\": ") && json_str(b, KBSIM_VERSION, strlen(KBSIM_VERSION)) &&
-              blob_str(b, ", \"sweep\": ") && json_str(b, name, strlen(name)) &&
-              blob_str(b, ", \"point\": ") && blob_str(b, num) &&
-              blob_str(b, ", \"key\": ") && json_str(b, hex, 16);
-    mark = b->n;
-    if (ok && !(blob_str(b, ", \"params\": ") && json_value(L, params, b, 0)))
-        b->n = mark; /* the parameters are only there for a human reader */
-    ok = ok && blob_str(b, ", \"row\": ") && json_value(L, row, b, 0) &&
-         blob_str(b, "}\n");
-    if (ok && !write_atomic(path, b->p, b->n))
-        luaL_error(L, "kb.sweep: cannot write '%s': %s", path, strerror(errno));
-    lua_pop(L, 1);
-}
-
 /* ---- kb.sweep ---------------------------------------------------------- */
 
 /* This state's record of sweeps: {reports = {...}, interrupted = bool}. */
@@ -1547,10 +1146,138 @@ static int first_line(const char *s)
     return nl ? (int)(nl - s) : (int)strlen(s);
 }
 
-enum { A_SPEC = 1, A_POINTS, A_RUN, A_NAME, A_EXTRA, A_JOBS, A_CACHE,
+/* What became of a point. */
+enum { P_DONE, P_FAILED, P_TIMED_OUT, P_NOT_RUN };
+
+enum { A_SPEC = 1, A_POINTS, A_RUN, A_NAME, A_EXTRA, A_JOBS, A_CACHE, A_TIMEOUT,
        A_OPTIONS, A_SWEEP, A_MODS, A_MEMBERS };
 
-/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=} -> rows, summary */
+/* The point timeout in seconds (0: none): kb.sweep's `timeout`, else
+ * kb.options.point_timeout (--point-timeout). */
+static double point_timeout(lua_State *L, int spec_timeout, int options)
+{
+    int idx = spec_timeout;
+    if (lua_isnil(L, spec_timeout)) {
+        lua_getfield(L, options, "point_timeout");
+        idx = lua_gettop(L);
+    }
+    double t = 0;
+    if (!lua_isnil(L, idx)) {
+        int isnum;
+        t = (double)lua_tonumberx(L, idx, &isnum);
+        if (!isnum || !(t > 0) || !isfinite(t))
+            luaL_error(L, "kb.sweep: 'timeout' must be a positive number of seconds");
+    }
+    if (idx != spec_timeout)
+        lua_pop(L, 1);
+    return t;
+}
+
+/* Before the sweep: takes from the cache (with --fast) the points whose
+ * entry is there, into the table at `cached`, and lists the others to
+ * run. A corrupt entry is ignored with a warning: the point runs again. */
+static void load_cached(lua_State *L, struct sweep *sw, const char *cachedir, bool fast,
+                        int cached, bool stopped_before)
+{
+    for (size_t i = 0; i < sw->n; i++) {
+        /* a cached point writes no trace: the traced one runs */
+        enum kb_cache_found found = KB_CACHE_MISS;
+        if (fast && cachedir && (long)i != sw->trace_index)
+            found = kb_cache_load(L, cachedir, sw->pts[i].key);
+        if (found == KB_CACHE_HIT) {
+            lua_rawseti(L, cached, (lua_Integer)i + 1);
+            sw->pts[i].reused = true;
+            sw->nreused++;
+            continue;
+        }
+        if (found == KB_CACHE_CORRUPT) {
+            char path[4200];
+            kb_cache_path(path, sizeof path, cachedir, sw->pts[i].key);
+            fprintf(stderr, "kb.sweep '%s': warning: point %zu: ignoring the cache file "
+                    "'%s', which is not a valid entry; the point runs again\n",
+                    sw->name, i + 1, path);
+        }
+        if (!stopped_before)
+            sw->pending_pts[sw->n_pending++] = i;
+    }
+}
+
+/* After the sweep: one warning for the finished points whose cache file
+ * could not be written (their rows are kept). */
+static void warn_uncached(const struct sweep *sw, const unsigned char *state)
+{
+    size_t n = 0;
+    const char *first = NULL;
+    for (size_t i = 0; i < sw->n; i++) {
+        if (state[i] == P_DONE && sw->pts[i].cache_err) {
+            first = first ? first : sw->pts[i].cache_err;
+            n++;
+        }
+    }
+    if (n > 0)
+        fprintf(stderr, "kb.sweep '%s': warning: %zu point%s not cached: %s\n", sw->name,
+                n, n == 1 ? "" : "s", first);
+}
+
+/* Tells now what failed: the first failure in full (its traceback), the
+ * others by their first line, as many points often fail the same way;
+ * records the summary that the end of the script repeats
+ * (kb_sweep_status). plist: the summary's points. */
+static void report_failures(lua_State *L, const struct sweep *sw, const unsigned char *state,
+                            int plist, size_t ndone, size_t nfailed, bool interrupted)
+{
+    int told = 0;
+    luaL_Buffer rep;
+    luaL_buffinit(L, &rep);
+    if (nfailed > 0)
+        lua_pushfstring(L, "kb.sweep '%s': %d of %d point%s failed:", sw->name,
+                        (int)nfailed, (int)sw->n, sw->n == 1 ? "" : "s");
+    else
+        lua_pushliteral(L, "");
+    luaL_addvalue(&rep);
+    for (size_t i = 0; i < sw->n; i++) {
+        if (state[i] != P_FAILED && state[i] != P_TIMED_OUT)
+            continue;
+        const struct point *pt = &sw->pts[i];
+        lua_rawgeti(L, plist, (lua_Integer)i + 1);
+        lua_getfield(L, -1, "error");
+        const char *msg = lua_tostring(L, -1);
+        if (told++ == 0)
+            fprintf(stderr, "kb.sweep '%s': point %d failed: %s\n", sw->name,
+                    (int)i + 1, state[i] == P_FAILED && pt->trace ? pt->trace : msg);
+        else
+            fprintf(stderr, "kb.sweep '%s': point %d failed: %.*s\n", sw->name,
+                    (int)i + 1, first_line(msg), msg);
+        lua_pop(L, 2);
+        luaL_addstring(&rep, nfailed == 1 ? " " : "\n  ");
+        lua_pushfstring(L, "point %d: ", (int)i + 1);
+        luaL_addvalue(&rep);
+        luaL_addlstring(&rep, msg, (size_t)first_line(msg));
+    }
+    if (interrupted) {
+        lua_pushfstring(L, "%skb.sweep '%s': stopped by Ctrl-C: %d of %d points done, "
+                        "%d not run", nfailed ? "\n" : "", sw->name, (int)ndone,
+                        (int)sw->n, (int)(sw->n - ndone - nfailed));
+        luaL_addvalue(&rep);
+    }
+    luaL_pushresult(&rep);
+    if (nfailed > 0 || interrupted) {
+        push_record(L);
+        lua_getfield(L, -1, "reports");
+        lua_pushvalue(L, -3);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 1);
+        if (interrupted) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "interrupted");
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
+ * -> rows, summary */
 static int l_sweep(lua_State *L)
 {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
@@ -1573,8 +1300,10 @@ static int l_sweep(lua_State *L)
     lua_getfield(L, A_SPEC, "jobs");
     lua_getfield(L, A_SPEC, "cache");
     bool use_cache = lua_isnil(L, A_CACHE) || lua_toboolean(L, A_CACHE);
+    lua_getfield(L, A_SPEC, "timeout");
     if (lua_getfield(L, lua_upvalueindex(1), "options") != LUA_TTABLE)
         return luaL_error(L, "kb.sweep: kb.options must be a table");
+    double timeout = point_timeout(L, A_TIMEOUT, A_OPTIONS);
     lua_getfield(L, A_OPTIONS, "fast");
     bool fast = lua_toboolean(L, -1);
     lua_getfield(L, A_OPTIONS, "quiet");
@@ -1597,13 +1326,17 @@ static int l_sweep(lua_State *L)
     if (jobs > 1024)
         jobs = 1024;
 
-    struct sweep *sw = lua_newuserdatauv(L, sizeof *sw, 0);
-    memset(sw, 0, sizeof *sw);
+    struct sweep **box = lua_newuserdatauv(L, sizeof *box, 0);
+    *box = NULL;
     if (luaL_newmetatable(L, KB_SWEEP)) {
         lua_pushcfunction(L, sweep_gc);
         lua_setfield(L, -2, "__gc");
     }
     lua_setmetatable(L, -2);
+    struct sweep *sw = *box = calloc(1, sizeof *sw);
+    if (sw == NULL)
+        return luaL_error(L, "kb.sweep: out of memory");
+    atomic_init(&sw->refs, 1);
     sw->name = dupstr(name, strlen(name));
     sw->n = (size_t)lua_rawlen(L, A_POINTS);
     sw->trace_index = -1;
@@ -1673,24 +1406,12 @@ static int l_sweep(lua_State *L)
         sw->pts[i].key = fnv_seg(h, sw->pts[i].params.p, sw->pts[i].params.n);
     }
 
-    /* The cache folder is made (and must be writable) before any point
-     * runs: better to fail now than after the work. */
+    /* The cache folder is made (and probed) before any point runs. */
     const char *cachedir = NULL;
     if (use_cache) {
-        char safe[128];
-        safe_name(safe, sizeof safe, name);
         lua_getfield(L, lua_upvalueindex(1), "outdir");
         lua_call(L, 0, 1);
-        const char *out = lua_tostring(L, -1);
-        make_dir(L, lua_pushfstring(L, "%s/cache", out));
-        cachedir = lua_pushfstring(L, "%s/cache/%s", out, safe);
-        make_dir(L, cachedir);
-        const char *probe = lua_pushfstring(L, "%s/.probe", cachedir);
-        if (!write_atomic(probe, "", 0))
-            return luaL_error(L, "kb.sweep: cannot write in output folder '%s': %s",
-                              out, strerror(errno));
-        remove(probe);
-        lua_pop(L, 1);
+        cachedir = open_cache(L, sw, lua_tostring(L, -1));
     }
     int cached = lua_gettop(L) + 1;
     lua_newtable(L);
@@ -1699,42 +1420,34 @@ static int l_sweep(lua_State *L)
     lua_getfield(L, -1, "interrupted");
     bool stopped_before = lua_toboolean(L, -1);
     lua_pop(L, 2);
-
-    for (size_t i = 0; i < sw->n; i++) {
-        /* a cached point writes no trace: the traced one runs */
-        if (fast && cachedir && (long)i != sw->trace_index &&
-            cache_load(L, cachedir, sw->pts[i].key)) {
-            lua_rawseti(L, cached, (lua_Integer)i + 1);
-            sw->pts[i].reused = true;
-            sw->nreused++;
-        } else if (!stopped_before) {
-            sw->pending_pts[sw->n_pending++] = i;
-        }
-    }
+    load_cached(L, sw, cachedir, fast, cached, stopped_before);
     sw->bar = !quiet && sw->n_pending > 0 && isatty(2);
 
     uint64_t t0 = uv_hrtime();
     int rc = 0;
     if (sw->n_pending > 0)
-        rc = run_points(sw, (int)jobs);
+        rc = run_points(sw, (int)jobs, timeout);
     if (rc == SIM_EINVAL || rc == SIM_ENOMEM)
         return luaL_error(L, "kb.sweep: cannot start the sweep (out of memory)");
     bool interrupted = stopped_before || rc == SIM_STOPPED;
     double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
 
-    /* Point states, rows in input order, the cache. */
-    enum { P_DONE, P_FAILED, P_NOT_RUN };
+    /* Point states, rows in input order. */
     unsigned char *state = lua_newuserdatauv(L, nalloc, 0);
     for (size_t i = 0; i < sw->n; i++)
         state[i] = sw->pts[i].reused ? P_DONE : P_NOT_RUN;
     for (size_t k = 0; k < sw->n_pending; k++) {
         struct point *pt = &sw->pts[sw->pending_pts[k]];
         unsigned char st = sw->status[k];
-        if (st == SIM_SWEEP_DONE && pt->err == NULL && pt->checks_failed == 0)
+        /* an abandoned point's thread may still write *pt: not read */
+        if (st == SIM_SWEEP_TIMED_OUT || st == SIM_SWEEP_TIMEOUT_ABANDONED)
+            state[sw->pending_pts[k]] = P_TIMED_OUT;
+        else if (st == SIM_SWEEP_DONE && pt->err == NULL && pt->checks_failed == 0)
             state[sw->pending_pts[k]] = P_DONE;
         else if (st == SIM_SWEEP_DONE || st == SIM_SWEEP_FAILED)
             state[sw->pending_pts[k]] = P_FAILED;
     }
+    warn_uncached(sw, state);
 
     lua_newtable(L);
     int rows = lua_gettop(L);
@@ -1743,7 +1456,7 @@ static int l_sweep(lua_State *L)
     size_t ndone = 0, nfailed = 0, nrows = 0;
     for (size_t i = 0; i < sw->n; i++) {
         struct point *pt = &sw->pts[i];
-        static const char *const names[] = {"done", "failed", "not run"};
+        static const char *const names[] = {"done", "failed", "failed", "not run"};
         lua_createtable(L, 0, 4);
         lua_pushstring(L, names[state[i]]);
         lua_setfield(L, -2, "status");
@@ -1753,7 +1466,7 @@ static int l_sweep(lua_State *L)
             lua_rawgeti(L, cached, (lua_Integer)i + 1);
             lua_getfield(L, -1, "row");
             lua_remove(L, -2);
-        } else if (pt->has_result && state[i] != P_NOT_RUN) {
+        } else if (pt->has_result && (state[i] == P_DONE || state[i] == P_FAILED)) {
             deserialise(L, &pt->result);
         } else {
             lua_pushnil(L);
@@ -1762,13 +1475,13 @@ static int l_sweep(lua_State *L)
             lua_pushvalue(L, -1);
             lua_rawseti(L, rows, (lua_Integer)++nrows);
         }
-        if (state[i] == P_DONE && !pt->reused && cachedir) {
-            deserialise(L, &pt->params);
-            cache_store(L, cachedir, name, i, pt->key, -1, -2);
-            lua_pop(L, 1);
-        }
         lua_setfield(L, -2, "row");
-        if (state[i] == P_FAILED) {
+        if (state[i] == P_TIMED_OUT) {
+            nfailed++;
+            lua_pushfstring(L, "timed out: still running after its timeout of %f s",
+                            (lua_Number)timeout);
+            lua_setfield(L, -2, "error");
+        } else if (state[i] == P_FAILED) {
             nfailed++;
             if (pt->err)
                 lua_pushstring(L, pt->err);
@@ -1782,58 +1495,7 @@ static int l_sweep(lua_State *L)
         lua_rawseti(L, plist, (lua_Integer)i + 1);
     }
 
-    /* Tell now what failed: the first failure in full (its traceback),
-     * the others by their first line, as many points often fail the same
-     * way; the end of the script repeats them all in short
-     * (kb_sweep_status). */
-    int told = 0;
-    luaL_Buffer rep;
-    luaL_buffinit(L, &rep);
-    if (nfailed > 0)
-        lua_pushfstring(L, "kb.sweep '%s': %d of %d point%s failed:", name,
-                        (int)nfailed, (int)sw->n, sw->n == 1 ? "" : "s");
-    else
-        lua_pushliteral(L, "");
-    luaL_addvalue(&rep);
-    for (size_t i = 0; i < sw->n; i++) {
-        if (state[i] != P_FAILED)
-            continue;
-        struct point *pt = &sw->pts[i];
-        lua_rawgeti(L, plist, (lua_Integer)i + 1);
-        lua_getfield(L, -1, "error");
-        const char *msg = lua_tostring(L, -1);
-        if (told++ == 0)
-            fprintf(stderr, "kb.sweep '%s': point %d failed: %s\n", name,
-                    (int)i + 1, pt->trace ? pt->trace : msg);
-        else
-            fprintf(stderr, "kb.sweep '%s': point %d failed: %.*s\n", name,
-                    (int)i + 1, first_line(msg), msg);
-        lua_pop(L, 2);
-        luaL_addstring(&rep, nfailed == 1 ? " " : "\n  ");
-        lua_pushfstring(L, "point %d: ", (int)i + 1);
-        luaL_addvalue(&rep);
-        luaL_addlstring(&rep, msg, (size_t)first_line(msg));
-    }
-    if (interrupted) {
-        lua_pushfstring(L, "%skb.sweep '%s': stopped by Ctrl-C: %d of %d points done, "
-                        "%d not run", nfailed ? "\n" : "", name, (int)ndone,
-                        (int)sw->n, (int)(sw->n - ndone - nfailed));
-        luaL_addvalue(&rep);
-    }
-    luaL_pushresult(&rep);
-    if (nfailed > 0 || interrupted) {
-        push_record(L);
-        lua_getfield(L, -1, "reports");
-        lua_pushvalue(L, -3);
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-        lua_pop(L, 1);
-        if (interrupted) {
-            lua_pushboolean(L, 1);
-            lua_setfield(L, -2, "interrupted");
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
+    report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
     if (fast && !quiet)
         fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
                 name, sw->nreused, sw->n);

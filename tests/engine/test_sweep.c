@@ -294,7 +294,97 @@ TEST(sweep_on_caller_loop)
     ASSERT_EQ(sim_sweep_run(3, NULL, &c2, &o, NULL), SIM_EINVAL);
 }
 
+/* Points that obey or ignore a stop request. For the timeout: point 1
+ * obeys (returns once asked to stop), point 2 ignores it until `release`
+ * (a point stuck in C). With `interrupt`: point 3 sends SIGINT, waits
+ * until the sweep asked it to stop, sends a second SIGINT, and ignores
+ * both until `release`. Other points return at once. */
+static atomic_bool release, interrupt;
+static atomic_int finished_after_release, released;
+
+static void on_release(void *ud)
+{
+    (void)ud;
+    atomic_fetch_add(&released, 1);
+}
+
+static int run_stubborn(struct sim_sweep_point *pt, size_t i, void *ud)
+{
+    (void)ud;
+    if (atomic_load(&interrupt)) {
+        if (i != 3)
+            return 0;
+        uv_kill(uv_os_getpid(), SIGINT);
+        while (!sim_sweep_point_stopping(pt))
+            uv_sleep(1);
+        uv_kill(uv_os_getpid(), SIGINT);
+    } else if (i == 1) {
+        while (!sim_sweep_point_stopping(pt))
+            uv_sleep(1);
+        return -1;
+    } else if (i != 2) {
+        return 0;
+    }
+    while (!atomic_load(&release))
+        uv_sleep(1);
+    atomic_fetch_add(&finished_after_release, 1);
+    return -1;
+}
+
+/* A point past its timeout is asked to stop; one that does not stop is
+ * abandoned and the sweep goes on without it. */
+TEST(sweep_timeout_abandons_stuck_point)
+{
+    unsigned char st[6];
+    struct sim_sweep_opts o = {.jobs = 2, .timeout = 0.05, .release = on_release};
+    atomic_store(&release, false);
+    atomic_store(&interrupt, false);
+    atomic_store(&finished_after_release, 0);
+    atomic_store(&released, 0);
+    ASSERT_EQ(sim_sweep_run(6, run_stubborn, NULL, &o, st), SIM_EPROC);
+    ASSERT_EQ(st[0], SIM_SWEEP_DONE);
+    ASSERT_EQ(st[1], SIM_SWEEP_TIMED_OUT);
+    ASSERT_EQ(st[2], SIM_SWEEP_TIMEOUT_ABANDONED);
+    ASSERT_TRUE(sim_sweep_abandoned(st[2]));
+    for (size_t i = 3; i < 6; i++)
+        ASSERT_EQ(st[i], SIM_SWEEP_DONE);
+    /* the abandoned thread still runs, and may end later on its own */
+    /* released by the abandoned thread, once it ends, not before */
+    ASSERT_EQ(atomic_load(&released), 0);
+    atomic_store(&release, true);
+    while (atomic_load(&released) < 1)
+        uv_sleep(1);
+    ASSERT_EQ(atomic_load(&finished_after_release), 1);
+}
+
+/* A second SIGINT abandons the point that did not stop, at once. */
+TEST(sweep_second_sigint_abandons)
+{
+    unsigned char st[6];
+    struct sim_sweep_opts o = {.jobs = 1, .catch_sigint = true, .release = on_release};
+    atomic_store(&release, false);
+    atomic_store(&interrupt, true);
+    atomic_store(&finished_after_release, 0);
+    atomic_store(&released, 0);
+    ASSERT_EQ(sim_sweep_run(6, run_stubborn, NULL, &o, st), SIM_STOPPED);
+    for (size_t i = 0; i < 3; i++)
+        ASSERT_EQ(st[i], SIM_SWEEP_DONE);
+    ASSERT_EQ(st[3], SIM_SWEEP_STOP_ABANDONED);
+    ASSERT_EQ(st[4], SIM_SWEEP_NOT_RUN);
+    ASSERT_EQ(st[5], SIM_SWEEP_NOT_RUN);
+    struct sigaction sa;
+    ASSERT_EQ(sigaction(SIGINT, NULL, &sa), 0);
+    ASSERT_TRUE(sa.sa_handler == SIG_DFL);
+    /* released by the abandoned thread, once it ends, not before */
+    ASSERT_EQ(atomic_load(&released), 0);
+    atomic_store(&release, true);
+    while (atomic_load(&released) < 1)
+        uv_sleep(1);
+    ASSERT_EQ(atomic_load(&finished_after_release), 1);
+}
+
 TEST_MAIN(sweep_results_in_input_order,
           sweep_stop_from_progress_keeps_finished,
           sweep_stop_reaches_running_point, sweep_sigint,
-          sweep_failed_point_isolated, sweep_on_caller_loop)
+          sweep_failed_point_isolated, sweep_on_caller_loop,
+          sweep_timeout_abandons_stuck_point, sweep_second_sigint_abandons)
