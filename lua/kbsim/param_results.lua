@@ -66,6 +66,10 @@ local function header_columns(rest, latency_field)
   return cols
 end
 
+local function indexof(list, v)
+  for i, x in ipairs(list) do if x == v then return i end end
+end
+
 local function finite_number(w)
   local v = tonumber(w)
   if v == nil or v ~= v or v == math.huge or v == -math.huge then return nil end
@@ -128,6 +132,13 @@ function M.parse(text, name, opts)
         end
         if row.size == nil or row.size <= 0 then return malformed() end
         row.latency = row[latency_field]
+        -- a time or bandwidth of 0 or less is no measurement (and has no log axis)
+        for _, f in ipairs({ latency_field, "algbw", "busbw" }) do
+          if row[f] <= 0 then
+            return nil, ("%s:%d: COMMS-RES row: %s must be positive, got %s"):format(
+              name, lineno, f, w[indexof(use, f)])
+          end
+        end
         rows[#rows + 1] = row
       end
     end

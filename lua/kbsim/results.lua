@@ -281,8 +281,17 @@ end)
 
 -- ---- figures -----------------------------------------------------------
 
+-- A gnuplot double-quoted string: a newline or tab becomes its escape and
+-- other control characters are dropped, so a title cannot end the line and
+-- start a gnuplot command.
+local GP_ESCAPES = { ["\\"] = "\\\\", ['"'] = '\\"', ["\n"] = "\\n", ["\t"] = "\\t" }
 local function gp_string(s)
-  return '"' .. tostring(s):gsub('[\\"]', "\\%0") .. '"'
+  return '"' .. tostring(s):gsub('[%c\\"]', function(c) return GP_ESCAPES[c] or "" end) .. '"'
+end
+
+-- A comment line of a gnuplot script: control characters become spaces.
+local function one_line(s)
+  return (s:gsub("%c", " "))
 end
 
 local function sh_quote(s)
@@ -426,9 +435,9 @@ M.figure = api(function(spec)
   -- table.pack: the log axes are nil when not asked for, and a nil in a
   -- list ends ipairs there (the script was cut off before its plot)
   local gp = table.pack(
-    ("# %s.gp — %s (kbsim %s)"):format(name, title, kbsim_version()),
-    ("# Data: %s (columns %s, %s%s). Redraw: gnuplot %s.gp"):format(
-      basename(csv), spec.x, spec.y, spec.series and (", series " .. spec.series) or "", name),
+    one_line(("# %s.gp — %s (kbsim %s)"):format(name, title, kbsim_version())),
+    one_line(("# Data: %s (columns %s, %s%s). Redraw: gnuplot %s.gp"):format(
+      basename(csv), spec.x, spec.y, spec.series and (", series " .. spec.series) or "", name)),
     ("if (!exists(\"out\")) out = %s"):format(gp_string(name)),
     table.concat(blocks, "\n"),
     "set termoption noenhanced",

@@ -37,4 +37,8 @@ raised(function() pr.read(nil) end, "param_results.read: a file name is expected
 raised(function() pr.collectives(nil) end,
        "param_results_errors.lua:37: param_results.collectives: rows from parse or read")
 raised(function() pr.series("rows") end, "param_results.series: rows from parse or read")
+-- a latency or bandwidth of 0 or less is no measurement (algbw 0 gave an infinite busbw factor)
+refused(header(FULL) .. "\n" .. ROW:gsub("0%.847", "0"),
+        "in.txt:2: COMMS-RES row: algbw must be positive, got 0")
+refused(ROW:gsub("4%.8", "-1", 1), "in.txt:1: COMMS-RES row: p50 must be positive, got -1")
 print("param_results_errors ok")
