@@ -450,18 +450,48 @@ function M.save(model, path)
   return true
 end
 
--- Reads parameters written by M.save. The file runs with an empty
--- environment, so it can hold numbers and strings but call nothing.
+-- The table a parameter file written by M.save holds, read as data (never
+-- run: a file of code could loop forever or exhaust memory). Lines: comments,
+-- "return {", "key = NUMBER," or "key = \"STRING\",", "}".
+-- Returns the table or nil and "PATH:LINE: problem".
+local function read_params(text, path)
+  local t, opened, closed, lineno = {}, false, false, 0
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    lineno = lineno + 1
+    line = line:gsub("^%s+", ""):gsub("%s+$", "")
+    local function bad(why) return nil, ("%s:%d: %s"):format(path, lineno, why) end
+    if line == "" or line:find("^%-%-") then
+      -- blank or comment
+    elseif closed then
+      return bad("text after the closing '}'")
+    elseif not opened then
+      if line ~= "return {" then return bad("not a perfmodel parameter file (want 'return {')") end
+      opened = true
+    elseif line == "}" then
+      closed = true
+    else
+      local key, value = line:match("^([%a_][%w_]*)%s*=%s*(.-),?$")
+      if not key then return bad("not a 'key = value,' line") end
+      if t[key] ~= nil then return bad(("'%s' given twice"):format(key)) end
+      local str = value:match('^"([^"\\%c]*)"$')
+      if str then t[key] = str
+      elseif value:find("^[-+%d.][%w.+-]*$") and tonumber(value) then t[key] = tonumber(value)
+      else return bad(("'%s': not a number or a plain quoted string"):format(key)) end
+    end
+  end
+  if not closed then return nil, ("'%s': not a perfmodel parameter table (no closing '}')"):format(path) end
+  return t
+end
+
+-- Reads parameters written by M.save (as data; see read_params).
 -- Returns a model for M.predict or nil and a message.
 function M.load(path)
   local f, err = io.open(path, "r")
   if not f then return nil, ("cannot open model '%s': %s"):format(path, err) end
   local text = f:read("a")
   f:close()
-  local chunk, lerr = load(text, "@" .. path, "t", {})
-  if not chunk then return nil, lerr end
-  local ok, t = pcall(chunk)
-  if not ok then return nil, tostring(t) end
+  local t, perr = read_params(text, path)
+  if not t then return nil, perr end
   if type(t) ~= "table" then return nil, ("'%s': not a perfmodel parameter table"):format(path) end
   for _, key in ipairs(MODEL_NUMBERS) do
     if not finite(t[key]) then

@@ -25,15 +25,24 @@ end
 
 -- A file that is not a parameter table is refused with its name.
 local f = assert(io.open(path, "w"))
-f:write("return { unit = 'us', ln_p = 16 }\n")
+f:write("return {\n  unit = \"us\",\n  ln_p = 16,\n}\n")
 f:close()
 local bad, lerr = pm.load(path)
 kb.check(bad == nil and lerr:find("missing or bad number 'sats_p'", 1, true), lerr)
-f = assert(io.open(path, "w"))
-f:write("os.exit(3)\n")
-f:close()
-bad, lerr = pm.load(path)
-kb.check(bad == nil and lerr:find("attempt to index a nil value", 1, true), lerr)
+-- The file is read as data, never run: code is refused with its line
+-- (an endless loop in it hung kbsim; ("x"):rep(2^40) could exhaust memory)
+local function refused(text, want)
+  f = assert(io.open(path, "w"))
+  f:write(text)
+  f:close()
+  bad, lerr = pm.load(path)
+  kb.check(bad == nil and lerr == path .. want, ("want %s, got %s"):format(want, tostring(lerr)))
+end
+refused("os.exit(3)\n", ":1: not a perfmodel parameter file (want 'return {')")
+refused("return {\n  while true do end\n}\n", ":2: not a 'key = value,' line")
+refused("return {\n  L = (\"x\"):rep(2^40),\n}\n", ":2: 'L': not a number or a plain quoted string")
+refused("return {\n  L = 1,\n  L = 2,\n}\n", ":3: 'L' given twice")
+refused("return {\n}\nreturn 1\n", ":3: text after the closing '}'")
 os.remove(path)
 
 -- The figure: data + model per point, turning points in the script.
