@@ -468,7 +468,32 @@ TEST(pe_units_dma)
     close_sys(&t);
 }
 
+/* Nothing is made for a link until a run uses it: a built system has
+ * made none; a transfer makes exactly the links of its route, and a
+ * second one over the same route makes no more. */
+TEST(links_made_on_first_use)
+{
+    struct fixture t;
+    ASSERT_TRUE(open_sys(&t, "{}", false));
+    struct kb_fabric *f = kb_system_fabric(t.sys);
+    ASSERT_EQ(kb_fabric_link_count(f), 1968);
+    ASSERT_EQ(kb_fabric_links_made(f), 0);
+    int links[64];
+    int a = kb_system_pe(t.sys, 0)->node, b = kb_system_pe(t.sys, 8)->node;
+    int k = kb_system_route(t.sys, a, b, links, 64);
+    ASSERT_EQ(kb_fabric_links_made(f), 0); /* routing alone makes nothing */
+    struct xfer x = {t.sys, 0, 8, 4096, 0, -1};
+    sim_thread(t.s, "x", xfer_thread, &x, 0);
+    ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(x.rc, 0);
+    ASSERT_EQ(x.end, 40900); /* the closed form, as before */
+    ASSERT_EQ(kb_fabric_links_made(f), k);
+    ASSERT_EQ(kb_system_path_time(t.sys, a, b, 4096), 40900);
+    ASSERT_EQ(kb_fabric_links_made(f), k);
+    close_sys(&t);
+}
+
 TEST_MAIN(counts_default, counts_six_sips, counts_sixteen_sips, names_and_ranks, routes,
           routes_all_shapes, path_time_closed_form, neighbours_default,
           neighbours_sip_topologies, transfer_payload_and_timing_only, transfer_errors,
-          bad_config, describe, pe_units_dma)
+          bad_config, describe, pe_units_dma, links_made_on_first_use)
