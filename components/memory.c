@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAGE_SHIFT 16 /* 64 KiB pages */
+#define PAGE_SHIFT 12 /* 4 KiB pages */
 #define PAGE_SIZE ((uint64_t)1 << PAGE_SHIFT)
-#define DIR_SHIFT 10 /* 1024 pages (64 MiB) per directory */
+#define DIR_SHIFT 9 /* 512 pages (2 MiB) per directory */
 #define DIR_SIZE ((uint64_t)1 << DIR_SHIFT)
 
 struct block {
