@@ -28,9 +28,14 @@ struct node {
     char *name;
 };
 
+/* A link as added: what it needs to exist. Its kb_link (a process, an
+ * event and queues) is made on first use (link_of), so a large system
+ * pays only for the links its runs use. */
 struct flink {
-    struct kb_link *l;
+    struct kb_link *l; /* NULL until first used */
+    char *name;        /* NULL: "src->dst", made with the link */
     int src, dst;
+    int params;        /* index into kb_fabric.params */
 };
 
 /* A thread blocked in kb_fabric_transfer waits on one of these. */
@@ -57,6 +62,10 @@ struct kb_fabric {
     size_t cap_hash;
     struct flink *links;
     int n_links, cap_links;
+    /* the distinct link parameters; links added together mostly share them */
+    struct kb_link_params *params;
+    int n_params, cap_params;
+    int n_made; /* links whose kb_link exists */
     struct fmsg *live;
     uint64_t n_live;
     struct waiter *free_waiters, *all_waiters;
@@ -95,11 +104,14 @@ void kb_fabric_free(struct kb_fabric *f)
         nx = w->next_all;
         free(w);
     }
-    for (int i = 0; i < f->n_links; i++)
+    for (int i = 0; i < f->n_links; i++) {
         kb_link_free(f->links[i].l);
+        free(f->links[i].name);
+    }
     for (int i = 0; i < f->n_nodes; i++)
         free(f->nodes[i].name);
     free(f->links);
+    free(f->params);
     free(f->nodes);
     free(f->hash);
     free(f);
@@ -184,6 +196,38 @@ int kb_fabric_node_count(const struct kb_fabric *f) { return f->n_nodes; }
 
 /* ---- links ------------------------------------------------------------- */
 
+/* The index of params *p in f->params, added when new; a few recent ones
+ * are compared, enough for builders that add links of one kind at a time. */
+static int params_index(struct kb_fabric *f, const struct kb_link_params *p)
+{
+    for (int i = f->n_params - 1; i >= 0 && i >= f->n_params - 8; i--) {
+        const struct kb_link_params *q = &f->params[i];
+        if (q->bw_gbps == p->bw_gbps && q->latency_ns == p->latency_ns &&
+            q->overhead_ns == p->overhead_ns && q->flit_bytes == p->flit_bytes)
+            return i;
+    }
+    if (f->n_params == f->cap_params) {
+        int cap = f->cap_params ? 2 * f->cap_params : 8;
+        struct kb_link_params *a = realloc(f->params, (size_t)cap * sizeof *a);
+        if (!a)
+            return SIM_ENOMEM;
+        f->params = a;
+        f->cap_params = cap;
+    }
+    f->params[f->n_params] = *p;
+    return f->n_params++;
+}
+
+/* The name of link `id` into buf: its own, or "src->dst". */
+static const char *link_name(const struct kb_fabric *f, int id, char *buf, size_t len)
+{
+    const struct flink *fl = &f->links[id];
+    if (fl->name)
+        return fl->name;
+    snprintf(buf, len, "%s->%s", f->nodes[fl->src].name, f->nodes[fl->dst].name);
+    return buf;
+}
+
 int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
                        const char *name, const struct kb_link_params *p)
 {
@@ -191,32 +235,49 @@ int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
         return seterr(f, SIM_EINVAL, "link from node %d to node %d: no such "
                       "node (fabric has %d)", src, dst, f->n_nodes);
     char autoname[512];
-    if (!name) {
+    if (!name)
         snprintf(autoname, sizeof autoname, "%s->%s", f->nodes[src].name,
                  f->nodes[dst].name);
-        name = autoname;
-    }
+    if (kb_link_params_check(p, name ? name : autoname, f->err, sizeof f->err) < 0)
+        return SIM_EINVAL;
     if (f->n_links == f->cap_links) {
         int cap = f->cap_links ? 2 * f->cap_links : 16;
         struct flink *l = realloc(f->links, (size_t)cap * sizeof *l);
         if (!l)
-            return seterr(f, SIM_ENOMEM, "link '%s': out of memory", name);
+            return seterr(f, SIM_ENOMEM, "link '%s': out of memory",
+                          name ? name : autoname);
         f->links = l;
         f->cap_links = cap;
     }
-    struct kb_link *l = kb_link_new(f->sim, name, p, f->err, sizeof f->err);
-    if (!l)
-        return SIM_EINVAL;
+    int pi = params_index(f, p);
+    char *copy = name ? strdup(name) : NULL;
+    if (pi < 0 || (name && !copy))
+        return seterr(f, SIM_ENOMEM, "link '%s': out of memory",
+                      name ? name : autoname);
     int id = f->n_links++;
-    f->links[id] = (struct flink){l, src, dst};
+    f->links[id] = (struct flink){NULL, copy, src, dst, pi};
     return id;
 }
 
-int kb_fabric_link_count(const struct kb_fabric *f) { return f->n_links; }
-
-struct kb_link *kb_fabric_link(const struct kb_fabric *f, int link)
+/* Link `id`'s kb_link, made on first use; NULL when out of memory. */
+static struct kb_link *link_of(struct kb_fabric *f, int id)
 {
-    return link >= 0 && link < f->n_links ? f->links[link].l : NULL;
+    struct flink *fl = &f->links[id];
+    if (!fl->l) {
+        char buf[512];
+        fl->l = kb_link_new(f->sim, link_name(f, id, buf, sizeof buf),
+                            &f->params[fl->params], f->err, sizeof f->err);
+        f->n_made += fl->l != NULL;
+    }
+    return fl->l;
+}
+
+int kb_fabric_link_count(const struct kb_fabric *f) { return f->n_links; }
+int kb_fabric_links_made(const struct kb_fabric *f) { return f->n_made; }
+
+struct kb_link *kb_fabric_link(struct kb_fabric *f, int link)
+{
+    return link >= 0 && link < f->n_links ? link_of(f, link) : NULL;
 }
 
 int kb_fabric_link_src(const struct kb_fabric *f, int link)
@@ -251,18 +312,24 @@ int kb_fabric_check_path(struct kb_fabric *f, const int *links, int n_links)
         if (j == 0)
             continue;
         const struct flink *a = &f->links[links[j - 1]], *b = &f->links[id];
+        char na[512], nb[512];
         if (a->dst != b->src)
             return seterr(f, SIM_EINVAL, "path: link '%s' ends at '%s' but "
-                          "the next, '%s', starts at '%s'", kb_link_name(a->l),
-                          f->nodes[a->dst].name, kb_link_name(b->l),
+                          "the next, '%s', starts at '%s'",
+                          link_name(f, links[j - 1], na, sizeof na),
+                          f->nodes[a->dst].name, link_name(f, id, nb, sizeof nb),
                           f->nodes[b->src].name);
-        uint32_t fa = kb_link_params(a->l)->flit_bytes;
-        uint32_t fb = kb_link_params(b->l)->flit_bytes;
+        uint32_t fa = f->params[a->params].flit_bytes;
+        uint32_t fb = f->params[b->params].flit_bytes;
         if (fa != fb)
             return seterr(f, SIM_EINVAL, "path: flit size %u of link '%s' "
                           "differs from %u of link '%s'", fb,
-                          kb_link_name(b->l), fa, kb_link_name(a->l));
+                          link_name(f, id, nb, sizeof nb), fa,
+                          link_name(f, links[j - 1], na, sizeof na));
     }
+    for (int j = 0; j < n_links; j++)
+        if (!link_of(f, links[j]))
+            return SIM_ENOMEM;
     return 0;
 }
 

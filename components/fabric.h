@@ -45,7 +45,12 @@ int kb_fabric_node_count(const struct kb_fabric *f);
 int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
                        const char *name, const struct kb_link_params *p);
 int kb_fabric_link_count(const struct kb_fabric *f);
-struct kb_link *kb_fabric_link(const struct kb_fabric *f, int link);
+/* The link itself, made on its first use (NULL when out of memory). */
+struct kb_link *kb_fabric_link(struct kb_fabric *f, int link);
+/* Links whose kb_link exists. A link is made on its first use (a path
+ * check, path time or send over it, kb_fabric_link), so a large system
+ * pays for a process, an event and queues only on the links a run uses. */
+int kb_fabric_links_made(const struct kb_fabric *f);
 int kb_fabric_link_src(const struct kb_fabric *f, int link);
 int kb_fabric_link_dst(const struct kb_fabric *f, int link);
 /* The first link added from src to dst, or -1. */

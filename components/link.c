@@ -181,7 +181,7 @@ static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
                      uint32_t hop)
 {
     if (l->n_heap == l->cap_heap) {
-        size_t cap = l->cap_heap ? 2 * l->cap_heap : 16;
+        size_t cap = l->cap_heap ? 2 * l->cap_heap : 4; /* most links see few heads at once */
         struct arrival *h = realloc(l->heap, cap * sizeof *h);
         if (!h)
             return SIM_ENOMEM;

@@ -6,13 +6,14 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define PAGE_SHIFT 16 /* 64 KiB pages */
+#define PAGE_SHIFT 12 /* 4 KiB pages */
 #define PAGE_SIZE ((uint64_t)1 << PAGE_SHIFT)
-#define DIR_SHIFT 10 /* 1024 pages (64 MiB) per directory */
+#define DIR_SHIFT 9 /* 512 pages (2 MiB) per directory */
 #define DIR_SIZE ((uint64_t)1 << DIR_SHIFT)
 
 struct block {
@@ -42,10 +43,25 @@ struct kb_mem {
 
     sim_time *busy_until; /* per channel */
     struct kb_mem_stats st;
-    char err[256];
+    char *err; /* ERR_LEN bytes, made on the first error: a system has many */
 };
 
-#define SETERR(m, code, ...) (kb_errf((m)->err, sizeof (m)->err, __VA_ARGS__), (code))
+#define ERR_LEN 256
+
+static int seterr(struct kb_mem *m, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int seterr(struct kb_mem *m, int code, const char *fmt, ...)
+{
+    if (!m->err && !(m->err = malloc(ERR_LEN)))
+        return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, ERR_LEN, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+#define SETERR(m, code, ...) seterr((m), (code), __VA_ARGS__)
 
 const char *kb_mem_kind_name(enum kb_mem_kind k)
 {
@@ -108,10 +124,9 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
     uint64_t pages = (p->capacity + PAGE_SIZE - 1) >> PAGE_SHIFT;
     m->n_dirs = (pages + DIR_SIZE - 1) >> DIR_SHIFT;
     m->name = strdup(name);
-    m->dirs = calloc(m->n_dirs, sizeof *m->dirs);
     m->busy_until = calloc(m->p.n_channels, sizeof *m->busy_until);
     m->free_list.b = malloc(sizeof *m->free_list.b);
-    if (!m->name || !m->dirs || !m->busy_until || !m->free_list.b)
+    if (!m->name || !m->busy_until || !m->free_list.b)
         goto oom;
     m->free_list.b[0] = (struct block){0, p->capacity};
     m->free_list.n = m->free_list.cap = 1;
@@ -136,6 +151,7 @@ void kb_mem_free(struct kb_mem *m)
         free(m->dirs[i]);
     }
     free(m->dirs);
+    free(m->err);
     free(m->busy_until);
     free(m->free_list.b);
     free(m->used.b);
@@ -143,7 +159,10 @@ void kb_mem_free(struct kb_mem *m)
     free(m);
 }
 
-const char *kb_mem_errmsg(const struct kb_mem *m) { return m->err; }
+const char *kb_mem_errmsg(const struct kb_mem *m)
+{
+    return m->err ? m->err : "out of memory";
+}
 const char *kb_mem_name(const struct kb_mem *m) { return m->name; }
 const struct kb_mem_params *kb_mem_params(const struct kb_mem *m)
 {
@@ -296,6 +315,9 @@ enum { PEEK, CREATE, CREATE_WHOLE };
 static unsigned char *page(struct kb_mem *m, uint64_t addr, int mode)
 {
     uint64_t pg = addr >> PAGE_SHIFT;
+    /* the directory table too is made on the first write */
+    if (!m->dirs && (mode == PEEK || !(m->dirs = calloc(m->n_dirs, sizeof *m->dirs))))
+        return NULL;
     unsigned char ***d = &m->dirs[pg >> DIR_SHIFT];
     if (!*d) {
         if (mode == PEEK || !(*d = calloc(DIR_SIZE, sizeof **d)))
@@ -415,7 +437,7 @@ int kb_mem_copy(struct kb_mem *dst, uint64_t dst_addr, struct kb_mem *src,
 {
     if (in_range(src, "read", src_addr, bytes) < 0) {
         if (src != dst)
-            snprintf(dst->err, sizeof dst->err, "%s", src->err);
+            seterr(dst, SIM_EINVAL, "%s", kb_mem_errmsg(src));
         return SIM_EINVAL;
     }
     int rc = in_range(dst, "write", dst_addr, bytes);

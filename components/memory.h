@@ -1,7 +1,7 @@
 /* memory.h — kb_mem: a TCM, SRAM or HBM bank with real bytes, an allocator
  * and an access-time model with address-interleaved channels
  *
- * Contents are stored sparsely in 64 KiB pages allocated on first write;
+ * Contents are stored sparsely in 4 KiB pages allocated on first write;
  * untouched bytes read as zero, so a 2 GiB HBM costs nothing until used.
  *
  * Timing: an access pays the setup latency, then moves its bytes. The
@@ -110,7 +110,7 @@ int kb_mem_read_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
 int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
                       unsigned char **p, uint64_t *len);
 
-/* Pages of storage allocated so far (64 KiB each). */
+/* Pages of storage allocated so far (4 KiB each). */
 uint64_t kb_mem_pages(const struct kb_mem *m);
 
 /* ---- timing ------------------------------------------------------------ */

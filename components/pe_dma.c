@@ -49,8 +49,8 @@ struct req {
     struct sim_event *done;
     kb_dma_done_fn fn;
     void *ud;
-    int n_links;
-    int links[KB_DMA_MAX_HOPS];
+    int n_links, cap_links;
+    int *links; /* the route, kept with the request when it is recycled */
 };
 
 /* A thread blocked in kb_dma_copy. */
@@ -84,6 +84,8 @@ struct kb_dma {
     struct kb_dma_params p;
     struct klass k[KB_DMA_NCLASSES];
     struct req *free_reqs;
+    int *scratch; /* routes of kb_dma_time and kb_dma_route */
+    int cap_scratch;
     struct waiter *free_waiters;
     struct waiter **waiters; /* every waiter, for kb_dma_free */
     size_t n_waiters, cap_waiters;
@@ -139,15 +141,26 @@ static int check_end(struct kb_dma *d, const char *what,
     return 0;
 }
 
-/* Routes src -> dst into links; the number of links or an error. */
-static int find_path(struct kb_dma *d, int src, int dst, int *links)
+/* Routes src -> dst into *links (capacity *cap, grown to the route's
+ * length: routes of any length); the number of links or an error. */
+static int find_path(struct kb_dma *d, int src, int dst, int **links, int *cap)
 {
-    int n = d->route(d->route_ud, src, dst, links, KB_DMA_MAX_HOPS);
-    if (n < 0 || n > KB_DMA_MAX_HOPS)
-        return seterr(d, n < 0 ? n : SIM_EINVAL, "no route from '%s' to '%s'",
+    /* at least 16 links, then as many as the route says it has */
+    int n = 16;
+    while (*cap < n || (n = d->route(d->route_ud, src, dst, *links, *cap)) > *cap) {
+        int *a = realloc(*links, (size_t)n * sizeof *a);
+        if (!a)
+            return seterr(d, SIM_ENOMEM, "out of memory for a route of %d links "
+                          "from '%s' to '%s'", n, kb_fabric_node_name(d->f, src),
+                          kb_fabric_node_name(d->f, dst));
+        *links = a;
+        *cap = n;
+    }
+    if (n < 0)
+        return seterr(d, n, "no route from '%s' to '%s'",
                       kb_fabric_node_name(d->f, src),
                       kb_fabric_node_name(d->f, dst));
-    if (kb_fabric_check_path(d->f, links, n) < 0)
+    if (kb_fabric_check_path(d->f, *links, n) < 0)
         return seterr(d, SIM_EINVAL, "bad route from '%s' to '%s': %s",
                       kb_fabric_node_name(d->f, src),
                       kb_fabric_node_name(d->f, dst), kb_fabric_errmsg(d->f));
@@ -155,7 +168,8 @@ static int find_path(struct kb_dma *d, int src, int dst, int *links)
 }
 
 static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
-                      const struct kb_dma_end *dst, uint64_t bytes, int *links)
+                      const struct kb_dma_end *dst, uint64_t bytes, int **links,
+                      int *cap)
 {
     int rc = check_end(d, "source", src, bytes);
     if (rc < 0)
@@ -163,7 +177,7 @@ static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
     rc = check_end(d, "destination", dst, bytes);
     if (rc < 0)
         return rc;
-    return find_path(d, src->node, dst->node, links);
+    return find_path(d, src->node, dst->node, links, cap);
 }
 
 /* ---- closed form ----------------------------------------------------- */
@@ -171,10 +185,10 @@ static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
 sim_time kb_dma_time(struct kb_dma *d, struct kb_dma_end src,
                      struct kb_dma_end dst, uint64_t bytes)
 {
-    int links[KB_DMA_MAX_HOPS];
-    int n = check_copy(d, &src, &dst, bytes, links);
+    int n = check_copy(d, &src, &dst, bytes, &d->scratch, &d->cap_scratch);
     if (n < 0)
         return SIM_FOREVER;
+    const int *links = d->scratch;
     sim_time ls = kb_mem_time(src.mem, src.addr, 0);
     sim_time ds = kb_mem_time(src.mem, src.addr, bytes) - ls;
     sim_time ld = kb_mem_time(dst.mem, dst.addr, 0);
@@ -363,23 +377,36 @@ nomem:
     return NULL;
 }
 
+static void free_req(struct req *r)
+{
+    if (r) {
+        free(r->links);
+        free(r);
+    }
+}
+
+static void free_reqs(struct req *r)
+{
+    for (struct req *nx; r; r = nx) {
+        nx = r->next;
+        free_req(r);
+    }
+}
+
 void kb_dma_free(struct kb_dma *d)
 {
     if (!d)
         return;
     for (int c = 0; c < KB_DMA_NCLASSES; c++) {
-        for (struct req *r = d->k[c].head, *nx; r; r = nx) {
-            nx = r->next;
-            free(r);
-        }
+        free_reqs(d->k[c].head);
+        /* a request in service when the run stops is only in its channel
+         * (its next still points into the queue) */
         for (uint32_t i = 0; d->k[c].chans && i < d->k[c].n; i++)
-            free(d->k[c].chans[i].serving);
+            free_req(d->k[c].chans[i].serving);
         free(d->k[c].chans);
     }
-    for (struct req *r = d->free_reqs, *nx; r; r = nx) {
-        nx = r->next;
-        free(r);
-    }
+    free_reqs(d->free_reqs);
+    free(d->scratch);
     for (size_t i = 0; i < d->n_waiters; i++)
         free(d->waiters[i]);
     free(d->waiters);
@@ -393,10 +420,11 @@ int kb_dma_node(const struct kb_dma *d) { return d->p.node; }
 bool kb_dma_timing_only(const struct kb_dma *d) { return d->p.timing_only; }
 struct kb_fabric *kb_dma_fabric(const struct kb_dma *d) { return d->f; }
 
-int kb_dma_route(struct kb_dma *d, int src_node, int dst_node, int *links,
-                 int max_links)
+int kb_dma_route(struct kb_dma *d, int src_node, int dst_node, const int **links)
 {
-    return d->route(d->route_ud, src_node, dst_node, links, max_links);
+    int n = find_path(d, src_node, dst_node, &d->scratch, &d->cap_scratch);
+    *links = d->scratch;
+    return n;
 }
 
 /* ---- copies ---------------------------------------------------------- */
@@ -411,9 +439,9 @@ int kb_dma_copy_async(struct kb_dma *d, enum kb_dma_class c,
     struct req *r = d->free_reqs;
     if (r)
         d->free_reqs = r->next;
-    else if (!(r = malloc(sizeof *r)))
+    else if (!(r = calloc(1, sizeof *r)))
         return seterr(d, SIM_ENOMEM, "out of memory queuing a copy");
-    int n = check_copy(d, &src, &dst, bytes, r->links);
+    int n = check_copy(d, &src, &dst, bytes, &r->links, &r->cap_links);
     if (n < 0) {
         r->next = d->free_reqs;
         d->free_reqs = r;

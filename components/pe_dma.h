@@ -27,13 +27,13 @@
 #include "memory.h"
 #include "sim.h"
 
-/* The longest path a copy may take, in links. */
-#define KB_DMA_MAX_HOPS 64
-
 enum kb_dma_class { KB_DMA_READ, KB_DMA_WRITE, KB_DMA_COMM, KB_DMA_NCLASSES };
 
-/* The route from fabric node src to dst as link ids in links[0..max):
- * returns the number of links (0 when src == dst) or a negative error. */
+/* The route from fabric node src to dst as link ids: returns its number of
+ * links (0 when src == dst) or a negative error, and writes the first
+ * min(that, max_links) of them to links. A route longer than max_links is
+ * not an error: the DMA asks again with a buffer that long (like
+ * snprintf), so routes have no length limit. */
 typedef int (*kb_dma_route_fn)(void *ud, int src_node, int dst_node,
                                int *links, int max_links);
 
@@ -83,10 +83,11 @@ int kb_dma_node(const struct kb_dma *d);
 bool kb_dma_timing_only(const struct kb_dma *d);
 struct kb_fabric *kb_dma_fabric(const struct kb_dma *d);
 
-/* The route callback, with its user pointer; for units that share the
- * DMA's view of the fabric (PE_IPCQ). */
-int kb_dma_route(struct kb_dma *d, int src_node, int dst_node, int *links,
-                 int max_links);
+/* The route from src_node to dst_node by the DMA's route callback, for
+ * units that share the DMA's view of the fabric (PE_IPCQ): the number of
+ * links, *links pointing at them in the DMA's scratch buffer (valid until
+ * the next call on this DMA), or a negative error (kb_dma_errmsg). */
+int kb_dma_route(struct kb_dma *d, int src_node, int dst_node, const int **links);
 
 /* Queues a copy on class c and returns at once; when it ends, fn(ud, 0)
  * runs (if fn is set) and `done` is notified (if set; one event per

@@ -163,10 +163,7 @@ struct kb_gemm *kb_gemm_new(struct sim *s, const char *name,
     g->sim = s;
     g->p = *p;
     g->name = strdup(name);
-    g->a_s = malloc((size_t)p->tile.m * p->tile.k * sizeof *g->a_s);
-    g->b_s = malloc((size_t)p->tile.k * p->tile.n * sizeof *g->b_s);
-    g->acc = malloc((size_t)p->tile.m * p->tile.n * sizeof *g->acc);
-    if (!g->name || !g->a_s || !g->b_s || !g->acc)
+    if (!g->name)
         goto oom;
     return g;
 oom:
@@ -240,6 +237,24 @@ static void count_tile(struct kb_gemm *g, size_t tm, size_t tn, size_t tk,
     g->st.cycles += cycles;
 }
 
+/* The staging buffers, made for the first tile with values (a timing-only
+ * run, and a PE that multiplies nothing, never pays for them). */
+static int staging(struct kb_gemm *g)
+{
+    const struct kb_gemm_params *p = &g->p;
+    if (g->acc)
+        return 0;
+    free(g->a_s);
+    free(g->b_s);
+    g->a_s = malloc((size_t)p->tile.m * p->tile.k * sizeof *g->a_s);
+    g->b_s = malloc((size_t)p->tile.k * p->tile.n * sizeof *g->b_s);
+    if (g->a_s && g->b_s)
+        g->acc = malloc((size_t)p->tile.m * p->tile.n * sizeof *g->acc);
+    if (!g->acc)
+        return SETERR(g, SIM_ENOMEM, "gemm of '%s': out of memory", g->name);
+    return 0;
+}
+
 int64_t kb_gemm_tile(struct kb_gemm *g, const void *A, size_t lda,
                      const void *B, size_t ldb, float *C, size_t ldc,
                      size_t tm, size_t tn, size_t tk, enum kb_dtype dt,
@@ -257,6 +272,8 @@ int64_t kb_gemm_tile(struct kb_gemm *g, const void *A, size_t lda,
         return rc;
 
     if (!time_only(A, B, C)) {
+        if ((rc = staging(g)) < 0)
+            return rc;
         stage(g->a_s, p->tile.k, A, lda, 0, 0, tm, tk, dt);
         stage(g->b_s, p->tile.n, B, ldb, 0, 0, tk, tn, dt);
         if (!accumulate)
@@ -291,6 +308,8 @@ int kb_gemm_run(struct kb_gemm *g, size_t M, size_t N, size_t K,
     uint64_t cycles = 0;
     size_t ldacc = p->tile.n;
     bool values = !time_only(A, B, C);
+    if (values && (rc = staging(g)) < 0)
+        return rc;
     for (size_t i0 = 0; i0 < M; i0 += p->tile.m) {
         size_t tm = min_sz(p->tile.m, M - i0);
         for (size_t j0 = 0; j0 < N; j0 += p->tile.n) {

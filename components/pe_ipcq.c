@@ -89,7 +89,7 @@ struct kb_ipcq {
     struct dir *dirs;
     size_t n_dirs, cap_dirs;
     /* the route from the buffer to the PE, for slot reads */
-    int read_links[KB_DMA_MAX_HOPS];
+    int *read_links;
     int n_read_links;
     struct sim_trace *tr; /* NULL: not traced */
     char err[256];
@@ -156,15 +156,19 @@ struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name,
         q->p = *p;
         q->poll_ps = p->backpressure == KB_IPCQ_POLL
                          ? (sim_time)llround(p->poll_ns * 1000.0) : 0;
-        int n = kb_dma_route(dma, buf_node, q->pe_node, q->read_links,
-                             KB_DMA_MAX_HOPS);
-        if (n < 0 || n > KB_DMA_MAX_HOPS ||
-            kb_fabric_check_path(kb_dma_fabric(dma), q->read_links, n) < 0) {
+        const int *links;
+        int n = kb_dma_route(dma, buf_node, q->pe_node, &links);
+        if (n < 0) {
             snprintf(tmp, sizeof tmp, "no route from its buffer (node %d) to "
                      "the pe (node %d)", buf_node, q->pe_node);
             why = tmp;
+        } else if (n > 0 && !(q->read_links = malloc((size_t)n * sizeof *links))) {
+            why = "out of memory";
+        } else {
+            if (n > 0)
+                memcpy(q->read_links, links, (size_t)n * sizeof *links);
+            q->n_read_links = n;
         }
-        q->n_read_links = n;
     }
     if (why) {
         if (err && errlen)
@@ -196,6 +200,7 @@ void kb_ipcq_free(struct kb_ipcq *q)
         free(q->dirs[i].name);
     }
     free(q->dirs);
+    free(q->read_links);
     free(q->name);
     free(q);
 }
@@ -257,9 +262,9 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
                       "rings of %u x %u and %u x %u bytes", a->name, a_dir,
                       b->name, b_dir, a->p.n_slots, a->p.slot_size,
                       b->p.n_slots, b->p.slot_size);
-    int links[KB_DMA_MAX_HOPS];
-    int n = kb_dma_route(b->dma, b->pe_node, a->pe_node, links, KB_DMA_MAX_HOPS);
-    sim_time credit_ps = n < 0 || n > KB_DMA_MAX_HOPS
+    const int *links;
+    int n = kb_dma_route(b->dma, b->pe_node, a->pe_node, &links);
+    sim_time credit_ps = n < 0
         ? SIM_FOREVER
         : kb_fabric_path_time(kb_dma_fabric(b->dma), links, n,
                               b->p.credit_bytes);

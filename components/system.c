@@ -57,6 +57,7 @@ struct kb_system {
     struct pe_links *pl;
     struct node_info *info;
     int n_info;
+    int *route_buf; /* max_hops links, for callers with a shorter buffer */
     char err[256];
 };
 
@@ -352,6 +353,7 @@ void kb_system_free(struct kb_system *sys)
     free(sys->pes);
     free(sys->pl);
     free(sys->info);
+    free(sys->route_buf);
     free(sys);
 }
 
@@ -518,6 +520,18 @@ static int route_tree(struct kb_system *sys, int src, int dst, int *links, int m
     return k;
 }
 
+/* The route into links, which holds max >= max_hops links. */
+static int route_full(struct kb_system *sys, int src_node, int dst_node, int *links, int max)
+{
+    if (sys->graph) {
+        int k = kb_graph_route(sys->graph, src_node, dst_node, links, max);
+        if (k < 0)
+            seterr(sys, k, "%s", kb_graph_errmsg(sys->graph));
+        return k;
+    }
+    return route_tree(sys, src_node, dst_node, links, max);
+}
+
 int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *links, int max)
 {
     int n = kb_fabric_node_count(sys->f);
@@ -526,13 +540,16 @@ int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *link
                       "0..%d", src_node, dst_node, n - 1);
     if (src_node == dst_node)
         return 0;
-    if (sys->graph) {
-        int k = kb_graph_route(sys->graph, src_node, dst_node, links, max);
-        if (k < 0)
-            seterr(sys, k, "%s", kb_graph_errmsg(sys->graph));
-        return k;
-    }
-    return route_tree(sys, src_node, dst_node, links, max);
+    if (max >= sys->max_hops)
+        return route_full(sys, src_node, dst_node, links, max);
+    /* a short buffer: the whole route in ours, its head copied to theirs */
+    if (!sys->route_buf &&
+        !(sys->route_buf = malloc(((size_t)sys->max_hops + 1) * sizeof *sys->route_buf)))
+        return seterr(sys, SIM_ENOMEM, "route: out of memory");
+    int k = route_full(sys, src_node, dst_node, sys->route_buf, sys->max_hops);
+    if (k > 0 && max > 0)
+        memcpy(links, sys->route_buf, (size_t)(k < max ? k : max) * sizeof *links);
+    return k;
 }
 
 int kb_system_route_cb(void *sys, int src_node, int dst_node, int *links, int max)

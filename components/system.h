@@ -97,9 +97,10 @@ int kb_system_set_ipcq(struct kb_system *sys, enum kb_topo_buffer_kind kind,
 int kb_system_rank_of_node(const struct kb_system *sys, int node);
 
 /* The route between two fabric nodes (any: PE, HBM, SRAM, router) as link
- * ids in links[0..max). Returns the number of links (0 when src == dst),
- * or SIM_EINVAL for a bad node or a short buffer (kb_system_max_hops is
- * always enough). */
+ * ids: returns its number of links (0 when src == dst), or SIM_EINVAL for
+ * a bad node, and writes the first min(that, max) links to links. A route
+ * longer than max is not an error (ask again with a buffer that long;
+ * kb_system_max_hops is always enough), so routes have no length limit. */
 int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *links, int max);
 /* The same, in the shape PE_DMA takes as its route callback (ud = sys). */
 int kb_system_route_cb(void *sys, int src_node, int dst_node, int *links, int max);

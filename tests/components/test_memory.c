@@ -287,6 +287,9 @@ TEST(sparse_storage)
     ASSERT_EQ(kb_mem_read(h[7], UINT64_MAX, out, 2), SIM_EINVAL);
     ASSERT_U64_EQ(kb_mem_pages(h[7]), 3);
     ASSERT_U64_EQ(kb_mem_pages(h[8]), 0);
+    /* pages are 4 KiB: a 16 KiB ring costs 16 KiB, not a 64 KiB page */
+    ASSERT_EQ(kb_mem_write(h[8], 4096, buf, 16384), 0);
+    ASSERT_U64_EQ(kb_mem_pages(h[8]), 4);
     free(buf);
     for (int i = 0; i < 256; i++)
         kb_mem_free(h[i]);
@@ -323,7 +326,7 @@ TEST(params_are_checked)
     sim_free(s);
 }
 
-#define PAGE ((uint64_t)1 << 16)
+#define PAGE ((uint64_t)1 << 12)
 
 /* A byte pattern that differs at every offset of a few pages. */
 static unsigned char pat(uint64_t i) { return (unsigned char)(i * 131 + (i >> 8) * 7 + 1); }

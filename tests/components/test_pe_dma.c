@@ -128,8 +128,8 @@ static struct kb_dma_end sram_end(struct tsys *t, int r, uint64_t a)
 static sim_time closed_form(struct tsys *t, struct kb_dma_end a,
                             struct kb_dma_end b, uint64_t bytes)
 {
-    int links[KB_DMA_MAX_HOPS];
-    int n = tsys_route(t, a.node, b.node, links, KB_DMA_MAX_HOPS);
+    int links[64];
+    int n = tsys_route(t, a.node, b.node, links, 64);
     sim_time ls = kb_mem_time(a.mem, a.addr, 0);
     sim_time ld = kb_mem_time(b.mem, b.addr, 0);
     sim_time ds = kb_mem_time(a.mem, a.addr, bytes) - ls;

@@ -3,6 +3,7 @@
  * against the closed form, neighbour maps at edges and wraps, transfers
  * with payload and in timing-only mode */
 #include <stdlib.h>
+#include <string.h>
 
 #include "fabric.h"
 #include "system.h"
@@ -199,10 +200,13 @@ TEST(routes)
                  "sip0.cube0.r2 sip0.cube0.pe2 sip0.cube0.pe2.hbm");
     ASSERT_STREQ(route_str(s, "sip0.cube0.pe0", "sip0.cube0.pe0", &h), "sip0.cube0.pe0");
     ASSERT_EQ(h, 0);
-    /* a short buffer and a bad node are errors */
-    int links[4];
-    ASSERT_EQ(kb_system_route(s, 0, kb_system_pe(s, 255)->node, links, 4), SIM_EINVAL);
-    ASSERT_CONTAINS(kb_system_errmsg(s), "more than 4 links");
+    /* a short buffer gets the route's head and its full length (routes
+     * have no length limit); a bad node is an error */
+    int links[4], full[256];
+    int n = kb_system_route(s, 0, kb_system_pe(s, 255)->node, full, 256);
+    ASSERT_TRUE(n > 4);
+    ASSERT_EQ(kb_system_route(s, 0, kb_system_pe(s, 255)->node, links, 4), n);
+    ASSERT_EQ(memcmp(links, full, sizeof links), 0);
     ASSERT_EQ(kb_system_route(s, 0, 100000, links, 4), SIM_EINVAL);
     close_sys(&t);
 }
@@ -464,7 +468,32 @@ TEST(pe_units_dma)
     close_sys(&t);
 }
 
+/* Nothing is made for a link until a run uses it: a built system has
+ * made none; a transfer makes exactly the links of its route, and a
+ * second one over the same route makes no more. */
+TEST(links_made_on_first_use)
+{
+    struct fixture t;
+    ASSERT_TRUE(open_sys(&t, "{}", false));
+    struct kb_fabric *f = kb_system_fabric(t.sys);
+    ASSERT_EQ(kb_fabric_link_count(f), 1968);
+    ASSERT_EQ(kb_fabric_links_made(f), 0);
+    int links[64];
+    int a = kb_system_pe(t.sys, 0)->node, b = kb_system_pe(t.sys, 8)->node;
+    int k = kb_system_route(t.sys, a, b, links, 64);
+    ASSERT_EQ(kb_fabric_links_made(f), 0); /* routing alone makes nothing */
+    struct xfer x = {t.sys, 0, 8, 4096, 0, -1};
+    sim_thread(t.s, "x", xfer_thread, &x, 0);
+    ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(x.rc, 0);
+    ASSERT_EQ(x.end, 40900); /* the closed form, as before */
+    ASSERT_EQ(kb_fabric_links_made(f), k);
+    ASSERT_EQ(kb_system_path_time(t.sys, a, b, 4096), 40900);
+    ASSERT_EQ(kb_fabric_links_made(f), k);
+    close_sys(&t);
+}
+
 TEST_MAIN(counts_default, counts_six_sips, counts_sixteen_sips, names_and_ranks, routes,
           routes_all_shapes, path_time_closed_form, neighbours_default,
           neighbours_sip_topologies, transfer_payload_and_timing_only, transfer_errors,
-          bad_config, describe, pe_units_dma)
+          bad_config, describe, pe_units_dma, links_made_on_first_use)

@@ -8,49 +8,19 @@
 --   ring_rs_ag_allreduce  2(N-1) (alpha + (S/N)/bw)   + (N-1) math(S/N)
 --   ring_allreduce         (N-1) (alpha + S/bw)        + (N-1) math(S)
 local kb = require("kbsim")
-local T = require("kbsim.torch")
-local tl = require("kbsim.tl")
-local ccl = require("kbsim.ccl")
 
 local N, BW, LAT = 8, 64, 20 -- PEs, GB/s, ns
 local S_ELEM = 16384          -- f32 elements per rank: S = 64 KiB
 local VEC = tonumber(kb.options.set["pe.math.vector_bytes_per_cycle"] or "128")
 
-local function ring_graph()
-  local g = {nodes = {}, links = {}}
-  for i = 0, N - 1 do g.nodes[#g.nodes + 1] = {name = "p" .. i, pe = true} end
-  for i = 0, N - 1 do
-    g.links[#g.links + 1] = {from = "p" .. i, to = "p" .. ((i + 1) % N), bandwidth_gbps = BW,
-                             latency_ns = LAT, bidirectional = true}
-  end
-  return g
-end
+local ring = require("ring_case")
 
 local function math_ns(bytes) return math.ceil(bytes / VEC) end -- 1 GHz, one cycle per vector
 
--- Runs algorithm `alg` straight from the registry (no ccl.yaml), checks
--- the sums and returns the latency and the system.
+-- the algorithm on the ring, its sums checked: latency and system
 local function run(alg)
-  local torch = T.init{topology = ring_graph()}
-  local ranks = {}
-  for i = 0, N - 1 do ranks[i + 1] = i end
-  local t = torch.zeros({1, N * S_ELEM}, {dtype = "f32", ranks = ranks})
-  local v = {}
-  for k = 1, N * S_ELEM do v[k] = k % 7 end
-  t:copy_(torch.from_table(v, {dtype = "f32"}))
-  local algo = ccl.get(alg)
-  local a = algo.args(N, S_ELEM, {dtype = "f32"})
-  algo.wire(torch.sys, ranks, a)
-  local r = tl.launch(torch.sys, ranks, algo.kernel, a, t, t)
-  torch.sim:run()
-  local got, bad = t:shard_table(0), 0
-  for j = 1, S_ELEM do
-    local want = 0
-    for q = 0, N - 1 do want = want + (q * S_ELEM + j) % 7 end
-    if got[j] ~= want then bad = bad + 1 end
-  end
-  kb.check(bad == 0, ("%s: %d elements of rank 0 wrong"):format(alg, bad))
-  return r:latency_ns(), torch.sys
+  local lat, torch = ring.allreduce(ring.graph(N, BW, LAT, true), alg, N, S_ELEM)
+  return lat, torch.sys
 end
 
 local S = S_ELEM * 4

@@ -16,21 +16,13 @@ local N, BW, LAT = 8, 64, 20 -- PEs, GB/s, ns
 local C = 2048                -- f32 elements per rank and chunk: S/N = 8 KiB
 local VEC = tonumber(kb.options.set["pe.math.vector_bytes_per_cycle"] or "128")
 
-local function ring_graph()
-  local g = {nodes = {}, links = {}}
-  for i = 0, N - 1 do g.nodes[#g.nodes + 1] = {name = "p" .. i, pe = true} end
-  for i = 0, N - 1 do
-    g.links[#g.links + 1] = {from = "p" .. i, to = "p" .. ((i + 1) % N), bandwidth_gbps = BW,
-                             latency_ns = LAT, bidirectional = true}
-  end
-  return g
-end
+local ring = require("ring_case")
 
 local function math_ns(bytes) return math.ceil(bytes / VEC) end
 
 -- A torch on the ring with a process group of all 8 PEs.
 local function ring_torch(algorithm)
-  local torch = T.init{topology = ring_graph()}
+  local torch = T.init{topology = ring.graph(N, BW, LAT, true)}
   torch.distributed.init_process_group{backend = "ahbm", config = {ccl = {dtype = "f32",
     algorithm = algorithm, algorithms = {[algorithm] = {world_size = N}}}}}
   return torch
