@@ -1,6 +1,7 @@
 /* sim.c — the simulation kernel: scheduler, processes, events, channels, ports */
 #include "sim.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -686,8 +687,9 @@ struct sim_proc *sim_thread(struct sim *s, const char *name, sim_proc_fn fn,
         coro_stack_get(&s->pool, stack_size ? stack_size : s->cfg.stack_size,
                        !s->cfg.no_stack_guard);
     if (!st) {
-        seterr(s, SIM_ENOMEM, "cannot map a stack for thread process '%s'",
-               name ? name : "");
+        char why[256];
+        seterr(s, SIM_ENOMEM, "cannot map a stack for thread process '%s': %s",
+               name ? name : "", coro_stack_error(why, sizeof why, errno));
         return NULL;
     }
     struct sim_proc *p = proc_new(s, name, PROC_THREAD, fn, arg);
