@@ -64,6 +64,7 @@ struct chan {
     struct kb_dma *d;
     enum kb_dma_class c;
     int trk; /* trace track, made on the first copy */
+    struct req *cur; /* the copy in service: a run that stops leaves it here */
     struct kb_dma_stats st;
 };
 
@@ -268,7 +269,9 @@ static void chan_thread(struct sim *s, void *arg)
         struct req *r = k->head;
         if (!(k->head = r->next))
             k->tail = NULL;
+        ch->cur = r;
         int status = serve(ch, r);
+        ch->cur = NULL;
         d->pending--;
         kb_dma_done_fn fn = r->fn;
         void *ud = r->ud;
@@ -369,6 +372,8 @@ void kb_dma_free(struct kb_dma *d)
             nx = r->next;
             free(r);
         }
+        for (uint32_t i = 0; d->k[c].chans && i < d->k[c].n; i++)
+            free(d->k[c].chans[i].cur);
         free(d->k[c].chans);
     }
     for (struct req *r = d->free_reqs, *nx; r; r = nx) {
