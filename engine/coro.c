@@ -274,7 +274,7 @@ const char *coro_stack_error(char *buf, size_t n, int err)
                  "root) or run fewer processes",
                  maps, limit, 2 * limit);
     else
-        snprintf(buf, n, "%s", strerror(err));
+        snprintf(buf, n, "%s", err == ENOMEM ? "out of memory" : strerror(err));
     return buf;
 }
 
