@@ -74,20 +74,27 @@ static bool fifo_grow(struct evq *q)
  * mispredicted branch costs more than the comparisons. */
 #define ARITY 4
 
-/* Room for `need` entries in the heap. */
+/* Room for `need` entries in the array *v of *cap (first size `first`);
+ * its contents stay as they are whether or not it succeeds. */
+static bool entries_reserve(struct evq_entry **v, size_t *cap, size_t need,
+                            size_t first)
+{
+    if (need <= *cap)
+        return true;
+    size_t n = *cap ? *cap * 2 : first;
+    while (n < need)
+        n *= 2;
+    struct evq_entry *p = realloc(*v, n * sizeof *p);
+    if (!p)
+        return false;
+    *v = p;
+    *cap = n;
+    return true;
+}
+
 static bool heap_reserve(struct evq *q, size_t need)
 {
-    if (need <= q->heap_cap)
-        return true;
-    size_t cap = q->heap_cap ? q->heap_cap * 2 : 64;
-    while (cap < need)
-        cap *= 2;
-    struct evq_entry *n = realloc(q->heap, cap * sizeof *n);
-    if (!n)
-        return false;
-    q->heap = n;
-    q->heap_cap = cap;
-    return true;
+    return entries_reserve(&q->heap, &q->heap_cap, need, 64);
 }
 
 static bool heap_push(struct evq *q, const struct evq_entry *e)
@@ -169,21 +176,9 @@ static inline int bucket_of(uint64_t t, uint64_t last)
     return t == last ? 0 : 64 - __builtin_clzll(t ^ last);
 }
 
-/* Room for `need` entries in bucket b; its contents stay as they are
- * whether or not it succeeds. */
 static bool bucket_reserve(struct evq_bucket *b, size_t need)
 {
-    if (need <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap * 2 : 16;
-    while (cap < need)
-        cap *= 2;
-    struct evq_entry *v = realloc(b->v, cap * sizeof *v);
-    if (!v)
-        return false;
-    b->v = v;
-    b->cap = cap;
-    return true;
+    return entries_reserve(&b->v, &b->cap, need, 16);
 }
 
 static bool bucket_add(struct evq *q, int i, const struct evq_entry *e)

@@ -64,8 +64,9 @@ static void copier(struct sim *s, void *arg)
     }
 }
 
-static int scenario(void)
+static int scenario(void *unused)
 {
+    (void)unused;
     struct sys y = {0};
     int rc = SIM_ENOMEM;
     char err[256];
@@ -113,7 +114,7 @@ out:
 TEST(copies_without_failures)
 {
     failalloc_arm(0);
-    ASSERT_EQ(scenario(), SIM_DONE);
+    ASSERT_EQ(scenario(NULL), SIM_DONE);
 }
 
 TEST(every_allocation_fails_in_turn)
@@ -121,10 +122,8 @@ TEST(every_allocation_fails_in_turn)
     unsigned long n;
     int errors = 0;
     for (n = 1;; n++) {
-        failalloc_arm(n);
-        int rc = scenario();
-        bool fired = failalloc_fired();
-        failalloc_arm(0);
+        bool fired;
+        int rc = failalloc_run(n, scenario, NULL, &fired);
         if (!fired) {
             ASSERT_EQ(rc, SIM_DONE);
             break;

@@ -79,8 +79,9 @@ static void watcher(struct sim *s, void *arg)
  * with an "out of memory" message. Frees everything either way. */
 static int run_failures; /* runs that sim_run ended with SIM_ENOMEM */
 
-static int scenario(const char **why)
+static int scenario(void *ud)
 {
+    const char **why = ud;
     static char msg[512];
     *why = "";
     struct sim *s = sim_new(NULL);
@@ -144,10 +145,8 @@ TEST(every_allocation_fails_in_turn)
     int errors = 0;
     for (n = 1;; n++) {
         const char *why;
-        failalloc_arm(n);
-        int rc = scenario(&why);
-        bool fired = failalloc_fired();
-        failalloc_arm(0);
+        bool fired;
+        int rc = failalloc_run(n, scenario, &why, &fired);
         if (!fired) {
             ASSERT_EQ(rc, SIM_DONE);
             break;

@@ -20,4 +20,9 @@ bool failalloc_fired(void);
 /* Allocations counted since the last failalloc_arm. */
 unsigned long failalloc_count(void);
 
+/* run(ud) with the n-th of its allocations failing; *fired says whether
+ * the run reached it. Returns what run returned. */
+int failalloc_run(unsigned long n, int (*run)(void *ud), void *ud,
+                  bool *fired);
+
 #endif
