@@ -189,28 +189,37 @@ void coro_pool_release(struct coro_pool *pool)
     }
 }
 
-struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
-                                  bool guard)
+/* A free stack of the pool of this size and guard, or NULL. */
+static struct coro_stack *pool_take(struct coro_pool *pool, size_t size,
+                                    bool guard)
 {
-    size_t ps = page_size();
-    size = size ? (size + ps - 1) / ps * ps : ps;
-    if (guard && !guard_take()) {
-        guard = false;
-        guard_notice();
-    }
-
     for (struct coro_stack **p = &pool->free_list; *p; p = &(*p)->next_free) {
         struct coro_stack *st = *p;
         if (st->size == size && st->guard == guard) {
             *p = st->next_free;
             st->next_free = NULL;
-            if (guard)
-                atomic_fetch_sub(&guarded_stacks, 1); /* it has its own */
             return st;
         }
     }
+    return NULL;
+}
 
-    struct coro_stack *st = malloc(sizeof *st);
+struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
+                                  bool guard)
+{
+    size_t ps = page_size();
+    size = size ? (size + ps - 1) / ps * ps : ps;
+    struct coro_stack *st = pool_take(pool, size, guard);
+    if (st)
+        return st;
+    if (guard && !guard_take()) {
+        guard = false;
+        guard_notice();
+        if ((st = pool_take(pool, size, false)))
+            return st;
+    }
+
+    st = malloc(sizeof *st);
     /* One page more than asked: each stack starts at a different 64-byte
      * line within its top page. Aligned tops would all fall in the same few
      * sets of a virtually indexed L1 cache, so with hundreds of coroutines

@@ -542,7 +542,7 @@ TEST(forty_thousand_stacks_few_maps)
 }
 
 /* Past the guard budget stacks come without a guard; released, the
- * guards are given again. */
+ * guards are given again, and a free guarded stack is always reused. */
 TEST(guard_budget)
 {
     struct coro_pool pool;
@@ -556,6 +556,10 @@ TEST(guard_budget)
     }
     for (int i = 0; i < 5; i++)
         coro_stack_put(&pool, st[i]);
+    /* the budget is spent, but a free guarded stack is handed out again */
+    struct coro_stack *reused = coro_stack_get(&pool, 4096, true);
+    ASSERT_TRUE(reused != NULL && reused->guard);
+    coro_stack_put(&pool, reused);
     coro_pool_release(&pool);
     struct coro_stack *again = coro_stack_get(&pool, 4096, true);
     ASSERT_TRUE(again != NULL && again->guard);
