@@ -1331,13 +1331,13 @@ void *sim_port_peer_iface(const struct sim_port *p, int i)
     return q ? q->iface : NULL;
 }
 
-static bool add_peer(struct sim_port *p, struct sim_port *q)
+/* Room for one more peer of p. */
+static bool reserve_peer(struct sim_port *p)
 {
     size_t cap = (size_t)p->cap_peers;
     if (!grow(&p->peers, &cap, (size_t)p->n_peers + 1, sizeof *p->peers))
         return false;
     p->cap_peers = (int)cap;
-    p->peers[p->n_peers++] = q;
     return true;
 }
 
@@ -1377,8 +1377,11 @@ int sim_port_bind(struct sim_port *a, struct sim_port *b)
                       "binding%s and has %d",
                       a->name, b->name, full->name, full->max_bind,
                       full->max_bind == 1 ? "" : "s", full->n_peers);
-    if (!add_peer(a, b) || !add_peer(b, a))
+    /* room on both sides first: a failure binds neither */
+    if (!reserve_peer(a) || !reserve_peer(b))
         return seterr(s, SIM_ENOMEM, "out of memory binding ports");
+    a->peers[a->n_peers++] = b;
+    b->peers[b->n_peers++] = a;
     return 0;
 }
 

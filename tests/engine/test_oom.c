@@ -167,4 +167,27 @@ TEST(every_allocation_fails_in_turn)
     ASSERT_TRUE(n > 200 && run_failures > 0);
 }
 
-TEST_MAIN(scenario_without_failures, every_allocation_fails_in_turn)
+/* A binding that cannot get memory on one side binds neither side. */
+TEST(failed_bind_binds_neither)
+{
+    struct sim *s = sim_new(NULL);
+    struct sim_port *a = sim_port_new(s, "a.out", SIM_PORT_OUT, "t", 0, 2);
+    struct sim_port *b = sim_port_new(s, "b.in", SIM_PORT_IN, "t", 0, 1);
+    struct sim_port *c = sim_port_new(s, "c.in", SIM_PORT_IN, "t", 0, 1);
+    ASSERT_TRUE(a && b && c);
+    ASSERT_EQ(sim_port_bind(a, c), 0); /* a has room for more peers now */
+    failalloc_arm(1);                  /* b's first peer array */
+    int rc = sim_port_bind(a, b);
+    bool fired = failalloc_fired();
+    failalloc_arm(0);
+    ASSERT_TRUE(fired);
+    ASSERT_EQ(rc, SIM_ENOMEM);
+    ASSERT_EQ(sim_port_bound_count(a), 1);
+    ASSERT_EQ(sim_port_bound_count(b), 0);
+    ASSERT_EQ(sim_port_bind(a, b), 0); /* and it can be retried */
+    ASSERT_EQ(sim_port_bound_count(b), 1);
+    sim_free(s);
+}
+
+TEST_MAIN(scenario_without_failures, every_allocation_fails_in_turn,
+          failed_bind_binds_neither)
