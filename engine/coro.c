@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,17 +55,119 @@ static size_t page_size(void)
 void coro_pool_init(struct coro_pool *pool)
 {
     pool->free_list = NULL;
+    pool->chunks = NULL;
     pool->mapped_bytes = 0;
     pool->next_color = 0;
 }
 
-static void stack_unmap(struct coro_pool *pool, struct coro_stack *st)
+/* ---- guard budget ----------------------------------------------------
+ * A guard page splits its chunk's mapping: a guarded stack costs two of
+ * the process's memory maps, which Linux limits to vm.max_map_count
+ * (65530 by default). Guards are given, process-wide (sweep points run
+ * simulations in parallel), to at most a quarter of that many stacks;
+ * the stacks past it have none, and a one-line notice says so. */
+
+static atomic_size_t guarded_stacks; /* guarded stacks mapped, all pools */
+static atomic_bool guard_notice_done;
+static size_t guard_limit_override;
+
+static long max_map_count(void)
+{
+    long n = 65530; /* Linux's default */
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &n) != 1 || n <= 0)
+            n = 65530;
+        fclose(f);
+    }
+    return n;
+}
+
+static size_t guard_limit(void)
+{
+    static atomic_size_t limit;
+    if (guard_limit_override)
+        return guard_limit_override;
+    size_t l = atomic_load(&limit);
+    if (!l) {
+        l = (size_t)max_map_count() / 4;
+        atomic_store(&limit, l);
+    }
+    return l;
+}
+
+void coro_set_guard_limit(size_t n) { guard_limit_override = n; }
+
+/* Takes one guard from the budget; false when it is spent. */
+static bool guard_take(void)
+{
+    size_t n = atomic_fetch_add(&guarded_stacks, 1);
+    if (n < guard_limit())
+        return true;
+    atomic_fetch_sub(&guarded_stacks, 1);
+    return false;
+}
+
+static void guard_notice(void)
+{
+    if (atomic_exchange(&guard_notice_done, true))
+        return;
+    fprintf(stderr,
+            "kbsim: note: %zu thread-process stacks have a guard page; the "
+            "others have none, to stay within vm.max_map_count (%ld), so an "
+            "overflow there is not caught\n",
+            (size_t)atomic_load(&guarded_stacks), max_map_count());
+}
+
+/* ---- chunks ----------------------------------------------------------
+ * Stacks are carved from chunks of at least CHUNK_BYTES, one mapping
+ * each: unguarded stacks share their chunk's single memory map. */
+
+#define CHUNK_BYTES ((size_t)64 << 20)
+
+struct coro_chunk {
+    struct coro_chunk *next;
+    char *base;
+    size_t size, used;
+};
+
+static void *chunk_carve(struct coro_pool *pool, size_t bytes)
+{
+    struct coro_chunk *c = pool->chunks;
+    if (!c || c->size - c->used < bytes) {
+        c = malloc(sizeof *c);
+        if (!c)
+            return NULL;
+        c->size = bytes > CHUNK_BYTES ? bytes : CHUNK_BYTES;
+        c->used = 0;
+        /* MAP_NORESERVE: a stack costs only the pages a coroutine
+         * touches, so thousands of generously sized stacks do not exhaust
+         * the commit limit. */
+        c->base = mmap(NULL, c->size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+                       -1, 0);
+        if (c->base == MAP_FAILED) {
+            int err = errno;
+            free(c);
+            errno = err;
+            return NULL;
+        }
+        c->next = pool->chunks;
+        pool->chunks = c;
+    }
+    void *p = c->base + c->used;
+    c->used += bytes;
+    return p;
+}
+
+static void stack_free(struct coro_pool *pool, struct coro_stack *st)
 {
 #ifdef CORO_VALGRIND
     if (st->vg_id)
         VALGRIND_STACK_DEREGISTER(st->vg_id);
 #endif
-    munmap(st->map, st->map_size);
+    if (st->guard)
+        atomic_fetch_sub(&guarded_stacks, 1);
     pool->mapped_bytes -= st->map_size;
     free(st);
 }
@@ -74,18 +177,22 @@ void coro_pool_release(struct coro_pool *pool)
     struct coro_stack *st = pool->free_list;
     while (st) {
         struct coro_stack *next = st->next_free;
-        stack_unmap(pool, st);
+        stack_free(pool, st);
         st = next;
     }
     pool->free_list = NULL;
+    while (pool->chunks) {
+        struct coro_chunk *c = pool->chunks;
+        pool->chunks = c->next;
+        munmap(c->base, c->size);
+        free(c);
+    }
 }
 
-struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
-                                  bool guard)
+/* A free stack of the pool of this size and guard, or NULL. */
+static struct coro_stack *pool_take(struct coro_pool *pool, size_t size,
+                                    bool guard)
 {
-    size_t ps = page_size();
-    size = size ? (size + ps - 1) / ps * ps : ps;
-
     for (struct coro_stack **p = &pool->free_list; *p; p = &(*p)->next_free) {
         struct coro_stack *st = *p;
         if (st->size == size && st->guard == guard) {
@@ -94,32 +201,49 @@ struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
             return st;
         }
     }
+    return NULL;
+}
 
-    struct coro_stack *st = malloc(sizeof *st);
-    if (!st)
-        return NULL;
-    size_t guard_size = guard ? ps : 0;
+struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
+                                  bool guard)
+{
+    size_t ps = page_size();
+    size = size ? (size + ps - 1) / ps * ps : ps;
+    struct coro_stack *st = pool_take(pool, size, guard);
+    if (st)
+        return st;
+    if (guard && !guard_take()) {
+        guard = false;
+        guard_notice();
+        if ((st = pool_take(pool, size, false)))
+            return st;
+    }
+
+    st = malloc(sizeof *st);
     /* One page more than asked: each stack starts at a different 64-byte
      * line within its top page. Aligned tops would all fall in the same few
      * sets of a virtually indexed L1 cache, so with hundreds of coroutines
      * every switch would miss; staggered, they spread over all sets (this
      * doubled W1 and W3 throughput at 1000 processes). */
     size_t span = size + ps;
+    size_t guard_size = guard ? ps : 0;
+    void *map = st ? chunk_carve(pool, span + guard_size) : NULL;
+    if (!map) {
+        int err = st ? errno : ENOMEM;
+        if (guard)
+            atomic_fetch_sub(&guarded_stacks, 1);
+        free(st);
+        errno = err;
+        return NULL;
+    }
+    /* A guard that cannot be made (the map limit reached all the same)
+     * is dropped; its page stays unused below the stack. */
+    if (guard && mprotect(map, ps, PROT_NONE) != 0) {
+        atomic_fetch_sub(&guarded_stacks, 1);
+        guard = false;
+        guard_notice();
+    }
     size_t color = (size_t)(pool->next_color++ % (ps / 64)) * 64;
-    /* MAP_NORESERVE: a stack costs only the pages a coroutine touches, so
-     * thousands of generously sized stacks do not exhaust the commit limit. */
-    void *map = mmap(NULL, span + guard_size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
-                     -1, 0);
-    if (map == MAP_FAILED) {
-        free(st);
-        return NULL;
-    }
-    if (guard && mprotect(map, guard_size, PROT_NONE) != 0) {
-        munmap(map, span + guard_size);
-        free(st);
-        return NULL;
-    }
     st->map = map;
     st->map_size = span + guard_size;
     st->lo = (char *)map + guard_size;
@@ -133,6 +257,34 @@ struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
     st->next_free = NULL;
     pool->mapped_bytes += st->map_size;
     return st;
+}
+
+/* Counts the lines of /proc/self/maps: the process's memory maps. */
+static long map_count(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    long n = 0;
+    int c;
+    while ((c = getc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+const char *coro_stack_error(char *buf, size_t n, int err)
+{
+    long maps = map_count(), limit = max_map_count();
+    if (err == ENOMEM && maps >= 0 && maps + 64 >= limit)
+        snprintf(buf, n,
+                 "the process has %ld memory maps and vm.max_map_count "
+                 "allows %ld; raise it (sysctl -w vm.max_map_count=%ld, as "
+                 "root) or run fewer processes",
+                 maps, limit, 2 * limit);
+    else
+        snprintf(buf, n, "%s", err == ENOMEM ? "out of memory" : strerror(err));
+    return buf;
 }
 
 void coro_stack_put(struct coro_pool *pool, struct coro_stack *st)

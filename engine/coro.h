@@ -2,9 +2,10 @@
  *
  * One function switches contexts: coro_switch(from, to). The backend is
  * hand-written assembly on x86-64 and aarch64, or ucontext when built with
- * KBSIM_CORO_UCONTEXT (and on any other architecture). Stacks are mmap'd,
- * optionally with a PROT_NONE guard page below them, and pooled per
- * simulation. Switches are annotated for AddressSanitizer (fiber API) and
+ * KBSIM_CORO_UCONTEXT (and on any other architecture). Stacks are carved
+ * from large mmap'd chunks, optionally with a PROT_NONE guard page below
+ * them (while the process-wide guard budget lasts: see coro.c), and pooled
+ * per simulation. Switches are annotated for AddressSanitizer (fiber API) and
  * stacks are registered with valgrind when its headers are present.
  */
 #ifndef KBSIM_CORO_H
@@ -19,8 +20,8 @@
 #endif
 
 struct coro_stack {
-    void *map;        /* start of the mapping (the guard page, if any) */
-    size_t map_size;  /* whole mapping */
+    void *map;        /* start of its region of a chunk (the guard page, if any) */
+    size_t map_size;  /* whole region */
     void *lo;         /* lowest usable address */
     size_t size;      /* usable bytes requested (rounded to pages) */
     void *top;        /* where the stack starts: see coro_stack_get */
@@ -46,9 +47,11 @@ struct coro {
 };
 
 /* A pool of stacks, one per simulation. */
+struct coro_chunk;
 struct coro_pool {
     struct coro_stack *free_list;
-    size_t mapped_bytes; /* all stacks mapped by this pool, in use or free */
+    struct coro_chunk *chunks; /* the mappings stacks are carved from */
+    size_t mapped_bytes; /* all stacks carved by this pool, in use or free */
     unsigned next_color; /* cache colour of the next new stack */
 };
 
@@ -57,9 +60,19 @@ void coro_pool_init(struct coro_pool *pool);
 void coro_pool_release(struct coro_pool *pool);
 
 /* A stack of at least `size` usable bytes (rounded up to pages), with a
- * guard page below it unless `guard` is false. NULL if mmap fails. */
+ * guard page below it unless `guard` is false or the process's guard
+ * budget (a quarter of vm.max_map_count stacks) is spent: then it has none,
+ * and a one-line notice on stderr says so once. NULL, with errno set, if
+ * mmap fails. */
 struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
                                   bool guard);
+
+/* What a failed coro_stack_get's errno means, in buf: the map limit and
+ * how to raise it when that is the cause. */
+const char *coro_stack_error(char *buf, size_t n, int err);
+
+/* Tests only: guard at most n stacks process-wide (0: the default). */
+void coro_set_guard_limit(size_t n);
 void coro_stack_put(struct coro_pool *pool, struct coro_stack *st);
 
 /* Makes `c` the context of the calling thread's own stack (the scheduler). */

@@ -1,20 +1,11 @@
 /* evq.c — the timed event queue: a monotone FIFO, a timing wheel, a radix heap and a 4-ary heap */
 #include "evq.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 /* Entries are ordered by time alone: one 64-bit compare per step. Entries
  * of equal time may come out in any order; the scheduler takes all
  * entries of one time together and restores their insertion order. */
-/* Memory ran out while entries moved inside the queue, where no caller
- * can be told: fatal, as everywhere in the kernel. */
-static __attribute__((noreturn, cold)) void out_of_memory(void)
-{
-    fputs("kbsim: out of memory (timed event queue)\n", stderr);
-    abort();
-}
-
 typedef uint64_t evq_key;
 
 static inline evq_key key_of(const struct evq_entry *e)
@@ -83,16 +74,33 @@ static bool fifo_grow(struct evq *q)
  * mispredicted branch costs more than the comparisons. */
 #define ARITY 4
 
+/* Room for `need` entries in the array *v of *cap (first size `first`);
+ * its contents stay as they are whether or not it succeeds. */
+static bool entries_reserve(struct evq_entry **v, size_t *cap, size_t need,
+                            size_t first)
+{
+    if (need <= *cap)
+        return true;
+    size_t n = *cap ? *cap * 2 : first;
+    while (n < need)
+        n *= 2;
+    struct evq_entry *p = realloc(*v, n * sizeof *p);
+    if (!p)
+        return false;
+    *v = p;
+    *cap = n;
+    return true;
+}
+
+static bool heap_reserve(struct evq *q, size_t need)
+{
+    return entries_reserve(&q->heap, &q->heap_cap, need, 64);
+}
+
 static bool heap_push(struct evq *q, const struct evq_entry *e)
 {
-    if (q->heap_len == q->heap_cap) {
-        size_t cap = q->heap_cap ? q->heap_cap * 2 : 64;
-        struct evq_entry *n = realloc(q->heap, cap * sizeof *n);
-        if (!n)
-            return false;
-        q->heap = n;
-        q->heap_cap = cap;
-    }
+    if (!heap_reserve(q, q->heap_len + 1))
+        return false;
     evq_key k = key_of(e);
     size_t i = q->heap_len++;
     while (i > 0) {
@@ -168,54 +176,51 @@ static inline int bucket_of(uint64_t t, uint64_t last)
     return t == last ? 0 : 64 - __builtin_clzll(t ^ last);
 }
 
+static bool bucket_reserve(struct evq_bucket *b, size_t need)
+{
+    return entries_reserve(&b->v, &b->cap, need, 16);
+}
+
 static bool bucket_add(struct evq *q, int i, const struct evq_entry *e)
 {
     struct evq_bucket *b = &q->rb[i];
-    if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 16;
-        struct evq_entry *v = realloc(b->v, cap * sizeof *v);
-        if (!v)
-            return false;
-        b->v = v;
-        b->cap = cap;
-    }
+    if (!bucket_reserve(b, b->n + 1))
+        return false;
     b->v[b->n++] = *e;
     if (i)
         q->rmask |= 1ull << (i - 1);
     return true;
 }
 
-/* Makes bucket 0 hold the radix heap's minimum time, if it has entries. */
-static void radix_settle(struct evq *q)
+/* Makes bucket 0 hold the radix heap's minimum time, if it has entries.
+ * False, with nothing moved, if memory ran out. */
+static bool radix_settle(struct evq *q)
 {
     if (q->rb[0].n || !q->rmask)
-        return;
+        return true;
     int i = __builtin_ctzll(q->rmask) + 1;
     struct evq_bucket *b = &q->rb[i];
     uint64_t m = b->v[0].t;
     for (size_t k = 1; k < b->n; k++)
         m = b->v[k].t < m ? b->v[k].t : m;
+    /* every entry lands in a lower bucket: make room in all of them first */
+    size_t count[64] = {0};
+    for (size_t k = 0; k < b->n; k++)
+        count[bucket_of(b->v[k].t, m)]++;
+    for (int j = 0; j < i; j++)
+        if (count[j] && !bucket_reserve(&q->rb[j], q->rb[j].n + count[j]))
+            return false;
     q->rlast = m;
     q->rmask &= ~(1ull << (i - 1));
-    /* every entry lands in a lower bucket, which has room: grown before */
     for (size_t k = 0; k < b->n; k++) {
         int j = bucket_of(b->v[k].t, m);
         struct evq_bucket *d = &q->rb[j];
-        if (d->n == d->cap) {
-            size_t cap = d->cap ? d->cap * 2 : 16;
-            while (cap < d->n + b->n)
-                cap *= 2;
-            struct evq_entry *v = realloc(d->v, cap * sizeof *v);
-            if (!v)
-                out_of_memory();
-            d->v = v;
-            d->cap = cap;
-        }
         d->v[d->n++] = b->v[k];
         if (j)
             q->rmask |= 1ull << (j - 1);
     }
     b->n = 0;
+    return true;
 }
 
 /* ---- the timing wheel -------------------------------------------------
@@ -255,11 +260,17 @@ static __attribute__((noinline, cold)) bool wheel_grow(struct evq *q)
     return true;
 }
 
+/* Whether time t falls in the window of buckets of 2^shift ps. */
+static inline bool fits_at(const struct evq *q, uint64_t t, unsigned shift)
+{
+    return t >= q->floor &&
+           (t >> shift) - (q->floor >> shift) < EVQ_WBUCKETS;
+}
+
 /* Whether time t falls in the wheel's window. */
 static inline bool wheel_fits(const struct evq *q, uint64_t t)
 {
-    return t >= q->floor &&
-           (t >> q->wshift) - (q->floor >> q->wshift) < EVQ_WBUCKETS;
+    return fits_at(q, t, q->wshift);
 }
 
 /* Links node i (its time in the window) into its bucket. */
@@ -334,8 +345,34 @@ static bool radix_push(struct evq *q, const struct evq_entry *e)
     return heap_push(q, e);
 }
 
+/* Room in the radix heap (and the side heap) for every entry of the wheel
+ * that a width of 2^shift ps puts out of the window; nothing moves. */
+static bool rewidth_reserve(struct evq *q, unsigned shift)
+{
+    size_t count[65] = {0}, to_heap = 0, out = 0;
+    for (uint32_t b = 0; b < EVQ_WBUCKETS; b++)
+        for (uint32_t i = q->whead[b]; i != EVQ_NIL; i = q->nodes[i].next) {
+            uint64_t t = q->nodes[i].e.t;
+            if (fits_at(q, t, shift))
+                continue;
+            out++;
+            if (t >= q->rlast)
+                count[bucket_of(t, q->rlast)]++;
+            else
+                to_heap++;
+        }
+    if (!out)
+        return true;
+    if (!q->rb && !(q->rb = calloc(65, sizeof *q->rb)))
+        return false;
+    for (int j = 0; j < 65; j++)
+        if (count[j] && !bucket_reserve(&q->rb[j], q->rb[j].n + count[j]))
+            return false;
+    return heap_reserve(q, q->heap_len + to_heap);
+}
+
 /* Rebuckets the wheel with buckets of 2^shift ps; entries that leave the
- * window move to the radix heap. */
+ * window move to the radix heap, which rewidth_reserve made room in. */
 static void wheel_rewidth(struct evq *q, unsigned shift)
 {
     uint32_t list = EVQ_NIL; /* every node, chained */
@@ -359,8 +396,7 @@ static void wheel_rewidth(struct evq *q, unsigned shift)
         if (wheel_fits(q, q->nodes[i].e.t)) {
             wheel_link(q, i);
         } else {
-            if (!radix_push(q, &q->nodes[i].e))
-                out_of_memory();
+            radix_push(q, &q->nodes[i].e); /* cannot fail: reserved */
             q->nodes[i].next = q->free_node;
             q->free_node = i;
         }
@@ -381,10 +417,12 @@ static void wheel_adapt(struct evq *q)
     q->a_in = q->a_walk = q->a_out = 0;
     if (shift == q->wshift)
         return;
-    if (q->whead)
-        wheel_rewidth(q, shift);
-    else
+    /* without memory for the entries it would evict, keep the width: it
+     * only tunes speed */
+    if (!q->whead)
         q->wshift = shift;
+    else if (rewidth_reserve(q, shift))
+        wheel_rewidth(q, shift);
 }
 
 bool evq_push(struct evq *q, const struct evq_entry *e)
@@ -445,7 +483,10 @@ static __attribute__((noinline)) int find_head(struct evq *q)
         }
     }
     if (q->rlen) {
-        radix_settle(q);
+        if (!radix_settle(q)) {
+            q->nomem = true; /* reported by evq_peek; nothing was lost */
+            return EVQ_NONE;
+        }
         if (which == EVQ_NONE || q->rlast < best) {
             which = EVQ_RADIX;
             best = q->rlast;
@@ -460,7 +501,12 @@ static __attribute__((noinline)) int find_head(struct evq *q)
 
 static inline int head_src(struct evq *q)
 {
-    return q->head_src != EVQ_UNKNOWN ? q->head_src : find_head(q);
+    if (q->head_src != EVQ_UNKNOWN)
+        return q->head_src;
+    int which = find_head(q);
+    if (q->nomem)
+        q->head_src = EVQ_UNKNOWN; /* look again next time */
+    return which;
 }
 
 const struct evq_entry *evq_peek(struct evq *q)

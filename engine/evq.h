@@ -73,6 +73,7 @@ struct evq {
     int head_src; /* where the head is (EVQ_*), or EVQ_UNKNOWN */
     uint64_t head_t; /* its time, when head_src says where it is */
     uint32_t head_bucket; /* the wheel's first bucket, when head_src says */
+    bool nomem; /* a reorganisation found no memory: see evq_nomem */
 };
 
 enum { EVQ_UNKNOWN = -2, EVQ_NONE = -1, EVQ_FIFO, EVQ_WHEEL, EVQ_RADIX,
@@ -89,11 +90,15 @@ static inline size_t evq_size(const struct evq *q)
     return q->fifo_len + q->wlen + q->rlen + q->heap_len;
 }
 
-/* An entry of the smallest time, or NULL when empty; valid until the next
- * push or pop (it may reorganise the queue). */
+/* An entry of the smallest time, or NULL when empty or when memory to
+ * reorganise the queue ran out (evq_nomem then says so; no entry is lost).
+ * Valid until the next push or pop. */
 const struct evq_entry *evq_peek(struct evq *q);
 
-/* Removes an entry of the smallest time into *out; false when empty. */
+static inline bool evq_nomem(const struct evq *q) { return q->nomem; }
+
+/* Removes an entry of the smallest time into *out; false when empty (or
+ * as evq_peek, out of memory). */
 bool evq_pop(struct evq *q, struct evq_entry *out);
 
 /* Removes an entry of time t into *out if the smallest time is t. */

@@ -1,6 +1,7 @@
 /* sim.c — the simulation kernel: scheduler, processes, events, channels, ports */
 #include "sim.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -176,6 +177,9 @@ struct sim {
     struct coro_pool pool;
     struct sim_config cfg;
     struct sim_proc *procs, **procs_tail;
+    size_t n_procs;   /* the runnable queue has room for all of them */
+    size_t n_updaters; /* fifos and primitive channels: the update list
+                          has room for all of them */
     struct sim_event *events;
     struct prim_node *prims;
     struct sim_fifo *fifos;
@@ -183,7 +187,7 @@ struct sim {
     struct sim_port *ports;
     bool elaborated;
     bool stop_req;
-    bool failed;
+    int failed;       /* 0, or what sim_run returns: SIM_EPROC, SIM_ENOMEM */
     atomic_bool async_stop;
     struct sim_stats stats;
     sim_trace_fn trace;
@@ -221,12 +225,6 @@ static bool grow(void *arr, size_t *cap, size_t need, size_t sz)
     *(void **)arr = p;
     *cap = n;
     return true;
-}
-
-static void out_of_memory(void)
-{
-    fputs("kbsim: out of memory\n", stderr);
-    abort();
 }
 
 static void seterr_v(struct sim *s, bool append, const char *fmt, va_list ap)
@@ -275,6 +273,36 @@ static const char *fmt_time(char *buf, size_t n, sim_time t)
     else
         snprintf(buf, n, "%" PRIu64 " ns", t / SIM_NS);
     return buf;
+}
+
+/* Fails the simulation (see sim.h, "Out of memory"): the first failure's
+ * message is kept, and sim_run returns `code` at the end of the delta. */
+static void fail_v(struct sim *s, int code, const char *fmt, va_list ap)
+{
+    if (!s->failed) {
+        seterr_v(s, false, fmt, ap);
+        s->failed = code;
+    }
+    s->stop_req = true;
+}
+
+static void fail_code(struct sim *s, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(s, code, fmt, ap);
+    va_end(ap);
+}
+
+/* Memory ran out while the simulation ran, `what` says doing what. */
+static __attribute__((noinline, cold)) void fail_nomem(struct sim *s,
+                                                       const char *what)
+{
+    if (s->current)
+        fail_code(s, SIM_ENOMEM, "out of memory %s (process '%s')", what,
+                  s->current->name);
+    else
+        fail_code(s, SIM_ENOMEM, "out of memory %s", what);
 }
 
 /* ---- simulation ------------------------------------------------------ */
@@ -386,38 +414,39 @@ void sim_request_stop(struct sim *s)
 
 void sim_fail(struct sim *s, const char *fmt, ...)
 {
-    if (!s->failed) {
-        va_list ap;
-        va_start(ap, fmt);
-        seterr_v(s, false, fmt, ap);
-        va_end(ap);
-        s->failed = true;
-    }
-    s->stop_req = true;
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(s, SIM_EPROC, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- scheduling primitives ------------------------------------------- */
 
-static __attribute__((noinline, cold)) void runq_grow(struct sim *s)
+/* Room in the runnable queue for `need` processes. A process is queued
+ * at most once, so with room for all of them a wake-up never allocates. */
+static bool runq_reserve(struct sim *s, size_t need)
 {
+    if (need <= s->runq_cap)
+        return true;
     size_t cap = s->runq_cap ? s->runq_cap * 2 : 64;
+    while (cap < need)
+        cap *= 2;
     struct sim_proc **n = malloc(cap * sizeof *n);
     if (!n)
-        out_of_memory();
+        return false;
     for (size_t i = 0; i < s->runq_len; i++)
         n[i] = s->runq[(s->runq_head + i) & (s->runq_cap - 1)];
     free(s->runq);
     s->runq = n;
     s->runq_cap = cap;
     s->runq_head = 0;
+    return true;
 }
 
 static inline void runq_push(struct sim *s, struct sim_proc *p)
 {
     if (p->queued || p->state == ST_TERMINATED)
         return;
-    if (s->runq_len == s->runq_cap)
-        runq_grow(s);
     s->runq[(s->runq_head + s->runq_len) & (s->runq_cap - 1)] = p;
     s->runq_len++;
     p->queued = true;
@@ -431,19 +460,28 @@ static inline void wake(struct sim *s, struct sim_proc *p, int idx)
     runq_push(s, p);
 }
 
-static void delta_push(struct sim *s, void *obj, uint32_t kind, uint32_t gen)
+/* Queue a delta or timed entry; false (the simulation failed) when memory
+ * ran out. */
+static bool delta_push(struct sim *s, void *obj, uint32_t kind, uint32_t gen)
 {
-    if (!grow(&s->delta, &s->cap_delta, s->n_delta + 1, sizeof *s->delta))
-        out_of_memory();
+    if (!grow(&s->delta, &s->cap_delta, s->n_delta + 1, sizeof *s->delta)) {
+        fail_nomem(s, "queueing a delta notification");
+        return false;
+    }
     s->delta[s->n_delta++] = (struct qent){obj, kind, gen};
+    return true;
 }
 
-static void timed_push(struct sim *s, sim_time t, void *obj, uint32_t kind,
+static bool timed_push(struct sim *s, sim_time t, void *obj, uint32_t kind,
                        uint32_t gen)
 {
-    struct evq_entry e = {t, s->seq++, obj, kind, gen};
-    if (!evq_push(&s->timed, &e))
-        out_of_memory();
+    struct evq_entry e = {t, s->seq, obj, kind, gen};
+    if (!evq_push(&s->timed, &e)) {
+        fail_nomem(s, "queueing a timed notification");
+        return false;
+    }
+    s->seq++;
+    return true;
 }
 
 static void trigger_all(struct sim *s, struct sim_event *e)
@@ -476,7 +514,8 @@ static inline void trigger(struct sim *s, struct sim_event *e)
     trigger_all(s, e);
 }
 
-static void add_waiter(struct sim_event *e, struct sim_proc *p, int idx)
+/* false (the simulation failed) when memory ran out */
+static bool add_waiter(struct sim_event *e, struct sim_proc *p, int idx)
 {
     if (e->n_waiters == e->cap_waiters) {
         if (e->waiters == NULL) {
@@ -484,9 +523,11 @@ static void add_waiter(struct sim_event *e, struct sim_proc *p, int idx)
             e->cap_waiters = INLINE_WAITERS;
         } else {
             uint32_t cap = e->cap_waiters * 2;
-            struct waiter *w = malloc(cap * sizeof *w);
-            if (!w)
-                out_of_memory();
+            struct waiter *w = cap > e->cap_waiters ? malloc(cap * sizeof *w) : NULL;
+            if (!w) {
+                fail_nomem(e->sim, "adding a waiter to an event");
+                return false;
+            }
             memcpy(w, e->waiters, e->n_waiters * sizeof *w);
             if (e->waiters != e->inl)
                 free(e->waiters);
@@ -495,6 +536,7 @@ static void add_waiter(struct sim_event *e, struct sim_proc *p, int idx)
         }
     }
     e->waiters[e->n_waiters++] = (struct waiter){p, p->gen, idx};
+    return true;
 }
 
 /* ---- events ---------------------------------------------------------- */
@@ -547,26 +589,47 @@ void sim_notify_delta(struct sim_event *e)
     if (e->pending == PEND_DELTA)
         return;
     event_cancel(e);
-    e->pending = PEND_DELTA;
-    delta_push(e->sim, e, Q_EVENT, e->gen);
+    if (delta_push(e->sim, e, Q_EVENT, e->gen))
+        e->pending = PEND_DELTA;
 }
 
-void sim_notify_at(struct sim_event *e, sim_time delay)
+/* 0 if `delay` from now is a time the simulation can reach, else an
+ * error naming the process that asked and what it asked for. */
+static int check_delay(struct sim *s, sim_time delay, const char *what)
+{
+    if (delay <= SIM_TIME_MAX - s->now)
+        return 0;
+    char d[48], n[48], m[48];
+    return seterr(s, SIM_EINVAL,
+                  "%s%s%s%s of %s at %s would pass the end of simulated time "
+                  "(%s)", s->current ? "process '" : "",
+                  s->current ? s->current->name : "",
+                  s->current ? "': " : "", what, fmt_time(d, sizeof d, delay),
+                  fmt_time(n, sizeof n, s->now),
+                  fmt_time(m, sizeof m, SIM_TIME_MAX));
+}
+
+int sim_notify_at(struct sim_event *e, sim_time delay)
 {
     struct sim *s = e->sim;
     if (delay == 0) {
         sim_notify_delta(e);
-        return;
+        return 0;
     }
+    int rc = check_delay(s, delay, "a notification");
+    if (rc < 0)
+        return rc;
     s->stats.notifications++;
     sim_time t = s->now + delay;
     if (e->pending == PEND_DELTA ||
         (e->pending == PEND_TIMED && e->when <= t))
-        return;
+        return 0;
     event_cancel(e);
+    if (!timed_push(s, t, e, Q_EVENT, e->gen))
+        return SIM_ENOMEM;
     e->pending = PEND_TIMED;
     e->when = t;
-    timed_push(s, t, e, Q_EVENT, e->gen);
+    return 0;
 }
 
 void sim_cancel(struct sim_event *e) { event_cancel(e); }
@@ -576,7 +639,9 @@ void sim_cancel(struct sim_event *e) { event_cancel(e); }
 static struct sim_proc *proc_new(struct sim *s, const char *name, int kind,
                                  sim_proc_fn fn, void *arg)
 {
-    struct sim_proc *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
+    struct sim_proc *p = NULL;
+    if (runq_reserve(s, s->n_procs + 1))
+        p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
     if (p)
         memset(p, 0, sizeof *p);
     if (!p || !(p->name = xstrdup(name))) {
@@ -589,6 +654,7 @@ static struct sim_proc *proc_new(struct sim *s, const char *name, int kind,
     p->state = ST_READY;
     p->fn = fn;
     p->arg = arg;
+    s->n_procs++;
     *s->procs_tail = p;
     s->procs_tail = &p->next_all;
     return p;
@@ -621,8 +687,9 @@ struct sim_proc *sim_thread(struct sim *s, const char *name, sim_proc_fn fn,
         coro_stack_get(&s->pool, stack_size ? stack_size : s->cfg.stack_size,
                        !s->cfg.no_stack_guard);
     if (!st) {
-        seterr(s, SIM_ENOMEM, "cannot map a stack for thread process '%s'",
-               name ? name : "");
+        char why[256];
+        seterr(s, SIM_ENOMEM, "cannot map a stack for thread process '%s': %s",
+               name ? name : "", coro_stack_error(why, sizeof why, errno));
         return NULL;
     }
     struct sim_proc *p = proc_new(s, name, PROC_THREAD, fn, arg);
@@ -747,12 +814,24 @@ static void block(struct sim *s, struct sim_proc *p)
     p->state = ST_RUNNING;
 }
 
-static void schedule_timeout(struct sim *s, struct sim_proc *p, sim_time d)
+/* false (the simulation failed) when memory ran out */
+static bool schedule_timeout(struct sim *s, struct sim_proc *p, sim_time d)
 {
     if (d == 0)
-        delta_push(s, p, Q_PROC, p->gen);
-    else
-        timed_push(s, s->now + d, p, Q_PROC, p->gen);
+        return delta_push(s, p, Q_PROC, p->gen);
+    return timed_push(s, s->now + d, p, Q_PROC, p->gen);
+}
+
+/* A thread that could not get the memory to wait, in a simulation that
+ * has failed for it: it blocks for good (its wake-ups voided), so that a
+ * caller that ignores the result does not loop, and the run ends at the
+ * end of this delta. Returns SIM_ENOMEM should it ever be resumed. */
+static __attribute__((noinline, cold)) int park(struct sim *s,
+                                                 struct sim_proc *p)
+{
+    p->gen++;
+    block(s, p);
+    return SIM_ENOMEM;
 }
 
 int sim_wait(struct sim *s, sim_time delay)
@@ -760,8 +839,12 @@ int sim_wait(struct sim *s, sim_time delay)
     struct sim_proc *p = need_thread(s, "sim_wait");
     if (!p)
         return SIM_EPERM;
-    schedule_timeout(s, p, delay);
+    int rc = check_delay(s, delay, "a wait");
+    if (rc < 0)
+        return rc;
     p->wait_kind = W_TIMEOUT;
+    if (!schedule_timeout(s, p, delay))
+        return park(s, p);
     block(s, p);
     return 0;
 }
@@ -773,9 +856,10 @@ static inline int wait_event_why(struct sim *s, struct sim_event *e,
     struct sim_proc *p = need_thread(s, "sim_wait_event");
     if (!p)
         return SIM_EPERM;
-    add_waiter(e, p, 0);
     p->wait_kind = kind;
     p->wait_obj = obj;
+    if (!add_waiter(e, p, 0))
+        return park(s, p);
     block(s, p);
     return 0;
 }
@@ -793,15 +877,19 @@ int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,
         return SIM_EPERM;
     if (n < 0 || (n > 0 && !evs))
         return seterr(s, SIM_EINVAL, "sim_wait_any: bad event list");
-    for (int i = 0; i < n; i++)
-        add_waiter(evs[i], p, i);
-    p->wait_kind = W_ANY;
     if (timeout != SIM_FOREVER) {
-        schedule_timeout(s, p, timeout);
-        p->wait_kind = W_ANY_TIMED;
+        int rc = check_delay(s, timeout, "a timeout");
+        if (rc < 0)
+            return rc;
     }
+    p->wait_kind = timeout != SIM_FOREVER ? W_ANY_TIMED : W_ANY;
     p->wait_obj = evs;
     p->wait_n = n;
+    for (int i = 0; i < n; i++)
+        if (!add_waiter(evs[i], p, i))
+            return park(s, p);
+    if (timeout != SIM_FOREVER && !schedule_timeout(s, p, timeout))
+        return park(s, p);
     p->woken_idx = -1;
     block(s, p);
     return p->woken_idx;
@@ -812,10 +900,12 @@ int sim_next_trigger(struct sim *s, sim_time delay)
     struct sim_proc *p = need_method(s, "sim_next_trigger");
     if (!p)
         return SIM_EPERM;
+    int rc = check_delay(s, delay, "a next trigger");
+    if (rc < 0)
+        return rc;
     p->dynamic = true;
     p->gen++;
-    schedule_timeout(s, p, delay);
-    return 0;
+    return schedule_timeout(s, p, delay) ? 0 : SIM_ENOMEM;
 }
 
 int sim_next_trigger_event(struct sim *s, struct sim_event *e)
@@ -825,8 +915,7 @@ int sim_next_trigger_event(struct sim *s, struct sim_event *e)
         return SIM_EPERM;
     p->dynamic = true;
     p->gen++;
-    add_waiter(e, p, 0);
-    return 0;
+    return add_waiter(e, p, 0) ? 0 : SIM_ENOMEM;
 }
 
 /* ---- primitive channels ---------------------------------------------- */
@@ -840,10 +929,22 @@ static void prim_init(struct sim *s, struct sim_prim *c,
     c->ud = ud;
 }
 
+/* Room in the update list for one more channel: a channel is listed at
+ * most once per delta, so with room for all of them a request never
+ * allocates. */
+static bool updates_reserve(struct sim *s)
+{
+    if (!grow(&s->updates, &s->cap_updates, s->n_updaters + 1,
+              sizeof *s->updates))
+        return false;
+    s->n_updaters++;
+    return true;
+}
+
 struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
                               void *ud)
 {
-    struct prim_node *c = calloc(1, sizeof *c);
+    struct prim_node *c = updates_reserve(s) ? calloc(1, sizeof *c) : NULL;
     if (!c) {
         seterr(s, SIM_ENOMEM, "out of memory");
         return NULL;
@@ -854,19 +955,23 @@ struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
     return &c->c;
 }
 
-static __attribute__((noinline, cold)) void grow_updates(struct sim *s)
+/* Only an update that requests another update once more in the same
+ * update phase can get here (the list has room for every channel). */
+static __attribute__((noinline, cold)) bool grow_updates(struct sim *s)
 {
-    if (!grow(&s->updates, &s->cap_updates, s->n_updates + 1,
-              sizeof *s->updates))
-        out_of_memory();
+    if (grow(&s->updates, &s->cap_updates, s->n_updates + 1,
+             sizeof *s->updates))
+        return true;
+    fail_nomem(s, "requesting an update");
+    return false;
 }
 
 static inline void request_update(struct sim *s, struct upd *u)
 {
     if (u->requested)
         return;
-    if (s->n_updates == s->cap_updates)
-        grow_updates(s);
+    if (s->n_updates == s->cap_updates && !grow_updates(s))
+        return;
     s->updates[s->n_updates++] = u;
     u->requested = true;
 }
@@ -961,7 +1066,7 @@ struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
     }
     size_t bytes = (sizeof(struct sim_fifo) + elem_size * capacity + 63) &
                    ~(size_t)63;
-    struct sim_fifo *f = aligned_alloc(64, bytes);
+    struct sim_fifo *f = updates_reserve(s) ? aligned_alloc(64, bytes) : NULL;
     if (f)
         memset(f, 0, bytes);
     char *n = xstrdup(name), *wn = join(name, ".written"),
@@ -1063,14 +1168,15 @@ static inline int fifo_block(struct sim_fifo *f, struct sim_proc **slot,
     struct sim_proc *p = need_thread(s, "sim_wait_event");
     if (!p)
         return SIM_EPERM;
+    p->wait_kind = kind;
+    p->wait_obj = f;
     if (*slot == NULL) {
         *slot = p;
     } else {
-        add_waiter(e, p, 0);
+        if (!add_waiter(e, p, 0))
+            return park(s, p);
         f->ev_used |= ev_bit;
     }
-    p->wait_kind = kind;
-    p->wait_obj = f;
     block(s, p);
     return 0;
 }
@@ -1225,13 +1331,13 @@ void *sim_port_peer_iface(const struct sim_port *p, int i)
     return q ? q->iface : NULL;
 }
 
-static bool add_peer(struct sim_port *p, struct sim_port *q)
+/* Room for one more peer of p. */
+static bool reserve_peer(struct sim_port *p)
 {
     size_t cap = (size_t)p->cap_peers;
     if (!grow(&p->peers, &cap, (size_t)p->n_peers + 1, sizeof *p->peers))
         return false;
     p->cap_peers = (int)cap;
-    p->peers[p->n_peers++] = q;
     return true;
 }
 
@@ -1271,8 +1377,11 @@ int sim_port_bind(struct sim_port *a, struct sim_port *b)
                       "binding%s and has %d",
                       a->name, b->name, full->name, full->max_bind,
                       full->max_bind == 1 ? "" : "s", full->n_peers);
-    if (!add_peer(a, b) || !add_peer(b, a))
+    /* room on both sides first: a failure binds neither */
+    if (!reserve_peer(a) || !reserve_peer(b))
         return seterr(s, SIM_ENOMEM, "out of memory binding ports");
+    a->peers[a->n_peers++] = b;
+    b->peers[b->n_peers++] = a;
     return 0;
 }
 
@@ -1439,15 +1548,19 @@ static void fire_time(struct sim *s, sim_time t)
             fire_timed(s, &one);
         return;
     }
-    if (!grow(&s->batch, &s->cap_batch, 2, sizeof *s->batch))
-        out_of_memory();
+    if (!grow(&s->batch, &s->cap_batch, 2, sizeof *s->batch)) {
+        fail_nomem(s, "firing timed notifications");
+        return;
+    }
     s->batch[0] = one;
     s->batch[1] = two;
     size_t n = 2;
     bool sorted = s->batch[1].seq > s->batch[0].seq;
     for (;;) {
-        if (!grow(&s->batch, &s->cap_batch, n + 1, sizeof *s->batch))
-            out_of_memory();
+        if (!grow(&s->batch, &s->cap_batch, n + 1, sizeof *s->batch)) {
+            fail_nomem(s, "firing timed notifications");
+            return;
+        }
         if (!evq_pop_at(&s->timed, t, &s->batch[n]))
             break;
         if (s->batch[n].seq < s->batch[n - 1].seq)
@@ -1565,7 +1678,7 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
             do_delta_notify(s);
         s->stats.deltas++;
         if (s->failed)
-            return SIM_EPROC;
+            return s->failed;
         if (s->stop_req) {
             s->stop_req = false;
             return SIM_STOPPED;
@@ -1574,6 +1687,10 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
             continue;
         /* advance time */
         const struct evq_entry *e = timed_head(s);
+        if (!e && evq_nomem(&s->timed)) {
+            fail_nomem(s, "ordering timed notifications");
+            return s->failed;
+        }
         if (!e)
             return finish(s);
         if (e->t > until) {

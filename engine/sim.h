@@ -10,6 +10,23 @@
  * Errors: functions returning int give 0 (or a non-negative status) on
  * success and a negative SIM_E* code on failure; functions returning a
  * pointer give NULL. In both cases sim_errmsg() says what went wrong.
+ *
+ * Out of memory: the kernel never aborts, and every allocation failure
+ * follows one of two rules.
+ *  - Building: a call that creates something (sim_new, sim_thread,
+ *    sim_method, sim_event_new, sim_fifo_new, sim_signal_new, sim_prim_new,
+ *    sim_port_new, sim_sensitive, sim_port_bind, sim_elaborate) returns
+ *    NULL or SIM_ENOMEM and leaves the simulation as it was; it may be
+ *    retried or the simulation run without it. Everything a run needs to
+ *    wake processes (the runnable queue, the update list) is reserved
+ *    here, so a wake-up or a fifo access never allocates.
+ *  - Running: when a notification, a wait or the scheduler cannot get
+ *    memory, the simulation fails as with sim_fail: the message says
+ *    "out of memory ..." and names the process, and sim_run returns
+ *    SIM_ENOMEM at the end of the delta cycle. A thread process that could
+ *    not wait stays blocked for good (the call does not return), so a
+ *    caller that ignores results cannot loop. Such a simulation can only
+ *    be freed.
  */
 #ifndef KBSIM_SIM_H
 #define KBSIM_SIM_H
@@ -30,7 +47,12 @@ typedef uint64_t sim_time; /* picoseconds */
 #define SIM_NS ((sim_time)1000)
 #define SIM_US ((sim_time)1000000)
 #define SIM_MS ((sim_time)1000000000)
-#define SIM_FOREVER UINT64_MAX
+#define SIM_FOREVER UINT64_MAX /* "no limit"; never a time of the simulation */
+/* The last time a simulation can reach, 2^63 - 1 ps (106 days): every
+ * time is also a signed 64-bit integer (a Lua integer, say). A wait,
+ * timeout or notification whose time (now + delay) would pass it is
+ * refused with SIM_EINVAL, and the message names the process that asked. */
+#define SIM_TIME_MAX ((sim_time)INT64_MAX)
 
 /* ---- status and error codes ------------------------------------------ */
 
@@ -45,6 +67,7 @@ enum {
     SIM_EBIND = -100,   /* port binding / elaboration error */
     SIM_EDEADLOCK = -101, /* nothing pending but processes blocked */
     SIM_EPROC = -102,   /* a process failed (see sim_fail) */
+    /* sim_run also returns SIM_ENOMEM: see "Out of memory" above */
 };
 
 struct sim;
@@ -84,8 +107,8 @@ void *sim_userdata(const struct sim *s);
 /* Runs until no event is left, until simulated time would pass `until`
  * (SIM_FOREVER: no limit), or a stop. Every activity at a time <= until is
  * done. Returns SIM_DONE, SIM_UNTIL, SIM_STOPPED, SIM_EDEADLOCK (the message
- * lists every blocked process and what it waits on), SIM_EPROC, or
- * SIM_EBIND (elaboration failed; done on the first run). */
+ * lists every blocked process and what it waits on), SIM_EPROC, SIM_ENOMEM
+ * or SIM_EBIND (elaboration failed; done on the first run). */
 int sim_run(struct sim *s, sim_time until);
 
 /* Like sim_run but returns SIM_MORE after about `max_activations` process
@@ -169,7 +192,8 @@ void *sim_proc_userdata(const struct sim_proc *p);
 /* Thread processes only (SIM_EPERM otherwise). Block the calling thread:
  * for a time (0: one delta cycle), until an event is notified, or until
  * any of n events or a timeout (SIM_FOREVER: none). sim_wait_any returns
- * the index of the event that woke it, or -1 on timeout. */
+ * the index of the event that woke it, or -1 on timeout. A delay or
+ * timeout past SIM_TIME_MAX is SIM_EINVAL, returned without blocking. */
 int sim_wait(struct sim *s, sim_time delay);
 int sim_wait_event(struct sim *s, struct sim_event *e);
 int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,
@@ -192,8 +216,9 @@ void sim_notify(struct sim_event *e);
 /* Delta: they run in the next delta cycle. */
 void sim_notify_delta(struct sim_event *e);
 /* Timed: after `delay` (0 is a delta notification). As in SystemC an event
- * holds at most one pending notification; the earlier one wins. */
-void sim_notify_at(struct sim_event *e, sim_time delay);
+ * holds at most one pending notification; the earlier one wins. SIM_EINVAL
+ * if now + delay passes SIM_TIME_MAX, SIM_ENOMEM (see "Out of memory"). */
+int sim_notify_at(struct sim_event *e, sim_time delay);
 /* Cancels a pending delta or timed notification. */
 void sim_cancel(struct sim_event *e);
 

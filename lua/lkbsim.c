@@ -42,13 +42,18 @@
 #define KB_FIFO "kbsim.fifo"
 #define KB_SIGNAL "kbsim.signal"
 
-/* Lua code runs on the coroutine's C stack, and the interpreter may nest up
- * to LUAI_MAXCCALLS (200) C levels there; the kernel's 64 KiB default is
- * too small for that. */
-#define KB_DEFAULT_STACK ((size_t)256 * 1024)
+/* Lua code runs on the coroutine's C stack, and the interpreter nests up
+ * to LUAI_MAXCCALLS (200) C levels there, 220 in an error handler, before
+ * its own "C stack overflow" error. The stack holds all of them: the
+ * worst level measured (string.gsub with a table's __index) takes 2.1 KiB,
+ * 452 KiB at the limit, in the Release and the ASan build alike (Lua is
+ * Debian's, not instrumented). Twice that, since only the pages touched
+ * cost memory: see docs/decisions/0011-thread-process-stacks.md. */
+#define KB_DEFAULT_STACK ((size_t)1024 * 1024)
 
-/* Largest time accepted, in ns: its picosecond count must fit sim_time. */
-#define KB_MAX_NS 1.8e16
+/* Largest whole time accepted, in ns: the end of simulated time (sim.h),
+ * a picosecond count that is also a Lua integer. */
+#define KB_MAX_NS ((lua_Integer)(SIM_TIME_MAX / SIM_NS))
 
 /* Registry keys (their addresses are unique). */
 static const char kb_state_key = 's';
@@ -179,12 +184,17 @@ static sim_time checktime(lua_State *L, int arg)
      * kb.wait's binding) */
     int whole;
     lua_Integer i = lua_tointegerx(L, arg, &whole);
-    if (whole && i >= 0 && i <= (lua_Integer)KB_MAX_NS)
+    if (whole && i >= 0 && i <= KB_MAX_NS)
         return (sim_time)i * 1000;
     lua_Number ns = luaL_checknumber(L, arg);
-    if (!(ns >= 0 && ns <= KB_MAX_NS))
+    if (!(ns >= 0 && ns < HUGE_VAL))
         luaL_argerror(L, arg, "time must be a finite non-negative number of ns");
-    return (sim_time)floor(ns * 1000.0 + 0.5);
+    lua_Number ps = floor(ns * 1000.0 + 0.5);
+    /* SIM_TIME_MAX + 1 = 2^63 is exact as a float, SIM_TIME_MAX is not */
+    if (!(ps < (lua_Number)SIM_TIME_MAX + 1))
+        luaL_argerror(L, arg, "time past the end of simulated time "
+                              "(9223372036854775.807 ns)");
+    return (sim_time)ps;
 }
 
 static lua_Number ns_of(sim_time t)
@@ -482,8 +492,8 @@ static int ev_notify(lua_State *L)
     struct lev *ev = checkself(L, KB_EVENT);
     if (lua_isnoneornil(L, 2))
         sim_notify(ev->e);
-    else
-        sim_notify_at(ev->e, checktime(L, 2));
+    else if (sim_notify_at(ev->e, checktime(L, 2)) < 0)
+        return luaL_error(L, "ev:notify: %s", sim_errmsg(ev->owner->s));
     return 0;
 }
 

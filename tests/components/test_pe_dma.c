@@ -456,7 +456,23 @@ TEST(errors)
     tsys_free(t);
 }
 
+/* A run that ends with copies in service and queued (a process failed)
+ * leaves them to kb_dma_free: none may leak (checked under ASan and
+ * valgrind). */
+TEST(run_stopped_with_copies_in_service)
+{
+    struct tsys *t = tsys_new(2, 1, false);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(kb_dma_copy_async(t->dma[0], KB_DMA_READ, hbm_end(t, 0, 0),
+                                    tcm_end(t, 1, 0), 65536, NULL, NULL,
+                                    NULL), 0);
+    ASSERT_EQ(sim_run(t->s, 10 * SIM_NS), SIM_UNTIL);
+    ASSERT_U64_EQ(kb_dma_pending(t->dma[0]), 3); /* one in service */
+    tsys_free(t);
+}
+
 TEST_MAIN(closed_form_hops_and_sizes, closed_form_by_hand,
           closed_form_sram_bank_hops, channel_fifo_and_count,
           two_dmas_serialise_on_one_link, real_bytes_and_timing_only,
-          overlapping_copy_in_one_memory, copy_across_pages_unaligned, errors)
+          overlapping_copy_in_one_memory, copy_across_pages_unaligned, errors,
+          run_stopped_with_copies_in_service)

@@ -482,5 +482,92 @@ TEST(stack_overflow_report)
 #endif
 }
 
+/* ---- memory maps: stacks at scale ---------------------------------- */
+
+static long maps_now(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    long n = 0;
+    int c;
+    if (!f)
+        return -1;
+    while ((c = getc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+#define SCALE 40000
+
+/* 40,000 stacks asked with guards: the guards stop at the budget (a
+ * quarter of vm.max_map_count), the rest share their chunks' maps, and
+ * every stack is usable from its bottom to its top. Valgrind cannot track
+ * that many maps: under it, 4,000 stacks with a budget of 1,000. */
+TEST(forty_thousand_stacks_few_maps)
+{
+    int scale = RUNNING_ON_VALGRIND ? SCALE / 10 : SCALE;
+    if (RUNNING_ON_VALGRIND)
+        coro_set_guard_limit(1000);
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    struct coro_stack **st = calloc(SCALE, sizeof *st);
+    ASSERT_TRUE(st != NULL);
+    long before = maps_now();
+    ASSERT_TRUE(before > 0);
+    int guarded = 0;
+    for (int i = 0; i < scale; i++) {
+        st[i] = coro_stack_get(&pool, 4096, true);
+        ASSERT_TRUE(st[i] != NULL);
+        ((volatile char *)st[i]->lo)[0] = 1;
+        ((volatile char *)st[i]->top)[-1] = 1;
+        guarded += st[i]->guard;
+    }
+    long grown = maps_now() - before;
+    FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+    long limit = 65530;
+    if (f) {
+        ASSERT_EQ(fscanf(f, "%ld", &limit), 1);
+        fclose(f);
+    }
+    for (int i = 0; i < scale; i++)
+        coro_stack_put(&pool, st[i]);
+    coro_pool_release(&pool);
+    free(st);
+    coro_set_guard_limit(0);
+    ASSERT_TRUE(guarded > 0 && guarded <= limit / 4 && guarded < scale);
+    /* two maps a guarded stack, a few for the chunks */
+    ASSERT_TRUE(grown <= 2L * guarded + 64);
+    ASSERT_TRUE(grown < limit * 2 / 3);
+    ASSERT_TRUE(maps_now() <= before + 2); /* all unmapped again */
+}
+
+/* Past the guard budget stacks come without a guard; released, the
+ * guards are given again, and a free guarded stack is always reused. */
+TEST(guard_budget)
+{
+    struct coro_pool pool;
+    coro_pool_init(&pool);
+    coro_set_guard_limit(3);
+    struct coro_stack *st[5];
+    for (int i = 0; i < 5; i++) {
+        st[i] = coro_stack_get(&pool, 4096, true);
+        ASSERT_TRUE(st[i] != NULL);
+        ASSERT_EQ(st[i]->guard, i < 3);
+    }
+    for (int i = 0; i < 5; i++)
+        coro_stack_put(&pool, st[i]);
+    /* the budget is spent, but a free guarded stack is handed out again */
+    struct coro_stack *reused = coro_stack_get(&pool, 4096, true);
+    ASSERT_TRUE(reused != NULL && reused->guard);
+    coro_stack_put(&pool, reused);
+    coro_pool_release(&pool);
+    struct coro_stack *again = coro_stack_get(&pool, 4096, true);
+    ASSERT_TRUE(again != NULL && again->guard);
+    coro_stack_put(&pool, again);
+    coro_pool_release(&pool);
+    coro_set_guard_limit(0);
+}
+
 TEST_MAIN(ping_pong, chain, registers_and_fp_preserved, ten_thousand_coroutines,
-          pool_reuse, unguarded_stack, stack_overflow_report)
+          pool_reuse, unguarded_stack, stack_overflow_report,
+          forty_thousand_stacks_few_maps, guard_budget)

@@ -735,6 +735,44 @@ TEST(same_time_wakeups_in_insertion_order)
     sim_free(s);
 }
 
+/* ---- the end of simulated time: no wrap-around --------------------- */
+
+struct endctx {
+    struct sim_event *e;
+    int rc_wait, rc_wait_any, rc_notify, rc_last;
+    sim_time after;
+};
+
+static void end_waiter(struct sim *s, void *arg)
+{
+    struct endctx *c = arg;
+    sim_wait(s, SIM_TIME_MAX - 5);
+    c->rc_wait = sim_wait(s, 6);
+    c->rc_wait_any = sim_wait_any(s, &c->e, 1, 6);
+    c->rc_notify = sim_notify_at(c->e, 6);
+    c->after = sim_now(s);
+    c->rc_last = sim_wait(s, 5); /* exactly to the end */
+}
+
+TEST(time_past_the_end_is_refused)
+{
+    struct sim *s = sim_new(NULL);
+    struct endctx c = {0};
+    c.e = sim_event_new(s, "e");
+    sim_thread(s, "sleeper", end_waiter, &c, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(c.rc_wait, SIM_EINVAL);
+    ASSERT_EQ(c.rc_wait_any, SIM_EINVAL);
+    ASSERT_EQ(c.rc_notify, SIM_EINVAL);
+    ASSERT_CONTAINS(sim_errmsg(s), "process 'sleeper': a notification of "
+                                   "0.006 ns at 9223372036854775.802 ns would "
+                                   "pass the end of simulated time");
+    ASSERT_U64_EQ(c.after, SIM_TIME_MAX - 5); /* time did not move */
+    ASSERT_EQ(c.rc_last, 0);
+    ASSERT_U64_EQ(sim_now(s), SIM_TIME_MAX);
+    sim_free(s);
+}
+
 TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           notification_order, earlier_notification_wins_and_cancel,
           fifo_write_blocks_when_full, fifo_read_blocks_when_empty,
@@ -743,4 +781,4 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           two_runs_identical_traces, deadlock_report_lists_blocked_processes,
           run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
           port_binding_checks, unbound_ports_all_listed, ten_thousand_threads,
-          same_time_wakeups_in_insertion_order)
+          same_time_wakeups_in_insertion_order, time_past_the_end_is_refused)
