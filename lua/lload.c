@@ -9,6 +9,7 @@
  * stay as they are. kb.sweep moves functions between its Lua states as
  * bytecode, but only bytecode it dumped itself (lua/lsweep.c).
  */
+#include <stdbool.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -56,10 +57,10 @@ static int search_lua_source(lua_State *L)
     return 2;
 }
 
-/* The base library's load(chunk [, chunkname [, mode [, env]]]) and
- * loadfile([filename [, mode [, env]]]) (the original as upvalue 1), with
+/* The base library's loadfile([filename [, mode [, env]]]) (the original
+ * as upvalue 1), with
  * the argument at `mode` forced to "t"; an absent env stays absent. A
- * binary chunk's message names `what` (index 1: the file, or "load"). */
+ * binary chunk's message names `what` (the file). */
 static int call_in_text_mode(lua_State *L, int mode, const char *what)
 {
     if (lua_gettop(L) < mode)
@@ -77,11 +78,59 @@ static int call_in_text_mode(lua_State *L, int mode, const char *what)
     return results;
 }
 
+/* Stack slot where the piece a reader function returned is kept while
+ * lua_load reads it (load's arguments are slots 1 to 4). */
+#define READER_PIECE 5
+
+/* lua_Reader for load(function): the next piece of the chunk from the
+ * function in slot 1; nil or "" ends it. */
+static const char *function_reader(lua_State *L, void *ud, size_t *size)
+{
+    (void)ud;
+    luaL_checkstack(L, 2, "too many nested functions");
+    lua_pushvalue(L, 1);
+    lua_call(L, 0, 1);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        *size = 0;
+        return NULL;
+    }
+    if (!lua_isstring(L, -1))
+        luaL_error(L, "reader function must return a string");
+    lua_replace(L, READER_PIECE);
+    return lua_tolstring(L, READER_PIECE, size);
+}
+
+/* load(chunk [, chunkname [, mode [, env]]]): the base library's, in mode
+ * "t" whatever mode says. Loaded here rather than by calling the original,
+ * so that a nested load costs one C level, as Lua's own does. */
 static int load_text(lua_State *L)
 {
-    if (!lua_isstring(L, 1)) /* checked here, so that the error names load */
+    size_t len;
+    const char *text = lua_tolstring(L, 1, &len);
+    bool has_env = !lua_isnone(L, 4);
+    int status;
+    if (text) {
+        const char *name = luaL_optstring(L, 2, text);
+        status = luaL_loadbufferx(L, text, len, name, "t");
+    } else {
+        const char *name = luaL_optstring(L, 2, "=(load)");
         luaL_checktype(L, 1, LUA_TFUNCTION);
-    return call_in_text_mode(L, 3, "load");
+        lua_settop(L, READER_PIECE);
+        status = lua_load(L, function_reader, NULL, name, "t");
+    }
+    if (status != LUA_OK) {
+        explain_binary(L, "load");
+        luaL_pushfail(L);
+        lua_insert(L, -2);
+        return 2;
+    }
+    if (has_env) { /* the env becomes the chunk's first upvalue, _ENV */
+        lua_pushvalue(L, 4);
+        if (!lua_setupvalue(L, -2, 1))
+            lua_pop(L, 1);
+    }
+    return 1;
 }
 
 static int loadfile_text(lua_State *L)
@@ -117,7 +166,8 @@ static void wrap_global(lua_State *L, const char *name, lua_CFunction fn)
 
 void kb_open_source_only(lua_State *L)
 {
-    wrap_global(L, "load", load_text);
+    lua_pushcfunction(L, load_text);
+    lua_setglobal(L, "load");
     wrap_global(L, "loadfile", loadfile_text);
     lua_pushcfunction(L, dofile_text);
     lua_setglobal(L, "dofile");
