@@ -1545,10 +1545,12 @@ static int l_sweep(lua_State *L)
     bool stopped_before = lua_toboolean(L, -1);
     lua_pop(L, 2);
     load_cached(L, sw, cachedir, fast, cached, stopped_before);
-    if (merge && sw->n_pending > 0)
+    /* A sweep without a cache (cache = false) runs whole, as in any run:
+     * no other process can see its points. */
+    if (merge && use_cache && sw->n_pending > 0)
         refuse_missing(L, sw);
     /* a shard goes past a sweep only when the cache holds all of it */
-    bool shard_ends = shards > 0 && sw->n_pending > 0;
+    bool shard_ends = shards > 0 && use_cache && sw->n_pending > 0;
     if (shard_ends)
         keep_share(sw, shard, shards);
     sw->bar = !quiet && sw->n_pending > 0 && isatty(2);

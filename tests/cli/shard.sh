@@ -88,6 +88,14 @@ missing)
   # every shard done but point 5's entry is gone: --merge lists it
   for s in 1 2 3; do "$kbsim" -q --shard $s/3 -o out "$points" > log 2>&1 || fail "shard $s/3"; done
   for s in 1 2 3; do "$kbsim" -q --shard $s/3 -o out "$points" > log 2>&1 || fail "shard $s/3, round 2"; done
+  # a sweep with cache = false runs whole in a shard and in the merge
+  "$kbsim" --shard 2/3 -o out "$points" > log 2>&1 || fail "shard 2/3, round 3"
+  grep -q "shard_points: 7 squares, 7 cubes, 7 uncached" log || fail "round 3: the uncached sweep"
+  grep -q "shard 2/3: every sweep of the script is in the cache" log || fail "round 3 message"
+  [ -z "$(outputs out)" ] || fail "a shard wrote outputs: $(outputs out)"
+  cp -r out whole && "$kbsim" --merge -o whole "$points" > log 2>&1 || fail "--merge"
+  grep -q "shard_points: 7 squares, 7 cubes, 7 uncached" log || fail "--merge: rows"
+  [ "$(outputs whole)" = "$(printf './cubes.csv\n./squares.csv')" ] || fail "--merge outputs: $(outputs whole)"
   rm "$(grep -l '"point": 5,' out/cache/squares/*.json)" || fail "no entry of point 5"
   "$kbsim" --merge -o out "$points" > log 2>&1
   rc=$?

@@ -20,4 +20,9 @@ local rows2 = kb.sweep{name = "cubes", points = pts2, run = function(p)
   return {sq = p.sq, x3 = p.sq * 3}
 end}
 results.csv(kb.outdir() .. "/cubes.csv", rows2, {"sq", "x3"})
-print(("shard_points: %d squares, %d cubes"):format(#rows, #rows2))
+
+-- a sweep without a cache runs whole in every process
+local rows3 = kb.sweep{name = "uncached", points = pts, cache = false, run = function(p)
+  return {i = p.i}
+end}
+print(("shard_points: %d squares, %d cubes, %d uncached"):format(#rows, #rows2, #rows3))
