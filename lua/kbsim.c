@@ -118,7 +118,8 @@ static void parse_shard(const char *v, int *shard, int *shards)
     char *slash, *end;
     errno = 0;
     long i = strtol(v, &slash, 10), n = 0;
-    bool ok = errno == 0 && v[0] >= '0' && v[0] <= '9' && *slash == '/' && slash[1] >= '0' && slash[1] <= '9';
+    bool ok = errno == 0 && v[0] >= '0' && v[0] <= '9' && *slash == '/' &&
+              slash[1] >= '0' && slash[1] <= '9';
     if (ok) {
         n = strtol(slash + 1, &end, 10);
         ok = errno == 0 && *end == '\0' && n >= 1 && n <= 1000000 && i >= 1 && i <= n;

@@ -1107,11 +1107,12 @@ static void push_scratch(lua_State *L)
         return;
     lua_pop(L, 1);
     const char *tmp = getenv("TMPDIR");
-    char *dir = (char *)lua_pushfstring(L, "%s/kbsim-shard-XXXXXX",
-                                        tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(dir) == NULL)
+    char dir[4096];
+    int n = snprintf(dir, sizeof dir, "%s/kbsim-shard-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (n < 0 || (size_t)n >= sizeof dir || mkdtemp(dir) == NULL)
         luaL_error(L, "cannot create the shard's scratch output folder '%s': %s", dir,
-                   strerror(errno));
+                   n < 0 || (size_t)n >= sizeof dir ? "name too long" : strerror(errno));
+    lua_pushstring(L, dir);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_scratch_key);
 }
