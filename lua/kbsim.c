@@ -36,6 +36,10 @@ static const char usage_text[] =
     "                       unchanged (kb.options.fast)\n"
     "  --point-timeout S    a sweep point still running after S seconds fails\n"
     "                       (kb.options.point_timeout)\n"
+    "  --shard I/N          run only share I of N of every kb.sweep's points into\n"
+    "                       the cache, write no outputs (docs/cluster.md)\n"
+    "  --merge              assemble the outputs from the cache; a sweep point\n"
+    "                       missing from it is an error (docs/cluster.md)\n"
     "  --trace FILE         write a Perfetto / Chrome trace of one simulation:\n"
     "                       the first, or in kb.sweep point 1 (docs/trace.md)\n"
     "  --trace-point N      with --trace: the Nth simulation / sweep point instead\n"
@@ -106,6 +110,28 @@ static double parse_seconds(const char *v)
         usage_error("%s", msg);
     }
     return t;
+}
+
+/* --shard I/N: 1 <= I <= N. */
+static void parse_shard(const char *v, int *shard, int *shards)
+{
+    char *slash, *end;
+    errno = 0;
+    long i = strtol(v, &slash, 10), n = 0;
+    bool ok = errno == 0 && v[0] >= '0' && v[0] <= '9' && *slash == '/' &&
+              slash[1] >= '0' && slash[1] <= '9';
+    if (ok) {
+        n = strtol(slash + 1, &end, 10);
+        ok = errno == 0 && *end == '\0' && n >= 1 && n <= 1000000 && i >= 1 && i <= n;
+    }
+    if (!ok) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "bad value '%.64s' for '--shard' (expected I/N, the share I "
+                 "of N, 1 <= I <= N, e.g. 2/8)", v);
+        usage_error("%s", msg);
+    }
+    *shard = (int)i;
+    *shards = (int)n;
 }
 
 /* A --set KEY=VALUE, its key no longer than the configuration reader
@@ -221,6 +247,10 @@ int main(int argc, char **argv)
                                           "--trace-point");
         } else if (strcmp(name, "--point-timeout") == 0) {
             opt.point_timeout = parse_seconds(optvalue(argc, argv, &i, name, attached));
+        } else if (strcmp(name, "--shard") == 0) {
+            parse_shard(optvalue(argc, argv, &i, name, attached), &opt.shard, &opt.shards);
+        } else if (strcmp(name, "--merge") == 0) {
+            opt.merge = flag = true;
         } else if (strcmp(name, "--fast") == 0) {
             opt.fast = flag = true;
         } else if (strcmp(name, "-q") == 0 || strcmp(name, "--quiet") == 0) {
@@ -243,6 +273,13 @@ int main(int argc, char **argv)
         usage_error("%s", "no script given");
     if (opt.trace_point && opt.trace == NULL)
         usage_error("%s", "--trace-point needs --trace FILE");
+    if (opt.shards > 0 && opt.merge)
+        usage_error("%s", "--shard and --merge exclude each other: run the shards, then --merge");
+    if ((opt.shards > 0 || opt.merge) && opt.trace)
+        usage_error("%s", "--trace cannot be used with --shard or --merge (the traced point "
+                    "must run in one process: use --fast --trace)");
+    /* shards and the merge share their points through the cache */
+    opt.fast = opt.fast || opt.shards > 0 || opt.merge;
 
     const char *script = argv[i];
     FILE *fp = fopen(script, "r");
@@ -290,12 +327,20 @@ int main(int argc, char **argv)
         luaL_checkstack(L, nargs, "too many script arguments");
         for (int k = i + 1; k < argc; k++)
             lua_pushstring(L, argv[k]);
-        if (kb_pcall(L, nargs, 0) != LUA_OK) {
+        if (kb_pcall(L, nargs, 0) != LUA_OK && kb_sweep_end_status(L) < 0) {
             const char *msg = lua_tostring(L, -1);
             fprintf(stderr, "kbsim: %s\n", msg ? msg : "(error object is not a string)");
             status = EXIT_USAGE;
         }
     }
+    int ended = kb_sweep_end_status(L);
+    if (status == 0 && ended < 0 && opt.shards > 0)
+        fprintf(stderr, "shard %d/%d: every sweep of the script is in the cache; run the same "
+                "command with --merge instead of --shard to write the outputs\n",
+                opt.shard, opt.shards);
+    if (ended > 0)
+        status = ended;
+    kb_remove_scratch(L);
     long failed = kb_failed_checks(L);
     if (opt.trace && status == 0 && !kb_trace_taken(L))
         fprintf(stderr, "kbsim: no trace written to '%s': the script created %s\n",

@@ -20,6 +20,7 @@
 #include "lkbsim.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -58,6 +59,7 @@
 /* Registry keys (their addresses are unique). */
 static const char kb_state_key = 's';
 static const char kb_options_key = 'o';
+static const char kb_scratch_key = 'x'; /* --shard: the scratch output folder */
 
 /* Per-Lua-state bookkeeping (no globals: several states may run in
  * parallel threads). Runs nest strictly, since sim:run is a C call, so the
@@ -1095,19 +1097,65 @@ static int l_params(lua_State *L)
     return 1;
 }
 
-/* kb.outdir() -> kb.options.out, created if missing */
+const char *kb_push_outdir(lua_State *L, int options)
+{
+    lua_getfield(L, options, "out");
+    const char *dir = lua_tostring(L, -1);
+    if (dir == NULL || *dir == '\0')
+        luaL_error(L, "kb.options.out is not set");
+    int err = makedirs(dir);
+    if (err != 0)
+        luaL_error(L, "cannot create output folder '%s': %s", dir, strerror(err));
+    return dir;
+}
+
+/* A --shard run's output folder: made once, in $TMPDIR, removed at the
+ * end of the run (kb_remove_scratch). */
+static void push_scratch(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_scratch_key) == LUA_TSTRING)
+        return;
+    lua_pop(L, 1);
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    int n = snprintf(dir, sizeof dir, "%s/kbsim-shard-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (n < 0 || (size_t)n >= sizeof dir || mkdtemp(dir) == NULL)
+        luaL_error(L, "cannot create the shard's scratch output folder '%s': %s", dir,
+                   n < 0 || (size_t)n >= sizeof dir ? "name too long" : strerror(errno));
+    lua_pushstring(L, dir);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_scratch_key);
+}
+
+/* kb.outdir() -> kb.options.out, created if missing; in a --shard run a
+ * scratch folder instead, so that the script writes no outputs (kb.sweep
+ * keeps its cache in kb.options.out) */
 static int l_outdir(lua_State *L)
 {
     lua_getfield(L, lua_upvalueindex(1), "options");
-    lua_getfield(L, -1, "out");
-    const char *dir = lua_tostring(L, -1);
-    if (dir == NULL || *dir == '\0')
-        return luaL_error(L, "kb.options.out is not set");
-    int err = makedirs(dir);
-    if (err != 0)
-        return luaL_error(L, "cannot create output folder '%s': %s", dir,
-                          strerror(err));
+    int options = lua_gettop(L);
+    lua_getfield(L, options, "shard");
+    bool shard = lua_istable(L, -1);
+    lua_pop(L, 1);
+    if (shard)
+        push_scratch(L);
+    else
+        kb_push_outdir(L, options);
     return 1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void kb_remove_scratch(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_scratch_key) == LUA_TSTRING)
+        nftw(lua_tostring(L, -1), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    lua_pop(L, 1);
 }
 
 /* ---- for lsystem.c ---------------------------------------------------- */
@@ -1306,6 +1354,18 @@ void kb_preload(lua_State *L, const struct kb_options *opt)
     if (opt->point_timeout > 0) {
         lua_pushnumber(L, opt->point_timeout);
         lua_setfield(L, -2, "point_timeout");
+    }
+    if (opt->shards > 0) {
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, opt->shard);
+        lua_setfield(L, -2, "index");
+        lua_pushinteger(L, opt->shards);
+        lua_setfield(L, -2, "count");
+        lua_setfield(L, -2, "shard");
+    }
+    if (opt->merge) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "merge");
     }
     if (opt->trace) {
         lua_pushstring(L, opt->trace);

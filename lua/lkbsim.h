@@ -23,6 +23,8 @@ struct kb_options {
     const char *trace;    /* --trace FILE, or NULL (lua/ltrace.h) */
     int trace_point;      /* --trace-point N (0: the first) */
     double point_timeout; /* --point-timeout S (0: none; lua/lsweep.h) */
+    int shard, shards;    /* --shard I/N (0/0: none; lua/lsweep.h) */
+    bool merge;           /* --merge: sweeps take every point from the cache */
 };
 
 /* Opens the module and leaves it on the stack (for package.preload or
@@ -60,7 +62,16 @@ long kb_failed_checks(lua_State *L);
  * returns 2, else 0. */
 int kb_check_config(const struct kb_options *opt);
 
+/* In a --shard run, kb.outdir() gives the script a scratch folder (the
+ * run writes no outputs; kb.sweep's cache stays in kb.options.out):
+ * removes it and everything in it, if it was made. */
+void kb_remove_scratch(lua_State *L);
+
 /* ---- for the binding's own files (lsystem.c) ------------------------- */
+
+/* Creates the folder kb.options.out (the table at index options) names,
+ * with its parents, and pushes its name; an error if it cannot. */
+const char *kb_push_outdir(lua_State *L, int options);
 
 /* The kernel of the open kbsim.sim at index i (an error otherwise). */
 struct sim *kb_checksim(lua_State *L, int i);

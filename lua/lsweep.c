@@ -39,6 +39,7 @@
 /* Registry keys (their addresses are unique). */
 static const char kb_sweeps_key = 'w'; /* main state: reports, interrupted */
 static const char kb_point_key = 'p';  /* worker state: its sweep point */
+static const char kb_end_key = 'e';    /* main state: a sweep ended the run */
 
 /* FNV-1a, 64 bits: enough to tell a few thousand cached points apart, and
  * small enough to read at a glance. */
@@ -861,6 +862,8 @@ static int worker_main(lua_State *W)
         lua_pushnil(W);
         lua_setfield(W, -2, "trace");
     }
+    lua_pushnil(W); /* a point runs the same in a shard (kb.outdir) */
+    lua_setfield(W, -2, "shard");
     lua_setfield(W, -2, "options");
     lua_pop(W, 1);
     deserialise(W, &sw->arg);
@@ -1065,7 +1068,7 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
                          const struct ser *code)
 {
     static const char *const ignored[] = {"out", "jobs", "quiet", "fast", "trace", "point_timeout",
-                                          "trace_point", NULL};
+                                          "trace_point", "shard", "merge", NULL};
     static const char *const files[] = {"topology", "ccl", NULL};
     int top = lua_gettop(L);
     uint64_t h = fnv_seg(FNV_OFFSET, "kbsim " KBSIM_VERSION,
@@ -1276,6 +1279,112 @@ static void report_failures(lua_State *L, const struct sweep *sw, const unsigned
     lua_pop(L, 1);
 }
 
+/* ---- --shard and --merge (docs/cluster.md) ----------------------------- */
+
+/* Points listed in a message at most; the rest are counted. */
+#define KB_LIST_MAX 40
+
+/* Pushes "1,4,7" for the points i (0-based) with want[i] set; after
+ * KB_LIST_MAX of them, ", ... (N in all)". */
+static void push_point_list(lua_State *L, const bool *want, size_t n)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    size_t listed = 0, total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!want[i])
+            continue;
+        if (++total > KB_LIST_MAX)
+            continue;
+        lua_pushfstring(L, listed++ ? ",%d" : "%d", (int)i + 1);
+        luaL_addvalue(&b);
+    }
+    if (total > KB_LIST_MAX) {
+        lua_pushfstring(L, ", ... (%d in all)", (int)total);
+        luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+}
+
+/* Ends the script here with exit status `status` (kb_sweep_end_status):
+ * raises an error that kbsim does not print (having said why). A script that catches it
+ * gets it again from its next kb.sweep. */
+static int end_run(lua_State *L, int status)
+{
+    lua_pushinteger(L, status);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_end_key);
+    lua_pushlightuserdata(L, (void *)&kb_end_key);
+    return lua_error(L);
+}
+
+/* --shard I/N: keeps of the points to simulate only those of share I,
+ * point i (1-based) being in share (i - 1) mod N + 1, so that the shares
+ * depend on nothing but the number of points and differ by at most one. */
+static void keep_share(struct sweep *sw, lua_Integer shard, lua_Integer shards)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < sw->n_pending; j++)
+        if ((lua_Integer)(sw->pending_pts[j] % (size_t)shards) == shard - 1)
+            sw->pending_pts[k++] = sw->pending_pts[j];
+    sw->n_pending = k;
+}
+
+/* --merge: a sweep whose points are not all in the cache ends the run
+ * with status 1, listing them. */
+static void refuse_missing(lua_State *L, const struct sweep *sw)
+{
+    bool *missing = lua_newuserdatauv(L, sw->n ? sw->n : 1, 0);
+    for (size_t i = 0; i < sw->n; i++)
+        missing[i] = !sw->pts[i].reused;
+    push_point_list(L, missing, sw->n);
+    fprintf(stderr, "kbsim --merge: sweep '%s': %d of %d points %s not in the cache: %s; run "
+            "the shards that compute them (--shard I/N), or the same command with --fast "
+            "instead of --merge to run them here\n", sw->name, (int)sw->n_pending,
+            (int)sw->n, sw->n_pending == 1 ? "is" : "are", lua_tostring(L, -1));
+    fflush(stderr);
+    end_run(L, 1);
+}
+
+/* After a shard ran its share of a sweep whose points were not all in
+ * the cache: says which points of the share are in the cache now, and
+ * ends the run (status 0; failed points are reported by
+ * kb_sweep_status). */
+static void end_shard(lua_State *L, const struct sweep *sw, const unsigned char *state,
+                      lua_Integer shard, lua_Integer shards)
+{
+    bool *cached = lua_newuserdatauv(L, sw->n ? sw->n : 1, 0);
+    size_t nshare = 0;
+    for (size_t i = 0; i < sw->n; i++) {
+        bool mine = (lua_Integer)(i % (size_t)shards) == shard - 1;
+        nshare += mine;
+        cached[i] = mine && state[i] == P_DONE && sw->cachedir && !sw->pts[i].cache_err;
+    }
+    push_point_list(L, cached, sw->n);
+    const char *list = lua_tostring(L, -1);
+    if (nshare == 0)
+        fprintf(stderr, "shard %d/%d: sweep '%s': none of its %d points is in this share; ",
+                (int)shard, (int)shards, sw->name, (int)sw->n);
+    else if (*list == '\0')
+        fprintf(stderr, "shard %d/%d: sweep '%s': no point of this share cached; ",
+                (int)shard, (int)shards, sw->name);
+    else
+        fprintf(stderr, "shard %d/%d: sweep '%s': point%s %s cached; ", (int)shard,
+                (int)shards, sw->name, strchr(list, ',') ? "s" : "", list);
+    fprintf(stderr, "when every shard is done, run the same command with --merge (or --fast) "
+            "instead of --shard to assemble the outputs\n");
+    fflush(stderr);
+    end_run(L, 0);
+}
+
+int kb_sweep_end_status(lua_State *L)
+{
+    int status = -1;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_end_key) == LUA_TNUMBER)
+        status = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return status;
+}
+
 /* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
  * -> rows, summary */
 static int l_sweep(lua_State *L)
@@ -1283,6 +1392,9 @@ static int l_sweep(lua_State *L)
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
         return luaL_error(L, "kb.sweep: a sweep cannot run inside a sweep point");
     lua_pop(L, 1);
+    int ended = kb_sweep_end_status(L);
+    if (ended >= 0)
+        return end_run(L, ended);
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     if (lua_getfield(L, A_SPEC, "points") != LUA_TTABLE)
@@ -1314,7 +1426,20 @@ static int l_sweep(lua_State *L)
     bool want_trace = lua_type(L, -1) == LUA_TSTRING;
     lua_getfield(L, A_OPTIONS, "trace_point");
     lua_Integer trace_point = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
-    lua_pop(L, 5);
+    lua_getfield(L, A_OPTIONS, "merge");
+    bool merge = lua_toboolean(L, -1);
+    lua_Integer shard = 0, shards = 0;
+    if (lua_getfield(L, A_OPTIONS, "shard") == LUA_TTABLE) {
+        lua_getfield(L, -1, "index");
+        lua_getfield(L, -2, "count");
+        shard = lua_tointeger(L, -2);
+        shards = lua_tointeger(L, -1);
+        lua_pop(L, 2);
+        if (shards < 1 || shard < 1 || shard > shards)
+            return luaL_error(L, "kb.sweep: kb.options.shard must be {index = I, count = N}, "
+                              "1 <= I <= N");
+    }
+    lua_pop(L, 7);
     if (!lua_isnil(L, A_JOBS)) {
         int isint;
         jobs = lua_tointegerx(L, A_JOBS, &isint);
@@ -1409,9 +1534,8 @@ static int l_sweep(lua_State *L)
     /* The cache folder is made (and probed) before any point runs. */
     const char *cachedir = NULL;
     if (use_cache) {
-        lua_getfield(L, lua_upvalueindex(1), "outdir");
-        lua_call(L, 0, 1);
-        cachedir = open_cache(L, sw, lua_tostring(L, -1));
+        /* the real folder, not the scratch kb.outdir() of a shard */
+        cachedir = open_cache(L, sw, kb_push_outdir(L, A_OPTIONS));
     }
     int cached = lua_gettop(L) + 1;
     lua_newtable(L);
@@ -1421,6 +1545,14 @@ static int l_sweep(lua_State *L)
     bool stopped_before = lua_toboolean(L, -1);
     lua_pop(L, 2);
     load_cached(L, sw, cachedir, fast, cached, stopped_before);
+    /* A sweep without a cache (cache = false) runs whole, as in any run:
+     * no other process can see its points. */
+    if (merge && use_cache && sw->n_pending > 0)
+        refuse_missing(L, sw);
+    /* a shard goes past a sweep only when the cache holds all of it */
+    bool shard_ends = shards > 0 && use_cache && sw->n_pending > 0;
+    if (shard_ends)
+        keep_share(sw, shard, shards);
     sw->bar = !quiet && sw->n_pending > 0 && isatty(2);
 
     uint64_t t0 = uv_hrtime();
@@ -1496,6 +1628,8 @@ static int l_sweep(lua_State *L)
     }
 
     report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
+    if (shard_ends)
+        end_shard(L, sw, state, shard, shards);
     if (fast && !quiet)
         fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
                 name, sw->nreused, sw->n);

@@ -21,4 +21,10 @@ void kb_open_sweep(lua_State *L);
  * stopped by Ctrl-C. */
 int kb_sweep_status(lua_State *L);
 
+/* After the script: -1, or the exit status a kb.sweep that ended the run
+ * asked for (--shard: 0 after its share; --merge: 1, points missing from
+ * the cache), the kb.sweep having said why on stderr. The script then
+ * ended with an error that kbsim does not print. */
+int kb_sweep_end_status(lua_State *L);
+
 #endif
