@@ -50,17 +50,9 @@ local function reader(meta, what)
   return setmetatable({s = meta, pos = 1, what = what}, Reader)
 end
 
--- A u16-prefixed string: string.unpack returns the value then the position.
-function Reader:str()
-  local ok, v, pos = pcall(string.unpack, "<s2", self.s, self.pos)
-  if not ok then
-    refuse("malformed", "malformed %s arguments: %d bytes end too soon", self.what, #self.s)
-  end
-  self.pos = pos
-  return v
-end
-
-function Reader:int(fmt)
+-- The next field of format `fmt` ("I4", "I8", "B"; "s2": a u16-prefixed
+-- string).
+function Reader:field(fmt)
   local ok, v, pos = pcall(string.unpack, "<" .. fmt, self.s, self.pos)
   if not ok then
     refuse("malformed", "malformed %s arguments: %d bytes end too soon", self.what, #self.s)
@@ -68,6 +60,9 @@ function Reader:int(fmt)
   self.pos = pos
   return v
 end
+
+function Reader:str() return self:field("s2") end
+function Reader:int(fmt) return self:field(fmt) end
 
 -- A group: u32 count, then that many u32 ranks.
 function Reader:group()
@@ -326,7 +321,7 @@ end
 
 -- Every member that issued inst gets an error; the connected members that
 -- did not yet get the same one when they issue it.
-function fail_instance(inst, msg)
+function fail_instance(inst, msg, status)
   for _, r in ipairs(inst.group) do
     local c = S.ranks[r]
     if c and not inst.members[r] then c.failed[inst.key] = msg end
@@ -338,7 +333,7 @@ function fail_instance(inst, msg)
   inst.failed = msg
   for _, m in pairs(inst.members) do
     if S.clients[m.client.id] then
-      reply_error(m.client, m.op, m.id, M.STATUS.collective_failed, msg)
+      reply_error(m.client, m.op, m.id, status or M.STATUS.collective_failed, msg)
     end
   end
   inst.members = {}
@@ -411,11 +406,13 @@ local function launch(inst)
   return tl.launch(S.sys, inst.group, algo.kernel, a, input, output), input
 end
 
+local STOPPING = "the server is stopping"
+
 -- The simulation to its end; false and a message if it failed.
 local function simulate()
   local ok, res = pcall(S.srv.simulate, S.srv, S.sim)
   if not ok then return false, tostring(res) end
-  if res == "stopped" then return false, "the server is stopping" end
+  if res == "stopped" then return false, STOPPING end
   return true
 end
 
@@ -449,7 +446,7 @@ local function run_instance(inst)
         {n = inst.members[inst.group[1]].t.n, factor = 1 / n}, view)
       sim_ok, msg = simulate()
     end
-    if not sim_ok then refuse("sim_error", "%s: %s", inst.kind, msg) end
+    if not sim_ok then refuse(msg == STOPPING and "stopping" or "sim_error", "%s", msg) end
     return runs
   end)
   S.running = nil
@@ -457,9 +454,10 @@ local function run_instance(inst)
   S.orphans = {}
   if inst.failed then return end -- a member left: the others were told
   if not ok then
-    local msg = getmetatable(runs) == Refusal and runs.msg or tostring(runs)
+    local refusal = getmetatable(runs) == Refusal
     fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind,
-      group_text(inst.group), msg))
+      group_text(inst.group), refusal and runs.msg or tostring(runs)),
+      refusal and runs.status or M.STATUS.sim_error)
     return
   end
   S.done = S.done + 1
@@ -613,12 +611,12 @@ function H.stopping()
   for _, inst in ipairs(S.ready) do all[#all + 1] = inst end
   table.sort(all, function(a, b) return a.key < b.key end)
   for _, inst in ipairs(all) do
-    fail_instance(inst, ("%s over ranks %s failed: the server is stopping")
-      :format(inst.kind, group_text(inst.group)))
+    fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind,
+      group_text(inst.group), STOPPING), M.STATUS.stopping)
   end
   for _, x in ipairs(S.waiting_idle) do
     if S.clients[x.client.id] then
-      reply_error(x.client, x.op, x.id, M.STATUS.stopping, "the server is stopping")
+      reply_error(x.client, x.op, x.id, M.STATUS.stopping, STOPPING)
     end
   end
   S.waiting_idle = {}

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | errors | disconnect | tcp | stop. Prints "cosim_CASE ok" when every
+CASE: collectives | errors | disconnect | busy | tcp | stop. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import os
@@ -260,6 +260,17 @@ def case_errors():
     check(box["e"].status == "collective_failed" and "mismatch" in box["e"].message,
           str(box["e"]))
     c.ping()
+    # an unknown algorithm: found out once the group is complete, told to both
+    v = c.alloc(8, "f32")
+    th = threading.Thread(target=lambda: box.__setitem__("e", error_of(
+        lambda: c.all_reduce([0, 1], v, algorithm="nope"))))
+    th.start()
+    e = error_of(lambda: d.all_reduce([0, 1], u, algorithm="nope"))
+    th.join(60)
+    for x in (e, box["e"]):
+        check(x.status == "bad_argument" and "unknown algorithm 'nope' (known: " in x.message,
+              str(x))
+    c.ping()
     # bad magic: an error reply, then the server closes (no way to resync)
     st, msg = raw_reply(c, OP["ping"], magic=b"XXXX")
     check(st == 1 and "no 'KBSM' magic" in msg, "bad magic: %d %s" % (st, msg))
@@ -269,6 +280,13 @@ def case_errors():
         again.ping()
     d.close()
     srv.stop()
+
+
+def wait_issued(srv, n):
+    """Until n members wait in collectives (the server has read their requests)."""
+    with Client(srv.address) as obs:
+        while obs.stats()["issued"] < n:
+            time.sleep(0.01)
 
 
 def case_disconnect():
@@ -293,9 +311,7 @@ def case_disconnect():
     # a member that leaves while the others wait in the collective
     def leaver():
         c = Client(srv.address, rank=2)
-        with Client(srv.address) as obs:
-            while obs.stats()["issued"] < 2:
-                time.sleep(0.01)
+        wait_issued(srv, 2)
         c.close()
 
     def issuer(r):
@@ -319,7 +335,7 @@ def case_disconnect():
         c = Client(srv.address, rank=r)
         t = c.alloc(n)
         if r == N - 1:
-            time.sleep(0.3)
+            wait_issued(srv, N - 1)
             c.send_frame(OP["all_reduce"], struct.pack("<I4I", 4, *big) + struct.pack("<I", t)
                          + b"\x03\x00sum" + b"\x0e\x00ring_allreduce" + b"\x00")
             c.close()
@@ -332,15 +348,16 @@ def case_disconnect():
         check("rank 3 disconnected during all_reduce over ranks {0,1,2,3}" in res[r].message,
               str(res[r]))
 
-    # the next session on the same server works
+    # the next session on the same server works (on the same ring: a ring
+    # over {0,1,2} would want port E of rank 2 that {0,1,2,3} wired)
     def fine(r):
         with Client(srv.address, rank=r) as c:
             t = c.alloc(64)
             c.write(t, np.full(64, r + 1, np.float32))
-            return c.all_reduce(group, t, algorithm="ring_allreduce").data
-    res = on_ranks(3, fine)
-    for r in range(3):
-        check(np.array_equal(res[r], np.full(64, 6, np.float32)), "after the failures")
+            return c.all_reduce(big, t, algorithm="ring_allreduce").data
+    res = on_ranks(N, fine)
+    for r in range(N):
+        check(np.array_equal(res[r], np.full(64, 10, np.float32)), "after the failures")
     srv.stop()
 
 
@@ -374,10 +391,10 @@ def case_tcp():
     refused(["--set", "sips.cuont=2"], "unknown key 'sips.cuont'")
 
 
-def case_stop():
-    # The loop answers while a long collective is simulated (an observer sees
-    # "simulating"); Ctrl-C then stops the run: the members get an error, the
-    # server ends with status 0 and removes its socket.
+def case_busy():
+    # The loop answers while a long collective is simulated: an observer sees
+    # "simulating" (only a reply sent between two batches of the run can
+    # say so), and the members then get their exact results.
     srv = Server("-q")
     N, n = 4, 1 << 20
     seen = {}
@@ -388,27 +405,45 @@ def case_stop():
                 st = obs.stats()
                 if st["simulating"] or st["collectives_done"]:
                     seen.update(st)
-                    break
-        srv.proc.send_signal(signal.SIGINT)
+                    return
 
     def member(r):
         with Client(srv.address, rank=r) as c:
             t = c.alloc(n)
+            c.write(t, np.full(n, r + 1, np.float32))
             if r == 0:
                 threading.Thread(target=observe).start()
-            try:
-                c.all_reduce(list(range(N)), t, algorithm="ring_allreduce", return_data=False)
-                return "finished"
-            except ServerError as e:
-                return e.message
+            return c.all_reduce(list(range(N)), t, algorithm="ring_allreduce").data
     res = on_ranks(N, member)
+    check(seen.get("simulating") == 1, "the server never answered during the run: %r" % seen)
+    for r in range(N):
+        check(np.array_equal(res[r], np.full(n, 10, np.float32)), "values on rank %d" % r)
+    srv.stop()
+
+
+def case_stop():
+    # Ctrl-C while members wait in a collective: they get an error, the
+    # server ends with status 0 and removes its socket
+    srv = Server("-q")
+    N = 4
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(64)
+            if r == 0:
+                def stop():
+                    wait_issued(srv, N - 1)
+                    srv.proc.send_signal(signal.SIGINT)
+                threading.Thread(target=stop).start()
+            e = error_of(lambda: c.all_reduce(list(range(N)), t, algorithm="ring_allreduce"))
+            return "%s: %s" % (e.status, e.message)
+    res = on_ranks(N - 1, member)  # rank 3 never comes
     out, err = srv.proc.communicate(timeout=120)
     check(srv.proc.returncode == 0, "exit %d: %s" % (srv.proc.returncode, err))
     check("stopped: interrupted (Ctrl-C)" in err, err)
     check(not os.path.exists(srv.listen), "socket file left behind")
-    check(seen.get("simulating") == 1, "the server never answered during the run: %r" % seen)
     for r, v in res.items():
-        check(v == "all_reduce over ranks {0,1,2,3} failed: all_reduce: the server is stopping",
+        check(v == "stopping: all_reduce over ranks {0,1,2,3} failed: the server is stopping",
               "rank %d: %s" % (r, v))
 
 
