@@ -156,11 +156,22 @@ static struct conn *find_conn(struct server *srv, uint32_t id)
     return NULL;
 }
 
-/* Queues one frame; false if the connection is gone or memory is short. */
-static bool send_frame(struct conn *c, uint16_t version, uint16_t op, uint32_t id,
-                       uint32_t status, const char *meta, size_t mlen, const char *data,
-                       size_t dlen, bool close_after)
+/* A frame's data part: bytes, or `len` bytes of a PE memory at addr,
+ * copied straight into the frame (a tensor read needs no Lua string). */
+struct frame_data {
+    const char *bytes;
+    size_t len;
+    struct kb_mem *mem;
+    uint64_t addr;
+};
+
+/* Queues one frame; false if the connection is gone, memory is short or
+ * the memory read fails. */
+static bool send_frame_data(struct conn *c, uint16_t version, uint16_t op, uint32_t id,
+                            uint32_t status, const char *meta, size_t mlen,
+                            const struct frame_data *fd, bool close_after)
 {
+    size_t dlen = fd ? fd->len : 0;
     if (uv_is_closing(&c->h.h) || mlen > UINT32_MAX || dlen > UINT32_MAX)
         return false;
     struct wreq *w = malloc(sizeof *w + FRAME_HEADER + mlen + dlen);
@@ -176,8 +187,14 @@ static bool send_frame(struct conn *c, uint16_t version, uint16_t op, uint32_t i
     put_u32(p + 20, (uint32_t)dlen);
     if (mlen)
         memcpy(p + FRAME_HEADER, meta, mlen);
-    if (dlen)
-        memcpy(p + FRAME_HEADER + mlen, data, dlen);
+    if (dlen && fd->mem) {
+        if (kb_mem_read(fd->mem, fd->addr, p + FRAME_HEADER + mlen, dlen) != 0) {
+            free(w);
+            return false;
+        }
+    } else if (dlen) {
+        memcpy(p + FRAME_HEADER + mlen, fd->bytes, dlen);
+    }
     w->close_after = close_after;
     w->req.data = c;
     uv_buf_t b = uv_buf_init((char *)p, (unsigned)(FRAME_HEADER + mlen + dlen));
@@ -186,6 +203,14 @@ static bool send_frame(struct conn *c, uint16_t version, uint16_t op, uint32_t i
         return false;
     }
     return true;
+}
+
+static bool send_frame(struct conn *c, uint16_t version, uint16_t op, uint32_t id,
+                       uint32_t status, const char *meta, size_t mlen, const char *data,
+                       size_t dlen, bool close_after)
+{
+    struct frame_data fd = {.bytes = data, .len = dlen};
+    return send_frame_data(c, version, op, id, status, meta, mlen, &fd, close_after);
 }
 
 /* An error reply from C: meta is the message as a u16-prefixed string. */
@@ -333,19 +358,30 @@ static bool consume(struct conn *c, const char *p, size_t n)
     return true;
 }
 
+/* Inside a large body the socket reads straight into it; otherwise into
+ * the connection's chunk, so that small frames come in few reads. */
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct conn *c = h->data;
     (void)suggested;
-    *buf = uv_buf_init(c->buf, sizeof c->buf);
+    size_t left = c->body ? c->body_len - c->body_got : 0;
+    if (left >= sizeof c->buf)
+        *buf = uv_buf_init(c->body + c->body_got, (unsigned)(left > (1u << 30) ? 1u << 30 : left));
+    else
+        *buf = uv_buf_init(c->buf, sizeof c->buf);
 }
 
 static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
     struct conn *c = s->data;
-    (void)buf;
     if (n < 0) {
         conn_close(c);
+        return;
+    }
+    if (n > 0 && buf->base != c->buf) { /* already in place */
+        c->body_got += (size_t)n;
+        if (c->body_got == c->body_len)
+            deliver(c);
         return;
     }
     consume(c, c->buf, (size_t)n);
@@ -721,6 +757,27 @@ static int srv_send(lua_State *L)
     return 1;
 }
 
+/* srv:send_mem(conn, version, op, id, status, meta, sys, rank, addr, nbytes, kind)
+ * -> sent: a reply whose data is nbytes of a PE memory from addr */
+static int srv_send_mem(lua_State *L)
+{
+    struct server *srv = checkserver(L);
+    struct conn *c = find_conn(srv, (uint32_t)luaL_checkinteger(L, 2));
+    size_t mlen;
+    const char *meta = luaL_checklstring(L, 7, &mlen);
+    struct frame_data fd = {.mem = kb_check_pe_mem(L, 8, 9, 12)};
+    lua_Integer addr = luaL_checkinteger(L, 10), n = luaL_checkinteger(L, 11);
+    luaL_argcheck(L, addr >= 0 && n >= 0, 10, "negative address or size");
+    fd.addr = (uint64_t)addr;
+    fd.len = (size_t)n;
+    bool ok = c && send_frame_data(c, (uint16_t)luaL_checkinteger(L, 3),
+                                   (uint16_t)luaL_checkinteger(L, 4),
+                                   (uint32_t)luaL_checkinteger(L, 5),
+                                   (uint32_t)luaL_checkinteger(L, 6), meta, mlen, &fd, false);
+    lua_pushboolean(L, ok);
+    return 1;
+}
+
 /* srv:now_ms() -> the loop's clock, milliseconds */
 static int srv_now_ms(lua_State *L)
 {
@@ -744,20 +801,6 @@ static int l_mem_write(lua_State *L)
     return 0;
 }
 
-/* mem_read(sys, rank, addr, nbytes, kind) -> bytes */
-static int l_mem_read(lua_State *L)
-{
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 5);
-    lua_Integer addr = luaL_checkinteger(L, 3), n = luaL_checkinteger(L, 4);
-    luaL_argcheck(L, n >= 0, 4, "byte count must not be negative");
-    luaL_Buffer b;
-    char *p = luaL_buffinitsize(L, &b, (size_t)n);
-    if (addr < 0 || kb_mem_read(m, (uint64_t)addr, p, (uint64_t)n) != 0)
-        return luaL_error(L, "%s", kb_mem_errmsg(m));
-    luaL_pushresultsize(&b, (size_t)n);
-    return 1;
-}
-
 /* mem_free(sys, rank, addr, kind): a block of tl.alloc back */
 static int l_mem_free(lua_State *L)
 {
@@ -769,11 +812,11 @@ static int l_mem_free(lua_State *L)
 }
 
 static const luaL_Reg server_methods[] = {
-    {"run", srv_run}, {"simulate", srv_simulate}, {"send", srv_send},
+    {"run", srv_run}, {"simulate", srv_simulate}, {"send", srv_send}, {"send_mem", srv_send_mem},
     {"now_ms", srv_now_ms}, {NULL, NULL}};
 
 static const luaL_Reg io_funcs[] = {
-    {"open", l_open}, {"mem_write", l_mem_write}, {"mem_read", l_mem_read},
+    {"open", l_open}, {"mem_write", l_mem_write},
     {"mem_free", l_mem_free}, {NULL, NULL}};
 
 static int luaopen_serve_io(lua_State *L)

@@ -87,8 +87,15 @@ end
 
 local S -- set by main()
 
+-- data: bytes, or {t = a tensor, addr =, n = bytes} sent straight from
+-- its PE memory.
 local function send(c, op, id, status, meta, data)
-  S.srv:send(c.id, M.VERSION, op, id, status, meta or "", data)
+  if type(data) == "table" then
+    S.srv:send_mem(c.id, M.VERSION, op, id, status, meta or "", S.sys, data.t.rank, data.addr,
+      data.n, data.t.kind)
+  else
+    S.srv:send(c.id, M.VERSION, op, id, status, meta or "", data)
+  end
 end
 
 local function reply_error(c, op, id, status, msg)
@@ -223,8 +230,7 @@ function handle.read(c, r)
     refuse("too_large", "read: %d bytes are over the payload limit of %d", n * ESIZE[t.dtype],
       S.max_payload)
   end
-  return "", io_.mem_read(S.sys, t.rank, t.addr + off * ESIZE[t.dtype], n * ESIZE[t.dtype],
-    t.kind)
+  return "", {t = t, addr = t.addr + off * ESIZE[t.dtype], n = n * ESIZE[t.dtype]}
 end
 
 function handle.now(_, r)
@@ -427,7 +433,7 @@ local function reply_results(inst, runs)
     local data
     if m.p.flags & FLAG_RETURN_DATA ~= 0 then
       local x = m.out or m.t
-      data = io_.mem_read(S.sys, x.rank, x.addr, x.n * ESIZE[x.dtype], x.kind)
+      data = {t = x, addr = x.addr, n = x.n * ESIZE[x.dtype]}
     end
     send(m.client, m.op, m.id, M.STATUS.ok, string.pack("<ddd", t0, t1, lat), data)
   end
