@@ -51,8 +51,11 @@ struct conn {
     uint32_t id;
     unsigned char head[FRAME_HEADER];
     size_t head_got;
-    char *body;                /* meta then data of the frame being read */
-    size_t body_len, body_got;
+    char *body;                /* meta then data of the frame being read; kept and
+                                  reused: fresh pages of a large buffer cost a fault each */
+    size_t body_cap, body_len, body_got;
+    bool in_body;
+    struct wreq *spare;        /* a large frame buffer, written and free again */
     uint64_t skip;             /* bytes of a refused frame still to drop */
     char buf[READ_CHUNK];
     struct conn *next;
@@ -133,8 +136,12 @@ static bool call_handler(struct server *srv, int nargs, int nresults)
 struct wreq {
     uv_write_t req;
     bool close_after;
+    size_t cap;
     unsigned char bytes[];
 };
+
+/* Frame buffers at least this large are kept for the next reply. */
+#define SPARE_MIN (1u << 20)
 
 static void conn_close(struct conn *c);
 
@@ -145,7 +152,10 @@ static void write_cb(uv_write_t *req, int status)
     (void)status;
     if (w->close_after && c)
         conn_close(c);
-    free(w);
+    if (c && !uv_is_closing(&c->h.h) && w->cap >= SPARE_MIN && !c->spare)
+        c->spare = w;
+    else
+        free(w);
 }
 
 static struct conn *find_conn(struct server *srv, uint32_t id)
@@ -174,9 +184,17 @@ static bool send_frame_data(struct conn *c, uint16_t version, uint16_t op, uint3
     size_t dlen = fd ? fd->len : 0;
     if (uv_is_closing(&c->h.h) || mlen > UINT32_MAX || dlen > UINT32_MAX)
         return false;
-    struct wreq *w = malloc(sizeof *w + FRAME_HEADER + mlen + dlen);
-    if (!w)
-        return false;
+    size_t need = FRAME_HEADER + mlen + dlen;
+    struct wreq *w;
+    if (c->spare && c->spare->cap >= need) {
+        w = c->spare;
+        c->spare = NULL;
+    } else {
+        w = malloc(sizeof *w + need);
+        if (!w)
+            return false;
+        w->cap = need;
+    }
     unsigned char *p = w->bytes;
     memcpy(p, "KBSM", 4);
     put_u16(p + 4, version);
@@ -189,7 +207,10 @@ static bool send_frame_data(struct conn *c, uint16_t version, uint16_t op, uint3
         memcpy(p + FRAME_HEADER, meta, mlen);
     if (dlen && fd->mem) {
         if (kb_mem_read(fd->mem, fd->addr, p + FRAME_HEADER + mlen, dlen) != 0) {
-            free(w);
+            if (!c->spare && w->cap >= SPARE_MIN)
+                c->spare = w;
+            else
+                free(w);
             return false;
         }
     } else if (dlen) {
@@ -199,7 +220,10 @@ static bool send_frame_data(struct conn *c, uint16_t version, uint16_t op, uint3
     w->req.data = c;
     uv_buf_t b = uv_buf_init((char *)p, (unsigned)(FRAME_HEADER + mlen + dlen));
     if (uv_write(&w->req, &c->h.s, &b, 1, write_cb) < 0) {
-        free(w);
+        if (!c->spare && w->cap >= SPARE_MIN)
+            c->spare = w;
+        else
+            free(w);
         return false;
     }
     return true;
@@ -234,6 +258,7 @@ static void conn_closed_cb(uv_handle_t *h)
 {
     struct conn *c = h->data;
     free(c->body);
+    free(c->spare);
     free(c);
 }
 
@@ -266,12 +291,14 @@ static void deliver(struct conn *c)
         lua_pushinteger(L, get_u16(c->head + 4));
         lua_pushinteger(L, get_u16(c->head + 6));
         lua_pushinteger(L, get_u32(c->head + 8));
-        lua_pushlstring(L, c->body ? c->body : "", mlen);
-        lua_pushlstring(L, c->body ? c->body + mlen : "", c->body_len - mlen);
-        call_handler(srv, 6, 0);
+        lua_pushlstring(L, c->body_len ? c->body : "", mlen);
+        /* the data as a pointer and a length, valid during the call only:
+         * mem_write copies it into the PE memory without a Lua string */
+        lua_pushlightuserdata(L, c->body_len ? c->body + mlen : NULL);
+        lua_pushinteger(L, (lua_Integer)(c->body_len - mlen));
+        call_handler(srv, 7, 0);
     }
-    free(c->body);
-    c->body = NULL;
+    c->in_body = false;
     c->body_len = c->body_got = 0;
     c->head_got = 0;
 }
@@ -308,11 +335,17 @@ static bool header_done(struct conn *c)
         deliver(c);
         return true;
     }
-    c->body = malloc(c->body_len);
-    if (!c->body) {
-        send_error(c, c->head, ST_TOO_LARGE, "frame refused: out of memory", true);
-        return false;
+    if (c->body_len > c->body_cap) {
+        free(c->body);
+        c->body_cap = 0;
+        c->body = malloc(c->body_len);
+        if (!c->body) {
+            send_error(c, c->head, ST_TOO_LARGE, "frame refused: out of memory", true);
+            return false;
+        }
+        c->body_cap = c->body_len;
     }
+    c->in_body = true;
     return true;
 }
 
@@ -364,7 +397,7 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct conn *c = h->data;
     (void)suggested;
-    size_t left = c->body ? c->body_len - c->body_got : 0;
+    size_t left = c->in_body ? c->body_len - c->body_got : 0;
     if (left >= sizeof c->buf)
         *buf = uv_buf_init(c->body + c->body_got, (unsigned)(left > (1u << 30) ? 1u << 30 : left));
     else
@@ -789,14 +822,24 @@ static int srv_now_ms(lua_State *L)
 
 /* ---- PE memory as bytes ----------------------------------------------- */
 
-/* mem_write(sys, rank, addr, bytes, kind): bytes as stored (no rounding) */
+/* mem_write(sys, rank, addr, bytes, kind): bytes as stored (no rounding);
+ * bytes a string, or a frame's data pointer then its length (the handler
+ * `frame` gets them; valid during that call only) */
 static int l_mem_write(lua_State *L)
 {
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 5);
+    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, lua_islightuserdata(L, 4) ? 6 : 5);
     lua_Integer addr = luaL_checkinteger(L, 3);
     size_t n;
-    const char *p = luaL_checklstring(L, 4, &n);
-    if (addr < 0 || kb_mem_write(m, (uint64_t)addr, p, n) != 0)
+    const char *p;
+    if (lua_islightuserdata(L, 4)) {
+        p = lua_touserdata(L, 4);
+        lua_Integer len = luaL_checkinteger(L, 5);
+        luaL_argcheck(L, len >= 0 && (p || len == 0), 5, "bad data length");
+        n = (size_t)len;
+    } else {
+        p = luaL_checklstring(L, 4, &n);
+    }
+    if (addr < 0 || (n && kb_mem_write(m, (uint64_t)addr, p, n) != 0))
         return luaL_error(L, "%s", kb_mem_errmsg(m));
     return 0;
 }

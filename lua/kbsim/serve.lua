@@ -202,19 +202,20 @@ function handle.free(c, r)
   return ""
 end
 
+-- data: the frame's data as lua/lserve.c hands it over, {ptr, len}.
 function handle.write(c, r, data)
   local tid, off = r:int("I4"), r:int("I8")
   r:done()
   local t = tensor_of(c, tid)
-  local es = ESIZE[t.dtype]
-  if #data % es ~= 0 then
-    refuse("bad_argument", "write: %d bytes is not a whole number of %s elements", #data, t.dtype)
+  local es, len = ESIZE[t.dtype], data.len
+  if len % es ~= 0 then
+    refuse("bad_argument", "write: %d bytes is not a whole number of %s elements", len, t.dtype)
   end
-  if off < 0 or off + #data // es > t.n then
+  if off < 0 or off + len // es > t.n then
     refuse("bad_argument", "write: elements [%d, %d) are outside tensor %d of %d", off,
-      off + #data // es, tid, t.n)
+      off + len // es, tid, t.n)
   end
-  io_.mem_write(S.sys, t.rank, t.addr + off * es, data, t.kind)
+  io_.mem_write(S.sys, t.rank, t.addr + off * es, data.ptr, len, t.kind)
   return ""
 end
 
@@ -531,7 +532,8 @@ function H.opened(id)
   S.clients[id] = {id = id, tensors = {}, next_tid = 0, seq = {}, failed = {}}
 end
 
-function H.frame(id, version, op, req, meta, data)
+function H.frame(id, version, op, req, meta, data_ptr, data_len)
+  local data = {ptr = data_ptr, len = data_len}
   local c = S.clients[id]
   if not c then return end
   local name = OPNAME[op]
@@ -544,8 +546,8 @@ function H.frame(id, version, op, req, meta, data)
     if not c.hello and name ~= "hello" then
       refuse("refused", "%s before hello: the first frame must be a hello", name)
     end
-    if #data > 0 and name ~= "write" then
-      refuse("malformed", "%s takes no data, got %d bytes", name, #data)
+    if data_len > 0 and name ~= "write" then
+      refuse("malformed", "%s takes no data, got %d bytes", name, data_len)
     end
     return handle[name](c, reader(meta, name), data, op, req)
   end)

@@ -117,9 +117,9 @@ class Client:
             self.sock.sendall(head + meta + bytes(data))
         return self.next_id
 
-    def _recv_exact(self, n):
-        buf = bytearray(n)
-        view, got = memoryview(buf), 0
+    def _recv_exact(self, n, into=None):
+        buf = bytearray(n) if into is None else into
+        view, got = memoryview(buf).cast("B"), 0
         while got < n:
             k = self.sock.recv_into(view[got:])
             if k == 0:
@@ -127,19 +127,22 @@ class Client:
             got += k
         return buf
 
-    def recv_frame(self):
-        """-> (op, id, status, meta, data)"""
+    def recv_frame(self, into=None):
+        """-> (op, id, status, meta, data); data lands in `into` (a writable buffer of
+        exactly its size) if given."""
         magic, _version, op, rid, status, mlen, dlen = HEADER.unpack(self._recv_exact(HEADER.size))
         if magic != MAGIC:
             raise ConnectionError("not a kbsim frame from the server")
         meta = bytes(self._recv_exact(mlen)) if mlen else b""
-        data = self._recv_exact(dlen) if dlen else b""
+        if into is not None and dlen != memoryview(into).nbytes:
+            into = None
+        data = self._recv_exact(dlen, into) if dlen else b""
         return op, rid, status, meta, data
 
-    def request(self, op, meta=b"", data=b""):
+    def request(self, op, meta=b"", data=b"", into=None):
         """One request and its reply: (meta, data), or ServerError."""
         rid = self.send_frame(op, meta, data)
-        _op, got, status, rmeta, rdata = self.recv_frame()
+        _op, got, status, rmeta, rdata = self.recv_frame(into)
         if got != rid:
             raise ConnectionError("reply %d to request %d" % (got, rid))
         if status != 0:
@@ -174,12 +177,17 @@ class Client:
         arr = np.ascontiguousarray(values, dtype=_NP[dtype])
         self.request(OP["write"], struct.pack("<IQ", tid, offset), arr.data)
 
-    def read(self, tid, offset=0, n_elem=None):
+    def read(self, tid, offset=0, n_elem=None, out=None):
+        """-> a numpy array; `out` (a contiguous array of the dtype) receives the
+        elements in place, without a new buffer."""
         n, dtype = self.tensors[tid]
         if n_elem is None:
-            n_elem = n - offset
-        _, data = self.request(OP["read"], struct.pack("<IQQ", tid, offset, n_elem))
-        return np.frombuffer(data, dtype=_NP[dtype])
+            n_elem = n - offset if out is None else out.size
+        if out is not None and (out.dtype != _NP[dtype] or out.size != n_elem
+                                or not out.flags.c_contiguous):
+            raise ValueError("out must be a contiguous %s array of %d elements" % (dtype, n_elem))
+        _, data = self.request(OP["read"], struct.pack("<IQQ", tid, offset, n_elem), into=out)
+        return out if out is not None else np.frombuffer(data, dtype=_NP[dtype])
 
     def _collective(self, op, meta, dtype):
         rmeta, data = self.request(op, meta)

@@ -124,6 +124,15 @@ def case_collectives():
             b = c.alloc(n, "bf16")
             c.write(b, bf16_from_f32((np.arange(n) % 7 + r).astype(np.float32)))
             out["bf16"] = c.all_reduce(group, b, algorithm="ring_rs_ag_allreduce")
+            # large frames twice: read in place, buffers reused on both sides
+            big = c.alloc(1 << 18, "f32")
+            got = np.empty(1 << 18, np.float32)
+            for k in (1, 2):
+                want = np.arange(1 << 18, dtype=np.float32) * k + r
+                c.write(big, want)
+                check(np.array_equal(c.read(big, out=got), want) and
+                      np.array_equal(got, want), "1 MiB write and read, pass %d" % k)
+            check(np.array_equal(c.read(big, 5, 3), np.array([5, 6, 7]) * 2 + r), "a slice")
             out["barrier"] = c.barrier(group)
             out["now"] = c.now()
             out["run"] = c.run()
