@@ -124,6 +124,13 @@ def case_collectives():
             b = c.alloc(n, "bf16")
             c.write(b, bf16_from_f32((np.arange(n) % 7 + r).astype(np.float32)))
             out["bf16"] = c.all_reduce(group, b, algorithm="ring_rs_ag_allreduce")
+            # max and min through the other algorithms that take an op; not lrab or mesh
+            c.write(t, ins[r])
+            out["tree_max"] = c.all_reduce(group, t, op="max", algorithm="tree_allreduce")
+            c.write(t, ins[r])
+            out["rsag_min"] = c.all_reduce(group, t, op="min", algorithm="ring_rs_ag_allreduce")
+            out["mesh_max"] = error_of(lambda: c.all_reduce(group, t, op="max",
+                                                            algorithm="mesh_allreduce"))
             # large frames twice: read in place, buffers reused on both sides
             big = c.alloc(1 << 18, "f32")
             got = np.empty(1 << 18, np.float32)
@@ -148,13 +155,18 @@ def case_collectives():
         check(np.array_equal(res[r]["f16"].data, f16), "f16 all_reduce")
         bf = sum((np.arange(n) % 7 + q) for q in range(N)).astype(np.float32)
         check(np.array_equal(bf16_to_f32(res[r]["bf16"].data), bf), "bf16 all_reduce")
+        check(np.array_equal(res[r]["tree_max"].data, ins[N - 1]), "tree_allreduce max")
+        check(np.array_equal(res[r]["rsag_min"].data, ins[0]), "ring_rs_ag_allreduce min")
+        e = res[r]["mesh_max"]
+        check(e.status == "bad_argument" and "'mesh_allreduce' reduces with sum only, not 'max'"
+              in e.message, str(e))
         check(res[r]["barrier"].end_ns > res[r]["barrier"].start_ns > 0, "barrier times")
         check(res[r]["max"].start_ns >= res[r]["sum"].end_ns, "collectives run in order")
     same_times({r: res[r]["sum"] for r in range(N)}, reference("all_reduce", N, n,
                "ring_allreduce"), "all_reduce")
     with Client(srv.address) as obs:
         st = obs.stats()
-        check(st["collectives_done"] == 7 * 1 and st["simulating"] == 0, "stats %r" % st)
+        check(st["collectives_done"] == 9 and st["simulating"] == 0, "stats %r" % st)
         check(obs.now()[0] == st["now_ns"] > 0, "now")
     srv.stop()
 
