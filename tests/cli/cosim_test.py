@@ -246,6 +246,14 @@ def case_errors():
     c.write(t, np.full(1024, 2.5, np.float32))
     check(np.array_equal(c.read(t, 0, 1024), np.full(1024, 2.5, np.float32)),
           "usable after a refused payload")
+    # a tensor allocated where a freed one was reads as zeros
+    old = c.alloc(300, "f32")
+    c.write(old, np.full(300, 7, np.float32))
+    c.free(old)
+    new = c.alloc(300, "f32")
+    check(not c.read(new).any(), "a new tensor is not zero")
+    e = error_of(lambda: c.request(OP["read"], struct.pack("<IQQ", old, 0, 1)))
+    check(e.status == "not_found", str(e))
     # arguments over their own limit, same
     st, msg = raw_reply(c, OP["ping"], b"x" * 70000)
     check(st == 4 and "bytes of arguments" in msg, "meta too large: %d %s" % (st, msg))
