@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | errors | disconnect | busy | tcp | stop. Prints "cosim_CASE ok" when every
+CASE: collectives | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import os
@@ -467,6 +467,35 @@ def case_stop():
             e = error_of(lambda: c.all_reduce(list(range(N)), t, algorithm="ring_allreduce"))
             return "%s: %s" % (e.status, e.message)
     res = on_ranks(N - 1, member)  # rank 3 never comes
+    out, err = srv.proc.communicate(timeout=120)
+    check(srv.proc.returncode == 0, "exit %d: %s" % (srv.proc.returncode, err))
+    check("stopped: interrupted (Ctrl-C)" in err, err)
+    check(not os.path.exists(srv.listen), "socket file left behind")
+    for r, v in res.items():
+        check(v == "stopping: all_reduce over ranks {0,1,2,3} failed: the server is stopping",
+              "rank %d: %s" % (r, v))
+
+
+def case_stop_running():
+    # Ctrl-C while a long collective is simulated: the run stops at its next
+    # batch, the members get "stopping", the server ends with status 0
+    srv = Server("-q")
+    N, n = 4, 1 << 20
+
+    def stop_when_running():
+        with Client(srv.address) as obs:
+            while not obs.stats()["simulating"]:
+                pass
+        srv.proc.send_signal(signal.SIGINT)
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            if r == 0:
+                threading.Thread(target=stop_when_running).start()
+            e = error_of(lambda: c.all_reduce(list(range(N)), t, algorithm="ring_allreduce"))
+            return "%s: %s" % (e.status, e.message)
+    res = on_ranks(N, member)
     out, err = srv.proc.communicate(timeout=120)
     check(srv.proc.returncode == 0, "exit %d: %s" % (srv.proc.returncode, err))
     check("stopped: interrupted (Ctrl-C)" in err, err)
