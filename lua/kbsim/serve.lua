@@ -680,9 +680,10 @@ function M.main(opts)
        timeout_ms = math.floor(timeout * 1000 + 0.5), quiet = kb.options.quiet,
        clients = {}, ranks = {}, pending = {}, ready = {}, barriers = {},
        waiting_idle = {}, orphans = {}, done = 0, wiring = {sys = sys, wired = {}}}
-  local srv, address = io_.open{listen = listen, allow_remote = opts.allow_remote,
-                                token = opts.token, max_payload = max_payload, sim = sim,
-                                handlers = H}
+  local ok, srv, address = pcall(io_.open, {listen = listen, allow_remote = opts.allow_remote,
+                                            token = opts.token, max_payload = max_payload,
+                                            sim = sim, handlers = H})
+  if not ok then error((tostring(srv):gsub("^[^:]*:%d+: ", "")), 0) end
   S.srv = srv
   io.stdout:write(("kbsim serve: listening on %s (protocol %d, %d ranks)\n")
     :format(address, M.VERSION, S.n_pes))

@@ -418,6 +418,21 @@ def case_tcp():
     refused(["--max-payload", "0"], "bad value '0' for '--max-payload'")
     refused(["extra.lua"], "'kbsim serve' takes no script or argument, got 'extra.lua'")
     refused(["--set", "sips.cuont=2"], "unknown key 'sips.cuont'")
+    # socket paths: one line without a script position; a live server's socket is
+    # not taken over, a stale one (a file left by a server that is gone) is
+    refused(["--listen", "/nonexistent/dir/s.sock"],
+            "kbsim serve: --listen '/nonexistent/dir/s.sock': ")
+    live = Server("-q")
+    refused(["--listen", live.listen], "--listen '%s': another server listens there"
+            % live.listen)
+    live.stop()
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(live.listen)
+    stale.close()
+    again = Server("-q", listen=live.listen)
+    with Client(again.address) as c:
+        c.ping()
+    again.stop()
 
 
 def case_busy():
