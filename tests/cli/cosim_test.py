@@ -45,7 +45,11 @@ class Server:
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)
-        out, err = self.proc.communicate(timeout=60)
+        return self.ended()
+
+    def ended(self):
+        """After Ctrl-C: status 0, the stop message, the socket file gone."""
+        out, err = self.proc.communicate(timeout=120)
         check(self.proc.returncode == 0, "server exit status %d: %s" % (self.proc.returncode, err))
         check("stopped: interrupted (Ctrl-C)" in err, "no clean stop message: %r" % err)
         check("internal error" not in err, "internal error: %s" % err)
@@ -465,6 +469,12 @@ def case_busy():
     srv.stop()
 
 
+def told_stopping(res):
+    for r, v in res.items():
+        check(v == "stopping: all_reduce over ranks {0,1,2,3} failed: the server is stopping",
+              "rank %d: %s" % (r, v))
+
+
 def case_stop():
     # Ctrl-C while members wait in a collective: they get an error, the
     # server ends with status 0 and removes its socket
@@ -482,13 +492,8 @@ def case_stop():
             e = error_of(lambda: c.all_reduce(list(range(N)), t, algorithm="ring_allreduce"))
             return "%s: %s" % (e.status, e.message)
     res = on_ranks(N - 1, member)  # rank 3 never comes
-    out, err = srv.proc.communicate(timeout=120)
-    check(srv.proc.returncode == 0, "exit %d: %s" % (srv.proc.returncode, err))
-    check("stopped: interrupted (Ctrl-C)" in err, err)
-    check(not os.path.exists(srv.listen), "socket file left behind")
-    for r, v in res.items():
-        check(v == "stopping: all_reduce over ranks {0,1,2,3} failed: the server is stopping",
-              "rank %d: %s" % (r, v))
+    srv.ended()
+    told_stopping(res)
 
 
 def case_stop_running():
@@ -511,13 +516,8 @@ def case_stop_running():
             e = error_of(lambda: c.all_reduce(list(range(N)), t, algorithm="ring_allreduce"))
             return "%s: %s" % (e.status, e.message)
     res = on_ranks(N, member)
-    out, err = srv.proc.communicate(timeout=120)
-    check(srv.proc.returncode == 0, "exit %d: %s" % (srv.proc.returncode, err))
-    check("stopped: interrupted (Ctrl-C)" in err, err)
-    check(not os.path.exists(srv.listen), "socket file left behind")
-    for r, v in res.items():
-        check(v == "stopping: all_reduce over ranks {0,1,2,3} failed: the server is stopping",
-              "rank %d: %s" % (r, v))
+    srv.ended()
+    told_stopping(res)
 
 
 globals()["case_" + CASE]()
