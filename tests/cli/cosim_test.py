@@ -4,6 +4,7 @@
 CASE: collectives | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
+import atexit
 import os
 import signal
 import socket
@@ -28,6 +29,18 @@ def check(cond, what):
         raise AssertionError(what)
 
 
+RUNNING = []
+
+
+@atexit.register
+def _kill_servers():
+    # a failed check must not leave a server behind
+    for proc in RUNNING:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 class Server:
     """`kbsim serve` on a fresh socket; stop() sends Ctrl-C and checks a clean end."""
 
@@ -37,6 +50,7 @@ class Server:
         self.proc = subprocess.Popen([KBSIM, "serve", "--listen", self.listen, *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      cwd=WORKDIR, text=True)
+        RUNNING.append(self.proc)
         line = self.proc.stdout.readline()
         if "listening on" not in line:
             self.proc.wait(timeout=30)
