@@ -20,7 +20,7 @@ M.VERSION = 1
 M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
-  run = 11, now = 12, stats = 13,
+  run = 11, now = 12, stats = 13, reduce_scatter = 14,
 }
 
 M.STATUS = {
@@ -260,7 +260,7 @@ end
 --------------------------------------------------------------------------
 -- Collectives: rendezvous, checks, the run
 
-local fail_instance
+local fail_instance, elements_per_rank
 
 -- What every member must agree on, and how to say it.
 local function signature(kind, p, t)
@@ -296,11 +296,17 @@ local function issue(c, op, id, kind, p)
   local t = p.tid and tensor_of(c, p.tid)
   local out = p.out and tensor_of(c, p.out)
   if out and out.dtype ~= t.dtype then
-    refuse("bad_dtype", "all_gather: output tensor is %s, input %s", out.dtype, t.dtype)
+    refuse("bad_dtype", "%s: output tensor is %s, input %s", kind, out.dtype, t.dtype)
   end
-  if out and out.n < #p.group * t.n then
+  local N = #p.group
+  if kind == "all_gather" and out.n < N * t.n then
     refuse("bad_argument", "all_gather: the output holds %d elements, %d ranks x %d need %d",
-      out.n, #p.group, t.n, #p.group * t.n)
+      out.n, N, t.n, N * t.n)
+  end
+  if kind == "reduce_scatter" and (t.n % N ~= 0 or out.n < t.n // N) then
+    refuse("bad_argument", "reduce_scatter: an input of %d elements over %d ranks needs a "
+      .. "multiple of %d and an output of %d; the output holds %d", t.n, N, N,
+      t.n // N, out.n)
   end
   local gk = group_key(p.group)
   local seq = (c.seq[gk] or 0) + 1
@@ -392,7 +398,15 @@ local function scale_kernel(a, t)
 end
 tl.name(scale_kernel, "avg_scale")
 
--- Launches the kernels of inst; returns the launches to wait for.
+-- The n_elem of the algorithm's args: a rank's input, or its share of
+-- it (reduce_scatter).
+function elements_per_rank(inst)
+  local t = inst.members[inst.group[1]].t
+  if not t then return 0 end
+  return inst.kind == "reduce_scatter" and t.n // #inst.group or t.n
+end
+
+-- Launches the kernels of inst; returns the launch and the output view.
 local function launch(inst)
   local p, kind = inst.p, inst.kind
   local algo = pick(kind, p.algorithm, inst.group)
@@ -400,7 +414,7 @@ local function launch(inst)
   local t = any.t
   local o = {dtype = t and t.dtype or "f32", topology = S.topology,
              buffer_kind = S.cfg.buffer_kind, backpressure = S.cfg.backpressure}
-  if kind == "all_reduce" then o.op = p.op == "avg" and "sum" or p.op end
+  if p.op then o.op = p.op == "avg" and "sum" or p.op end
   if kind == "broadcast" then
     for i, r in ipairs(inst.group) do if r == p.src then o.src = i - 1 end end
   end
@@ -410,13 +424,13 @@ local function launch(inst)
     b.epoch = b.epoch + 1
     o.epoch, o.state = b.epoch, b.state
   end
-  local ok, a = pcall(algo.args, #inst.group, t and t.n or 0, o)
+  local ok, a = pcall(algo.args, #inst.group, elements_per_rank(inst), o)
   if not ok then refuse("bad_argument", "%s", tostring(a)) end
   local ok2, err = pcall(torch.wire_once, S.wiring, algo, inst.group, a)
   if not ok2 then refuse("bad_argument", "%s", tostring(err)) end
   local input = tensor_view(inst, "t")
-  local output = kind == "all_gather" and tensor_view(inst, "out") or input
-  return tl.launch(S.sys, inst.group, algo.kernel, a, input, output), input
+  local output = inst.members[inst.group[1]].out and tensor_view(inst, "out") or input
+  return tl.launch(S.sys, inst.group, algo.kernel, a, input, output), output
 end
 
 local STOPPING = "the server is stopping"
@@ -453,10 +467,9 @@ local function run_instance(inst)
     local run, view = launch(inst)
     local runs = {run}
     local sim_ok, msg = simulate()
-    if sim_ok and not inst.failed and inst.kind == "all_reduce" and inst.p.op == "avg" then
-      local n = #inst.group
+    if sim_ok and not inst.failed and inst.p.op == "avg" then
       runs[2] = tl.launch(S.sys, inst.group, scale_kernel,
-        {n = inst.members[inst.group[1]].t.n, factor = 1 / n}, view)
+        {n = elements_per_rank(inst), factor = 1 / #inst.group}, view)
       sim_ok, msg = simulate()
     end
     if not sim_ok then refuse(msg == STOPPING and "stopping" or "sim_error", "%s", msg) end
@@ -477,15 +490,17 @@ local function run_instance(inst)
   reply_results(inst, runs)
 end
 
+local REDUCTIONS = {sum = true, max = true, min = true, avg = true}
+
 local function parse_collective(kind, r)
   local p = {group = r:group()}
   if kind == "all_reduce" then
     p.tid, p.op, p.algorithm, p.flags = r:int("I4"), r:str(), r:str(), r:int("B")
-    if p.op ~= "sum" and p.op ~= "max" and p.op ~= "min" and p.op ~= "avg" then
-      refuse("bad_argument", "all_reduce: unknown op '%s' (sum, max, min, avg)", p.op)
-    end
   elseif kind == "all_gather" then
     p.tid, p.out, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
+  elseif kind == "reduce_scatter" then
+    p.tid, p.out, p.op = r:int("I4"), r:int("I4"), r:str()
+    p.algorithm, p.flags = r:str(), r:int("B")
   elseif kind == "broadcast" then
     p.tid, p.src, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
     local inside = false
@@ -498,10 +513,13 @@ local function parse_collective(kind, r)
     p.algorithm, p.flags = r:str(), 0
   end
   r:done()
+  if p.op and not REDUCTIONS[p.op] then
+    refuse("bad_argument", "%s: unknown op '%s' (sum, max, min, avg)", kind, p.op)
+  end
   return p
 end
 
-for _, kind in ipairs{"all_reduce", "all_gather", "broadcast", "barrier"} do
+for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"} do
   handle[kind] = function(c, r, _, op, id)
     issue(c, op, id, kind, parse_collective(kind, r))
     return nil -- answered once every member has issued it and it has run

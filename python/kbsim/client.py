@@ -22,7 +22,7 @@ NO_RANK = 0xFFFFFFFF
 FLAG_RETURN_DATA = 1
 
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
-          broadcast=9, barrier=10, run=11, now=12, stats=13)
+          broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
               stopping=11)
@@ -189,29 +189,35 @@ class Client:
         _, data = self.request(OP["read"], struct.pack("<IQQ", tid, offset, n_elem), into=out)
         return out if out is not None else np.frombuffer(data, dtype=_NP[dtype])
 
-    def _collective(self, op, meta, dtype):
-        rmeta, data = self.request(op, meta)
+    def _collective(self, name, group, fields, tid, return_data=True, flags=True):
+        """One collective: the group, its own fields, the flags byte; the reply's
+        times and (if asked) the data of tensor tid."""
+        meta = _group(group) + fields
+        if flags:
+            meta += struct.pack("<B", FLAG_RETURN_DATA if return_data else 0)
+        rmeta, data = self.request(OP[name], meta)
         start, end, lat = struct.unpack("<ddd", rmeta)
-        arr = np.frombuffer(data, dtype=_NP[dtype]) if data else None
+        arr = np.frombuffer(data, dtype=_NP[self.tensors[tid][1]]) if data else None
         return Result(start, end, lat, arr)
 
     def all_reduce(self, group, tid, op="sum", algorithm="", return_data=True):
-        meta = (_group(group) + struct.pack("<I", tid) + _s2(op) + _s2(algorithm)
-                + struct.pack("<B", FLAG_RETURN_DATA if return_data else 0))
-        return self._collective(OP["all_reduce"], meta, self.tensors[tid][1])
+        return self._collective("all_reduce", group, struct.pack("<I", tid) + _s2(op)
+                                + _s2(algorithm), tid, return_data)
 
     def all_gather(self, group, in_tid, out_tid, algorithm="", return_data=True):
-        meta = (_group(group) + struct.pack("<II", in_tid, out_tid) + _s2(algorithm)
-                + struct.pack("<B", FLAG_RETURN_DATA if return_data else 0))
-        return self._collective(OP["all_gather"], meta, self.tensors[out_tid][1])
+        return self._collective("all_gather", group, struct.pack("<II", in_tid, out_tid)
+                                + _s2(algorithm), out_tid, return_data)
+
+    def reduce_scatter(self, group, in_tid, out_tid, op="sum", algorithm="", return_data=True):
+        return self._collective("reduce_scatter", group, struct.pack("<II", in_tid, out_tid)
+                                + _s2(op) + _s2(algorithm), out_tid, return_data)
 
     def broadcast(self, group, tid, src, algorithm="", return_data=True):
-        meta = (_group(group) + struct.pack("<II", tid, src) + _s2(algorithm)
-                + struct.pack("<B", FLAG_RETURN_DATA if return_data else 0))
-        return self._collective(OP["broadcast"], meta, self.tensors[tid][1])
+        return self._collective("broadcast", group, struct.pack("<II", tid, src)
+                                + _s2(algorithm), tid, return_data)
 
     def barrier(self, group, algorithm=""):
-        return self._collective(OP["barrier"], _group(group) + _s2(algorithm), "f32")
+        return self._collective("barrier", group, _s2(algorithm), None, flags=False)
 
     def run(self):
         """Waits until no collective is ready or running; -> simulated now, ns."""

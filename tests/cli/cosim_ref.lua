@@ -1,6 +1,6 @@
 -- cosim_ref.lua — the collective tests/cli/cosim_test.py runs through `kbsim serve`,
 -- run here in one process with kbsim.torch: its simulated times are the reference.
---   kbsim cosim_ref.lua collective=all_reduce|all_gather|broadcast ranks=N n=ELEMS
+--   kbsim cosim_ref.lua collective=all_reduce|all_gather|reduce_scatter|broadcast ranks=N n=ELEMS
 --                       algorithm=NAME dtype=f32 [src=RANK]
 local tl = require("kbsim.tl")
 local a = {}
@@ -19,6 +19,9 @@ for r = 0, N - 1 do t:shard_write_vec(r, tl.vec_affine(n, 1, r)) end
 local rep
 if a.collective == "all_reduce" then
   rep = torch.distributed.all_reduce(t, {algorithm = algo})
+elseif a.collective == "reduce_scatter" then
+  local out = torch.zeros({n // N}, {dtype = dt, placement = "replicate"})
+  rep = torch.distributed.reduce_scatter(out, t, {algorithm = algo})
 elseif a.collective == "all_gather" then
   local out = torch.zeros({N * n}, {dtype = dt, placement = "replicate"})
   rep = torch.distributed.all_gather(out, t, {algorithm = algo})

@@ -207,6 +207,27 @@ def case_collectives():
 
     srv = Server("-q")
 
+    def step_rs(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(N * C)
+            o = c.alloc(C)
+            c.write(t, inputs(r, N * C))
+            first = c.reduce_scatter(group, t, o, algorithm="reduce_scatter")
+            c.write(t, inputs(r, N * C))
+            return first, c.reduce_scatter(group, t, o, op="max", algorithm="reduce_scatter")
+    res = on_ranks(N, step_rs)
+    total = sum(inputs(q, N * C) for q in range(N))
+    for r in range(N):
+        check(np.array_equal(res[r][0].data, total[r * C:(r + 1) * C]),
+              "reduce_scatter values on rank %d" % r)
+        check(np.array_equal(res[r][1].data, inputs(N - 1, N * C)[r * C:(r + 1) * C]),
+              "reduce_scatter max on rank %d" % r)
+    same_times({r: res[r][0] for r in range(N)},
+               reference("reduce_scatter", N, N * C, "reduce_scatter"), "reduce_scatter")
+    srv.stop()
+
+    srv = Server("-q")
+
     def step3(r):
         with Client(srv.address, rank=r) as c:
             t = c.alloc(C)
