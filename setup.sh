@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-packages=(gcc cmake make pkg-config liblua5.4-dev libuv1-dev libyaml-dev gnuplot-nox valgrind)
+packages=(gcc cmake make pkg-config liblua5.4-dev libuv1-dev libyaml-dev gnuplot-nox valgrind python3
+  python3-numpy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

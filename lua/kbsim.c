@@ -11,6 +11,7 @@
 #include <lualib.h>
 
 #include "lkbsim.h"
+#include "lserve.h"
 #include "lsweep.h"
 #include "ltrace.h"
 
@@ -22,6 +23,7 @@ enum { EXIT_CHECK = 1, EXIT_USAGE = 2 };
 
 static const char usage_text[] =
     "usage: kbsim [options] SCRIPT.lua [key=value ...]\n"
+    "       kbsim serve [options]   (a co-simulation server: docs/cosim.md)\n"
     "Runs a kbsim scenario script (Lua 5.4); 'kbsim SCRIPT.lua --help' lists\n"
     "the script's own key=value parameters.\n"
     "\n"
@@ -46,6 +48,14 @@ static const char usage_text[] =
     "  -q, --quiet          no progress output\n"
     "  --version            print the version and exit\n"
     "  -h, --help           print this help and exit\n"
+    "\n"
+    "kbsim serve options (besides -o, -q, --set, --topology):\n"
+    "  --listen ADDR        a Unix socket path (default OUT/kbsim.sock, mode 0600)\n"
+    "                       or 127.0.0.1:PORT (TCP on loopback; port 0: any)\n"
+    "  --allow-remote       with --token: TCP on an address other hosts reach\n"
+    "  --token TOKEN        clients' hello must carry TOKEN\n"
+    "  --max-payload BYTES  largest frame payload (default 268435456)\n"
+    "  --timeout SECONDS    how long a collective waits for its members (default 60)\n"
     "\n"
     "exit status: 0 success, 1 a check or a sweep point failed, 2 usage,\n"
     "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
@@ -192,6 +202,46 @@ static void set_arg(lua_State *L, int argc, char **argv, int script)
     lua_setglobal(L, "arg");
 }
 
+/* A Lua state with the kbsim module preloaded with opt, or NULL. */
+static lua_State *new_state(const struct kb_options *opt)
+{
+    lua_State *L = luaL_newstate();
+    if (L == NULL) {
+        fputs("kbsim: cannot create a Lua state (out of memory)\n", stderr);
+        return NULL;
+    }
+    /* Lua leaves the main thread's extra space uninitialised; the kbsim
+     * module keeps its state pointer there (see getstate in lkbsim.c). */
+    memset(lua_getextraspace(L), 0, LUA_EXTRASPACE);
+    luaL_openlibs(L);
+    add_lua_path(L);
+    kb_preload(L, opt);
+    return L;
+}
+
+/* kbsim serve [options]: no script; the output folder defaults to
+ * out/serve (the default socket lives there). */
+static int serve_main(struct kb_options *opt, const struct kb_serve_options *serve,
+                      const char *extra)
+{
+    if (extra != NULL)
+        usage_error("'kbsim serve' takes no script or argument, got '%s'", extra);
+    if (opt->trace)
+        usage_error("%s", "--trace is not available with 'kbsim serve' yet");
+    if (kb_check_config(opt) != 0) {
+        free((void *)opt->set);
+        return EXIT_USAGE;
+    }
+    if (opt->out == NULL)
+        opt->out = "out/serve";
+    lua_State *L = new_state(opt);
+    int status = L ? kb_serve(L, serve) : EXIT_USAGE;
+    if (L)
+        lua_close(L);
+    free((void *)opt->set);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     struct kb_options opt = {.jobs = 0};
@@ -202,8 +252,10 @@ int main(int argc, char **argv)
     }
     opt.set = set;
 
+    struct kb_serve_options serve = {0};
+    bool serving = argc > 1 && strcmp(argv[1], "serve") == 0;
     int i;
-    for (i = 1; i < argc; i++) {
+    for (i = serving ? 2 : 1; i < argc; i++) {
         char *a = argv[i];
         if (a[0] != '-' || a[1] == '\0')
             break;
@@ -255,6 +307,16 @@ int main(int argc, char **argv)
             opt.fast = flag = true;
         } else if (strcmp(name, "-q") == 0 || strcmp(name, "--quiet") == 0) {
             opt.quiet = flag = true;
+        } else if (serving && strcmp(name, "--listen") == 0) {
+            serve.listen = optvalue(argc, argv, &i, name, attached);
+        } else if (serving && strcmp(name, "--token") == 0) {
+            serve.token = optvalue(argc, argv, &i, name, attached);
+        } else if (serving && strcmp(name, "--max-payload") == 0) {
+            serve.max_payload = optvalue(argc, argv, &i, name, attached);
+        } else if (serving && strcmp(name, "--timeout") == 0) {
+            serve.timeout = optvalue(argc, argv, &i, name, attached);
+        } else if (serving && strcmp(name, "--allow-remote") == 0) {
+            serve.allow_remote = flag = true;
         } else if (strcmp(name, "--version") == 0) {
             printf("kbsim %s\n", KBSIM_VERSION);
             free(set);
@@ -269,6 +331,8 @@ int main(int argc, char **argv)
         if (flag && attached != NULL)
             usage_error("option '%s' takes no value", name);
     }
+    if (serving)
+        return serve_main(&opt, &serve, i < argc ? argv[i] : NULL);
     if (i >= argc)
         usage_error("%s", "no script given");
     if (opt.trace_point && opt.trace == NULL)
@@ -303,19 +367,12 @@ int main(int argc, char **argv)
         opt.jobs = n > 0 ? (int)n : 1;
     }
 
-    lua_State *L = luaL_newstate();
+    lua_State *L = new_state(&opt);
     if (L == NULL) {
-        fputs("kbsim: cannot create a Lua state (out of memory)\n", stderr);
         free(out);
         free(set);
         return EXIT_USAGE;
     }
-    /* Lua leaves the main thread's extra space uninitialised; the kbsim
-     * module keeps its state pointer there (see getstate in lkbsim.c). */
-    memset(lua_getextraspace(L), 0, LUA_EXTRASPACE);
-    luaL_openlibs(L);
-    add_lua_path(L);
-    kb_preload(L, &opt);
     set_arg(L, argc, argv, i);
 
     int status = 0;

@@ -36,6 +36,7 @@
 #include "lsweep.h"
 #include "ltrace.h"
 #include "sim.h"
+#include "sim_uv.h"
 
 #define KB_SIM "kbsim.sim"
 #define KB_PROC "kbsim.proc"
@@ -872,18 +873,20 @@ static int sim_tostring(lua_State *L)
     return 1;
 }
 
-/* sim:run([until_ns]) -> "done" | "until" | "stopped" */
-static int sim_run_l(lua_State *L)
+/* Runs o as sim:run does: to `until` in one call (loop NULL), or in
+ * batches of `batch` activations from sim_run_uv on `loop`, which serves
+ * the loop's other handles between batches. Pushes "done" | "until" |
+ * "stopped" or raises the failing process's message. */
+static int run_sim(lua_State *L, struct lsim *o, sim_time until, uv_loop_t *loop,
+                   uint64_t batch)
 {
-    struct lsim *o = checksim(L, 1);
-    sim_time until = lua_isnoneornil(L, 2) ? SIM_FOREVER : checktime(L, 2);
     if (o->running)
         return luaL_error(L, "simulation is already running");
     struct kb_state *st = o->st;
     o->outer = st->running;
     st->running = o;
     o->running = true;
-    int rc = sim_run(o->s, until);
+    int rc = loop ? sim_run_uv(o->s, loop, until, batch, 0) : sim_run(o->s, until);
     st->running = o->outer;
     o->running = false;
     o->outer = NULL;
@@ -901,6 +904,19 @@ static int sim_run_l(lua_State *L)
         return lua_error(L);
     }
     return luaL_error(L, "%s", sim_errmsg(o->s));
+}
+
+/* sim:run([until_ns]) -> "done" | "until" | "stopped" */
+static int sim_run_l(lua_State *L)
+{
+    struct lsim *o = checksim(L, 1);
+    sim_time until = lua_isnoneornil(L, 2) ? SIM_FOREVER : checktime(L, 2);
+    return run_sim(L, o, until, NULL, 0);
+}
+
+int kb_sim_run_uv(lua_State *L, int i, uv_loop_t *loop, uint64_t batch)
+{
+    return run_sim(L, checksim(L, i), SIM_FOREVER, loop, batch);
 }
 
 static int sim_stop_l(lua_State *L)

@@ -325,6 +325,9 @@ local function wire_once(T, algo, ranks, a)
   tl.wire = raw
   if not ok then error(err, 0) end
 end
+-- T: {sys = a system, wired = {}} kept across calls (kbsim serve wires
+-- its collectives through it too).
+M.wire_once = wire_once
 
 -- Launches algo on ranks with args a, runs the simulation, and returns
 -- latency and per-rank times.

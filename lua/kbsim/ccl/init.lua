@@ -76,6 +76,22 @@ function M.find(name, where)
   return nil, msg
 end
 
+-- The reduction of all_reduce kernels that take opts.op: x + y for "sum"
+-- (and nil), elementwise tl.maximum / tl.minimum for "max" / "min", on
+-- PE_MATH as the sum is.
+local COMBINE = {
+  sum = function(x, y) return x + y end,
+  max = function(x, y) return require("kbsim.tl").maximum(x, y) end,
+  min = function(x, y) return require("kbsim.tl").minimum(x, y) end,
+}
+function M.combine(op, x, y)
+  local f = COMBINE[op or "sum"]
+  if not f then
+    error(("unknown reduction '%s' (sum, max, min)"):format(tostring(op)), 0)
+  end
+  return f(x, y)
+end
+
 -- As find, raising the message.
 function M.get(name, where)
   local algo, msg = M.find(name, where)

@@ -8,6 +8,9 @@ local function args(world_size, n_elem, opts)
   if world_size ~= 4 then
     error(("'mesh_allreduce' needs 4 ranks (a 2x2 mesh), got %d"):format(world_size), 0)
   end
+  if opts.op ~= nil and opts.op ~= "sum" then
+    error(("'mesh_allreduce' reduces with sum only, not '%s'"):format(tostring(opts.op)), 0)
+  end
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
 end
 

@@ -4,9 +4,10 @@
 -- of chunk r-s-1 east and adds the west neighbour's partial chunk r-s-2
 -- to this rank's own; after N-1 steps chunk r is complete here.
 local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
-  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, op = opts.op}
 end
 
 -- A one-way ring: rank i's E sends into rank i+1's W.
@@ -24,7 +25,7 @@ local function kernel(a, input, output)
     tl.free(part) -- the ring holds its own copy
     local mine = tl.load(input, inc * C, C)
     local got = tl.wait(f)
-    part = mine + got
+    part = ccl.combine(a.op, mine, got)
     tl.free(mine, got)
   end
   tl.store(output, 0, part)

@@ -4,9 +4,10 @@
 -- neighbour's: acc += recv, current = recv. After N-1 rounds every PE has
 -- added every other PE's input once.
 local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
-  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, op = opts.op}
 end
 
 -- A one-way ring: rank i's E sends into rank i+1's W.
@@ -27,7 +28,7 @@ local function kernel(a, input, output)
     -- tile returned at once, the working set stays at three tiles
     if cur ~= acc then tl.free(cur) end
     local r = tl.wait(f)
-    local sum = acc + r
+    local sum = ccl.combine(a.op, acc, r)
     tl.free(acc)
     acc, cur = sum, r
   end

@@ -4,13 +4,14 @@
 -- with the full sum of chunk r; N-1 all-gather steps pass the sums round.
 -- Each of the 2(N-1) steps moves S/N bytes per PE.
 local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
   if n_elem < world_size then
     error(("'ring_rs_ag_allreduce' needs at least one element per rank: n_elem %d < world size %d")
       :format(n_elem, world_size), 0)
   end
-  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, op = opts.op}
 end
 
 -- A one-way ring: rank i's E sends into rank i+1's W.
@@ -36,7 +37,7 @@ local function kernel(a, input, output)
     tl.free(ch[out])
     ch[out] = nil
     local got = tl.wait(f)
-    local sum = ch[inc] + got
+    local sum = ccl.combine(a.op, ch[inc], got)
     tl.free(ch[inc], got)
     ch[inc] = sum
   end

@@ -2,9 +2,10 @@
 --
 -- Launch index r has children 2r+1 and 2r+2 and parent (r-1)//2.
 local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
-  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, op = opts.op}
 end
 
 -- Parent and child talk both ways on one name per side: the child's
@@ -29,7 +30,7 @@ local function kernel(a, input, output)
   -- set stays at three tiles
   local function add(f)
     local got = tl.wait(f)
-    local sum = acc + got
+    local sum = ccl.combine(a.op, acc, got)
     tl.free(acc, got)
     acc = sum
   end

@@ -1,0 +1,713 @@
+-- kbsim/serve.lua — `kbsim serve`: what the co-simulation protocol's frames mean
+--
+-- lua/lserve.c reads whole frames off the sockets and calls frame(),
+-- closed(), tick() and pump() here. One machine (the usual configs,
+-- --topology, --set) is served to clients that each claim a rank (a PE).
+-- Tensors live in that PE's memory. A collective is issued by every member
+-- of its group (NCCL's rule); the last one to issue it makes it ready, and
+-- pump() runs it on the simulated fabric with the members' real data while
+-- the loop keeps answering. The protocol is docs/cosim.md.
+local kb = require("kbsim")
+local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
+local torch = require("kbsim.torch")
+local io_ = require("kbsim.serve_io")
+
+local M = {}
+
+M.VERSION = 1
+
+M.OP = {
+  hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
+  all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
+  run = 11, now = 12, stats = 13, reduce_scatter = 14,
+}
+
+M.STATUS = {
+  ok = 0, malformed = 1, unknown_op = 2, version = 3, too_large = 4, bad_dtype = 5,
+  refused = 6, not_found = 7, bad_argument = 8, collective_failed = 9, sim_error = 10,
+  stopping = 11,
+}
+
+local ESIZE = {f32 = 4, f16 = 2, bf16 = 2}
+local NO_RANK = 0xFFFFFFFF
+local FLAG_RETURN_DATA = 1
+
+-- A request's failure: the status and message its error reply carries.
+local Refusal = {}
+Refusal.__index = Refusal
+local function refuse(status, fmt, ...)
+  error(setmetatable({status = M.STATUS[status], msg = fmt:format(...)}, Refusal), 0)
+end
+
+--------------------------------------------------------------------------
+-- Arguments: fixed layouts read with string.unpack (docs/cosim.md)
+
+local Reader = {}
+Reader.__index = Reader
+
+local function reader(meta, what)
+  return setmetatable({s = meta, pos = 1, what = what}, Reader)
+end
+
+-- The next field of format `fmt` ("I4", "I8", "B"; "s2": a u16-prefixed
+-- string).
+function Reader:field(fmt)
+  local ok, v, pos = pcall(string.unpack, "<" .. fmt, self.s, self.pos)
+  if not ok then
+    refuse("malformed", "malformed %s arguments: %d bytes end too soon", self.what, #self.s)
+  end
+  self.pos = pos
+  return v
+end
+
+function Reader:str() return self:field("s2") end
+function Reader:int(fmt) return self:field(fmt) end
+
+-- A group: u32 count, then that many u32 ranks.
+function Reader:group()
+  local n = self:int("I4")
+  if n < 1 or n > 65536 then
+    refuse("malformed", "malformed %s arguments: a group of %d ranks", self.what, n)
+  end
+  local g = {}
+  for i = 1, n do g[i] = self:int("I4") end
+  return g
+end
+
+function Reader:done()
+  if self.pos ~= #self.s + 1 then
+    refuse("malformed", "malformed %s arguments: %d bytes, %d expected", self.what, #self.s,
+      self.pos - 1)
+  end
+end
+
+--------------------------------------------------------------------------
+-- The server state
+
+local S -- set by main()
+
+-- data: bytes, or {t = a tensor, addr =, n = bytes} sent straight from
+-- its PE memory.
+local function send(c, op, id, status, meta, data)
+  if type(data) == "table" then
+    S.srv:send_mem(c.id, M.VERSION, op, id, status, meta or "", S.sys, data.t.rank, data.addr,
+      data.n, data.t.kind)
+  else
+    S.srv:send(c.id, M.VERSION, op, id, status, meta or "", data)
+  end
+end
+
+local function reply_error(c, op, id, status, msg)
+  if #msg > 65535 then msg = msg:sub(1, 65535) end
+  send(c, op, id, status, string.pack("<s2", msg))
+end
+
+local function group_text(g)
+  return "{" .. table.concat(g, ",") .. "}"
+end
+
+local function log(fmt, ...)
+  if not S.quiet then
+    io.stderr:write(("kbsim serve: " .. fmt .. "\n"):format(...))
+  end
+end
+
+-- The tensor `tid` of client c.
+local function tensor_of(c, tid)
+  local t = c.tensors[tid]
+  if not t then refuse("not_found", "rank %d has no tensor %d", c.rank, tid) end
+  return t
+end
+
+local function check_dtype(dt)
+  if not ESIZE[dt] then refuse("bad_dtype", "unknown dtype '%s' (f32, f16, bf16)", dt) end
+  return dt
+end
+
+--------------------------------------------------------------------------
+-- Requests that answer at once
+
+local handle = {}
+
+function handle.hello(c, r)
+  local rank, token = r:int("I4"), r:str()
+  r:done()
+  if S.token and token ~= S.token then
+    refuse("refused", "hello refused: wrong or missing token")
+  end
+  if rank ~= NO_RANK then
+    if rank >= S.n_pes then
+      refuse("bad_argument", "no rank %d: the machine has ranks 0..%d", rank, S.n_pes - 1)
+    end
+    local owner = S.ranks[rank]
+    if owner and owner ~= c then
+      refuse("refused", "rank %d is already claimed by another client", rank)
+    end
+    if c.rank and c.rank ~= rank then
+      refuse("refused", "this client already is rank %d", c.rank)
+    end
+    S.ranks[rank], c.rank = c, rank
+  end
+  c.hello = true
+  return string.pack("<I2I4I4I8", M.VERSION, rank, S.n_pes, S.max_payload)
+end
+
+function handle.ping(_, r)
+  r:done()
+  return ""
+end
+
+local function my_rank(c)
+  if not c.rank then refuse("refused", "this client claimed no rank (hello with a rank first)") end
+  return c.rank
+end
+
+function handle.alloc(c, r)
+  local n, dt, mem = r:int("I8"), r:str(), r:str()
+  r:done()
+  local rank = my_rank(c)
+  check_dtype(dt)
+  if n < 1 then refuse("bad_argument", "alloc: %d elements", n) end
+  if mem == "" then mem = S.sys:pe(rank).hbm and "hbm" or "tcm" end
+  if mem ~= "hbm" and mem ~= "tcm" and mem ~= "sram" then
+    refuse("bad_argument", "alloc: unknown memory '%s' (hbm, tcm, sram)", mem)
+  end
+  local ok, addr = pcall(tl.alloc, S.sys, rank, mem, n * ESIZE[dt])
+  if not ok then refuse("bad_argument", "alloc: %s", tostring(addr)) end
+  -- a fresh tensor reads as zeros, whatever the block held before; written
+  -- a bounded piece at a time (a tensor may be as large as an HBM)
+  local bytes = n * ESIZE[dt]
+  local piece = string.rep("\0", math.min(bytes, 1 << 20))
+  for off = 0, bytes - 1, #piece do
+    io_.mem_write(S.sys, rank, addr + off, #piece <= bytes - off and piece
+      or piece:sub(1, bytes - off), mem)
+  end
+  c.next_tid = c.next_tid + 1
+  c.tensors[c.next_tid] = {rank = rank, addr = addr, n = n, kind = mem, dtype = dt}
+  return string.pack("<I4", c.next_tid)
+end
+
+-- A tensor that a queued or running collective still uses cannot go.
+local function busy_tensor(c, tid)
+  for _, inst in ipairs(S.ready) do
+    local m = inst.members[c.rank]
+    if m and (m.p.tid == tid or m.p.out == tid) then return true end
+  end
+  local m = S.running and S.running.members[c.rank]
+  return m and (m.p.tid == tid or m.p.out == tid)
+end
+
+function handle.free(c, r)
+  local tid = r:int("I4")
+  r:done()
+  local t = tensor_of(c, tid)
+  if busy_tensor(c, tid) then refuse("refused", "tensor %d is in a collective", tid) end
+  io_.mem_free(S.sys, t.rank, t.addr, t.kind)
+  c.tensors[tid] = nil
+  return ""
+end
+
+-- data: the frame's data as lua/lserve.c hands it over, {ptr, len}.
+function handle.write(c, r, data)
+  local tid, off = r:int("I4"), r:int("I8")
+  r:done()
+  local t = tensor_of(c, tid)
+  local es, len = ESIZE[t.dtype], data.len
+  if len % es ~= 0 then
+    refuse("bad_argument", "write: %d bytes is not a whole number of %s elements", len, t.dtype)
+  end
+  if off < 0 or off + len // es > t.n then
+    refuse("bad_argument", "write: elements [%d, %d) are outside tensor %d of %d", off,
+      off + len // es, tid, t.n)
+  end
+  io_.mem_write(S.sys, t.rank, t.addr + off * es, data.ptr, len, t.kind)
+  return ""
+end
+
+function handle.read(c, r)
+  local tid, off, n = r:int("I4"), r:int("I8"), r:int("I8")
+  r:done()
+  local t = tensor_of(c, tid)
+  if off < 0 or n < 0 or off + n > t.n then
+    refuse("bad_argument", "read: elements [%d, %d) are outside tensor %d of %d", off, off + n,
+      tid, t.n)
+  end
+  if n * ESIZE[t.dtype] > S.max_payload then
+    refuse("too_large", "read: %d bytes are over the payload limit of %d", n * ESIZE[t.dtype],
+      S.max_payload)
+  end
+  return "", {t = t, addr = t.addr + off * ESIZE[t.dtype], n = n * ESIZE[t.dtype]}
+end
+
+function handle.now(_, r)
+  r:done()
+  local ns = S.sim:now()
+  return string.pack("<dI8", ns, S.sim:now_ps())
+end
+
+function handle.stats(_, r)
+  r:done()
+  local st = S.sim:stats()
+  local clients = 0
+  for _ in pairs(S.clients) do clients = clients + 1 end
+  local pending, issued = 0, 0
+  for _, inst in pairs(S.pending) do pending, issued = pending + 1, issued + inst.count end
+  return string.pack("<dI8I8I8I8I4I8BI4I4", S.sim:now(), st.activations, st.timed_events,
+    st.deltas, st.switches, clients, S.done, S.running and 1 or 0, pending, issued)
+end
+
+--------------------------------------------------------------------------
+-- Collectives: rendezvous, checks, the run
+
+local fail_instance, elements_per_rank
+
+-- What every member must agree on, and how to say it.
+local function signature(kind, p, t)
+  return ("%s(op=%s, algorithm=%s, %s%s, src=%s)"):format(kind, p.op or "-",
+    p.algorithm == "" and "default" or p.algorithm, t and (t.n .. " ") or "",
+    t and t.dtype or "", tostring(p.src or "-"))
+end
+
+local function group_key(g)
+  return table.concat(g, ",")
+end
+
+local function check_group(c, g, what)
+  local seen = {}
+  for _, r in ipairs(g) do
+    if r >= S.n_pes then
+      refuse("bad_argument", "%s: no rank %d in the group (ranks 0..%d)", what, r, S.n_pes - 1)
+    end
+    if seen[r] then refuse("bad_argument", "%s: rank %d is twice in the group", what, r) end
+    seen[r] = true
+  end
+  if not seen[c.rank] then
+    refuse("bad_argument", "%s: rank %d issued it but is not in the group %s", what, c.rank,
+      group_text(g))
+  end
+end
+
+-- Registers c's part in the collective; it becomes ready with the last
+-- member. Returns nothing: the reply comes when the collective has run.
+local function issue(c, op, id, kind, p)
+  local rank = my_rank(c)
+  check_group(c, p.group, kind)
+  local t = p.tid and tensor_of(c, p.tid)
+  local out = p.out and tensor_of(c, p.out)
+  if out and out.dtype ~= t.dtype then
+    refuse("bad_dtype", "%s: output tensor is %s, input %s", kind, out.dtype, t.dtype)
+  end
+  local N = #p.group
+  if kind == "all_gather" and out.n < N * t.n then
+    refuse("bad_argument", "all_gather: the output holds %d elements, %d ranks x %d need %d",
+      out.n, N, t.n, N * t.n)
+  end
+  if kind == "reduce_scatter" and (t.n % N ~= 0 or out.n < t.n // N) then
+    refuse("bad_argument", "reduce_scatter: an input of %d elements over %d ranks needs a "
+      .. "multiple of %d and an output of %d; the output holds %d", t.n, N, N,
+      t.n // N, out.n)
+  end
+  local gk = group_key(p.group)
+  local seq = (c.seq[gk] or 0) + 1
+  c.seq[gk] = seq
+  local key = gk .. "#" .. seq
+  if c.failed[key] then
+    local msg = c.failed[key]
+    c.failed[key] = nil
+    refuse("collective_failed", "%s", msg)
+  end
+  local inst = S.pending[key]
+  local sig = signature(kind, p, t)
+  if not inst then
+    inst = {key = key, kind = kind, group = p.group, members = {}, count = 0, sig = sig,
+            first = rank, deadline = S.srv:now_ms() + S.timeout_ms, p = p}
+    S.pending[key] = inst
+  elseif inst.sig ~= sig then
+    local msg = ("collective mismatch over ranks %s: rank %d issued %s, rank %d issued %s")
+      :format(group_text(p.group), inst.first, inst.sig, rank, sig)
+    fail_instance(inst, msg)
+    c.failed[key] = nil -- told now, by the refusal
+    refuse("collective_failed", "%s", msg)
+  end
+  inst.members[rank] = {client = c, op = op, id = id, p = p, t = t, out = out}
+  inst.count = inst.count + 1
+  if inst.count == #inst.group then
+    S.pending[key] = nil
+    S.ready[#S.ready + 1] = inst
+  end
+end
+
+-- Every member that issued inst gets an error; the connected members that
+-- did not yet get the same one when they issue it.
+function fail_instance(inst, msg, status)
+  for _, r in ipairs(inst.group) do
+    local c = S.ranks[r]
+    if c and not inst.members[r] then c.failed[inst.key] = msg end
+  end
+  S.pending[inst.key] = nil
+  for i = #S.ready, 1, -1 do
+    if S.ready[i] == inst then table.remove(S.ready, i) end
+  end
+  inst.failed = msg
+  for _, m in pairs(inst.members) do
+    if S.clients[m.client.id] then
+      reply_error(m.client, m.op, m.id, status or M.STATUS.collective_failed, msg)
+    end
+  end
+  inst.members = {}
+  log("%s", msg)
+end
+
+-- The algorithm: the one asked for, else ccl.yaml's for all_reduce, else
+-- the collective's own file; its rank rule, if it has one, must give the
+-- group.
+local function pick(kind, name, group)
+  local where
+  if name == "" then
+    if kind == "all_reduce" then name, where = S.cfg.algorithm, S.cfg.where else name = kind end
+  end
+  local algo, msg = ccl.find(name, where)
+  if not algo then refuse("bad_argument", "%s", msg) end
+  if algo.collective ~= kind then
+    refuse("bad_argument", "algorithm '%s' is a %s, not a %s", name, algo.collective, kind)
+  end
+  if algo.ranks then
+    local want = algo.ranks(S.topology, #group)
+    if group_key(want) ~= group_key(group) then
+      refuse("bad_argument", "algorithm '%s' runs on ranks %s, the group is %s", name,
+        group_text(want), group_text(group))
+    end
+  end
+  return algo
+end
+
+-- The view of the members' tensors that tl.load / tl.store take.
+local function tensor_view(inst, field)
+  local shards = {}
+  for r, m in pairs(inst.members) do shards[r] = m[field] end
+  return {shard = function(_, r) return shards[r] end}
+end
+
+local function scale_kernel(a, t)
+  local h = tl.load(t, 0, a.n)
+  local s = h * a.factor
+  tl.free(h)
+  tl.store(t, 0, s)
+  tl.free(s)
+end
+tl.name(scale_kernel, "avg_scale")
+
+-- The n_elem of the algorithm's args: a rank's input, or its share of
+-- it (reduce_scatter).
+function elements_per_rank(inst)
+  local t = inst.members[inst.group[1]].t
+  if not t then return 0 end
+  return inst.kind == "reduce_scatter" and t.n // #inst.group or t.n
+end
+
+-- Launches the kernels of inst; returns the launch and the output view.
+local function launch(inst)
+  local p, kind = inst.p, inst.kind
+  local algo = pick(kind, p.algorithm, inst.group)
+  local any = inst.members[inst.group[1]]
+  local t = any.t
+  local o = {dtype = t and t.dtype or "f32", topology = S.topology,
+             buffer_kind = S.cfg.buffer_kind, backpressure = S.cfg.backpressure}
+  if p.op then o.op = p.op == "avg" and "sum" or p.op end
+  if kind == "broadcast" then
+    for i, r in ipairs(inst.group) do if r == p.src then o.src = i - 1 end end
+  end
+  if kind == "barrier" then
+    local b = S.barriers[group_key(inst.group)] or {epoch = 0, state = {}}
+    S.barriers[group_key(inst.group)] = b
+    b.epoch = b.epoch + 1
+    o.epoch, o.state = b.epoch, b.state
+  end
+  local ok, a = pcall(algo.args, #inst.group, elements_per_rank(inst), o)
+  if not ok then refuse("bad_argument", "%s", tostring(a)) end
+  local ok2, err = pcall(torch.wire_once, S.wiring, algo, inst.group, a)
+  if not ok2 then refuse("bad_argument", "%s", tostring(err)) end
+  local input = tensor_view(inst, "t")
+  local output = inst.members[inst.group[1]].out and tensor_view(inst, "out") or input
+  return tl.launch(S.sys, inst.group, algo.kernel, a, input, output), output
+end
+
+local STOPPING = "the server is stopping"
+
+-- The simulation to its end; false and a message if it failed.
+local function simulate()
+  local ok, res = pcall(S.srv.simulate, S.srv, S.sim)
+  if not ok then return false, tostring(res) end
+  if res == "stopped" then return false, STOPPING end
+  return true
+end
+
+local function reply_results(inst, runs)
+  local first = runs[1]
+  for _, r in ipairs(inst.group) do
+    local m = inst.members[r]
+    local t0 = first.t[r].start_ns
+    local t1 = runs[#runs].t[r].end_ns
+    local lat = 0
+    for _, run in ipairs(runs) do lat = lat + run:latency_ns() end
+    local data
+    if m.p.flags & FLAG_RETURN_DATA ~= 0 then
+      local x = m.out or m.t
+      data = {t = x, addr = x.addr, n = x.n * ESIZE[x.dtype]}
+    end
+    send(m.client, m.op, m.id, M.STATUS.ok, string.pack("<ddd", t0, t1, lat), data)
+  end
+end
+
+-- Runs one ready collective; the loop serves the sockets meanwhile.
+local function run_instance(inst)
+  S.running = inst
+  local ok, runs = pcall(function()
+    local run, view = launch(inst)
+    local runs = {run}
+    local sim_ok, msg = simulate()
+    if sim_ok and not inst.failed and inst.p.op == "avg" then
+      runs[2] = tl.launch(S.sys, inst.group, scale_kernel,
+        {n = elements_per_rank(inst), factor = 1 / #inst.group}, view)
+      sim_ok, msg = simulate()
+    end
+    if not sim_ok then refuse(msg == STOPPING and "stopping" or "sim_error", "%s", msg) end
+    return runs
+  end)
+  S.running = nil
+  for _, t in ipairs(S.orphans) do io_.mem_free(S.sys, t.rank, t.addr, t.kind) end
+  S.orphans = {}
+  if inst.failed then return end -- a member left: the others were told
+  if not ok then
+    local refusal = getmetatable(runs) == Refusal
+    fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind,
+      group_text(inst.group), refusal and runs.msg or tostring(runs)),
+      refusal and runs.status or M.STATUS.sim_error)
+    return
+  end
+  S.done = S.done + 1
+  reply_results(inst, runs)
+end
+
+local REDUCTIONS = {sum = true, max = true, min = true, avg = true}
+
+local function parse_collective(kind, r)
+  local p = {group = r:group()}
+  if kind == "all_reduce" then
+    p.tid, p.op, p.algorithm, p.flags = r:int("I4"), r:str(), r:str(), r:int("B")
+  elseif kind == "all_gather" then
+    p.tid, p.out, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
+  elseif kind == "reduce_scatter" then
+    p.tid, p.out, p.op = r:int("I4"), r:int("I4"), r:str()
+    p.algorithm, p.flags = r:str(), r:int("B")
+  elseif kind == "broadcast" then
+    p.tid, p.src, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
+    local inside = false
+    for _, x in ipairs(p.group) do inside = inside or x == p.src end
+    if not inside then
+      refuse("bad_argument", "broadcast: source rank %d is not in the group %s", p.src,
+        group_text(p.group))
+    end
+  else
+    p.algorithm, p.flags = r:str(), 0
+  end
+  r:done()
+  if p.op and not REDUCTIONS[p.op] then
+    refuse("bad_argument", "%s: unknown op '%s' (sum, max, min, avg)", kind, p.op)
+  end
+  return p
+end
+
+for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"} do
+  handle[kind] = function(c, r, _, op, id)
+    issue(c, op, id, kind, parse_collective(kind, r))
+    return nil -- answered once every member has issued it and it has run
+  end
+end
+
+-- run: answered once nothing is ready or running.
+function handle.run(c, r, _, op, id)
+  r:done()
+  S.waiting_idle[#S.waiting_idle + 1] = {client = c, op = op, id = id}
+  return nil
+end
+
+local function answer_idle()
+  if S.running or #S.ready > 0 then return end
+  local w = S.waiting_idle
+  S.waiting_idle = {}
+  for _, x in ipairs(w) do
+    if S.clients[x.client.id] then
+      send(x.client, x.op, x.id, M.STATUS.ok, string.pack("<d", S.sim:now()))
+    end
+  end
+end
+
+--------------------------------------------------------------------------
+-- Callbacks of lua/lserve.c
+
+local OPNAME = {}
+for name, code in pairs(M.OP) do OPNAME[code] = name end
+
+local H = {}
+
+function H.opened(id)
+  S.clients[id] = {id = id, tensors = {}, next_tid = 0, seq = {}, failed = {}}
+end
+
+function H.frame(id, version, op, req, meta, data_ptr, data_len)
+  local data = {ptr = data_ptr, len = data_len}
+  local c = S.clients[id]
+  if not c then return end
+  local name = OPNAME[op]
+  local ok, m, d = pcall(function()
+    if version ~= M.VERSION then
+      refuse("version", "protocol version %d is not supported (this server speaks %d)",
+        version, M.VERSION)
+    end
+    if not name then refuse("unknown_op", "unknown operation %d", op) end
+    if not c.hello and name ~= "hello" then
+      refuse("refused", "%s before hello: the first frame must be a hello", name)
+    end
+    if data_len > 0 and name ~= "write" then
+      refuse("malformed", "%s takes no data, got %d bytes", name, data_len)
+    end
+    return handle[name](c, reader(meta, name), data, op, req)
+  end)
+  if not ok then
+    if getmetatable(m) == Refusal then
+      reply_error(c, op, req, m.status, m.msg)
+    else
+      reply_error(c, op, req, M.STATUS.sim_error, "internal error: " .. tostring(m))
+      log("internal error in %s: %s", tostring(name), tostring(m))
+    end
+  elseif m then
+    send(c, op, req, M.STATUS.ok, m, d)
+  end
+end
+
+-- A client that leaves: its rank is free again; every collective of a
+-- group it belongs to that has not answered fails, naming it.
+function H.closed(id)
+  local c = S.clients[id]
+  if not c then return end
+  S.clients[id] = nil
+  if c.rank == nil or S.stopping then return end
+  S.ranks[c.rank] = nil
+  local function involves(inst)
+    for _, r in ipairs(inst.group) do if r == c.rank then return true end end
+    return false
+  end
+  local doomed = {}
+  for _, inst in pairs(S.pending) do if involves(inst) then doomed[#doomed + 1] = inst end end
+  for _, inst in ipairs(S.ready) do if involves(inst) then doomed[#doomed + 1] = inst end end
+  if S.running and involves(S.running) then doomed[#doomed + 1] = S.running end
+  table.sort(doomed, function(a, b) return a.key < b.key end)
+  for _, inst in ipairs(doomed) do
+    fail_instance(inst, ("rank %d disconnected during %s over ranks %s"):format(c.rank,
+      inst.kind, group_text(inst.group)))
+  end
+  -- its tensors go back to the PE's memory, after the running collective
+  -- if its kernels may still use them
+  for _, t in pairs(c.tensors) do
+    if S.running then S.orphans[#S.orphans + 1] = t
+    else io_.mem_free(S.sys, t.rank, t.addr, t.kind) end
+  end
+end
+
+-- Collectives whose members did not all come within the timeout fail.
+function H.tick(now)
+  local late = {}
+  for _, inst in pairs(S.pending) do
+    if now >= inst.deadline then late[#late + 1] = inst end
+  end
+  table.sort(late, function(a, b) return a.key < b.key end)
+  for _, inst in ipairs(late) do
+    local missing = {}
+    for _, r in ipairs(inst.group) do
+      if not inst.members[r] then missing[#missing + 1] = tostring(r) end
+    end
+    fail_instance(inst, ("%s over ranks %s: rank%s %s did not issue it within %g s")
+      :format(inst.kind, group_text(inst.group), #missing > 1 and "s" or "",
+        table.concat(missing, ", "), S.timeout_ms / 1000))
+  end
+end
+
+-- The server stops: every collective not yet answered fails; the
+-- connections then close without blaming each other.
+function H.stopping()
+  S.stopping = true
+  local all = {}
+  for _, inst in pairs(S.pending) do all[#all + 1] = inst end
+  for _, inst in ipairs(S.ready) do all[#all + 1] = inst end
+  table.sort(all, function(a, b) return a.key < b.key end)
+  for _, inst in ipairs(all) do
+    fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind,
+      group_text(inst.group), STOPPING), M.STATUS.stopping)
+  end
+  for _, x in ipairs(S.waiting_idle) do
+    if S.clients[x.client.id] then
+      reply_error(x.client, x.op, x.id, M.STATUS.stopping, STOPPING)
+    end
+  end
+  S.waiting_idle = {}
+end
+
+function H.pump()
+  local inst = table.remove(S.ready, 1)
+  if inst then
+    run_instance(inst)
+    answer_idle()
+    return true
+  end
+  answer_idle()
+  return false
+end
+
+--------------------------------------------------------------------------
+
+local function number_option(v, name, default, min, max)
+  if v == nil then return default end
+  local n = tonumber(v)
+  if not n or n < min or n > max then
+    error(("bad value '%s' for '%s' (expected a number in %g..%g)"):format(v, name, min, max), 0)
+  end
+  return n
+end
+
+-- opts: listen, token, allow_remote, max_payload, timeout (strings as
+-- given on the command line).
+function M.main(opts)
+  local listen = opts.listen or (kb.outdir() .. "/kbsim.sock")
+  local max_payload = math.tointeger(number_option(opts.max_payload, "--max-payload",
+    256 << 20, 1, 0xFFFFFFFF))
+  if not max_payload then
+    error(("bad value '%s' for '--max-payload' (expected an integer)"):format(opts.max_payload), 0)
+  end
+  local timeout = number_option(opts.timeout, "--timeout", 60, 0.001, 86400)
+  if opts.allow_remote and not opts.token then
+    error("--allow-remote needs --token TOKEN", 0)
+  end
+  local sim = kb.sim{}
+  local sys = kb.system(sim)
+  local cfg = kb.ccl_config(nil)
+  sys:set_ipcq{buffer_kind = cfg.buffer_kind, backpressure = cfg.backpressure}
+  S = {sim = sim, sys = sys, cfg = cfg, topology = torch.topology_of(sys),
+       n_pes = sys:counts().pes, token = opts.token, max_payload = max_payload,
+       timeout_ms = math.floor(timeout * 1000 + 0.5), quiet = kb.options.quiet,
+       clients = {}, ranks = {}, pending = {}, ready = {}, barriers = {},
+       waiting_idle = {}, orphans = {}, done = 0, wiring = {sys = sys, wired = {}}}
+  local ok, srv, address = pcall(io_.open, {listen = listen, allow_remote = opts.allow_remote,
+                                            token = opts.token, max_payload = max_payload,
+                                            sim = sim, handlers = H})
+  if not ok then error((tostring(srv):gsub("^[^:]*:%d+: ", "")), 0) end
+  S.srv = srv
+  io.stdout:write(("kbsim serve: listening on %s (protocol %d, %d ranks)\n")
+    :format(address, M.VERSION, S.n_pes))
+  io.stdout:flush()
+  local why = srv:run()
+  io.stderr:write(("kbsim serve: stopped: %s\n"):format(why))
+end
+
+return M

@@ -1,0 +1,236 @@
+"""A plain client of `kbsim serve` (protocol: docs/cosim.md). Standard library and numpy.
+
+    from kbsim import Client
+    with Client("out/serve/kbsim.sock", rank=0) as c:
+        t = c.alloc(1024, "f32")
+        c.write(t, numpy.ones(1024, numpy.float32))
+        res = c.all_reduce([0, 1, 2, 3], t, op="sum", algorithm="ring_allreduce")
+        res.data, res.start_ns, res.end_ns
+
+One client speaks for one rank; requests are answered in order, so a client
+is used by one thread at a time.
+"""
+import socket
+import struct
+
+import numpy as np
+
+PROTOCOL_VERSION = 1
+HEADER = struct.Struct("<4sHHIIII")  # magic, version, op, id, status, meta_len, data_len
+MAGIC = b"KBSM"
+NO_RANK = 0xFFFFFFFF
+FLAG_RETURN_DATA = 1
+
+OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
+          broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14)
+STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
+              refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
+              stopping=11)
+STATUS_NAME = {v: k for k, v in STATUS.items()}
+
+# numpy views of the wire dtypes; bf16 travels as its 16 bits (uint16)
+_NP = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
+
+
+def bf16_from_f32(x):
+    """float32 values to bf16 bit patterns (round to nearest even), as uint16."""
+    b = np.ascontiguousarray(x, dtype="<f4").view("<u4").astype(np.uint64)
+    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+    return b.astype("<u2")
+
+
+def bf16_to_f32(u):
+    """bf16 bit patterns (uint16) to float32."""
+    return (np.asarray(u, dtype="<u2").astype("<u4") << 16).view("<f4")
+
+
+class ServerError(Exception):
+    """An error reply: .status (a name of STATUS) and the server's message."""
+
+    def __init__(self, status, message):
+        super().__init__("%s: %s" % (STATUS_NAME.get(status, status), message))
+        self.status = STATUS_NAME.get(status, status)
+        self.message = message
+
+
+class Result:
+    """A collective's reply: simulated start and end (ns) on this rank, the
+    collective's latency (ns, slowest member) and, if asked for, the data."""
+
+    def __init__(self, start_ns, end_ns, latency_ns, data):
+        self.start_ns, self.end_ns, self.latency_ns, self.data = start_ns, end_ns, latency_ns, data
+
+
+def _s2(text):
+    b = text.encode()
+    return struct.pack("<H", len(b)) + b
+
+
+def _group(ranks):
+    ranks = list(ranks)
+    return struct.pack("<I%dI" % len(ranks), len(ranks), *ranks)
+
+
+class Client:
+    def __init__(self, address, rank=None, token="", timeout=None):
+        """address: a Unix socket path, or "HOST:PORT"; rank: the rank to claim
+        (None: an observer that may ask now/stats/ping)."""
+        self.sock = self._connect(address, timeout)
+        self.next_id = 0
+        self.tensors = {}  # tid -> (n, dtype)
+        self.rank = rank
+        self.n_pes = self.max_payload = None
+        self.hello(rank, token)
+
+    @staticmethod
+    def _connect(address, timeout):
+        host, _, port = address.rpartition(":")
+        if host and port.isdigit() and "/" not in address:
+            s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        else:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(timeout)
+            s.connect(address)
+        return s
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- frames ----------------------------------------------------------
+
+    def send_frame(self, op, meta=b"", data=b"", version=PROTOCOL_VERSION, magic=MAGIC):
+        """Sends one frame; returns its request id."""
+        self.next_id += 1
+        data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        head = HEADER.pack(magic, version, op, self.next_id, 0, len(meta), len(data))
+        if len(data) > 65536:
+            self.sock.sendall(head + meta)
+            self.sock.sendall(data)
+        else:
+            self.sock.sendall(head + meta + bytes(data))
+        return self.next_id
+
+    def _recv_exact(self, n, into=None):
+        buf = bytearray(n) if into is None else into
+        view, got = memoryview(buf).cast("B"), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                raise ConnectionError("the server closed the connection")
+            got += k
+        return buf
+
+    def recv_frame(self, into=None):
+        """-> (op, id, status, meta, data); data lands in `into` (a writable buffer of
+        exactly its size) if given."""
+        magic, _version, op, rid, status, mlen, dlen = HEADER.unpack(self._recv_exact(HEADER.size))
+        if magic != MAGIC:
+            raise ConnectionError("not a kbsim frame from the server")
+        meta = bytes(self._recv_exact(mlen)) if mlen else b""
+        if into is not None and dlen != memoryview(into).nbytes:
+            into = None
+        data = self._recv_exact(dlen, into) if dlen else b""
+        return op, rid, status, meta, data
+
+    def request(self, op, meta=b"", data=b"", into=None):
+        """One request and its reply: (meta, data), or ServerError."""
+        rid = self.send_frame(op, meta, data)
+        _op, got, status, rmeta, rdata = self.recv_frame(into)
+        if got != rid:
+            raise ConnectionError("reply %d to request %d" % (got, rid))
+        if status != 0:
+            (n,) = struct.unpack_from("<H", rmeta)
+            raise ServerError(status, rmeta[2:2 + n].decode(errors="replace"))
+        return rmeta, rdata
+
+    # ---- operations ------------------------------------------------------
+
+    def hello(self, rank=None, token=""):
+        meta, _ = self.request(OP["hello"], struct.pack("<I", NO_RANK if rank is None else rank)
+                               + _s2(token))
+        _v, _r, self.n_pes, self.max_payload = struct.unpack("<HIIQ", meta)
+        self.rank = rank
+
+    def ping(self):
+        self.request(OP["ping"])
+
+    def alloc(self, n_elem, dtype="f32", memory=""):
+        meta, _ = self.request(OP["alloc"], struct.pack("<Q", n_elem) + _s2(dtype) + _s2(memory))
+        (tid,) = struct.unpack("<I", meta)
+        self.tensors[tid] = (n_elem, dtype)
+        return tid
+
+    def free(self, tid):
+        self.request(OP["free"], struct.pack("<I", tid))
+        self.tensors.pop(tid, None)
+
+    def write(self, tid, values, offset=0):
+        """values: a numpy array of the tensor's dtype (bf16: uint16 bit patterns)."""
+        dtype = self.tensors[tid][1]
+        arr = np.ascontiguousarray(values, dtype=_NP[dtype])
+        self.request(OP["write"], struct.pack("<IQ", tid, offset), arr.data)
+
+    def read(self, tid, offset=0, n_elem=None, out=None):
+        """-> a numpy array; `out` (a contiguous array of the dtype) receives the
+        elements in place, without a new buffer."""
+        n, dtype = self.tensors[tid]
+        if n_elem is None:
+            n_elem = n - offset if out is None else out.size
+        if out is not None and (out.dtype != _NP[dtype] or out.size != n_elem
+                                or not out.flags.c_contiguous):
+            raise ValueError("out must be a contiguous %s array of %d elements" % (dtype, n_elem))
+        _, data = self.request(OP["read"], struct.pack("<IQQ", tid, offset, n_elem), into=out)
+        return out if out is not None else np.frombuffer(data, dtype=_NP[dtype])
+
+    def _collective(self, name, group, fields, tid, return_data=True, flags=True):
+        """One collective: the group, its own fields, the flags byte; the reply's
+        times and (if asked) the data of tensor tid."""
+        meta = _group(group) + fields
+        if flags:
+            meta += struct.pack("<B", FLAG_RETURN_DATA if return_data else 0)
+        rmeta, data = self.request(OP[name], meta)
+        start, end, lat = struct.unpack("<ddd", rmeta)
+        arr = np.frombuffer(data, dtype=_NP[self.tensors[tid][1]]) if data else None
+        return Result(start, end, lat, arr)
+
+    def all_reduce(self, group, tid, op="sum", algorithm="", return_data=True):
+        return self._collective("all_reduce", group, struct.pack("<I", tid) + _s2(op)
+                                + _s2(algorithm), tid, return_data)
+
+    def all_gather(self, group, in_tid, out_tid, algorithm="", return_data=True):
+        return self._collective("all_gather", group, struct.pack("<II", in_tid, out_tid)
+                                + _s2(algorithm), out_tid, return_data)
+
+    def reduce_scatter(self, group, in_tid, out_tid, op="sum", algorithm="", return_data=True):
+        return self._collective("reduce_scatter", group, struct.pack("<II", in_tid, out_tid)
+                                + _s2(op) + _s2(algorithm), out_tid, return_data)
+
+    def broadcast(self, group, tid, src, algorithm="", return_data=True):
+        return self._collective("broadcast", group, struct.pack("<II", tid, src)
+                                + _s2(algorithm), tid, return_data)
+
+    def barrier(self, group, algorithm=""):
+        return self._collective("barrier", group, _s2(algorithm), None, flags=False)
+
+    def run(self):
+        """Waits until no collective is ready or running; -> simulated now, ns."""
+        meta, _ = self.request(OP["run"])
+        return struct.unpack("<d", meta)[0]
+
+    def now(self):
+        """-> (ns as a float, ps as an integer)"""
+        meta, _ = self.request(OP["now"])
+        return struct.unpack("<dQ", meta)
+
+    def stats(self):
+        meta, _ = self.request(OP["stats"])
+        keys = ("now_ns", "activations", "timed_events", "deltas", "switches", "clients",
+                "collectives_done", "simulating", "pending", "issued")
+        return dict(zip(keys, struct.unpack("<dQQQQIQBII", meta)))

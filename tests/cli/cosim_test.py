@@ -1,0 +1,559 @@
+#!/usr/bin/python3
+"""cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
+
+CASE: collectives | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+check held; any failed check raises (non-zero exit, the reason on stderr).
+"""
+import atexit
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+KBSIM, SRCDIR, WORKDIR, CASE = sys.argv[1:5]
+sys.path.insert(0, os.path.join(SRCDIR, "python"))
+import numpy as np  # noqa: E402
+from kbsim import Client, ServerError, OP  # noqa: E402
+from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER  # noqa: E402
+
+os.makedirs(WORKDIR, exist_ok=True)
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+RUNNING = []
+
+
+@atexit.register
+def _kill_servers():
+    # a failed check must not leave a server behind
+    for proc in RUNNING:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+class Server:
+    """`kbsim serve` on a fresh socket; stop() sends Ctrl-C and checks a clean end."""
+
+    def __init__(self, *args, listen=None):
+        self.dir = tempfile.mkdtemp(prefix="kbcosim")  # short: a socket path has <= 107 bytes
+        self.listen = listen or os.path.join(self.dir, "s.sock")
+        self.proc = subprocess.Popen([KBSIM, "serve", "--listen", self.listen, *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     cwd=WORKDIR, text=True)
+        RUNNING.append(self.proc)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.wait(timeout=30)
+            raise AssertionError("server did not start: %r %s" % (line, self.proc.stderr.read()))
+        self.address = line.split("listening on ")[1].split(" (")[0]
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        return self.ended()
+
+    def ended(self):
+        """After Ctrl-C: status 0, the stop message, the socket file gone."""
+        out, err = self.proc.communicate(timeout=120)
+        check(self.proc.returncode == 0, "server exit status %d: %s" % (self.proc.returncode, err))
+        check("stopped: interrupted (Ctrl-C)" in err, "no clean stop message: %r" % err)
+        check("internal error" not in err, "internal error: %s" % err)
+        if not self.listen.count(":"):
+            check(not os.path.exists(self.listen), "socket file left behind")
+        return err
+
+
+def on_ranks(n, fn):
+    """fn(rank) on n threads; returns {rank: result}, re-raising the first error."""
+    res, errs = {}, []
+
+    def run(r):
+        try:
+            res[r] = fn(r)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errs.append((r, e))
+    ths = [threading.Thread(target=run, args=(r,)) for r in range(n)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join(300)
+    if errs:
+        raise AssertionError("rank %d: %r" % errs[0])
+    return res
+
+
+def reference(collective, ranks, n, algorithm, src=None):
+    """The same collective run from Lua in one process (tests/cli/cosim_ref.lua)."""
+    args = [KBSIM, "-q", os.path.join(SRCDIR, "tests/cli/cosim_ref.lua"),
+            "collective=" + collective, "ranks=%d" % ranks, "n=%d" % n, "algorithm=" + algorithm]
+    if src is not None:
+        args.append("src=%d" % src)
+    out = subprocess.run(args, capture_output=True, text=True, cwd=WORKDIR, check=True).stdout
+    kv = dict(line.split("=", 1) for line in out.split())
+    check(kv["check"] == "passed", "reference check failed")
+    return float(kv["latency_ns"]), [float(kv["exec_ns.%d" % r]) for r in range(ranks)]
+
+
+def inputs(r, n):
+    # integers: every sum, max, min and quarter of them is exact in f32
+    return (np.arange(n) % 97 + 100 * r).astype(np.float32)
+
+
+def same_times(res, ref, what):
+    lat, per = ref
+    for r, x in res.items():
+        check(x.start_ns == 0.0, "%s: rank %d started at %r ns" % (what, r, x.start_ns))
+        check(x.end_ns - x.start_ns == per[r],
+              "%s: rank %d took %r ns, the Lua run %r" % (what, r, x.end_ns - x.start_ns, per[r]))
+        check(x.latency_ns == lat, "%s: latency %r ns, the Lua run %r" % (what, x.latency_ns, lat))
+
+
+def case_collectives():
+    N, n = 4, 1024
+    group = list(range(N))
+    ins = [inputs(r, n) for r in range(N)]
+
+    # all_reduce (sum): values exact, times those of the Lua run
+    srv = Server("-q")
+
+    def step1(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n, "f32")
+            c.write(t, ins[r])
+            res = c.all_reduce(group, t, op="sum", algorithm="ring_allreduce")
+            check(np.array_equal(c.read(t), res.data), "read differs from the reply")
+            out = {"sum": res}
+            for op in ("max", "min", "avg"):
+                c.write(t, ins[r])
+                out[op] = c.all_reduce(group, t, op=op, algorithm="ring_allreduce")
+            # f16 and bf16: small integers are exact in both
+            h = c.alloc(n, "f16")
+            c.write(h, (np.arange(n) % 13 + r).astype(np.float16))
+            out["f16"] = c.all_reduce(group, h, algorithm="tree_allreduce")
+            b = c.alloc(n, "bf16")
+            c.write(b, bf16_from_f32((np.arange(n) % 7 + r).astype(np.float32)))
+            out["bf16"] = c.all_reduce(group, b, algorithm="ring_rs_ag_allreduce")
+            # max and min through the other algorithms that take an op; not lrab or mesh
+            c.write(t, ins[r])
+            out["tree_max"] = c.all_reduce(group, t, op="max", algorithm="tree_allreduce")
+            c.write(t, ins[r])
+            out["rsag_min"] = c.all_reduce(group, t, op="min", algorithm="ring_rs_ag_allreduce")
+            out["mesh_max"] = error_of(lambda: c.all_reduce(group, t, op="max",
+                                                            algorithm="mesh_allreduce"))
+            # large frames twice: read in place, buffers reused on both sides
+            big = c.alloc(1 << 18, "f32")
+            got = np.empty(1 << 18, np.float32)
+            for k in (1, 2):
+                want = np.arange(1 << 18, dtype=np.float32) * k + r
+                c.write(big, want)
+                check(np.array_equal(c.read(big, out=got), want) and
+                      np.array_equal(got, want), "1 MiB write and read, pass %d" % k)
+            check(np.array_equal(c.read(big, 5, 3), np.array([5, 6, 7]) * 2 + r), "a slice")
+            out["barrier"] = c.barrier(group)
+            out["now"] = c.now()
+            out["run"] = c.run()
+            return out
+    res = on_ranks(N, step1)
+    total = sum(ins)
+    want = {"sum": total, "max": ins[N - 1], "min": ins[0], "avg": total / N}
+    for r in range(N):
+        for op, v in want.items():
+            check(np.array_equal(res[r][op].data, v.astype(np.float32)),
+                  "all_reduce %s on rank %d: %r" % (op, r, res[r][op].data[:4]))
+        f16 = sum((np.arange(n) % 13 + q) for q in range(N)).astype(np.float16)
+        check(np.array_equal(res[r]["f16"].data, f16), "f16 all_reduce")
+        bf = sum((np.arange(n) % 7 + q) for q in range(N)).astype(np.float32)
+        check(np.array_equal(bf16_to_f32(res[r]["bf16"].data), bf), "bf16 all_reduce")
+        check(np.array_equal(res[r]["tree_max"].data, ins[N - 1]), "tree_allreduce max")
+        check(np.array_equal(res[r]["rsag_min"].data, ins[0]), "ring_rs_ag_allreduce min")
+        e = res[r]["mesh_max"]
+        check(e.status == "bad_argument" and "'mesh_allreduce' reduces with sum only, not 'max'"
+              in e.message, str(e))
+        check(res[r]["barrier"].end_ns > res[r]["barrier"].start_ns > 0, "barrier times")
+        check(res[r]["max"].start_ns >= res[r]["sum"].end_ns, "collectives run in order")
+    same_times({r: res[r]["sum"] for r in range(N)}, reference("all_reduce", N, n,
+               "ring_allreduce"), "all_reduce")
+    with Client(srv.address) as obs:
+        st = obs.stats()
+        check(st["collectives_done"] == 9 and st["simulating"] == 0, "stats %r" % st)
+        check(obs.now()[0] == st["now_ns"] > 0, "now")
+    srv.stop()
+
+    # all_gather and broadcast: values and times
+    C = 256
+    srv = Server("-q")
+
+    def step2(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(C)
+            o = c.alloc(N * C)
+            c.write(t, inputs(r, C))
+            return c.all_gather(group, t, o, algorithm="all_gather")
+    res = on_ranks(N, step2)
+    cat = np.concatenate([inputs(r, C) for r in range(N)])
+    for r in range(N):
+        check(np.array_equal(res[r].data, cat), "all_gather values on rank %d" % r)
+    same_times(res, reference("all_gather", N, C, "all_gather"), "all_gather")
+    srv.stop()
+
+    srv = Server("-q")
+
+    def step_rs(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(N * C)
+            o = c.alloc(C)
+            c.write(t, inputs(r, N * C))
+            first = c.reduce_scatter(group, t, o, algorithm="reduce_scatter")
+            c.write(t, inputs(r, N * C))
+            return first, c.reduce_scatter(group, t, o, op="max", algorithm="reduce_scatter")
+    res = on_ranks(N, step_rs)
+    total = sum(inputs(q, N * C) for q in range(N))
+    for r in range(N):
+        check(np.array_equal(res[r][0].data, total[r * C:(r + 1) * C]),
+              "reduce_scatter values on rank %d" % r)
+        check(np.array_equal(res[r][1].data, inputs(N - 1, N * C)[r * C:(r + 1) * C]),
+              "reduce_scatter max on rank %d" % r)
+    same_times({r: res[r][0] for r in range(N)},
+               reference("reduce_scatter", N, N * C, "reduce_scatter"), "reduce_scatter")
+    srv.stop()
+
+    srv = Server("-q")
+
+    def step3(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(C)
+            c.write(t, inputs(r, C))
+            return c.broadcast(group, t, src=2, algorithm="broadcast")
+    res = on_ranks(N, step3)
+    for r in range(N):
+        check(np.array_equal(res[r].data, inputs(2, C)), "broadcast values on rank %d" % r)
+    same_times(res, reference("broadcast", N, C, "broadcast", src=2), "broadcast")
+    srv.stop()
+
+
+def error_of(fn):
+    try:
+        fn()
+    except ServerError as e:
+        return e
+    raise AssertionError("no error reply")
+
+
+def raw_reply(c, *frame_args, **kw):
+    c.send_frame(*frame_args, **kw)
+    op, _rid, status, meta, _data = c.recv_frame()
+    (k,) = struct.unpack_from("<H", meta) if status else (0,)
+    return status, meta[2:2 + k].decode() if status else ""
+
+
+def case_errors():
+    srv = Server("-q", "--max-payload", "4096")
+    c = Client(srv.address, rank=0)
+    # malformed arguments: an alloc with 3 bytes of arguments
+    st, msg = raw_reply(c, OP["alloc"], b"abc")
+    check(st == 1 and "malformed alloc arguments" in msg, "malformed: %d %s" % (st, msg))
+    c.ping()
+    # unknown operation
+    st, msg = raw_reply(c, 99)
+    check(st == 2 and "unknown operation 99" in msg, "unknown op: %d %s" % (st, msg))
+    c.ping()
+    # wrong version
+    st, msg = raw_reply(c, OP["ping"], version=7)
+    check(st == 3 and "protocol version 7 is not supported (this server speaks 1)" in msg,
+          "version: %d %s" % (st, msg))
+    c.ping()
+    # bad dtype
+    e = error_of(lambda: c.alloc(16, "f64"))
+    check(e.status == "bad_dtype" and "unknown dtype 'f64'" in e.message, str(e))
+    c.ping()
+    # a payload over the limit: refused from its header, the connection goes on
+    t = c.alloc(4096, "f32")
+    big = np.ones(4096, np.float32)  # 16 KiB > 4096
+    st, msg = raw_reply(c, OP["write"], struct.pack("<IQ", t, 0), big.tobytes())
+    check(st == 4 and "payload refused: 16384 bytes, the limit is 4096" in msg,
+          "too large: %d %s" % (st, msg))
+    c.ping()
+    c.write(t, np.full(1024, 2.5, np.float32))
+    check(np.array_equal(c.read(t, 0, 1024), np.full(1024, 2.5, np.float32)),
+          "usable after a refused payload")
+    # a tensor allocated where a freed one was reads as zeros
+    old = c.alloc(300, "f32")
+    c.write(old, np.full(300, 7, np.float32))
+    c.free(old)
+    new = c.alloc(300, "f32")
+    check(not c.read(new).any(), "a new tensor is not zero")
+    e = error_of(lambda: c.request(OP["read"], struct.pack("<IQQ", old, 0, 1)))
+    check(e.status == "not_found", str(e))
+    # arguments over their own limit, same
+    st, msg = raw_reply(c, OP["ping"], b"x" * 70000)
+    check(st == 4 and "bytes of arguments" in msg, "meta too large: %d %s" % (st, msg))
+    c.ping()
+    # a second client claiming rank 0: refused; it may take another rank
+    d = Client(srv.address)
+    e = error_of(lambda: d.hello(0))
+    check(e.status == "refused" and "rank 0 is already claimed" in e.message, str(e))
+    d.hello(1)
+    d.ping()
+    # requests before hello, unknown tensors, rank outside the machine
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(srv.address)
+        s.sendall(HEADER.pack(b"KBSM", 1, OP["now"], 1, 0, 0, 0))
+        head = HEADER.unpack(s.recv(HEADER.size, socket.MSG_WAITALL))
+        check(head[4] == 6, "now before hello: status %d" % head[4])
+    e = error_of(lambda: c.request(OP["read"], struct.pack("<IQQ", 77, 0, 1)))
+    check(e.status == "not_found" and "rank 0 has no tensor 77" in e.message, str(e))
+    e = error_of(lambda: Client(srv.address, rank=100000))
+    check(e.status == "bad_argument" and "no rank 100000" in e.message, str(e))
+    # a collective whose group leaves out the caller, and a mismatch
+    e = error_of(lambda: c.all_reduce([1, 2], t))
+    check("rank 0 issued it but is not in the group {1,2}" in e.message, str(e))
+    u = d.alloc(8, "f32")
+    box = {}
+    th = threading.Thread(target=lambda: box.setdefault("e", error_of(
+        lambda: c.all_reduce([0, 1], t, algorithm="ring_allreduce"))))
+    th.start()
+    time.sleep(0.2)  # order only: rank 0 first (the test holds either way)
+    e = error_of(lambda: d.all_reduce([0, 1], u, algorithm="ring_allreduce"))
+    th.join(60)
+    check("collective mismatch over ranks {0,1}" in e.message, str(e))
+    check(box["e"].status == "collective_failed" and "mismatch" in box["e"].message,
+          str(box["e"]))
+    c.ping()
+    # an unknown algorithm: found out once the group is complete, told to both
+    v = c.alloc(8, "f32")
+    th = threading.Thread(target=lambda: box.__setitem__("e", error_of(
+        lambda: c.all_reduce([0, 1], v, algorithm="nope"))))
+    th.start()
+    e = error_of(lambda: d.all_reduce([0, 1], u, algorithm="nope"))
+    th.join(60)
+    for x in (e, box["e"]):
+        check(x.status == "bad_argument" and "unknown algorithm 'nope' (known: " in x.message,
+              str(x))
+    c.ping()
+    # bad magic: an error reply, then the server closes (no way to resync)
+    st, msg = raw_reply(c, OP["ping"], magic=b"XXXX")
+    check(st == 1 and "no 'KBSM' magic" in msg, "bad magic: %d %s" % (st, msg))
+    check(c.sock.recv(1) == b"", "connection not closed after a bad magic")
+    # the server is still there
+    with Client(srv.address, rank=0) as again:
+        again.ping()
+    d.close()
+    srv.stop()
+
+
+def wait_issued(srv, n):
+    """Until n members wait in collectives (the server has read their requests)."""
+    with Client(srv.address) as obs:
+        while obs.stats()["issued"] < n:
+            time.sleep(0.01)
+
+
+def case_disconnect():
+    # timeout 2 s: ranks that never issue it
+    srv = Server("-q", "--timeout", "2")
+    group = [0, 1, 2]
+    lazy = Client(srv.address, rank=2)  # connected, never issues
+
+    def members(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(64)
+            return error_of(lambda: c.all_reduce(group, t, algorithm="ring_allreduce"))
+    res = on_ranks(2, members)
+    for r in range(2):
+        check(res[r].status == "collective_failed" and
+              "rank 2 did not issue it within 2 s" in res[r].message, str(res[r]))
+    t = lazy.alloc(64)
+    e = error_of(lambda: lazy.all_reduce(group, t, algorithm="ring_allreduce"))
+    check("did not issue it within 2 s" in e.message, "the late rank: %s" % e)
+    lazy.close()
+
+    # a member that leaves while the others wait in the collective
+    def leaver():
+        c = Client(srv.address, rank=2)
+        wait_issued(srv, 2)
+        c.close()
+
+    def issuer(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(64)
+            return error_of(lambda: c.all_reduce(group, t, algorithm="ring_allreduce"))
+    th = threading.Thread(target=leaver)
+    th.start()
+    res = on_ranks(2, issuer)
+    th.join()
+    for r in range(2):
+        check("rank 2 disconnected during all_reduce over ranks {0,1,2}" in res[r].message,
+              str(res[r]))
+
+    # a member that leaves once it has issued a long collective: the run
+    # ends, the others hear of it, the server stays up
+    N, n = 4, 1 << 20
+    big = list(range(N))
+
+    def long_one(r):
+        c = Client(srv.address, rank=r)
+        t = c.alloc(n)
+        if r == N - 1:
+            wait_issued(srv, N - 1)
+            c.send_frame(OP["all_reduce"], struct.pack("<I4I", 4, *big) + struct.pack("<I", t)
+                         + b"\x03\x00sum" + b"\x0e\x00ring_allreduce" + b"\x00")
+            c.close()
+            return None
+        e = error_of(lambda: c.all_reduce(big, t, algorithm="ring_allreduce"))
+        c.close()
+        return e
+    res = on_ranks(N, long_one)
+    for r in range(N - 1):
+        check("rank 3 disconnected during all_reduce over ranks {0,1,2,3}" in res[r].message,
+              str(res[r]))
+
+    # the next session on the same server works (on the same ring: a ring
+    # over {0,1,2} would want port E of rank 2 that {0,1,2,3} wired)
+    def fine(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(64)
+            c.write(t, np.full(64, r + 1, np.float32))
+            return c.all_reduce(big, t, algorithm="ring_allreduce").data
+    res = on_ranks(N, fine)
+    for r in range(N):
+        check(np.array_equal(res[r], np.full(64, 10, np.float32)), "after the failures")
+    srv.stop()
+
+
+def refused(args, text):
+    p = subprocess.run([KBSIM, "serve", *args], capture_output=True, text=True, cwd=WORKDIR,
+                       timeout=60)
+    check(p.returncode == 2 and text in p.stderr,
+          "%s: exit %d, %r" % (args, p.returncode, p.stderr))
+
+
+def case_tcp():
+    srv = Server("-q", "--token", "s3cret", listen="127.0.0.1:0")
+    check(srv.address.startswith("127.0.0.1:") and not srv.address.endswith(":0"), srv.address)
+    e = error_of(lambda: Client(srv.address, rank=0))
+    check(e.status == "refused" and "wrong or missing token" in e.message, str(e))
+    with Client(srv.address, rank=0, token="s3cret") as c:
+        c.ping()
+        t = c.alloc(16)
+        c.write(t, np.arange(16, dtype=np.float32))
+        check(np.array_equal(c.all_reduce([0], t, algorithm="ring_allreduce").data,
+                             np.arange(16, dtype=np.float32)), "one-rank all_reduce over TCP")
+    srv.stop()
+    msg = "not a loopback address; a listener other hosts can reach needs --allow-remote"
+    refused(["--listen", "0.0.0.0:0"], msg)
+    refused(["--listen", "0.0.0.0:0", "--token", "x"], msg)
+    refused(["--listen", "0.0.0.0:0", "--allow-remote"], "--allow-remote needs --token TOKEN")
+    refused(["--listen", "[::]:0"], msg)
+    refused(["--timeout", "abc"], "bad value 'abc' for '--timeout'")
+    refused(["--max-payload", "0"], "bad value '0' for '--max-payload'")
+    refused(["extra.lua"], "'kbsim serve' takes no script or argument, got 'extra.lua'")
+    refused(["--set", "sips.cuont=2"], "unknown key 'sips.cuont'")
+    # socket paths: one line without a script position; a live server's socket is
+    # not taken over, a stale one (a file left by a server that is gone) is
+    refused(["--listen", "/nonexistent/dir/s.sock"],
+            "kbsim serve: --listen '/nonexistent/dir/s.sock': ")
+    live = Server("-q")
+    refused(["--listen", live.listen], "--listen '%s': another server listens there"
+            % live.listen)
+    live.stop()
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(live.listen)
+    stale.close()
+    again = Server("-q", listen=live.listen)
+    with Client(again.address) as c:
+        c.ping()
+    again.stop()
+
+
+def case_busy():
+    # The loop answers while a long collective is simulated: an observer sees
+    # "simulating" (only a reply sent between two batches of the run can
+    # say so), and the members then get their exact results.
+    srv = Server("-q")
+    N, n = 4, 1 << 20
+    seen = {}
+
+    def observe():
+        with Client(srv.address) as obs:
+            while True:
+                st = obs.stats()
+                if st["simulating"] or st["collectives_done"]:
+                    seen.update(st)
+                    return
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            c.write(t, np.full(n, r + 1, np.float32))
+            if r == 0:
+                threading.Thread(target=observe).start()
+            return c.all_reduce(list(range(N)), t, algorithm="ring_allreduce").data
+    res = on_ranks(N, member)
+    check(seen.get("simulating") == 1, "the server never answered during the run: %r" % seen)
+    for r in range(N):
+        check(np.array_equal(res[r], np.full(n, 10, np.float32)), "values on rank %d" % r)
+    srv.stop()
+
+
+def told_stopping(res):
+    for r, v in res.items():
+        check(v == "stopping: all_reduce over ranks {0,1,2,3} failed: the server is stopping",
+              "rank %d: %s" % (r, v))
+
+
+def case_stop():
+    # Ctrl-C while members wait in a collective: they get an error, the
+    # server ends with status 0 and removes its socket
+    srv = Server("-q")
+    N = 4
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(64)
+            if r == 0:
+                def stop():
+                    wait_issued(srv, N - 1)
+                    srv.proc.send_signal(signal.SIGINT)
+                threading.Thread(target=stop).start()
+            e = error_of(lambda: c.all_reduce(list(range(N)), t, algorithm="ring_allreduce"))
+            return "%s: %s" % (e.status, e.message)
+    res = on_ranks(N - 1, member)  # rank 3 never comes
+    srv.ended()
+    told_stopping(res)
+
+
+def case_stop_running():
+    # Ctrl-C while a long collective is simulated: the run stops at its next
+    # batch, the members get "stopping", the server ends with status 0
+    srv = Server("-q")
+    N, n = 4, 1 << 20
+
+    def stop_when_running():
+        with Client(srv.address) as obs:
+            while not obs.stats()["simulating"]:
+                pass
+        srv.proc.send_signal(signal.SIGINT)
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            if r == 0:
+                threading.Thread(target=stop_when_running).start()
+            e = error_of(lambda: c.all_reduce(list(range(N)), t, algorithm="ring_allreduce"))
+            return "%s: %s" % (e.status, e.message)
+    res = on_ranks(N, member)
+    srv.ended()
+    told_stopping(res)
+
+
+globals()["case_" + CASE]()
+print("cosim_%s ok" % CASE)
