@@ -251,9 +251,11 @@ int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
     }
     int pi = params_index(f, p);
     char *copy = name ? strdup(name) : NULL;
-    if (pi < 0 || (name && !copy))
+    if (pi < 0 || (name && !copy)) {
+        free(copy);
         return seterr(f, SIM_ENOMEM, "link '%s': out of memory",
                       name ? name : autoname);
+    }
     int id = f->n_links++;
     f->links[id] = (struct flink){NULL, copy, src, dst, pi};
     return id;
