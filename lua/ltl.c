@@ -46,10 +46,15 @@ static const char future_table_key = 'f'; /* registry: receives not yet waited f
 
 /* Host-side buffers of one Lua thread: operand snapshots and results on
  * their way to and from the TCM. A call takes them by slot (the operand's
- * position, RESULT for a result) and they live on across calls, so a
- * kernel op allocates nothing. They belong to a thread, not a context: a
- * kernel and its tl.spawn helpers interleave inside calls (each blocks in
- * simulated time), but one thread is in one call at a time. */
+ * position, RESULT for a result) and frees them when it returns
+ * (scratch_drop): a snapshot taken before a blocking point (the dispatch,
+ * the unit's wait, a DMA or IPCQ transfer) is used after it, so a call
+ * needs buffers of its own for its whole span, but an idle kernel, or one
+ * blocked between calls, holds none (thousands of kernels would otherwise
+ * keep ~3 payloads each for their life: decision 0017). They belong to a
+ * thread, not a context: a kernel and its tl.spawn helpers interleave
+ * inside calls, but one thread is in one call at a time. A call that
+ * fails leaves its buffers to the thread's unbind or collection. */
 enum { SCRATCH_SLOTS = 4, RESULT = 3 };
 
 struct scratch {
@@ -222,8 +227,8 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
     return sc->p[slot];
 }
 
-/* The running thread's kernel work is over: its buffers go now rather than
- * when the collector finds the thread. */
+/* The running thread's call is over (or its kernel work): its buffers go
+ * now rather than when the collector finds the thread. */
 static void scratch_drop(lua_State *L)
 {
     push_weak_table(L, &scratch_table_key);
@@ -273,6 +278,7 @@ static int l_host_write(lua_State *L)
     }
     if (n > 0 && kb_mem_write(m, (uint64_t)addr, buf, (uint64_t)n * es) != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(m));
+    scratch_drop(L);
     return 0;
 }
 
@@ -292,6 +298,7 @@ static int l_host_read(lua_State *L)
         lua_pushnumber(L, kb_dtype_load(buf, j, dt));
         lua_rawseti(L, -2, (lua_Integer)j + 1);
     }
+    scratch_drop(L);
     return 1;
 }
 
@@ -617,6 +624,7 @@ static int h_to_table(lua_State *L)
         lua_pushnumber(L, kb_dtype_load(buf, j, h->dt));
         lua_rawseti(L, -2, (lua_Integer)j + 1);
     }
+    scratch_drop(L);
     return 1;
 }
 
@@ -766,6 +774,7 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     if (rc < 0)
         return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, kb_math_errmsg(c->pe->math));
     hwrite(L, out, obuf);
+    scratch_drop(L);
     return 1;
 }
 
@@ -801,6 +810,7 @@ static int fill(lua_State *L, struct kctx *c, uint32_t n, lua_Number v, enum kb_
     for (uint32_t j = 0; j < n; j++)
         kb_dtype_store(buf, j, dt, v);
     hwrite(L, h, buf);
+    scratch_drop(L);
     return 1;
 }
 
@@ -860,6 +870,7 @@ static int l_dot(lua_State *L)
     if (rc < 0)
         return luaL_error(L, "tl.dot on PE '%s': gemm failed (%d)", c->pe->name, rc);
     hwrite(L, out, cb);
+    scratch_drop(L);
     return 1;
 }
 
@@ -952,6 +963,7 @@ static int l_gemm_tile(lua_State *L)
         return luaL_error(L, "tl.gemm_tile: %s", sim_errmsg(c->s));
     if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)c_n * sizeof(float)) != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
+    scratch_drop(L);
     lua_pushvalue(L, outi);
     return 1;
 }
@@ -998,6 +1010,7 @@ static int l_accumulate(lua_State *L)
         return luaL_error(L, "tl.accumulate on PE '%s': %s", c->pe->name,
                           kb_math_errmsg(c->pe->math));
     hwrite(L, acc, ab);
+    scratch_drop(L);
     lua_pushvalue(L, 1);
     return 1;
 }
@@ -1025,6 +1038,7 @@ static int l_cast(lua_State *L)
     for (uint32_t j = 0; j < h->n; j++)
         kb_dtype_store(obuf, j, dt, kb_dtype_load(buf, j, h->dt));
     hwrite(L, out, obuf);
+    scratch_drop(L);
     return 1;
 }
 
@@ -1144,6 +1158,7 @@ static int l_send(lua_State *L)
     kb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.send: %s", kb_ipcq_errmsg(c->pe->ipcq));
+    scratch_drop(L);
     return 0;
 }
 
@@ -1203,6 +1218,7 @@ static int l_recv(lua_State *L)
     check_meta(L, c, dir, n, dt, got, &meta);
     struct handle *h = newhandle(L, c, n, dt);
     hwrite(L, h, buf);
+    scratch_drop(L);
     return 1;
 }
 
