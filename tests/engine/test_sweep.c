@@ -308,7 +308,7 @@ static void on_release(void *ud)
     atomic_fetch_add(&released, 1);
 }
 
-static int run_stubborn(struct sim_sweep_point *pt, size_t i, void *ud)
+static int run_ignoring_stop(struct sim_sweep_point *pt, size_t i, void *ud)
 {
     (void)ud;
     if (atomic_load(&interrupt)) {
@@ -341,7 +341,7 @@ TEST(sweep_timeout_abandons_stuck_point)
     atomic_store(&interrupt, false);
     atomic_store(&finished_after_release, 0);
     atomic_store(&released, 0);
-    ASSERT_EQ(sim_sweep_run(6, run_stubborn, NULL, &o, st), SIM_EPROC);
+    ASSERT_EQ(sim_sweep_run(6, run_ignoring_stop, NULL, &o, st), SIM_EPROC);
     ASSERT_EQ(st[0], SIM_SWEEP_DONE);
     ASSERT_EQ(st[1], SIM_SWEEP_TIMED_OUT);
     ASSERT_EQ(st[2], SIM_SWEEP_TIMEOUT_ABANDONED);
@@ -366,7 +366,7 @@ TEST(sweep_second_sigint_abandons)
     atomic_store(&interrupt, true);
     atomic_store(&finished_after_release, 0);
     atomic_store(&released, 0);
-    ASSERT_EQ(sim_sweep_run(6, run_stubborn, NULL, &o, st), SIM_STOPPED);
+    ASSERT_EQ(sim_sweep_run(6, run_ignoring_stop, NULL, &o, st), SIM_STOPPED);
     for (size_t i = 0; i < 3; i++)
         ASSERT_EQ(st[i], SIM_SWEEP_DONE);
     ASSERT_EQ(st[3], SIM_SWEEP_STOP_ABANDONED);
