@@ -544,8 +544,9 @@ int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *link
         return route_full(sys, src_node, dst_node, links, max);
     /* a short buffer: the whole route in ours, its head copied to theirs */
     if (!sys->route_buf &&
-        !(sys->route_buf = malloc(((size_t)sys->max_hops + 1) * sizeof *sys->route_buf)))
-        return seterr(sys, SIM_ENOMEM, "route: out of memory");
+        !(sys->route_buf = malloc((size_t)sys->max_hops * sizeof *sys->route_buf)))
+        return seterr(sys, SIM_ENOMEM, "route from '%s' to '%s': out of memory",
+                      kb_fabric_node_name(sys->f, src_node), kb_fabric_node_name(sys->f, dst_node));
     int k = route_full(sys, src_node, dst_node, sys->route_buf, sys->max_hops);
     if (k > 0 && max > 0)
         memcpy(links, sys->route_buf, (size_t)(k < max ? k : max) * sizeof *links);

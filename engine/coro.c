@@ -69,7 +69,7 @@ void coro_pool_init(struct coro_pool *pool)
 
 static atomic_size_t guarded_stacks; /* guarded stacks mapped, all pools */
 static atomic_bool guard_notice_done;
-static size_t guard_limit_override;
+static atomic_size_t guard_limit_override; /* set by tests, read by sweep threads */
 
 static long max_map_count(void)
 {

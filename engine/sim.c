@@ -931,14 +931,11 @@ static void prim_init(struct sim *s, struct sim_prim *c,
 
 /* Room in the update list for one more channel: a channel is listed at
  * most once per delta, so with room for all of them a request never
- * allocates. */
+ * allocates. The channel is counted (n_updaters) once it is made. */
 static bool updates_reserve(struct sim *s)
 {
-    if (!grow(&s->updates, &s->cap_updates, s->n_updaters + 1,
-              sizeof *s->updates))
-        return false;
-    s->n_updaters++;
-    return true;
+    return grow(&s->updates, &s->cap_updates, s->n_updaters + 1,
+                sizeof *s->updates);
 }
 
 struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
@@ -949,6 +946,7 @@ struct sim_prim *sim_prim_new(struct sim *s, void (*update)(void *ud),
         seterr(s, SIM_ENOMEM, "out of memory");
         return NULL;
     }
+    s->n_updaters++;
     prim_init(s, &c->c, update, ud);
     c->next_all = s->prims;
     s->prims = c;
@@ -1079,6 +1077,7 @@ struct sim_fifo *sim_fifo_new(struct sim *s, const char *name,
         seterr(s, SIM_ENOMEM, "out of memory creating fifo '%s'", name);
         return NULL;
     }
+    s->n_updaters++;
     f->name = n;
     f->sim = s;
     f->upd.kind = UPD_FIFO;
