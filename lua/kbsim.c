@@ -385,7 +385,7 @@ int main(int argc, char **argv)
         luaL_checkstack(L, nargs, "too many script arguments");
         for (int k = i + 1; k < argc; k++)
             lua_pushstring(L, argv[k]);
-        if (kb_pcall(L, nargs, 0) != LUA_OK && kb_sweep_end_status(L) < 0) {
+        if (kb_pcall(L, nargs, 0) != LUA_OK && !kb_sweep_is_end(L, -1)) {
             const char *msg = lua_tostring(L, -1);
             fprintf(stderr, "kbsim: %s\n", msg ? msg : "(error object is not a string)");
             status = EXIT_USAGE;
@@ -396,7 +396,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "shard %d/%d: every sweep of the script is in the cache; run the same "
                 "command with --merge instead of --shard to write the outputs\n",
                 opt.shard, opt.shards);
-    if (ended > 0)
+    if (ended > 0 && status == 0)
         status = ended;
     kb_remove_scratch(L);
     long failed = kb_failed_checks(L);

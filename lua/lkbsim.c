@@ -130,6 +130,8 @@ struct lsig {
 
 int kb_traceback(lua_State *L)
 {
+    if (lua_islightuserdata(L, 1)) /* a marker, such as kb.sweep's end of run */
+        return 1;
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)

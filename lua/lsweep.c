@@ -899,7 +899,10 @@ static int worker_main(lua_State *W)
         pt->has_result = true;
     }
     pt->checks_failed = kb_failed_checks(W);
-    if (pt->has_result && pt->checks_failed == 0 && sw->cachedir)
+    /* a point asked to stop (timed out, Ctrl-C) may be reported as not
+     * done: it is not cached, so no later --fast reuses it */
+    if (pt->has_result && pt->checks_failed == 0 && sw->cachedir &&
+        !sim_sweep_point_stopping(wk->sp))
         cache_point(W, wk, -2);
     return 0;
 }
@@ -1374,6 +1377,11 @@ static void end_shard(lua_State *L, const struct sweep *sw, const unsigned char 
             "instead of --shard to assemble the outputs\n");
     fflush(stderr);
     end_run(L, 0);
+}
+
+bool kb_sweep_is_end(lua_State *L, int idx)
+{
+    return lua_touserdata(L, idx) == (void *)&kb_end_key;
 }
 
 int kb_sweep_end_status(lua_State *L)

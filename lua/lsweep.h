@@ -7,6 +7,7 @@
 #ifndef KBSIM_LSWEEP_H
 #define KBSIM_LSWEEP_H
 
+#include <stdbool.h>
 #include <lua.h>
 
 /* Exit status for a sweep stopped by Ctrl-C (128 + SIGINT, as shells do). */
@@ -26,5 +27,9 @@ int kb_sweep_status(lua_State *L);
  * the cache), the kb.sweep having said why on stderr. The script then
  * ended with an error that kbsim does not print. */
 int kb_sweep_end_status(lua_State *L);
+
+/* True if the error value at idx is that end of the run (a script that
+ * catches it and then fails otherwise has its own error printed). */
+bool kb_sweep_is_end(lua_State *L, int idx);
 
 #endif

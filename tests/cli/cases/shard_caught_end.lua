@@ -1,0 +1,5 @@
+-- shard_caught_end.lua — a script that catches a shard's end of run and then fails otherwise has its own error printed (it was lost, exit 0)
+local kb = require("kbsim")
+local ok = pcall(kb.sweep, {name = "s", points = {1, 2, 3}, run = function(p) return {p = p} end})
+print("caught", ok)
+error("my own failure after the sweep")
