@@ -191,6 +191,9 @@ function M.params(spec, opts)
     local a = arg[i]
     local k, s = a:match("^([^=]+)=(.*)$")
     if not k then
+      if #names == 0 then
+        bad_argument("argument '%s': this script takes no parameters", a)
+      end
       bad_argument("argument '%s' is not key=value (known keys: %s)", a, table.concat(names, ", "))
     end
     local e = spec[k]

@@ -488,8 +488,9 @@ end
 function M.load(path)
   local f, err = io.open(path, "r")
   if not f then return nil, ("cannot open model '%s': %s"):format(path, err) end
-  local text = f:read("a")
+  local text, rerr = f:read("a")
   f:close()
+  if not text then return nil, ("cannot read model '%s': %s"):format(path, rerr) end
   local t, perr = read_params(text, path)
   if not t then return nil, perr end
   if type(t) ~= "table" then return nil, ("'%s': not a perfmodel parameter table"):format(path) end

@@ -35,8 +35,10 @@ _NP = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
 def bf16_from_f32(x):
     """float32 values to bf16 bit patterns (round to nearest even), as uint16."""
     b = np.ascontiguousarray(x, dtype="<f4").view("<u4").astype(np.uint64)
-    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
-    return b.astype("<u2")
+    rounded = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+    # a NaN stays a (quiet) NaN: rounding would carry it into infinity
+    nan = (b & 0x7FFFFFFF) > 0x7F800000
+    return np.where(nan, (b >> 16) | 0x40, rounded).astype("<u2")
 
 
 def bf16_to_f32(u):

@@ -118,6 +118,11 @@ def same_times(res, ref, what):
 
 
 def case_collectives():
+    # bf16 conversion: a NaN stays a NaN (rounding carried it into infinity)
+    nan_bits = np.array([0x7F800001, 0xFFC00000], dtype="<u4").view("<f4")
+    check(list(bf16_from_f32(nan_bits)) == [0x7FC0, 0xFFC0], "bf16 of NaN is NaN")
+    check(list(bf16_from_f32(np.array([1.0, np.inf], dtype="<f4"))) == [0x3F80, 0x7F80],
+          "bf16 of 1 and inf")
     N, n = 4, 1024
     group = list(range(N))
     ins = [inputs(r, n) for r in range(N)]

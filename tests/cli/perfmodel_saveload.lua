@@ -43,6 +43,13 @@ refused("return {\n  while true do end\n}\n", ":2: not a 'key = value,' line")
 refused("return {\n  L = (\"x\"):rep(2^40),\n}\n", ":2: 'L': not a number or a plain quoted string")
 refused("return {\n  L = 1,\n  L = 2,\n}\n", ":3: 'L' given twice")
 refused("return {\n}\nreturn 1\n", ":3: text after the closing '}'")
+-- a folder in place of the file: named, not "attempt to concatenate a nil value"
+local dir = os.tmpname()
+os.remove(dir)
+os.execute("mkdir " .. dir)
+bad, lerr = pm.load(dir)
+kb.check(bad == nil and lerr:find("cannot read model '" .. dir .. "'", 1, true), tostring(lerr))
+os.remove(dir)
 os.remove(path)
 
 -- The figure: data + model per point, turning points in the script.
