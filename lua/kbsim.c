@@ -229,6 +229,10 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
         usage_error("'kbsim serve' takes no script or argument, got '%s'", extra);
     if (opt->trace)
         usage_error("%s", "--trace is not available with 'kbsim serve' yet");
+    /* sweep options: the server runs no kb.sweep */
+    if (opt->shards > 0 || opt->merge || opt->fast || opt->point_timeout > 0)
+        usage_error("%s", "--shard, --merge, --fast and --point-timeout are for sweeps; "
+                    "'kbsim serve' runs none");
     if (kb_check_config(opt) != 0) {
         free((void *)opt->set);
         return EXIT_USAGE;

@@ -554,15 +554,24 @@ enum kb_cache_found kb_cache_load(lua_State *L, const char *dir, uint64_t key)
     return ok ? KB_CACHE_HIT : KB_CACHE_CORRUPT;
 }
 
+/* strerror for a point's thread: several write their cache at once, and
+ * strerror's buffer is shared (the build defines _GNU_SOURCE: GNU's
+ * strerror_r returns the text) */
+static const char *error_text(int e, char *buf, size_t n)
+{
+    return strerror_r(e, buf, n);
+}
+
 int kb_cache_store(lua_State *L, const char *dir, const char *name, size_t index,
                    uint64_t key, int params, int row, char *why, size_t whysize)
 {
+    char etext[128];
     char path[4200], hex[17], num[32];
     params = lua_absindex(L, params);
     row = lua_absindex(L, row);
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
     if (!kb_cache_path(path, sizeof path, dir, key)) {
-        snprintf(why, whysize, "cannot write in '%s': %s", dir, strerror(ENAMETOOLONG));
+        snprintf(why, whysize, "cannot write in '%s': %s", dir, error_text(ENAMETOOLONG, etext, sizeof etext));
         return -1;
     }
     snprintf(num, sizeof num, "%zu", index + 1);
@@ -581,7 +590,8 @@ int kb_cache_store(lua_State *L, const char *dir, const char *name, size_t index
     if (ok) {
         rc = 0;
         if (!write_atomic(path, b->p, b->n)) {
-            snprintf(why, whysize, "cannot write '%s': %s", path, strerror(errno));
+            snprintf(why, whysize, "cannot write '%s': %s", path,
+                     error_text(errno, etext, sizeof etext));
             rc = -1;
         }
     }

@@ -60,13 +60,15 @@ local function distance(a, b)
   return prev[#b]
 end
 
+-- The name closest to key, if close enough to be a typo (the rule of the
+-- config reader's suggestions: at most max(2, #key / 3) edits); else nil.
 local function nearest(key, names)
   local best, best_d = nil, math.huge
   for _, n in ipairs(names) do
     local d = distance(key, n)
     if d < best_d then best, best_d = n, d end
   end
-  return best
+  if best_d <= math.max(2, #key // 3) then return best end
 end
 
 -- One value of type `e.type` from text s, or nil and why.
@@ -92,8 +94,9 @@ local function convert(e, s)
   if e.min and v < e.min then return nil, ("is below %s"):format(e.min) end
   if e.choices then
     for _, c in ipairs(e.choices) do if c == v then return v end end
-    return nil, ("is not one of %s (nearest: %s)"):format(table.concat(e.choices, ", "),
-                                                        nearest(tostring(v), e.choices))
+    local near = nearest(tostring(v), e.choices)
+    return nil, ("is not one of %s%s"):format(table.concat(e.choices, ", "),
+                                              near and (" (nearest: " .. near .. ")") or "")
   end
   return v
 end
@@ -200,7 +203,8 @@ function M.params(spec, opts)
     if not e then
       local near = nearest(k, names)
       bad_argument("unknown parameter '%s'%s", k, near and (" (nearest: " .. near .. ")") or
-        " (this script takes none)")
+        #names == 0 and " (this script takes none)" or
+        (" (known: %s)"):format(table.concat(names, ", ")))
     end
     if e.list then
       local l = {}
