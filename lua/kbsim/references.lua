@@ -83,7 +83,8 @@ function M.read(path)
     error(("references.read: a file name is expected, got %s"):format(type(path)), 2)
   end
   local f, err = io.open(path, "rb")
-  if not f then return nil, ("%s: cannot read the references: %s"):format(path, err) end
+  -- io.open's message already names the file
+  if not f then return nil, ("cannot read the references: %s"):format(err) end
   local text, rerr = f:read("a")
   f:close()
   if not text then return nil, ("%s: cannot read the references: %s"):format(path, rerr) end

@@ -27,4 +27,8 @@ kb.check(#refs == 2 and refs[1].bytes_per_pe == 16 and refs[2].slope_bits == 8, 
 local ok, err = pcall(function() local r = refs_csv.parse(nil); return r end)
 kb.check(not ok and err:find("references_errors.lua:27: references.parse: the text must be a string",
                              1, true), tostring(err))
+-- a missing file is named once (io.open's message names it)
+local none, rerr = refs_csv.read("/nonexistent/refs.csv")
+kb.check(none == nil and rerr == "cannot read the references: /nonexistent/refs.csv: No such file or directory",
+         tostring(rerr))
 print("references_errors ok")
