@@ -60,15 +60,15 @@ local function distance(a, b)
   return prev[#b]
 end
 
--- The name closest to key, if close enough to be a typo (the rule of the
--- config reader's suggestions: at most max(2, #key / 3) edits); else nil.
-local function nearest(key, names)
+-- The name closest to key; with `typo_only`, only one close enough to be
+-- a typo (the config reader's rule: at most max(2, #key / 3) edits).
+local function nearest(key, names, typo_only)
   local best, best_d = nil, math.huge
   for _, n in ipairs(names) do
     local d = distance(key, n)
     if d < best_d then best, best_d = n, d end
   end
-  if best_d <= math.max(2, #key // 3) then return best end
+  if not typo_only or best_d <= math.max(2, #key // 3) then return best end
 end
 
 -- One value of type `e.type` from text s, or nil and why.
@@ -94,9 +94,8 @@ local function convert(e, s)
   if e.min and v < e.min then return nil, ("is below %s"):format(e.min) end
   if e.choices then
     for _, c in ipairs(e.choices) do if c == v then return v end end
-    local near = nearest(tostring(v), e.choices)
-    return nil, ("is not one of %s%s"):format(table.concat(e.choices, ", "),
-                                              near and (" (nearest: " .. near .. ")") or "")
+    return nil, ("is not one of %s (nearest: %s)"):format(table.concat(e.choices, ", "),
+                                                        nearest(tostring(v), e.choices))
   end
   return v
 end
@@ -201,7 +200,7 @@ function M.params(spec, opts)
     end
     local e = spec[k]
     if not e then
-      local near = nearest(k, names)
+      local near = nearest(k, names, true)
       bad_argument("unknown parameter '%s'%s", k, near and (" (nearest: " .. near .. ")") or
         #names == 0 and " (this script takes none)" or
         (" (known: %s)"):format(table.concat(names, ", ")))
