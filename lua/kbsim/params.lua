@@ -144,6 +144,21 @@ local function help(spec, names, opts)
   os.exit(0)
 end
 
+-- Why a declared default does not fit its entry, or nil.
+local LUA_TYPE = {integer = "number", number = "number", bytes = "number", string = "string",
+                  boolean = "boolean"}
+local function default_problem(e, d)
+  if type(d) ~= LUA_TYPE[e.type] or (e.type ~= "number" and type(d) == "number" and
+                                     not math.tointeger(d)) then
+    return "is not of type " .. e.type
+  end
+  if e.min ~= nil and d < e.min then return ("is below min %s"):format(e.min) end
+  if e.choices then
+    for _, c in ipairs(e.choices) do if c == d then return nil end end
+    return "is not one of the choices"
+  end
+end
+
 -- A declaration error is the script's bug: raised at its kb.params line.
 local function check_spec(spec, names)
   for _, n in ipairs(names) do
@@ -156,6 +171,27 @@ local function check_spec(spec, names)
     end
     if not TYPES[e.type] then
       error(("kb.params: parameter '%s': unknown type '%s'"):format(n, tostring(e.type)), 4)
+    end
+    local numeric = e.type == "integer" or e.type == "number" or e.type == "bytes"
+    if e.min ~= nil and (not numeric or type(e.min) ~= "number") then
+      error(("kb.params: parameter '%s': min needs a number and a numeric type"):format(n), 4)
+    end
+    if e.choices ~= nil and (e.type ~= "string" or type(e.choices) ~= "table" or #e.choices == 0) then
+      error(("kb.params: parameter '%s': choices needs a list of strings and type string"):format(n), 4)
+    end
+    local defaults = e.default
+    if e.list then
+      if type(defaults) ~= "table" or #defaults == 0 then
+        error(("kb.params: parameter '%s': a list's default is a non-empty list"):format(n), 4)
+      end
+    else
+      defaults = {defaults}
+    end
+    for _, d in ipairs(defaults) do
+      local why = default_problem(e, d)
+      if why then
+        error(("kb.params: parameter '%s': default %s %s"):format(n, tostring(d), why), 4)
+      end
     end
   end
 end
