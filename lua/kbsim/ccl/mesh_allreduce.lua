@@ -1,29 +1,57 @@
--- mesh_allreduce.lua — 2x2 mesh all-reduce: exchange along the row, then the column
+-- mesh_allreduce.lua — w x h mesh all-reduce: every row all-reduces along its line, then every column
 --
--- Launch indices are row-major on the 2x2 grid (0 1 / 2 3). After the row
--- exchange each PE holds its row's sum; after the column exchange, all.
+-- Launch indices are row-major on the w x h grid (index y*w + x): the
+-- grid is opts.dims = {w, h}, else the most square one (w >= h; 2x2 for
+-- 4 ranks). Links are mesh links only (no wrap-around), both ways.
+-- A line of L ranks all-reduces in two chains at once: prefix sums flow
+-- low to high (E, S), suffix sums high to low (W, N); rank x adds the
+-- prefix of 0..x-1, its own tile and the suffix of x+1..L-1. On a line
+-- of two this is one exchange. Cost (Hockney, per line of L ranks, the
+-- two chains on opposite links; a middle rank forwards the prefix before
+-- the suffix):
+--   line(L) = (L − 1)(α + Sβ + Sγ) + [L > 2](α + Sβ)·(the forward the suffix waits for)
+-- measured against analytic.lua: hockney.mesh_allreduce (docs/collectives.md).
 local tl = require("kbsim.tl")
+local grid = require("kbsim.ccl.lib.grid")
+
+local function dims_of(world_size, opts)
+  if opts.dims then
+    local d = grid.check_dims("mesh_allreduce", opts.dims, world_size)
+    if #d ~= 2 then
+      error(("'mesh_allreduce': dims must be {w, h}, got %d sizes"):format(#d), 0)
+    end
+    return d
+  end
+  if world_size == 4 then return {2, 2} end
+  return grid.balanced2(world_size)
+end
 
 local function args(world_size, n_elem, opts)
-  if world_size ~= 4 then
-    error(("'mesh_allreduce' needs 4 ranks (a 2x2 mesh), got %d"):format(world_size), 0)
-  end
   if opts.op ~= nil and opts.op ~= "sum" then
     error(("'mesh_allreduce' reduces with sum only, not '%s'"):format(tostring(opts.op)), 0)
   end
-  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
+  local d = dims_of(world_size, opts)
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, w = d[1], h = d[2]}
 end
 
-local function wire(sys, ranks, _)
-  if #ranks ~= 4 then
-    error(("'mesh_allreduce' needs 4 ranks (a 2x2 mesh), got %d"):format(#ranks), 0)
+local function wire(sys, ranks, a)
+  local function both(i, di, j, dj)
+    tl.wire(sys, ranks[i], di, ranks[j], dj)
+    tl.wire(sys, ranks[j], dj, ranks[i], di)
   end
-  local function both(a, da, b, db)
-    tl.wire(sys, ranks[a], da, ranks[b], db)
-    tl.wire(sys, ranks[b], db, ranks[a], da)
+  local w, h = a.w, a.h
+  if w == 2 and h == 2 then -- the order of the 2x2 original: its channels, its times
+    both(1, "E", 2, "W"); both(3, "E", 4, "W")
+    both(1, "S", 3, "N"); both(2, "S", 4, "N")
+    return
   end
-  both(1, "E", 2, "W"); both(3, "E", 4, "W")
-  both(1, "S", 3, "N"); both(2, "S", 4, "N")
+  for y = 0, h - 1 do
+    for x = 0, w - 1 do
+      local i = y * w + x + 1
+      if x + 1 < w then both(i, "E", i + 1, "W") end
+      if y + 1 < h then both(i, "S", i + w, "N") end
+    end
+  end
 end
 
 -- Send and receive on one direction at once (the receive is posted first
@@ -39,13 +67,33 @@ local function exchange(dir, h, n, dtype)
   return sum
 end
 
+-- All-reduce of acc along a line of len ranks, this one at pos.
+local function line(acc, pos, len, lo, hi, n, dt)
+  if len < 2 then return acc end
+  if pos == 0 then return exchange(hi, acc, n, dt) end
+  if pos == len - 1 then return exchange(lo, acc, n, dt) end
+  local fp = tl.recv_async(lo, n, dt)
+  local fs = tl.recv_async(hi, n, dt)
+  local pre = tl.wait(fp)
+  local up = pre + acc -- the prefix through this rank
+  tl.free(pre)
+  tl.send(hi, up)
+  local suf = tl.wait(fs)
+  local down = acc + suf -- the suffix through this rank
+  tl.free(acc)
+  tl.send(lo, down)
+  tl.free(down)
+  local sum = up + suf
+  tl.free(up, suf)
+  return sum
+end
+
 local function kernel(a, input, output)
   local n, r = a.n_elem, tl.rank()
-  local hdir = (r % 2 == 0) and "E" or "W"
-  local vdir = (r < 2) and "S" or "N"
+  local x, y = r % a.w, r // a.w
   local acc = tl.load(input, 0, n)
-  acc = exchange(hdir, acc, n, a.dtype)
-  acc = exchange(vdir, acc, n, a.dtype)
+  acc = line(acc, x, a.w, "W", "E", n, a.dtype)
+  acc = line(acc, y, a.h, "N", "S", n, a.dtype)
   tl.store(output, 0, acc)
 end
 
