@@ -238,6 +238,121 @@ function G.broadcast_ring(n, s, link, opts)
   return (n - 1 + k - 1) * round(l, s / k)
 end
 
+-- ---- Topology-aware algorithms (lua/kbsim/ccl/, docs/collectives.md) ----
+-- Hockney, per message: these kernels exchange one piece per message in
+-- lockstep (post the receive, send, wait), so every message pays α.
+
+-- 2^⌊log2 n⌋, the core of recursive halving and doubling.
+local function pow2_floor(n)
+  local p = 1
+  while p * 2 <= n do p = p * 2 end
+  return p
+end
+
+-- Per-dimension (multi-ring) all-reduce on a grid of N = Π d_i ranks, S
+-- cut into N pieces: a ring step at dimension i moves m_i = N/(d_1…d_i)
+-- pieces, and Σ_i (d_i − 1) m_i = N − 1, so
+-- T = 2(N−1)(α + (S/N)β) + (N−1)(S/N)γ, α and β of one neighbour hop.
+-- (Also the snake-order ring's cost.) dims: a list of sizes.
+function H.torus_allreduce(dims, s, link)
+  if type(dims) ~= "table" or #dims == 0 then
+    error("torus_allreduce: dims must be a list of dimension sizes", 2)
+  end
+  local n = 1
+  for _, d in ipairs(dims) do check_n(d); n = n * d end
+  check_size(s)
+  local l = hockney_link(link)
+  local c = s / n
+  return 2 * (n - 1) * (l.alpha + c * l.beta) + (n - 1) * c * l.gamma
+end
+
+-- Rabenseifner all-reduce, p = 2^⌊log2 N⌋ pieces of S/p: the halving
+-- sends p − 1 pieces (adding each), the doubling p − 1;
+-- T = 2(p−1)(α + (S/p)β) + (p−1)(S/p)γ, and for N > p the fold in and
+-- out of whole tiles, p pieces each way, at most 2p(α + (S/p)β) + Sγ
+-- more (the pieces stream one way, so the simulated time is below it).
+function H.rhd_allreduce(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local p = pow2_floor(n)
+  local c = s / p
+  local t = 2 * (p - 1) * (l.alpha + c * l.beta) + (p - 1) * c * l.gamma
+  if n > p then t = t + p * (2 * l.alpha + 2 * c * l.beta + c * l.gamma) end
+  return t
+end
+
+-- Recursive-halving reduce-scatter, S the input bytes, N a power of two:
+-- N − 1 chunk messages of S/N, each added. (N−1)(α + (S/N)(β + γ))
+function H.rhd_reduce_scatter(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local c = s / n
+  local p = pow2_floor(n)
+  local t = (p - 1) * (l.alpha + c * (l.beta + l.gamma))
+  -- N > p, an upper bound: fold in N chunks, hand one back; a core
+  -- rank owns up to two chunks, so at most twice the core's messages
+  if n > p then
+    t = 2 * t + n * (l.alpha + c * (l.beta + l.gamma)) + (l.alpha + c * l.beta)
+  end
+  return t
+end
+
+-- Recursive-doubling all-gather, S the output bytes, N a power of two:
+-- N − 1 chunk messages of S/N. (N−1)(α + (S/N)β)
+function H.rhd_all_gather(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local c = s / n
+  local p = pow2_floor(n)
+  local t = (p - 1) * (l.alpha + c * l.beta)
+  -- N > p, an upper bound: one chunk in, N − 1 back, up to twice the core
+  if n > p then t = 2 * t + (l.alpha + c * l.beta) + (n - 1) * (l.alpha + c * l.beta) end
+  return t
+end
+
+-- Double binary tree: two heap-order trees (the second on mirrored
+-- ranks) each reduce and broadcast S/2 at once, children served
+-- concurrently. 2D(α + (S/2)β) + D·c·(S/2)γ, D = ⌊log2 N⌋, c = min(N−1, 2).
+-- With one DMA channel for sends a parent's second child waits for the
+-- first's bytes: at most D(S/2)β more (docs/collectives.md).
+function H.dbtree_allreduce(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local d = floor_log2(n)
+  local c = math.min(n - 1, 2)
+  return 2 * d * (l.alpha + s / 2 * l.beta) + d * c * s / 2 * l.gamma
+end
+
+-- One line of L ranks of the mesh all-reduce: prefix and suffix chains
+-- on opposite links; a middle rank forwards the prefix before the
+-- suffix, so each one after the first delays the suffix by Sβ.
+-- line(1) = 0, line(L) = (L−1)(α + Sβ + Sγ) + (L−2)Sβ
+local function mesh_line(len, s, l)
+  if len < 2 then return 0 end
+  return (len - 1) * (l.alpha + s * l.beta + s * l.gamma) + (len - 2) * s * l.beta
+end
+
+-- Mesh all-reduce on w × h: the rows, then the columns.
+-- T = line(w) + line(h)
+function H.mesh_allreduce(w, h, s, link)
+  check_n(w); check_n(h); check_size(s)
+  local l = hockney_link(link)
+  return mesh_line(w, s, l) + mesh_line(h, s, l)
+end
+
+-- Hierarchical all-reduce over G groups of at most m ranks: tree reduce
+-- to the leaders (link_in), pass-along ring of the leaders (link_out),
+-- tree broadcast. D = ⌊log2 m⌋, c = min(m − 1, 2):
+-- T = 2D(α_i + Sβ_i) + D·c·Sγ + (G − 1)(α_o + Sβ_o + Sγ)
+function H.hier_allreduce(groups, m, s, link_in, link_out)
+  check_n(groups); check_n(m); check_size(s)
+  local li, lo = hockney_link(link_in), hockney_link(link_out or link_in)
+  local d = floor_log2(m)
+  local c = math.min(m - 1, 2)
+  return 2 * d * (li.alpha + s * li.beta) + d * c * s * li.gamma
+    + (groups - 1) * (lo.alpha + s * lo.beta + s * lo.gamma)
+end
+
 -- ---- Hierarchical all-reduce, either model ------------------------------
 
 -- levels = {{n=, link=}, ...}, innermost first. Every level but the last

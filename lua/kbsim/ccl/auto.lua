@@ -1,0 +1,180 @@
+-- auto.lua — the all-reduce chooser: picks an algorithm by size and topology from closed forms
+--
+-- When the collective is wired (its system is known), every candidate's
+-- Hockney cost (kbsim/analytic.lua) is evaluated with α and β measured
+-- on the system's own routes between the ranks that algorithm talks
+-- across (the worst pair: a rank-order ring on a torus pays its
+-- multi-hop row ends, a snake ring does not), and the cheapest runs.
+-- α = route latency of 0 bytes + the 16-byte credit back; β = the
+-- route's ns per byte. The reduction's time counts only when
+-- opts.gamma_ns_per_byte is given (the PE's vector width is not visible
+-- from the system object). Contention between concurrent messages is not
+-- modelled. Candidates:
+--   ring_allreduce, ring_rs_ag_allreduce, rhd_allreduce, tree_allreduce,
+--   dbtree_allreduce                       always (when the size allows);
+--   torus_allreduce, snake_ring_allreduce  when opts.dims gives the grid;
+--   hier_allreduce                         when opts.groups is given or
+--                                          every PE name marks a group.
+-- The choice is in the report (`chosen`, `chosen_ns` the estimate) and,
+-- unless -q, one log line on stderr per distinct choice.
+local kb = require("kbsim")
+local ccl = require("kbsim.ccl")
+local an = require("kbsim.analytic")
+local grid = require("kbsim.ccl.lib.grid")
+
+local NAME = "auto"
+local H = an.hockney
+local DTYPE_BYTES = {f16 = 2, bf16 = 2, f32 = 4}
+local logged = {}
+
+local function args(world_size, n_elem, opts)
+  if opts.dims then grid.check_dims(NAME, opts.dims, world_size) end
+  if opts.gamma_ns_per_byte ~= nil and (type(opts.gamma_ns_per_byte) ~= "number"
+      or opts.gamma_ns_per_byte < 0) then
+    error(("'%s': gamma_ns_per_byte must be a number >= 0, got %s"):format(NAME,
+      tostring(opts.gamma_ns_per_byte)), 0)
+  end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, opts = o}
+end
+
+-- α, β of the worst of the launch-index pairs, on sys's routes
+local function measure(sys, ranks, pairs_, cache, gamma)
+  local alpha, beta = 0, 0
+  local B = 1 << 20
+  for _, pr in ipairs(pairs_) do
+    local a, b = ranks[pr[1] + 1], ranks[pr[2] + 1]
+    local key = a .. ">" .. b
+    local v = cache[key]
+    if not v then
+      local fwd, back = sys:path(a, b), sys:path(b, a)
+      local l0 = fwd.latency_ns(0)
+      v = {alpha = l0 + back.latency_ns(16), beta = (fwd.latency_ns(B) - l0) / B}
+      cache[key] = v
+    end
+    if v.alpha > alpha then alpha = v.alpha end
+    if v.beta > beta then beta = v.beta end
+  end
+  return {alpha = alpha, beta = beta, gamma = gamma}
+end
+
+local function ring_pairs(order)
+  local p = {}
+  for t = 1, #order do p[t] = {order[t], order[t % #order + 1]} end
+  return p
+end
+
+local function heap_pairs(members)
+  local p = {}
+  for c = 1, #members - 1 do p[#p + 1] = {members[(c - 1) // 2 + 1], members[c + 1]} end
+  return p
+end
+
+-- {name=, ns=, opts=} for every candidate that can run here
+local function candidates(sys, ranks, a)
+  local N, o = #ranks, a.opts
+  local S = a.n_elem * DTYPE_BYTES[a.dtype]
+  local cache, g = {}, o.gamma_ns_per_byte or 0
+  local function link(p) return measure(sys, ranks, p, cache, g) end
+  local ident, mirror = {}, {}
+  for i = 0, N - 1 do ident[i + 1] = i; mirror[i + 1] = N - 1 - i end
+  local out = {}
+  local function add(name, ns, extra) out[#out + 1] = {name = name, ns = ns, extra = extra} end
+  if N == 1 then add("ring_allreduce", 0); return out end
+  local ring = link(ring_pairs(ident))
+  add("ring_allreduce", H.ring_allreduce(N, S, ring))
+  if a.n_elem >= N then add("ring_rs_ag_allreduce", H.ring_allreduce_bw(N, S, ring)) end
+  local p2 = 1
+  while p2 * 2 <= N do p2 = p2 * 2 end
+  if a.n_elem >= p2 then
+    local pr = {}
+    local rhd = require("kbsim.ccl.lib.rhd").plan(N)
+    for j = 0, p2 - 1 do
+      for b = 0, rhd.L - 1 do pr[#pr + 1] = {rhd.real(j), rhd.real(j ~ (1 << b))} end
+    end
+    for r = 0, 2 * rhd.ex - 1, 2 do pr[#pr + 1] = {r, r + 1} end
+    add("rhd_allreduce", H.rhd_allreduce(N, S, link(pr)))
+  end
+  local tree = link(heap_pairs(ident))
+  add("tree_allreduce", H.tree_allreduce(N, S, tree))
+  if a.n_elem >= 2 then
+    local pr = heap_pairs(ident)
+    for _, x in ipairs(heap_pairs(mirror)) do pr[#pr + 1] = x end
+    add("dbtree_allreduce", H.dbtree_allreduce(N, S, link(pr)))
+  end
+  if o.dims and a.n_elem >= N then
+    local dims = o.dims
+    local pr = {}
+    for i = 0, N - 1 do
+      local c = grid.coords(i, dims)
+      for k, d in ipairs(dims) do
+        if d > 1 then
+          local nc = {table.unpack(c)}
+          nc[k] = (c[k] + 1) % d
+          pr[#pr + 1] = {i, grid.index(nc, dims)}
+        end
+      end
+    end
+    add("torus_allreduce", H.torus_allreduce(dims, S, link(pr)), {dims = dims})
+    add("snake_ring_allreduce", H.ring_allreduce_bw(N, S, link(ring_pairs(grid.snake(dims)))),
+      {dims = dims})
+  end
+  local groups = o.groups
+  if not groups then
+    local by, list = {}, {}
+    for i, r in ipairs(ranks) do
+      local key = sys:pe(r).name:match("^(.*)%.[^.]*$")
+      if not key then list = nil; break end
+      if not by[key] then by[key] = #list + 1; list[#list + 1] = {} end
+      table.insert(list[by[key]], i - 1)
+    end
+    if list and #list > 1 and #list < N then groups = list end
+  end
+  if groups then
+    local inner, leaders, m = {}, {}, 0
+    for _, gl in ipairs(groups) do
+      for _, x in ipairs(heap_pairs(gl)) do inner[#inner + 1] = x end
+      leaders[#leaders + 1] = gl[1]
+      if #gl > m then m = #gl end
+    end
+    local lin = #inner > 0 and link(inner) or {alpha = 0, beta = 0, gamma = g}
+    add("hier_allreduce", H.hier_allreduce(#groups, m, S, lin, link(ring_pairs(leaders))),
+      {groups = groups})
+  end
+  return out
+end
+
+local function wire(sys, ranks, a)
+  local list = candidates(sys, ranks, a)
+  local best = list[1]
+  for i = 2, #list do if list[i].ns < best.ns then best = list[i] end end
+  local algo = ccl.get(best.name)
+  local o = {}
+  for k, v in pairs(a.opts) do o[k] = v end
+  for k, v in pairs(best.extra or {}) do o[k] = v end
+  o.algorithm = nil
+  a.inner, a.inner_args = algo, algo.args(#ranks, a.n_elem, o)
+  a.chosen, a.chosen_ns, a.candidates = best.name, best.ns, list
+  algo.wire(sys, ranks, a.inner_args)
+  local key = ("%s %d %d %s"):format(best.name, #ranks, a.n_elem, a.dtype)
+  if not logged[key] and not kb.options.quiet then
+    logged[key] = true
+    local parts = {}
+    for _, c in ipairs(list) do parts[#parts + 1] = ("%s %.1f"):format(c.name, c.ns) end
+    io.stderr:write(("ccl auto: %d ranks, %d B: chose %s (estimates ns: %s)\n"):format(#ranks,
+      a.n_elem * DTYPE_BYTES[a.dtype], best.name, table.concat(parts, ", ")))
+  end
+end
+
+local function kernel(a, input, output)
+  return a.inner.kernel(a.inner_args, input, output)
+end
+
+return {
+  name = NAME,
+  collective = "all_reduce",
+  args = args,
+  wire = wire,
+  kernel = kernel,
+}
