@@ -1,0 +1,192 @@
+-- ccl_topo_closed_form.lua — the topology-aware collectives' times against their closed forms (analytic.lua) on contention-free graphs
+--
+-- Run with dispatch, setups and memory time made negligible (see
+-- tests/cli/CMakeLists.txt), as ccl_closed_form.lua is: one message of B
+-- bytes between neighbours then costs α + B/bw, α the route's latency
+-- plus the credit's return, and one add costs one cycle (1 ns) whatever
+-- its size (a vector unit wider than any tile). γ is passed as that
+-- cycle over the bytes added, so the formulas' Sγ terms count adds.
+-- Exact (error < 1e-3) where the kernels' schedule is the formula's;
+-- bracketed where one DMA channel serialises a parent's sends to its
+-- children (trees), or where a fold streams its pieces (rhd, N not a
+-- power of two), with both bounds from analytic.lua.
+local kb = require("kbsim")
+local T = require("kbsim.torch")
+local H = require("kbsim.analytic").hockney
+
+local BW, LAT = 64, 20
+
+-- every pair of PEs linked both ways: no two messages of these
+-- algorithms share a link in one direction
+local function complete(N, names)
+  local g = {nodes = {}, links = {}}
+  for i = 0, N - 1 do g.nodes[#g.nodes + 1] = {name = names and names(i) or ("p" .. i), pe = true} end
+  for i = 0, N - 1 do
+    for j = i + 1, N - 1 do
+      g.links[#g.links + 1] = {from = g.nodes[i + 1].name, to = g.nodes[j + 1].name,
+        bandwidth_gbps = BW, latency_ns = LAT, bidirectional = true}
+    end
+  end
+  return g
+end
+
+-- runs collective coll ("ar", "rs", "ag") of alg on N ranks, n elements
+-- per rank (C per chunk for rs/ag); returns the report and α
+local function run(alg, coll, N, n, opts, names)
+  local torch = T.init{topology = complete(N, names)}
+  torch.distributed.init_process_group{config = {ccl = {algorithm = "ring_allreduce", dtype = "f32"}}}
+  local o = {algorithm = alg}
+  for k, v in pairs(opts or {}) do o[k] = v end
+  local rep
+  local function filled(len)
+    local t = torch.zeros({1, len}, {dtype = "f32"})
+    local v = {}
+    for k = 1, len do v[k] = k % 5 end
+    t:copy_(torch.from_table(v, {dtype = "f32"}))
+    return t
+  end
+  if coll == "rs" then
+    rep = torch.distributed.reduce_scatter(torch.zeros({1, N * n}, {dtype = "f32"}),
+      filled(N * N * n), o)
+  elseif coll == "ag" then
+    rep = torch.distributed.all_gather(torch.zeros({1, N * N * n}, {dtype = "f32"}),
+      filled(N * n), o)
+  else
+    rep = torch.distributed.all_reduce(filled(N * n), o)
+  end
+  kb.check(rep.check == "passed", alg .. ": values " .. rep.check)
+  local alpha = torch.sys:path(0, 1).latency_ns(0) + torch.sys:path(1, 0).latency_ns(16)
+  return rep, alpha
+end
+
+local function link(alpha, add_bytes)
+  return {alpha = alpha, bw = BW, gamma = 1 / add_bytes}
+end
+
+local function exact(what, got, want)
+  local err = math.abs(got - want) / want
+  print(("%-40s %10.3f ns  closed form %10.3f ns  error %.4f%%"):format(what, got, want, 100 * err))
+  kb.check(err < 1e-3, ("%s: %.3f ns is %.4f%% off %.3f ns"):format(what, got, 100 * err, want))
+end
+
+local function within(what, got, lo, hi)
+  print(("%-40s %10.3f ns  bounds [%10.3f, %10.3f] ns"):format(what, got, lo, hi))
+  kb.check(got >= lo * (1 - 1e-3) and got <= hi * (1 + 1e-3),
+    ("%s: %.3f ns outside [%.3f, %.3f]"):format(what, got, lo, hi))
+end
+
+-- Rabenseifner, power-of-two rank counts: exact
+for _, c in ipairs({{4, 16384}, {8, 16384}, {8, 4096}, {16, 4096}}) do
+  local N, n = c[1], c[2]
+  local S = 4 * n
+  local rep, a = run("rhd_allreduce", "ar", N, n)
+  exact(("rhd_allreduce N=%d S=%d"):format(N, S), rep.latency_ns,
+    H.rhd_allreduce(N, S, link(a, S / N)))
+  rep, a = run("rhd_reduce_scatter", "rs", N, n // N)
+  local C = 4 * (n // N)
+  exact(("rhd_reduce_scatter N=%d S=%d"):format(N, N * C), rep.latency_ns,
+    H.rhd_reduce_scatter(N, N * C, link(a, C)))
+  rep, a = run("rhd_all_gather", "ag", N, n // N)
+  exact(("rhd_all_gather N=%d S=%d"):format(N, N * C), rep.latency_ns,
+    H.rhd_all_gather(N, N * C, link(a, C)))
+end
+
+-- Rabenseifner with a fold (N = 6, 12): between the core alone plus one
+-- streamed tile each way (α + Sβ, one add per piece) and the lockstep bound
+for _, N in ipairs({6, 12}) do
+  local n = 16384
+  local S, p = 4 * n, (N == 6) and 4 or 8
+  local rep, a = run("rhd_allreduce", "ar", N, n)
+  local l = link(a, S / p)
+  local core = H.rhd_allreduce(p, S, l)
+  within(("rhd_allreduce N=%d S=%d (fold)"):format(N, S), rep.latency_ns,
+    core + 2 * (LAT + S / BW) + p, H.rhd_allreduce(N, S, l))
+end
+
+-- multi-ring on grids (a complete graph: every grid neighbour one hop): exact
+for _, c in ipairs({{{4, 2}, 16384}, {{2, 2, 2}, 16384}, {{3, 2, 2}, 6000}, {{4, 4}, 4096}}) do
+  local dims, n = c[1], c[2]
+  local N = 1
+  for _, d in ipairs(dims) do N = N * d end
+  local S = 4 * n
+  local tag = table.concat(dims, "x")
+  for _, alg in ipairs({"torus_allreduce", "snake_ring_allreduce"}) do
+    local rep, a = run(alg, "ar", N, n, {dims = dims})
+    exact(("%s %s S=%d"):format(alg, tag, S), rep.latency_ns,
+      H.torus_allreduce(dims, S, link(a, S / N)))
+  end
+end
+
+-- mesh: 2x2 exact; lines of three or more within 2 % of line(w) + line(h)
+do
+  local n = 16384
+  local S = 4 * n
+  local rep, a = run("mesh_allreduce", "ar", 4, n)
+  exact("mesh_allreduce 2x2 S=65536", rep.latency_ns, H.mesh_allreduce(2, 2, S, link(a, S)))
+  for _, d in ipairs({{3, 2}, {4, 2}, {3, 3}, {5, 1}}) do
+    rep, a = run("mesh_allreduce", "ar", d[1] * d[2], n, {dims = d})
+    local want = H.mesh_allreduce(d[1], d[2], S, link(a, S))
+    local err = math.abs(rep.latency_ns - want) / want
+    print(("%-40s %10.3f ns  closed form %10.3f ns  error %.4f%%"):format(
+      ("mesh_allreduce %dx%d S=%d"):format(d[1], d[2], S), rep.latency_ns, want, 100 * err))
+    kb.check(err < 0.02, ("mesh %dx%d: %.3f ns is %.2f%% off %.3f"):format(d[1], d[2],
+      rep.latency_ns, 100 * err, want))
+  end
+end
+
+-- trees: a send blocks until its credit is back, so a parent's sends to
+-- its children run one after the other. Lower bound: the closed form
+-- (children served at once); upper: every level up two messages (a rank
+-- sends its leaf-tree half and its inner-tree half on one DMA channel),
+-- every level down three (two children, and the other tree's half).
+-- And the double tree beats the single tree on the same ranks.
+for _, N in ipairs({7, 8, 16}) do
+  local n = 16384
+  local S = 4 * n
+  local rep, a = run("dbtree_allreduce", "ar", N, n)
+  local l = link(a, S / 2)
+  local lo = H.dbtree_allreduce(N, S, l)
+  local D = math.floor(math.log(N, 2) + 1e-9)
+  local msg = a + (S / 2) / BW
+  within(("dbtree_allreduce N=%d S=%d"):format(N, S), rep.latency_ns, lo, D * 5 * msg + 2 * D)
+  local single = run("tree_allreduce", "ar", N, n)
+  print(("%-40s %10.3f ns  (tree_allreduce %10.3f ns)"):format("", rep.latency_ns, single.latency_ns))
+  kb.check(rep.latency_ns < single.latency_ns, ("dbtree N=%d is not faster than tree"):format(N))
+end
+
+-- hierarchical: groups marked by the PE names "g<k>.p<i>"; bounds as for
+-- the trees: up one message a level, down c (children one after the other)
+for _, c in ipairs({{8, 4}, {12, 3}, {6, 2}}) do
+  local N, m = c[1], c[2]
+  local n = 8192
+  local S = 4 * n
+  local rep, a = run("hier_allreduce", "ar", N, n, nil,
+    function(i) return ("g%d.p%d"):format(i // m, i % m) end)
+  local l = link(a, S)
+  local lo = H.hier_allreduce(N // m, m, S, l, l)
+  local D = math.floor(math.log(m, 2) + 1e-9)
+  local cc = math.min(m - 1, 2)
+  local msg = a + S / BW
+  within(("hier_allreduce %d groups of %d S=%d"):format(N // m, m, S), rep.latency_ns, lo,
+    D * (1 + cc) * msg + D * cc + (N // m - 1) * (msg + 1))
+end
+
+-- auto: picks the lowest estimate, says so, and the one it ran is within
+-- 15 % of the fastest candidate actually measured
+for _, n in ipairs({16, 1024, 65536}) do
+  local N = 8
+  local rep = run("auto", "ar", N, n, {dims = {4, 2}, gamma_ns_per_byte = 1 / 1048576})
+  kb.check(rep.algorithm == "auto" and type(rep.chosen) == "string", "auto names its choice")
+  local best, best_name = math.huge, nil
+  for _, alg in ipairs({"ring_allreduce", "ring_rs_ag_allreduce", "rhd_allreduce",
+                        "tree_allreduce", "dbtree_allreduce", "torus_allreduce",
+                        "snake_ring_allreduce"}) do
+    local r = run(alg, "ar", N, n, {dims = {4, 2}})
+    if r.latency_ns < best then best, best_name = r.latency_ns, alg end
+  end
+  print(("auto S=%-7d chose %-22s %10.3f ns (estimate %10.3f), fastest %s %10.3f ns")
+    :format(4 * n, rep.chosen, rep.latency_ns, rep.chosen_ns, best_name, best))
+  kb.check(rep.latency_ns <= 1.15 * best, ("auto at S=%d: %s took %.1f ns, %s %.1f ns")
+    :format(4 * n, rep.chosen, rep.latency_ns, best_name, best))
+end
+print("ccl_topo_closed_form ok")
