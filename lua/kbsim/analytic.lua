@@ -323,6 +323,39 @@ function H.dbtree_allreduce(n, s, link)
   return 2 * d * (l.alpha + s / 2 * l.beta) + d * c * s / 2 * l.gamma
 end
 
+-- Trees when a send blocks until its credit is back (kbsim's IPCQ): a
+-- parent's sends to its children run one after the other, so reaching a
+-- right child costs two messages and a left child one. W = the largest
+-- such weight from the root to any node of the heap of n nodes; going up,
+-- children send at once (one message a level).
+-- tree:   (D + W)(α + Sβ) + D·c·Sγ
+-- dbtree: (D + W)(α + (S/2)β) + D·c·(S/2)γ   (N odd: one rank is a leaf of
+--         both trees and sends both halves, about (S/2)β more)
+local function heap_weight(n)
+  local w, best = {[0] = 0}, 0
+  for i = 1, n - 1 do
+    w[i] = w[(i - 1) // 2] + ((i % 2 == 0) and 2 or 1)
+    if w[i] > best then best = w[i] end
+  end
+  return best
+end
+
+function H.tree_allreduce_serial(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local d = floor_log2(n)
+  local c = math.min(n - 1, 2)
+  return (d + heap_weight(n)) * (l.alpha + s * l.beta) + d * c * s * l.gamma
+end
+
+function H.dbtree_allreduce_serial(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local d = floor_log2(n)
+  local c = math.min(n - 1, 2)
+  return (d + heap_weight(n)) * (l.alpha + s / 2 * l.beta) + d * c * s / 2 * l.gamma
+end
+
 -- One line of L ranks of the mesh all-reduce: prefix and suffix chains
 -- on opposite links; a middle rank forwards the prefix before the
 -- suffix, so each one after the first delays the suffix by Sβ.
@@ -344,6 +377,17 @@ end
 -- to the leaders (link_in), pass-along ring of the leaders (link_out),
 -- tree broadcast. D = ⌊log2 m⌋, c = min(m − 1, 2):
 -- T = 2D(α_i + Sβ_i) + D·c·Sγ + (G − 1)(α_o + Sβ_o + Sγ)
+-- As hier_allreduce with the groups' trees under blocking sends:
+-- (D + W)(α_i + Sβ_i) + D·c·Sγ + (G − 1)(α_o + Sβ_o + Sγ), W of a heap of m.
+function H.hier_allreduce_serial(groups, m, s, link_in, link_out)
+  check_n(groups); check_n(m); check_size(s)
+  local li, lo = hockney_link(link_in), hockney_link(link_out or link_in)
+  local d = floor_log2(m)
+  local c = math.min(m - 1, 2)
+  return (d + heap_weight(m)) * (li.alpha + s * li.beta) + d * c * s * li.gamma
+    + (groups - 1) * (lo.alpha + s * lo.beta + s * lo.gamma)
+end
+
 function H.hier_allreduce(groups, m, s, link_in, link_out)
   check_n(groups); check_n(m); check_size(s)
   local li, lo = hockney_link(link_in), hockney_link(link_out or link_in)

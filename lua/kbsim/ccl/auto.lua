@@ -6,7 +6,9 @@
 -- across (the worst pair: a rank-order ring on a torus pays its
 -- multi-hop row ends, a snake ring does not), and the cheapest runs.
 -- α = route latency of 0 bytes + the 16-byte credit back; β = the
--- route's ns per byte. The reduction's time counts only when
+-- route's ns per byte. Trees are costed with blocking sends (a parent
+-- serves its children one after the other: analytic.lua's *_serial
+-- forms), as kbsim's IPCQ sends are. The reduction's time counts only when
 -- opts.gamma_ns_per_byte is given (the PE's vector width is not visible
 -- from the system object). Contention between concurrent messages is not
 -- modelled. Candidates:
@@ -97,11 +99,11 @@ local function candidates(sys, ranks, a)
     add("rhd_allreduce", H.rhd_allreduce(N, S, link(pr)))
   end
   local tree = link(heap_pairs(ident))
-  add("tree_allreduce", H.tree_allreduce(N, S, tree))
+  add("tree_allreduce", H.tree_allreduce_serial(N, S, tree))
   if a.n_elem >= 2 then
     local pr = heap_pairs(ident)
     for _, x in ipairs(heap_pairs(mirror)) do pr[#pr + 1] = x end
-    add("dbtree_allreduce", H.dbtree_allreduce(N, S, link(pr)))
+    add("dbtree_allreduce", H.dbtree_allreduce_serial(N, S, link(pr)))
   end
   if o.dims and a.n_elem >= N then
     local dims = o.dims
@@ -139,7 +141,7 @@ local function candidates(sys, ranks, a)
       if #gl > m then m = #gl end
     end
     local lin = #inner > 0 and link(inner) or {alpha = 0, beta = 0, gamma = g}
-    add("hier_allreduce", H.hier_allreduce(#groups, m, S, lin, link(ring_pairs(leaders))),
+    add("hier_allreduce", H.hier_allreduce_serial(#groups, m, S, lin, link(ring_pairs(leaders))),
       {groups = groups})
   end
   return out

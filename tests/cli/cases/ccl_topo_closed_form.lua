@@ -135,40 +135,36 @@ do
 end
 
 -- trees: a send blocks until its credit is back, so a parent's sends to
--- its children run one after the other. Lower bound: the closed form
--- (children served at once); upper: every level up two messages (a rank
--- sends its leaf-tree half and its inner-tree half on one DMA channel),
--- every level down three (two children, and the other tree's half).
--- And the double tree beats the single tree on the same ranks.
+-- its children run one after the other: analytic.lua's *_serial forms,
+-- within 2 % (N odd: one rank is a leaf of both trees, sending both
+-- halves: up to one (S/2)β more). The concurrent-children forms are
+-- lower bounds. And the double tree beats the single tree.
 for _, N in ipairs({7, 8, 16}) do
   local n = 16384
   local S = 4 * n
   local rep, a = run("dbtree_allreduce", "ar", N, n)
   local l = link(a, S / 2)
-  local lo = H.dbtree_allreduce(N, S, l)
-  local D = math.floor(math.log(N, 2) + 1e-9)
-  local msg = a + (S / 2) / BW
-  within(("dbtree_allreduce N=%d S=%d"):format(N, S), rep.latency_ns, lo, D * 5 * msg + 2 * D)
-  local single = run("tree_allreduce", "ar", N, n)
-  print(("%-40s %10.3f ns  (tree_allreduce %10.3f ns)"):format("", rep.latency_ns, single.latency_ns))
+  local lo, want = H.dbtree_allreduce(N, S, l), H.dbtree_allreduce_serial(N, S, l)
+  local hi = want * 1.02 + ((N % 2 == 1) and (S / 2) / BW or 0)
+  within(("dbtree_allreduce N=%d S=%d"):format(N, S), rep.latency_ns, math.max(lo, want * 0.98), hi)
+  local single, a1 = run("tree_allreduce", "ar", N, n)
+  local tw = H.tree_allreduce_serial(N, S, link(a1, S))
+  within(("tree_allreduce N=%d S=%d"):format(N, S), single.latency_ns, tw * 0.98, tw * 1.02)
   kb.check(rep.latency_ns < single.latency_ns, ("dbtree N=%d is not faster than tree"):format(N))
 end
 
--- hierarchical: groups marked by the PE names "g<k>.p<i>"; bounds as for
--- the trees: up one message a level, down c (children one after the other)
-for _, c in ipairs({{8, 4}, {12, 3}, {6, 2}}) do
+-- hierarchical: groups marked by the PE names "g<k>.p<i>"; within 2 % of
+-- the serial-tree form
+for _, c in ipairs({{8, 4}, {12, 3}, {6, 2}, {16, 8}}) do
   local N, m = c[1], c[2]
   local n = 8192
   local S = 4 * n
   local rep, a = run("hier_allreduce", "ar", N, n, nil,
     function(i) return ("g%d.p%d"):format(i // m, i % m) end)
   local l = link(a, S)
-  local lo = H.hier_allreduce(N // m, m, S, l, l)
-  local D = math.floor(math.log(m, 2) + 1e-9)
-  local cc = math.min(m - 1, 2)
-  local msg = a + S / BW
-  within(("hier_allreduce %d groups of %d S=%d"):format(N // m, m, S), rep.latency_ns, lo,
-    D * (1 + cc) * msg + D * cc + (N // m - 1) * (msg + 1))
+  local want = H.hier_allreduce_serial(N // m, m, S, l, l)
+  within(("hier_allreduce %d groups of %d S=%d"):format(N // m, m, S), rep.latency_ns,
+    want * 0.98, want * 1.02)
 end
 
 -- auto: picks the lowest estimate, says so, and the one it ran is within

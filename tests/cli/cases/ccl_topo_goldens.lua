@@ -103,6 +103,41 @@ all_reduce("snake_ring_allreduce", 27, 54, {dims = {3, 3, 3}})
 all_reduce("mesh_allreduce", 6, 50, {dims = {3, 2}})
 all_reduce("mesh_allreduce", 15, 50, {dims = {5, 3}})
 all_reduce("mesh_allreduce", 7, 50, {dims = {7, 1}})
+-- hierarchical: groups from the grid's PE names (one cube = 8 PEs), and given
+all_reduce("hier_allreduce", 16, 40)
+all_reduce("hier_allreduce", 20, 40)
+all_reduce("hier_allreduce", 7, 40, {groups = {{0, 2, 4}, {1, 3}, {5}, {6}}})
+all_reduce("hier_allreduce", 1, 40)
+-- the chooser, checked by value whatever it picks
+for _, n in ipairs({1, 5, 8, 12}) do
+  for _, C in ipairs({n, 3000}) do
+    local rep = all_reduce("auto", n, C)
+    kb.check(type(rep.chosen) == "string", "auto reports its choice")
+    lines[#lines] = lines[#lines] .. "  chose " .. rep.chosen
+  end
+end
+local rep = all_reduce("auto", 8, 800, {dims = {2, 2, 2}})
+lines[#lines] = lines[#lines] .. "  chose " .. rep.chosen
+for _, alg in ipairs({"rhd_allreduce", "dbtree_allreduce", "torus_allreduce",
+                      "snake_ring_allreduce", "mesh_allreduce"}) do
+  all_reduce(alg, 1, 5)
+end
+
+-- bad options: clear messages, no run
+local function refused(alg, n, opts, want)
+  local torch = world(alg, n)
+  local t = input(torch, n, 16)
+  local ok, err = pcall(torch.distributed.all_reduce, t, opts)
+  kb.check(not ok and tostring(err):find(want, 1, true),
+    ("%s: want an error with '%s', got %s"):format(alg, want, tostring(err)))
+  print("refused: " .. tostring(err))
+end
+refused("torus_allreduce", 8, {dims = {3, 3}}, "'torus_allreduce': dims 3x3 hold 9 ranks, the world size is 8")
+refused("torus_allreduce", 8, {dims = {2, 0, 4}}, "dims[2] must be an integer >= 1")
+refused("mesh_allreduce", 8, {dims = {2, 2, 2}}, "'mesh_allreduce': dims must be {w, h}")
+refused("hier_allreduce", 4, {groups = {{0, 1}, {1, 2, 3}}}, "launch index 1 is in groups[1] and groups[2]")
+refused("hier_allreduce", 4, {groups = {{0, 1}, {2}}}, "launch index 3 is in no group")
+refused("auto", 4, {gamma_ns_per_byte = -1}, "gamma_ns_per_byte must be a number >= 0")
 print(table.concat(lines, "\n"))
 kb.check(fails == 0, fails .. " cases wrong")
 print("ccl_topo_goldens ok")
