@@ -42,13 +42,15 @@ local function kernel(a, input, output)
   local N, dt, r = a.world_size, a.dtype, tl.rank()
   local half = a.n_elem // 2
   local part = {a = {off = 0, n = half}, b = {off = half, n = a.n_elem - half}}
-  for t, p in pairs(part) do
+  for _, t in ipairs({"a", "b"}) do
+    local p = part[t]
     p.h = heap(t, r, N)
     p.left, p.right = 2 * p.h + 1 < N, 2 * p.h + 2 < N
     p.inner = p.left or p.right
   end
   -- every receive this rank will need, posted before any send
-  for t, p in pairs(part) do
+  for _, t in ipairs({"a", "b"}) do
+    local p = part[t]
     p.fl = p.left and tl.recv_async(t .. "_left", p.n, dt)
     p.fr = p.right and tl.recv_async(t .. "_right", p.n, dt)
     p.acc = tl.load(input, p.off, p.n)
