@@ -8,9 +8,10 @@ local M = {}
 
 -- The algorithms that ship with kbsim, for messages listing known names.
 local BUILTIN = {
-  "all_gather", "all_to_all", "all_to_allv", "barrier", "broadcast", "lrab",
-  "mesh_allreduce", "reduce_scatter", "ring_allreduce", "ring_rs_ag_allreduce",
-  "tree_allreduce",
+  "all_gather", "all_to_all", "all_to_allv", "auto", "barrier", "broadcast", "dbtree_allreduce",
+  "hier_allreduce", "lrab", "mesh_allreduce", "reduce_scatter", "rhd_all_gather",
+  "rhd_allreduce", "rhd_reduce_scatter", "ring_allreduce", "ring_rs_ag_allreduce",
+  "snake_ring_allreduce", "torus_allreduce", "tree_allreduce",
 }
 
 local registered = {}
