@@ -87,6 +87,21 @@ for _, t in ipairs(TORI) do
     chose[#chose + 1] = r and (b .. " B: " .. r.chosen) or (b .. " B: -")
   end
   print("auto chose  " .. table.concat(chose, ", "))
+  -- what auto ran against the fastest algorithm measured, per size
+  local ratios = {}
+  for _, b in ipairs(SIZES) do
+    local au, best = by[t.name .. " auto " .. b], math.huge
+    for _, alg in ipairs(ALGS) do
+      local r = by[t.name .. " " .. alg .. " " .. b]
+      if alg ~= "auto" and r and r.latency_ns < best then best = r.latency_ns end
+    end
+    if au and best < math.huge then
+      ratios[#ratios + 1] = ("%.3f"):format(au.latency_ns / best)
+      kb.check(au.latency_ns <= 1.10 * best, ("%s %d B: auto took %.1f ns, the fastest %.1f ns")
+        :format(t.name, b, au.latency_ns, best))
+    end
+  end
+  print("auto / fastest measured: " .. table.concat(ratios, ", "))
   local ring = by[t.name .. " ring_rs_ag_allreduce 1048576"]
   local snake = by[t.name .. " snake_ring_allreduce 1048576"]
   if ring and snake then

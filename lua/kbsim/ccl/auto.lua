@@ -4,14 +4,16 @@
 -- Hockney cost (kbsim/analytic.lua) is evaluated with α and β measured
 -- on the system's own routes between the ranks that algorithm talks
 -- across (the worst pair: a rank-order ring on a torus pays its
--- multi-hop row ends, a snake ring does not), and the cheapest runs.
+-- multi-hop row ends, a snake ring does not), β scaled by how many of a
+-- step's concurrent messages share the busiest link of a route, and the
+-- cheapest runs.
 -- α = route latency of 0 bytes + the 16-byte credit back; β = the
 -- route's ns per byte. Trees are costed with blocking sends (a parent
 -- serves its children one after the other: analytic.lua's *_serial
 -- forms), as kbsim's IPCQ sends are. The reduction's time counts only when
 -- opts.gamma_ns_per_byte is given (the PE's vector width is not visible
--- from the system object). Contention between concurrent messages is not
--- modelled. Candidates:
+-- from the system object). Beyond the link sharing within a step,
+-- contention is not modelled. Candidates:
 --   ring_allreduce, ring_rs_ag_allreduce, rhd_allreduce, tree_allreduce,
 --   dbtree_allreduce                       always (when the size allows);
 --   torus_allreduce, snake_ring_allreduce  when opts.dims gives the grid;
@@ -41,22 +43,39 @@ local function args(world_size, n_elem, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, opts = o}
 end
 
--- α, β of the worst of the launch-index pairs, on sys's routes
-local function measure(sys, ranks, pairs_, cache, gamma)
+-- α and β of a candidate: `steps` lists the sets of launch-index pairs
+-- that talk at the same time. α is the worst pair's; β is the worst
+-- pair's ns per byte times the number of pairs of its step whose routes
+-- share its busiest link (a rank-order ring on a torus, or a tree whose
+-- two children reach their parent over one link, pays for the sharing).
+local function measure(sys, ranks, steps, cache, gamma)
   local alpha, beta = 0, 0
   local B = 1 << 20
-  for _, pr in ipairs(pairs_) do
-    local a, b = ranks[pr[1] + 1], ranks[pr[2] + 1]
+  local function route(a, b)
     local key = a .. ">" .. b
     local v = cache[key]
     if not v then
       local fwd, back = sys:path(a, b), sys:path(b, a)
       local l0 = fwd.latency_ns(0)
-      v = {alpha = l0 + back.latency_ns(16), beta = (fwd.latency_ns(B) - l0) / B}
+      v = {alpha = l0 + back.latency_ns(16), beta = (fwd.latency_ns(B) - l0) / B,
+           links = fwd.links}
       cache[key] = v
     end
-    if v.alpha > alpha then alpha = v.alpha end
-    if v.beta > beta then beta = v.beta end
+    return v
+  end
+  for _, step in ipairs(steps) do
+    local load, routes = {}, {}
+    for k, pr in ipairs(step) do
+      local v = route(ranks[pr[1] + 1], ranks[pr[2] + 1])
+      routes[k] = v
+      for _, l in ipairs(v.links) do load[l] = (load[l] or 0) + 1 end
+    end
+    for _, v in ipairs(routes) do
+      local share = 1
+      for _, l in ipairs(v.links) do if load[l] > share then share = load[l] end end
+      if v.alpha > alpha then alpha = v.alpha end
+      if v.beta * share > beta then beta = v.beta * share end
+    end
   end
   return {alpha = alpha, beta = beta, gamma = gamma}
 end
@@ -67,10 +86,23 @@ local function ring_pairs(order)
   return p
 end
 
-local function heap_pairs(members)
-  local p = {}
-  for c = 1, #members - 1 do p[#p + 1] = {members[(c - 1) // 2 + 1], members[c + 1]} end
-  return p
+-- parent-child pairs of the heap-order tree on `members`, one step per
+-- depth of the child (children of one depth send, or receive, at once)
+local function heap_steps(members, steps)
+  steps = steps or {}
+  for c = 1, #members - 1 do
+    local d, x = 0, c + 1
+    while x > 1 do x, d = x // 2, d + 1 end
+    steps[d] = steps[d] or {}
+    table.insert(steps[d], {members[(c - 1) // 2 + 1], members[c + 1]})
+  end
+  return steps
+end
+
+local function list_of(steps)
+  local out = {}
+  for d = 1, #steps do out[d] = steps[d] end
+  return out
 end
 
 -- {name=, ns=, opts=} for every candidate that can run here
@@ -84,42 +116,48 @@ local function candidates(sys, ranks, a)
   local out = {}
   local function add(name, ns, extra) out[#out + 1] = {name = name, ns = ns, extra = extra} end
   if N == 1 then add("ring_allreduce", 0); return out end
-  local ring = link(ring_pairs(ident))
+  local ring = link({ring_pairs(ident)})
   add("ring_allreduce", H.ring_allreduce(N, S, ring))
   if a.n_elem >= N then add("ring_rs_ag_allreduce", H.ring_allreduce_bw(N, S, ring)) end
   local p2 = 1
   while p2 * 2 <= N do p2 = p2 * 2 end
   if a.n_elem >= p2 then
-    local pr = {}
+    local steps = {}
     local rhd = require("kbsim.ccl.lib.rhd").plan(N)
-    for j = 0, p2 - 1 do
-      for b = 0, rhd.L - 1 do pr[#pr + 1] = {rhd.real(j), rhd.real(j ~ (1 << b))} end
+    for b = 0, rhd.L - 1 do
+      local st = {}
+      for j = 0, p2 - 1 do st[#st + 1] = {rhd.real(j), rhd.real(j ~ (1 << b))} end
+      steps[#steps + 1] = st
     end
-    for r = 0, 2 * rhd.ex - 1, 2 do pr[#pr + 1] = {r, r + 1} end
-    add("rhd_allreduce", H.rhd_allreduce(N, S, link(pr)))
+    if rhd.ex > 0 then
+      local st = {}
+      for r = 0, 2 * rhd.ex - 1, 2 do st[#st + 1] = {r, r + 1} end
+      steps[#steps + 1] = st
+    end
+    add("rhd_allreduce", H.rhd_allreduce(N, S, link(steps)))
   end
-  local tree = link(heap_pairs(ident))
-  add("tree_allreduce", H.tree_allreduce_serial(N, S, tree))
+  add("tree_allreduce", H.tree_allreduce_serial(N, S, link(list_of(heap_steps(ident)))))
   if a.n_elem >= 2 then
-    local pr = heap_pairs(ident)
-    for _, x in ipairs(heap_pairs(mirror)) do pr[#pr + 1] = x end
-    add("dbtree_allreduce", H.dbtree_allreduce_serial(N, S, link(pr)))
+    local steps = heap_steps(mirror, heap_steps(ident))
+    add("dbtree_allreduce", H.dbtree_allreduce_serial(N, S, link(list_of(steps))))
   end
   if o.dims and a.n_elem >= N then
     local dims = o.dims
-    local pr = {}
-    for i = 0, N - 1 do
-      local c = grid.coords(i, dims)
-      for k, d in ipairs(dims) do
-        if d > 1 then
+    local steps = {}
+    for k, d in ipairs(dims) do
+      if d > 1 then
+        local st = {}
+        for i = 0, N - 1 do
+          local c = grid.coords(i, dims)
           local nc = {table.unpack(c)}
           nc[k] = (c[k] + 1) % d
-          pr[#pr + 1] = {i, grid.index(nc, dims)}
+          st[#st + 1] = {i, grid.index(nc, dims)}
         end
+        steps[#steps + 1] = st
       end
     end
-    add("torus_allreduce", H.torus_allreduce(dims, S, link(pr)), {dims = dims})
-    add("snake_ring_allreduce", H.ring_allreduce_bw(N, S, link(ring_pairs(grid.snake(dims)))),
+    add("torus_allreduce", H.torus_allreduce(dims, S, link(steps)), {dims = dims})
+    add("snake_ring_allreduce", H.ring_allreduce_bw(N, S, link({ring_pairs(grid.snake(dims))})),
       {dims = dims})
   end
   local groups = o.groups
@@ -136,13 +174,13 @@ local function candidates(sys, ranks, a)
   if groups then
     local inner, leaders, m = {}, {}, 0
     for _, gl in ipairs(groups) do
-      for _, x in ipairs(heap_pairs(gl)) do inner[#inner + 1] = x end
+      heap_steps(gl, inner)
       leaders[#leaders + 1] = gl[1]
       if #gl > m then m = #gl end
     end
-    local lin = #inner > 0 and link(inner) or {alpha = 0, beta = 0, gamma = g}
-    add("hier_allreduce", H.hier_allreduce_serial(#groups, m, S, lin, link(ring_pairs(leaders))),
-      {groups = groups})
+    local lin = #inner > 0 and link(list_of(inner)) or {alpha = 0, beta = 0, gamma = g}
+    add("hier_allreduce", H.hier_allreduce_serial(#groups, m, S, lin,
+      link({ring_pairs(leaders)})), {groups = groups})
   end
   return out
 end
