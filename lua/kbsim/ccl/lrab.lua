@@ -16,7 +16,8 @@ local WRAPS = {ring_1d = true, torus_2d = true, mesh_2d = true, mesh_2d_no_wrap 
 
 local function geometry(topo)
   if not topo or not topo.cube_w then
-    error("'lrab' needs a system of SIPs and cubes, not a graph topology", 0)
+    error("'lrab' needs a system of SIPs and cubes, not a graph topology "
+      .. "(hier_allreduce reduces over groups marked in a graph)", 0)
   end
   local g = {
     cw = topo.cube_w, ch = topo.cube_h, ppc = topo.pes_per_cube,
