@@ -6,6 +6,7 @@
 --     n = 2,                                  -- number of parameters
 --     linearize = function(p) return r, J end, -- residuals r[i] = y_i − f_i(p), J[i][a] = ∂f_i/∂p_a
 --     residuals = function(p) return r end,    -- r only (a trial step); nil: p is not allowed
+--     project = function(p) return p end,      -- optional: p moved into the allowed set
 --   }, p0, opts)
 --
 -- Minimises ½ Σ r_i². Each iteration solves (JᵀJ + λ·diag(JᵀJ)) δ = Jᵀr and
@@ -133,10 +134,13 @@ function M.minimize(problem, p0, opts)
     local pn
     if delta then
       pn = {}
+      for a = 1, n do pn[a] = p[a] + delta[a] end
+      -- a bounded problem steps to the nearest allowed point
+      if problem.project then pn = problem.project(pn) end
       for a = 1, n do
-        pn[a] = p[a] + delta[a]
+        local d = problem.project and pn[a] - p[a] or delta[a]
         pnorm = pnorm + p[a] * p[a]
-        dnorm = dnorm + delta[a] * delta[a]
+        dnorm = dnorm + d * d
       end
       pnorm, dnorm = math.sqrt(pnorm), math.sqrt(dnorm)
     end
@@ -177,19 +181,32 @@ local T975 = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.
 
 -- Half-widths of the 95 % confidence intervals of the parameters of a
 -- converged fit (info from minimize): t · √(s² · (JᵀJ)⁻¹_aa) with
--- s² = 2·cost / (m − n). nil and why when there are no degrees of freedom
--- left or JᵀJ is singular (a parameter the data does not determine).
+-- s² = 2·cost / (m − n), over the parameters the data determine. A
+-- parameter whose column of J is zero (the points do not move with it) has
+-- no interval: its entry is false. nil and why when there are no degrees of
+-- freedom left or the determined parameters are still dependent.
 function M.confidence(info, n)
   local dof = info.m - n
   if dof < 1 then
     return nil, ("%d points for %d parameters leave no degree of freedom"):format(info.m, n)
   end
-  local inv = M.inverse(info.A)
-  if not inv then return nil, "the points do not determine every parameter (JᵀJ is singular)" end
+  local A, maxdiag = info.A, 0
+  for a = 1, n do maxdiag = math.max(maxdiag, A[a][a]) end
+  local idx = {}
+  for a = 1, n do if A[a][a] > 1e-12 * maxdiag and A[a][a] > 0 then idx[#idx + 1] = a end end
+  if #idx == 0 then return nil, "the points do not move with any parameter" end
+  local sub = {}
+  for i, a in ipairs(idx) do
+    sub[i] = {}
+    for j, c in ipairs(idx) do sub[i][j] = A[a][c] end
+  end
+  local inv = M.inverse(sub)
+  if not inv then return nil, "the points do not tell the parameters apart (JᵀJ is singular)" end
   local s2 = 2 * info.cost / dof
   local t = T975[dof] or 1.960
   local half = {}
-  for a = 1, n do half[a] = t * math.sqrt(math.max(s2 * inv[a][a], 0)) end
+  for a = 1, n do half[a] = false end
+  for i, a in ipairs(idx) do half[a] = t * math.sqrt(math.max(s2 * inv[i][i], 0)) end
   return half
 end
 
