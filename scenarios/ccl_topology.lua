@@ -19,7 +19,7 @@ local TORI = {
 }
 local ALGS = {"ring_rs_ag_allreduce", "snake_ring_allreduce", "torus_allreduce", "rhd_allreduce",
               "tree_allreduce", "dbtree_allreduce", "auto"}
-local SIZES = {256, 4096, 65536, 1048576} -- bytes per rank
+local SIZES = {256, 4096, 16384, 65536, 262144, 1048576} -- bytes per rank
 
 local points = {}
 for _, t in ipairs(TORI) do

@@ -10,9 +10,10 @@
 -- α = route latency of 0 bytes + the 16-byte credit back; β = the
 -- route's ns per byte. Trees are costed with blocking sends (a parent
 -- serves its children one after the other: analytic.lua's *_serial
--- forms), as kbsim's IPCQ sends are. The reduction's time counts only when
--- opts.gamma_ns_per_byte is given (the PE's vector width is not visible
--- from the system object). Beyond the link sharing within a step,
+-- forms), as kbsim's IPCQ sends are. γ (ns per byte added) is one pass
+-- through the PE's vector unit, 1 / (pe.math.vector_bytes_per_cycle ×
+-- clock_ghz) as the system was built, or opts.gamma_ns_per_byte.
+-- Beyond the link sharing within a step,
 -- contention is not modelled. Candidates:
 --   ring_allreduce, ring_rs_ag_allreduce, rhd_allreduce, tree_allreduce,
 --   dbtree_allreduce                       always (when the size allows);
@@ -44,10 +45,13 @@ local function args(world_size, n_elem, opts)
 end
 
 -- α and β of a candidate: `steps` lists the sets of launch-index pairs
--- that talk at the same time. α is the worst pair's; β is the worst
--- pair's ns per byte times the number of pairs of its step whose routes
--- share its busiest link (a rank-order ring on a torus, or a tree whose
--- two children reach their parent over one link, pays for the sharing).
+-- that talk at the same time (a ring step, a bit of the halving, a level
+-- of a tree, a dimension). A step's α is its worst pair's; its β is the
+-- worst pair's ns per byte times the number of the step's pairs whose
+-- routes share that pair's busiest link (a rank-order ring on a torus, or
+-- a tree whose two children reach their parent over one link, pays for
+-- the sharing). The candidate's α and β are the means over its steps
+-- (a tree's critical path crosses every level once).
 local function measure(sys, ranks, steps, cache, gamma)
   local alpha, beta = 0, 0
   local B = 1 << 20
@@ -70,14 +74,17 @@ local function measure(sys, ranks, steps, cache, gamma)
       routes[k] = v
       for _, l in ipairs(v.links) do load[l] = (load[l] or 0) + 1 end
     end
+    local sa, sb = 0, 0
     for _, v in ipairs(routes) do
       local share = 1
       for _, l in ipairs(v.links) do if load[l] > share then share = load[l] end end
-      if v.alpha > alpha then alpha = v.alpha end
-      if v.beta * share > beta then beta = v.beta * share end
+      if v.alpha > sa then sa = v.alpha end
+      if v.beta * share > sb then sb = v.beta * share end
     end
+    alpha, beta = alpha + sa, beta + sb
   end
-  return {alpha = alpha, beta = beta, gamma = gamma}
+  local n = math.max(#steps, 1)
+  return {alpha = alpha / n, beta = beta / n, gamma = gamma}
 end
 
 local function ring_pairs(order)
@@ -109,7 +116,12 @@ end
 local function candidates(sys, ranks, a)
   local N, o = #ranks, a.opts
   local S = a.n_elem * DTYPE_BYTES[a.dtype]
-  local cache, g = {}, o.gamma_ns_per_byte or 0
+  -- γ: one pass of the bytes through the PE's vector unit, unless given
+  local g = o.gamma_ns_per_byte
+  if g == nil then
+    g = 1 / (sys:config("pe.math.vector_bytes_per_cycle") * sys:config("clock_ghz"))
+  end
+  local cache = {}
   local function link(p) return measure(sys, ranks, p, cache, g) end
   local ident, mirror = {}, {}
   for i = 0, N - 1 do ident[i + 1] = i; mirror[i + 1] = N - 1 - i end

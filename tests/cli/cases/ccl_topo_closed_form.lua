@@ -171,7 +171,7 @@ end
 -- 15 % of the fastest candidate actually measured
 for _, n in ipairs({16, 1024, 65536}) do
   local N = 8
-  local rep = run("auto", "ar", N, n, {dims = {4, 2}, gamma_ns_per_byte = 1 / 1048576})
+  local rep = run("auto", "ar", N, n, {dims = {4, 2}})
   kb.check(rep.algorithm == "auto" and type(rep.chosen) == "string", "auto names its choice")
   local best, best_name = math.huge, nil
   for _, alg in ipairs({"ring_allreduce", "ring_rs_ag_allreduce", "rhd_allreduce",
