@@ -34,6 +34,7 @@ local logged = {}
 
 local function args(world_size, n_elem, opts)
   if opts.dims then grid.check_dims(NAME, opts.dims, world_size) end
+  if opts.groups then ccl.get("hier_allreduce").check_groups(opts.groups, world_size) end
   if opts.gamma_ns_per_byte ~= nil and (type(opts.gamma_ns_per_byte) ~= "number"
       or opts.gamma_ns_per_byte < 0) then
     error(("'%s': gamma_ns_per_byte must be a number >= 0, got %s"):format(NAME,

@@ -148,4 +148,5 @@ return {
   args = args,
   wire = wire,
   kernel = kernel,
+  check_groups = check_groups, -- for auto.lua, which may pass groups on
 }

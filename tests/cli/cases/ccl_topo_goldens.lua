@@ -124,9 +124,9 @@ for _, alg in ipairs({"rhd_allreduce", "dbtree_allreduce", "torus_allreduce",
 end
 
 -- bad options: clear messages, no run
-local function refused(alg, n, opts, want)
+local function refused(alg, n, opts, want, C)
   local torch = world(alg, n)
-  local t = input(torch, n, 16)
+  local t = input(torch, n, C or 16)
   local ok, err = pcall(torch.distributed.all_reduce, t, opts)
   kb.check(not ok and tostring(err):find(want, 1, true),
     ("%s: want an error with '%s', got %s"):format(alg, want, tostring(err)))
@@ -138,6 +138,25 @@ refused("mesh_allreduce", 8, {dims = {2, 2, 2}}, "'mesh_allreduce': dims must be
 refused("hier_allreduce", 4, {groups = {{0, 1}, {1, 2, 3}}}, "launch index 1 is in groups[1] and groups[2]")
 refused("hier_allreduce", 4, {groups = {{0, 1}, {2}}}, "launch index 3 is in no group")
 refused("auto", 4, {gamma_ns_per_byte = -1}, "gamma_ns_per_byte must be a number >= 0")
+refused("auto", 4, {groups = {{0, 1}, {2, 9}}}, "groups[2][2] = 9 is not a launch index 0..3")
+refused("auto", 6, {dims = {4, 2}}, "'auto': dims 4x2 hold 8 ranks, the world size is 6")
+refused("rhd_allreduce", 8, nil, "'rhd_allreduce' needs at least 8 elements (one per core rank), got 4", 4)
+refused("dbtree_allreduce", 3, nil, "'dbtree_allreduce' needs at least 2 elements (one per tree), got 1", 1)
+refused("torus_allreduce", 4, nil, "'torus_allreduce' needs at least one element per rank: n_elem 3 < world size 4", 3)
+do -- a graph whose PE names mark no group
+  local g = {nodes = {}, links = {}}
+  for i = 0, 3 do g.nodes[i + 1] = {name = "p" .. i, pe = true} end
+  for i = 0, 3 do
+    g.links[i + 1] = {from = "p" .. i, to = "p" .. (i + 1) % 4, bandwidth_gbps = 64,
+                      bidirectional = true}
+  end
+  local torch = T.init{topology = g}
+  torch.distributed.init_process_group{config = {ccl = {algorithm = "hier_allreduce", dtype = "f32"}}}
+  local ok, err = pcall(torch.distributed.all_reduce, input(torch, 4, 8))
+  kb.check(not ok and tostring(err):find("PE 'p0' (rank 0) marks no group", 1, true),
+    "unmarked graph: " .. tostring(err))
+  print("refused: " .. tostring(err))
+end
 print(table.concat(lines, "\n"))
 kb.check(fails == 0, fails .. " cases wrong")
 print("ccl_topo_goldens ok")
