@@ -1,6 +1,6 @@
 -- ccl_topology.lua — all-reduce algorithms on 2-D and 3-D torus graphs: rank order against topology-aware orders, and what `auto` picks
 --
---   kbsim scenarios/ccl_topology.lua            (-o DIR for the output folder)
+--   kbsim scenarios/ccl_topology.lua [tori=torus_4x4x4] [sizes=256,64KiB]   (-o DIR)
 --
 -- Every PE of a torus graph (x fastest: PE i at x = i % dx, ...) links to
 -- its neighbours in every dimension, both ways, with wrap-around. Link:
@@ -13,13 +13,18 @@
 local kb = require("kbsim")
 local results = require("kbsim.results")
 
-local TORI = {
-  {name = "torus_8x8", dims = {8, 8}},
-  {name = "torus_4x4x4", dims = {4, 4, 4}},
-}
+local ALL_TORI = {torus_8x8 = {8, 8}, torus_4x4x4 = {4, 4, 4}}
+local P = kb.params({
+  tori = {default = {"torus_8x8", "torus_4x4x4"}, type = "string", list = true,
+          choices = {"torus_8x8", "torus_4x4x4"}, help = "the torus graphs to run"},
+  sizes = {default = {256, 4096, 16384, 65536, 262144, 1048576}, type = "bytes", list = true,
+           min = 4, help = "bytes per rank (f32: a multiple of 4)"},
+}, {about = "all-reduce algorithms on 2-D and 3-D torus graphs, and what auto picks"})
+local TORI = {}
+for _, name in ipairs(P.tori) do TORI[#TORI + 1] = {name = name, dims = ALL_TORI[name]} end
 local ALGS = {"ring_rs_ag_allreduce", "snake_ring_allreduce", "torus_allreduce", "rhd_allreduce",
               "tree_allreduce", "dbtree_allreduce", "auto"}
-local SIZES = {256, 4096, 16384, 65536, 262144, 1048576} -- bytes per rank
+local SIZES = P.sizes
 
 local points = {}
 for _, t in ipairs(TORI) do
