@@ -13,6 +13,7 @@
 #include "lkbsim.h"
 #include "lserve.h"
 #include "lsweep.h"
+#include "lsweep_mpi.h"
 #include "ltrace.h"
 
 enum { EXIT_CHECK = 1, EXIT_USAGE = 2 };
@@ -247,7 +248,7 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
     return status;
 }
 
-int main(int argc, char **argv)
+static int kbsim_main(int argc, char **argv)
 {
     struct kb_options opt = {.jobs = 0};
     const char **set = calloc((size_t)argc, sizeof *set);
@@ -349,6 +350,18 @@ int main(int argc, char **argv)
                     "must run in one process: use --fast --trace)");
     /* shards and the merge share their points through the cache */
     opt.fast = opt.fast || opt.shards > 0 || opt.merge;
+    if (kb_mpi_size() > 1 && (opt.shards > 0 || opt.merge))
+        usage_error("%s", "--shard and --merge are for job arrays without MPI; under mpirun "
+                    "every kb.sweep is shared by the ranks already (docs/cluster.md)");
+    if (kb_mpi_rank() > 0) {
+        /* rank 0 alone writes: the trace, the progress, what the script
+         * prints (kb.outdir() is a scratch folder on the other ranks) */
+        opt.trace = NULL;
+        opt.trace_point = 0;
+        opt.quiet = true;
+        if (freopen("/dev/null", "w", stdout) == NULL)
+            fprintf(stderr, "kbsim: rank %d: cannot silence stdout\n", kb_mpi_rank());
+    }
 
     const char *script = argv[i];
     FILE *fp = fopen(script, "r");
@@ -422,5 +435,15 @@ int main(int argc, char **argv)
     }
     if (status != EXIT_USAGE && sweep_status > status)
         status = sweep_status;
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    int status = kb_mpi_init(&argc, &argv);
+    if (status != 0)
+        return status;
+    status = kbsim_main(argc, argv);
+    kb_mpi_finalize();
     return status;
 }

@@ -18,6 +18,7 @@
  * picoseconds on the way in.
  */
 #include "lkbsim.h"
+#include "lsweep_mpi.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -1153,7 +1154,8 @@ static int l_outdir(lua_State *L)
     lua_getfield(L, lua_upvalueindex(1), "options");
     int options = lua_gettop(L);
     lua_getfield(L, options, "shard");
-    bool shard = lua_istable(L, -1);
+    /* under MPI the ranks but 0 write no outputs either (lsweep_mpi.h) */
+    bool shard = lua_istable(L, -1) || kb_mpi_rank() > 0;
     lua_pop(L, 1);
     if (shard)
         push_scratch(L);
