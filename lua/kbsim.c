@@ -429,12 +429,18 @@ static int kbsim_main(int argc, char **argv)
     free(out);
     free(set);
     if (status == 0 && failed > 0) {
-        fprintf(stderr, "kbsim: %ld check%s failed\n", failed,
-                failed == 1 ? "" : "s");
+        if (kb_mpi_rank() == 0)
+            fprintf(stderr, "kbsim: %ld check%s failed\n", failed,
+                    failed == 1 ? "" : "s");
         status = EXIT_CHECK;
     }
     if (status != EXIT_USAGE && sweep_status > status)
         status = sweep_status;
+    /* Under MPI, failed checks and points are rank 0's to report and
+     * exit with: another rank's non-zero status would make mpirun end
+     * the job, maybe before rank 0 has written its outputs. */
+    if (kb_mpi_rank() > 0 && status != EXIT_USAGE)
+        status = 0;
     return status;
 }
 
