@@ -1164,6 +1164,15 @@ static int l_outdir(lua_State *L)
     return 1;
 }
 
+/* kb.mpi() -> rank, size: this process's rank in an MPI job and the job's
+ * ranks (0, 1 outside MPI). Only rank 0 writes outputs (lsweep_mpi.h). */
+static int l_mpi(lua_State *L)
+{
+    lua_pushinteger(L, kb_mpi_rank());
+    lua_pushinteger(L, kb_mpi_size());
+    return 2;
+}
+
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st, (void)flag, (void)ftw;
@@ -1291,7 +1300,7 @@ static const luaL_Reg kb_funcs[] = {
     {"sim", l_sim},       {"wait", l_wait},   {"wait_any", l_wait_any},
     {"next_trigger", l_next_trigger}, {"now", l_now}, {"clock", l_clock},
     {"check", l_check},   {"checks_failed", l_checks_failed},
-    {"outdir", l_outdir}, {"params", l_params},
+    {"outdir", l_outdir}, {"params", l_params}, {"mpi", l_mpi},
     {NULL, NULL}};
 
 static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
