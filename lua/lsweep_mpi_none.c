@@ -2,12 +2,24 @@
  * kb.sweep calls nothing here but kb_mpi_rank and kb_mpi_size. */
 #include "lsweep_mpi.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+/* Started by mpirun as one of several ranks, this build would run the
+ * whole script in every rank, all writing the same outputs: refused. */
 int kb_mpi_init(int *argc, char ***argv)
 {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
     (void)argc, (void)argv;
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v != NULL && atoi(v) > 1) {
+            fprintf(stderr, "kbsim: started as one of %s MPI ranks, but this kbsim was built "
+                    "without MPI (install libopenmpi-dev and rebuild; see docs/cluster.md)\n", v);
+            return 2;
+        }
+    }
     return 0;
 }
 
