@@ -21,9 +21,9 @@ no_scratch() { [ -z "$(ls "$work/tmp")" ] || fail "scratch folders left: $(ls "$
 
 case $case in
 identical)
-  # milestone_1h_ccl, two sweeps (6 + 3 points) and a trace: -j 1, mpirun
+  # milestone_1h_ccl, two sweeps (3 + 3 points) and a trace: -j 1, mpirun
   # -n 3 -j 1, mpirun -n 2 -j 2, and shards 1/2 + 2/2 then --merge
-  set -- sizes=8,64 buffer_sizes=128 matrix=no
+  set -- sizes=8 buffer_sizes=128 matrix=no
   "$kbsim" -q -j 1 --trace ref.json -o ref "$ccl" "$@" > ref.stdout 2> log || fail "-j 1 run"
   mpi -n 3 "$kbsim" -q -j 1 --trace n3.json -o n3 "$ccl" "$@" > n3.stdout 2> log || fail "mpirun -n 3"
   mpi -n 2 "$kbsim" -j 2 --trace n2.json -o n2 "$ccl" "$@" > n2.stdout 2> log || fail "mpirun -n 2 -j 2"
