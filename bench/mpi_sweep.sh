@@ -17,7 +17,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 shift $(($# < 2 ? $# : 2))
 script=${1:-$here/scenarios/milestone_1h_ccl.lua}
 [ $# -gt 0 ] && shift
-kbsim=$build/kbsim
+kbsim=$(cd "$build" && pwd)/kbsim
 mpirun=${MPIRUN:-mpirun}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -136,11 +136,15 @@ void kb_mpi_finalize(void)
     MPI_Request req;
     MPI_Ibarrier(comm, &req);
     wait_req(&req);
+    /* under the lock: an abandoned point's thread (its timeout) may still
+     * report its end (kb_mpi_ended) */
+    pthread_mutex_lock(&mpi_lock);
+    started = false;
     MPI_Comm_free(&comm);
+    MPI_Finalize();
+    pthread_mutex_unlock(&mpi_lock);
     free(hosts);
     hosts = NULL;
-    MPI_Finalize();
-    started = false;
 }
 
 void kb_mpi_abort(int status)
@@ -319,7 +323,8 @@ void kb_mpi_ended(size_t index)
 {
     uint64_t i = index;
     pthread_mutex_lock(&mpi_lock);
-    MPI_Send(&i, 8, MPI_BYTE, 0, TAG_ENDED, comm);
+    if (started)
+        MPI_Send(&i, 8, MPI_BYTE, 0, TAG_ENDED, comm);
     pthread_mutex_unlock(&mpi_lock);
 }
 
