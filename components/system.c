@@ -361,6 +361,7 @@ void kb_system_free(struct kb_system *sys)
 
 const char *kb_system_errmsg(const struct kb_system *sys) { return sys->err; }
 struct kb_fabric *kb_system_fabric(const struct kb_system *sys) { return sys->f; }
+const struct kb_topology_cfg *kb_system_config(const struct kb_system *sys) { return &sys->cfg; }
 bool kb_system_is_graph(const struct kb_system *sys) { return sys->graph != NULL; }
 bool kb_system_timing_only(const struct kb_system *sys) { return sys->timing_only; }
 int kb_system_max_hops(const struct kb_system *sys) { return sys->max_hops; }

@@ -626,6 +626,78 @@ static int sys_links(lua_State *L)
     return 1;
 }
 
+/* sys:config(key) -> value, {type=, min=, max=, above=, doc=}: one
+ * topology.yaml setting of the built system by its dotted key, and its
+ * range (above = true: min itself is excluded) */
+static int sys_config(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    const char *key = luaL_checkstring(L, 2);
+    const struct kb_config_key *k = kb_config_schema_find(kb_topo_schema(), key);
+    if (!k || k->type == KB_CONFIG_T_MAP || k->type == KB_CONFIG_T_DICT)
+        return luaL_error(L, "sys:config: '%s' is not a key of topology.yaml (docs/topology.md)",
+                          key);
+    const char *base = (const char *)kb_system_config(h->sys);
+    const char *field = base + k->offset;
+    static const char *const types[] = {"integer", "bytes", "number", "boolean",
+                                        "string", "choice", "map", "dict"};
+    switch (k->type) {
+    case KB_CONFIG_T_INT: {
+        int v;
+        memcpy(&v, field, sizeof v);
+        lua_pushinteger(L, v);
+        break;
+    }
+    case KB_CONFIG_T_BYTES: {
+        uint64_t v;
+        memcpy(&v, field, sizeof v);
+        lua_pushinteger(L, (lua_Integer)v);
+        break;
+    }
+    case KB_CONFIG_T_FLOAT: {
+        double v;
+        memcpy(&v, field, sizeof v);
+        lua_pushnumber(L, v);
+        break;
+    }
+    case KB_CONFIG_T_BOOL: {
+        bool v;
+        memcpy(&v, field, sizeof v);
+        lua_pushboolean(L, v);
+        break;
+    }
+    case KB_CONFIG_T_STRING:
+        lua_pushstring(L, ((const struct kb_config_str *)(const void *)field)->text);
+        break;
+    case KB_CONFIG_T_ENUM: {
+        int v;
+        memcpy(&v, field, sizeof v);
+        lua_pushstring(L, k->choices[v]);
+        break;
+    }
+    default:
+        return luaL_error(L, "sys:config: '%s' is a section", key);
+    }
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, types[k->type]);
+    lua_setfield(L, -2, "type");
+    if (k->flags & (KB_CONFIG_F_MIN | KB_CONFIG_F_GT_MIN)) {
+        lua_pushnumber(L, k->min);
+        lua_setfield(L, -2, "min");
+        lua_pushboolean(L, (k->flags & KB_CONFIG_F_GT_MIN) != 0);
+        lua_setfield(L, -2, "above");
+    }
+    if (k->flags & KB_CONFIG_F_MAX) {
+        lua_pushnumber(L, k->max);
+        lua_setfield(L, -2, "max");
+    }
+    if (k->doc) {
+        lua_pushstring(L, k->doc);
+        lua_setfield(L, -2, "doc");
+    }
+    return 2;
+}
+
 /* sys:path(a, b) -> {hops, nodes = {names}, links = {names},
  * latency_ns = function(bytes)}; a and b are ranks or node names */
 static int sys_path(lua_State *L)
@@ -826,7 +898,8 @@ static int sys_tostring(lua_State *L)
 
 static const luaL_Reg sys_methods[] = {
     {"counts", sys_counts},       {"set_ipcq", sys_set_ipcq},       {"pe", sys_pe},           {"neighbor", sys_neighbor},
-    {"path", sys_path},           {"describe", sys_describe}, {"links", sys_links}, {"transfer", sys_transfer},
+    {"path", sys_path},           {"describe", sys_describe}, {"config", sys_config}, {"transfer", sys_transfer},
+    {"links", sys_links},
     {"dma", sys_dma}, {"tcm_write", sys_tcm_write}, {"tcm_read", sys_tcm_read}, {"close", sys_close},
     {NULL, NULL}};
 static const luaL_Reg sys_meta[] = {

@@ -5,6 +5,7 @@
 -- to give µs; a model fitted with unit = "ns" keeps it in ns. The formulas
 -- are in docs/perfmodel.md and HARDWARE_MODEL.md.
 local M = {}
+local lm = require("kbsim.lm")
 
 -- Error histogram bin edges in percent (docs/perfmodel.md says which bin
 -- takes a value on an edge).
@@ -131,62 +132,25 @@ local function sigmoid_grad(p, s)
   return L * sg + p[4], sg, -L * d * k, L * d * (s - x0), 1
 end
 
--- ½ Σ r², JᵀJ and Jᵀr at p, with r = y − f.
-local function normal_equations(p, xs, ys)
-  local A = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }
-  local g = { 0, 0, 0, 0 }
-  local cost = 0
-  local j = {}
-  for i = 1, #xs do
-    local f
-    f, j[1], j[2], j[3], j[4] = sigmoid_grad(p, xs[i])
-    local r = ys[i] - f
-    cost = cost + r * r
-    for a = 1, 4 do
-      g[a] = g[a] + j[a] * r
-      for c = a, 4 do A[a][c] = A[a][c] + j[a] * j[c] end
-    end
-  end
-  for a = 2, 4 do
-    for c = 1, a - 1 do A[a][c] = A[c][a] end
-  end
-  return cost / 2, A, g
-end
-
-local function cost_at(p, xs, ys)
-  local cost = 0
-  for i = 1, #xs do
-    local r = ys[i] - sigmoid(p[1], p[2], p[3], p[4], xs[i])
-    cost = cost + r * r
-  end
-  return cost / 2
-end
-
--- Solves the 4×4 system M x = v by Gaussian elimination with partial
--- pivoting; nil if it is singular (the caller then damps harder).
-local function solve4(Min, v)
-  local m = {}
-  for i = 1, 4 do m[i] = { Min[i][1], Min[i][2], Min[i][3], Min[i][4], v[i] } end
-  for col = 1, 4 do
-    local piv, best = col, abs(m[col][col])
-    for r = col + 1, 4 do
-      if abs(m[r][col]) > best then piv, best = r, abs(m[r][col]) end
-    end
-    if not (best > 0) or best ~= best then return nil end
-    m[col], m[piv] = m[piv], m[col]
-    for r = col + 1, 4 do
-      local f = m[r][col] / m[col][col]
-      for c = col, 5 do m[r][c] = m[r][c] - f * m[col][c] end
-    end
-  end
-  local x = {}
-  for r = 4, 1, -1 do
-    local s = m[r][5]
-    for c = r + 1, 4 do s = s - m[r][c] * x[c] end
-    x[r] = s / m[r][r]
-    if not finite(x[r]) then return nil end
-  end
-  return x
+-- The sigmoid as a least-squares problem for kbsim.lm: residuals y − f
+-- and the Jacobian of f.
+local function sigmoid_problem(xs, ys)
+  return {
+    n = 4,
+    linearize = function(p)
+      local r, J = {}, {}
+      for i = 1, #xs do
+        local f, j1, j2, j3, j4 = sigmoid_grad(p, xs[i])
+        r[i], J[i] = ys[i] - f, {j1, j2, j3, j4}
+      end
+      return r, J
+    end,
+    residuals = function(p)
+      local r = {}
+      for i = 1, #xs do r[i] = ys[i] - sigmoid(p[1], p[2], p[3], p[4], xs[i]) end
+      return r
+    end,
+  }
 end
 
 -- A starting point read off the data: b and L from the range of y, x0 where
@@ -248,62 +212,12 @@ function M.fit_sigmoid(xs, ys, opts)
   else
     p = initial_guess(xs, ys)
   end
-  local cost, A, g = normal_equations(p, xs, ys)
-  local lambda = 1e-3
-  local iter, converged = 0, false
-  local function small_gradient()
-    local m = 0
-    for a = 1, 4 do m = math.max(m, abs(g[a])) end
-    return m <= gtol
-  end
-  converged = cost == 0 or small_gradient()
-  while not converged and iter < max_iter do
-    iter = iter + 1
-    local D = {}
-    local maxdiag = 0
-    for a = 1, 4 do maxdiag = math.max(maxdiag, A[a][a]) end
-    for a = 1, 4 do
-      D[a] = { A[a][1], A[a][2], A[a][3], A[a][4] }
-      -- A parameter the data cannot see (zero column) still gets damped.
-      D[a][a] = A[a][a] + lambda * math.max(A[a][a], 1e-12 * maxdiag, 1e-300)
-    end
-    local delta = solve4(D, g)
-    local pnorm, dnorm = 0, 0
-    local pn
-    if delta then
-      pn = {}
-      for a = 1, 4 do
-        pn[a] = p[a] + delta[a]
-        pnorm = pnorm + p[a] * p[a]
-        dnorm = dnorm + delta[a] * delta[a]
-      end
-      pnorm, dnorm = math.sqrt(pnorm), math.sqrt(dnorm)
-    end
-    local cn = pn and cost_at(pn, xs, ys)
-    if cn and cn < cost then
-      local rel = (cost - cn) / cost
-      p = pn
-      cost, A, g = normal_equations(p, xs, ys)
-      lambda = math.max(lambda / 3, 1e-15)
-      converged = cost == 0 or rel <= ftol or dnorm <= xtol * (pnorm + xtol)
-        or small_gradient()
-    else
-      -- A step too short to change p in floating point that still does not
-      -- lower the cost: p is a minimum to working precision.
-      if delta and dnorm <= xtol * (pnorm + xtol) then
-        converged = true
-      else
-        lambda = lambda * 4
-        if lambda > 1e20 then break end
-      end
-    end
-  end
-  local result = params_table(p)
-  result.cost, result.iterations = cost, iter
-  if not converged then
-    return nil, ("fit did not converge after %d iterations (cost %.6g)"):format(iter, cost),
-      result
-  end
+  local q, why, info = lm.minimize(sigmoid_problem(xs, ys), p,
+    {max_iter = max_iter, xtol = xtol, ftol = ftol, gtol = gtol})
+  if q then info = why end
+  local result = params_table(q or info.p)
+  result.cost, result.iterations = info.cost, info.iterations
+  if not q then return nil, why, result end
   return result
 end
 

@@ -99,7 +99,9 @@ local function add_module(prefix, m)
   for _, k in ipairs(names) do targets[#targets + 1] = {prefix .. k, m[k]} end
 end
 
-local SKIP = {["kb.check"] = true} -- a failed check is an exit status, not a crash
+-- a failed check is an exit status, not a crash; kb.params reads the script's own arguments
+-- (seed=, calls=) and ends the run on those it was not told of, by design
+local SKIP = {["kb.check"] = true, ["kb.params"] = true}
 
 -- The methods of a kbsim type. Its metatable is hidden from scripts (getmetatable gives the
 -- type name), so its metamethods are reached the way a script reaches them: by operators.

@@ -1,0 +1,382 @@
+-- calibrate.lua — fits topology.yaml settings to measured collective latencies: the
+-- model runs every measured point, Levenberg–Marquardt (kbsim.lm) moves the chosen
+-- settings until the simulated latencies match, within the settings' physical ranges
+--
+--   local cal = require("kbsim.calibrate")
+--   local points = assert(cal.read("measured.csv"))
+--   local fit = cal.fit{points = points, keys = {"ucie.port_overhead_ns"}}
+--
+-- Measurements (docs/calibrate.md): a CSV with the header M.HEADER, one point a line,
+--   collective,algorithm,dtype,bytes_per_pe,measured_ns
+-- or a references CSV (kbsim.references: points, and lines sampled at opts.line_sizes),
+-- or PARAM COMMS-RES output (kbsim.param_results, µs). Blank lines and # comments are
+-- skipped. Every problem is "FILE:LINE: problem".
+local lm = require("kbsim.lm")
+
+local M = {}
+
+M.HEADER = "collective,algorithm,dtype,bytes_per_pe,measured_ns"
+M.COLLECTIVES = {all_reduce = true, all_gather = true, reduce_scatter = true,
+                 all_to_all = true, broadcast = true}
+local DTYPE_BYTES = {f16 = 2, bf16 = 2, f32 = 4}
+
+local function finite(v)
+  return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge
+end
+
+-- One measured point, checked; nil and why.
+local function point(collective, algorithm, dtype, bytes, ns, label)
+  if not M.COLLECTIVES[collective] then
+    return nil, ("unknown collective '%s' (all_reduce, all_gather, reduce_scatter, all_to_all, "
+      .. "broadcast)"):format(collective)
+  end
+  if not algorithm:match("^[%w_]+$") then return nil, ("bad algorithm name '%s'"):format(algorithm) end
+  if not DTYPE_BYTES[dtype] then return nil, ("unknown dtype '%s' (f16, bf16, f32)"):format(dtype) end
+  bytes = math.tointeger(tonumber(bytes))
+  if not bytes or bytes <= 0 then return nil, "bytes_per_pe must be a positive integer" end
+  if bytes % DTYPE_BYTES[dtype] ~= 0 then
+    return nil, ("bytes_per_pe %d is not a whole number of %s elements"):format(bytes, dtype)
+  end
+  ns = tonumber(ns)
+  if not finite(ns) or ns <= 0 then return nil, "measured_ns must be a positive number" end
+  return {collective = collective, algorithm = algorithm, dtype = dtype, bytes = bytes,
+          measured_ns = ns, label = label}
+end
+
+-- Our CSV: the header, then one point a line.
+local function parse_points(text, name)
+  local pts, n = {}, 0
+  for line in text:gmatch("([^\n]*)\n?") do
+    n = n + 1
+    line = line:gsub("\r$", "")
+    if n == 1 then
+      if line ~= M.HEADER then
+        return nil, ("%s:1: expected the header '%s'"):format(name, M.HEADER)
+      end
+    elseif line ~= "" and not line:match("^%s*#") then
+      local c = {}
+      for f in (line .. ","):gmatch("([^,]*),") do c[#c + 1] = f end
+      if #c ~= 5 then return nil, ("%s:%d: expected 5 fields, got %d"):format(name, n, #c) end
+      local p, why = point(c[1], c[2], c[3], c[4], c[5], ("%s:%d"):format(name, n))
+      if not p then return nil, ("%s:%d: %s"):format(name, n, why) end
+      pts[#pts + 1] = p
+    end
+  end
+  if #pts == 0 then return nil, ("%s: no measured points"):format(name) end
+  return pts
+end
+
+-- Reads measurements; opts: algorithm (for references and PARAM rows, default
+-- "lrab"), dtype ("f16"), line_sizes (bytes per PE at which a reference
+-- line is sampled), collective (PARAM rows to take, default all_reduce),
+-- names (the references to take, by name; default all).
+function M.read(path, opts)
+  opts = opts or {}
+  local f, err = io.open(path, "rb")
+  if not f then return nil, ("cannot read the measurements: %s"):format(err) end
+  local text = f:read("a") or ""
+  f:close()
+  local algorithm, dtype = opts.algorithm or "lrab", opts.dtype or "f16"
+  local first = text:match("^([^\r\n]*)")
+  local refs = require("kbsim.references")
+  if first == refs.HEADER then
+    local list, rerr = refs.parse(text, path)
+    if not list then return nil, rerr end
+    local pts, wanted, found = {}, nil, {}
+    if opts.names and #opts.names > 0 then
+      wanted = {}
+      for _, nm in ipairs(opts.names) do wanted[nm] = true end
+    end
+    for _, r in ipairs(list) do
+      found[r.name] = true
+      if wanted and not wanted[r.name] then -- not chosen
+      elseif r.kind == "point" then
+        local p, why = point("all_reduce", algorithm, dtype, r.bytes_per_pe, r.latency_ns, r.name)
+        if not p then return nil, ("%s: reference '%s': %s"):format(path, r.name, why) end
+        pts[#pts + 1] = p
+      else
+        for _, b in ipairs(opts.line_sizes or {}) do
+          local ns = r.intercept_ns + r.slope_ns * (b * 8 / r.slope_bits)
+          local p, why = point("all_reduce", algorithm, dtype, b, ns, ("%s@%d"):format(r.name, b))
+          if not p then return nil, ("%s: reference '%s': %s"):format(path, r.name, why) end
+          pts[#pts + 1] = p
+        end
+      end
+    end
+    for _, nm in ipairs(opts.names or {}) do
+      if not found[nm] then return nil, ("%s: no reference named '%s'"):format(path, nm) end
+    end
+    if #pts == 0 then return nil, ("%s: no measured points (a line needs line_sizes)"):format(path) end
+    return pts
+  elseif first == M.HEADER then
+    return parse_points(text, path)
+  end
+  -- PARAM output: sizes in bytes of each rank's buffer, latencies in µs
+  local pr = require("kbsim.param_results")
+  local rows, perr = pr.parse(text, path)
+  if not rows then
+    return nil, ("%s: neither '%s', a references CSV nor PARAM output (%s)"):format(
+      path, M.HEADER, perr)
+  end
+  local want, pts = opts.collective or "all_reduce", {}
+  for _, r in ipairs(pr.series(rows, want)) do
+    local p, why = point(want, algorithm, dtype, r.size, r.latency * 1000,
+                         ("%s %s B"):format(want, r.size))
+    if not p then return nil, ("%s: %s"):format(path, why) end
+    pts[#pts + 1] = p
+  end
+  if #pts == 0 then return nil, ("%s: no %s rows"):format(path, want) end
+  return pts
+end
+
+-- A nested topology table from dotted keys: {["ucie.port_overhead_ns"] = 9}
+-- -> {ucie = {port_overhead_ns = 9}}.
+function M.overlay(values)
+  local t = {}
+  for key, v in pairs(values) do
+    local node, last = t, nil
+    for part in key:gmatch("[^.]+") do
+      if last then
+        node[last] = node[last] or {}
+        node = node[last]
+      end
+      last = part
+    end
+    node[last] = v
+  end
+  return t
+end
+
+-- Runs one point (in a sweep point's own state): {collective, algorithm,
+-- dtype, bytes, values = {key = value}} -> {latency_ns} or {error}.
+-- timing_only: the calibration needs times, not values.
+function M.run_point(p)
+  local T = require("kbsim.torch")
+  local ok, torch = pcall(T.init, {topology = M.overlay(p.values), timing_only = true})
+  if not ok then return {error = tostring(torch)} end
+  local D = torch.distributed
+  D.init_process_group{backend = "ahbm", config = {ccl = {algorithm = p.algorithm,
+                                                          dtype = p.dtype}}}
+  local N = #D.get_ranks()
+  local n = p.bytes // DTYPE_BYTES[p.dtype]
+  local o = {check = false}
+  local z = function(len) return torch.zeros({1, len}, {dtype = p.dtype}) end
+  local rep
+  if p.collective == "all_reduce" then
+    rep = D.all_reduce(z(N * n), o)
+  elseif p.collective == "broadcast" then
+    rep = D.broadcast(z(N * n), 0, o)
+  elseif p.collective == "all_gather" then
+    rep = D.all_gather(z(N * N * n), z(N * n), o)
+  elseif p.collective == "reduce_scatter" then
+    rep = D.reduce_scatter(z(N * n), z(N * N * n), o)
+  else -- all_to_all: bytes is each rank's whole send buffer, N chunks
+    if n % N ~= 0 then
+      return {error = ("all_to_all: %d elements per rank do not split over %d ranks"):format(n, N)}
+    end
+    rep = D.all_to_all(z(N * n), z(N * n), o)
+  end
+  return {latency_ns = rep.latency_ns}
+end
+
+local function run_point(p) return require("kbsim.calibrate").run_point(p) end
+
+-- Simulated latencies of every point at each set of values (one sweep):
+-- sets[s] = {key = value}; returns lat[s][i] (nil where a point failed)
+-- and the first error.
+local function simulate(points, sets, name)
+  local kb = require("kbsim")
+  local sweep = {}
+  for s, values in ipairs(sets) do
+    for i, pt in ipairs(points) do
+      sweep[#sweep + 1] = {collective = pt.collective, algorithm = pt.algorithm,
+                           dtype = pt.dtype, bytes = pt.bytes, values = values, set = s, i = i}
+    end
+  end
+  local _, summary = kb.sweep{name = name, points = sweep, run = run_point}
+  local lat, first, refused = {}, nil, nil
+  for s = 1, #sets do lat[s] = {} end
+  for j, st in ipairs(summary.points) do
+    local q, row = sweep[j], st.row
+    if st.status == "done" and row and row.latency_ns then
+      lat[q.set][q.i] = row.latency_ns
+    elseif st.status == "done" and row and row.error then
+      refused = refused or row.error -- the system refused the values
+    else
+      first = first or st.error or st.status
+    end
+  end
+  return lat, first, refused
+end
+
+-- Points "measured" by the model itself at known values (a recovery run):
+-- o: collective, algorithm, dtype, sizes (bytes per PE), values ({key = v}).
+function M.simulate_points(o)
+  local pts = {}
+  for _, b in ipairs(o.sizes) do
+    local p, why = point(o.collective, o.algorithm, o.dtype, b, 1, ("%d B"):format(b))
+    if not p then error(("calibrate: size %d: %s"):format(b, why), 2) end
+    pts[#pts + 1] = p
+  end
+  local lat, err, refused = simulate(pts, {o.values}, "calibrate_truth")
+  for i, p in ipairs(pts) do
+    if not lat[1][i] then
+      error(("calibrate: the truth point %s failed: %s"):format(p.label, tostring(refused or err)), 0)
+    end
+    p.measured_ns = lat[1][i]
+  end
+  return pts
+end
+
+-- v moved into a setting's range (an excluded minimum: just above it).
+local function clip(v, r)
+  if r.min and v <= r.min then
+    if r.above then return r.min + math.max(math.abs(r.min), 1) * 1e-9 end
+    if v < r.min then return r.min end
+  end
+  if r.max and v > r.max then return r.max end
+  return v
+end
+
+local function mean_abs(errs)
+  local s = 0
+  for _, e in ipairs(errs) do s = s + math.abs(e) end
+  return s / #errs
+end
+
+-- Fits `keys` (floating-point topology.yaml settings) to the points.
+-- o: points, keys, init ({key = value}: the starting values), ranges
+-- ({key = {min=, max=, above=}}), max_iter (30), step (relative
+-- finite-difference step, 1e-2), misfit (0.10: a point's relative error
+-- after the fit above this is reported as not fitted).
+-- The residual of point i is (measured − simulated) / measured: every
+-- point weighs by its relative error, whatever its size. A setting is kept
+-- inside its range (a step past a bound stops on it); a fit that ends on a
+-- bound while the data pull it further is refused (status "refused").
+-- Returns {status = "fitted" | "refused" | "not converged", why, keys,
+-- init, values, ci (95 % half-widths, or nil and ci_why), points (each with
+-- measured_ns, before_ns, after_ns, err_before, err_after, fitted), mape_before,
+-- mape_after, gmae_before, gmae_after, iterations, sweeps, simulations}.
+function M.fit(o)
+  local keys, points, ranges = o.keys, o.points, o.ranges
+  local n, m = #keys, #points
+  local step = o.step or 1e-2
+  local sweeps, sims = 0, 0
+  local function values_of(p)
+    local v = {}
+    for a, k in ipairs(keys) do v[k] = p[a] end
+    return v
+  end
+  local function residuals_of(lat)
+    local r = {}
+    for i, pt in ipairs(points) do
+      if not lat[i] then return nil end
+      r[i] = (pt.measured_ns - lat[i]) / pt.measured_ns
+    end
+    return r
+  end
+  -- Latencies at each set of values; nil and why when the system refuses
+  -- a set (a derived range, e.g. connections x gbps_per_connection).
+  local function run(sets)
+    sweeps, sims = sweeps + 1, sims + m * #sets
+    local lat, err, refused = simulate(points, sets, "calibrate")
+    if err then
+      error(("calibrate: a point failed at %s: %s"):format(M.format_values(sets[1], keys),
+        tostring(err)), 0)
+    end
+    if refused then return nil, refused end
+    return lat
+  end
+  local first_lat
+  local problem = {n = n}
+  function problem.project(p)
+    local q = {}
+    for a = 1, n do q[a] = clip(p[a], ranges[keys[a]]) end
+    return q
+  end
+  function problem.residuals(p)
+    local lat = run({values_of(p)})
+    return lat and residuals_of(lat[1]) -- refused values: a rejected step
+  end
+  function problem.linearize(p)
+    local sets, h = {values_of(p)}, {}
+    for a = 1, n do
+      local r = ranges[keys[a]]
+      h[a] = step * math.max(math.abs(p[a]), 1)
+      if r.max and p[a] + h[a] > r.max then h[a] = -h[a] end -- step down from a top bound
+      local q = {}
+      for c = 1, n do q[c] = p[c] end
+      q[a] = p[a] + h[a]
+      sets[a + 1] = values_of(q)
+    end
+    local lat, refused = run(sets)
+    if not lat then
+      error(("calibrate: the system refuses values next to %s: %s"):format(
+        M.format_values(sets[1], keys), refused), 0)
+    end
+    first_lat = first_lat or lat[1]
+    local J = {}
+    for i = 1, m do
+      J[i] = {}
+      -- f_i = simulated / measured, so r_i = 1 − f_i; J: ∂f_i/∂p_a
+      for a = 1, n do J[i][a] = (lat[a + 1][i] - lat[1][i]) / h[a] / points[i].measured_ns end
+    end
+    return residuals_of(lat[1]), J
+  end
+  local p0 = {}
+  for a, k in ipairs(keys) do p0[a] = clip(o.init[k], ranges[k]) end
+  local p, second, third = lm.minimize(problem, p0, {max_iter = o.max_iter or 30, xtol = 1e-7,
+                                                      ftol = 1e-10, gtol = 1e-12})
+  local res = {keys = keys, init = values_of(p0)}
+  local info
+  if p then
+    res.status, info = "fitted", second
+  else
+    res.status, res.why, info = "not converged", second, third
+    p = info.p
+  end
+  res.values, res.iterations = values_of(p), info.iterations
+  -- a setting held on a bound while the data pull it across
+  for a, k in ipairs(keys) do
+    local r = ranges[k]
+    local g = info.g[a] -- Jᵀr: the step direction of an undamped fit
+    local at_min = r.min and p[a] <= clip(r.min, r) and g < 0
+    local at_max = r.max and p[a] >= r.max and g > 0
+    if at_min or at_max then
+      res.status = "refused"
+      res.why = ("the fit needs %s %s its physical range (%s %s): the model cannot match "
+        .. "these points with the settings chosen; a setting left out is likely what differs"):format(
+        k, at_min and "below" or "above", at_min and (r.above and "above" or "at least") or "at most",
+        ("%.6g"):format(at_min and r.min or r.max))
+    end
+  end
+  local ci, ci_why = lm.confidence(info, n)
+  res.ci = ci and values_of(ci) or nil
+  res.ci_why = ci_why
+  -- before and after, point by point
+  local misfit = o.misfit or 0.10
+  local eb, ea = {}, {}
+  res.points = {}
+  for i, pt in ipairs(points) do
+    local before, after = first_lat[i], pt.measured_ns * (1 - info.r[i])
+    eb[i] = (before - pt.measured_ns) / pt.measured_ns
+    ea[i] = (after - pt.measured_ns) / pt.measured_ns
+    res.points[i] = {label = pt.label, collective = pt.collective, algorithm = pt.algorithm,
+                     dtype = pt.dtype, bytes_per_pe = pt.bytes, measured_ns = pt.measured_ns,
+                     before_ns = before, after_ns = after, err_before = eb[i], err_after = ea[i],
+                     fitted = math.abs(ea[i]) <= misfit}
+  end
+  local perf = require("kbsim.perfmodel")
+  res.mape_before, res.mape_after = mean_abs(eb), mean_abs(ea)
+  res.gmae_before, res.gmae_after = perf.gmae(eb), perf.gmae(ea)
+  res.sweeps, res.simulations = sweeps, sims
+  return res
+end
+
+function M.format_values(v, keys)
+  local t = {}
+  for _, k in ipairs(keys) do t[#t + 1] = ("%s=%.6g"):format(k, v[k]) end
+  return table.concat(t, ", ")
+end
+
+return M
