@@ -44,6 +44,8 @@ static const char usage_text[] =
     "                       the cache, write no outputs (docs/cluster.md)\n"
     "  --merge              assemble the outputs from the cache; a sweep point\n"
     "                       missing from it is an error (docs/cluster.md)\n"
+    "  (mpirun -n N kbsim ...: every rank runs the script, the kb.sweep points are\n"
+    "   shared by the ranks, rank 0 writes the outputs; docs/cluster.md)\n"
     "  --trace FILE         write a Perfetto / Chrome trace of one simulation:\n"
     "                       the first, or in kb.sweep point 1 (docs/trace.md)\n"
     "  --trace-point N      with --trace: the Nth simulation / sweep point instead\n"

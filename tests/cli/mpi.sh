@@ -60,6 +60,10 @@ failing)
   unset KBSIM_TEST_FAIL
   mpi -n 2 "$kbsim" -j 1 --fast -o out "$slow" n=9 ms=50 > /dev/null 2> log || fail "--fast rerun"
   grep -q "reused 8 of 9 points" log || fail "--fast rerun reused the 8 points"
+  # job-array options make no sense under mpirun
+  mpi -n 2 "$kbsim" --shard 1/2 -o out "$slow" n=9 ms=50 > /dev/null 2> log
+  [ $? -ne 0 ] || fail "--shard under mpirun must be refused"
+  grep -q "kbsim: --shard and --merge are for job arrays without MPI" log || fail "--shard message"
   ;;
 killed)
   # rank 1 killed with kill -9 during the sweep: mpirun ends the job and
