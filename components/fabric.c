@@ -277,6 +277,11 @@ static struct kb_link *link_of(struct kb_fabric *f, int id)
 int kb_fabric_link_count(const struct kb_fabric *f) { return f->n_links; }
 int kb_fabric_links_made(const struct kb_fabric *f) { return f->n_made; }
 
+bool kb_fabric_link_made(const struct kb_fabric *f, int link)
+{
+    return link >= 0 && link < f->n_links && f->links[link].l != NULL;
+}
+
 struct kb_link *kb_fabric_link(struct kb_fabric *f, int link)
 {
     return link >= 0 && link < f->n_links ? link_of(f, link) : NULL;

@@ -15,6 +15,7 @@
 #ifndef KBSIM_FABRIC_H
 #define KBSIM_FABRIC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "link.h"
@@ -51,6 +52,8 @@ struct kb_link *kb_fabric_link(struct kb_fabric *f, int link);
  * check, path time or send over it, kb_fabric_link), so a large system
  * pays for a process, an event and queues only on the links a run uses. */
 int kb_fabric_links_made(const struct kb_fabric *f);
+/* Whether link `link` has been made (read only: makes nothing). */
+bool kb_fabric_link_made(const struct kb_fabric *f, int link);
 int kb_fabric_link_src(const struct kb_fabric *f, int link);
 int kb_fabric_link_dst(const struct kb_fabric *f, int link);
 /* The first link added from src to dst, or -1. */

@@ -13,6 +13,7 @@
 #include "lkbsim.h"
 #include "lserve.h"
 #include "lsweep.h"
+#include "lsweep_mpi.h"
 #include "ltrace.h"
 
 enum { EXIT_CHECK = 1, EXIT_USAGE = 2 };
@@ -43,6 +44,8 @@ static const char usage_text[] =
     "                       the cache, write no outputs (docs/cluster.md)\n"
     "  --merge              assemble the outputs from the cache; a sweep point\n"
     "                       missing from it is an error (docs/cluster.md)\n"
+    "  (mpirun -n N kbsim ...: every rank runs the script, the kb.sweep points are\n"
+    "   shared by the ranks, rank 0 writes the outputs; docs/cluster.md)\n"
     "  --trace FILE         write a Perfetto / Chrome trace of one simulation:\n"
     "                       the first, or in kb.sweep point 1 (docs/trace.md)\n"
     "  --trace-point N      with --trace: the Nth simulation / sweep point instead\n"
@@ -247,7 +250,7 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
     return status;
 }
 
-int main(int argc, char **argv)
+static int kbsim_main(int argc, char **argv)
 {
     struct kb_options opt = {.jobs = 0};
     const char **set = calloc((size_t)argc, sizeof *set);
@@ -349,6 +352,18 @@ int main(int argc, char **argv)
                     "must run in one process: use --fast --trace)");
     /* shards and the merge share their points through the cache */
     opt.fast = opt.fast || opt.shards > 0 || opt.merge;
+    if (kb_mpi_size() > 1 && (opt.shards > 0 || opt.merge))
+        usage_error("%s", "--shard and --merge are for job arrays without MPI; under mpirun "
+                    "every kb.sweep is shared by the ranks already (docs/cluster.md)");
+    if (kb_mpi_rank() > 0) {
+        /* rank 0 alone writes: the trace, the progress, what the script
+         * prints (kb.outdir() is a scratch folder on the other ranks) */
+        opt.trace = NULL;
+        opt.trace_point = 0;
+        opt.quiet = true;
+        if (freopen("/dev/null", "w", stdout) == NULL)
+            fprintf(stderr, "kbsim: rank %d: cannot silence stdout\n", kb_mpi_rank());
+    }
 
     const char *script = argv[i];
     FILE *fp = fopen(script, "r");
@@ -416,11 +431,27 @@ int main(int argc, char **argv)
     free(out);
     free(set);
     if (status == 0 && failed > 0) {
-        fprintf(stderr, "kbsim: %ld check%s failed\n", failed,
-                failed == 1 ? "" : "s");
+        if (kb_mpi_rank() == 0)
+            fprintf(stderr, "kbsim: %ld check%s failed\n", failed,
+                    failed == 1 ? "" : "s");
         status = EXIT_CHECK;
     }
     if (status != EXIT_USAGE && sweep_status > status)
         status = sweep_status;
+    /* Under MPI, failed checks and points are rank 0's to report and
+     * exit with: another rank's non-zero status would make mpirun end
+     * the job, maybe before rank 0 has written its outputs. */
+    if (kb_mpi_rank() > 0 && status != EXIT_USAGE)
+        status = 0;
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    int status = kb_mpi_init(&argc, &argv);
+    if (status != 0)
+        return status;
+    status = kbsim_main(argc, argv);
+    kb_mpi_finalize();
     return status;
 }

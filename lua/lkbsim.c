@@ -18,6 +18,7 @@
  * picoseconds on the way in.
  */
 #include "lkbsim.h"
+#include "lsweep_mpi.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -1153,13 +1154,23 @@ static int l_outdir(lua_State *L)
     lua_getfield(L, lua_upvalueindex(1), "options");
     int options = lua_gettop(L);
     lua_getfield(L, options, "shard");
-    bool shard = lua_istable(L, -1);
+    /* under MPI the ranks but 0 write no outputs either (lsweep_mpi.h) */
+    bool shard = lua_istable(L, -1) || kb_mpi_rank() > 0;
     lua_pop(L, 1);
     if (shard)
         push_scratch(L);
     else
         kb_push_outdir(L, options);
     return 1;
+}
+
+/* kb.mpi() -> rank, size: this process's rank in an MPI job and the job's
+ * ranks (0, 1 outside MPI). Only rank 0 writes outputs (lsweep_mpi.h). */
+static int l_mpi(lua_State *L)
+{
+    lua_pushinteger(L, kb_mpi_rank());
+    lua_pushinteger(L, kb_mpi_size());
+    return 2;
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -1289,7 +1300,7 @@ static const luaL_Reg kb_funcs[] = {
     {"sim", l_sim},       {"wait", l_wait},   {"wait_any", l_wait_any},
     {"next_trigger", l_next_trigger}, {"now", l_now}, {"clock", l_clock},
     {"check", l_check},   {"checks_failed", l_checks_failed},
-    {"outdir", l_outdir}, {"params", l_params},
+    {"outdir", l_outdir}, {"params", l_params}, {"mpi", l_mpi},
     {NULL, NULL}};
 
 static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,

@@ -28,6 +28,7 @@
 
 #include "lkbsim.h"
 #include "lsweep_cache.h"
+#include "lsweep_mpi.h"
 #include "ltrace.h"
 #include "sim_uv.h"
 
@@ -728,7 +729,22 @@ struct sweep {
     uint64_t t0;
     size_t ndone, nreused;
     uv_timer_t timer;
+    /* An MPI job of several ranks (lsweep_mpi.h): sim_sweep_run's slots
+     * take their points from a queue, rank 0's own and the other ranks'
+     * (rank 0), or from rank 0 (the other ranks). */
+    bool mpi;
+    bool qlock_ok;
+    uv_mutex_t qlock;     /* rank 0: the queue */
+    size_t qnext;         /* rank 0: next pending_pts entry to hand out */
+    bool trace_taken;     /* rank 0: the traced point went to a local slot */
+    atomic_bool exhausted; /* other ranks: rank 0 has no point left */
+    atomic_size_t nfinished; /* rank 0: points ended, on any rank */
+    size_t *slot_pt;      /* slot -> point, or KB_NO_POINT */
+    unsigned char *pstatus; /* point -> enum sim_sweep_status */
+    int *prank;           /* point -> the rank that ran it */
 };
+
+#define KB_NO_POINT SIZE_MAX
 
 static void sweep_free(struct sweep *sw)
 {
@@ -749,6 +765,11 @@ static void sweep_free(struct sweep *sw)
     free(sw->pts);
     free(sw->pending_pts);
     free(sw->status);
+    free(sw->slot_pt);
+    free(sw->pstatus);
+    free(sw->prank);
+    if (sw->qlock_ok)
+        uv_mutex_destroy(&sw->qlock);
     free(sw);
 }
 
@@ -907,11 +928,9 @@ static int worker_main(lua_State *W)
     return 0;
 }
 
-/* sim_sweep_run_fn: point pending_pts[k] in its own Lua state. */
-static int point_run(struct sim_sweep_point *sp, size_t k, void *ud)
+/* Point `index` in its own Lua state; 0 if it succeeded. */
+static int run_point(struct sim_sweep_point *sp, struct sweep *sw, size_t index)
 {
-    struct sweep *sw = ud;
-    size_t index = sw->pending_pts[k];
     struct point *pt = &sw->pts[index];
     struct worker wk = {sw, pt, sp, index};
     lua_State *W = luaL_newstate();
@@ -934,12 +953,233 @@ static int point_run(struct sim_sweep_point *sp, size_t k, void *ud)
     return pt->err != NULL || pt->checks_failed > 0;
 }
 
+/* sim_sweep_run_fn: point pending_pts[k]. */
+static int point_run(struct sim_sweep_point *sp, size_t k, void *ud)
+{
+    struct sweep *sw = ud;
+    return run_point(sp, sw, sw->pending_pts[k]);
+}
+
+/* ---- across MPI ranks (lsweep_mpi.h) ----------------------------------- */
+
+/* Rank 0: the next point to run, for a slot of its own (local) or for
+ * another rank; -1 when none is left. The traced point (--trace) runs
+ * on rank 0, which alone writes outputs. */
+static long claim(struct sweep *sw, bool local)
+{
+    long r = -1;
+    uv_mutex_lock(&sw->qlock);
+    bool trace_pending = false;
+    for (size_t j = 0; sw->trace_index >= 0 && j < sw->n_pending; j++)
+        trace_pending = trace_pending || (long)sw->pending_pts[j] == sw->trace_index;
+    if (local && trace_pending && !sw->trace_taken) {
+        sw->trace_taken = true;
+        r = sw->trace_index;
+    } else {
+        while (sw->qnext < sw->n_pending && (long)sw->pending_pts[sw->qnext] == sw->trace_index)
+            sw->qnext++;
+        if (sw->qnext < sw->n_pending)
+            r = (long)sw->pending_pts[sw->qnext++];
+    }
+    uv_mutex_unlock(&sw->qlock);
+    return r;
+}
+
+static long claim_remote(void *ud)
+{
+    return claim(ud, false);
+}
+
+static void remote_ended(void *ud)
+{
+    struct sweep *sw = ud;
+    atomic_fetch_add(&sw->nfinished, 1);
+}
+
+/* sim_sweep_run_fn on rank 0: a slot runs the next point of the queue,
+ * if any is left. */
+static int point_run_root(struct sim_sweep_point *sp, size_t k, void *ud)
+{
+    struct sweep *sw = ud;
+    long i = claim(sw, true);
+    if (i < 0)
+        return 0;
+    sw->slot_pt[k] = (size_t)i;
+    int rc = run_point(sp, sw, (size_t)i);
+    atomic_fetch_add(&sw->nfinished, 1);
+    return rc;
+}
+
+/* sim_sweep_run_fn on the other ranks: a slot runs the point rank 0
+ * gives it, if any is left. */
+static int point_run_worker(struct sim_sweep_point *sp, size_t k, void *ud)
+{
+    struct sweep *sw = ud;
+    if (atomic_load(&sw->exhausted) || sim_sweep_point_stopping(sp))
+        return 0;
+    long i = kb_mpi_request(k);
+    if (i < 0 || (size_t)i >= sw->n) {
+        atomic_store(&sw->exhausted, true);
+        return 0;
+    }
+    sw->slot_pt[k] = (size_t)i;
+    int rc = run_point(sp, sw, (size_t)i);
+    kb_mpi_ended((size_t)i);
+    return rc;
+}
+
+/* Results of the points a rank ran, sent to rank 0: u64 count, then per
+ * point u64 index, u8 status, u8 has_result, i64 checks_failed, the
+ * strings err, trace, cache_err and the row's bytes, each as u64 length
+ * (UINT64_MAX: none) and bytes. */
+static bool put_u64(struct blob *b, uint64_t v)
+{
+    unsigned char d[8];
+    le64(d, v);
+    return blob_add(b, d, 8);
+}
+
+static bool put_bytes(struct blob *b, const void *p, size_t n, bool none)
+{
+    return put_u64(b, none ? UINT64_MAX : n) && (none || blob_add(b, p, n));
+}
+
+static bool put_str(struct blob *b, const char *s)
+{
+    return put_bytes(b, s, s ? strlen(s) : 0, s == NULL);
+}
+
+static bool pack_results(const struct sweep *sw, size_t nslots, struct blob *b)
+{
+    uint64_t count = 0;
+    for (size_t k = 0; k < nslots; k++)
+        count += sw->slot_pt[k] != KB_NO_POINT;
+    bool ok = put_u64(b, count);
+    for (size_t k = 0; ok && k < nslots; k++) {
+        size_t i = sw->slot_pt[k];
+        if (i == KB_NO_POINT)
+            continue;
+        const struct point *pt = &sw->pts[i];
+        unsigned char st = sw->status[k];
+        /* an abandoned point's thread may still write *pt: not read */
+        bool gone = sim_sweep_abandoned(st);
+        unsigned char head[2] = {st, !gone && pt->has_result};
+        ok = put_u64(b, i) && blob_add(b, head, 2) &&
+             put_u64(b, gone ? 0 : (uint64_t)pt->checks_failed) &&
+             put_str(b, gone ? NULL : pt->err) && put_str(b, gone ? NULL : pt->trace) &&
+             put_str(b, gone ? NULL : pt->cache_err) &&
+             put_bytes(b, pt->result.p, pt->result.n, gone || !pt->has_result);
+    }
+    return ok;
+}
+
+struct unpack {
+    struct sweep *sw;
+    const char *bad; /* what was wrong, or NULL */
+};
+
+static bool take(const unsigned char **p, const unsigned char *end, void *d, size_t n)
+{
+    if ((size_t)(end - *p) < n)
+        return false;
+    memcpy(d, *p, n);
+    *p += n;
+    return true;
+}
+
+static bool take_u64(const unsigned char **p, const unsigned char *end, uint64_t *v)
+{
+    unsigned char d[8];
+    if (!take(p, end, d, 8))
+        return false;
+    *v = get_le64(d);
+    return true;
+}
+
+/* A string or bytes: *out malloc'd (NUL-terminated), or NULL for none. */
+static bool take_bytes(const unsigned char **p, const unsigned char *end, char **out,
+                       size_t *len)
+{
+    uint64_t n;
+    *out = NULL;
+    if (!take_u64(p, end, &n))
+        return false;
+    if (n == UINT64_MAX)
+        return true;
+    if (n > (uint64_t)(end - *p) || (*out = malloc((size_t)n + 1)) == NULL)
+        return false;
+    memcpy(*out, *p, (size_t)n);
+    (*out)[n] = '\0';
+    *p += n;
+    if (len)
+        *len = (size_t)n;
+    return true;
+}
+
+/* kb_results_fn: a rank's results into the sweep's points. */
+static void unpack_results(void *ud, int rank, const unsigned char *p, size_t n)
+{
+    struct unpack *u = ud;
+    struct sweep *sw = u->sw;
+    const unsigned char *end = p + n;
+    uint64_t count;
+    if (!take_u64(&p, end, &count)) {
+        u->bad = "truncated";
+        return;
+    }
+    for (uint64_t c = 0; c < count; c++) {
+        uint64_t index, checks;
+        unsigned char head[2];
+        char *err, *trace, *cache_err, *row;
+        size_t rowlen = 0;
+        if (!take_u64(&p, end, &index) || index >= sw->n || !take(&p, end, head, 2) ||
+            !take_u64(&p, end, &checks)) {
+            u->bad = "a bad point header";
+            return;
+        }
+        struct point *pt = &sw->pts[index];
+        bool ok = take_bytes(&p, end, &err, NULL);
+        ok = take_bytes(&p, end, &trace, NULL) && ok;
+        ok = take_bytes(&p, end, &cache_err, NULL) && ok;
+        ok = take_bytes(&p, end, &row, &rowlen) && ok;
+        if (!ok || pt->err || pt->trace || pt->cache_err || pt->has_result) {
+            free(err), free(trace), free(cache_err), free(row);
+            u->bad = "a bad or repeated point";
+            return;
+        }
+        pt->err = err, pt->trace = trace, pt->cache_err = cache_err;
+        pt->checks_failed = (long)checks;
+        pt->has_result = head[1] && row != NULL;
+        if (row) {
+            blob_free(&pt->result);
+            pt->result.p = (unsigned char *)row;
+            pt->result.n = rowlen;
+            pt->result.cap = rowlen + 1;
+        }
+        sw->pstatus[index] = head[0];
+        sw->prank[index] = rank;
+    }
+}
+
+/* What every rank compares with rank 0's before a sweep: its name and
+ * its points' keys. */
+static uint64_t sweep_digest(const struct sweep *sw)
+{
+    uint64_t h = fnv_seg(FNV_OFFSET, sw->name, strlen(sw->name));
+    for (size_t i = 0; i < sw->n; i++) {
+        unsigned char d[8];
+        le64(d, sw->pts[i].key);
+        h = fnv(h, d, 8);
+    }
+    return h;
+}
+
 /* ---- progress --------------------------------------------------------- */
 
 static void bar_draw(struct sweep *sw)
 {
     double el = (double)(uv_hrtime() - sw->t0) * 1e-9;
-    size_t done = sw->ndone, total = sw->n_pending;
+    size_t done = sw->mpi ? atomic_load(&sw->nfinished) : sw->ndone, total = sw->n_pending;
     char bar[25];
     size_t fill = total ? 24 * done / total : 24;
     memset(bar, '#', fill);
@@ -973,8 +1213,10 @@ static void on_timer_closed(uv_handle_t *h)
     *(bool *)h->loop->data = false;
 }
 
-/* Runs the points in pending_pts; returns sim_sweep_run's status. */
-static int run_points(struct sweep *sw, int jobs, double timeout)
+/* Runs nslots slots of fn (point_run: the points in pending_pts);
+ * returns sim_sweep_run's status. */
+static int run_points(struct sweep *sw, int jobs, double timeout, sim_sweep_run_fn fn,
+                      size_t nslots)
 {
     uv_loop_t loop;
     bool timer_open = false;
@@ -993,7 +1235,7 @@ static int run_points(struct sweep *sw, int jobs, double timeout)
         .progress = on_progress, .timeout = timeout, .release = sweep_release,
     };
     atomic_fetch_add(&sw->refs, 1);
-    rc = sim_sweep_run(sw->n_pending, point_run, sw, &opts, sw->status);
+    rc = sim_sweep_run(nslots, fn, sw, &opts, sw->status);
     if (timer_open) {
         uv_close((uv_handle_t *)&sw->timer, on_timer_closed);
         while (timer_open)
@@ -1248,15 +1490,20 @@ static void report_failures(lua_State *L, const struct sweep *sw, const unsigned
         lua_rawgeti(L, plist, (lua_Integer)i + 1);
         lua_getfield(L, -1, "error");
         const char *msg = lua_tostring(L, -1);
+        /* under MPI: where it ran */
+        char where[128] = "";
+        if (sw->mpi)
+            snprintf(where, sizeof where, " on rank %d (%s)", sw->prank[i],
+                     kb_mpi_host(sw->prank[i]));
         if (told++ == 0)
-            fprintf(stderr, "kb.sweep '%s': point %d failed: %s\n", sw->name,
-                    (int)i + 1, state[i] == P_FAILED && pt->trace ? pt->trace : msg);
+            fprintf(stderr, "kb.sweep '%s': point %d failed%s: %s\n", sw->name,
+                    (int)i + 1, where, state[i] == P_FAILED && pt->trace ? pt->trace : msg);
         else
-            fprintf(stderr, "kb.sweep '%s': point %d failed: %.*s\n", sw->name,
-                    (int)i + 1, first_line(msg), msg);
+            fprintf(stderr, "kb.sweep '%s': point %d failed%s: %.*s\n", sw->name,
+                    (int)i + 1, where, first_line(msg), msg);
         lua_pop(L, 2);
         luaL_addstring(&rep, nfailed == 1 ? " " : "\n  ");
-        lua_pushfstring(L, "point %d: ", (int)i + 1);
+        lua_pushfstring(L, "point %d%s: ", (int)i + 1, where);
         luaL_addvalue(&rep);
         luaL_addlstring(&rep, msg, (size_t)first_line(msg));
     }
@@ -1391,6 +1638,87 @@ int kb_sweep_end_status(lua_State *L)
         status = (int)lua_tointeger(L, -1);
     lua_pop(L, 1);
     return status;
+}
+
+/* ---- the collective parts of a sweep under MPI ------------------------- */
+
+/* Every rank: rank 0 says how many points it will hand out, and every
+ * other rank checks that its sweep is rank 0's (the script computed the
+ * same points). A rank whose sweep differs ends the job. */
+static bool mpi_start(struct sweep *sw)
+{
+    uint64_t head[2] = {sweep_digest(sw), sw->n_pending};
+    uint64_t mine = head[0];
+    if (!kb_mpi_bcast(head, sizeof head))
+        return false;
+    if (head[0] != mine) {
+        fprintf(stderr, "kbsim: rank %d on %s: sweep '%s' has other points than on rank 0 (their "
+                "parameters, the point function or the options differ): under MPI the script "
+                "must build the same sweeps on every rank\n", kb_mpi_rank(),
+                kb_mpi_host(kb_mpi_rank()), sw->name);
+        fflush(stderr);
+        kb_mpi_abort(2);
+    }
+    sw->n_pending = (size_t)head[1];
+    return true;
+}
+
+/* Rank 0: the summary at index idx to every other rank. */
+static bool bcast_summary(lua_State *L, int idx)
+{
+    struct blob *b = newblob(L);
+    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: summary field", .after = "",
+                        .suffix = "", .path = "summary"};
+    serialise(L, idx, b, &plain);
+    bool ok = kb_mpi_bcast_blob(b);
+    lua_pop(L, 1);
+    return ok;
+}
+
+/* The other ranks: rank 0's summary, and the rows from it as rank 0
+ * made them (the done points' rows, in input order), so that the script
+ * goes on as on rank 0; a failure or a stop is recorded for the exit
+ * status (rank 0 reports it). Returns rows, summary. */
+static int worker_result(lua_State *L)
+{
+    struct blob *b = newblob(L);
+    if (!kb_mpi_bcast_blob(b))
+        return luaL_error(L, "kb.sweep: MPI failed");
+    deserialise(L, b);
+    int summary = lua_gettop(L);
+    lua_newtable(L);
+    int rows = lua_gettop(L);
+    lua_getfield(L, summary, "points");
+    lua_Integer nrows = 0;
+    for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TTABLE; i++) {
+        lua_getfield(L, -1, "status");
+        lua_getfield(L, -2, "row");
+        if (strcmp(lua_tostring(L, -2), "done") == 0 && !lua_isnil(L, -1))
+            lua_rawseti(L, rows, ++nrows);
+        else
+            lua_pop(L, 1);
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 2);
+    lua_getfield(L, summary, "failed");
+    lua_getfield(L, summary, "interrupted");
+    bool failed = lua_tointeger(L, -2) > 0, interrupted = lua_toboolean(L, -1);
+    lua_pop(L, 2);
+    if (failed || interrupted) {
+        push_record(L);
+        lua_getfield(L, -1, "reports");
+        lua_pushliteral(L, "(reported by rank 0)");
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 1);
+        if (interrupted) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "interrupted");
+        }
+        lua_pop(L, 1);
+    }
+    lua_pushvalue(L, rows);
+    lua_pushvalue(L, summary);
+    return 2;
 }
 
 /* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
@@ -1539,6 +1867,23 @@ static int l_sweep(lua_State *L)
         sw->pts[i].key = fnv_seg(h, sw->pts[i].params.p, sw->pts[i].params.n);
     }
 
+    bool mpi = kb_mpi_size() > 1, root = kb_mpi_rank() == 0;
+    sw->mpi = mpi;
+    atomic_init(&sw->exhausted, false);
+    atomic_init(&sw->nfinished, 0);
+    sw->pstatus = calloc(nalloc, 1); /* SIM_SWEEP_NOT_RUN */
+    if (sw->pstatus == NULL)
+        return luaL_error(L, "kb.sweep: out of memory");
+    if (mpi) {
+        sw->slot_pt = malloc(nalloc * sizeof *sw->slot_pt);
+        sw->prank = calloc(nalloc, sizeof *sw->prank);
+        if (!sw->slot_pt || !sw->prank || uv_mutex_init(&sw->qlock) != 0)
+            return luaL_error(L, "kb.sweep: out of memory");
+        sw->qlock_ok = true;
+        for (size_t k = 0; k < nalloc; k++)
+            sw->slot_pt[k] = KB_NO_POINT;
+    }
+
     /* The cache folder is made (and probed) before any point runs. */
     const char *cachedir = NULL;
     if (use_cache) {
@@ -1552,7 +1897,9 @@ static int l_sweep(lua_State *L)
     lua_getfield(L, -1, "interrupted");
     bool stopped_before = lua_toboolean(L, -1);
     lua_pop(L, 2);
-    load_cached(L, sw, cachedir, fast, cached, stopped_before);
+    /* under MPI, rank 0 alone decides what runs */
+    if (root)
+        load_cached(L, sw, cachedir, fast, cached, stopped_before);
     /* A sweep without a cache (cache = false) runs whole, as in any run:
      * no other process can see its points. */
     if (merge && use_cache && sw->n_pending > 0)
@@ -1561,31 +1908,64 @@ static int l_sweep(lua_State *L)
     bool shard_ends = shards > 0 && use_cache && sw->n_pending > 0;
     if (shard_ends)
         keep_share(sw, shard, shards);
-    sw->bar = !quiet && sw->n_pending > 0 && isatty(2);
+    sw->bar = root && !quiet && sw->n_pending > 0 && isatty(2);
+    if (mpi && !mpi_start(sw))
+        return luaL_error(L, "kb.sweep: MPI failed");
 
     uint64_t t0 = uv_hrtime();
     int rc = 0;
-    if (sw->n_pending > 0)
-        rc = run_points(sw, (int)jobs, timeout);
+    if (sw->n_pending > 0 && !mpi) {
+        rc = run_points(sw, (int)jobs, timeout, point_run, sw->n_pending);
+    } else if (sw->n_pending > 0 && root) {
+        struct kb_dispatch *d = kb_dispatch_start(claim_remote, remote_ended, sw);
+        if (d == NULL)
+            return luaL_error(L, "kb.sweep: cannot start the MPI dispatcher (out of memory)");
+        rc = run_points(sw, (int)jobs, timeout, point_run_root, sw->n_pending);
+        struct unpack u = {sw, NULL};
+        kb_dispatch_finish(d, unpack_results, &u);
+        if (u.bad) {
+            fprintf(stderr, "kbsim: rank 0: sweep '%s': bad results from a rank (%s)\n",
+                    name, u.bad);
+            kb_mpi_abort(2);
+        }
+    } else if (sw->n_pending > 0) {
+        rc = run_points(sw, (int)jobs, timeout, point_run_worker, sw->n_pending);
+        struct blob *b = newblob(L);
+        if (!pack_results(sw, sw->n_pending, b))
+            return luaL_error(L, "kb.sweep: out of memory");
+        kb_mpi_send_results(b);
+        lua_pop(L, 1);
+    }
     if (rc == SIM_EINVAL || rc == SIM_ENOMEM)
         return luaL_error(L, "kb.sweep: cannot start the sweep (out of memory)");
+    if (mpi && !root)
+        return worker_result(L);
     bool interrupted = stopped_before || rc == SIM_STOPPED;
     double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
 
+    /* What became of each point run here, or on another rank (pstatus is
+     * filled by unpack_results then). */
+    for (size_t k = 0; k < sw->n_pending && !mpi; k++)
+        sw->pstatus[sw->pending_pts[k]] = sw->status[k];
+    for (size_t k = 0; k < sw->n_pending && mpi; k++)
+        if (sw->slot_pt[k] != KB_NO_POINT)
+            sw->pstatus[sw->slot_pt[k]] = sw->status[k];
+
     /* Point states, rows in input order. */
     unsigned char *state = lua_newuserdatauv(L, nalloc, 0);
-    for (size_t i = 0; i < sw->n; i++)
-        state[i] = sw->pts[i].reused ? P_DONE : P_NOT_RUN;
-    for (size_t k = 0; k < sw->n_pending; k++) {
-        struct point *pt = &sw->pts[sw->pending_pts[k]];
-        unsigned char st = sw->status[k];
+    for (size_t i = 0; i < sw->n; i++) {
+        struct point *pt = &sw->pts[i];
+        unsigned char st = sw->pstatus[i];
+        state[i] = pt->reused ? P_DONE : P_NOT_RUN;
+        if (pt->reused)
+            continue;
         /* an abandoned point's thread may still write *pt: not read */
         if (st == SIM_SWEEP_TIMED_OUT || st == SIM_SWEEP_TIMEOUT_ABANDONED)
-            state[sw->pending_pts[k]] = P_TIMED_OUT;
+            state[i] = P_TIMED_OUT;
         else if (st == SIM_SWEEP_DONE && pt->err == NULL && pt->checks_failed == 0)
-            state[sw->pending_pts[k]] = P_DONE;
+            state[i] = P_DONE;
         else if (st == SIM_SWEEP_DONE || st == SIM_SWEEP_FAILED)
-            state[sw->pending_pts[k]] = P_FAILED;
+            state[i] = P_FAILED;
     }
     warn_uncached(sw, state);
 
@@ -1638,7 +2018,7 @@ static int l_sweep(lua_State *L)
     report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
     if (shard_ends)
         end_shard(L, sw, state, shard, shards);
-    if (fast && !quiet)
+    if (fast && !quiet && root)
         fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
                 name, sw->nreused, sw->n);
     fflush(stderr);
@@ -1657,6 +2037,8 @@ static int l_sweep(lua_State *L)
     lua_setfield(L, -2, "elapsed");
     lua_pushvalue(L, plist);
     lua_setfield(L, -2, "points");
+    if (mpi && !bcast_summary(L, lua_gettop(L)))
+        return luaL_error(L, "kb.sweep: MPI failed");
     lua_pushvalue(L, rows);
     lua_insert(L, -2);
     return 2;
@@ -1673,7 +2055,8 @@ int kb_sweep_status(lua_State *L)
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, -1, i);
-        fprintf(stderr, "%s\n", lua_tostring(L, -1));
+        if (kb_mpi_rank() == 0) /* the other ranks' copy of rank 0's */
+            fprintf(stderr, "%s\n", lua_tostring(L, -1));
         lua_pop(L, 1);
         status = 1;
     }

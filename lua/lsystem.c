@@ -586,6 +586,46 @@ static int path_latency(lua_State *L)
     return 1;
 }
 
+/* sys:links() -> {{name, from, to, latency_ns, overhead_ns, bw_gbps,
+ * messages, bytes}, ...}: the links the run has used so far (a link is
+ * made on its first use), with their counters. Read only; for measuring
+ * tools such as bench/lua/partition_stats.lua. */
+static int sys_links(lua_State *L)
+{
+    struct lsys *h = checksys(L, 1);
+    struct kb_fabric *f = kb_system_fabric(h->sys);
+    int n = kb_fabric_link_count(f);
+    lua_createtable(L, kb_fabric_links_made(f), 0);
+    lua_Integer k = 0;
+    for (int i = 0; i < n; i++) {
+        /* kb_fabric_link would make the unused ones: ask for made links
+         * only, through their counters */
+        if (!kb_fabric_link_made(f, i))
+            continue;
+        struct kb_link *l = kb_fabric_link(f, i);
+        struct kb_link_stats st;
+        kb_link_get_stats(l, &st);
+        const struct kb_link_params *p = kb_link_params(l);
+        lua_createtable(L, 0, 8);
+        lua_pushstring(L, kb_link_name(l));
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, kb_fabric_node_name(f, kb_fabric_link_src(f, i)));
+        lua_setfield(L, -2, "from");
+        lua_pushstring(L, kb_fabric_node_name(f, kb_fabric_link_dst(f, i)));
+        lua_setfield(L, -2, "to");
+        lua_pushnumber(L, p->latency_ns);
+        lua_setfield(L, -2, "latency_ns");
+        lua_pushnumber(L, p->overhead_ns);
+        lua_setfield(L, -2, "overhead_ns");
+        lua_pushnumber(L, p->bw_gbps);
+        lua_setfield(L, -2, "bw_gbps");
+        setint(L, "messages", (lua_Integer)st.messages);
+        setint(L, "bytes", (lua_Integer)st.bytes);
+        lua_rawseti(L, -2, ++k);
+    }
+    return 1;
+}
+
 /* sys:config(key) -> value, {type=, min=, max=, above=, doc=}: one
  * topology.yaml setting of the built system by its dotted key, and its
  * range (above = true: min itself is excluded) */
@@ -859,6 +899,7 @@ static int sys_tostring(lua_State *L)
 static const luaL_Reg sys_methods[] = {
     {"counts", sys_counts},       {"set_ipcq", sys_set_ipcq},       {"pe", sys_pe},           {"neighbor", sys_neighbor},
     {"path", sys_path},           {"describe", sys_describe}, {"config", sys_config}, {"transfer", sys_transfer},
+    {"links", sys_links},
     {"dma", sys_dma}, {"tcm_write", sys_tcm_write}, {"tcm_read", sys_tcm_read}, {"close", sys_close},
     {NULL, NULL}};
 static const luaL_Reg sys_meta[] = {

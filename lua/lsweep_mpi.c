@@ -1,0 +1,342 @@
+/* lsweep_mpi.c — lsweep_mpi.h with MPI (Open MPI, MPICH): kb.sweep's
+ * points handed out by rank 0
+ *
+ * Messages on a duplicate of MPI_COMM_WORLD, all bytes:
+ *   worker -> 0  TAG_REQ      u64 slot: "a point for this slot"
+ *   0 -> worker  TAG_REPLY+s  i64 index, or -1: none left
+ *   worker -> 0  TAG_ENDED    u64 index: a point ended (progress)
+ *   worker -> 0  TAG_RESULTS  the rank's results for the sweep (lsweep.c's
+ *                             format); its last message of the sweep
+ * A rank waiting for a message polls (MPI_Iprobe / MPI_Test) and sleeps
+ * between polls, up to KB_POLL_MAX_US: blocking MPI calls spin a core in
+ * Open MPI, which would take it from the points. Calls are serialised by
+ * one mutex, so MPI_THREAD_SERIALIZED is enough.
+ */
+#include "lsweep_mpi.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+enum { TAG_REQ = 1, TAG_ENDED = 2, TAG_RESULTS = 3, TAG_REPLY = 16 };
+/* Reply tags: TAG_REPLY + slot mod this (at most 1024 slots run at once). */
+#define KB_REPLY_TAGS 16384
+
+/* Sleep between polls: doubles from the first to the last while nothing
+ * comes. The last bounds the dispatch delay of a point. */
+#define KB_POLL_MIN_US 20
+#define KB_POLL_MAX_US 500
+
+#define KB_HOST_MAX 64
+
+static bool started;
+static int rank, size = 1;
+static MPI_Comm comm;
+static char (*hosts)[KB_HOST_MAX];
+static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void nap(unsigned *us)
+{
+    struct timespec ts = {0, (long)*us * 1000};
+    nanosleep(&ts, NULL);
+    *us = *us * 2 > KB_POLL_MAX_US ? KB_POLL_MAX_US : *us * 2;
+}
+
+/* Waits for a request without spinning a core. */
+static void wait_req(MPI_Request *req)
+{
+    unsigned us = KB_POLL_MIN_US;
+    for (;;) {
+        int done = 0;
+        pthread_mutex_lock(&mpi_lock);
+        MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        pthread_mutex_unlock(&mpi_lock);
+        if (done)
+            return;
+        nap(&us);
+    }
+}
+
+/* Rank 0 only: mpirun ends the job with SIGTERM when a rank dies or on
+ * Ctrl-C. Say what that means for the user's points (async-signal-safe:
+ * a message made in advance, write, _exit). */
+static char term_msg[512];
+
+static void on_term(int sig)
+{
+    (void)sig;
+    ssize_t r = write(2, term_msg, strlen(term_msg));
+    (void)r;
+    _exit(143);
+}
+
+static bool under_launcher(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE",
+                                       "PMI_RANK", "MPI_LOCALNRANKS", NULL};
+    for (int i = 0; vars[i]; i++)
+        if (getenv(vars[i]) != NULL)
+            return true;
+    return false;
+}
+
+int kb_mpi_init(int *argc, char ***argv)
+{
+    if (!under_launcher())
+        return 0;
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        fputs("kbsim: MPI_Init_thread failed\n", stderr);
+        return 2;
+    }
+    started = true;
+    if (provided < MPI_THREAD_SERIALIZED) {
+        fputs("kbsim: this MPI library does not allow calls from several threads "
+              "(MPI_THREAD_SERIALIZED), which kb.sweep needs\n", stderr);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    hosts = calloc((size_t)size, sizeof *hosts);
+    char me[KB_HOST_MAX] = {0};
+    if (gethostname(me, sizeof me - 1) != 0)
+        strcpy(me, "?");
+    if (hosts == NULL) {
+        fputs("kbsim: out of memory\n", stderr);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Allgather(me, KB_HOST_MAX, MPI_CHAR, hosts, KB_HOST_MAX, MPI_CHAR, comm);
+    if (rank == 0 && size > 1) {
+        snprintf(term_msg, sizeof term_msg,
+                 "kbsim: rank 0 on %s: the MPI job was ended (a rank died or was killed, "
+                 "or Ctrl-C: see mpirun's message); every sweep point that finished is in "
+                 "the cache: run the same command with --fast to run only the others\n", me);
+        struct sigaction sa = {.sa_handler = on_term};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+    }
+    return 0;
+}
+
+void kb_mpi_finalize(void)
+{
+    if (!started)
+        return;
+    /* ranks wait here for rank 0's outputs: without spinning */
+    MPI_Request req;
+    MPI_Ibarrier(comm, &req);
+    wait_req(&req);
+    /* under the lock: an abandoned point's thread (its timeout) may still
+     * report its end (kb_mpi_ended) */
+    pthread_mutex_lock(&mpi_lock);
+    started = false;
+    MPI_Comm_free(&comm);
+    MPI_Finalize();
+    pthread_mutex_unlock(&mpi_lock);
+    free(hosts);
+    hosts = NULL;
+}
+
+void kb_mpi_abort(int status)
+{
+    if (started)
+        MPI_Abort(MPI_COMM_WORLD, status);
+    exit(status);
+}
+
+int kb_mpi_rank(void) { return rank; }
+int kb_mpi_size(void) { return size; }
+
+const char *kb_mpi_host(int r)
+{
+    return hosts && r >= 0 && r < size ? hosts[r] : "?";
+}
+
+/* ---- collectives ------------------------------------------------------- */
+
+bool kb_mpi_bcast(void *buf, size_t n)
+{
+    if (!started)
+        return true;
+    char *p = buf;
+    while (n > 0) {
+        int k = n > INT_MAX ? INT_MAX : (int)n;
+        MPI_Request req;
+        pthread_mutex_lock(&mpi_lock);
+        int rc = MPI_Ibcast(p, k, MPI_BYTE, 0, comm, &req);
+        pthread_mutex_unlock(&mpi_lock);
+        if (rc != MPI_SUCCESS)
+            return false;
+        wait_req(&req);
+        p += k;
+        n -= (size_t)k;
+    }
+    return true;
+}
+
+bool kb_mpi_bcast_blob(struct blob *b)
+{
+    uint64_t n = b->n;
+    if (!kb_mpi_bcast(&n, sizeof n))
+        return false;
+    if (rank != 0) {
+        b->n = 0;
+        if (!blob_reserve(b, (size_t)n))
+            kb_mpi_abort(2);
+        b->n = (size_t)n;
+    }
+    return kb_mpi_bcast(b->p, (size_t)n);
+}
+
+/* ---- rank 0: the dispatcher -------------------------------------------- */
+
+struct kb_dispatch {
+    pthread_t thread;
+    kb_claim_fn claim;
+    kb_ended_fn ended;
+    void *ud;
+    unsigned char **results; /* per rank */
+    size_t *nresults;
+};
+
+/* Receives the message st announced; NULL if out of memory. */
+static unsigned char *recv_probed(MPI_Status *st, size_t *n)
+{
+    int count = 0;
+    MPI_Get_count(st, MPI_BYTE, &count);
+    unsigned char *p = malloc(count > 0 ? (size_t)count : 1);
+    if (p == NULL)
+        kb_mpi_abort(2);
+    MPI_Recv(p, count, MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, comm, MPI_STATUS_IGNORE);
+    *n = (size_t)count;
+    return p;
+}
+
+static void *dispatch_main(void *arg)
+{
+    struct kb_dispatch *d = arg;
+    int left = size - 1;
+    unsigned us = KB_POLL_MIN_US;
+    while (left > 0) {
+        int flag = 0;
+        MPI_Status st;
+        pthread_mutex_lock(&mpi_lock);
+        MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, &st);
+        if (!flag) {
+            pthread_mutex_unlock(&mpi_lock);
+            nap(&us);
+            continue;
+        }
+        us = KB_POLL_MIN_US;
+        size_t n;
+        unsigned char *msg = recv_probed(&st, &n);
+        pthread_mutex_unlock(&mpi_lock);
+        int src = st.MPI_SOURCE;
+        if (st.MPI_TAG == TAG_REQ && n == 8) {
+            uint64_t slot;
+            memcpy(&slot, msg, 8);
+            int64_t index = d->claim(d->ud);
+            pthread_mutex_lock(&mpi_lock);
+            MPI_Send(&index, 8, MPI_BYTE, src, TAG_REPLY + (int)(slot % KB_REPLY_TAGS), comm);
+            pthread_mutex_unlock(&mpi_lock);
+            free(msg);
+        } else if (st.MPI_TAG == TAG_ENDED) {
+            d->ended(d->ud);
+            free(msg);
+        } else if (st.MPI_TAG == TAG_RESULTS && d->results[src] == NULL) {
+            d->results[src] = msg;
+            d->nresults[src] = n;
+            left--;
+        } else {
+            fprintf(stderr, "kbsim: rank 0: unexpected message (tag %d) from rank %d\n",
+                    st.MPI_TAG, src);
+            kb_mpi_abort(2);
+        }
+    }
+    return NULL;
+}
+
+struct kb_dispatch *kb_dispatch_start(kb_claim_fn claim, kb_ended_fn ended, void *ud)
+{
+    struct kb_dispatch *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    *d = (struct kb_dispatch){.claim = claim, .ended = ended, .ud = ud};
+    d->results = calloc((size_t)size, sizeof *d->results);
+    d->nresults = calloc((size_t)size, sizeof *d->nresults);
+    if (!d->results || !d->nresults || pthread_create(&d->thread, NULL, dispatch_main, d) != 0) {
+        free(d->results);
+        free(d->nresults);
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void kb_dispatch_finish(struct kb_dispatch *d, kb_results_fn got, void *ud)
+{
+    pthread_join(d->thread, NULL);
+    for (int r = 1; r < size; r++) {
+        got(ud, r, d->results[r], d->nresults[r]);
+        free(d->results[r]);
+    }
+    free(d->results);
+    free(d->nresults);
+    free(d);
+}
+
+/* ---- worker ranks ------------------------------------------------------ */
+
+long kb_mpi_request(size_t slot)
+{
+    uint64_t s = slot;
+    int tag = TAG_REPLY + (int)(slot % KB_REPLY_TAGS);
+    pthread_mutex_lock(&mpi_lock);
+    MPI_Send(&s, 8, MPI_BYTE, 0, TAG_REQ, comm);
+    pthread_mutex_unlock(&mpi_lock);
+    unsigned us = KB_POLL_MIN_US;
+    for (;;) {
+        int flag = 0;
+        int64_t index = -1;
+        pthread_mutex_lock(&mpi_lock);
+        MPI_Iprobe(0, tag, comm, &flag, MPI_STATUS_IGNORE);
+        if (flag)
+            MPI_Recv(&index, 8, MPI_BYTE, 0, tag, comm, MPI_STATUS_IGNORE);
+        pthread_mutex_unlock(&mpi_lock);
+        if (flag)
+            return (long)index;
+        nap(&us);
+    }
+}
+
+void kb_mpi_ended(size_t index)
+{
+    uint64_t i = index;
+    pthread_mutex_lock(&mpi_lock);
+    if (started)
+        MPI_Send(&i, 8, MPI_BYTE, 0, TAG_ENDED, comm);
+    pthread_mutex_unlock(&mpi_lock);
+}
+
+void kb_mpi_send_results(const struct blob *b)
+{
+    if (b->n > INT_MAX) {
+        fprintf(stderr, "kbsim: rank %d: the rows of this sweep exceed 2 GiB\n", rank);
+        kb_mpi_abort(2);
+    }
+    MPI_Request req;
+    pthread_mutex_lock(&mpi_lock);
+    MPI_Isend(b->p, (int)b->n, MPI_BYTE, 0, TAG_RESULTS, comm, &req);
+    pthread_mutex_unlock(&mpi_lock);
+    wait_req(&req);
+}

@@ -1,0 +1,124 @@
+#!/bin/sh
+# mpi.sh KBSIM SRCDIR WORKDIR MPIRUN CASE — kb.sweep across MPI ranks through
+# the binary (docs/cluster.md, decision 0019). Each CASE prints "CASE ok".
+set -u
+kbsim=$1 src=$2 work=$3 mpirun=$4 case=$5
+slow=$src/tests/cli/cases/mpi_slow.lua
+ccl=$src/scenarios/milestone_1h_ccl.lua
+rm -rf "$work" && mkdir -p "$work/tmp" && cd "$work" || exit 1
+TMPDIR=$work/tmp; export TMPDIR
+# root in containers and CI; more ranks than cores on small machines
+mpi() { "$mpirun" --allow-run-as-root --oversubscribe "$@"; }
+fail() { echo "FAIL ($case): $*"; [ -f log ] && cat log; exit 1; }
+# the files of folder $1 but its cache, one per line
+outputs() { (cd "$1" && find . -path ./cache -prune -o -type f -print | sort); }
+same_outputs() { # $1 reference folder, $2 folder
+  [ "$(outputs "$1")" = "$(outputs "$2")" ] || fail "$2: other files than $1"
+  for f in $(outputs "$1"); do cmp "$1/$f" "$2/$f" || fail "$2/$f differs from $1/$f"; done
+}
+entries() { ls "$1" 2>/dev/null | grep -c '\.json$'; }
+no_scratch() { [ -z "$(ls "$work/tmp")" ] || fail "scratch folders left: $(ls "$work/tmp")"; }
+
+case $case in
+identical)
+  # milestone_1h_ccl, two sweeps (3 + 3 points) and a trace: -j 1, mpirun
+  # -n 3 -j 1, mpirun -n 2 -j 2, and shards 1/2 + 2/2 then --merge
+  set -- sizes=8 buffer_sizes=128 matrix=no
+  "$kbsim" -q -j 1 --trace ref.json -o ref "$ccl" "$@" > ref.stdout 2> log || fail "-j 1 run"
+  mpi -n 3 "$kbsim" -q -j 1 --trace n3.json -o n3 "$ccl" "$@" > n3.stdout 2> log || fail "mpirun -n 3"
+  mpi -n 2 "$kbsim" -j 2 --trace n2.json -o n2 "$ccl" "$@" > n2.stdout 2> log || fail "mpirun -n 2 -j 2"
+  for round in 1 2; do
+    for s in 1 2; do
+      "$kbsim" -q -j 1 --shard $s/2 -o sh "$ccl" "$@" > /dev/null 2> log || fail "shard $s/2"
+    done
+  done
+  "$kbsim" -q --merge -o sh "$ccl" "$@" > sh.stdout 2> log || fail "--merge"
+  for d in n3 n2 sh; do same_outputs ref $d; done
+  cmp ref.json n3.json || fail "mpirun -n 3: the trace differs"
+  cmp ref.json n2.json || fail "mpirun -n 2: the trace differs"
+  # what the script prints comes once, from rank 0 (the folder's name aside)
+  sed 's|ref/|OUT/|' ref.stdout > a && sed 's|n3/|OUT/|' n3.stdout > b
+  cmp a b || fail "mpirun -n 3 printed other lines than -j 1"
+  no_scratch
+  ;;
+failing)
+  # point 5 fails on whatever rank ran it: named with its rank and host,
+  # the other points go on; a --fast rerun reuses them
+  KBSIM_TEST_FAIL=5; export KBSIM_TEST_FAIL
+  mpi -x KBSIM_TEST_FAIL -n 3 "$kbsim" -j 1 -o out "$slow" n=9 ms=50 > out.stdout 2> log
+  [ $? -eq 1 ] || fail "exit status, want 1"
+  host=$(hostname)
+  grep -q "^kb.sweep 'slow': point 5 failed on rank [0-2] ($host): .*mpi_slow.lua:13: deliberate failure in point 5" log \
+    || fail "the failure must name the point, its rank and host"
+  grep -q "^kb.sweep 'slow': 1 of 9 points failed: point 5 on rank [0-2] ($host)" log \
+    || fail "the summary must name the rank"
+  [ "$(grep -c "deliberate failure" log)" -eq 2 ] || fail "reported once by rank 0 (two lines)"
+  [ "$(tr '\n' ' ' < out/slow.csv)" = "i,sq 1,1 2,4 3,9 4,16 6,36 7,49 8,64 9,81 " ] \
+    || fail "the other points' rows: $(cat out/slow.csv)"
+  grep -q "mpi_slow: 8 rows" out.stdout || fail "the script went on"
+  [ "$(entries out/cache/slow)" -eq 8 ] || fail "8 points cached"
+  unset KBSIM_TEST_FAIL
+  mpi -n 2 "$kbsim" -j 1 --fast -o out "$slow" n=9 ms=50 > /dev/null 2> log || fail "--fast rerun"
+  grep -q "reused 8 of 9 points" log || fail "--fast rerun reused the 8 points"
+  # job-array options make no sense under mpirun
+  mpi -n 2 "$kbsim" --shard 1/2 -o out "$slow" n=9 ms=50 > /dev/null 2> log
+  [ $? -ne 0 ] || fail "--shard under mpirun must be refused"
+  grep -q "kbsim: --shard and --merge are for job arrays without MPI" log || fail "--shard message"
+  ;;
+killed)
+  # rank 1 killed with kill -9 during the sweep: mpirun ends the job and
+  # names it, rank 0 says what to do; a --fast rerun finishes the rest
+  # not through mpi(): $! must be mpirun, the ranks' parent
+  "$mpirun" --allow-run-as-root --oversubscribe -n 3 "$kbsim" -j 1 -o out "$slow" n=30 ms=250 \
+    > /dev/null 2> log &
+  job=$!
+  i=0
+  while [ "$(entries out/cache/slow)" -lt 3 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  victim=
+  for c in $(pgrep -P $job); do
+    tr '\0' '\n' < /proc/$c/environ | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$c
+  done
+  [ -n "$victim" ] || { wait $job; fail "no rank 1 to kill"; }
+  kill -9 "$victim"
+  wait $job
+  [ $? -ne 0 ] || fail "mpirun must fail when a rank is killed"
+  grep -q "process rank 1 .*exited on signal 9" log || fail "mpirun names the killed rank"
+  grep -q "kbsim: rank 0 on .*: the MPI job was ended .* run the same command with --fast" log \
+    || fail "rank 0 says how to finish"
+  [ ! -e out/slow.csv ] || fail "a killed job wrote outputs"
+  done=$(entries out/cache/slow)
+  [ "$done" -ge 3 ] && [ "$done" -lt 30 ] || fail "$done points cached, want 3..29"
+  ls out/cache/slow | grep -v '\.json$' && fail "temporary files left in the cache"
+  mpi -n 3 "$kbsim" -j 1 --fast -o out "$slow" n=30 ms=250 > /dev/null 2> log || fail "--fast rerun"
+  grep -q "reused $done of 30 points" log || fail "--fast rerun reused the $done points"
+  [ "$(wc -l < out/slow.csv)" -eq 31 ] || fail "30 rows after the rerun"
+  awk -F, 'NR > 1 && $2 != $1 * $1 { exit 1 }' out/slow.csv || fail "rows"
+  ;;
+concurrent)
+  # two MPI jobs and a plain run fill one cache at once (same points):
+  # every entry stays valid, a --merge then takes them all
+  pts=$src/tests/cli/cases/shard_points.lua
+  "$kbsim" -q -j 1 -o ref "$pts" n=60 > /dev/null 2> log || fail "-j 1 run"
+  mpi -n 2 "$kbsim" -j 1 -o out "$pts" n=60 > /dev/null 2> log1 &
+  a=$!
+  mpi -n 2 "$kbsim" -j 2 -o out "$pts" n=60 > /dev/null 2> log2 &
+  b=$!
+  "$kbsim" -q -j 2 -o out "$pts" n=60 > /dev/null 2> log3 || fail "plain run: $(cat log3)"
+  wait $a || fail "first MPI job: $(cat log1)"
+  wait $b || fail "second MPI job: $(cat log2)"
+  cat log1 log2 log3 > log
+  grep -q warning log && fail "warnings"
+  [ "$(entries out/cache/squares)" -eq 60 ] && [ "$(entries out/cache/cubes)" -eq 60 ] \
+    || fail "60 + 60 entries"
+  rm -f out/*.csv
+  "$kbsim" --merge -o out "$pts" n=60 > /dev/null 2> log || fail "--merge"
+  grep -q "reused 60 of 60 points" log || fail "--merge took every point"
+  grep -q "ignoring the cache file" log && fail "a corrupt entry"
+  same_outputs ref out
+  no_scratch
+  ;;
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "$case ok"
