@@ -12,9 +12,15 @@
 --   ring: ring_allreduce (N-1 rounds of whole tiles) over the same PEs in
 --         rank order, launched straight from the registry (the process
 --         group would take ranks 0..N-1).
--- With values, participant k holds (0.25 j mod 2) + (k mod 4) at element j
--- and every participant's result is checked exactly (the sums are small
--- multiples of 0.25, exact in f16); without, the run is timing only.
+-- With values, participant k holds 1 at the elements j with (j + k) mod 16
+-- = 0 and 0 elsewhere, participant 0 adds j mod 7 and the last j mod 5, so
+-- element j sums to N/16 + j mod 7 + j mod 5 (N participants, a multiple
+-- of 16): every partial sum, in any order, is an integer of at most 1034
+-- at 1024 SIPs, exact in f16, and every participant's result is checked
+-- exactly. (The milestone's pattern, multiples of 0.25 summing to ~1.9 N,
+-- leaves f16's exact range past 128 participants: a ring, which adds in
+-- order, then differs from the exact sum.) Without values the run is
+-- timing only.
 -- guard=no makes the simulation without stack guard pages (kb.sim{guard = false}).
 --
 -- Prints one line: the case, participants, the all-reduce's latency and the
@@ -58,12 +64,20 @@ end
 local n = #ranks
 
 local t = torch.zeros({1, n * n_elem}, {dtype = "f16", ranks = ranks})
-local base = tl.vec_affine(n_elem, 0.25, 0):mod(2)
-local offset_sum = 0
+local function mod_vec(m) return tl.vec_affine(n_elem, 1, 0):mod(m) end
 if p.values then
+  assert(n % 16 == 0, "participants are 16 a SIP")
+  local ones = {} -- ones[m]: 1 where (j + m) mod 16 = 0
+  for m = 0, 15 do
+    local v = {}
+    for j = 0, n_elem - 1 do v[j + 1] = (j + m) % 16 == 0 and 1 or 0 end
+    ones[m] = tl.vec_from(v)
+  end
   for k, r in ipairs(ranks) do
-    t:shard_write_vec(r, base:copy():add((k - 1) % 4))
-    offset_sum = offset_sum + (k - 1) % 4
+    local v = ones[(k - 1) % 16]
+    if k == 1 then v = v:copy():add(mod_vec(7)) end
+    if k == n then v = v:copy():add(mod_vec(5)) end
+    t:shard_write_vec(r, v)
   end
 end
 
@@ -81,7 +95,7 @@ end
 
 local check = "skipped"
 if p.values then
-  local want = base:copy():scale(n):add(offset_sum)
+  local want = tl.vec_new(n_elem, n // 16):add(mod_vec(7)):add(mod_vec(5))
   check = "passed"
   for _, r in ipairs(ranks) do
     if t:shard_vec(r):max_abs_diff(want) ~= 0 then check = "failed" break end
