@@ -3,7 +3,7 @@
 # collectives at system scale, and the pure α-β ring all-reduce beside its
 # SimGrid peer (bench/README.md, "Scale")
 #
-#   bench/scale.sh BUILD_DIR [--quick | --full] [--reps R] [CASE ...]
+#   bench/scale.sh BUILD_DIR [--quick | --full] [--reps R] [--no-ab] [CASE ...]
 #
 # Table 1: lrab and the flat ring (bench/lua/scale_allreduce.lua) on
 # torus_2d systems, values written and checked. Default: 6, 24 and 96 SIPs
@@ -17,6 +17,7 @@
 # 64, 512 (--quick: 8), one 128-byte chunk a step, alternating run by run,
 # R runs each (default 3), the median CPU; each run's simulated time is
 # checked against the closed form by the program itself (exit 1 otherwise).
+# --no-ab leaves table 2 out.
 #
 # CPU is user + sys of the whole process (bash's time, to the ms; peak
 # RSS from /usr/bin/time), so it includes
@@ -25,7 +26,7 @@
 # row and makes the script exit 1 after the tables.
 set -uo pipefail
 
-usage() { echo "usage: bench/scale.sh BUILD_DIR [--quick | --full] [--reps R] [CASE ...]" >&2; exit 2; }
+usage() { echo "usage: bench/scale.sh BUILD_DIR [--quick | --full] [--reps R] [--no-ab] [CASE ...]" >&2; exit 2; }
 build=${1:-}
 [ -n "$build" ] || usage
 shift
@@ -35,11 +36,12 @@ simgrid=$build/kbsim-bench-simgrid
 [ -x "$kbsim" ] || { echo "scale.sh: no kbsim in '$build'" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "scale.sh: /usr/bin/time is needed (Debian: apt-get install time)" >&2; exit 2; }
 
-mode=default reps=3 cases=()
+mode=default reps=3 cases=() no_ab=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) mode=quick ;;
     --full) mode=full ;;
+    --no-ab) no_ab=1 ;;
     --reps) shift; reps=${1:-}; [[ $reps =~ ^[1-9][0-9]*$ ]] || usage ;;
     -*) usage ;;
     *) cases+=("$1") ;;
@@ -122,6 +124,7 @@ if [ ${#skipped[@]} -gt 0 ]; then
   echo "Not run (--full runs them; ring 96 49152 takes tens of minutes, 384 and 1024 SIPs minutes to hours and up to ~12 GB): $(IFS=,; echo "${skipped[*]}" | sed 's/,/, /g')."
 fi
 
+[ -z "$no_ab" ] || exit $status
 echo
 echo "Pure α-β ring all-reduce (ring_rs_ag_allreduce, 100 ns / 128 GB/s links, 128 B a step), median of $reps alternating runs:"
 echo
