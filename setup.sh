@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # setup.sh — installs the Debian packages kbsim needs (when missing) and builds it into build/
 # Usage: ./setup.sh [extra cmake arguments]   (run as root, or with sudo available)
+#        KBSIM_PEERS=1 ./setup.sh   also installs the peer simulators of bench/ (SystemC,
+#        SimGrid: their benchmarks and tests are built when they are found)
 set -euo pipefail
 cd "$(dirname "$0")"
 
 packages=(gcc cmake make pkg-config liblua5.4-dev libuv1-dev libyaml-dev gnuplot-nox valgrind python3
   python3-numpy libopenmpi-dev openmpi-bin)
+# optional: the peers of bench/README.md (libsimgrid-dev pulls the Boost headers)
+[ "${KBSIM_PEERS:-}" = 1 ] && packages+=(g++ libsystemc-dev libsimgrid-dev time)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
