@@ -1,0 +1,454 @@
+"""kbsim.torch: a torch.distributed backend "kbsim" whose collectives run on `kbsim serve`.
+
+    import torch.distributed as dist
+    import kbsim.torch                       # registers the backend
+    # KBSIM_ADDRESS: the server's socket path or HOST:PORT (kbsim serve prints it)
+    dist.init_process_group("kbsim", rank=r, world_size=n)
+    dist.all_reduce(t)                      # the sum, computed on the simulated machine
+    kbsim.torch.records()[-1]               # {'op': 'all_reduce', 'start_ns': ..., 'end_ns': ...}
+
+Global rank g is the simulated machine's rank (PE) g. Every collective
+copies the tensors into the rank's PE memory, runs the collective on the
+simulated fabric with the real values, and copies the result back; its
+simulated times are kept in records(). docs/cosim.md, decision 0021.
+
+What torch 1.13 asks of a Python backend (found by experiment, decision
+0021): every operation returns a c10d Work; a Python subclass of Work is not
+seen by C++ callers (DDP, _verify_params_across_processes wait on it
+forever), so the Work is `_create_work_from_future(fut)`: C++ and Python
+wait() block on the torch Future, get_future() returns it, and the Future's
+value is the list of output tensors (DDP's reducer reads it).
+"""
+import os
+import struct
+import sys
+import threading
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future
+from torch.futures import Future
+
+from .client import HEADER, MAGIC, NO_RANK, OP, PROTOCOL_VERSION, STATUS_NAME, ServerError
+from .client import FLAG_RETURN_DATA, _group, _s2
+
+BACKEND = "kbsim"
+_WIRE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+_ESIZE = {"f32": 4, "f16": 2, "bf16": 2}
+_NPDT = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
+
+
+class _Connection:
+    """One rank's connection, shared by every process group of the process.
+    Requests go out under a lock; a reader thread completes each request's
+    callback when its reply (matched by id) comes, so collectives may be in
+    flight while the program computes (async_op=True)."""
+
+    def __init__(self, address, rank, token=""):
+        from .client import Client
+        self.sock = Client._connect(address, None)
+        self.lock = threading.Lock()
+        self.next_id = 0
+        self.waiting = {}  # id -> callback(status, meta, data)
+        self.closed = None
+        self.pool = {}  # (n, dtype) -> [server tensor ids not in use]
+        self.rank = rank
+        self.reader = threading.Thread(target=self._read_loop, name="kbsim-reader", daemon=True)
+        self.reader.start()
+        meta, _ = self.call(OP["hello"], struct.pack("<I", rank) + _s2(token))
+        _v, _r, self.n_pes, self.max_payload = struct.unpack("<HIIQ", meta)
+
+    def submit(self, op, meta, data=b"", callback=None):
+        """Sends a request; callback(status, meta, data) runs on the reader thread."""
+        with self.lock:
+            if self.closed:
+                raise ConnectionError("kbsim: connection to the server lost: %s" % self.closed)
+            self.next_id += 1
+            rid = self.next_id
+            self.waiting[rid] = callback
+            head = HEADER.pack(MAGIC, PROTOCOL_VERSION, op, rid, 0, len(meta), len(data))
+            self.sock.sendall(head + meta)
+            if len(data):
+                self.sock.sendall(data)
+        return rid
+
+    def call(self, op, meta, data=b""):
+        """One request, waited for: (meta, data), or ServerError."""
+        done = threading.Event()
+        box = []
+
+        def cb(status, rmeta, rdata):
+            box.append((status, rmeta, rdata))
+            done.set()
+        self.submit(op, meta, data, cb)
+        done.wait()
+        return _result(*box[0])
+
+    def _recv_exact(self, n):
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                raise ConnectionError("the server closed the connection")
+            got += k
+        return buf
+
+    def _read_loop(self):
+        try:
+            while True:
+                magic, _v, _op, rid, status, mlen, dlen = HEADER.unpack(
+                    self._recv_exact(HEADER.size))
+                if magic != MAGIC:
+                    raise ConnectionError("not a kbsim frame from the server")
+                meta = bytes(self._recv_exact(mlen)) if mlen else b""
+                data = self._recv_exact(dlen) if dlen else b""
+                with self.lock:
+                    cb = self.waiting.pop(rid, None)
+                if cb:
+                    cb(status, meta, data)
+        except (OSError, ConnectionError) as e:
+            with self.lock:
+                self.closed = str(e) or type(e).__name__
+                waiting, self.waiting = self.waiting, {}
+            msg = struct.pack("<H", len(self.closed.encode())) + self.closed.encode()
+            for cb in waiting.values():
+                if cb:
+                    cb(-1, msg, b"")
+
+    # server tensors, reused: one per (elements, dtype) in flight
+    def take(self, n, dt):
+        with self.lock:
+            free = self.pool.get((n, dt))
+            if free:
+                return free.pop()
+        meta, _ = self.call(OP["alloc"], struct.pack("<Q", n) + _s2(dt) + _s2(""))
+        return struct.unpack("<I", meta)[0]
+
+    def give(self, n, dt, tid):
+        with self.lock:
+            self.pool.setdefault((n, dt), []).append(tid)
+
+
+def _result(status, meta, data):
+    if status != 0:
+        (n,) = struct.unpack_from("<H", meta)
+        text = meta[2:2 + n].decode(errors="replace")
+        if status == -1:
+            raise ConnectionError("kbsim: " + text)
+        raise ServerError(status, text)
+    return meta, data
+
+
+_CONN = None
+_CONN_LOCK = threading.Lock()
+_RECORDS = []
+_ALGORITHMS = {}  # collective -> algorithm name ("" : the server's default)
+
+
+def connection():
+    """This process's connection to the server (made by init_process_group)."""
+    if _CONN is None:
+        raise RuntimeError("kbsim: no process group yet: call "
+                           "torch.distributed.init_process_group('kbsim', ...) first")
+    return _CONN
+
+
+def _connect(rank):
+    global _CONN
+    with _CONN_LOCK:
+        if _CONN is None:
+            address = os.environ.get("KBSIM_ADDRESS")
+            if not address:
+                raise RuntimeError("kbsim: set KBSIM_ADDRESS to the address `kbsim serve` "
+                                   "prints (a socket path or HOST:PORT)")
+            _CONN = _Connection(address, rank, os.environ.get("KBSIM_TOKEN", ""))
+        return _CONN
+
+
+def set_algorithm(collective, name):
+    """The algorithm of lua/kbsim/ccl/ this process's `collective` ("all_reduce",
+    "all_gather", ...) uses; "" is the server's default. Every rank must agree."""
+    _ALGORITHMS[collective] = name
+
+
+def records():
+    """Every collective this process ran: dicts with op, group (global ranks),
+    bytes (this rank's input), start_ns, end_ns (this rank's simulated kernel
+    start and end), latency_ns (the slowest member's kernel time)."""
+    return list(_RECORDS)
+
+
+def clear_records():
+    del _RECORDS[:]
+
+
+def now_ns():
+    """The simulated machine's time, ns."""
+    meta, _ = connection().call(OP["now"], b"")
+    return struct.unpack("<dQ", meta)[0]
+
+
+# ---- tensors to wire bytes and back ---------------------------------------
+
+def _wire(t, reduce):
+    """(dtype on the wire, element count, bytes) of a contiguous copy of t. A
+    dtype the server does not have travels as its bytes in f32 elements (zero
+    padded), which only data movement (not a reduction) may do."""
+    c = t.detach().contiguous().cpu()
+    dt = _WIRE.get(c.dtype)
+    if dt == "bf16":
+        raw = c.view(torch.int16).numpy().tobytes()
+    elif dt:
+        raw = c.numpy().tobytes()
+    else:
+        if reduce:
+            raise RuntimeError("kbsim: cannot reduce %s tensors (the machine reduces float32, "
+                               "float16, bfloat16)" % c.dtype)
+        raw = c.view(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
+        raw += b"\0" * (-len(raw) % 4)
+        dt = "f32"
+    if not raw:
+        raise RuntimeError("kbsim: an empty tensor (%s) cannot be sent" % (tuple(t.shape),))
+    return dt, len(raw) // _ESIZE[dt], raw
+
+
+def _store(t, raw):
+    """Puts wire bytes (at least t's size) back into tensor t."""
+    nbytes = t.numel() * t.element_size()
+    src = torch.frombuffer(bytearray(raw[:nbytes]), dtype=torch.uint8)
+    with torch.no_grad():
+        if t.is_contiguous() and t.device.type == "cpu":
+            t.view(-1).view(torch.uint8).copy_(src)
+        else:
+            t.copy_(src.view(t.dtype).view(t.shape))
+
+
+_REDUCE = None
+
+
+def _reduce_name(op):
+    global _REDUCE
+    if _REDUCE is None:
+        _REDUCE = [(dist.ReduceOp.SUM, "sum"), (dist.ReduceOp.MAX, "max"),
+                   (dist.ReduceOp.MIN, "min")]
+        if hasattr(dist.ReduceOp, "AVG"):
+            _REDUCE.append((dist.ReduceOp.AVG, "avg"))
+    for k, name in _REDUCE:
+        if op == k:
+            return name
+    raise RuntimeError("kbsim: reduction %s is not supported (SUM, MAX, MIN, AVG)" % op)
+
+
+def _from_python():
+    """True when a torch.distributed function (Python) called the process
+    group, false when C++ did (DDP's reducer, _broadcast_coalesced, ...)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__") == __name__:
+        f = f.f_back  # out of this module: the process group's caller
+    return f is not None and f.f_globals.get("__name__") == "torch.distributed.distributed_c10d"
+
+
+class _Work(dist.Work):
+    """What torch.distributed's Python functions get: wait() raises the
+    collective's error (the C++ work of _create_work_from_future returns True
+    even then); get_future() is the torch Future, completed with the output
+    tensors."""
+
+    def __init__(self, fut, kind):
+        super().__init__()
+        self.fut, self.kind, self.error = fut, kind, None
+
+    def wait(self, timeout=None):
+        try:
+            self.fut.wait()
+        except Exception:  # noqa: BLE001 - self.error says it
+            pass
+        if self.error is not None:
+            raise self.error
+        return True
+
+    def get_future(self):
+        return self.fut
+
+    def is_completed(self):
+        return self.fut.done()
+
+    def is_success(self):
+        return self.fut.done() and self.error is None
+
+    def exception(self):
+        return self.error
+
+    def result(self):
+        self.wait()
+        return self.fut.value()
+
+    def synchronize(self):
+        self.wait()
+
+
+class ProcessGroupKbsim(dist.ProcessGroup):
+    """A process group whose collectives run on the simulated machine."""
+
+    def __init__(self, rank, size):
+        super().__init__(rank, size)
+        self._ranks = None
+
+    def getBackendName(self):
+        return BACKEND
+
+    def _group(self):
+        """The group's global ranks, in group-rank order."""
+        if self._ranks is None:
+            try:
+                m = dist.distributed_c10d._pg_group_ranks[self]  # global -> group rank
+                ranks = sorted(m, key=m.get)
+            except (KeyError, AttributeError):
+                ranks = list(range(self.size()))
+            self._ranks = ranks
+        return self._ranks
+
+    # One collective: tensors written, the request, a Future completed with
+    # `value` when the reply comes (its data stored by `on_data`).
+    def _run(self, kind, fields, inputs, out_spec, value, on_data, nbytes, flags=True):
+        conn = connection()
+        group = self._group()
+        held = []
+        try:
+            for dt, n, raw in inputs:
+                tid = conn.take(n, dt)
+                held.append((n, dt, tid))
+                conn.call(OP["write"], struct.pack("<IQ", tid, 0), raw)
+            if out_spec:
+                n, dt = out_spec
+                held.append((n, dt, conn.take(n, dt)))
+        except Exception:
+            for n, dt, tid in held:
+                conn.give(n, dt, tid)
+            raise
+        tids = [h[2] for h in held]
+        meta = _group(group) + fields(tids)
+        if flags:
+            meta += struct.pack("<B", FLAG_RETURN_DATA if on_data else 0)
+        fut = Future()
+        work = _Work(fut, kind) if _from_python() else None
+
+        def done(status, rmeta, rdata):
+            for n, dt, tid in held:
+                conn.give(n, dt, tid)
+            try:
+                rmeta, rdata = _result(status, rmeta, rdata)
+                start, end, lat = struct.unpack("<ddd", rmeta)
+                if on_data:
+                    on_data(rdata)
+                _RECORDS.append(dict(op=kind, group=list(group), bytes=nbytes,
+                                     start_ns=start, end_ns=end, latency_ns=lat))
+            except Exception as e:  # noqa: BLE001 - handed to the waiter
+                err = RuntimeError("kbsim %s over ranks %s: %s" % (kind, group, e))
+                if work:
+                    work.error = err
+                fut.set_exception(err)
+                return
+            fut.set_result(value)
+        conn.submit(OP[kind], meta, b"", done)
+        return work if work else _create_work_from_future(fut)
+
+    @staticmethod
+    def _one(tensors, what):
+        if len(tensors) != 1:
+            raise RuntimeError("kbsim %s: one tensor per rank, got %d" % (what, len(tensors)))
+        return tensors[0]
+
+    def allreduce(self, tensors, opts=None):
+        t = self._one(tensors, "all_reduce")
+        op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        dt, n, raw = _wire(t, True)
+        algo = _ALGORITHMS.get("all_reduce", "")
+        return self._run("all_reduce", lambda tid: struct.pack("<I", tid[0]) + _s2(op)
+                         + _s2(algo), [(dt, n, raw)], None, tensors,
+                         lambda d: _store(t, d), len(raw))
+
+    def broadcast(self, tensors, opts=None):
+        t = self._one(tensors, "broadcast")
+        src = self._group()[opts.rootRank if opts is not None else 0]
+        dt, n, raw = _wire(t, False)
+        algo = _ALGORITHMS.get("broadcast", "")
+        return self._run("broadcast", lambda tid: struct.pack("<II", tid[0], src) + _s2(algo),
+                         [(dt, n, raw)], None, tensors, lambda d: _store(t, d), len(raw))
+
+    def _gather(self, inp, outs, value, base=None):
+        dt, n, raw = _wire(inp, False)
+        N = self.size()
+        algo = _ALGORITHMS.get("all_gather", "")
+        step = n * _ESIZE[dt]
+
+        def store(d):
+            if base is not None:
+                flat = b"".join(d[k * step:k * step + len(raw)] for k in range(N))
+                _store(base, flat)
+            else:
+                for k, o in enumerate(outs):
+                    _store(o, d[k * step:(k + 1) * step])
+        return self._run("all_gather", lambda tid: struct.pack("<II", tid[0], tid[1])
+                         + _s2(algo), [(dt, n, raw)], (N * n, dt), value, store, len(raw))
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        inp = self._one(input_tensors, "all_gather")
+        outs = self._one(output_tensors, "all_gather")
+        if len(outs) != self.size() or any(o.numel() != inp.numel() or o.dtype != inp.dtype
+                                           for o in outs):
+            raise RuntimeError("kbsim all_gather: needs %d outputs like the input"
+                               % self.size())
+        return self._gather(inp, outs, output_tensors)
+
+    def _allgather_base(self, output, input, opts=None):
+        if output.numel() != self.size() * input.numel() or output.dtype != input.dtype:
+            raise RuntimeError("kbsim all_gather_into_tensor: the output needs %d x %d elements"
+                               % (self.size(), input.numel()))
+        return self._gather(input, None, [output], base=output)
+
+    def _scatter_reduce(self, out, flat_in, value, op):
+        N = self.size()
+        op = _reduce_name(op)
+        dt, n, raw = _wire(flat_in, True)
+        if n % N:
+            raise RuntimeError("kbsim reduce_scatter: %d elements do not split over %d ranks"
+                               % (n, N))
+        algo = _ALGORITHMS.get("reduce_scatter", "")
+        return self._run("reduce_scatter", lambda tid: struct.pack("<II", tid[0], tid[1])
+                         + _s2(op) + _s2(algo), [(dt, n, raw)], (n // N, dt), value,
+                         lambda d: _store(out, d), len(raw))
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = self._one(output_tensors, "reduce_scatter")
+        ins = self._one(input_tensors, "reduce_scatter")
+        if len(ins) != self.size() or any(i.numel() != out.numel() or i.dtype != out.dtype
+                                          for i in ins):
+            raise RuntimeError("kbsim reduce_scatter: needs %d inputs like the output"
+                               % self.size())
+        flat = torch.cat([i.detach().reshape(-1) for i in ins])
+        return self._scatter_reduce(out, flat, output_tensors,
+                                    opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        if input.numel() != self.size() * output.numel():
+            raise RuntimeError("kbsim reduce_scatter_tensor: the input needs %d x %d elements"
+                               % (self.size(), output.numel()))
+        return self._scatter_reduce(output, input.reshape(-1), [output],
+                                    opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+
+    def barrier(self, opts=None):
+        algo = _ALGORITHMS.get("barrier", "")
+        return self._run("barrier", lambda tid: _s2(algo), [], None, [], None, 0, flags=False)
+
+
+def _create(store, rank, size, timeout):
+    global_rank = dist.get_rank() if dist.is_initialized() else rank
+    _connect(global_rank)
+    return ProcessGroupKbsim(rank, size)
+
+
+if not hasattr(dist.Backend, BACKEND.upper()):  # a re-import registers nothing
+    dist.Backend.register_backend(BACKEND, _create)

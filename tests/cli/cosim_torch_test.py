@@ -1,0 +1,185 @@
+#!/usr/bin/python3
+"""cosim_torch_test.py KBSIM SRCDIR WORKDIR CASE — torch.distributed backend "kbsim" (python/kbsim/torch.py).
+
+CASE: ops | tp_mlp | ddp. Prints "cosim_torch_CASE ok" when every check held, or
+"cosim_torch_CASE skipped: ..." when python3-torch is not installed (ctest counts
+that as skipped).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "torch"))
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def rank_ops(rank, world, address, outdir):
+    """One rank of case ops: every collective of the backend, values checked here."""
+    import torch
+    import torch.distributed as dist
+    import kbsim.torch as kt
+    os.environ["KBSIM_ADDRESS"] = address
+    dist.init_process_group("kbsim", init_method="file://" + os.path.join(outdir, "store"),
+                            rank=rank, world_size=world)
+    check(dist.get_backend() == "kbsim", "backend %r" % dist.get_backend())
+    N, n = world, 64
+    base = torch.arange(n, dtype=torch.float32) % 13
+
+    def inp(r):
+        return base + 100 * r
+    total = sum(inp(r) for r in range(N))
+
+    t = inp(rank).clone()
+    check(dist.all_reduce(t) is None, "sync all_reduce returns None")
+    check(torch.equal(t, total), "all_reduce sum: %s" % t[:4])
+    # async: a Work whose wait() and get_future() give the result
+    t = inp(rank).clone()
+    w = dist.all_reduce(t, op=dist.ReduceOp.MAX, async_op=True)
+    fut = w.get_future()
+    check(w.wait() is True, "wait() is True")
+    check(torch.equal(t, inp(N - 1)), "all_reduce max")
+    check(torch.equal(fut.wait()[0], inp(N - 1)), "the future's value is the tensor list")
+    t = inp(rank).clone()
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    check(torch.equal(t, inp(0)), "all_reduce min")
+    t = inp(rank).clone()
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    check(torch.equal(t, total / N), "all_reduce avg")
+    # f16 and bf16: integers, exact in both
+    for dt in (torch.float16, torch.bfloat16):
+        t = (base + rank).to(dt)
+        dist.all_reduce(t)
+        check(torch.equal(t, (N * base + N * (N - 1) // 2).to(dt)), "all_reduce %s" % dt)
+    # all_gather, all_gather_into_tensor
+    outs = [torch.zeros(n) for _ in range(N)]
+    dist.all_gather(outs, inp(rank))
+    check(all(torch.equal(outs[r], inp(r)) for r in range(N)), "all_gather")
+    flat = torch.zeros(N * n)
+    dist._all_gather_base(flat, inp(rank))
+    check(torch.equal(flat, torch.cat([inp(r) for r in range(N)])), "all_gather_into_tensor")
+    # broadcast from rank 2, also of an int64 tensor (moved as bytes)
+    t = inp(rank).clone()
+    dist.broadcast(t, src=2)
+    check(torch.equal(t, inp(2)), "broadcast")
+    ti = torch.arange(7, dtype=torch.int64) * (rank + 1) + (1 << 40)
+    dist.broadcast(ti, src=1)
+    check(torch.equal(ti, torch.arange(7, dtype=torch.int64) * 2 + (1 << 40)), "int64 broadcast")
+    # reduce_scatter: rank r gets block r of the sum
+    ins = [inp(rank)[k * (n // N):(k + 1) * (n // N)].clone() for k in range(N)]
+    out = torch.zeros(n // N)
+    dist.reduce_scatter(out, ins)
+    check(torch.equal(out, total[rank * (n // N):(rank + 1) * (n // N)]), "reduce_scatter")
+    dist.barrier()
+    # a reduction of integers is refused, clearly
+    try:
+        dist.all_reduce(torch.ones(4, dtype=torch.int32))
+        check(False, "an int32 all_reduce was not refused")
+    except RuntimeError as e:
+        check("cannot reduce torch.int32" in str(e), "int32 message: %s" % e)
+    # two async all_reduces in flight at once
+    a, b = inp(rank).clone(), (inp(rank) * 2).clone()
+    wa = dist.all_reduce(a, async_op=True)
+    wb = dist.all_reduce(b, async_op=True)
+    wb.wait()
+    wa.wait()
+    check(torch.equal(a, total) and torch.equal(b, 2 * total), "two in flight")
+    # a subgroup of ranks {1, 3}
+    sub = dist.new_group([1, 3])
+    if rank in (1, 3):
+        # the ring's channels of {0,1,2,3} are taken: an error, raised by the sync call
+        t = inp(rank).clone()
+        try:
+            dist.all_reduce(t, group=sub)
+            check(False, "a ring over {1,3} after one over {0,1,2,3} did not fail")
+        except RuntimeError as e:
+            check("over ranks [1, 3]" in str(e) and "taken by an earlier collective" in str(e),
+                  "subgroup error: %s" % e)
+        check(torch.equal(t, inp(rank)), "a failed all_reduce left the tensor as it was")
+        kt.set_algorithm("all_reduce", "tree_allreduce")
+        dist.all_reduce(t, group=sub)
+        kt.set_algorithm("all_reduce", "")
+        check(torch.equal(t, inp(1) + inp(3)), "subgroup all_reduce")
+    recs = kt.records()
+    with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
+        json.dump(recs, f)
+    dist.destroy_process_group()
+
+
+class Server:
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="kbtorch")
+        self.address = os.path.join(self.dir, "s.sock")
+        self.proc = subprocess.Popen([KBSIM, "serve", "-q", "--listen", self.address, *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     cwd=WORKDIR, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.kill()
+            raise AssertionError("server did not start: %r %s" % (line, self.proc.stderr.read()))
+
+    def stop(self):
+        self.proc.send_signal(2)
+        _, err = self.proc.communicate(timeout=120)
+        check(self.proc.returncode == 0, "server exit %d: %s" % (self.proc.returncode, err))
+        check("internal error" not in err, err)
+
+
+def case_ops():
+    import torch.multiprocessing as mp
+    world = 4
+    srv = Server("--set", "ccl.algorithm=ring_allreduce")
+    outdir = tempfile.mkdtemp(prefix="kbtorchops")
+    try:
+        mp.spawn(rank_ops, args=(world, srv.address, outdir), nprocs=world, join=True)
+    finally:
+        srv.stop()
+    recs = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(world)]
+    kinds = [x["op"] for x in recs[0]]
+    check(kinds[:4] == ["all_reduce"] * 4 and "all_gather" in kinds and "broadcast" in kinds
+          and "reduce_scatter" in kinds and "barrier" in kinds, "records: %s" % kinds)
+    for r in range(world):
+        prev_end = 0.0
+        for x in recs[r]:
+            check(x["end_ns"] > x["start_ns"] >= 0, "times %s" % x)
+            check(x["latency_ns"] > 0, "latency %s" % x)
+        # the machine's clock goes forward: each collective starts after the one before
+        main = [x for x in recs[r] if x["group"] == list(range(world))]
+        for x in main:
+            check(x["start_ns"] >= prev_end, "rank %d: %s starts before %r" % (r, x, prev_end))
+            prev_end = x["end_ns"]
+    # every member of a collective sees the same latency
+    for k in range(len(recs[0])):
+        check(len({recs[r][k]["latency_ns"] for r in (0, 2)}) == 1, "latency differs at %d" % k)
+
+
+def case_tp_mlp():
+    import tp_mlp
+    res = tp_mlp.main(["--kbsim", KBSIM, "--check"])
+    check(res["checked"], "tp_mlp example did not check")
+
+
+def case_ddp():
+    import ddp_step
+    res = ddp_step.main(["--kbsim", KBSIM, "--check"])
+    check(res["checked"], "ddp example did not check")
+
+
+if __name__ == "__main__":
+    KBSIM, SRCDIR, WORKDIR, CASE = sys.argv[1:5]
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("cosim_torch_%s skipped: python3-torch is not installed "
+              "(apt-get install python3-torch, or KBSIM_TORCH=1 ./setup.sh)" % CASE)
+        sys.exit(0)
+    os.makedirs(WORKDIR, exist_ok=True)
+    globals()["case_" + CASE]()
+    print("cosim_torch_%s ok" % CASE)
