@@ -19,7 +19,9 @@ forever), so the Work is `_create_work_from_future(fut)`: C++ and Python
 wait() block on the torch Future, get_future() returns it, and the Future's
 value is the list of output tensors (DDP's reducer reads it).
 """
+import atexit
 import os
+import socket
 import struct
 import sys
 import threading
@@ -117,6 +119,17 @@ class _Connection:
                 if cb:
                     cb(-1, msg, b"")
 
+    def close(self):
+        """Ends the connection and its reader thread (the server frees the
+        rank's tensors)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if self.reader is not threading.current_thread():
+            self.reader.join(10)
+        self.sock.close()
+
     # server tensors, reused: one per (elements, dtype) in flight
     def take(self, n, dt):
         with self.lock:
@@ -165,6 +178,18 @@ def _connect(rank):
                                    "prints (a socket path or HOST:PORT)")
             _CONN = _Connection(address, rank, os.environ.get("KBSIM_TOKEN", ""))
         return _CONN
+
+
+@atexit.register
+def shutdown():
+    """Closes this process's connection; a later process group connects anew.
+    Runs at exit: a daemon reader thread still running while the interpreter
+    finalises can abort the process inside torch."""
+    global _CONN
+    with _CONN_LOCK:
+        conn, _CONN = _CONN, None
+    if conn is not None:
+        conn.close()
 
 
 def set_algorithm(collective, name):
