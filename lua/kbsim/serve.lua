@@ -20,7 +20,8 @@ M.VERSION = 1
 M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
-  run = 11, now = 12, stats = 13, reduce_scatter = 14,
+  run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
+  send = 17, recv = 18,
 }
 
 M.STATUS = {
@@ -264,9 +265,12 @@ local fail_instance, elements_per_rank
 
 -- What every member must agree on, and how to say it.
 local function signature(kind, p, t)
+  if kind == "send_recv" then return ("send/recv(%d %s)"):format(p.count, t.dtype) end
+  -- all_to_allv: every member sends its own amounts (checked at launch)
+  local n = kind ~= "all_to_allv" and t and (t.n .. " ") or ""
   return ("%s(op=%s, algorithm=%s, %s%s, src=%s)"):format(kind, p.op or "-",
-    p.algorithm == "" and "default" or p.algorithm, t and (t.n .. " ") or "",
-    t and t.dtype or "", tostring(p.src or "-"))
+    p.algorithm == "" and "default" or p.algorithm, n, t and t.dtype or "",
+    tostring(p.src or "-"))
 end
 
 local function group_key(g)
@@ -308,7 +312,26 @@ local function issue(c, op, id, kind, p)
       .. "multiple of %d and an output of %d; the output holds %d", t.n, N, N,
       t.n // N, out.n)
   end
-  local gk = group_key(p.group)
+  if kind == "all_to_all" and (t.n % N ~= 0 or out.n < t.n) then
+    refuse("bad_argument", "all_to_all: an input of %d elements over %d ranks needs a multiple "
+      .. "of %d and an output of as many; the output holds %d", t.n, N, N, out.n)
+  end
+  if kind == "all_to_allv" then
+    if #p.splits ~= N then
+      refuse("bad_argument", "all_to_allv: %d send counts for a group of %d ranks",
+        #p.splits, N)
+    end
+    local sum = 0
+    for _, k in ipairs(p.splits) do sum = sum + k end
+    if sum > t.n then
+      refuse("bad_argument", "all_to_allv: the send counts add up to %d, the input holds %d",
+        sum, t.n)
+    end
+  end
+  if kind == "send_recv" and (p.count < 1 or p.count > t.n) then
+    refuse("bad_argument", "%s: %d elements, tensor %d holds %d", p.role, p.count, p.tid, t.n)
+  end
+  local gk = (kind == "send_recv" and "p2p:" or "") .. group_key(p.group)
   local seq = (c.seq[gk] or 0) + 1
   c.seq[gk] = seq
   local key = gk .. "#" .. seq
@@ -382,6 +405,47 @@ local function pick(kind, name, group)
   return algo
 end
 
+-- send/recv: one channel per ordered pair of ranks, "q<peer>" (global
+-- ranks) on both sides, so it never takes a port of lua/kbsim/ccl/.
+local function p2p_kernel(a, input, output)
+  if tl.rank() == 0 then
+    local h = tl.load(input, 0, a.n_elem)
+    tl.send("q" .. a.dst, h)
+    tl.free(h)
+  else
+    local got = tl.wait(tl.recv_async("q" .. a.src, a.n_elem, a.dtype))
+    tl.store(output, 0, got)
+    tl.free(got)
+  end
+end
+tl.name(p2p_kernel, "send_recv")
+
+local P2P = {
+  name = "send_recv", collective = "send_recv",
+  args = function(_, n_elem, o)
+    return {n_elem = n_elem, dtype = o.dtype, src = o.pair[1], dst = o.pair[2]}
+  end,
+  wire = function(sys, ranks) tl.wire(sys, ranks[1], "q" .. ranks[2], ranks[2], "q" .. ranks[1]) end,
+  kernel = p2p_kernel,
+}
+
+-- all_to_allv's split matrix from the members' send counts; every
+-- member's output must hold what it receives.
+local function split_matrix(inst)
+  local sp = {}
+  for i, r in ipairs(inst.group) do sp[i] = inst.members[r].p.splits end
+  for j, r in ipairs(inst.group) do
+    local got = 0
+    for i = 1, #inst.group do got = got + sp[i][j] end
+    local out = inst.members[r].out
+    if got > out.n then
+      refuse("bad_argument", "all_to_allv: rank %d receives %d elements, its output holds %d",
+        r, got, out.n)
+    end
+  end
+  return sp
+end
+
 -- The view of the members' tensors that tl.load / tl.store take.
 local function tensor_view(inst, field)
   local shards = {}
@@ -401,15 +465,18 @@ tl.name(scale_kernel, "avg_scale")
 -- The n_elem of the algorithm's args: a rank's input, or its share of
 -- it (reduce_scatter).
 function elements_per_rank(inst)
-  local t = inst.members[inst.group[1]].t
+  local any = inst.members[inst.group[1]]
+  local t = any.t
   if not t then return 0 end
-  return inst.kind == "reduce_scatter" and t.n // #inst.group or t.n
+  if inst.kind == "send_recv" then return any.p.count end
+  return (inst.kind == "reduce_scatter" or inst.kind == "all_to_all") and t.n // #inst.group
+    or t.n
 end
 
 -- Launches the kernels of inst; returns the launch and the output view.
 local function launch(inst)
   local p, kind = inst.p, inst.kind
-  local algo = pick(kind, p.algorithm, inst.group)
+  local algo = kind == "send_recv" and P2P or pick(kind, p.algorithm, inst.group)
   local any = inst.members[inst.group[1]]
   local t = any.t
   local o = {dtype = t and t.dtype or "f32", topology = S.topology,
@@ -418,6 +485,8 @@ local function launch(inst)
   if kind == "broadcast" then
     for i, r in ipairs(inst.group) do if r == p.src then o.src = i - 1 end end
   end
+  if kind == "all_to_allv" then o.splits = split_matrix(inst) end
+  if kind == "send_recv" then o.pair = inst.group end
   if kind == "barrier" then
     local b = S.barriers[group_key(inst.group)] or {epoch = 0, state = {}}
     S.barriers[group_key(inst.group)] = b
@@ -454,7 +523,8 @@ local function reply_results(inst, runs)
     local data
     if m.p.flags & FLAG_RETURN_DATA ~= 0 then
       local x = m.out or m.t
-      data = {t = x, addr = x.addr, n = x.n * ESIZE[x.dtype]}
+      local n = inst.kind == "send_recv" and m.p.count or x.n
+      data = {t = x, addr = x.addr, n = n * ESIZE[x.dtype]}
     end
     send(m.client, m.op, m.id, M.STATUS.ok, string.pack("<ddd", t0, t1, lat), data)
   end
@@ -492,6 +562,22 @@ end
 
 local REDUCTIONS = {sum = true, max = true, min = true, avg = true}
 
+-- send: u32 destination, u32 tensor, u64 elements; recv: u32 source, u32
+-- tensor, u64 elements, u8 flags. The pair is the group {source,
+-- destination}, matched per ordered pair.
+local function parse_p2p(c, role, r)
+  local peer, tid, count = r:int("I4"), r:int("I4"), r:int("I8")
+  local flags = role == "recv" and r:int("B") or 0
+  r:done()
+  local me = my_rank(c)
+  if peer >= S.n_pes or peer == me then
+    refuse("bad_argument", "%s: rank %d cannot %s rank %d (ranks 0..%d, not itself)", role, me,
+      role == "send" and "send to" or "receive from", peer, S.n_pes - 1)
+  end
+  local group = role == "send" and {me, peer} or {peer, me}
+  return {group = group, tid = tid, count = count, flags = flags, role = role, algorithm = ""}
+end
+
 local function parse_collective(kind, r)
   local p = {group = r:group()}
   if kind == "all_reduce" then
@@ -500,6 +586,21 @@ local function parse_collective(kind, r)
     p.tid, p.out, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
   elseif kind == "reduce_scatter" then
     p.tid, p.out, p.op = r:int("I4"), r:int("I4"), r:str()
+    p.algorithm, p.flags = r:str(), r:int("B")
+  elseif kind == "all_to_all" then
+    p.tid, p.out, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
+  elseif kind == "all_to_allv" then
+    p.tid, p.out = r:int("I4"), r:int("I4")
+    local n = r:int("I4")
+    if n > 65536 then refuse("malformed", "malformed all_to_allv arguments: %d counts", n) end
+    p.splits = {}
+    for i = 1, n do
+      local k = r:int("I8")
+      if k < 0 or k > 0xFFFFFFFF then
+        refuse("bad_argument", "all_to_allv: send count %d is out of range", k)
+      end
+      p.splits[i] = k
+    end
     p.algorithm, p.flags = r:str(), r:int("B")
   elseif kind == "broadcast" then
     p.tid, p.src, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
@@ -519,10 +620,18 @@ local function parse_collective(kind, r)
   return p
 end
 
-for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"} do
+for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+                      "all_to_all", "all_to_allv"} do
   handle[kind] = function(c, r, _, op, id)
     issue(c, op, id, kind, parse_collective(kind, r))
     return nil -- answered once every member has issued it and it has run
+  end
+end
+
+for _, role in ipairs{"send", "recv"} do
+  handle[role] = function(c, r, _, op, id)
+    issue(c, op, id, "send_recv", parse_p2p(c, role, r))
+    return nil -- answered once the peer has issued its half and it has run
   end
 end
 

@@ -22,7 +22,8 @@ NO_RANK = 0xFFFFFFFF
 FLAG_RETURN_DATA = 1
 
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
-          broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14)
+          broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14, all_to_all=15,
+          all_to_allv=16, send=17, recv=18)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
               stopping=11)
@@ -217,6 +218,36 @@ class Client:
     def broadcast(self, group, tid, src, algorithm="", return_data=True):
         return self._collective("broadcast", group, struct.pack("<II", tid, src)
                                 + _s2(algorithm), tid, return_data)
+
+    def all_to_all(self, group, in_tid, out_tid, algorithm="", return_data=True):
+        """Block j of this rank's input (N blocks) goes to rank j; block i of the output
+        comes from rank i."""
+        return self._collective("all_to_all", group, struct.pack("<II", in_tid, out_tid)
+                                + _s2(algorithm), out_tid, return_data)
+
+    def all_to_allv(self, group, in_tid, out_tid, send_counts, algorithm="", return_data=True):
+        """send_counts[j] elements go to rank j (from the input, in order); the output
+        holds what each rank sends here, in rank order."""
+        counts = list(send_counts)
+        return self._collective("all_to_allv", group, struct.pack("<III", in_tid, out_tid,
+                                                                  len(counts))
+                                + struct.pack("<%dQ" % len(counts), *counts) + _s2(algorithm),
+                                out_tid, return_data)
+
+    def send(self, dst, tid, n_elem=None):
+        """The first n_elem elements (all) of tid to rank dst: answered once dst has
+        received them. -> Result without data."""
+        n = self.tensors[tid][0] if n_elem is None else n_elem
+        rmeta, _ = self.request(OP["send"], struct.pack("<IIQ", dst, tid, n))
+        return Result(*struct.unpack("<ddd", rmeta), None)
+
+    def recv(self, src, tid, n_elem=None, return_data=True):
+        """n_elem elements (all of tid) from rank src into tid."""
+        n = self.tensors[tid][0] if n_elem is None else n_elem
+        rmeta, data = self.request(OP["recv"], struct.pack("<IIQB", src, tid, n,
+                                                           FLAG_RETURN_DATA if return_data else 0))
+        arr = np.frombuffer(data, dtype=_NP[self.tensors[tid][1]]) if data else None
+        return Result(*struct.unpack("<ddd", rmeta), arr)
 
     def barrier(self, group, algorithm=""):
         return self._collective("barrier", group, _s2(algorithm), None, flags=False)

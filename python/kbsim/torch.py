@@ -337,15 +337,18 @@ class ProcessGroupKbsim(dist.ProcessGroup):
 
     # One collective: tensors written, the request, a Future completed with
     # `value` when the reply comes (its data stored by `on_data`).
-    def _run(self, kind, fields, inputs, out_spec, value, on_data, nbytes, flags=True):
+    def _run(self, kind, fields, inputs, out_spec, value, on_data, nbytes, flags=True,
+             group=None):
         conn = connection()
-        group = self._group()
+        p2p = group is not None  # send, recv: no group in the arguments
+        group = group or self._group()
         held = []
         try:
             for dt, n, raw in inputs:
                 tid = conn.take(n, dt)
                 held.append((n, dt, tid))
-                conn.call(OP["write"], struct.pack("<IQ", tid, 0), raw)
+                if raw is not None:  # (recv: nothing to write)
+                    conn.call(OP["write"], struct.pack("<IQ", tid, 0), raw)
             if out_spec:
                 n, dt = out_spec
                 held.append((n, dt, conn.take(n, dt)))
@@ -354,7 +357,7 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                 conn.give(n, dt, tid)
             raise
         tids = [h[2] for h in held]
-        meta = _group(group) + fields(tids)
+        meta = (b"" if p2p else _group(group)) + fields(tids)
         if flags:
             meta += struct.pack("<B", FLAG_RETURN_DATA if on_data else 0)
         fut = Future()
@@ -463,6 +466,88 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                                % (self.size(), output.numel()))
         return self._scatter_reduce(output, input.reshape(-1), [output],
                                     opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+
+    def _exchange(self, inp, out, in_counts, out_counts, value, stores):
+        """all_to_all (even counts) or all_to_allv; counts in elements of the
+        tensors' dtype, stores(data bytes) puts the result back."""
+        dt, n, raw = _wire(inp, False)
+        N = self.size()
+        if _WIRE.get(inp.dtype) is None:  # moved as f32 words
+            es = inp.element_size()
+            if any(c * es % 4 for c in list(in_counts) + list(out_counts)):
+                raise RuntimeError("kbsim all_to_all: %s blocks must be whole 4-byte words"
+                                   % inp.dtype)
+            in_counts = [c * es // 4 for c in in_counts]
+            out_counts = [c * es // 4 for c in out_counts]
+        n_out = max(sum(out_counts), 1)
+        if len(set(in_counts)) == 1 and len(set(out_counts)) == 1 \
+                and in_counts[0] == out_counts[0] and N * in_counts[0] == n:
+            algo = _ALGORITHMS.get("all_to_all", "")
+            return self._run("all_to_all", lambda tid: struct.pack("<II", tid[0], tid[1])
+                             + _s2(algo), [(dt, n, raw)], (n, dt), value, stores, len(raw))
+        algo = _ALGORITHMS.get("all_to_allv", "")
+        return self._run("all_to_allv", lambda tid: struct.pack("<III", tid[0], tid[1], N)
+                         + struct.pack("<%dQ" % N, *in_counts) + _s2(algo), [(dt, n, raw)],
+                         (n_out, dt), value, stores, len(raw))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        N = self.size()
+
+        def counts(t, splits, what):
+            rows = t.shape[0] if t.dim() else 1
+            per_row = t.numel() // rows if rows else 0
+            if not splits:
+                if rows % N:
+                    raise RuntimeError("kbsim all_to_all_single: %s's first dimension %d does "
+                                       "not split over %d ranks" % (what, rows, N))
+                return [rows // N * per_row] * N
+            if len(splits) != N or sum(splits) != rows:
+                raise RuntimeError("kbsim all_to_all_single: %s splits %s for %d rows and %d "
+                                   "ranks" % (what, list(splits), rows, N))
+            return [k * per_row for k in splits]
+        ic = counts(input, input_split_sizes, "the input")
+        oc = counts(output, output_split_sizes, "the output")
+        return self._exchange(input, output, ic, oc, [output], lambda d: _store(output, d))
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        N = self.size()
+        if len(input_tensors) != N or len(output_tensors) != N:
+            raise RuntimeError("kbsim all_to_all: %d input and %d output tensors for %d ranks"
+                               % (len(input_tensors), len(output_tensors), N))
+        dts = {t.dtype for t in list(input_tensors) + list(output_tensors)}
+        if len(dts) != 1:
+            raise RuntimeError("kbsim all_to_all: tensors of one dtype, got %s"
+                               % sorted(map(str, dts)))
+        flat = torch.cat([t.detach().reshape(-1) for t in input_tensors])
+        ic = [t.numel() for t in input_tensors]
+        oc = [t.numel() for t in output_tensors]
+        es = flat.element_size()
+
+        def stores(d):
+            off = 0
+            for t in output_tensors:
+                _store(t, d[off:off + t.numel() * es])
+                off += t.numel() * es
+        return self._exchange(flat, None, ic, oc, output_tensors, stores)
+
+    def send(self, tensors, dst, tag=0):
+        t = self._one(tensors, "send")
+        me, peer = self._group()[self.rank()], self._group()[dst]
+        dt, n, raw = _wire(t, False)
+        return self._run("send", lambda tid: struct.pack("<IIQ", peer, tid[0], n),
+                         [(dt, n, raw)], None, tensors, None, len(raw), flags=False,
+                         group=[me, peer])
+
+    def recv(self, tensors, src, tag=0):
+        t = self._one(tensors, "recv")
+        me, peer = self._group()[self.rank()], self._group()[src]
+        dt, n, raw = _wire(t, False)
+        return self._run("recv", lambda tid: struct.pack("<IIQ", peer, tid[0], n),
+                         [(dt, n, None)], None, tensors, lambda d: _store(t, d),
+                         len(raw), group=[peer, me])
+
+    def recv_anysource(self, tensors, tag=0):
+        raise RuntimeError("kbsim recv: a source rank is needed (no receive from any source)")
 
     def barrier(self, opts=None):
         algo = _ALGORITHMS.get("barrier", "")

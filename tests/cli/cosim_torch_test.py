@@ -91,6 +91,44 @@ def rank_ops(rank, world, address, outdir):
     wb.wait()
     wa.wait()
     check(torch.equal(a, total) and torch.equal(b, 2 * total), "two in flight")
+    # all_to_all_single, even: block j of rank r goes to rank j
+    blk = n // N
+    out = torch.zeros(n)
+    dist.all_to_all_single(out, inp(rank))
+    check(torch.equal(out, torch.cat([inp(r)[rank * blk:(rank + 1) * blk] for r in range(N)])),
+          "all_to_all_single")
+    # uneven splits: rank r sends (r + j) % 3 + 1 rows of 2 to rank j
+    sends = [[(r + j) % 3 + 1 for j in range(N)] for r in range(N)]
+
+    def rows(r):
+        return (torch.arange(2 * sum(sends[r]), dtype=torch.float32) + 1000 * r).view(-1, 2)
+    recv_rows = [sends[r][rank] for r in range(N)]
+    out = torch.zeros(sum(recv_rows), 2)
+    dist.all_to_all_single(out, rows(rank), output_split_sizes=recv_rows,
+                           input_split_sizes=sends[rank])
+    want = torch.cat([rows(r)[sum(sends[r][:rank]):sum(sends[r][:rank + 1])] for r in range(N)])
+    check(torch.equal(out, want), "all_to_all_single uneven: %s, want %s" % (out, want))
+    # all_to_all of lists, int64 (moved as bytes)
+    ins = [torch.full((j + 1,), 10 * rank + j, dtype=torch.int64) for j in range(N)]
+    outs = [torch.zeros(rank + 1, dtype=torch.int64) for _ in range(N)]
+    dist.all_to_all(outs, ins)
+    check(all(torch.equal(outs[r], torch.full((rank + 1,), 10 * r + rank, dtype=torch.int64))
+              for r in range(N)), "all_to_all lists: %s" % outs)
+    # send / recv around the ring, sync then isend / irecv
+    t = inp(rank).clone()
+    if rank % 2 == 0:
+        dist.send(t, (rank + 1) % N)
+        dist.recv(t, (rank - 1) % N)
+    else:
+        dist.recv(t, (rank - 1) % N)
+        dist.send(inp(rank), (rank + 1) % N)
+    check(torch.equal(t, inp((rank - 1) % N)), "send/recv: %s" % t[:3])
+    got = torch.zeros(n // 2, dtype=torch.bfloat16)
+    ws = [dist.isend(inp(rank)[:n // 2].to(torch.bfloat16), (rank + 1) % N),
+          dist.irecv(got, (rank - 1) % N)]
+    for w in ws:
+        w.wait()
+    check(torch.equal(got, inp((rank - 1) % N)[:n // 2].to(torch.bfloat16)), "isend/irecv")
     # a subgroup of ranks {1, 3}
     sub = dist.new_group([1, 3])
     if rank in (1, 3):
@@ -144,20 +182,29 @@ def case_ops():
     recs = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(world)]
     kinds = [x["op"] for x in recs[0]]
     check(kinds[:4] == ["all_reduce"] * 4 and "all_gather" in kinds and "broadcast" in kinds
-          and "reduce_scatter" in kinds and "barrier" in kinds, "records: %s" % kinds)
+          and "reduce_scatter" in kinds and "barrier" in kinds and "all_to_all" in kinds
+          and "all_to_allv" in kinds and "send" in kinds and "recv" in kinds,
+          "records: %s" % kinds)
     for r in range(world):
         prev_end = 0.0
         for x in recs[r]:
             check(x["end_ns"] > x["start_ns"] >= 0, "times %s" % x)
             check(x["latency_ns"] > 0, "latency %s" % x)
         # the machine's clock goes forward: each collective starts after the one before
-        main = [x for x in recs[r] if x["group"] == list(range(world))]
+        main = [x for x in recs[r] if x["group"] == list(range(world))
+                and x["op"] not in ("send", "recv")]
         for x in main:
             check(x["start_ns"] >= prev_end, "rank %d: %s starts before %r" % (r, x, prev_end))
             prev_end = x["end_ns"]
     # every member of a collective sees the same latency
-    for k in range(len(recs[0])):
-        check(len({recs[r][k]["latency_ns"] for r in (0, 2)}) == 1, "latency differs at %d" % k)
+    coll = [[x for x in recs[r] if x["op"] not in ("send", "recv")] for r in (0, 2)]
+    for k in range(len(coll[0])):
+        check(coll[0][k]["latency_ns"] == coll[1][k]["latency_ns"], "latency differs at %d" % k)
+    # a send's reply times are the pair's: the receiver's record has the same latency
+    s0 = [x for x in recs[0] if x["op"] == "send"][0]
+    r1 = [x for x in recs[1] if x["op"] == "recv"][0]
+    check(s0["group"] == r1["group"] == [0, 1] and s0["latency_ns"] == r1["latency_ns"] > 0,
+          "send/recv records %s %s" % (s0, r1))
 
 
 def case_tp_mlp():
