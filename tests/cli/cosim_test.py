@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | exchange | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
@@ -558,6 +558,86 @@ def case_stop_running():
     res = on_ranks(N, member)
     srv.ended()
     told_stopping(res)
+
+
+def case_exchange():
+    """all_to_all, all_to_allv and send/recv through the plain client: values, and
+    the bad arguments of each."""
+    srv = Server("-q")
+    N, C = 4, 3
+    group = list(range(N))
+    counts = [[(r + j) % 3 for j in range(N)] for r in range(N)]  # rank r -> rank j
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t, o = c.alloc(N * C), c.alloc(N * C)
+            c.write(t, np.arange(N * C, dtype=np.float32) + 100 * r)
+            a2a = c.all_to_all(group, t, o)
+            tv, ov = c.alloc(sum(counts[r]) + 1), c.alloc(20)
+            c.write(tv, np.arange(sum(counts[r]) + 1, dtype=np.float32) + 100 * r)
+            a2av = c.all_to_allv(group, tv, ov, counts[r])
+            s = c.alloc(5, "f16")
+            if r % 2 == 0:
+                c.write(s, np.arange(5, dtype=np.float16) + r)
+                p2p = c.send(r + 1, s, 4)
+            else:
+                p2p = c.recv(r - 1, s, 4)
+            return a2a, a2av, p2p
+    res = on_ranks(N, member)
+    for r in range(N):
+        a2a, a2av, p2p = res[r]
+        want = np.concatenate([np.arange(r * C, (r + 1) * C) + 100.0 * i for i in range(N)])
+        check(np.array_equal(a2a.data, want), "all_to_all rank %d: %s" % (r, a2a.data))
+        got = []
+        for i in range(N):
+            first = sum(counts[i][:r])
+            got += list(np.arange(first, first + counts[i][r]) + 100.0 * i)
+        want = np.zeros(20, np.float32)
+        want[:len(got)] = got
+        check(np.array_equal(a2av.data, want), "all_to_allv rank %d: %s" % (r, a2av.data))
+        check(a2a.latency_ns > 0 and a2av.latency_ns > 0, "exchange latencies")
+        if r % 2:
+            check(np.array_equal(p2p.data, np.arange(4, dtype=np.float16) + r - 1),
+                  "recv rank %d: %s" % (r, p2p.data))
+            check(p2p.latency_ns == res[r - 1][2].latency_ns > 0, "send and recv latencies")
+        else:
+            check(p2p.data is None and p2p.end_ns > p2p.start_ns, "send reply")
+    # bad arguments: refused at once, the connection goes on
+    with Client(srv.address, rank=0) as c:
+        t, o = c.alloc(10), c.alloc(10)
+        for fn, status, text in [
+                (lambda: c.all_to_all(group, t, o), "bad_argument",
+                 "an input of 10 elements over 4 ranks needs a multiple of 4"),
+                (lambda: c.all_to_allv(group, t, o, [1, 2]), "bad_argument",
+                 "2 send counts for a group of 4 ranks"),
+                (lambda: c.all_to_allv(group, t, o, [5, 5, 5, 5]), "bad_argument",
+                 "the send counts add up to 20, the input holds 10"),
+                (lambda: c.send(0, t), "bad_argument",
+                 "rank 0 cannot send to rank 0 (ranks 0..%d, not itself)" % (c.n_pes - 1)),
+                (lambda: c.send(c.n_pes, t), "bad_argument", "cannot send to rank %d" % c.n_pes),
+                (lambda: c.recv(1, t, 11), "bad_argument", "recv: 11 elements, tensor 1 holds 10"),
+                (lambda: c.send(1, 77, 1), "not_found", "rank 0 has no tensor 77")]:
+            e = error_of(fn)
+            check(e.status == status and text in e.message, "%s: %s" % (text, e))
+            c.ping()
+        st, msg = raw_reply(c, OP["all_to_allv"], _group_bytes(group)
+                            + struct.pack("<III", t, o, 2) + b"\0\0")
+        check(st == 1 and "malformed all_to_allv arguments" in msg, "%d %s" % (st, msg))
+        c.ping()
+
+    # an output too small for what a rank receives fails for every member
+    def small(r):
+        with Client(srv.address, rank=r) as c:
+            t, o = c.alloc(8), c.alloc(8 if r != 2 else 5)
+            return error_of(lambda: c.all_to_allv(group, t, o, [2, 2, 2, 2]))
+    for r, e in on_ranks(N, small).items():
+        check(e.status == "bad_argument" and "rank 2 receives 8 elements, its output holds 5"
+              in e.message, "rank %d: %s" % (r, e))
+    srv.stop()
+
+
+def _group_bytes(ranks):
+    return struct.pack("<I%dI" % len(ranks), len(ranks), *ranks)
 
 
 globals()["case_" + CASE]()
