@@ -21,7 +21,7 @@ M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
   run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
-  send = 17, recv = 18,
+  send = 17, recv = 18, cost = 19,
 }
 
 M.STATUS = {
@@ -239,6 +239,29 @@ function handle.read(c, r)
       S.max_payload)
   end
   return "", {t = t, addr = t.addr + off * ESIZE[t.dtype], n = n * ESIZE[t.dtype]}
+end
+
+-- cost: the time the rank's PE takes for one GEMM (unit "gemm": a x b x c
+-- = M x N x K) or one PE_MATH op (unit "add", "exp", ...: a elements), by
+-- the component's own closed form (kb_gemm_time, kb_math_time); nothing
+-- is simulated.
+function handle.cost(c, r)
+  local unit, dt, a, b, k = r:str(), r:str(), r:int("I8"), r:int("I8"), r:int("I8")
+  r:done()
+  local rank = c.rank or 0
+  check_dtype(dt)
+  local ok, ps
+  if unit == "gemm" then
+    if a < 1 or b < 1 or k < 1 then
+      refuse("bad_argument", "cost: a GEMM of %d x %d x %d", a, b, k)
+    end
+    ok, ps = pcall(tl.gemm_time, S.sys, a, b, k, rank)
+  else
+    if a < 1 then refuse("bad_argument", "cost: %s over %d elements", unit, a) end
+    ok, ps = pcall(tl.math_time, S.sys, unit, a, dt, rank)
+  end
+  if not ok then refuse("bad_argument", "cost: %s", tostring(ps)) end
+  return string.pack("<dI8", ps / 1000, ps)
 end
 
 function handle.now(_, r)

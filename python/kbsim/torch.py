@@ -29,6 +29,7 @@ import threading
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.overrides
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
 
@@ -266,6 +267,150 @@ def _reduce_name(op):
     raise RuntimeError("kbsim: reduction %s is not supported (SUM, MAX, MIN, AVG)" % op)
 
 
+_COSTING = []  # the active costing contexts of this process, innermost last
+_COST_CACHE = {}
+
+
+def op_cost_ns(unit, dtype, a, b=0, c=0):
+    """ns the rank's PE takes for one GEMM (unit "gemm", a x b x c = M x N x K)
+    or one PE_MATH op ("add", "mul", "exp", ...: a elements), by the
+    component's own closed form, asked of the server (operation cost)."""
+    key = (unit, dtype, a, b, c)
+    ns = _COST_CACHE.get(key)
+    if ns is None:
+        meta, _ = connection().call(OP["cost"], _s2(unit) + _s2(dtype)
+                                    + struct.pack("<QQQ", a, b, c))
+        ns = _COST_CACHE[key] = struct.unpack("<dQ", meta)[0]
+    return ns
+
+
+# torch functions charged, by name: PE_MATH op of an element-wise function
+_MATH = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "mul": "mul",
+         "mul_": "mul", "div": "div", "div_": "div", "maximum": "maximum",
+         "minimum": "minimum", "exp": "exp", "log": "log", "softmax": "softmax",
+         "sum": "sum", "relu": "maximum", "relu_": "maximum", "clamp": "clamp",
+         "addcmul": "fma"}
+
+
+def _numel(x):
+    return x.numel() if isinstance(x, torch.Tensor) else 1
+
+
+def _gemm_shapes(name, args, out):
+    """(batch, M, N, K) of a matmul-like call, or None."""
+    if name in ("matmul", "mm", "bmm", "__matmul__", "__rmatmul__"):
+        a, b = (args[1], args[0]) if name == "__rmatmul__" else (args[0], args[1])
+        K = a.shape[-1]
+        M = a.shape[-2] if a.dim() > 1 else 1
+        N = b.shape[-1] if b.dim() > 1 else 1
+        return (max(_numel(out) // max(M * N, 1), 1), M, N, K)
+    if name == "linear":
+        x, w = args[0], args[1]
+        K, N = w.shape[-1], (w.shape[0] if w.dim() > 1 else 1)
+        return (1, max(x.numel() // K, 1), N, K)
+    if name in ("addmm", "baddbmm"):
+        a, b = args[1], args[2]
+        M, N = a.shape[-2], b.shape[-1]
+        return (max(_numel(out) // (M * N), 1), M, N, a.shape[-1])
+    return None
+
+
+class costing(torch.overrides.TorchFunctionMode):
+    """Opt-in compute costing on this rank's simulated PE:
+
+        with kbsim.torch.costing() as cost:
+            y = model(x); dist.all_reduce(y)
+        cost.total_ns, cost.compute_ns, cost.breakdown  # {'linear': {'count', 'ns'}, ...}
+
+    matmul / mm / bmm / linear / addmm are charged to PE_GEMM (kb_gemm_time
+    per batch element; linear's bias and addmm's addition to PE_MATH add);
+    add, sub, mul, div, maximum, minimum, exp, log, softmax, sum, relu
+    (maximum), clamp to PE_MATH (kb_math_time over the output's elements):
+    the closed forms of the rank's own components, asked of the server
+    (op_cost_ns). Compute advances the rank's clock (clock_ns); a collective
+    issued at clock t starts at max(t, the rank's previous collective's
+    end) and lasts its simulated latency; wait() (and a sync call) moves
+    the clock to its end, so an async collective overlaps the compute done
+    before its wait. Only Python-level calls are seen: autograd's backward
+    runs in C++ and is not charged."""
+
+    def __init__(self):
+        super().__init__()
+        self.clock_ns = 0.0
+        self.comm_end_ns = 0.0
+        self.compute_ns = 0.0
+        self.comm_ns = 0.0
+        self.breakdown = {}
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        _COSTING.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _COSTING.remove(self)
+        return super().__exit__(*exc)
+
+    def _charge(self, name, ns):
+        with self.lock:
+            self.clock_ns += ns
+            self.compute_ns += ns
+            b = self.breakdown.setdefault(name, {"count": 0, "ns": 0.0})
+            b["count"] += 1
+            b["ns"] += ns
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if not isinstance(out, torch.Tensor):
+            return out
+        dt = _WIRE.get(out.dtype, "f32")
+        shape = _gemm_shapes(name, args, out)
+        if shape is not None:
+            batch, m, n, k = shape
+            ns = batch * op_cost_ns("gemm", dt, m, n, k)
+            if name in ("addmm", "baddbmm") or (name == "linear" and (
+                    (len(args) > 2 and args[2] is not None) or kwargs.get("bias") is not None)):
+                ns += op_cost_ns("add", dt, out.numel())
+            self._charge(name, ns)
+        elif name in _MATH and out.numel() > 0:
+            self._charge(name, op_cost_ns(_MATH[name], dt, out.numel()))
+        return out
+
+    # collectives (called by the process group)
+    def _completed(self, rec, issue_ns):
+        with self.lock:
+            start = max(issue_ns, self.comm_end_ns)
+            rec["issue_ns"], rec["model_start_ns"] = issue_ns, start
+            rec["model_end_ns"] = self.comm_end_ns = start + rec["latency_ns"]
+            self.comm_ns += rec["latency_ns"]
+
+    def _waited(self, end_ns):
+        with self.lock:
+            self.clock_ns = max(self.clock_ns, end_ns)
+
+    def synchronize(self):
+        """Waits (in the model) for every collective issued so far: the clock
+        moves to the last one's end (what DDP's reducer does at the end of
+        backward, unseen here). -> clock_ns"""
+        self._waited(self.comm_end_ns)
+        return self.clock_ns
+
+    @property
+    def total_ns(self):
+        return max(self.clock_ns, self.comm_end_ns)
+
+    def report(self):
+        """A table: per op its count and ns, then compute, collectives, total."""
+        lines = ["%-12s %6s %14s" % ("op", "count", "ns")]
+        for k, v in sorted(self.breakdown.items(), key=lambda kv: -kv[1]["ns"]):
+            lines.append("%-12s %6d %14.3f" % (k, v["count"], v["ns"]))
+        lines.append("compute %.3f ns, collectives %.3f ns, total %.3f ns"
+                     % (self.compute_ns, self.comm_ns, self.total_ns))
+        return "\n".join(lines)
+
+
 def _from_python():
     """True when a torch.distributed function (Python) called the process
     group, false when C++ did (DDP's reducer, _broadcast_coalesced, ...)."""
@@ -284,6 +429,7 @@ class _Work(dist.Work):
     def __init__(self, fut, kind):
         super().__init__()
         self.fut, self.kind, self.error = fut, kind, None
+        self.cost, self.model_end_ns = None, None
 
     def wait(self, timeout=None):
         try:
@@ -292,6 +438,8 @@ class _Work(dist.Work):
             pass
         if self.error is not None:
             raise self.error
+        if self.cost is not None and self.model_end_ns is not None:
+            self.cost._waited(self.model_end_ns)
         return True
 
     def get_future(self):
@@ -362,6 +510,10 @@ class ProcessGroupKbsim(dist.ProcessGroup):
             meta += struct.pack("<B", FLAG_RETURN_DATA if on_data else 0)
         fut = Future()
         work = _Work(fut, kind) if _from_python() else None
+        cost = _COSTING[-1] if _COSTING else None
+        issue_ns = cost.clock_ns if cost is not None else 0.0
+        if work:
+            work.cost = cost
 
         def done(status, rmeta, rdata):
             for n, dt, tid in held:
@@ -371,8 +523,13 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                 start, end, lat = struct.unpack("<ddd", rmeta)
                 if on_data:
                     on_data(rdata)
-                _RECORDS.append(dict(op=kind, group=list(group), bytes=nbytes,
-                                     start_ns=start, end_ns=end, latency_ns=lat))
+                rec = dict(op=kind, group=list(group), bytes=nbytes, start_ns=start,
+                           end_ns=end, latency_ns=lat)
+                if cost is not None:
+                    cost._completed(rec, issue_ns)
+                    if work:
+                        work.model_end_ns = rec["model_end_ns"]
+                _RECORDS.append(rec)
             except Exception as e:  # noqa: BLE001 - handed to the waiter
                 err = RuntimeError("kbsim %s over ranks %s: %s" % (kind, group, e))
                 if work:

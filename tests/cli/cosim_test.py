@@ -19,7 +19,7 @@ KBSIM, SRCDIR, WORKDIR, CASE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(SRCDIR, "python"))
 import numpy as np  # noqa: E402
 from kbsim import Client, ServerError, OP  # noqa: E402
-from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER  # noqa: E402
+from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER, _s2  # noqa: E402
 
 os.makedirs(WORKDIR, exist_ok=True)
 
@@ -620,6 +620,16 @@ def case_exchange():
             e = error_of(fn)
             check(e.status == status and text in e.message, "%s: %s" % (text, e))
             c.ping()
+        # cost: the closed forms; a bad unit, size or dtype is refused
+        meta, _ = c.request(19, _s2("gemm") + _s2("f32") + struct.pack("<QQQ", 4, 32, 64))
+        check(struct.unpack("<dQ", meta)[1] > 0, "gemm cost")
+        for unit, dt, dims, status, text in [
+                ("bogus", "f32", (3, 0, 0), "bad_argument", "unknown math op 'bogus'"),
+                ("gemm", "f32", (0, 1, 1), "bad_argument", "a GEMM of 0 x 1 x 1"),
+                ("add", "f64", (3, 0, 0), "bad_dtype", "unknown dtype 'f64'")]:
+            e = error_of(lambda: c.request(19, _s2(unit) + _s2(dt) + struct.pack("<QQQ", *dims)))
+            check(e.status == status and text in e.message, "cost %s: %s" % (unit, e))
+        c.ping()
         st, msg = raw_reply(c, OP["all_to_allv"], _group_bytes(group)
                             + struct.pack("<III", t, o, 2) + b"\0\0")
         check(st == 1 and "malformed all_to_allv arguments" in msg, "%d %s" % (st, msg))

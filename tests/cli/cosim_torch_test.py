@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_torch_test.py KBSIM SRCDIR WORKDIR CASE — torch.distributed backend "kbsim" (python/kbsim/torch.py).
 
-CASE: ops | tp_mlp | ddp. Prints "cosim_torch_CASE ok" when every check held, or
+CASE: ops | costing | tp_mlp | ddp. Prints "cosim_torch_CASE ok" when every check held, or
 "cosim_torch_CASE skipped: ..." when python3-torch is not installed (ctest counts
 that as skipped).
 """
@@ -151,6 +151,52 @@ def rank_ops(rank, world, address, outdir):
     dist.destroy_process_group()
 
 
+def rank_costing(rank, world, address, outdir):
+    """One rank of case costing: compute charged to the PE, collectives overlapped."""
+    import torch
+    import torch.nn.functional as F
+    import torch.distributed as dist
+    import kbsim.torch as kt
+    os.environ["KBSIM_ADDRESS"] = address
+    dist.init_process_group("kbsim", init_method="file://" + os.path.join(outdir, "store"),
+                            rank=rank, world_size=world)
+    x, w = torch.ones(4, 64), torch.ones(64, 32)
+    with kt.costing() as cost:
+        y = x @ w
+        g = kt.op_cost_ns("gemm", "f32", 4, 32, 64)
+        check(cost.breakdown["matmul"] == {"count": 1, "ns": g} and cost.clock_ns == g,
+              "matmul charged: %s" % cost.breakdown)
+        h = torch.relu(F.linear(x, torch.ones(16, 64), torch.ones(16)))
+        lin = kt.op_cost_ns("gemm", "f32", 4, 16, 64) + kt.op_cost_ns("add", "f32", 64)
+        check(cost.breakdown["linear"]["ns"] == lin, "linear: %s" % cost.breakdown)
+        check(cost.breakdown["relu"]["ns"] == kt.op_cost_ns("maximum", "f32", 64), "relu")
+        check(torch.equal(h, torch.full((4, 16), 65.0)), "values under costing")
+        c0 = cost.clock_ns
+        check(c0 == cost.compute_ns == g + lin + kt.op_cost_ns("maximum", "f32", 64), "clock")
+        # a sync all_reduce: the clock moves by its simulated latency
+        dist.all_reduce(y)
+        check(torch.equal(y, torch.full((4, 32), 64.0 * world)), "all_reduce under costing")
+        lat = kt.records()[-1]["latency_ns"]
+        check(cost.clock_ns == c0 + lat, "sync: %r != %r + %r" % (cost.clock_ns, c0, lat))
+        # async: issued, k GEMMs of compute, then waited: the two overlap
+        c1 = cost.clock_ns
+        work = dist.all_reduce(y, async_op=True)
+        for _ in range(3):
+            x @ w
+        work.wait()
+        lat2 = kt.records()[-1]["latency_ns"]
+        check(cost.clock_ns == c1 + max(3 * g, lat2),
+              "async: %r != %r + max(%r, %r)" % (cost.clock_ns, c1, 3 * g, lat2))
+        check(cost.compute_ns == c0 + 3 * g and cost.comm_ns == lat + lat2, "sums")
+        report = cost.report()
+    check("matmul" in report and "total" in report, report)
+    with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
+        json.dump(dict(gemm_ns=g, linear_gemm_ns=kt.op_cost_ns("gemm", "f32", 4, 16, 64),
+                       add_ns=kt.op_cost_ns("add", "f32", 64),
+                       maximum_ns=kt.op_cost_ns("maximum", "f32", 64)), f)
+    dist.destroy_process_group()
+
+
 class Server:
     def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="kbtorch")
@@ -205,6 +251,26 @@ def case_ops():
     r1 = [x for x in recs[1] if x["op"] == "recv"][0]
     check(s0["group"] == r1["group"] == [0, 1] and s0["latency_ns"] == r1["latency_ns"] > 0,
           "send/recv records %s %s" % (s0, r1))
+
+
+def case_costing():
+    import torch.multiprocessing as mp
+    world = 2
+    srv = Server("--set", "ccl.algorithm=ring_allreduce")
+    outdir = tempfile.mkdtemp(prefix="kbtorchcost")
+    try:
+        mp.spawn(rank_costing, args=(world, srv.address, outdir), nprocs=world, join=True)
+    finally:
+        srv.stop()
+    # the charges are the components' closed forms, as Lua's tl.gemm_time / tl.math_time
+    # give them for rank 1's PE
+    got = json.load(open(os.path.join(outdir, "rank1.json")))
+    out = subprocess.run([KBSIM, "-q", os.path.join(HERE, "cosim_cost_ref.lua")], cwd=WORKDIR,
+                         capture_output=True, text=True, check=True).stdout
+    ref = {k: int(v) / 1000 for k, v in (line.split("=") for line in out.split())}
+    for k in ("gemm", "linear_gemm", "add", "maximum"):
+        check(got[k + "_ns"] == ref[k + "_ps"] and ref[k + "_ps"] > 0,
+              "%s: %r ns, Lua %r" % (k, got[k + "_ns"], ref[k + "_ps"]))
 
 
 def case_tp_mlp():
