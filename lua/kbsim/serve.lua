@@ -21,7 +21,7 @@ M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
   run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
-  send = 17, recv = 18, cost = 19,
+  send = 17, recv = 18, cost = 19, inject = 20, advance = 21,
 }
 
 M.STATUS = {
@@ -658,6 +658,129 @@ for _, role in ipairs{"send", "recv"} do
   end
 end
 
+--------------------------------------------------------------------------
+-- External models: timed transfers and advancing by a quantum
+
+-- An injected transfer: both PEs wait until `at`, then src's PE_DMA loads
+-- the bytes from its memory, sends them over the IPCQ channel "x<dst>" and
+-- dst stores them (channels of their own: never those of send/recv or of
+-- lua/kbsim/ccl/).
+local function inject_kernel(a, input, output)
+  local wait = a.at_ns - kb.now()
+  if wait > 0 then kb.wait(wait) end
+  if tl.rank() == 0 then
+    local h = tl.load(input, 0, a.n_elem)
+    tl.send("x" .. a.dst, h)
+    tl.free(h)
+  else
+    local got = tl.recv("x" .. a.src, a.n_elem, "f32")
+    tl.store(output, 0, got)
+    tl.free(got)
+  end
+end
+tl.name(inject_kernel, "injected_transfer")
+
+local INJECT = {
+  name = "injected_transfer", collective = "inject",
+  wire = function(sys, ranks) tl.wire(sys, ranks[1], "x" .. ranks[2], ranks[2], "x" .. ranks[1]) end,
+}
+
+-- inject: u32 src, u32 dst, u64 bytes (a multiple of 4), f64 at_ns (not
+-- before the machine's time), u32 tag -> u32 event id.
+function handle.inject(c, r)
+  local src, dst, bytes, at, tag = r:int("I4"), r:int("I4"), r:int("I8"), r:field("d"),
+    r:int("I4")
+  r:done()
+  for _, x in ipairs{src, dst} do
+    if x >= S.n_pes then
+      refuse("bad_argument", "inject: no rank %d (ranks 0..%d)", x, S.n_pes - 1)
+    end
+  end
+  if src == dst then refuse("bad_argument", "inject: rank %d to itself", src) end
+  if bytes < 4 or bytes % 4 ~= 0 or bytes > S.max_payload then
+    refuse("bad_argument", "inject: %d bytes (a multiple of 4, 4 .. %d)", bytes, S.max_payload)
+  end
+  local horizon = S.sim:now()
+  if at ~= at or at < horizon or at > 9e15 then
+    refuse("bad_argument", "inject: at %s ns is before the machine's time %s ns", tostring(at),
+      tostring(horizon))
+  end
+  local bufs = {}
+  for i, x in ipairs{src, dst} do
+    local kind = S.sys:pe(x).hbm and "hbm" or "tcm"
+    local ok, addr = pcall(tl.alloc, S.sys, x, kind, bytes)
+    if not ok then
+      for _, b in ipairs(bufs) do io_.mem_free(S.sys, b.rank, b.addr, b.kind) end
+      refuse("bad_argument", "inject: %s", tostring(addr))
+    end
+    bufs[i] = {rank = x, addr = addr, n = bytes // 4, kind = kind, dtype = "f32"}
+  end
+  local a = {at_ns = at, n_elem = bytes // 4, src = src, dst = dst}
+  torch.wire_once(S.wiring, INJECT, {src, dst}, a)
+  local view = {shard = function(_, x) return x == src and bufs[1] or bufs[2] end}
+  local run = tl.launch(S.sys, {src, dst}, inject_kernel, a, view, view)
+  S.next_event = S.next_event + 1
+  S.injections[#S.injections + 1] = {id = S.next_event, tag = tag, client = c, run = run,
+                                     bufs = bufs, at = at, dst = dst}
+  return string.pack("<I4", S.next_event)
+end
+
+-- Injections that ended go to their client's events; their buffers are freed.
+local function collect_injections()
+  local left = {}
+  for _, inj in ipairs(S.injections) do
+    if inj.run:latency_ns() then
+      for _, b in ipairs(inj.bufs) do io_.mem_free(S.sys, b.rank, b.addr, b.kind) end
+      if S.clients[inj.client.id] then
+        local ev = inj.client.events
+        ev[#ev + 1] = {id = inj.id, tag = inj.tag, start_ns = inj.at,
+                       end_ns = inj.run:times()[inj.dst].end_ns}
+      end
+    else
+      left[#left + 1] = inj
+    end
+  end
+  S.injections = left
+end
+
+-- advance: f64 quantum_ns > 0 -> f64 time reached, u32 count, then per
+-- completion event of this client's injections: u32 id, u32 tag, f64
+-- start_ns (its at), f64 end_ns. Runs after the ready collectives.
+function handle.advance(c, r, _, op, id)
+  local q = r:field("d")
+  r:done()
+  if not (q > 0 and q < 9e15) then
+    refuse("bad_argument", "advance: a quantum of %s ns (it must be > 0)", tostring(q))
+  end
+  S.advancing[#S.advancing + 1] = {client = c, op = op, id = id, quantum = q}
+  return nil
+end
+
+local function run_advance(x)
+  -- a process that sleeps to the target moves the clock there even when
+  -- nothing else is pending (the quantum keeper's time)
+  local now_ps = S.sim:now_ps()
+  local step_ps = math.max(1, math.floor(x.quantum * 1000 + 0.5))
+  local target = (now_ps + step_ps) / 1000
+  S.sim:spawn("quantum", function() kb.wait(step_ps / 1000) end)
+  local ok, res = pcall(S.srv.simulate, S.srv, S.sim, target)
+  if not S.clients[x.client.id] then return end
+  if not ok or res == "stopped" then
+    local stopping = ok or S.stopping
+    reply_error(x.client, x.op, x.id, stopping and M.STATUS.stopping or M.STATUS.sim_error,
+      stopping and STOPPING or tostring(res))
+    return
+  end
+  collect_injections()
+  local ev = x.client.events
+  x.client.events = {}
+  local parts = {string.pack("<dI4", S.sim:now(), #ev)}
+  for _, e in ipairs(ev) do
+    parts[#parts + 1] = string.pack("<I4I4dd", e.id, e.tag, e.start_ns, e.end_ns)
+  end
+  send(x.client, x.op, x.id, M.STATUS.ok, table.concat(parts))
+end
+
 -- run: answered once nothing is ready or running.
 function handle.run(c, r, _, op, id)
   r:done()
@@ -685,7 +808,7 @@ for name, code in pairs(M.OP) do OPNAME[code] = name end
 local H = {}
 
 function H.opened(id)
-  S.clients[id] = {id = id, tensors = {}, next_tid = 0, seq = {}, failed = {}}
+  S.clients[id] = {id = id, tensors = {}, next_tid = 0, seq = {}, failed = {}, events = {}}
 end
 
 function H.frame(id, version, op, req, meta, data_ptr, data_len)
@@ -778,22 +901,30 @@ function H.stopping()
     fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind,
       group_text(inst.group), STOPPING), M.STATUS.stopping)
   end
-  for _, x in ipairs(S.waiting_idle) do
-    if S.clients[x.client.id] then
-      reply_error(x.client, x.op, x.id, M.STATUS.stopping, STOPPING)
+  for _, list in ipairs{S.waiting_idle, S.advancing} do
+    for _, x in ipairs(list) do
+      if S.clients[x.client.id] then
+        reply_error(x.client, x.op, x.id, M.STATUS.stopping, STOPPING)
+      end
     end
   end
-  S.waiting_idle = {}
+  S.waiting_idle, S.advancing = {}, {}
 end
 
 function H.pump()
   local inst = table.remove(S.ready, 1)
   if inst then
     run_instance(inst)
+    collect_injections()
     answer_idle()
     return true
   end
   answer_idle()
+  local x = table.remove(S.advancing, 1)
+  if x then
+    run_advance(x)
+    return true
+  end
   return false
 end
 
@@ -829,7 +960,8 @@ function M.main(opts)
        n_pes = sys:counts().pes, token = opts.token, max_payload = max_payload,
        timeout_ms = math.floor(timeout * 1000 + 0.5), quiet = kb.options.quiet,
        clients = {}, ranks = {}, pending = {}, ready = {}, barriers = {},
-       waiting_idle = {}, orphans = {}, done = 0, wiring = {sys = sys, wired = {}}}
+       waiting_idle = {}, orphans = {}, done = 0, injections = {}, advancing = {},
+       next_event = 0, wiring = {sys = sys, wired = {}}}
   local ok, srv, address = pcall(io_.open, {listen = listen, allow_remote = opts.allow_remote,
                                             token = opts.token, max_payload = max_payload,
                                             sim = sim, handlers = H})

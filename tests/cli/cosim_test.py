@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | exchange | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
+import math
 import os
 import signal
 import socket
@@ -643,6 +644,63 @@ def case_exchange():
     for r, e in on_ranks(N, small).items():
         check(e.status == "bad_argument" and "rank 2 receives 8 elements, its output holds 5"
               in e.message, "rank %d: %s" % (r, e))
+    srv.stop()
+
+
+def case_inject():
+    """External models: timed transfers, advancing by a quantum, completion events
+    (examples/cosim/host_model.py drives them)."""
+    sys.path.insert(0, os.path.join(SRCDIR, "examples", "cosim"))
+    import host_model
+    nbytes, q, chunks = 4096, 25.0, 4
+    # the same transfer as a send/recv on an idle machine: its latency
+    srv = Server("-q")
+    lat = {}
+    for dst in (1, 2, 3):
+        def pair(r, dst=dst):
+            with Client(srv.address, rank=r) as c:
+                t = c.alloc(nbytes // 4)
+                return c.send(dst, t) if r == 0 else c.recv(0, t)
+        res = on_ranks(2, lambda i: pair([0, dst][i]))
+        lat[dst] = res[1].latency_ns
+    srv.stop()
+
+    srv = Server("-q")
+    log, steps = host_model.run(srv.address, q, [1, 2, 3], chunks, nbytes)
+    check(len(log) == 3 * chunks, "%d transfers" % len(log))
+    for k, (now, _) in enumerate(steps):
+        check(now == q * (k + 1), "advance %d reached %r ns, not %r" % (k, now, q * (k + 1)))
+    last = {}
+    for dst, start, end in log:  # PE 0 feeds three PEs at once: never faster than alone
+        check(end - start >= lat[dst] - 1e-6,
+              "transfer to %d took %r ns, a send/recv alone %r" % (dst, end - start, lat[dst]))
+        if dst in last:  # closed loop: the next chunk at the first quantum after the landing
+            check(start == math.ceil(last[dst] / q) * q,
+                  "to %d: started %r after a landing at %r" % (dst, start, last[dst]))
+        last[dst] = end
+    # bad arguments: refused, the connection goes on
+    with Client(srv.address) as c:
+        # alone, an injected transfer takes what the same send/recv takes
+        now = c.now()[0]
+        eid = c.inject(0, 2, nbytes, now + 10, tag=5)
+        t, evs = c.advance(5)
+        check(t == now + 5 and evs == [], "no event before it is done: %r" % evs)
+        t, evs = c.advance(200)
+        check(len(evs) == 1 and (evs[0].id, evs[0].tag, evs[0].start_ns) == (eid, 5, now + 10),
+              "the event: %r" % evs)
+        check(abs(evs[0].end_ns - evs[0].start_ns - lat[2]) < 1e-6,
+              "alone: %r ns, a send/recv %r" % (evs[0].end_ns - evs[0].start_ns, lat[2]))
+        now = c.now()[0]
+        for args, text in [((1, 1, 64, now), "inject: rank 1 to itself"),
+                           ((0, c.n_pes, 64, now), "inject: no rank %d" % c.n_pes),
+                           ((0, 1, 6, now), "inject: 6 bytes (a multiple of 4"),
+                           ((0, 1, 64, now - 1), "is before the machine's time")]:
+            e = error_of(lambda: c.inject(*args))
+            check(e.status == "bad_argument" and text in e.message, "%s: %s" % (text, e))
+        for bad in (0.0, -5.0, float("nan")):
+            e = error_of(lambda: c.advance(bad))
+            check(e.status == "bad_argument" and "advance: a quantum of" in e.message, str(e))
+        check(c.advance(q)[0] == now + q, "usable after the refusals")
     srv.stop()
 
 
