@@ -20,7 +20,6 @@ import csv
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import _server

@@ -26,20 +26,18 @@ import struct
 import sys
 import threading
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.overrides
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
 
-from .client import HEADER, MAGIC, NO_RANK, OP, PROTOCOL_VERSION, STATUS_NAME, ServerError
+from .client import HEADER, MAGIC, OP, PROTOCOL_VERSION, ServerError
 from .client import FLAG_RETURN_DATA, _group, _s2
 
 BACKEND = "kbsim"
 _WIRE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
 _ESIZE = {"f32": 4, "f16": 2, "bf16": 2}
-_NPDT = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "bf16": np.dtype("<u2")}
 
 
 class _Connection:
