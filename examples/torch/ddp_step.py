@@ -89,13 +89,19 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--kbsim", default=None)
+    p.add_argument("--start-method", default="spawn", choices=["spawn", "fork"],
+                   help="how the ranks start (torch.multiprocessing); spawn by default")
     p.add_argument("--check", action="store_true",
                    help="exit 1 unless the gradients equal the one-process model's")
     a = p.parse_args(argv)
     kbsim = _server.find_kbsim(a.kbsim)
     outdir = tempfile.mkdtemp(prefix="kbsim-ddp")
     with _server.Server(kbsim, "--set", "ccl.algorithm=ring_allreduce") as srv:
-        mp.spawn(rank_main, args=(a, srv.address, outdir), nprocs=a.ws, join=True)
+        if a.start_method == "spawn":
+            mp.spawn(rank_main, args=(a, srv.address, outdir), nprocs=a.ws, join=True)
+        else:  # fork: the ranks do not import torch again (the tests use it: time)
+            mp.start_processes(rank_main, args=(a, srv.address, outdir), nprocs=a.ws,
+                               join=True, start_method=a.start_method)
     ranks = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(a.ws)]
     ref = reference(a)
     bad = []

@@ -110,6 +110,8 @@ def main(argv=None):
     p.add_argument("--out", dest="n_out", type=int, default=32)
     p.add_argument("--tokens", default="4,16")
     p.add_argument("--kbsim", default=None)
+    p.add_argument("--start-method", default="spawn", choices=["spawn", "fork"],
+                   help="how the ranks start (torch.multiprocessing); spawn by default")
     p.add_argument("--check", action="store_true",
                    help="compare with scenarios/tp_mlp.lua's all-reduce times; exit 1 if unequal")
     a = p.parse_args(argv)
@@ -119,7 +121,11 @@ def main(argv=None):
     kbsim = _server.find_kbsim(a.kbsim)
     outdir = tempfile.mkdtemp(prefix="kbsim-tp")
     with _server.Server(kbsim, "--set", "ccl.algorithm=ring_rs_ag_allreduce") as srv:
-        mp.spawn(rank_main, args=(a, srv.address, outdir), nprocs=a.ws, join=True)
+        if a.start_method == "spawn":
+            mp.spawn(rank_main, args=(a, srv.address, outdir), nprocs=a.ws, join=True)
+        else:  # fork: the ranks do not import torch again (the tests use it: time)
+            mp.start_processes(rank_main, args=(a, srv.address, outdir), nprocs=a.ws,
+                               join=True, start_method=a.start_method)
     ranks = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(a.ws)]
 
     # the one-process model

@@ -222,7 +222,8 @@ def case_ops():
     srv = Server("--set", "ccl.algorithm=ring_allreduce")
     outdir = tempfile.mkdtemp(prefix="kbtorchops")
     try:
-        mp.spawn(rank_ops, args=(world, srv.address, outdir), nprocs=world, join=True)
+        mp.start_processes(rank_ops, args=(world, srv.address, outdir), nprocs=world,
+                           join=True, start_method="fork")  # fork: no second import of torch
     finally:
         srv.stop()
     recs = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(world)]
@@ -259,7 +260,8 @@ def case_costing():
     srv = Server("--set", "ccl.algorithm=ring_allreduce")
     outdir = tempfile.mkdtemp(prefix="kbtorchcost")
     try:
-        mp.spawn(rank_costing, args=(world, srv.address, outdir), nprocs=world, join=True)
+        mp.start_processes(rank_costing, args=(world, srv.address, outdir), nprocs=world,
+                           join=True, start_method="fork")
     finally:
         srv.stop()
     # the charges are the components' closed forms, as Lua's tl.gemm_time / tl.math_time
@@ -275,13 +277,13 @@ def case_costing():
 
 def case_tp_mlp():
     import tp_mlp
-    res = tp_mlp.main(["--kbsim", KBSIM, "--check"])
+    res = tp_mlp.main(["--kbsim", KBSIM, "--check", "--start-method", "fork"])
     check(res["checked"], "tp_mlp example did not check")
 
 
 def case_ddp():
     import ddp_step
-    res = ddp_step.main(["--kbsim", KBSIM, "--check"])
+    res = ddp_step.main(["--kbsim", KBSIM, "--check", "--start-method", "fork"])
     check(res["checked"], "ddp example did not check")
 
 
