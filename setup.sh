@@ -10,6 +10,9 @@ packages=(gcc cmake make pkg-config liblua5.4-dev libuv1-dev libyaml-dev gnuplot
   python3-numpy libopenmpi-dev openmpi-bin)
 # optional: the peers of bench/README.md (libsimgrid-dev pulls the Boost headers)
 [ "${KBSIM_PEERS:-}" = 1 ] && packages+=(g++ libsystemc-dev libsimgrid-dev time)
+# python3-torch (large) only when asked or in CI: the torch.distributed backend's
+# tests (cli.cosim_torch_*) need it and skip without it
+if [ "${KBSIM_TORCH:-}" = "1" ] || [ "${CI:-}" = "true" ]; then packages+=(python3-torch); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

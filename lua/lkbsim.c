@@ -917,9 +917,9 @@ static int sim_run_l(lua_State *L)
     return run_sim(L, o, until, NULL, 0);
 }
 
-int kb_sim_run_uv(lua_State *L, int i, uv_loop_t *loop, uint64_t batch)
+int kb_sim_run_uv(lua_State *L, int i, uv_loop_t *loop, uint64_t batch, uint64_t until)
 {
-    return run_sim(L, checksim(L, i), SIM_FOREVER, loop, batch);
+    return run_sim(L, checksim(L, i), until, loop, batch);
 }
 
 static int sim_stop_l(lua_State *L)

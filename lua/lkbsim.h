@@ -93,12 +93,13 @@ void kb_anchor(lua_State *L, int simidx, int validx);
  * call has returned (other processes ran meanwhile). */
 void *kb_block_begin(lua_State *L, struct sim *s, const char *what);
 void kb_block_end(void *proc);
-/* Runs the kbsim.sim at index i to its end as sim:run does, but in
- * batches from sim_run_uv on `loop` (0: its default batch), so the loop's
- * other handles are served meanwhile; they must not run this simulation
- * themselves. Pushes "done" or "stopped" (sim_request_stop), or raises the
- * failing process's message (lua/lserve.c). */
-int kb_sim_run_uv(lua_State *L, int i, uv_loop_t *loop, uint64_t batch);
+/* Runs the kbsim.sim at index i to its end (until SIM_FOREVER) or to
+ * `until` (ps) as sim:run does, but in batches from sim_run_uv on `loop`
+ * (0: its default batch), so the loop's other handles are served
+ * meanwhile; they must not run this simulation themselves. Pushes "done",
+ * "until" or "stopped" (sim_request_stop), or raises the failing process's
+ * message (lua/lserve.c). */
+int kb_sim_run_uv(lua_State *L, int i, uv_loop_t *loop, uint64_t batch, uint64_t until);
 /* Adds kb.system and the kbsim.system type to the module table on top
  * of the stack (lsystem.c). */
 void kb_open_system(lua_State *L);

@@ -11,6 +11,7 @@
 #include "lserve.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -762,8 +763,9 @@ static int srv_run(lua_State *L)
     return 1;
 }
 
-/* srv:simulate(sim) -> "done" | "stopped": the simulation to its end in
- * batches from the loop; frames keep arriving meanwhile. */
+/* srv:simulate(sim [, until_ns]) -> "done" | "until" | "stopped": the
+ * simulation to its end (or to until_ns) in batches from the loop; frames
+ * keep arriving meanwhile. */
 static int srv_simulate(lua_State *L)
 {
     struct server *srv = checkserver(L);
@@ -771,7 +773,13 @@ static int srv_simulate(lua_State *L)
         lua_pushliteral(L, "stopped");
         return 1;
     }
-    return kb_sim_run_uv(L, 2, &srv->loop, 0);
+    sim_time until = SIM_FOREVER;
+    if (!lua_isnoneornil(L, 3)) {
+        lua_Number ns = luaL_checknumber(L, 3);
+        luaL_argcheck(L, ns >= 0 && ns < 9.2e15, 3, "until_ns out of range");
+        until = (sim_time)llround(ns * 1000.0);
+    }
+    return kb_sim_run_uv(L, 2, &srv->loop, 0, until);
 }
 
 /* srv:send(conn, version, op, id, status, meta [, data]) -> sent */

@@ -1065,6 +1065,31 @@ static int l_gemm_time(lua_State *L)
     return 3;
 }
 
+/* math_time(sys, op, n, dtype [, rank]) -> ps, cycles: kb_math's closed
+ * form for one op ("add", "exp", ..., kb_math_op_parse's names) over n
+ * elements on the PE's PE_MATH (rank 0 by default) */
+static int l_math_time(lua_State *L)
+{
+    struct kb_system *sys = kb_checksystem(L, 1);
+    const char *name = luaL_checkstring(L, 2);
+    lua_Integer n = luaL_checkinteger(L, 3);
+    enum kb_dtype dt = checkdtype(L, 4);
+    enum kb_math_op op;
+    if (kb_math_op_parse(name, &op) != 0)
+        return luaL_argerror(L, 2, lua_pushfstring(L, "unknown math op '%s'", name));
+    luaL_argcheck(L, n > 0, 3, "n must be positive");
+    lua_settop(L, 5);
+    if (lua_isnil(L, 5)) {
+        lua_pushinteger(L, 0);
+        lua_replace(L, 5);
+    }
+    struct kb_pe *pe = checkpe(L, sys, 5);
+    const struct kb_math_params *p = kb_math_params(pe->math);
+    lua_pushinteger(L, (lua_Integer)kb_math_time(p, op, (size_t)n, dt));
+    lua_pushinteger(L, (lua_Integer)kb_math_cycles(p, op, (size_t)n, dt));
+    return 2;
+}
+
 static void setint(lua_State *L, const char *k, uint64_t v)
 {
     lua_pushinteger(L, (lua_Integer)v);
@@ -1355,7 +1380,7 @@ static const luaL_Reg funcs[] = {
     /* tile pipelines: helper processes, tiles in place, unit counters */
     {"context", l_context},     {"adopt", l_adopt},           {"unadopt", l_unadopt},
     {"gemm_tile", l_gemm_tile}, {"fetch", l_fetch},           {"accumulate", l_accumulate},
-    {"cast", l_cast},           {"gemm_time", l_gemm_time},   {"pe_stats", l_pe_stats},
+    {"cast", l_cast},           {"gemm_time", l_gemm_time},   {"math_time", l_math_time},   {"pe_stats", l_pe_stats},
     {NULL, NULL}};
 
 static const luaL_Reg handle_meta[] = {

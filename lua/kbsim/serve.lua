@@ -20,7 +20,8 @@ M.VERSION = 1
 M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
-  run = 11, now = 12, stats = 13, reduce_scatter = 14,
+  run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
+  send = 17, recv = 18, cost = 19, inject = 20, advance = 21,
 }
 
 M.STATUS = {
@@ -240,6 +241,29 @@ function handle.read(c, r)
   return "", {t = t, addr = t.addr + off * ESIZE[t.dtype], n = n * ESIZE[t.dtype]}
 end
 
+-- cost: the time the rank's PE takes for one GEMM (unit "gemm": a x b x c
+-- = M x N x K) or one PE_MATH op (unit "add", "exp", ...: a elements), by
+-- the component's own closed form (kb_gemm_time, kb_math_time); nothing
+-- is simulated.
+function handle.cost(c, r)
+  local unit, dt, a, b, k = r:str(), r:str(), r:int("I8"), r:int("I8"), r:int("I8")
+  r:done()
+  local rank = c.rank or 0
+  check_dtype(dt)
+  local ok, ps
+  if unit == "gemm" then
+    if a < 1 or b < 1 or k < 1 then
+      refuse("bad_argument", "cost: a GEMM of %d x %d x %d", a, b, k)
+    end
+    ok, ps = pcall(tl.gemm_time, S.sys, a, b, k, rank)
+  else
+    if a < 1 then refuse("bad_argument", "cost: %s over %d elements", unit, a) end
+    ok, ps = pcall(tl.math_time, S.sys, unit, a, dt, rank)
+  end
+  if not ok then refuse("bad_argument", "cost: %s", tostring(ps)) end
+  return string.pack("<dI8", ps / 1000, ps)
+end
+
 function handle.now(_, r)
   r:done()
   local ns = S.sim:now()
@@ -264,9 +288,12 @@ local fail_instance, elements_per_rank
 
 -- What every member must agree on, and how to say it.
 local function signature(kind, p, t)
+  if kind == "send_recv" then return ("send/recv(%d %s)"):format(p.count, t.dtype) end
+  -- all_to_allv: every member sends its own amounts (checked at launch)
+  local n = kind ~= "all_to_allv" and t and (t.n .. " ") or ""
   return ("%s(op=%s, algorithm=%s, %s%s, src=%s)"):format(kind, p.op or "-",
-    p.algorithm == "" and "default" or p.algorithm, t and (t.n .. " ") or "",
-    t and t.dtype or "", tostring(p.src or "-"))
+    p.algorithm == "" and "default" or p.algorithm, n, t and t.dtype or "",
+    tostring(p.src or "-"))
 end
 
 local function group_key(g)
@@ -308,7 +335,26 @@ local function issue(c, op, id, kind, p)
       .. "multiple of %d and an output of %d; the output holds %d", t.n, N, N,
       t.n // N, out.n)
   end
-  local gk = group_key(p.group)
+  if kind == "all_to_all" and (t.n % N ~= 0 or out.n < t.n) then
+    refuse("bad_argument", "all_to_all: an input of %d elements over %d ranks needs a multiple "
+      .. "of %d and an output of as many; the output holds %d", t.n, N, N, out.n)
+  end
+  if kind == "all_to_allv" then
+    if #p.splits ~= N then
+      refuse("bad_argument", "all_to_allv: %d send counts for a group of %d ranks",
+        #p.splits, N)
+    end
+    local sum = 0
+    for _, k in ipairs(p.splits) do sum = sum + k end
+    if sum > t.n then
+      refuse("bad_argument", "all_to_allv: the send counts add up to %d, the input holds %d",
+        sum, t.n)
+    end
+  end
+  if kind == "send_recv" and (p.count < 1 or p.count > t.n) then
+    refuse("bad_argument", "%s: %d elements, tensor %d holds %d", p.role, p.count, p.tid, t.n)
+  end
+  local gk = (kind == "send_recv" and "p2p:" or "") .. group_key(p.group)
   local seq = (c.seq[gk] or 0) + 1
   c.seq[gk] = seq
   local key = gk .. "#" .. seq
@@ -382,6 +428,47 @@ local function pick(kind, name, group)
   return algo
 end
 
+-- send/recv: one channel per ordered pair of ranks, "q<peer>" (global
+-- ranks) on both sides, so it never takes a port of lua/kbsim/ccl/.
+local function p2p_kernel(a, input, output)
+  if tl.rank() == 0 then
+    local h = tl.load(input, 0, a.n_elem)
+    tl.send("q" .. a.dst, h)
+    tl.free(h)
+  else
+    local got = tl.wait(tl.recv_async("q" .. a.src, a.n_elem, a.dtype))
+    tl.store(output, 0, got)
+    tl.free(got)
+  end
+end
+tl.name(p2p_kernel, "send_recv")
+
+local P2P = {
+  name = "send_recv", collective = "send_recv",
+  args = function(_, n_elem, o)
+    return {n_elem = n_elem, dtype = o.dtype, src = o.pair[1], dst = o.pair[2]}
+  end,
+  wire = function(sys, ranks) tl.wire(sys, ranks[1], "q" .. ranks[2], ranks[2], "q" .. ranks[1]) end,
+  kernel = p2p_kernel,
+}
+
+-- all_to_allv's split matrix from the members' send counts; every
+-- member's output must hold what it receives.
+local function split_matrix(inst)
+  local sp = {}
+  for i, r in ipairs(inst.group) do sp[i] = inst.members[r].p.splits end
+  for j, r in ipairs(inst.group) do
+    local got = 0
+    for i = 1, #inst.group do got = got + sp[i][j] end
+    local out = inst.members[r].out
+    if got > out.n then
+      refuse("bad_argument", "all_to_allv: rank %d receives %d elements, its output holds %d",
+        r, got, out.n)
+    end
+  end
+  return sp
+end
+
 -- The view of the members' tensors that tl.load / tl.store take.
 local function tensor_view(inst, field)
   local shards = {}
@@ -401,15 +488,18 @@ tl.name(scale_kernel, "avg_scale")
 -- The n_elem of the algorithm's args: a rank's input, or its share of
 -- it (reduce_scatter).
 function elements_per_rank(inst)
-  local t = inst.members[inst.group[1]].t
+  local any = inst.members[inst.group[1]]
+  local t = any.t
   if not t then return 0 end
-  return inst.kind == "reduce_scatter" and t.n // #inst.group or t.n
+  if inst.kind == "send_recv" then return any.p.count end
+  return (inst.kind == "reduce_scatter" or inst.kind == "all_to_all") and t.n // #inst.group
+    or t.n
 end
 
 -- Launches the kernels of inst; returns the launch and the output view.
 local function launch(inst)
   local p, kind = inst.p, inst.kind
-  local algo = pick(kind, p.algorithm, inst.group)
+  local algo = kind == "send_recv" and P2P or pick(kind, p.algorithm, inst.group)
   local any = inst.members[inst.group[1]]
   local t = any.t
   local o = {dtype = t and t.dtype or "f32", topology = S.topology,
@@ -418,6 +508,8 @@ local function launch(inst)
   if kind == "broadcast" then
     for i, r in ipairs(inst.group) do if r == p.src then o.src = i - 1 end end
   end
+  if kind == "all_to_allv" then o.splits = split_matrix(inst) end
+  if kind == "send_recv" then o.pair = inst.group end
   if kind == "barrier" then
     local b = S.barriers[group_key(inst.group)] or {epoch = 0, state = {}}
     S.barriers[group_key(inst.group)] = b
@@ -454,7 +546,8 @@ local function reply_results(inst, runs)
     local data
     if m.p.flags & FLAG_RETURN_DATA ~= 0 then
       local x = m.out or m.t
-      data = {t = x, addr = x.addr, n = x.n * ESIZE[x.dtype]}
+      local n = inst.kind == "send_recv" and m.p.count or x.n
+      data = {t = x, addr = x.addr, n = n * ESIZE[x.dtype]}
     end
     send(m.client, m.op, m.id, M.STATUS.ok, string.pack("<ddd", t0, t1, lat), data)
   end
@@ -492,6 +585,22 @@ end
 
 local REDUCTIONS = {sum = true, max = true, min = true, avg = true}
 
+-- send: u32 destination, u32 tensor, u64 elements; recv: u32 source, u32
+-- tensor, u64 elements, u8 flags. The pair is the group {source,
+-- destination}, matched per ordered pair.
+local function parse_p2p(c, role, r)
+  local peer, tid, count = r:int("I4"), r:int("I4"), r:int("I8")
+  local flags = role == "recv" and r:int("B") or 0
+  r:done()
+  local me = my_rank(c)
+  if peer >= S.n_pes or peer == me then
+    refuse("bad_argument", "%s: rank %d cannot %s rank %d (ranks 0..%d, not itself)", role, me,
+      role == "send" and "send to" or "receive from", peer, S.n_pes - 1)
+  end
+  local group = role == "send" and {me, peer} or {peer, me}
+  return {group = group, tid = tid, count = count, flags = flags, role = role, algorithm = ""}
+end
+
 local function parse_collective(kind, r)
   local p = {group = r:group()}
   if kind == "all_reduce" then
@@ -500,6 +609,21 @@ local function parse_collective(kind, r)
     p.tid, p.out, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
   elseif kind == "reduce_scatter" then
     p.tid, p.out, p.op = r:int("I4"), r:int("I4"), r:str()
+    p.algorithm, p.flags = r:str(), r:int("B")
+  elseif kind == "all_to_all" then
+    p.tid, p.out, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
+  elseif kind == "all_to_allv" then
+    p.tid, p.out = r:int("I4"), r:int("I4")
+    local n = r:int("I4")
+    if n > 65536 then refuse("malformed", "malformed all_to_allv arguments: %d counts", n) end
+    p.splits = {}
+    for i = 1, n do
+      local k = r:int("I8")
+      if k < 0 or k > 0xFFFFFFFF then
+        refuse("bad_argument", "all_to_allv: send count %d is out of range", k)
+      end
+      p.splits[i] = k
+    end
     p.algorithm, p.flags = r:str(), r:int("B")
   elseif kind == "broadcast" then
     p.tid, p.src, p.algorithm, p.flags = r:int("I4"), r:int("I4"), r:str(), r:int("B")
@@ -519,11 +643,142 @@ local function parse_collective(kind, r)
   return p
 end
 
-for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier"} do
+for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
+                      "all_to_all", "all_to_allv"} do
   handle[kind] = function(c, r, _, op, id)
     issue(c, op, id, kind, parse_collective(kind, r))
     return nil -- answered once every member has issued it and it has run
   end
+end
+
+for _, role in ipairs{"send", "recv"} do
+  handle[role] = function(c, r, _, op, id)
+    issue(c, op, id, "send_recv", parse_p2p(c, role, r))
+    return nil -- answered once the peer has issued its half and it has run
+  end
+end
+
+--------------------------------------------------------------------------
+-- External models: timed transfers and advancing by a quantum
+
+-- An injected transfer: both PEs wait until `at`, then src's PE_DMA loads
+-- the bytes from its memory, sends them over the IPCQ channel "x<dst>" and
+-- dst stores them (channels of their own: never those of send/recv or of
+-- lua/kbsim/ccl/).
+local function inject_kernel(a, input, output)
+  local wait = a.at_ns - kb.now()
+  if wait > 0 then kb.wait(wait) end
+  if tl.rank() == 0 then
+    local h = tl.load(input, 0, a.n_elem)
+    tl.send("x" .. a.dst, h)
+    tl.free(h)
+  else
+    local got = tl.recv("x" .. a.src, a.n_elem, "f32")
+    tl.store(output, 0, got)
+    tl.free(got)
+  end
+end
+tl.name(inject_kernel, "injected_transfer")
+
+local INJECT = {
+  name = "injected_transfer", collective = "inject",
+  wire = function(sys, ranks) tl.wire(sys, ranks[1], "x" .. ranks[2], ranks[2], "x" .. ranks[1]) end,
+}
+
+-- inject: u32 src, u32 dst, u64 bytes (a multiple of 4), f64 at_ns (not
+-- before the machine's time), u32 tag -> u32 event id.
+function handle.inject(c, r)
+  local src, dst, bytes, at, tag = r:int("I4"), r:int("I4"), r:int("I8"), r:field("d"),
+    r:int("I4")
+  r:done()
+  for _, x in ipairs{src, dst} do
+    if x >= S.n_pes then
+      refuse("bad_argument", "inject: no rank %d (ranks 0..%d)", x, S.n_pes - 1)
+    end
+  end
+  if src == dst then refuse("bad_argument", "inject: rank %d to itself", src) end
+  if bytes < 4 or bytes % 4 ~= 0 or bytes > S.max_payload then
+    refuse("bad_argument", "inject: %d bytes (a multiple of 4, 4 .. %d)", bytes, S.max_payload)
+  end
+  local horizon = S.sim:now()
+  if at ~= at or at < horizon or at > 9e15 then
+    refuse("bad_argument", "inject: at %s ns is before the machine's time %s ns", tostring(at),
+      tostring(horizon))
+  end
+  local bufs = {}
+  for i, x in ipairs{src, dst} do
+    local kind = S.sys:pe(x).hbm and "hbm" or "tcm"
+    local ok, addr = pcall(tl.alloc, S.sys, x, kind, bytes)
+    if not ok then
+      for _, b in ipairs(bufs) do io_.mem_free(S.sys, b.rank, b.addr, b.kind) end
+      refuse("bad_argument", "inject: %s", tostring(addr))
+    end
+    bufs[i] = {rank = x, addr = addr, n = bytes // 4, kind = kind, dtype = "f32"}
+  end
+  local a = {at_ns = at, n_elem = bytes // 4, src = src, dst = dst}
+  torch.wire_once(S.wiring, INJECT, {src, dst}, a)
+  local view = {shard = function(_, x) return x == src and bufs[1] or bufs[2] end}
+  local run = tl.launch(S.sys, {src, dst}, inject_kernel, a, view, view)
+  S.next_event = S.next_event + 1
+  S.injections[#S.injections + 1] = {id = S.next_event, tag = tag, client = c, run = run,
+                                     bufs = bufs, at = at, dst = dst}
+  return string.pack("<I4", S.next_event)
+end
+
+-- Injections that ended go to their client's events; their buffers are freed.
+local function collect_injections()
+  local left = {}
+  for _, inj in ipairs(S.injections) do
+    if inj.run:latency_ns() then
+      for _, b in ipairs(inj.bufs) do io_.mem_free(S.sys, b.rank, b.addr, b.kind) end
+      if S.clients[inj.client.id] then
+        local ev = inj.client.events
+        ev[#ev + 1] = {id = inj.id, tag = inj.tag, start_ns = inj.at,
+                       end_ns = inj.run:times()[inj.dst].end_ns}
+      end
+    else
+      left[#left + 1] = inj
+    end
+  end
+  S.injections = left
+end
+
+-- advance: f64 quantum_ns > 0 -> f64 time reached, u32 count, then per
+-- completion event of this client's injections: u32 id, u32 tag, f64
+-- start_ns (its at), f64 end_ns. Runs after the ready collectives.
+function handle.advance(c, r, _, op, id)
+  local q = r:field("d")
+  r:done()
+  if not (q > 0 and q < 9e15) then
+    refuse("bad_argument", "advance: a quantum of %s ns (it must be > 0)", tostring(q))
+  end
+  S.advancing[#S.advancing + 1] = {client = c, op = op, id = id, quantum = q}
+  return nil
+end
+
+local function run_advance(x)
+  -- a process that sleeps to the target moves the clock there even when
+  -- nothing else is pending (the quantum keeper's time)
+  local now_ps = S.sim:now_ps()
+  local step_ps = math.max(1, math.floor(x.quantum * 1000 + 0.5))
+  local target = (now_ps + step_ps) / 1000
+  S.sim:spawn("quantum", function() kb.wait(step_ps / 1000) end)
+  local ok, res = pcall(S.srv.simulate, S.srv, S.sim, target)
+  if not S.clients[x.client.id] then return end
+  if not ok or res == "stopped" then
+    local stopping = ok or S.stopping
+    reply_error(x.client, x.op, x.id, stopping and M.STATUS.stopping or M.STATUS.sim_error,
+      stopping and STOPPING or tostring(res))
+    return
+  end
+  collect_injections()
+  local ev = x.client.events
+  x.client.events = {}
+  local parts = {string.pack("<dI4", S.sim:now(), #ev)}
+  for _, e in ipairs(ev) do
+    parts[#parts + 1] = string.pack("<I4I4dd", e.id, e.tag, e.start_ns, e.end_ns)
+  end
+  send(x.client, x.op, x.id, M.STATUS.ok, table.concat(parts))
 end
 
 -- run: answered once nothing is ready or running.
@@ -553,7 +808,7 @@ for name, code in pairs(M.OP) do OPNAME[code] = name end
 local H = {}
 
 function H.opened(id)
-  S.clients[id] = {id = id, tensors = {}, next_tid = 0, seq = {}, failed = {}}
+  S.clients[id] = {id = id, tensors = {}, next_tid = 0, seq = {}, failed = {}, events = {}}
 end
 
 function H.frame(id, version, op, req, meta, data_ptr, data_len)
@@ -646,22 +901,30 @@ function H.stopping()
     fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind,
       group_text(inst.group), STOPPING), M.STATUS.stopping)
   end
-  for _, x in ipairs(S.waiting_idle) do
-    if S.clients[x.client.id] then
-      reply_error(x.client, x.op, x.id, M.STATUS.stopping, STOPPING)
+  for _, list in ipairs{S.waiting_idle, S.advancing} do
+    for _, x in ipairs(list) do
+      if S.clients[x.client.id] then
+        reply_error(x.client, x.op, x.id, M.STATUS.stopping, STOPPING)
+      end
     end
   end
-  S.waiting_idle = {}
+  S.waiting_idle, S.advancing = {}, {}
 end
 
 function H.pump()
   local inst = table.remove(S.ready, 1)
   if inst then
     run_instance(inst)
+    collect_injections()
     answer_idle()
     return true
   end
   answer_idle()
+  local x = table.remove(S.advancing, 1)
+  if x then
+    run_advance(x)
+    return true
+  end
   return false
 end
 
@@ -697,7 +960,8 @@ function M.main(opts)
        n_pes = sys:counts().pes, token = opts.token, max_payload = max_payload,
        timeout_ms = math.floor(timeout * 1000 + 0.5), quiet = kb.options.quiet,
        clients = {}, ranks = {}, pending = {}, ready = {}, barriers = {},
-       waiting_idle = {}, orphans = {}, done = 0, wiring = {sys = sys, wired = {}}}
+       waiting_idle = {}, orphans = {}, done = 0, injections = {}, advancing = {},
+       next_event = 0, wiring = {sys = sys, wired = {}}}
   local ok, srv, address = pcall(io_.open, {listen = listen, allow_remote = opts.allow_remote,
                                             token = opts.token, max_payload = max_payload,
                                             sim = sim, handlers = H})

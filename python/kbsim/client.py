@@ -22,7 +22,8 @@ NO_RANK = 0xFFFFFFFF
 FLAG_RETURN_DATA = 1
 
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
-          broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14)
+          broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14, all_to_all=15,
+          all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
               stopping=11)
@@ -61,6 +62,17 @@ class Result:
 
     def __init__(self, start_ns, end_ns, latency_ns, data):
         self.start_ns, self.end_ns, self.latency_ns, self.data = start_ns, end_ns, latency_ns, data
+
+
+class Event:
+    """A completed injection: id, tag, start_ns (its at), end_ns (data stored at dst)."""
+
+    def __init__(self, eid, tag, start_ns, end_ns):
+        self.id, self.tag, self.start_ns, self.end_ns = eid, tag, start_ns, end_ns
+
+    def __repr__(self):
+        return "Event(id=%d, tag=%d, %.3f -> %.3f ns)" % (self.id, self.tag, self.start_ns,
+                                                           self.end_ns)
 
 
 def _s2(text):
@@ -218,8 +230,52 @@ class Client:
         return self._collective("broadcast", group, struct.pack("<II", tid, src)
                                 + _s2(algorithm), tid, return_data)
 
+    def all_to_all(self, group, in_tid, out_tid, algorithm="", return_data=True):
+        """Block j of this rank's input (N blocks) goes to rank j; block i of the output
+        comes from rank i."""
+        return self._collective("all_to_all", group, struct.pack("<II", in_tid, out_tid)
+                                + _s2(algorithm), out_tid, return_data)
+
+    def all_to_allv(self, group, in_tid, out_tid, send_counts, algorithm="", return_data=True):
+        """send_counts[j] elements go to rank j (from the input, in order); the output
+        holds what each rank sends here, in rank order."""
+        counts = list(send_counts)
+        return self._collective("all_to_allv", group, struct.pack("<III", in_tid, out_tid,
+                                                                  len(counts))
+                                + struct.pack("<%dQ" % len(counts), *counts) + _s2(algorithm),
+                                out_tid, return_data)
+
+    def send(self, dst, tid, n_elem=None):
+        """The first n_elem elements (all) of tid to rank dst: answered once dst has
+        received them. -> Result without data."""
+        n = self.tensors[tid][0] if n_elem is None else n_elem
+        rmeta, _ = self.request(OP["send"], struct.pack("<IIQ", dst, tid, n))
+        return Result(*struct.unpack("<ddd", rmeta), None)
+
+    def recv(self, src, tid, n_elem=None, return_data=True):
+        """n_elem elements (all of tid) from rank src into tid."""
+        n = self.tensors[tid][0] if n_elem is None else n_elem
+        rmeta, data = self.request(OP["recv"], struct.pack("<IIQB", src, tid, n,
+                                                           FLAG_RETURN_DATA if return_data else 0))
+        arr = np.frombuffer(data, dtype=_NP[self.tensors[tid][1]]) if data else None
+        return Result(*struct.unpack("<ddd", rmeta), arr)
+
     def barrier(self, group, algorithm=""):
         return self._collective("barrier", group, _s2(algorithm), None, flags=False)
+
+    def inject(self, src, dst, nbytes, at_ns, tag=0):
+        """A timed transfer of nbytes (a multiple of 4) from PE src's memory to PE dst's,
+        starting at simulated time at_ns (not before the time advanced to). -> event id"""
+        meta, _ = self.request(OP["inject"], struct.pack("<IIQdI", src, dst, nbytes, at_ns, tag))
+        return struct.unpack("<I", meta)[0]
+
+    def advance(self, quantum_ns):
+        """Runs the machine quantum_ns further. -> (time reached in ns, [Event]): the
+        completions of this client's injections since the last advance."""
+        meta, _ = self.request(OP["advance"], struct.pack("<d", quantum_ns))
+        now, n = struct.unpack_from("<dI", meta)
+        events = [Event(*struct.unpack_from("<IIdd", meta, 12 + 24 * i)) for i in range(n)]
+        return now, events
 
     def run(self):
         """Waits until no collective is ready or running; -> simulated now, ns."""

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
+import math
 import os
 import signal
 import socket
@@ -19,7 +20,7 @@ KBSIM, SRCDIR, WORKDIR, CASE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(SRCDIR, "python"))
 import numpy as np  # noqa: E402
 from kbsim import Client, ServerError, OP  # noqa: E402
-from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER  # noqa: E402
+from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER, _s2  # noqa: E402
 
 os.makedirs(WORKDIR, exist_ok=True)
 
@@ -558,6 +559,153 @@ def case_stop_running():
     res = on_ranks(N, member)
     srv.ended()
     told_stopping(res)
+
+
+def case_exchange():
+    """all_to_all, all_to_allv and send/recv through the plain client: values, and
+    the bad arguments of each."""
+    srv = Server("-q")
+    N, C = 4, 3
+    group = list(range(N))
+    counts = [[(r + j) % 3 for j in range(N)] for r in range(N)]  # rank r -> rank j
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t, o = c.alloc(N * C), c.alloc(N * C)
+            c.write(t, np.arange(N * C, dtype=np.float32) + 100 * r)
+            a2a = c.all_to_all(group, t, o)
+            tv, ov = c.alloc(sum(counts[r]) + 1), c.alloc(20)
+            c.write(tv, np.arange(sum(counts[r]) + 1, dtype=np.float32) + 100 * r)
+            a2av = c.all_to_allv(group, tv, ov, counts[r])
+            s = c.alloc(5, "f16")
+            if r % 2 == 0:
+                c.write(s, np.arange(5, dtype=np.float16) + r)
+                p2p = c.send(r + 1, s, 4)
+            else:
+                p2p = c.recv(r - 1, s, 4)
+            return a2a, a2av, p2p
+    res = on_ranks(N, member)
+    for r in range(N):
+        a2a, a2av, p2p = res[r]
+        want = np.concatenate([np.arange(r * C, (r + 1) * C) + 100.0 * i for i in range(N)])
+        check(np.array_equal(a2a.data, want), "all_to_all rank %d: %s" % (r, a2a.data))
+        got = []
+        for i in range(N):
+            first = sum(counts[i][:r])
+            got += list(np.arange(first, first + counts[i][r]) + 100.0 * i)
+        want = np.zeros(20, np.float32)
+        want[:len(got)] = got
+        check(np.array_equal(a2av.data, want), "all_to_allv rank %d: %s" % (r, a2av.data))
+        check(a2a.latency_ns > 0 and a2av.latency_ns > 0, "exchange latencies")
+        if r % 2:
+            check(np.array_equal(p2p.data, np.arange(4, dtype=np.float16) + r - 1),
+                  "recv rank %d: %s" % (r, p2p.data))
+            check(p2p.latency_ns == res[r - 1][2].latency_ns > 0, "send and recv latencies")
+        else:
+            check(p2p.data is None and p2p.end_ns > p2p.start_ns, "send reply")
+    # bad arguments: refused at once, the connection goes on
+    with Client(srv.address, rank=0) as c:
+        t, o = c.alloc(10), c.alloc(10)
+        for fn, status, text in [
+                (lambda: c.all_to_all(group, t, o), "bad_argument",
+                 "an input of 10 elements over 4 ranks needs a multiple of 4"),
+                (lambda: c.all_to_allv(group, t, o, [1, 2]), "bad_argument",
+                 "2 send counts for a group of 4 ranks"),
+                (lambda: c.all_to_allv(group, t, o, [5, 5, 5, 5]), "bad_argument",
+                 "the send counts add up to 20, the input holds 10"),
+                (lambda: c.send(0, t), "bad_argument",
+                 "rank 0 cannot send to rank 0 (ranks 0..%d, not itself)" % (c.n_pes - 1)),
+                (lambda: c.send(c.n_pes, t), "bad_argument", "cannot send to rank %d" % c.n_pes),
+                (lambda: c.recv(1, t, 11), "bad_argument", "recv: 11 elements, tensor 1 holds 10"),
+                (lambda: c.send(1, 77, 1), "not_found", "rank 0 has no tensor 77")]:
+            e = error_of(fn)
+            check(e.status == status and text in e.message, "%s: %s" % (text, e))
+            c.ping()
+        # cost: the closed forms; a bad unit, size or dtype is refused
+        meta, _ = c.request(19, _s2("gemm") + _s2("f32") + struct.pack("<QQQ", 4, 32, 64))
+        check(struct.unpack("<dQ", meta)[1] > 0, "gemm cost")
+        for unit, dt, dims, status, text in [
+                ("bogus", "f32", (3, 0, 0), "bad_argument", "unknown math op 'bogus'"),
+                ("gemm", "f32", (0, 1, 1), "bad_argument", "a GEMM of 0 x 1 x 1"),
+                ("add", "f64", (3, 0, 0), "bad_dtype", "unknown dtype 'f64'")]:
+            e = error_of(lambda: c.request(19, _s2(unit) + _s2(dt) + struct.pack("<QQQ", *dims)))
+            check(e.status == status and text in e.message, "cost %s: %s" % (unit, e))
+        c.ping()
+        st, msg = raw_reply(c, OP["all_to_allv"], _group_bytes(group)
+                            + struct.pack("<III", t, o, 2) + b"\0\0")
+        check(st == 1 and "malformed all_to_allv arguments" in msg, "%d %s" % (st, msg))
+        c.ping()
+
+    # an output too small for what a rank receives fails for every member
+    def small(r):
+        with Client(srv.address, rank=r) as c:
+            t, o = c.alloc(8), c.alloc(8 if r != 2 else 5)
+            return error_of(lambda: c.all_to_allv(group, t, o, [2, 2, 2, 2]))
+    for r, e in on_ranks(N, small).items():
+        check(e.status == "bad_argument" and "rank 2 receives 8 elements, its output holds 5"
+              in e.message, "rank %d: %s" % (r, e))
+    srv.stop()
+
+
+def case_inject():
+    """External models: timed transfers, advancing by a quantum, completion events
+    (examples/cosim/host_model.py drives them)."""
+    sys.path.insert(0, os.path.join(SRCDIR, "examples", "cosim"))
+    import host_model
+    nbytes, q, chunks = 4096, 25.0, 4
+    # the same transfer as a send/recv on an idle machine: its latency
+    srv = Server("-q")
+    lat = {}
+    for dst in (1, 2, 3):
+        def pair(r, dst=dst):
+            with Client(srv.address, rank=r) as c:
+                t = c.alloc(nbytes // 4)
+                return c.send(dst, t) if r == 0 else c.recv(0, t)
+        res = on_ranks(2, lambda i: pair([0, dst][i]))
+        lat[dst] = res[1].latency_ns
+    srv.stop()
+
+    srv = Server("-q")
+    log, steps = host_model.run(srv.address, q, [1, 2, 3], chunks, nbytes)
+    check(len(log) == 3 * chunks, "%d transfers" % len(log))
+    for k, (now, _) in enumerate(steps):
+        check(now == q * (k + 1), "advance %d reached %r ns, not %r" % (k, now, q * (k + 1)))
+    last = {}
+    for dst, start, end in log:  # PE 0 feeds three PEs at once: never faster than alone
+        check(end - start >= lat[dst] - 1e-6,
+              "transfer to %d took %r ns, a send/recv alone %r" % (dst, end - start, lat[dst]))
+        if dst in last:  # closed loop: the next chunk at the first quantum after the landing
+            check(start == math.ceil(last[dst] / q) * q,
+                  "to %d: started %r after a landing at %r" % (dst, start, last[dst]))
+        last[dst] = end
+    # bad arguments: refused, the connection goes on
+    with Client(srv.address) as c:
+        # alone, an injected transfer takes what the same send/recv takes
+        now = c.now()[0]
+        eid = c.inject(0, 2, nbytes, now + 10, tag=5)
+        t, evs = c.advance(5)
+        check(t == now + 5 and evs == [], "no event before it is done: %r" % evs)
+        t, evs = c.advance(200)
+        check(len(evs) == 1 and (evs[0].id, evs[0].tag, evs[0].start_ns) == (eid, 5, now + 10),
+              "the event: %r" % evs)
+        check(abs(evs[0].end_ns - evs[0].start_ns - lat[2]) < 1e-6,
+              "alone: %r ns, a send/recv %r" % (evs[0].end_ns - evs[0].start_ns, lat[2]))
+        now = c.now()[0]
+        for args, text in [((1, 1, 64, now), "inject: rank 1 to itself"),
+                           ((0, c.n_pes, 64, now), "inject: no rank %d" % c.n_pes),
+                           ((0, 1, 6, now), "inject: 6 bytes (a multiple of 4"),
+                           ((0, 1, 64, now - 1), "is before the machine's time")]:
+            e = error_of(lambda: c.inject(*args))
+            check(e.status == "bad_argument" and text in e.message, "%s: %s" % (text, e))
+        for bad in (0.0, -5.0, float("nan")):
+            e = error_of(lambda: c.advance(bad))
+            check(e.status == "bad_argument" and "advance: a quantum of" in e.message, str(e))
+        check(c.advance(q)[0] == now + q, "usable after the refusals")
+    srv.stop()
+
+
+def _group_bytes(ranks):
+    return struct.pack("<I%dI" % len(ranks), len(ranks), *ranks)
 
 
 globals()["case_" + CASE]()

@@ -1,0 +1,51 @@
+"""Starting and stopping `kbsim serve` for the examples (not part of the kbsim package)."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "python"))
+
+
+def find_kbsim(given=None):
+    for p in (given, os.environ.get("KBSIM"), os.path.join(TOP, "build", "kbsim"),
+              shutil.which("kbsim")):
+        if p and os.path.exists(p):
+            return os.path.abspath(p)
+    raise SystemExit("kbsim not found: build it (./setup.sh) or pass --kbsim PATH")
+
+
+class Server:
+    """`kbsim serve ARGS` on a fresh Unix socket; .address; stop() ends it (Ctrl-C)."""
+
+    def __init__(self, kbsim, *args):
+        self.dir = tempfile.mkdtemp(prefix="kbsim-ex")
+        self.address = os.path.join(self.dir, "s.sock")
+        self.proc = subprocess.Popen([kbsim, "serve", "-q", "--listen", self.address, *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     cwd=self.dir)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.kill()
+            raise SystemExit("kbsim serve did not start: %s%s" % (line, self.proc.stderr.read()))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            _, err = self.proc.communicate(timeout=120)
+            if self.proc.returncode != 0:
+                raise SystemExit("kbsim serve failed (%d): %s" % (self.proc.returncode, err))
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.stop()

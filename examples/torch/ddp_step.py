@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""DistributedDataParallel training steps with backend "kbsim": gradients all-reduced on the simulated machine.
+
+    python3 examples/torch/ddp_step.py [--ws 4] [--steps 2] [--batch 4] [--kbsim build/kbsim] [--check]
+
+Starts `kbsim serve` (ring_allreduce), then ws ranks with
+torch.multiprocessing.spawn. Each rank trains the same small MLP
+(16 -> 32 -> ReLU -> 8) wrapped in DistributedDataParallel on its own
+batch; DDP's bucketed gradient all-reduce (and its start-up broadcast and
+parameter check) run through the server with the real values. Weights and
+data are small integers and the learning rate a power of two, so every
+gradient is exact: after each step every rank's gradients must equal those
+of one process training on all ranks' batches at once. Prints the
+simulated time of each step's gradient all-reduce.
+"""
+import argparse
+import json
+import os
+import tempfile
+
+import _server
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+IN, HID, OUT = 16, 32, 8
+LR = 0.125
+
+
+def model():
+    m = torch.nn.Sequential(torch.nn.Linear(IN, HID), torch.nn.ReLU(), torch.nn.Linear(HID, OUT))
+    with torch.no_grad():
+        for k, p in enumerate(m.parameters()):
+            p.copy_((torch.arange(p.numel()) * (k + 2) % 3 - 1).float().view(p.shape))
+    return m
+
+
+def batch(rank, b):
+    return (torch.arange(b * IN) * (rank + 1) % 3).float().view(b, IN)
+
+
+def loss_of(y):
+    # 0.5 * sum(y^2): its gradient y is an integer
+    return 0.5 * (y * y).sum()
+
+
+def rank_main(rank, a, address, outdir):
+    os.environ["KBSIM_ADDRESS"] = address
+    import kbsim.torch as kt
+    dist.init_process_group("kbsim", init_method="file://" + os.path.join(outdir, "store"),
+                            rank=rank, world_size=a.ws)
+    net = torch.nn.parallel.DistributedDataParallel(model())
+    opt = torch.optim.SGD(net.parameters(), lr=LR)
+    steps = []
+    for _ in range(a.steps):
+        kt.clear_records()
+        opt.zero_grad()
+        loss_of(net(batch(rank, a.batch))).backward()
+        recs = [r for r in kt.records() if r["op"] == "all_reduce"]
+        steps.append(dict(grads=[p.grad.tolist() for p in net.parameters()],
+                          all_reduces=len(recs), bytes=sum(r["bytes"] for r in recs),
+                          all_reduce_ns=sum(r["latency_ns"] for r in recs),
+                          start_ns=min(r["start_ns"] for r in recs),
+                          end_ns=max(r["end_ns"] for r in recs)))
+        opt.step()
+    with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
+        json.dump(steps, f)
+    dist.destroy_process_group()
+
+
+def reference(a):
+    """One process, every rank's batch: DDP's averaged gradients, step by step."""
+    m = model()
+    opt = torch.optim.SGD(m.parameters(), lr=LR)
+    out = []
+    for _ in range(a.steps):
+        opt.zero_grad()
+        total = sum(loss_of(m(batch(r, a.batch))) for r in range(a.ws)) / a.ws
+        total.backward()
+        out.append([p.grad.clone() for p in m.parameters()])
+        opt.step()
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ws", type=int, default=4)
+    p.add_argument("--steps", type=int, default=2)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--kbsim", default=None)
+    p.add_argument("--start-method", default="spawn", choices=["spawn", "fork"],
+                   help="how the ranks start (torch.multiprocessing); spawn by default")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 unless the gradients equal the one-process model's")
+    a = p.parse_args(argv)
+    kbsim = _server.find_kbsim(a.kbsim)
+    outdir = tempfile.mkdtemp(prefix="kbsim-ddp")
+    with _server.Server(kbsim, "--set", "ccl.algorithm=ring_allreduce") as srv:
+        if a.start_method == "spawn":
+            mp.spawn(rank_main, args=(a, srv.address, outdir), nprocs=a.ws, join=True)
+        else:  # fork: the ranks do not import torch again (the tests use it: time)
+            mp.start_processes(rank_main, args=(a, srv.address, outdir), nprocs=a.ws,
+                               join=True, start_method=a.start_method)
+    ranks = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(a.ws)]
+    ref = reference(a)
+    bad = []
+    print("%5s %12s %8s %18s %14s" % ("step", "all_reduces", "bytes", "all_reduce_ns", "gradients"))
+    for s in range(a.steps):
+        same = all(torch.equal(torch.tensor(g), w)
+                   for r in range(a.ws) for g, w in zip(ranks[r][s]["grads"], ref[s]))
+        if not same:
+            bad.append("step %d: gradients differ from the one-process model" % s)
+        x = ranks[0][s]
+        print("%5d %12d %8d %18.3f %14s" % (s, x["all_reduces"], x["bytes"], x["all_reduce_ns"],
+                                           "equal" if same else "DIFFER"))
+    if bad:
+        raise SystemExit("ddp_step: " + "; ".join(bad))
+    print("ddp_step: %d ranks, %d steps, gradients equal the one-process model's" % (a.ws,
+                                                                                    a.steps))
+    return {"checked": a.check, "steps": ranks[0]}
+
+
+if __name__ == "__main__":
+    main()

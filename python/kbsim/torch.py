@@ -1,0 +1,719 @@
+"""kbsim.torch: a torch.distributed backend "kbsim" whose collectives run on `kbsim serve`.
+
+    import torch.distributed as dist
+    import kbsim.torch                       # registers the backend
+    # KBSIM_ADDRESS: the server's socket path or HOST:PORT (kbsim serve prints it)
+    dist.init_process_group("kbsim", rank=r, world_size=n)
+    dist.all_reduce(t)                      # the sum, computed on the simulated machine
+    kbsim.torch.records()[-1]               # {'op': 'all_reduce', 'start_ns': ..., 'end_ns': ...}
+
+Global rank g is the simulated machine's rank (PE) g. Every collective
+copies the tensors into the rank's PE memory, runs the collective on the
+simulated fabric with the real values, and copies the result back; its
+simulated times are kept in records(). docs/cosim.md, decision 0021.
+
+What torch 1.13 asks of a Python backend (found by experiment, decision
+0021): every operation returns a c10d Work; a Python subclass of Work is not
+seen by C++ callers (DDP, _verify_params_across_processes wait on it
+forever), so the Work is `_create_work_from_future(fut)`: C++ and Python
+wait() block on the torch Future, get_future() returns it, and the Future's
+value is the list of output tensors (DDP's reducer reads it).
+"""
+import atexit
+import os
+import socket
+import struct
+import sys
+import threading
+
+import torch
+import torch.distributed as dist
+import torch.overrides
+from torch._C._distributed_c10d import _create_work_from_future
+from torch.futures import Future
+
+from .client import HEADER, MAGIC, OP, PROTOCOL_VERSION, ServerError
+from .client import FLAG_RETURN_DATA, _group, _s2
+
+BACKEND = "kbsim"
+_WIRE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+_ESIZE = {"f32": 4, "f16": 2, "bf16": 2}
+
+
+class _Connection:
+    """One rank's connection, shared by every process group of the process.
+    Requests go out under a lock; a reader thread completes each request's
+    callback when its reply (matched by id) comes, so collectives may be in
+    flight while the program computes (async_op=True)."""
+
+    def __init__(self, address, rank, token=""):
+        from .client import Client
+        self.sock = Client._connect(address, None)
+        self.lock = threading.Lock()
+        self.next_id = 0
+        self.waiting = {}  # id -> callback(status, meta, data)
+        self.closed = None
+        self.pool = {}  # (n, dtype) -> [server tensor ids not in use]
+        self.rank = rank
+        self.reader = threading.Thread(target=self._read_loop, name="kbsim-reader", daemon=True)
+        self.reader.start()
+        meta, _ = self.call(OP["hello"], struct.pack("<I", rank) + _s2(token))
+        _v, _r, self.n_pes, self.max_payload = struct.unpack("<HIIQ", meta)
+
+    def submit(self, op, meta, data=b"", callback=None):
+        """Sends a request; callback(status, meta, data) runs on the reader thread."""
+        with self.lock:
+            if self.closed:
+                raise ConnectionError("kbsim: connection to the server lost: %s" % self.closed)
+            self.next_id += 1
+            rid = self.next_id
+            self.waiting[rid] = callback
+            head = HEADER.pack(MAGIC, PROTOCOL_VERSION, op, rid, 0, len(meta), len(data))
+            self.sock.sendall(head + meta)
+            if len(data):
+                self.sock.sendall(data)
+        return rid
+
+    def call(self, op, meta, data=b""):
+        """One request, waited for: (meta, data), or ServerError."""
+        done = threading.Event()
+        box = []
+
+        def cb(status, rmeta, rdata):
+            box.append((status, rmeta, rdata))
+            done.set()
+        self.submit(op, meta, data, cb)
+        done.wait()
+        return _result(*box[0])
+
+    def _recv_exact(self, n):
+        buf = bytearray(n)
+        view, got = memoryview(buf), 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                raise ConnectionError("the server closed the connection")
+            got += k
+        return buf
+
+    def _read_loop(self):
+        try:
+            while True:
+                magic, _v, _op, rid, status, mlen, dlen = HEADER.unpack(
+                    self._recv_exact(HEADER.size))
+                if magic != MAGIC:
+                    raise ConnectionError("not a kbsim frame from the server")
+                meta = bytes(self._recv_exact(mlen)) if mlen else b""
+                data = self._recv_exact(dlen) if dlen else b""
+                with self.lock:
+                    cb = self.waiting.pop(rid, None)
+                if cb:
+                    cb(status, meta, data)
+        except (OSError, ConnectionError) as e:
+            with self.lock:
+                self.closed = str(e) or type(e).__name__
+                waiting, self.waiting = self.waiting, {}
+            msg = struct.pack("<H", len(self.closed.encode())) + self.closed.encode()
+            for cb in waiting.values():
+                if cb:
+                    cb(-1, msg, b"")
+
+    def close(self):
+        """Ends the connection and its reader thread (the server frees the
+        rank's tensors)."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        if self.reader is not threading.current_thread():
+            self.reader.join(10)
+        self.sock.close()
+
+    # server tensors, reused: one per (elements, dtype) in flight
+    def take(self, n, dt):
+        with self.lock:
+            free = self.pool.get((n, dt))
+            if free:
+                return free.pop()
+        meta, _ = self.call(OP["alloc"], struct.pack("<Q", n) + _s2(dt) + _s2(""))
+        return struct.unpack("<I", meta)[0]
+
+    def give(self, n, dt, tid):
+        with self.lock:
+            self.pool.setdefault((n, dt), []).append(tid)
+
+
+def _result(status, meta, data):
+    if status != 0:
+        (n,) = struct.unpack_from("<H", meta)
+        text = meta[2:2 + n].decode(errors="replace")
+        if status == -1:
+            raise ConnectionError("kbsim: " + text)
+        raise ServerError(status, text)
+    return meta, data
+
+
+_CONN = None
+_CONN_LOCK = threading.Lock()
+_RECORDS = []
+_ALGORITHMS = {}  # collective -> algorithm name ("" : the server's default)
+
+
+def connection():
+    """This process's connection to the server (made by init_process_group)."""
+    if _CONN is None:
+        raise RuntimeError("kbsim: no process group yet: call "
+                           "torch.distributed.init_process_group('kbsim', ...) first")
+    return _CONN
+
+
+def _connect(rank):
+    global _CONN
+    with _CONN_LOCK:
+        if _CONN is None:
+            address = os.environ.get("KBSIM_ADDRESS")
+            if not address:
+                raise RuntimeError("kbsim: set KBSIM_ADDRESS to the address `kbsim serve` "
+                                   "prints (a socket path or HOST:PORT)")
+            _CONN = _Connection(address, rank, os.environ.get("KBSIM_TOKEN", ""))
+        return _CONN
+
+
+@atexit.register
+def shutdown():
+    """Closes this process's connection; a later process group connects anew.
+    Runs at exit: a daemon reader thread still running while the interpreter
+    finalises can abort the process inside torch."""
+    global _CONN
+    with _CONN_LOCK:
+        conn, _CONN = _CONN, None
+    if conn is not None:
+        conn.close()
+
+
+def set_algorithm(collective, name):
+    """The algorithm of lua/kbsim/ccl/ this process's `collective` ("all_reduce",
+    "all_gather", ...) uses; "" is the server's default. Every rank must agree."""
+    _ALGORITHMS[collective] = name
+
+
+def records():
+    """Every collective this process ran: dicts with op, group (global ranks),
+    bytes (this rank's input), start_ns, end_ns (this rank's simulated kernel
+    start and end), latency_ns (the slowest member's kernel time)."""
+    return list(_RECORDS)
+
+
+def clear_records():
+    del _RECORDS[:]
+
+
+def now_ns():
+    """The simulated machine's time, ns."""
+    meta, _ = connection().call(OP["now"], b"")
+    return struct.unpack("<dQ", meta)[0]
+
+
+# ---- tensors to wire bytes and back ---------------------------------------
+
+def _wire(t, reduce):
+    """(dtype on the wire, element count, bytes) of a contiguous copy of t. A
+    dtype the server does not have travels as its bytes in f32 elements (zero
+    padded), which only data movement (not a reduction) may do."""
+    c = t.detach().contiguous().cpu()
+    dt = _WIRE.get(c.dtype)
+    if dt == "bf16":
+        raw = c.view(torch.int16).numpy().tobytes()
+    elif dt:
+        raw = c.numpy().tobytes()
+    else:
+        if reduce:
+            raise RuntimeError("kbsim: cannot reduce %s tensors (the machine reduces float32, "
+                               "float16, bfloat16)" % c.dtype)
+        raw = c.view(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
+        raw += b"\0" * (-len(raw) % 4)
+        dt = "f32"
+    if not raw:
+        raise RuntimeError("kbsim: an empty tensor (%s) cannot be sent" % (tuple(t.shape),))
+    return dt, len(raw) // _ESIZE[dt], raw
+
+
+def _store(t, raw):
+    """Puts wire bytes (at least t's size) back into tensor t."""
+    nbytes = t.numel() * t.element_size()
+    src = torch.frombuffer(bytearray(raw[:nbytes]), dtype=torch.uint8)
+    with torch.no_grad():
+        if t.is_contiguous() and t.device.type == "cpu":
+            t.view(-1).view(torch.uint8).copy_(src)
+        else:
+            t.copy_(src.view(t.dtype).view(t.shape))
+
+
+_REDUCE = None
+
+
+def _reduce_name(op):
+    global _REDUCE
+    if _REDUCE is None:
+        _REDUCE = [(dist.ReduceOp.SUM, "sum"), (dist.ReduceOp.MAX, "max"),
+                   (dist.ReduceOp.MIN, "min")]
+        if hasattr(dist.ReduceOp, "AVG"):
+            _REDUCE.append((dist.ReduceOp.AVG, "avg"))
+    for k, name in _REDUCE:
+        if op == k:
+            return name
+    raise RuntimeError("kbsim: reduction %s is not supported (SUM, MAX, MIN, AVG)" % op)
+
+
+_COSTING = []  # the active costing contexts of this process, innermost last
+_COST_CACHE = {}
+
+
+def op_cost_ns(unit, dtype, a, b=0, c=0):
+    """ns the rank's PE takes for one GEMM (unit "gemm", a x b x c = M x N x K)
+    or one PE_MATH op ("add", "mul", "exp", ...: a elements), by the
+    component's own closed form, asked of the server (operation cost)."""
+    key = (unit, dtype, a, b, c)
+    ns = _COST_CACHE.get(key)
+    if ns is None:
+        meta, _ = connection().call(OP["cost"], _s2(unit) + _s2(dtype)
+                                    + struct.pack("<QQQ", a, b, c))
+        ns = _COST_CACHE[key] = struct.unpack("<dQ", meta)[0]
+    return ns
+
+
+# torch functions charged, by name: PE_MATH op of an element-wise function
+_MATH = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "mul": "mul",
+         "mul_": "mul", "div": "div", "div_": "div", "maximum": "maximum",
+         "minimum": "minimum", "exp": "exp", "log": "log", "softmax": "softmax",
+         "sum": "sum", "relu": "maximum", "relu_": "maximum", "clamp": "clamp",
+         "addcmul": "fma"}
+
+
+def _numel(x):
+    return x.numel() if isinstance(x, torch.Tensor) else 1
+
+
+def _gemm_shapes(name, args, out):
+    """(batch, M, N, K) of a matmul-like call, or None."""
+    if name in ("matmul", "mm", "bmm", "__matmul__", "__rmatmul__"):
+        a, b = (args[1], args[0]) if name == "__rmatmul__" else (args[0], args[1])
+        K = a.shape[-1]
+        M = a.shape[-2] if a.dim() > 1 else 1
+        N = b.shape[-1] if b.dim() > 1 else 1
+        return (max(_numel(out) // max(M * N, 1), 1), M, N, K)
+    if name == "linear":
+        x, w = args[0], args[1]
+        K, N = w.shape[-1], (w.shape[0] if w.dim() > 1 else 1)
+        return (1, max(x.numel() // K, 1), N, K)
+    if name in ("addmm", "baddbmm"):
+        a, b = args[1], args[2]
+        M, N = a.shape[-2], b.shape[-1]
+        return (max(_numel(out) // (M * N), 1), M, N, a.shape[-1])
+    return None
+
+
+class costing(torch.overrides.TorchFunctionMode):
+    """Opt-in compute costing on this rank's simulated PE:
+
+        with kbsim.torch.costing() as cost:
+            y = model(x); dist.all_reduce(y)
+        cost.total_ns, cost.compute_ns, cost.breakdown  # {'linear': {'count', 'ns'}, ...}
+
+    matmul / mm / bmm / linear / addmm are charged to PE_GEMM (kb_gemm_time
+    per batch element; linear's bias and addmm's addition to PE_MATH add);
+    add, sub, mul, div, maximum, minimum, exp, log, softmax, sum, relu
+    (maximum), clamp to PE_MATH (kb_math_time over the output's elements):
+    the closed forms of the rank's own components, asked of the server
+    (op_cost_ns). Compute advances the rank's clock (clock_ns); a collective
+    issued at clock t starts at max(t, the rank's previous collective's
+    end) and lasts its simulated latency; wait() (and a sync call) moves
+    the clock to its end, so an async collective overlaps the compute done
+    before its wait. Only Python-level calls are seen: autograd's backward
+    runs in C++ and is not charged."""
+
+    def __init__(self):
+        super().__init__()
+        self.clock_ns = 0.0
+        self.comm_end_ns = 0.0
+        self.compute_ns = 0.0
+        self.comm_ns = 0.0
+        self.breakdown = {}
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        _COSTING.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _COSTING.remove(self)
+        return super().__exit__(*exc)
+
+    def _charge(self, name, ns):
+        with self.lock:
+            self.clock_ns += ns
+            self.compute_ns += ns
+            b = self.breakdown.setdefault(name, {"count": 0, "ns": 0.0})
+            b["count"] += 1
+            b["ns"] += ns
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = getattr(func, "__name__", "")
+        if not isinstance(out, torch.Tensor):
+            return out
+        dt = _WIRE.get(out.dtype, "f32")
+        shape = _gemm_shapes(name, args, out)
+        if shape is not None:
+            batch, m, n, k = shape
+            ns = batch * op_cost_ns("gemm", dt, m, n, k)
+            if name in ("addmm", "baddbmm") or (name == "linear" and (
+                    (len(args) > 2 and args[2] is not None) or kwargs.get("bias") is not None)):
+                ns += op_cost_ns("add", dt, out.numel())
+            self._charge(name, ns)
+        elif name in _MATH and out.numel() > 0:
+            self._charge(name, op_cost_ns(_MATH[name], dt, out.numel()))
+        return out
+
+    # collectives (called by the process group)
+    def _completed(self, rec, issue_ns):
+        with self.lock:
+            start = max(issue_ns, self.comm_end_ns)
+            rec["issue_ns"], rec["model_start_ns"] = issue_ns, start
+            rec["model_end_ns"] = self.comm_end_ns = start + rec["latency_ns"]
+            self.comm_ns += rec["latency_ns"]
+
+    def _waited(self, end_ns):
+        with self.lock:
+            self.clock_ns = max(self.clock_ns, end_ns)
+
+    def synchronize(self):
+        """Waits (in the model) for every collective issued so far: the clock
+        moves to the last one's end (what DDP's reducer does at the end of
+        backward, unseen here). -> clock_ns"""
+        self._waited(self.comm_end_ns)
+        return self.clock_ns
+
+    @property
+    def total_ns(self):
+        return max(self.clock_ns, self.comm_end_ns)
+
+    def report(self):
+        """A table: per op its count and ns, then compute, collectives, total."""
+        lines = ["%-12s %6s %14s" % ("op", "count", "ns")]
+        for k, v in sorted(self.breakdown.items(), key=lambda kv: -kv[1]["ns"]):
+            lines.append("%-12s %6d %14.3f" % (k, v["count"], v["ns"]))
+        lines.append("compute %.3f ns, collectives %.3f ns, total %.3f ns"
+                     % (self.compute_ns, self.comm_ns, self.total_ns))
+        return "\n".join(lines)
+
+
+def _from_python():
+    """True when a torch.distributed function (Python) called the process
+    group, false when C++ did (DDP's reducer, _broadcast_coalesced, ...)."""
+    f = sys._getframe(1)
+    while f is not None and f.f_globals.get("__name__") == __name__:
+        f = f.f_back  # out of this module: the process group's caller
+    return f is not None and f.f_globals.get("__name__") == "torch.distributed.distributed_c10d"
+
+
+class _Work(dist.Work):
+    """What torch.distributed's Python functions get: wait() raises the
+    collective's error (the C++ work of _create_work_from_future returns True
+    even then); get_future() is the torch Future, completed with the output
+    tensors."""
+
+    def __init__(self, fut, kind):
+        super().__init__()
+        self.fut, self.kind, self.error = fut, kind, None
+        self.cost, self.model_end_ns = None, None
+
+    def wait(self, timeout=None):
+        try:
+            self.fut.wait()
+        except Exception:  # noqa: BLE001 - self.error says it
+            pass
+        if self.error is not None:
+            raise self.error
+        if self.cost is not None and self.model_end_ns is not None:
+            self.cost._waited(self.model_end_ns)
+        return True
+
+    def get_future(self):
+        return self.fut
+
+    def is_completed(self):
+        return self.fut.done()
+
+    def is_success(self):
+        return self.fut.done() and self.error is None
+
+    def exception(self):
+        return self.error
+
+    def result(self):
+        self.wait()
+        return self.fut.value()
+
+    def synchronize(self):
+        self.wait()
+
+
+class ProcessGroupKbsim(dist.ProcessGroup):
+    """A process group whose collectives run on the simulated machine."""
+
+    def __init__(self, rank, size):
+        super().__init__(rank, size)
+        self._ranks = None
+
+    def getBackendName(self):
+        return BACKEND
+
+    def _group(self):
+        """The group's global ranks, in group-rank order."""
+        if self._ranks is None:
+            try:
+                m = dist.distributed_c10d._pg_group_ranks[self]  # global -> group rank
+                ranks = sorted(m, key=m.get)
+            except (KeyError, AttributeError):
+                ranks = list(range(self.size()))
+            self._ranks = ranks
+        return self._ranks
+
+    # One collective: tensors written, the request, a Future completed with
+    # `value` when the reply comes (its data stored by `on_data`).
+    def _run(self, kind, fields, inputs, out_spec, value, on_data, nbytes, flags=True,
+             group=None):
+        conn = connection()
+        p2p = group is not None  # send, recv: no group in the arguments
+        group = group or self._group()
+        held = []
+        try:
+            for dt, n, raw in inputs:
+                tid = conn.take(n, dt)
+                held.append((n, dt, tid))
+                if raw is not None:  # (recv: nothing to write)
+                    conn.call(OP["write"], struct.pack("<IQ", tid, 0), raw)
+            if out_spec:
+                n, dt = out_spec
+                held.append((n, dt, conn.take(n, dt)))
+        except Exception:
+            for n, dt, tid in held:
+                conn.give(n, dt, tid)
+            raise
+        tids = [h[2] for h in held]
+        meta = (b"" if p2p else _group(group)) + fields(tids)
+        if flags:
+            meta += struct.pack("<B", FLAG_RETURN_DATA if on_data else 0)
+        fut = Future()
+        work = _Work(fut, kind) if _from_python() else None
+        cost = _COSTING[-1] if _COSTING else None
+        issue_ns = cost.clock_ns if cost is not None else 0.0
+        if work:
+            work.cost = cost
+
+        def done(status, rmeta, rdata):
+            for n, dt, tid in held:
+                conn.give(n, dt, tid)
+            try:
+                rmeta, rdata = _result(status, rmeta, rdata)
+                start, end, lat = struct.unpack("<ddd", rmeta)
+                if on_data:
+                    on_data(rdata)
+                rec = dict(op=kind, group=list(group), bytes=nbytes, start_ns=start,
+                           end_ns=end, latency_ns=lat)
+                if cost is not None:
+                    cost._completed(rec, issue_ns)
+                    if work:
+                        work.model_end_ns = rec["model_end_ns"]
+                _RECORDS.append(rec)
+            except Exception as e:  # noqa: BLE001 - handed to the waiter
+                err = RuntimeError("kbsim %s over ranks %s: %s" % (kind, group, e))
+                if work:
+                    work.error = err
+                fut.set_exception(err)
+                return
+            fut.set_result(value)
+        conn.submit(OP[kind], meta, b"", done)
+        return work if work else _create_work_from_future(fut)
+
+    @staticmethod
+    def _one(tensors, what):
+        if len(tensors) != 1:
+            raise RuntimeError("kbsim %s: one tensor per rank, got %d" % (what, len(tensors)))
+        return tensors[0]
+
+    def allreduce(self, tensors, opts=None):
+        t = self._one(tensors, "all_reduce")
+        op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        dt, n, raw = _wire(t, True)
+        algo = _ALGORITHMS.get("all_reduce", "")
+        return self._run("all_reduce", lambda tid: struct.pack("<I", tid[0]) + _s2(op)
+                         + _s2(algo), [(dt, n, raw)], None, tensors,
+                         lambda d: _store(t, d), len(raw))
+
+    def broadcast(self, tensors, opts=None):
+        t = self._one(tensors, "broadcast")
+        src = self._group()[opts.rootRank if opts is not None else 0]
+        dt, n, raw = _wire(t, False)
+        algo = _ALGORITHMS.get("broadcast", "")
+        return self._run("broadcast", lambda tid: struct.pack("<II", tid[0], src) + _s2(algo),
+                         [(dt, n, raw)], None, tensors, lambda d: _store(t, d), len(raw))
+
+    def _gather(self, inp, outs, value, base=None):
+        dt, n, raw = _wire(inp, False)
+        N = self.size()
+        algo = _ALGORITHMS.get("all_gather", "")
+        step = n * _ESIZE[dt]
+
+        def store(d):
+            if base is not None:
+                flat = b"".join(d[k * step:k * step + len(raw)] for k in range(N))
+                _store(base, flat)
+            else:
+                for k, o in enumerate(outs):
+                    _store(o, d[k * step:(k + 1) * step])
+        return self._run("all_gather", lambda tid: struct.pack("<II", tid[0], tid[1])
+                         + _s2(algo), [(dt, n, raw)], (N * n, dt), value, store, len(raw))
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        inp = self._one(input_tensors, "all_gather")
+        outs = self._one(output_tensors, "all_gather")
+        if len(outs) != self.size() or any(o.numel() != inp.numel() or o.dtype != inp.dtype
+                                           for o in outs):
+            raise RuntimeError("kbsim all_gather: needs %d outputs like the input"
+                               % self.size())
+        return self._gather(inp, outs, output_tensors)
+
+    def _allgather_base(self, output, input, opts=None):
+        if output.numel() != self.size() * input.numel() or output.dtype != input.dtype:
+            raise RuntimeError("kbsim all_gather_into_tensor: the output needs %d x %d elements"
+                               % (self.size(), input.numel()))
+        return self._gather(input, None, [output], base=output)
+
+    def _scatter_reduce(self, out, flat_in, value, op):
+        N = self.size()
+        op = _reduce_name(op)
+        dt, n, raw = _wire(flat_in, True)
+        if n % N:
+            raise RuntimeError("kbsim reduce_scatter: %d elements do not split over %d ranks"
+                               % (n, N))
+        algo = _ALGORITHMS.get("reduce_scatter", "")
+        return self._run("reduce_scatter", lambda tid: struct.pack("<II", tid[0], tid[1])
+                         + _s2(op) + _s2(algo), [(dt, n, raw)], (n // N, dt), value,
+                         lambda d: _store(out, d), len(raw))
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = self._one(output_tensors, "reduce_scatter")
+        ins = self._one(input_tensors, "reduce_scatter")
+        if len(ins) != self.size() or any(i.numel() != out.numel() or i.dtype != out.dtype
+                                          for i in ins):
+            raise RuntimeError("kbsim reduce_scatter: needs %d inputs like the output"
+                               % self.size())
+        flat = torch.cat([i.detach().reshape(-1) for i in ins])
+        return self._scatter_reduce(out, flat, output_tensors,
+                                    opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        if input.numel() != self.size() * output.numel():
+            raise RuntimeError("kbsim reduce_scatter_tensor: the input needs %d x %d elements"
+                               % (self.size(), output.numel()))
+        return self._scatter_reduce(output, input.reshape(-1), [output],
+                                    opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+
+    def _exchange(self, inp, out, in_counts, out_counts, value, stores):
+        """all_to_all (even counts) or all_to_allv; counts in elements of the
+        tensors' dtype, stores(data bytes) puts the result back."""
+        dt, n, raw = _wire(inp, False)
+        N = self.size()
+        if _WIRE.get(inp.dtype) is None:  # moved as f32 words
+            es = inp.element_size()
+            if any(c * es % 4 for c in list(in_counts) + list(out_counts)):
+                raise RuntimeError("kbsim all_to_all: %s blocks must be whole 4-byte words"
+                                   % inp.dtype)
+            in_counts = [c * es // 4 for c in in_counts]
+            out_counts = [c * es // 4 for c in out_counts]
+        n_out = max(sum(out_counts), 1)
+        if len(set(in_counts)) == 1 and len(set(out_counts)) == 1 \
+                and in_counts[0] == out_counts[0] and N * in_counts[0] == n:
+            algo = _ALGORITHMS.get("all_to_all", "")
+            return self._run("all_to_all", lambda tid: struct.pack("<II", tid[0], tid[1])
+                             + _s2(algo), [(dt, n, raw)], (n, dt), value, stores, len(raw))
+        algo = _ALGORITHMS.get("all_to_allv", "")
+        return self._run("all_to_allv", lambda tid: struct.pack("<III", tid[0], tid[1], N)
+                         + struct.pack("<%dQ" % N, *in_counts) + _s2(algo), [(dt, n, raw)],
+                         (n_out, dt), value, stores, len(raw))
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        N = self.size()
+
+        def counts(t, splits, what):
+            rows = t.shape[0] if t.dim() else 1
+            per_row = t.numel() // rows if rows else 0
+            if not splits:
+                if rows % N:
+                    raise RuntimeError("kbsim all_to_all_single: %s's first dimension %d does "
+                                       "not split over %d ranks" % (what, rows, N))
+                return [rows // N * per_row] * N
+            if len(splits) != N or sum(splits) != rows:
+                raise RuntimeError("kbsim all_to_all_single: %s splits %s for %d rows and %d "
+                                   "ranks" % (what, list(splits), rows, N))
+            return [k * per_row for k in splits]
+        ic = counts(input, input_split_sizes, "the input")
+        oc = counts(output, output_split_sizes, "the output")
+        return self._exchange(input, output, ic, oc, [output], lambda d: _store(output, d))
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        N = self.size()
+        if len(input_tensors) != N or len(output_tensors) != N:
+            raise RuntimeError("kbsim all_to_all: %d input and %d output tensors for %d ranks"
+                               % (len(input_tensors), len(output_tensors), N))
+        dts = {t.dtype for t in list(input_tensors) + list(output_tensors)}
+        if len(dts) != 1:
+            raise RuntimeError("kbsim all_to_all: tensors of one dtype, got %s"
+                               % sorted(map(str, dts)))
+        flat = torch.cat([t.detach().reshape(-1) for t in input_tensors])
+        ic = [t.numel() for t in input_tensors]
+        oc = [t.numel() for t in output_tensors]
+        es = flat.element_size()
+
+        def stores(d):
+            off = 0
+            for t in output_tensors:
+                _store(t, d[off:off + t.numel() * es])
+                off += t.numel() * es
+        return self._exchange(flat, None, ic, oc, output_tensors, stores)
+
+    def send(self, tensors, dst, tag=0):
+        t = self._one(tensors, "send")
+        me, peer = self._group()[self.rank()], self._group()[dst]
+        dt, n, raw = _wire(t, False)
+        return self._run("send", lambda tid: struct.pack("<IIQ", peer, tid[0], n),
+                         [(dt, n, raw)], None, tensors, None, len(raw), flags=False,
+                         group=[me, peer])
+
+    def recv(self, tensors, src, tag=0):
+        t = self._one(tensors, "recv")
+        me, peer = self._group()[self.rank()], self._group()[src]
+        dt, n, raw = _wire(t, False)
+        return self._run("recv", lambda tid: struct.pack("<IIQ", peer, tid[0], n),
+                         [(dt, n, None)], None, tensors, lambda d: _store(t, d),
+                         len(raw), group=[peer, me])
+
+    def recv_anysource(self, tensors, tag=0):
+        raise RuntimeError("kbsim recv: a source rank is needed (no receive from any source)")
+
+    def barrier(self, opts=None):
+        algo = _ALGORITHMS.get("barrier", "")
+        return self._run("barrier", lambda tid: _s2(algo), [], None, [], None, 0, flags=False)
+
+
+def _create(store, rank, size, timeout):
+    global_rank = dist.get_rank() if dist.is_initialized() else rank
+    _connect(global_rank)
+    return ProcessGroupKbsim(rank, size)
+
+
+if not hasattr(dist.Backend, BACKEND.upper()):  # a re-import registers nothing
+    dist.Backend.register_backend(BACKEND, _create)

@@ -1,0 +1,300 @@
+#!/usr/bin/python3
+"""cosim_torch_test.py KBSIM SRCDIR WORKDIR CASE — torch.distributed backend "kbsim" (python/kbsim/torch.py).
+
+CASE: ops | costing | tp_mlp | ddp. Prints "cosim_torch_CASE ok" when every check held, or
+"cosim_torch_CASE skipped: ..." when python3-torch is not installed (ctest counts
+that as skipped).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "torch"))
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def rank_ops(rank, world, address, outdir):
+    """One rank of case ops: every collective of the backend, values checked here."""
+    import torch
+    import torch.distributed as dist
+    import kbsim.torch as kt
+    os.environ["KBSIM_ADDRESS"] = address
+    dist.init_process_group("kbsim", init_method="file://" + os.path.join(outdir, "store"),
+                            rank=rank, world_size=world)
+    check(dist.get_backend() == "kbsim", "backend %r" % dist.get_backend())
+    N, n = world, 64
+    base = torch.arange(n, dtype=torch.float32) % 13
+
+    def inp(r):
+        return base + 100 * r
+    total = sum(inp(r) for r in range(N))
+
+    t = inp(rank).clone()
+    check(dist.all_reduce(t) is None, "sync all_reduce returns None")
+    check(torch.equal(t, total), "all_reduce sum: %s" % t[:4])
+    # async: a Work whose wait() and get_future() give the result
+    t = inp(rank).clone()
+    w = dist.all_reduce(t, op=dist.ReduceOp.MAX, async_op=True)
+    fut = w.get_future()
+    check(w.wait() is True, "wait() is True")
+    check(torch.equal(t, inp(N - 1)), "all_reduce max")
+    check(torch.equal(fut.wait()[0], inp(N - 1)), "the future's value is the tensor list")
+    t = inp(rank).clone()
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    check(torch.equal(t, inp(0)), "all_reduce min")
+    t = inp(rank).clone()
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    check(torch.equal(t, total / N), "all_reduce avg")
+    # f16 and bf16: integers, exact in both
+    for dt in (torch.float16, torch.bfloat16):
+        t = (base + rank).to(dt)
+        dist.all_reduce(t)
+        check(torch.equal(t, (N * base + N * (N - 1) // 2).to(dt)), "all_reduce %s" % dt)
+    # all_gather, all_gather_into_tensor
+    outs = [torch.zeros(n) for _ in range(N)]
+    dist.all_gather(outs, inp(rank))
+    check(all(torch.equal(outs[r], inp(r)) for r in range(N)), "all_gather")
+    flat = torch.zeros(N * n)
+    dist._all_gather_base(flat, inp(rank))
+    check(torch.equal(flat, torch.cat([inp(r) for r in range(N)])), "all_gather_into_tensor")
+    # broadcast from rank 2, also of an int64 tensor (moved as bytes)
+    t = inp(rank).clone()
+    dist.broadcast(t, src=2)
+    check(torch.equal(t, inp(2)), "broadcast")
+    ti = torch.arange(7, dtype=torch.int64) * (rank + 1) + (1 << 40)
+    dist.broadcast(ti, src=1)
+    check(torch.equal(ti, torch.arange(7, dtype=torch.int64) * 2 + (1 << 40)), "int64 broadcast")
+    # reduce_scatter: rank r gets block r of the sum
+    ins = [inp(rank)[k * (n // N):(k + 1) * (n // N)].clone() for k in range(N)]
+    out = torch.zeros(n // N)
+    dist.reduce_scatter(out, ins)
+    check(torch.equal(out, total[rank * (n // N):(rank + 1) * (n // N)]), "reduce_scatter")
+    dist.barrier()
+    # a reduction of integers is refused, clearly
+    try:
+        dist.all_reduce(torch.ones(4, dtype=torch.int32))
+        check(False, "an int32 all_reduce was not refused")
+    except RuntimeError as e:
+        check("cannot reduce torch.int32" in str(e), "int32 message: %s" % e)
+    # two async all_reduces in flight at once
+    a, b = inp(rank).clone(), (inp(rank) * 2).clone()
+    wa = dist.all_reduce(a, async_op=True)
+    wb = dist.all_reduce(b, async_op=True)
+    wb.wait()
+    wa.wait()
+    check(torch.equal(a, total) and torch.equal(b, 2 * total), "two in flight")
+    # all_to_all_single, even: block j of rank r goes to rank j
+    blk = n // N
+    out = torch.zeros(n)
+    dist.all_to_all_single(out, inp(rank))
+    check(torch.equal(out, torch.cat([inp(r)[rank * blk:(rank + 1) * blk] for r in range(N)])),
+          "all_to_all_single")
+    # uneven splits: rank r sends (r + j) % 3 + 1 rows of 2 to rank j
+    sends = [[(r + j) % 3 + 1 for j in range(N)] for r in range(N)]
+
+    def rows(r):
+        return (torch.arange(2 * sum(sends[r]), dtype=torch.float32) + 1000 * r).view(-1, 2)
+    recv_rows = [sends[r][rank] for r in range(N)]
+    out = torch.zeros(sum(recv_rows), 2)
+    dist.all_to_all_single(out, rows(rank), output_split_sizes=recv_rows,
+                           input_split_sizes=sends[rank])
+    want = torch.cat([rows(r)[sum(sends[r][:rank]):sum(sends[r][:rank + 1])] for r in range(N)])
+    check(torch.equal(out, want), "all_to_all_single uneven: %s, want %s" % (out, want))
+    # all_to_all of lists, int64 (moved as bytes)
+    ins = [torch.full((j + 1,), 10 * rank + j, dtype=torch.int64) for j in range(N)]
+    outs = [torch.zeros(rank + 1, dtype=torch.int64) for _ in range(N)]
+    dist.all_to_all(outs, ins)
+    check(all(torch.equal(outs[r], torch.full((rank + 1,), 10 * r + rank, dtype=torch.int64))
+              for r in range(N)), "all_to_all lists: %s" % outs)
+    # send / recv around the ring, sync then isend / irecv
+    t = inp(rank).clone()
+    if rank % 2 == 0:
+        dist.send(t, (rank + 1) % N)
+        dist.recv(t, (rank - 1) % N)
+    else:
+        dist.recv(t, (rank - 1) % N)
+        dist.send(inp(rank), (rank + 1) % N)
+    check(torch.equal(t, inp((rank - 1) % N)), "send/recv: %s" % t[:3])
+    got = torch.zeros(n // 2, dtype=torch.bfloat16)
+    ws = [dist.isend(inp(rank)[:n // 2].to(torch.bfloat16), (rank + 1) % N),
+          dist.irecv(got, (rank - 1) % N)]
+    for w in ws:
+        w.wait()
+    check(torch.equal(got, inp((rank - 1) % N)[:n // 2].to(torch.bfloat16)), "isend/irecv")
+    # a subgroup of ranks {1, 3}
+    sub = dist.new_group([1, 3])
+    if rank in (1, 3):
+        # the ring's channels of {0,1,2,3} are taken: an error, raised by the sync call
+        t = inp(rank).clone()
+        try:
+            dist.all_reduce(t, group=sub)
+            check(False, "a ring over {1,3} after one over {0,1,2,3} did not fail")
+        except RuntimeError as e:
+            check("over ranks [1, 3]" in str(e) and "taken by an earlier collective" in str(e),
+                  "subgroup error: %s" % e)
+        check(torch.equal(t, inp(rank)), "a failed all_reduce left the tensor as it was")
+        kt.set_algorithm("all_reduce", "tree_allreduce")
+        dist.all_reduce(t, group=sub)
+        kt.set_algorithm("all_reduce", "")
+        check(torch.equal(t, inp(1) + inp(3)), "subgroup all_reduce")
+    recs = kt.records()
+    with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
+        json.dump(recs, f)
+    dist.destroy_process_group()
+
+
+def rank_costing(rank, world, address, outdir):
+    """One rank of case costing: compute charged to the PE, collectives overlapped."""
+    import torch
+    import torch.nn.functional as F
+    import torch.distributed as dist
+    import kbsim.torch as kt
+    os.environ["KBSIM_ADDRESS"] = address
+    dist.init_process_group("kbsim", init_method="file://" + os.path.join(outdir, "store"),
+                            rank=rank, world_size=world)
+    x, w = torch.ones(4, 64), torch.ones(64, 32)
+    with kt.costing() as cost:
+        y = x @ w
+        g = kt.op_cost_ns("gemm", "f32", 4, 32, 64)
+        check(cost.breakdown["matmul"] == {"count": 1, "ns": g} and cost.clock_ns == g,
+              "matmul charged: %s" % cost.breakdown)
+        h = torch.relu(F.linear(x, torch.ones(16, 64), torch.ones(16)))
+        lin = kt.op_cost_ns("gemm", "f32", 4, 16, 64) + kt.op_cost_ns("add", "f32", 64)
+        check(cost.breakdown["linear"]["ns"] == lin, "linear: %s" % cost.breakdown)
+        check(cost.breakdown["relu"]["ns"] == kt.op_cost_ns("maximum", "f32", 64), "relu")
+        check(torch.equal(h, torch.full((4, 16), 65.0)), "values under costing")
+        c0 = cost.clock_ns
+        check(c0 == cost.compute_ns == g + lin + kt.op_cost_ns("maximum", "f32", 64), "clock")
+        # a sync all_reduce: the clock moves by its simulated latency
+        dist.all_reduce(y)
+        check(torch.equal(y, torch.full((4, 32), 64.0 * world)), "all_reduce under costing")
+        lat = kt.records()[-1]["latency_ns"]
+        check(cost.clock_ns == c0 + lat, "sync: %r != %r + %r" % (cost.clock_ns, c0, lat))
+        # async: issued, k GEMMs of compute, then waited: the two overlap
+        c1 = cost.clock_ns
+        work = dist.all_reduce(y, async_op=True)
+        for _ in range(3):
+            x @ w
+        work.wait()
+        lat2 = kt.records()[-1]["latency_ns"]
+        check(cost.clock_ns == c1 + max(3 * g, lat2),
+              "async: %r != %r + max(%r, %r)" % (cost.clock_ns, c1, 3 * g, lat2))
+        check(cost.compute_ns == c0 + 3 * g and cost.comm_ns == lat + lat2, "sums")
+        report = cost.report()
+    check("matmul" in report and "total" in report, report)
+    with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
+        json.dump(dict(gemm_ns=g, linear_gemm_ns=kt.op_cost_ns("gemm", "f32", 4, 16, 64),
+                       add_ns=kt.op_cost_ns("add", "f32", 64),
+                       maximum_ns=kt.op_cost_ns("maximum", "f32", 64)), f)
+    dist.destroy_process_group()
+
+
+class Server:
+    def __init__(self, *args):
+        self.dir = tempfile.mkdtemp(prefix="kbtorch")
+        self.address = os.path.join(self.dir, "s.sock")
+        self.proc = subprocess.Popen([KBSIM, "serve", "-q", "--listen", self.address, *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     cwd=WORKDIR, text=True)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.kill()
+            raise AssertionError("server did not start: %r %s" % (line, self.proc.stderr.read()))
+
+    def stop(self):
+        self.proc.send_signal(2)
+        _, err = self.proc.communicate(timeout=120)
+        check(self.proc.returncode == 0, "server exit %d: %s" % (self.proc.returncode, err))
+        check("internal error" not in err, err)
+
+
+def case_ops():
+    import torch.multiprocessing as mp
+    world = 4
+    srv = Server("--set", "ccl.algorithm=ring_allreduce")
+    outdir = tempfile.mkdtemp(prefix="kbtorchops")
+    try:
+        mp.start_processes(rank_ops, args=(world, srv.address, outdir), nprocs=world,
+                           join=True, start_method="fork")  # fork: no second import of torch
+    finally:
+        srv.stop()
+    recs = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(world)]
+    kinds = [x["op"] for x in recs[0]]
+    check(kinds[:4] == ["all_reduce"] * 4 and "all_gather" in kinds and "broadcast" in kinds
+          and "reduce_scatter" in kinds and "barrier" in kinds and "all_to_all" in kinds
+          and "all_to_allv" in kinds and "send" in kinds and "recv" in kinds,
+          "records: %s" % kinds)
+    for r in range(world):
+        prev_end = 0.0
+        for x in recs[r]:
+            check(x["end_ns"] > x["start_ns"] >= 0, "times %s" % x)
+            check(x["latency_ns"] > 0, "latency %s" % x)
+        # the machine's clock goes forward: each collective starts after the one before
+        main = [x for x in recs[r] if x["group"] == list(range(world))
+                and x["op"] not in ("send", "recv")]
+        for x in main:
+            check(x["start_ns"] >= prev_end, "rank %d: %s starts before %r" % (r, x, prev_end))
+            prev_end = x["end_ns"]
+    # every member of a collective sees the same latency
+    coll = [[x for x in recs[r] if x["op"] not in ("send", "recv")] for r in (0, 2)]
+    for k in range(len(coll[0])):
+        check(coll[0][k]["latency_ns"] == coll[1][k]["latency_ns"], "latency differs at %d" % k)
+    # a send's reply times are the pair's: the receiver's record has the same latency
+    s0 = [x for x in recs[0] if x["op"] == "send"][0]
+    r1 = [x for x in recs[1] if x["op"] == "recv"][0]
+    check(s0["group"] == r1["group"] == [0, 1] and s0["latency_ns"] == r1["latency_ns"] > 0,
+          "send/recv records %s %s" % (s0, r1))
+
+
+def case_costing():
+    import torch.multiprocessing as mp
+    world = 2
+    srv = Server("--set", "ccl.algorithm=ring_allreduce")
+    outdir = tempfile.mkdtemp(prefix="kbtorchcost")
+    try:
+        mp.start_processes(rank_costing, args=(world, srv.address, outdir), nprocs=world,
+                           join=True, start_method="fork")
+    finally:
+        srv.stop()
+    # the charges are the components' closed forms, as Lua's tl.gemm_time / tl.math_time
+    # give them for rank 1's PE
+    got = json.load(open(os.path.join(outdir, "rank1.json")))
+    out = subprocess.run([KBSIM, "-q", os.path.join(HERE, "cosim_cost_ref.lua")], cwd=WORKDIR,
+                         capture_output=True, text=True, check=True).stdout
+    ref = {k: int(v) / 1000 for k, v in (line.split("=") for line in out.split())}
+    for k in ("gemm", "linear_gemm", "add", "maximum"):
+        check(got[k + "_ns"] == ref[k + "_ps"] and ref[k + "_ps"] > 0,
+              "%s: %r ns, Lua %r" % (k, got[k + "_ns"], ref[k + "_ps"]))
+
+
+def case_tp_mlp():
+    import tp_mlp
+    res = tp_mlp.main(["--kbsim", KBSIM, "--check", "--start-method", "fork"])
+    check(res["checked"], "tp_mlp example did not check")
+
+
+def case_ddp():
+    import ddp_step
+    res = ddp_step.main(["--kbsim", KBSIM, "--check", "--start-method", "fork"])
+    check(res["checked"], "ddp example did not check")
+
+
+if __name__ == "__main__":
+    KBSIM, SRCDIR, WORKDIR, CASE = sys.argv[1:5]
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("cosim_torch_%s skipped: python3-torch is not installed "
+              "(apt-get install python3-torch, or KBSIM_TORCH=1 ./setup.sh)" % CASE)
+        sys.exit(0)
+    os.makedirs(WORKDIR, exist_ok=True)
+    globals()["case_" + CASE]()
+    print("cosim_torch_%s ok" % CASE)
