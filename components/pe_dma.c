@@ -344,7 +344,8 @@ static int serve(struct chan *ch, struct req *r)
     sim_time r_end = kb_mem_schedule(ms, r->src.addr, r->bytes, false);
     wait_until(s, t0 + ls);
     sim_time w_end = kb_mem_schedule(md, r->dst.addr, r->bytes, true);
-    int rc = kb_fabric_transfer(d->f, r->links, r->n_links, r->bytes);
+    /* the route passed kb_fabric_check_path when it was found */
+    int rc = kb_fabric_transfer_checked(d->f, r->links, r->n_links, r->bytes);
     if (rc < 0)
         return seterr(d, rc, "%s", kb_fabric_errmsg(d->f));
     sim_time end = tmax(sim_now(s) + ld, tmax(r_end + lnet + ld, w_end + lnet));
