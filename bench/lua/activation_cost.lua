@@ -6,10 +6,11 @@
 -- For each SIP count (torus_2d of the default 4x4 cubes of 8 PEs) and each
 -- algorithm, builds the system, runs one all-reduce over PE 0 of every
 -- cube (16 participants a SIP) in timing-only mode, and prints one line:
--- activations (the engine's counter, sim:stats()), CPU seconds of the run
--- alone (os.clock: user + sys of the process, system build and wiring
--- excluded... the wiring is done by the first collective, so it is inside),
--- µs of CPU per activation, and the simulated latency. `lrab` is the
+-- activations (the engine's counter, sim:stats()), CPU seconds of building
+-- the system and of the collective (os.clock: user + sys of the process;
+-- the collective's includes wiring its channels and making the units and
+-- links it uses on first use), µs of CPU per activation of the collective,
+-- and the simulated latency. `lrab` is the
 -- milestone algorithm; `ring` is the flat ring_allreduce over the same
 -- ranks in launch order. The counts and latencies are deterministic; the
 -- CPU is not (measure medians: bench/activation_cost.sh).
