@@ -373,8 +373,8 @@ static void push_current_ctx(lua_State *L)
  * kernels never ended. */
 static void check_ctx_system(lua_State *L, int i)
 {
-    lua_getiuservalue(L, i, 1);
-    kb_checksystem(L, -1);
+    lua_getiuservalue(L, i, 1); /* l_bind stored a kbsim.system there */
+    kb_checksystem_known(L, -1);
     lua_pop(L, 1);
 }
 
