@@ -51,7 +51,13 @@ struct fmsg {
     struct kb_fabric *f;
     struct sim_event *done;
     struct fmsg *prev, *next; /* in flight, so kb_fabric_free finds them */
+    int cls;                  /* room for 1 << cls hops */
 };
+
+/* Free messages by room: class c holds 1 << c hops. A message goes back
+ * to its class when delivered, so a run allocates only its peak of
+ * messages in flight, not one a transfer. */
+#define FMSG_CLASSES 32
 
 struct kb_fabric {
     struct sim *sim;
@@ -68,6 +74,7 @@ struct kb_fabric {
     int n_made; /* links whose kb_link exists */
     struct fmsg *live;
     uint64_t n_live;
+    struct fmsg *free_msgs[FMSG_CLASSES]; /* linked through next */
     struct waiter *free_waiters, *all_waiters;
     char err[256];
 };
@@ -100,6 +107,12 @@ void kb_fabric_free(struct kb_fabric *f)
         f->live = m->next;
         free(m);
     }
+    for (int c = 0; c < FMSG_CLASSES; c++)
+        while (f->free_msgs[c]) {
+            struct fmsg *m = f->free_msgs[c];
+            f->free_msgs[c] = m->next;
+            free(m);
+        }
     for (struct waiter *w = f->all_waiters, *nx; w; w = nx) {
         nx = w->next_all;
         free(w);
@@ -377,29 +390,39 @@ static void msg_done(struct kb_link_msg *lm, sim_time at)
     if (m->next)
         m->next->prev = m->prev;
     f->n_live--;
-    free(m);
+    m->next = f->free_msgs[m->cls];
+    f->free_msgs[m->cls] = m;
 }
 
-int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
-                   uint64_t bytes, struct sim_event *done)
+/* kb_fabric_send on a path known to be good (kb_fabric_check_path passed
+ * on it before, and links are never removed). */
+static int send_checked(struct kb_fabric *f, const int *links, int n_links,
+                        uint64_t bytes, struct sim_event *done)
 {
-    int rc = kb_fabric_check_path(f, links, n_links);
-    if (rc < 0)
-        return rc;
     if (n_links == 0) {
         if (done)
             sim_notify_delta(done);
         return 0;
     }
-    /* one block: the message, then the path, then the per-hop words */
-    size_t sz = sizeof(struct fmsg) + (size_t)n_links * sizeof(struct kb_link *)
-                + (size_t)n_links * sizeof(sim_time);
-    struct fmsg *m = malloc(sz);
-    if (!m)
-        return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
-                      (unsigned long long)bytes);
+    /* one block: the message, then the path, then the per-hop words,
+     * recycled by room */
+    int cls = 0;
+    while ((1 << cls) < n_links)
+        cls++;
+    struct fmsg *m = f->free_msgs[cls];
+    if (m) {
+        f->free_msgs[cls] = m->next;
+    } else {
+        size_t room = (size_t)1 << cls;
+        size_t sz = sizeof(struct fmsg) + room * sizeof(struct kb_link *)
+                    + room * sizeof(sim_time);
+        if (!(m = malloc(sz)))
+            return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
+                          (unsigned long long)bytes);
+        m->cls = cls;
+    }
     struct kb_link **path = (struct kb_link **)(m + 1);
-    sim_time *body = (sim_time *)(path + n_links);
+    sim_time *body = (sim_time *)(path + ((size_t)1 << m->cls));
     for (int j = 0; j < n_links; j++)
         path[j] = f->links[links[j]].l;
     uint32_t flit = kb_link_params(path[0])->flit_bytes;
@@ -422,30 +445,38 @@ int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
         f->live->prev = m;
     f->live = m;
     f->n_live++;
-    rc = kb_link_inject(&m->m);
+    int rc = kb_link_inject(&m->m);
     if (rc < 0) {
         /* only an allocation in the first link's queue can fail here */
         f->live = m->next;
         if (f->live)
             f->live->prev = NULL;
         f->n_live--;
-        free(m);
+        m->next = f->free_msgs[m->cls];
+        f->free_msgs[m->cls] = m;
         return seterr(f, rc, "out of memory sending %llu bytes",
                       (unsigned long long)bytes);
     }
     return 0;
 }
 
-int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
-                       uint64_t bytes)
+int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
+                   uint64_t bytes, struct sim_event *done)
+{
+    int rc = kb_fabric_check_path(f, links, n_links);
+    if (rc < 0)
+        return rc;
+    return send_checked(f, links, n_links, bytes, done);
+}
+
+static int transfer(struct kb_fabric *f, const int *links, int n_links,
+                    uint64_t bytes, bool checked)
 {
     if (!sim_current(f->sim))
         return seterr(f, SIM_EPERM, "transfer: not called from a thread "
                       "process");
-    if (n_links == 0) {
-        int rc = kb_fabric_check_path(f, links, n_links);
-        return rc;
-    }
+    if (n_links == 0)
+        return checked ? 0 : kb_fabric_check_path(f, links, n_links);
     struct waiter *w = f->free_waiters;
     if (w) {
         f->free_waiters = w->next_free;
@@ -458,7 +489,8 @@ int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
         w->next_all = f->all_waiters;
         f->all_waiters = w;
     }
-    int rc = kb_fabric_send(f, links, n_links, bytes, w->ev);
+    int rc = checked ? send_checked(f, links, n_links, bytes, w->ev)
+                     : kb_fabric_send(f, links, n_links, bytes, w->ev);
     if (rc >= 0) {
         rc = sim_wait_event(f->sim, w->ev);
         if (rc < 0) {
@@ -471,6 +503,18 @@ int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
     w->next_free = f->free_waiters;
     f->free_waiters = w;
     return rc;
+}
+
+int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
+                       uint64_t bytes)
+{
+    return transfer(f, links, n_links, bytes, false);
+}
+
+int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
+                               uint64_t bytes)
+{
+    return transfer(f, links, n_links, bytes, true);
 }
 
 uint64_t kb_fabric_in_flight(const struct kb_fabric *f) { return f->n_live; }

@@ -81,6 +81,12 @@ int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
 int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
                        uint64_t bytes);
 
+/* kb_fabric_transfer on a path that has passed kb_fabric_check_path
+ * before (a route kept by its user, as kb_dma keeps its routes): the
+ * path is not checked again. */
+int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
+                               uint64_t bytes);
+
 /* Transfers started and not yet delivered to their last link's far end. */
 uint64_t kb_fabric_in_flight(const struct kb_fabric *f);
 

@@ -303,6 +303,13 @@ int kb_graph_system_from_tree(struct kb_config *c, struct kb_config_node *topo_r
 
 /* ---- the built graph ----------------------------------------------------- */
 
+#define GRAPH_TREES 16
+struct route_tree {
+    int src;
+    int *par;      /* n links into each node, -1 for the source and unreached */
+    uint64_t used; /* tick of the last route from it */
+};
+
 struct kb_graph {
     struct kb_fabric *f;
     int n, base;        /* nodes are fabric ids base .. base + n - 1 */
@@ -310,7 +317,12 @@ struct kb_graph {
     int n_pes;
     /* adjacency in CSR form, each node's out-links sorted by (dst, link) */
     int *adj_start, *adj_link, *adj_dst;
-    int **parent_link;  /* per source: the link into each node, lazily */
+    /* BFS trees of the most recently routed-from sources (the link into
+     * each node); a source not among them is searched again. A tree per
+     * source would grow as n^2 (decision 0018). */
+    struct route_tree trees[GRAPH_TREES];
+    int n_trees;
+    uint64_t tick;
     int *queue;
     char err[256];
 };
@@ -354,11 +366,10 @@ struct kb_graph *kb_graph_new(struct kb_fabric *f, const struct kb_graph_cfg *g,
         gr->adj_start = calloc((size_t)gr->n + 1, sizeof *gr->adj_start);
         gr->adj_link = calloc(nl + 1, sizeof *gr->adj_link);
         gr->adj_dst = calloc(nl + 1, sizeof *gr->adj_dst);
-        gr->parent_link = calloc((size_t)gr->n + 1, sizeof *gr->parent_link);
         gr->queue = calloc((size_t)gr->n + 1, sizeof *gr->queue);
     }
     if (!gr || !e || !gr->pe_node || !gr->adj_start || !gr->adj_link || !gr->adj_dst ||
-        !gr->parent_link || !gr->queue) {
+        !gr->queue) {
         snprintf(err, errlen, "graph: out of memory");
         goto fail;
     }
@@ -400,10 +411,8 @@ void kb_graph_free(struct kb_graph *gr)
 {
     if (!gr)
         return;
-    if (gr->parent_link)
-        for (int i = 0; i < gr->n; i++)
-            free(gr->parent_link[i]);
-    free(gr->parent_link);
+    for (int i = 0; i < GRAPH_TREES; i++)
+        free(gr->trees[i].par);
     free(gr->pe_node);
     free(gr->adj_start);
     free(gr->adj_link);
@@ -427,13 +436,10 @@ int kb_graph_pe_node(const struct kb_graph *gr, int rank)
     return rank >= 0 && rank < gr->n_pes ? gr->pe_node[rank] : -1;
 }
 
-/* Breadth-first search from s: parent link of every node reached, -1 for
- * the source and the unreached. */
-static int *bfs(struct kb_graph *gr, int s)
+/* Breadth-first search from s into par: parent link of every node
+ * reached, -1 for the source and the unreached. */
+static void bfs(struct kb_graph *gr, int s, int *par)
 {
-    int *par = malloc((size_t)gr->n * sizeof *par);
-    if (!par)
-        return NULL;
     for (int i = 0; i < gr->n; i++)
         par[i] = -2; /* unseen */
     par[s] = -1;
@@ -452,7 +458,32 @@ static int *bfs(struct kb_graph *gr, int s)
     for (int i = 0; i < gr->n; i++)
         if (par[i] == -2)
             par[i] = -1;
-    return par;
+}
+
+/* The BFS tree of source s: a kept one, else searched into the least
+ * recently used slot. NULL when out of memory. */
+static const int *tree_of(struct kb_graph *gr, int s)
+{
+    gr->tick++;
+    struct route_tree *t = NULL;
+    for (int i = 0; i < gr->n_trees; i++) {
+        if (gr->trees[i].src == s) {
+            gr->trees[i].used = gr->tick;
+            return gr->trees[i].par;
+        }
+        if (!t || gr->trees[i].used < t->used)
+            t = &gr->trees[i];
+    }
+    if (gr->n_trees < GRAPH_TREES) {
+        t = &gr->trees[gr->n_trees];
+        if (!(t->par = malloc((size_t)gr->n * sizeof *t->par)))
+            return NULL;
+        gr->n_trees++;
+    }
+    bfs(gr, s, t->par);
+    t->src = s;
+    t->used = gr->tick;
+    return t->par;
 }
 
 int kb_graph_route(struct kb_graph *gr, int src_node, int dst_node, int *links, int max)
@@ -463,9 +494,9 @@ int kb_graph_route(struct kb_graph *gr, int src_node, int dst_node, int *links, 
                       dst_node);
     if (s == d)
         return 0;
-    if (!gr->parent_link[s] && !(gr->parent_link[s] = bfs(gr, s)))
+    const int *par = tree_of(gr, s);
+    if (!par)
         return seterr(gr, "route: out of memory");
-    const int *par = gr->parent_link[s];
     if (par[d] < 0)
         return seterr(gr, "no path from '%s' to '%s'", kb_fabric_node_name(gr->f, src_node),
                       kb_fabric_node_name(gr->f, dst_node));

@@ -51,6 +51,19 @@ struct req {
     void *ud;
     int n_links, cap_links;
     int *links; /* the route, kept with the request when it is recycled */
+    sim_time lnet; /* kb_fabric_path_time(links, 0) */
+};
+
+/* Routes this DMA has found, most recently used first. A PE's copies go
+ * to a few places over and over (its IPCQ neighbours, its HBM), so a copy
+ * finds its route here instead of asking the route function and checking
+ * the path each time. The routes of a fabric do not change once its links
+ * are all added; the cache is emptied if the link count moves. */
+#define ROUTE_CACHE 8
+struct route_entry {
+    int src, dst, n, cap;
+    int *links;
+    sim_time lnet; /* kb_fabric_path_time(links, 0) */
 };
 
 /* A thread blocked in kb_dma_copy. */
@@ -86,6 +99,9 @@ struct kb_dma {
     struct req *free_reqs;
     int *scratch; /* routes of kb_dma_time and kb_dma_route */
     int cap_scratch;
+    struct route_entry rc[ROUTE_CACHE];
+    int rc_n;        /* entries in use, rc[0] the most recent */
+    int rc_f_links;  /* the fabric's link count when they were found */
     struct waiter *free_waiters;
     struct waiter **waiters; /* every waiter, for kb_dma_free */
     size_t n_waiters, cap_waiters;
@@ -143,7 +159,7 @@ static int check_end(struct kb_dma *d, const char *what,
 
 /* Routes src -> dst into *links (capacity *cap, grown to the route's
  * length: routes of any length); the number of links or an error. */
-static int find_path(struct kb_dma *d, int src, int dst, int **links, int *cap)
+static int route_path(struct kb_dma *d, int src, int dst, int **links, int *cap)
 {
     /* at least 16 links, then as many as the route says it has */
     int n = 16;
@@ -167,9 +183,81 @@ static int find_path(struct kb_dma *d, int src, int dst, int **links, int *cap)
     return n;
 }
 
+/* *links (capacity *cap) grown to hold n; false when out of memory */
+static bool links_room(int **links, int *cap, int n)
+{
+    if (n <= *cap)
+        return true;
+    int *a = realloc(*links, (size_t)n * sizeof *a);
+    if (!a)
+        return false;
+    *links = a;
+    *cap = n;
+    return true;
+}
+
+/* route_path through the route cache; *lnet (if not NULL) gets the
+ * path's latency, kb_fabric_path_time(route, 0). */
+static int find_path_lnet(struct kb_dma *d, int src, int dst, int **links, int *cap,
+                          sim_time *lnet)
+{
+    int nl = kb_fabric_link_count(d->f);
+    if (nl != d->rc_f_links) {
+        d->rc_n = 0;
+        d->rc_f_links = nl;
+    }
+    for (int i = 0; i < d->rc_n; i++) {
+        struct route_entry *e = &d->rc[i];
+        if (e->src != src || e->dst != dst)
+            continue;
+        if (!links_room(links, cap, e->n))
+            return seterr(d, SIM_ENOMEM, "out of memory for a route of %d links "
+                          "from '%s' to '%s'", e->n, kb_fabric_node_name(d->f, src),
+                          kb_fabric_node_name(d->f, dst));
+        if (e->n > 0)
+            memcpy(*links, e->links, (size_t)e->n * sizeof **links);
+        if (lnet)
+            *lnet = e->lnet;
+        if (i > 0) { /* to the front */
+            struct route_entry t = *e;
+            memmove(&d->rc[1], &d->rc[0], (size_t)i * sizeof d->rc[0]);
+            d->rc[0] = t;
+        }
+        return d->rc[0].n;
+    }
+    int n = route_path(d, src, dst, links, cap);
+    if (n < 0)
+        return n;
+    sim_time l = kb_fabric_path_time(d->f, *links, n, 0);
+    if (lnet)
+        *lnet = l;
+    /* into the cache, the least recently used entry making room; a
+     * cache that cannot grow an entry just does not keep the route */
+    struct route_entry t = d->rc_n < ROUTE_CACHE ? d->rc[d->rc_n] : d->rc[ROUTE_CACHE - 1];
+    if (!links_room(&t.links, &t.cap, n > 0 ? n : 1))
+        return n;
+    if (n > 0)
+        memcpy(t.links, *links, (size_t)n * sizeof *t.links);
+    t.src = src;
+    t.dst = dst;
+    t.n = n;
+    t.lnet = l;
+    int used = d->rc_n < ROUTE_CACHE ? d->rc_n : ROUTE_CACHE - 1;
+    memmove(&d->rc[1], &d->rc[0], (size_t)used * sizeof d->rc[0]);
+    d->rc[0] = t;
+    if (d->rc_n < ROUTE_CACHE)
+        d->rc_n++;
+    return n;
+}
+
+static int find_path(struct kb_dma *d, int src, int dst, int **links, int *cap)
+{
+    return find_path_lnet(d, src, dst, links, cap, NULL);
+}
+
 static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
                       const struct kb_dma_end *dst, uint64_t bytes, int **links,
-                      int *cap)
+                      int *cap, sim_time *lnet)
 {
     int rc = check_end(d, "source", src, bytes);
     if (rc < 0)
@@ -177,7 +265,7 @@ static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
     rc = check_end(d, "destination", dst, bytes);
     if (rc < 0)
         return rc;
-    return find_path(d, src->node, dst->node, links, cap);
+    return find_path_lnet(d, src->node, dst->node, links, cap, lnet);
 }
 
 /* ---- closed form ----------------------------------------------------- */
@@ -185,7 +273,7 @@ static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
 sim_time kb_dma_time(struct kb_dma *d, struct kb_dma_end src,
                      struct kb_dma_end dst, uint64_t bytes)
 {
-    int n = check_copy(d, &src, &dst, bytes, &d->scratch, &d->cap_scratch);
+    int n = check_copy(d, &src, &dst, bytes, &d->scratch, &d->cap_scratch, NULL);
     if (n < 0)
         return SIM_FOREVER;
     const int *links = d->scratch;
@@ -251,12 +339,13 @@ static int serve(struct chan *ch, struct req *r)
     sim_time t0 = sim_now(s);
     sim_time ls = kb_mem_time(ms, r->src.addr, 0);
     sim_time ld = kb_mem_time(md, r->dst.addr, 0);
-    sim_time lnet = kb_fabric_path_time(d->f, r->links, r->n_links, 0);
+    sim_time lnet = r->lnet; /* kb_fabric_path_time(d->f, r->links, r->n_links, 0) */
 
     sim_time r_end = kb_mem_schedule(ms, r->src.addr, r->bytes, false);
     wait_until(s, t0 + ls);
     sim_time w_end = kb_mem_schedule(md, r->dst.addr, r->bytes, true);
-    int rc = kb_fabric_transfer(d->f, r->links, r->n_links, r->bytes);
+    /* the route passed kb_fabric_check_path when it was found */
+    int rc = kb_fabric_transfer_checked(d->f, r->links, r->n_links, r->bytes);
     if (rc < 0)
         return seterr(d, rc, "%s", kb_fabric_errmsg(d->f));
     sim_time end = tmax(sim_now(s) + ld, tmax(r_end + lnet + ld, w_end + lnet));
@@ -407,6 +496,8 @@ void kb_dma_free(struct kb_dma *d)
     }
     free_reqs(d->free_reqs);
     free(d->scratch);
+    for (int i = 0; i < ROUTE_CACHE; i++)
+        free(d->rc[i].links);
     for (size_t i = 0; i < d->n_waiters; i++)
         free(d->waiters[i]);
     free(d->waiters);
@@ -441,7 +532,7 @@ int kb_dma_copy_async(struct kb_dma *d, enum kb_dma_class c,
         d->free_reqs = r->next;
     else if (!(r = calloc(1, sizeof *r)))
         return seterr(d, SIM_ENOMEM, "out of memory queuing a copy");
-    int n = check_copy(d, &src, &dst, bytes, &r->links, &r->cap_links);
+    int n = check_copy(d, &src, &dst, bytes, &r->links, &r->cap_links, &r->lnet);
     if (n < 0) {
         r->next = d->free_reqs;
         d->free_reqs = r;

@@ -166,6 +166,14 @@ typedef void (*sim_proc_fn)(struct sim *s, void *arg);
 struct sim_proc *sim_thread(struct sim *s, const char *name, sim_proc_fn fn,
                             void *arg, size_t stack_size);
 
+/* Starts thread process p, which has ended, again with fn(arg): it keeps
+ * its record and name and runs as a new sim_thread of that name would,
+ * ready from now on. For a component that makes many short threads of
+ * one name (a receive beside a kernel), so that the simulation does not
+ * keep a record for each. SIM_EPERM if p has not ended or its stack is
+ * not yet back in the pool (the run has not left it since), SIM_ENOMEM. */
+int sim_thread_restart(struct sim_proc *p, sim_proc_fn fn, void *arg, size_t stack_size);
+
 /* A method process: `fn(s, arg)` runs to completion each time it is
  * triggered, by its static sensitivity or by sim_next_trigger*. It runs
  * once in the first evaluate phase unless dont_initialize is set. */

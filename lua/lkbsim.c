@@ -1222,6 +1222,11 @@ struct sim *kb_checksim(lua_State *L, int i)
     return checksim(L, i)->s;
 }
 
+struct sim *kb_checksim_known(lua_State *L, int i)
+{
+    return live(L, lua_touserdata(L, i));
+}
+
 int kb_newmetatable(lua_State *L, const char *tname)
 {
     if (!luaL_newmetatable(L, tname))

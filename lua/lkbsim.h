@@ -76,6 +76,10 @@ const char *kb_push_outdir(lua_State *L, int options);
 
 /* The kernel of the open kbsim.sim at index i (an error otherwise). */
 struct sim *kb_checksim(lua_State *L, int i);
+/* The same for a value the binding stored itself and knows to be a
+ * kbsim.sim (a system's user value): its type is not looked up by name,
+ * only whether it is still open (the per-call path of tl.*). */
+struct sim *kb_checksim_known(lua_State *L, int i);
 /* luaL_newmetatable, the metatable hidden from scripts: getmetatable
  * gives the type name, so a script cannot call __gc on a live object. */
 int kb_newmetatable(lua_State *L, const char *tname);
@@ -106,6 +110,10 @@ void kb_open_system(lua_State *L);
 /* The open kbsim.system at index i (an error otherwise); its simulation is
  * the userdata's first user value (lsystem.c). */
 struct kb_system *kb_checksystem(lua_State *L, int i);
+/* kb_checksystem for a value the binding stored itself and knows to be a
+ * kbsim.system (a kernel context's user value): the same open checks and
+ * errors, without looking the types up by name. */
+struct kb_system *kb_checksystem_known(lua_State *L, int i);
 /* A PE's memory for host access: the kbsim.system at sysidx, the rank at
  * rankidx, the kind ("tcm", "sram", "hbm") at kindidx, default HBM or TCM
  * where there is none; makes none of the PE's units (ltl.c). */

@@ -445,6 +445,17 @@ struct kb_system *kb_checksystem(lua_State *L, int i)
     return checksys(L, i)->sys;
 }
 
+struct kb_system *kb_checksystem_known(lua_State *L, int i)
+{
+    struct lsys *h = lua_touserdata(L, i);
+    if (!h->sys)
+        luaL_error(L, "attempt to use a closed system");
+    lua_getiuservalue(L, i, 1);
+    kb_checksim_known(L, -1);
+    lua_pop(L, 1);
+    return h->sys;
+}
+
 static int checkrank(lua_State *L, struct lsys *h, int i)
 {
     lua_Integer r = luaL_checkinteger(L, i);

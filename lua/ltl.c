@@ -72,6 +72,17 @@ struct kctx {
     sim_time gemm_free_ps; /* tl.gemm_tile: when the engine is free again */
     uint64_t *allocs; /* TCM addresses of live handles */
     size_t n_allocs, cap_allocs;
+    /* receive processes that have ended, with their events, to start again
+     * for the next tl.recv_async on the same direction (same name): a
+     * kernel of R rounds would otherwise leave R of each in the sim */
+    struct spare_recv *spare;
+    size_t n_spare, cap_spare;
+};
+
+struct spare_recv {
+    char *dir;
+    struct sim_proc *proc;
+    struct sim_event *ev;
 };
 
 struct handle {
@@ -86,6 +97,7 @@ struct handle {
 struct future {
     struct kctx *ctx;
     struct sim_event *done_ev;
+    struct sim_proc *proc; /* the receive's thread process */
     char *dir;
     uint32_t n;
     enum kb_dtype dt;
@@ -361,8 +373,8 @@ static void push_current_ctx(lua_State *L)
  * kernels never ended. */
 static void check_ctx_system(lua_State *L, int i)
 {
-    lua_getiuservalue(L, i, 1);
-    kb_checksystem(L, -1);
+    lua_getiuservalue(L, i, 1); /* l_bind stored a kbsim.system there */
+    kb_checksystem_known(L, -1);
     lua_pop(L, 1);
 }
 
@@ -396,6 +408,11 @@ static int ctx_gc(lua_State *L)
     struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
     free(c->allocs);
     c->allocs = NULL;
+    for (size_t i = 0; i < c->n_spare; i++)
+        free(c->spare[i].dir);
+    free(c->spare);
+    c->spare = NULL;
+    c->n_spare = c->cap_spare = 0;
     return 0;
 }
 
@@ -1316,13 +1333,52 @@ static int l_recv_async(lua_State *L)
     f->buf = c->no_data ? NULL : malloc((size_t)n * kb_dtype_size(dt));
     if (!f->dir || (!f->buf && !c->no_data))
         return luaL_error(L, "out of memory");
+    /* an ended receive of this direction starts again: the same name, so
+     * the same run as a new one (sim_thread_restart) */
+    for (size_t i = c->n_spare; i-- > 0;) {
+        struct spare_recv *sp = &c->spare[i];
+        if (strcmp(sp->dir, dir) != 0)
+            continue;
+        struct spare_recv got = *sp;
+        c->spare[i] = c->spare[--c->n_spare];
+        free(got.dir);
+        if (sim_thread_restart(got.proc, future_proc, f, 0) == 0) {
+            f->done_ev = got.ev;
+            f->proc = got.proc;
+            anchor_future(L, f, true);
+            return 1;
+        }
+        break; /* not restartable yet: a new one */
+    }
     char name[256];
     snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, dir);
     f->done_ev = sim_event_new(c->s, name);
-    if (!f->done_ev || !sim_thread(c->s, name, future_proc, f, 0))
+    if (!f->done_ev || !(f->proc = sim_thread(c->s, name, future_proc, f, 0)))
         return luaL_error(L, "tl.recv_async: %s", sim_errmsg(c->s));
     anchor_future(L, f, true);
     return 1;
+}
+
+/* f's receive has ended and been waited for: its process and event are
+ * kept for the next receive of its direction (nothing refers to them
+ * now: the future errs on a second wait before touching its event). */
+static void spare_recv(struct kctx *c, struct future *f)
+{
+    if (!f->proc || !sim_proc_terminated(f->proc))
+        return;
+    if (c->n_spare == c->cap_spare) {
+        size_t cap = c->cap_spare ? 2 * c->cap_spare : 4;
+        struct spare_recv *a = realloc(c->spare, cap * sizeof *a);
+        if (!a)
+            return; /* not kept: the next receive makes a new one */
+        c->spare = a;
+        c->cap_spare = cap;
+    }
+    char *dir = strdup(f->dir);
+    if (!dir)
+        return;
+    c->spare[c->n_spare++] = (struct spare_recv){dir, f->proc, f->done_ev};
+    f->proc = NULL;
 }
 
 /* wait(future) -> handle */
@@ -1349,6 +1405,7 @@ static int l_wait(lua_State *L)
     }
     f->waited = true;
     anchor_future(L, f, false);
+    spare_recv(c, f);
     if (f->got < 0)
         return luaL_error(L, "tl.recv_async: %s", kb_ipcq_errmsg(c->pe->ipcq));
     check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);

@@ -278,6 +278,49 @@ TEST(routes_bfs)
     unbuild(&t);
 }
 
+/* A 6x6 mesh (many shortest ways between two nodes) routed from all 36
+ * sources, more than the BFS trees a graph keeps: every route is the same
+ * whether its source's tree is kept or searched again, whatever the order
+ * of the asks. */
+TEST(routes_same_when_trees_are_evicted)
+{
+    enum { W = 6, N = W * W };
+    static char text[16384];
+    size_t len = (size_t)snprintf(text, sizeof text, "nodes: [");
+    for (int i = 0; i < N; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s{name: n%d, pe: true}",
+                                i ? ", " : "", i);
+    len += (size_t)snprintf(text + len, sizeof text - len, "]\nlinks:\n");
+    for (int i = 0; i < N; i++) {
+        if (i % W + 1 < W)
+            len += (size_t)snprintf(text + len, sizeof text - len, "  - {from: n%d, to: n%d, "
+                                    "bandwidth_gbps: 1, bidirectional: true}\n", i, i + 1);
+        if (i + W < N)
+            len += (size_t)snprintf(text + len, sizeof text - len, "  - {from: n%d, to: n%d, "
+                                    "bandwidth_gbps: 1, bidirectional: true}\n", i, i + W);
+    }
+    struct sysfix t;
+    ASSERT_TRUE(build(&t, text));
+    static char first[N][N][128];
+    char a[8], b[8];
+    for (int i = 0; i < N; i++) /* source by source */
+        for (int j = 0; j < N; j++) {
+            snprintf(a, sizeof a, "n%d", i);
+            snprintf(b, sizeof b, "n%d", j);
+            snprintf(first[i][j], sizeof first[i][j], "%s", route_str(t.sys, a, b));
+        }
+    /* the corner to corner tie: BFS from n0 reaches n1 before n6 */
+    ASSERT_STREQ(first[0][N - 1], "n0 n1 n2 n3 n4 n5 n11 n17 n23 n29 n35");
+    ASSERT_STREQ(first[N - 1][0], "n35 n29 n23 n17 n11 n5 n4 n3 n2 n1 n0");
+    for (int j = N - 1; j >= 0; j--) /* the source changing on every ask */
+        for (int i = N - 1; i >= 0; i--) {
+            snprintf(a, sizeof a, "n%d", i);
+            snprintf(b, sizeof b, "n%d", j);
+            ASSERT_STREQ(route_str(t.sys, a, b), first[i][j]);
+        }
+    unbuild(&t);
+}
+
 struct xfer {
     struct kb_system *sys;
     int a, b;
@@ -316,5 +359,6 @@ TEST(transfer_on_graph)
 /* the shared error list, freed so the run stays valgrind-clean */
 TEST(release_errors) { kb_config_errors_release(&errs); }
 
-TEST_MAIN(read_group, system_keys, bad_inputs, routes_bfs, transfer_on_graph,
+TEST_MAIN(read_group, system_keys, bad_inputs, routes_bfs, routes_same_when_trees_are_evicted,
+          transfer_on_graph,
           release_errors)

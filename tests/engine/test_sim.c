@@ -532,6 +532,57 @@ TEST(deadlock_report_lists_blocked_processes)
     sim_free(s);
 }
 
+/* ---- restarting an ended thread ---------------------------------------- */
+
+struct rs {
+    struct log log;
+    struct sim_proc *worker;
+    int rc_running, rc_zombie;
+    struct sim_fifo *f;
+};
+
+static void rs_work(struct sim *s, void *arg)
+{
+    struct rs *c = arg;
+    sim_wait(s, 5 * SIM_NS);
+    logf_(&c->log, s, "work");
+}
+
+static void rs_driver(struct sim *s, void *arg)
+{
+    struct rs *c = arg;
+    c->rc_running = sim_thread_restart(c->worker, rs_work, c, 0); /* still running */
+    for (int i = 0; i < 3; i++) {
+        sim_wait(s, 10 * SIM_NS);
+        ASSERT_TRUE(sim_proc_terminated(c->worker));
+        ASSERT_EQ(sim_thread_restart(c->worker, rs_work, c, 0), 0);
+    }
+    sim_wait(s, 10 * SIM_NS);
+    /* the last run blocks for ever: listed after 'later', which was made
+     * after the worker's record but started before its last restart */
+    ASSERT_EQ(sim_thread_restart(c->worker, reads_forever, c->f, 0), 0);
+}
+
+TEST(ended_thread_restarts_and_deadlock_lists_by_start)
+{
+    struct sim *s = sim_new(NULL);
+    struct rs c = {0};
+    c.f = sim_fifo_new(s, "never", sizeof(int), 1);
+    c.worker = sim_thread(s, "worker", rs_work, &c, 0);
+    sim_thread(s, "driver", rs_driver, &c, 0);
+    sim_thread(s, "later", reads_forever, c.f, 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EDEADLOCK);
+    ASSERT_EQ(c.rc_running, SIM_EPERM);
+    ASSERT_STREQ(c.log.buf, "work@5/1 work@15/3 work@25/5 work@35/7 ");
+    const char *m = sim_errmsg(s);
+    ASSERT_CONTAINS(m, "2 processes are blocked:\n  'later' waits on read on fifo 'never'\n"
+                       "  'worker' waits on read on fifo 'never'");
+    struct sim_stats st;
+    sim_get_stats(s, &st);
+    ASSERT_U64_EQ(st.threads_alive, 2);
+    sim_free(s);
+}
+
 /* ---- run limits, stop, fail ------------------------------------------ */
 
 static void periodic(struct sim *s, void *arg)
@@ -781,4 +832,5 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           two_runs_identical_traces, deadlock_report_lists_blocked_processes,
           run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
           port_binding_checks, unbound_ports_all_listed, ten_thousand_threads,
-          same_time_wakeups_in_insertion_order, time_past_the_end_is_refused)
+          same_time_wakeups_in_insertion_order, time_past_the_end_is_refused,
+          ended_thread_restarts_and_deadlock_lists_by_start)
