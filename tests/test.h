@@ -16,7 +16,9 @@
  * Once the injected failure has happened, a failed ASSERT_TRUE, ASSERT_OK,
  * an ASSERT_EQ whose actual value is a negative error code, or a string
  * assertion whose actual text says "out of memory" is the error the code
- * under test owed: the case stops there, cleanly, and passes. Any other
+ * under test owed: the case stops there, cleanly, and passes (as does
+ * any assertion after such a stop, say in the test body after a process
+ * stopped). Any other
  * failed assertion (a wrong value with no error), a crash, an abort or
  * (under ASan) a leak fails, naming the allocation. See
  * tests/failalloc/README.md. */
@@ -136,7 +138,7 @@ static inline bool test__oom_text(const char *s)
  * else fails. */
 #define TEST__STOP_OR_FAIL(owed, ...)                                     \
     do {                                                                  \
-        if ((owed) && test__injected()) {                                 \
+        if (((owed) || test__stopped) && test__injected()) {              \
             test__stopped = 1;                                            \
             return;                                                       \
         }                                                                 \

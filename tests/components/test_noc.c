@@ -20,18 +20,24 @@ struct net {
 static int net_open(struct net *t, enum kb_noc_kind kind, const char *prefix,
                     int w, int h)
 {
-    t->s = sim_new(NULL);
-    t->f = kb_fabric_new(t->s);
+    t->s = T_OWN(sim_new(NULL), sim_free);
+    if (!t->s)
+        return -1;
+    t->f = T_OWN(kb_fabric_new(t->s), kb_fabric_free);
+    if (!t->f)
+        return -1;
     struct kb_noc_params p = {kind, prefix, w, h, L, NULL};
-    t->n = kb_noc_new(t->f, &p, t->err, sizeof t->err);
+    t->n = T_OWN(kb_noc_new(t->f, &p, t->err, sizeof t->err), kb_noc_free);
+    if (!t->n)
+        return -1;
     return t->n != NULL;
 }
 
 static void net_close(struct net *t)
 {
-    kb_noc_free(t->n);
-    kb_fabric_free(t->f);
-    sim_free(t->s);
+    T_FREE(kb_noc_free, t->n);
+    T_FREE(kb_fabric_free, t->f);
+    T_FREE(sim_free, t->s);
 }
 
 /* The route from src to dst as router indices "0 1 2 ...", checking on
@@ -198,28 +204,31 @@ TEST(switch_one_hop_through_crossbar)
 
 TEST(existing_nodes)
 {
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     int gw[3];
     gw[0] = kb_fabric_add_node(f, "sip0.gw");
     gw[1] = kb_fabric_add_node(f, "sip1.gw");
     gw[2] = kb_fabric_add_node(f, "sip2.gw");
     char err[256];
     struct kb_noc_params p = {KB_NOC_RING, "sys", 3, 1, L, gw};
-    struct kb_noc *n = kb_noc_new(f, &p, err, sizeof err);
+    struct kb_noc *n = T_OWN(kb_noc_new(f, &p, err, sizeof err), kb_noc_free);
+    ASSERT_TRUE(n);
     ASSERT_TRUE(n != NULL);
     ASSERT_EQ(kb_fabric_node_count(f), 3);
     ASSERT_STREQ(kb_link_name(kb_fabric_link(f, kb_noc_link(n, 2, KB_NOC_E))),
                  "sip2.gw.E");
     ASSERT_EQ(kb_fabric_link_dst(f, kb_noc_link(n, 2, KB_NOC_E)), gw[0]);
-    kb_noc_free(n);
+    T_FREE(kb_noc_free, n);
     int bad[2] = {0, 42};
     p = (struct kb_noc_params){KB_NOC_MESH, "m", 2, 1, L, bad};
     ASSERT_TRUE(kb_noc_new(f, &p, err, sizeof err) == NULL);
     ASSERT_STREQ(err, "mesh 'm': router 1 is node 42, which the fabric does "
                  "not have");
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST(errors)
@@ -229,8 +238,10 @@ TEST(errors)
     ASSERT_STREQ(t.err, "mesh 'sip0.cube1': size must be at least 1×1, got 0×4");
     net_close(&t);
 
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     char err[256];
     struct kb_noc_params p = {KB_NOC_TORUS, "sip0", 2, 2, L, NULL};
     p.link.bw_gbps = -1;
@@ -238,7 +249,8 @@ TEST(errors)
     ASSERT_STREQ(err, "link 'sip0.*': bandwidth must be a positive number of "
                  "GB/s, got -1");
     p.link = L;
-    struct kb_noc *n = kb_noc_new(f, &p, err, sizeof err);
+    struct kb_noc *n = T_OWN(kb_noc_new(f, &p, err, sizeof err), kb_noc_free);
+    ASSERT_TRUE(n);
     ASSERT_TRUE(n != NULL);
     /* the same names again: the fabric refuses duplicates */
     ASSERT_TRUE(kb_noc_new(f, &p, err, sizeof err) == NULL);
@@ -250,9 +262,9 @@ TEST(errors)
     ASSERT_EQ(kb_noc_route(n, 0, 3, links, 1), SIM_EINVAL);
     ASSERT_STREQ(kb_noc_errmsg(n), "route from 0 to 3: more than 1 links");
     ASSERT_EQ(kb_noc_hops(n, -1, 0), SIM_EINVAL);
-    kb_noc_free(n);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_noc_free, n);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 struct xfer {
@@ -277,7 +289,7 @@ TEST(transfer_across_the_mesh)
     struct xfer x = {t.f, {0}, 0, 0};
     x.n = kb_noc_route(t.n, 0, 15, x.links, 16);
     ASSERT_EQ(x.n, 6);
-    sim_thread(t.s, "x", xfer_thread, &x, 0);
+    ASSERT_TRUE(sim_thread(t.s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
     ASSERT_U64_EQ(x.end, 6 * 2700 + 15 * 1000);
     ASSERT_U64_EQ(x.end, kb_fabric_path_time(t.f, x.links, 6, 4096));

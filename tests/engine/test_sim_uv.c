@@ -54,11 +54,19 @@ static void m_method(struct sim *s, void *arg)
 
 static struct sim *model_new(struct model *m)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    if (!s)
+        return NULL;
     memset(m, 0, sizeof *m);
     m->a2b = sim_fifo_new(s, "a2b", sizeof(int), 1);
+    if (!m->a2b)
+        return NULL;
     m->b2a = sim_fifo_new(s, "b2a", sizeof(int), 1);
+    if (!m->b2a)
+        return NULL;
     m->tick = sim_event_new(s, "tick");
+    if (!m->tick)
+        return NULL;
     for (uintptr_t i = 0; i < 3; i++)
         sim_thread(s, "timed", m_timed, (void *)i, 0);
     sim_thread(s, "ping", m_ping, m, 0);
@@ -107,8 +115,8 @@ TEST(uv_matches_sim_run)
     uv_close((uv_handle_t *)&check, close_nothing);
     uv_run(&loop, UV_RUN_DEFAULT);
     ASSERT_EQ(uv_loop_close(&loop), 0);
-    sim_free(ref);
-    sim_free(s);
+    T_FREE(sim_free, ref);
+    T_FREE(sim_free, s);
 }
 
 TEST(uv_private_loop_and_until)
@@ -119,7 +127,7 @@ TEST(uv_private_loop_and_until)
     ASSERT_U64_EQ(sim_now(s), 40 * SIM_NS);
     ASSERT_EQ(sim_run_uv(s, NULL, SIM_FOREVER, 0, 0), SIM_DONE);
     ASSERT_U64_EQ(sim_now(s), 250 * SIM_NS);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void bump_timer(uv_timer_t *t) { (*(int *)t->data)++; }
@@ -143,7 +151,7 @@ TEST(uv_shared_loop_with_timer)
     uv_close((uv_handle_t *)&timer, close_nothing);
     uv_run(&loop, UV_RUN_DEFAULT);
     ASSERT_EQ(uv_loop_close(&loop), 0);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* Raises SIGINT at 100 ns, then keeps going for ever. */
@@ -158,7 +166,8 @@ static void forever_raise(struct sim *s, void *arg)
 
 TEST(uv_sigint_stops_cleanly)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct sim_proc *p = sim_thread(s, "forever", forever_raise, NULL, 0);
     sim_proc_set_daemon(p, true);
     /* The signal is seen by the loop right after the batch that raised it,
@@ -174,7 +183,7 @@ TEST(uv_sigint_stops_cleanly)
     /* A stopped simulation can be resumed. */
     ASSERT_EQ(sim_run(s, 1000 * SIM_NS), SIM_UNTIL);
     ASSERT_U64_EQ(sim_now(s), 1000 * SIM_NS);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void fails_at_10(struct sim *s, void *arg)
@@ -185,11 +194,12 @@ static void fails_at_10(struct sim *s, void *arg)
 
 TEST(uv_process_failure)
 {
-    struct sim *s = sim_new(NULL);
-    sim_thread(s, "bad", fails_at_10, NULL, 0);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(sim_thread(s, "bad", fails_at_10, NULL, 0));
     ASSERT_EQ(sim_run_uv(s, NULL, SIM_FOREVER, 1, 0), SIM_EPROC);
     ASSERT_CONTAINS(sim_errmsg(s), "broken at 10 ns");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(uv_matches_sim_run, uv_private_loop_and_until,

@@ -36,7 +36,8 @@ static const char tiny_json[] =
 
 TEST(tiny_trace_exact_json)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     FILE *f = tmpfile();
     ASSERT_TRUE(f);
     char err[256];
@@ -65,13 +66,14 @@ TEST(tiny_trace_exact_json)
     sim_trace_span(t, pe, "kernel", "late", 0, 1, NULL, 0);
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
     ASSERT_U64_EQ(sim_trace_events(t), 12);
-    sim_free(s);
+    T_FREE(sim_free, s);
     fclose(f);
 }
 
 TEST(escaping)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     FILE *f = tmpfile();
     ASSERT_EQ(sim_trace_open_file(s, f, "esc", NULL, 0), 0);
     struct sim_trace *t = sim_tracer(s);
@@ -94,19 +96,20 @@ TEST(escaping)
         ASSERT_TRUE((unsigned char)*p >= 0x20 || *p == '\n');
     ASSERT_TRUE(!strchr(got, '\xff'));
     free(got);
-    sim_free(s);
+    T_FREE(sim_free, s);
     fclose(f);
 }
 
 TEST(disabled_trace_writes_nothing)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_TRUE(sim_tracer(s) == NULL);
     char err[64] = "";
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
     ASSERT_STREQ(err, "");
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(path_open_close_and_free)
@@ -115,7 +118,8 @@ TEST(path_open_close_and_free)
     int fd = mkstemp(path);
     ASSERT_TRUE(fd >= 0);
     close(fd);
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     ASSERT_EQ(sim_trace_open(s, path, err, sizeof err), 0);
     /* one trace per simulation */
@@ -132,19 +136,21 @@ TEST(path_open_close_and_free)
     free(got);
     remove(path);
 
-    s = sim_new(NULL);
+    s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_EQ(sim_trace_open(s, "/nonexistent-dir/t.json", err, sizeof err),
               SIM_EINVAL);
     ASSERT_STREQ(err, "cannot open trace '/nonexistent-dir/t.json': "
                       "No such file or directory");
     ASSERT_TRUE(sim_tracer(s) == NULL);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* More than the buffer holds: written in pieces, same bytes as expected. */
 TEST(large_trace_through_the_buffer)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     FILE *f = tmpfile();
     ASSERT_EQ(sim_trace_open_file(s, f, "big", NULL, 0), 0);
     struct sim_trace *t = sim_tracer(s);
@@ -164,7 +170,7 @@ TEST(large_trace_through_the_buffer)
     ASSERT_U64_EQ(strlen(got), head + 2000 * ev - 2 + 27);
     ASSERT_TRUE(strstr(got, "\"ts\":0.019990,\"dur\":0.000005"));
     free(got);
-    sim_free(s);
+    T_FREE(sim_free, s);
     fclose(f);
 }
 
@@ -174,12 +180,13 @@ TEST(write_error_reported)
     FILE *f = fopen("/dev/full", "w");
     if (!f)
         return; /* no /dev/full here */
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_EQ(sim_trace_open_file(s, f, "/dev/full", NULL, 0), 0);
     char err[256];
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), SIM_EINVAL);
     ASSERT_STREQ(err, "cannot write trace '/dev/full': No space left on device");
-    sim_free(s);
+    T_FREE(sim_free, s);
     fclose(f);
 }
 
