@@ -68,6 +68,7 @@ TEST(signal_same_value_does_not_notify)
     c.g = sim_signal_new(s, "sig", sizeof(int));
     ASSERT_TRUE(c.g);
     struct sim_proc *w = sim_thread(s, "watcher", sig_watcher, &c, 0);
+    ASSERT_TRUE(w);
     sim_proc_set_daemon(w, true);
     int zero = 0;
     sim_signal_write(c.g, &zero);
@@ -152,6 +153,7 @@ TEST(earlier_notification_wins_and_cancel)
     ASSERT_TRUE(c.del);
     ASSERT_TRUE(sim_thread(s, "w_tim", waiter_tim, &c, 0));
     struct sim_proc *wd = sim_thread(s, "w_del", waiter_del, &c, 0);
+    ASSERT_TRUE(wd);
     ASSERT_TRUE(sim_thread(s, "renotifier", renotifier, &c, 0));
     int rc = sim_run(s, SIM_FOREVER);
     ASSERT_EQ(rc, SIM_EDEADLOCK); /* w_del waits forever */
@@ -320,6 +322,7 @@ TEST(fifo_several_waiters)
     ASSERT_TRUE(sim_thread(s, "watcher", many_watcher, &c, 0) != NULL);
     ASSERT_TRUE(sim_thread(s, "writer", many_writer, &c, 0) != NULL);
     struct sim_proc *m = sim_method(s, "m", many_method, &c, false);
+    ASSERT_TRUE(m);
     ASSERT_EQ(sim_sensitive(m, sim_fifo_read_event(c.f)), 0);
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     /* delta 1 at 5 ns: the write; delta 2: all four wake, readers in the
@@ -366,6 +369,7 @@ TEST(method_static_sensitivity)
     c.clk = sim_event_new(s, "clk");
     ASSERT_TRUE(c.clk);
     struct sim_proc *m = sim_method(s, "m", on_clock, &c, true);
+    ASSERT_TRUE(m);
     ASSERT_EQ(sim_sensitive(m, c.clk), 0);
     ASSERT_TRUE(sim_thread(s, "clock", clock_gen, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
@@ -513,7 +517,7 @@ static void det_run(struct trace *tr)
         ASSERT_TRUE(sim_thread(s, name, det_proc, &c[i], 0));
     }
     sim_set_trace(s, trace_fn, tr);
-    sim_run(s, SIM_FOREVER);
+    ASSERT_OK(sim_run(s, SIM_FOREVER));
     T_FREE(sim_free, s);
 }
 
@@ -554,6 +558,7 @@ TEST(deadlock_report_lists_blocked_processes)
     ASSERT_TRUE(sim_thread(s, "pair0.A", reads_forever, b, 0));
     ASSERT_TRUE(sim_thread(s, "pair0.B", reads_forever, a, 0));
     struct sim_proc *d = sim_thread(s, "server", daemon_loop, never, 0);
+    ASSERT_TRUE(d);
     sim_proc_set_daemon(d, true);
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EDEADLOCK);
     const char *m = sim_errmsg(s);
@@ -582,6 +587,7 @@ TEST(run_until_and_resume)
     ASSERT_TRUE(s);
     int n = 0;
     struct sim_proc *p = sim_thread(s, "periodic", periodic, &n, 0);
+    ASSERT_TRUE(p);
     sim_proc_set_daemon(p, true);
     ASSERT_EQ(sim_run(s, 35 * SIM_NS), SIM_UNTIL);
     ASSERT_EQ(n, 3);
@@ -628,6 +634,7 @@ TEST(step_in_batches_and_async_stop)
     ASSERT_TRUE(s);
     int n = 0;
     struct sim_proc *p = sim_thread(s, "periodic", periodic, &n, 0);
+    ASSERT_TRUE(p);
     sim_proc_set_daemon(p, true);
     int calls = 0, rc;
     do {
@@ -687,8 +694,8 @@ TEST(unbound_ports_all_listed)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
-    sim_port_new(s, "a.in", SIM_PORT_IN, "flit", 1, 1);
-    sim_port_new(s, "b.io", SIM_PORT_INOUT, "x", 2, 4);
+    ASSERT_TRUE(sim_port_new(s, "a.in", SIM_PORT_IN, "flit", 1, 1));
+    ASSERT_TRUE(sim_port_new(s, "b.io", SIM_PORT_INOUT, "x", 2, 4));
     ASSERT_EQ(sim_elaborate(s), SIM_EBIND);
     ASSERT_STREQ(sim_errmsg(s),
                  "port 'a.in' (in, type 'flit') is unbound\n"

@@ -72,6 +72,8 @@ static struct sim *model_new(struct model *m)
     sim_thread(s, "ping", m_ping, m, 0);
     sim_thread(s, "pong", m_pong, m, 0);
     struct sim_proc *p = sim_method(s, "method", m_method, m, true);
+    if (!p)
+        return NULL;
     sim_sensitive(p, m->tick);
     return s;
 }
@@ -169,6 +171,7 @@ TEST(uv_sigint_stops_cleanly)
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
     struct sim_proc *p = sim_thread(s, "forever", forever_raise, NULL, 0);
+    ASSERT_TRUE(p);
     sim_proc_set_daemon(p, true);
     /* The signal is seen by the loop right after the batch that raised it,
      * so the stop comes within one batch (64 waits) of 100 ns. */

@@ -87,6 +87,8 @@ static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
         struct sim_proc *p = sim_thread(
             s, "endless", endless,
             c->raise_in_point && i == c->finite ? c : NULL, 0);
+        if (!p)
+            return -1;
         sim_proc_set_daemon(p, true);
     }
     if (pt)
