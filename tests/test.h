@@ -87,6 +87,12 @@ static inline void test__free_owned(void)
     }
 }
 
+/* fclose for T_OWN (which takes a function returning nothing) */
+static inline void test_fclose(FILE *f)
+{
+    fclose(f);
+}
+
 /* T_OWN(sim_new(NULL), sim_free): the pointer, owned by the test case
  * until T_FREE(sim_free, s) (or, after an early return, the harness)
  * frees it. NULL is passed through unowned. */

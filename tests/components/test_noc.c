@@ -22,15 +22,15 @@ static int net_open(struct net *t, enum kb_noc_kind kind, const char *prefix,
 {
     t->s = T_OWN(sim_new(NULL), sim_free);
     if (!t->s)
-        return -1;
+        return 0;
     t->f = T_OWN(kb_fabric_new(t->s), kb_fabric_free);
     if (!t->f)
-        return -1;
+        return 0;
     struct kb_noc_params p = {kind, prefix, w, h, L, NULL};
     t->n = T_OWN(kb_noc_new(t->f, &p, t->err, sizeof t->err), kb_noc_free);
     if (!t->n)
-        return -1;
-    return t->n != NULL;
+        return 0;
+    return 1;
 }
 
 static void net_close(struct net *t)

@@ -68,34 +68,68 @@ static struct sim *model_new(struct model *m)
     if (!m->tick)
         return NULL;
     for (uintptr_t i = 0; i < 3; i++)
-        sim_thread(s, "timed", m_timed, (void *)i, 0);
-    sim_thread(s, "ping", m_ping, m, 0);
-    sim_thread(s, "pong", m_pong, m, 0);
-    struct sim_proc *p = sim_method(s, "method", m_method, m, true);
-    if (!p)
+        if (!sim_thread(s, "timed", m_timed, (void *)i, 0))
+            return NULL;
+    if (!sim_thread(s, "ping", m_ping, m, 0) ||
+        !sim_thread(s, "pong", m_pong, m, 0))
         return NULL;
-    sim_sensitive(p, m->tick);
+    struct sim_proc *p = sim_method(s, "method", m_method, m, true);
+    if (!p || sim_sensitive(p, m->tick) < 0)
+        return NULL;
     return s;
+}
+
+/* A loop with its handles on the heap, so that the harness can close it
+ * after a test stops early (test.h, T_OWN). */
+struct uvbox {
+    uv_loop_t loop;
+    uv_check_t check;
+    uv_timer_t timer;
+};
+
+static void close_handle(uv_handle_t *h, void *unused)
+{
+    (void)unused;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void uvbox_free(struct uvbox *b)
+{
+    uv_walk(&b->loop, close_handle, NULL);
+    uv_run(&b->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&b->loop);
+    free(b);
+}
+
+static struct uvbox *uvbox_new(void)
+{
+    struct uvbox *b = calloc(1, sizeof *b);
+    if (b && uv_loop_init(&b->loop) != 0) {
+        free(b);
+        return NULL;
+    }
+    return b;
 }
 
 static int check_calls;
 static void count_check(uv_check_t *h) { check_calls++; }
-static void close_nothing(uv_handle_t *h) {}
 
 TEST(uv_matches_sim_run)
 {
     struct model m1, m2;
     struct sim *ref = model_new(&m1);
+    ASSERT_TRUE(ref);
     ASSERT_EQ(sim_run(ref, SIM_FOREVER), SIM_DONE);
 
-    uv_loop_t loop;
-    uv_check_t check;
-    ASSERT_EQ(uv_loop_init(&loop), 0);
-    uv_check_init(&loop, &check);
-    uv_check_start(&check, count_check);
+    struct uvbox *box = T_OWN(uvbox_new(), uvbox_free);
+    ASSERT_TRUE(box);
+    uv_check_init(&box->loop, &box->check);
+    uv_check_start(&box->check, count_check);
     check_calls = 0;
     struct sim *s = model_new(&m2);
-    ASSERT_EQ(sim_run_uv(s, &loop, SIM_FOREVER, 7, 0), SIM_DONE);
+    ASSERT_TRUE(s);
+    ASSERT_EQ(sim_run_uv(s, &box->loop, SIM_FOREVER, 7, 0), SIM_DONE);
     /* One loop iteration per batch: the idle callback ran many times. */
     ASSERT_TRUE(check_calls > 10);
 
@@ -114,17 +148,16 @@ TEST(uv_matches_sim_run)
     ASSERT_EQ(m2.method_runs, 40);
     ASSERT_U64_EQ(sim_now(s), 250 * SIM_NS); /* 50 waits of 5 ns */
 
-    uv_close((uv_handle_t *)&check, close_nothing);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ASSERT_EQ(uv_loop_close(&loop), 0);
     T_FREE(sim_free, ref);
     T_FREE(sim_free, s);
+    T_FREE(uvbox_free, box);
 }
 
 TEST(uv_private_loop_and_until)
 {
     struct model m;
     struct sim *s = model_new(&m);
+    ASSERT_TRUE(s);
     ASSERT_EQ(sim_run_uv(s, NULL, 40 * SIM_NS, 3, 0), SIM_UNTIL);
     ASSERT_U64_EQ(sim_now(s), 40 * SIM_NS);
     ASSERT_EQ(sim_run_uv(s, NULL, SIM_FOREVER, 0, 0), SIM_DONE);
@@ -138,22 +171,21 @@ static void bump_timer(uv_timer_t *t) { (*(int *)t->data)++; }
  * return anyway when the simulation ends. */
 TEST(uv_shared_loop_with_timer)
 {
-    uv_loop_t loop;
-    uv_timer_t timer;
-    int fired = 0;
-    ASSERT_EQ(uv_loop_init(&loop), 0);
-    uv_timer_init(&loop, &timer);
-    timer.data = &fired;
-    uv_timer_start(&timer, bump_timer, 0, 1);
+    static int fired;
+    fired = 0;
+    struct uvbox *box = T_OWN(uvbox_new(), uvbox_free);
+    ASSERT_TRUE(box);
+    uv_timer_init(&box->loop, &box->timer);
+    box->timer.data = &fired;
+    uv_timer_start(&box->timer, bump_timer, 0, 1);
     struct model m;
     struct sim *s = model_new(&m);
-    ASSERT_EQ(sim_run_uv(s, &loop, SIM_FOREVER, 5, SIM_UV_SIGINT), SIM_DONE);
+    ASSERT_TRUE(s);
+    ASSERT_EQ(sim_run_uv(s, &box->loop, SIM_FOREVER, 5, SIM_UV_SIGINT),
+              SIM_DONE);
     ASSERT_U64_EQ(sim_now(s), 250 * SIM_NS);
-    uv_timer_stop(&timer);
-    uv_close((uv_handle_t *)&timer, close_nothing);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ASSERT_EQ(uv_loop_close(&loop), 0);
     T_FREE(sim_free, s);
+    T_FREE(uvbox_free, box);
 }
 
 /* Raises SIGINT at 100 ns, then keeps going for ever. */
