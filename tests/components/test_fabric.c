@@ -6,6 +6,13 @@
 #include "sim.h"
 #include "test.h"
 
+/* The name of link `id`, made on first use: NULL when out of memory. */
+static const char *link_name(struct kb_fabric *f, int id)
+{
+    struct kb_link *l = kb_fabric_link(f, id);
+    return l ? kb_link_name(l) : NULL;
+}
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static const struct kb_link_params P = {
@@ -582,7 +589,7 @@ TEST(nodes_and_links)
     ASSERT_CONTAINS(kb_fabric_errmsg(f), "duplicate node 'sip0.cube5.r3'");
     int l = kb_fabric_add_link(f, 83, 84, NULL, &P);
     ASSERT_EQ(l, 0);
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(f, l)),
+    ASSERT_STREQ(link_name(f, l),
                  "sip0.cube5.r3->sip0.cube5.r4");
     ASSERT_EQ(kb_fabric_link_src(f, l), 83);
     ASSERT_EQ(kb_fabric_link_dst(f, l), 84);

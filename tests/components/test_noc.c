@@ -7,6 +7,13 @@
 #include "sim.h"
 #include "test.h"
 
+/* The name of link `id`, made on first use: NULL when out of memory. */
+static const char *link_name(struct kb_fabric *f, int id)
+{
+    struct kb_link *l = kb_fabric_link(f, id);
+    return l ? kb_link_name(l) : NULL;
+}
+
 static const struct kb_link_params L = {
     .bw_gbps = 256, .latency_ns = 1.7, .overhead_ns = 0, .flit_bytes = 256};
 
@@ -20,6 +27,7 @@ struct net {
 static int net_open(struct net *t, enum kb_noc_kind kind, const char *prefix,
                     int w, int h)
 {
+    memset(t, 0, sizeof *t);
     t->s = T_OWN(sim_new(NULL), sim_free);
     if (!t->s)
         return 0;
@@ -85,7 +93,7 @@ TEST(mesh_4x4_xy)
     ASSERT_STREQ(route_str(&t, 5, 5), "5");
     ASSERT_STREQ(kb_fabric_node_name(t.f, kb_noc_node(t.n, 3)),
                  "sip0.cube5.r3");
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(t.f, kb_noc_link(t.n, 3, KB_NOC_S))),
+    ASSERT_STREQ(link_name(t.f, kb_noc_link(t.n, 3, KB_NOC_S)),
                  "sip0.cube5.r3.S");
     ASSERT_EQ(kb_noc_link(t.n, 3, KB_NOC_E), -1); /* edge */
     ASSERT_EQ(kb_noc_link(t.n, 0, KB_NOC_N), -1);
@@ -195,8 +203,8 @@ TEST(switch_one_hop_through_crossbar)
     ASSERT_STREQ(route_str(&t, 3, 3), "3");
     int links[2];
     ASSERT_EQ(kb_noc_route(t.n, 4, 0, links, 2), 2);
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(t.f, links[0])), "sip0.r4.up");
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(t.f, links[1])), "sip0.xbar.0");
+    ASSERT_STREQ(link_name(t.f, links[0]), "sip0.r4.up");
+    ASSERT_STREQ(link_name(t.f, links[1]), "sip0.xbar.0");
     ASSERT_EQ(kb_noc_hops(t.n, 0, 4), 2);
     ASSERT_EQ(kb_noc_max_hops(t.n), 2);
     net_close(&t);
@@ -218,7 +226,7 @@ TEST(existing_nodes)
     ASSERT_TRUE(n);
     ASSERT_TRUE(n != NULL);
     ASSERT_EQ(kb_fabric_node_count(f), 3);
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(f, kb_noc_link(n, 2, KB_NOC_E))),
+    ASSERT_STREQ(link_name(f, kb_noc_link(n, 2, KB_NOC_E)),
                  "sip2.gw.E");
     ASSERT_EQ(kb_fabric_link_dst(f, kb_noc_link(n, 2, KB_NOC_E)), gw[0]);
     T_FREE(kb_noc_free, n);

@@ -8,6 +8,13 @@
 #include "fabric.h"
 #include "system.h"
 #include "test.h"
+
+/* The name of link `id`, made on first use: NULL when out of memory. */
+static const char *link_name(struct kb_fabric *f, int id)
+{
+    struct kb_link *l = kb_fabric_link(f, id);
+    return l ? kb_link_name(l) : NULL;
+}
 #include "topology_schema.h"
 
 #define TOPO_DEFAULTS KBSIM_SOURCE_DIR "/configs/topology.yaml"
@@ -35,16 +42,14 @@ static int open_sys(struct fixture *t, const char *user, bool timing_only)
 {
     struct kb_topology_cfg cfg;
     t->s = T_OWN(sim_new(NULL), sim_free);
-    if (!t->s)
-        return -1;
     t->sys = NULL;
+    if (!t->s)
+        return 0;
     if (load(&cfg, user) < 0)
         return 0;
     struct kb_system_opts o = {timing_only};
     t->sys = T_OWN(kb_system_new(t->s, &cfg, &o, t->err, sizeof t->err), kb_system_free);
-    if (!t->sys)
-        return -1;
-    if (!t->sys)
+    if (!t->sys && !test__injected())
         fprintf(stderr, "%s\n", t->err);
     return t->sys != NULL;
 }
@@ -76,7 +81,7 @@ static void check_counts(const char *user, int sips, int cubes, int pes, int nod
     struct fixture t;
     if (!open_sys(&t, user, false)) {
         close_sys(&t);
-        TEST__FAIL("cannot build '%s'", user);
+        TEST__STOP_OR_FAIL(1, "cannot build '%s'", user);
     }
     struct kb_system_counts n;
     kb_system_get_counts(t.sys, &n);
@@ -133,7 +138,7 @@ TEST(names_and_ranks)
     ASSERT_TRUE(kb_pe_mem(kb_system_pe(t.sys, 129), KB_MEM_SRAM, NULL) == pe->sram);
     ASSERT_U64_EQ(kb_mem_params(pe->hbm)->capacity, (uint64_t)2 << 30);
     ASSERT_EQ(kb_mem_params(pe->hbm)->n_channels, 8);
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(f, 1800)) ? "ok" : "", "ok");
+    ASSERT_STREQ(link_name(f, 1800) ? "ok" : "", "ok");
     ASSERT_TRUE(kb_fabric_find_link(f, kb_fabric_find_node(f, "sip0.cube3.r5"),
                                     kb_fabric_find_node(f, "sip1.cube0.r3")) >= 0);
     close_sys(&t);
