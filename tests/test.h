@@ -207,11 +207,15 @@ static inline bool test__oom_text(const char *s)
     } while (0)
 
 #ifdef KBSIM_FAILALLOC
-/* Every allocation up to this one fails in turn; past it, the first
- * allocation from each call site not yet failed, and every stride-th,
- * with the stride that keeps the sampled runs to about as many again. */
+/* Every allocation up to TEST_FAILALLOC_ALL fails in turn; past it, the
+ * first allocation from each call site not yet failed, and every
+ * stride-th, with the stride that keeps those to TEST_FAILALLOC_SAMPLED
+ * (a test of thousands of allocations then costs a few hundred runs). */
 #ifndef TEST_FAILALLOC_ALL
 #define TEST_FAILALLOC_ALL 300
+#endif
+#ifndef TEST_FAILALLOC_SAMPLED
+#define TEST_FAILALLOC_SAMPLED 50
 #endif
 #define TEST__SITES (1ul << 20)
 
@@ -279,8 +283,8 @@ static int test__failalloc(void (*fn)(void), const char *name)
     }
     unsigned long stride =
         total > TEST_FAILALLOC_ALL
-            ? (total - TEST_FAILALLOC_ALL + TEST_FAILALLOC_ALL - 1) /
-                  TEST_FAILALLOC_ALL
+            ? (total - TEST_FAILALLOC_ALL + TEST_FAILALLOC_SAMPLED - 1) /
+                  TEST_FAILALLOC_SAMPLED
             : 1;
     unsigned long runs = 0, stopped = 0, ended = 0;
     int bad = 0;

@@ -28,10 +28,12 @@ static struct kb_fabric *chain(struct sim *s, int h,
     char name[32];
     for (int i = 0; i <= h; i++) {
         snprintf(name, sizeof name, "n%d", i);
-        kb_fabric_add_node(f, name);
+        if (kb_fabric_add_node(f, name) < 0)
+            return NULL;
     }
     for (int j = 0; j < h; j++)
-        links[j] = kb_fabric_add_link(f, j, j + 1, NULL, &p[j]);
+        if ((links[j] = kb_fabric_add_link(f, j, j + 1, NULL, &p[j])) < 0)
+            return NULL;
     return f;
 }
 
@@ -92,6 +94,7 @@ TEST(transfer_matches_closed_form)
             ASSERT_TRUE(s);
             int links[10];
             struct kb_fabric *f = chain(s, h, p, links);
+            ASSERT_TRUE(f);
             struct xfer x = {f, links, h, sizes[b], 0, 0, -1};
             ASSERT_TRUE(sim_thread(s, "x", xfer_thread, &x, 0));
             ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
@@ -124,6 +127,7 @@ TEST(mixed_bandwidth)
     ASSERT_TRUE(s);
     int links[3];
     struct kb_fabric *f = chain(s, 3, p, links);
+    ASSERT_TRUE(f);
     struct xfer x = {f, links, 3, 16 * 256, 0, 0, -1};
     ASSERT_TRUE(sim_thread(s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
@@ -158,6 +162,7 @@ TEST(two_flows_on_one_link_serialise)
     ASSERT_TRUE(s);
     int links[1];
     struct kb_fabric *f = chain(s, 1, &P, links);
+    ASSERT_TRUE(f);
     struct xfer a = {f, links, 1, 1000, 0, 0, -1};
     struct xfer b = {f, links, 1, 600, 0, 0, -1};
     ASSERT_TRUE(sim_thread(s, "a", xfer_thread, &a, 0));
@@ -281,6 +286,7 @@ TEST(random_flows_match_flit_recurrence)
         ASSERT_TRUE(s);
         int links[MAXH];
         struct kb_fabric *f = chain(s, h, p, links);
+        ASSERT_TRUE(f);
         struct xfer x[MAXK];
         for (int m = 0; m < k; m++) {
             x[m] = (struct xfer){f, links, h, 1 + rng(&seed) % (MAXF * 256),
@@ -490,6 +496,7 @@ TEST(send_notifies_event)
     int links[3];
     struct kb_link_params p[3] = {P, P, P};
     struct kb_fabric *f = chain(s, 3, p, links);
+    ASSERT_TRUE(f);
     struct evwait w = {sim_event_new(s, "done"), 0};
     ASSERT_TRUE(sim_thread(s, "w", ev_waiter, &w, 0));
     /* before the run, from outside any process */
@@ -509,6 +516,7 @@ TEST(empty_path_and_zero_bytes)
     int links[2];
     struct kb_link_params p[2] = {P, P};
     struct kb_fabric *f = chain(s, 2, p, links);
+    ASSERT_TRUE(f);
     struct xfer local = {f, links, 0, 4096, 0, 0, -1};
     struct xfer empty = {f, links, 2, 0, 0, 0, -1};
     ASSERT_TRUE(sim_thread(s, "local", xfer_thread, &local, 0));
@@ -530,6 +538,7 @@ TEST(unfinished_transfers_are_freed)
     int links[3];
     struct kb_link_params p[3] = {P, P, P};
     struct kb_fabric *f = chain(s, 3, p, links);
+    ASSERT_TRUE(f);
     ASSERT_EQ(kb_fabric_send(f, links, 3, 1 << 20, NULL), 0);
     ASSERT_EQ(sim_run(s, 100 * SIM_NS), SIM_UNTIL);
     ASSERT_U64_EQ(kb_fabric_in_flight(f), 1);

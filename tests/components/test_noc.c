@@ -243,6 +243,7 @@ TEST(errors)
 {
     struct net t;
     ASSERT_TRUE(!net_open(&t, KB_NOC_MESH, "sip0.cube1", 0, 4));
+    ASSERT_TRUE(t.n == NULL && t.f && t.s); /* refused, not out of memory */
     ASSERT_STREQ(t.err, "mesh 'sip0.cube1': size must be at least 1×1, got 0×4");
     net_close(&t);
 
@@ -280,12 +281,13 @@ struct xfer {
     int links[16];
     int n;
     sim_time end;
+    int rc;
 };
 
 static void xfer_thread(struct sim *s, void *arg)
 {
     struct xfer *x = arg;
-    kb_fabric_transfer(x->f, x->links, x->n, 4096);
+    x->rc = kb_fabric_transfer(x->f, x->links, x->n, 4096);
     x->end = sim_now(s);
 }
 
@@ -294,11 +296,12 @@ TEST(transfer_across_the_mesh)
     /* corner to corner: 6 hops of 1.7 ns + 1 ns, then 15 flits × 1 ns */
     struct net t;
     ASSERT_TRUE(net_open(&t, KB_NOC_MESH, "c", 4, 4));
-    struct xfer x = {t.f, {0}, 0, 0};
+    struct xfer x = {t.f, {0}, 0, 0, 0};
     x.n = kb_noc_route(t.n, 0, 15, x.links, 16);
     ASSERT_EQ(x.n, 6);
     ASSERT_TRUE(sim_thread(t.s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
+    ASSERT_OK(x.rc);
     ASSERT_U64_EQ(x.end, 6 * 2700 + 15 * 1000);
     ASSERT_U64_EQ(x.end, kb_fabric_path_time(t.f, x.links, 6, 4096));
     net_close(&t);
