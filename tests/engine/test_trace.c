@@ -36,10 +36,12 @@ static const char tiny_json[] =
 
 TEST(tiny_trace_exact_json)
 {
-    struct sim *s = T_OWN(sim_new(NULL), sim_free);
-    ASSERT_TRUE(s);
+    /* the stream first: the harness frees newest first, and sim_free
+     * writes the end of a trace left open */
     FILE *f = T_OWN(tmpfile(), test_fclose);
     ASSERT_TRUE(f);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     ASSERT_EQ(sim_trace_open_file(s, f, "tiny", err, sizeof err), 0);
     struct sim_trace *t = sim_tracer(s);
@@ -73,10 +75,12 @@ TEST(tiny_trace_exact_json)
 
 TEST(escaping)
 {
+    /* the stream first: the harness frees newest first, and sim_free
+     * writes the end of a trace left open */
+    FILE *f = T_OWN(tmpfile(), test_fclose);
+    ASSERT_TRUE(f);
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
-    FILE *f = T_OWN(tmpfile(), test_fclose);
-   ASSERT_TRUE(f);
     ASSERT_EQ(sim_trace_open_file(s, f, "esc", NULL, 0), 0);
     struct sim_trace *t = sim_tracer(s);
     int k = sim_trace_track(t, "p\"q", "a\\b");
@@ -153,10 +157,12 @@ TEST(path_open_close_and_free)
 /* More than the buffer holds: written in pieces, same bytes as expected. */
 TEST(large_trace_through_the_buffer)
 {
+    /* the stream first: the harness frees newest first, and sim_free
+     * writes the end of a trace left open */
+    FILE *f = T_OWN(tmpfile(), test_fclose);
+    ASSERT_TRUE(f);
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
-    FILE *f = T_OWN(tmpfile(), test_fclose);
-   ASSERT_TRUE(f);
     ASSERT_EQ(sim_trace_open_file(s, f, "big", NULL, 0), 0);
     struct sim_trace *t = sim_tracer(s);
     int k = sim_trace_track(t, "system", "link");
