@@ -18,11 +18,18 @@ void kb_config_errors_init(struct kb_config_errors *e)
     memset(e, 0, sizeof *e);
 }
 
+/* What an error list holds when a message could not get memory: the last
+ * message, and the list stops there (nothing is freed of these). */
+static char nomem_msg[] = "out of memory (recording a configuration error)";
+static char *nomem_list[1] = {nomem_msg};
+
 void kb_config_errors_release(struct kb_config_errors *e)
 {
     for (size_t i = 0; i < e->n; i++)
-        free(e->msgs[i]);
-    free(e->msgs);
+        if (e->msgs[i] != nomem_msg)
+            free(e->msgs[i]);
+    if (e->msgs != nomem_list)
+        free(e->msgs);
     memset(e, 0, sizeof *e);
 }
 
@@ -39,8 +46,18 @@ static void errors_vadd(struct kb_config_errors *e, const char *prefix, const ch
     if (e->n == e->cap) {
         size_t cap = e->cap ? 2 * e->cap : 16;
         char **m = realloc(e->msgs, cap * sizeof *m);
-        if (!m)
-            abort();
+        if (!m) {
+            /* the list still says that something went wrong */
+            e->truncated = true;
+            if (!e->n) {
+                e->msgs = nomem_list;
+                e->n = e->cap = 1;
+            } else {
+                free(e->msgs[e->n - 1]);
+                e->msgs[e->n - 1] = nomem_msg;
+            }
+            return;
+        }
         e->msgs = m;
         e->cap = cap;
     }
@@ -51,8 +68,11 @@ static void errors_vadd(struct kb_config_errors *e, const char *prefix, const ch
         snprintf(body, sizeof body, "too many errors, stopped after %d", KB_CONFIG_MAX_ERRORS);
     size_t len = strlen(prefix) + strlen(body) + 1;
     char *msg = malloc(len);
-    if (!msg)
-        abort();
+    if (!msg) {
+        e->truncated = true;
+        e->msgs[e->n++] = nomem_msg;
+        return;
+    }
     snprintf(msg, len, "%s%s", prefix, body);
     /* one message, one line: keys and values quoted in it may hold
      * newlines or escapes from the file */

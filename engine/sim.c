@@ -201,6 +201,7 @@ struct sim {
     void *ud;
     char *errmsg;
     size_t errcap;
+    bool errlost; /* the last message did not fit and could not grow */
 };
 
 /* ---- helpers --------------------------------------------------------- */
@@ -234,6 +235,8 @@ static bool grow(void *arr, size_t *cap, size_t need, size_t sz)
 
 static void seterr_v(struct sim *s, bool append, const char *fmt, va_list ap)
 {
+    if (append && s->errlost)
+        return; /* its start is lost already */
     size_t used = append && s->errmsg ? strlen(s->errmsg) : 0;
     va_list ap2;
     va_copy(ap2, ap);
@@ -244,12 +247,15 @@ static void seterr_v(struct sim *s, bool append, const char *fmt, va_list ap)
     size_t need = used + (size_t)n + 1;
     if (need > s->errcap) {
         char *p = realloc(s->errmsg, need);
-        if (!p)
-            return;
-        s->errmsg = p;
-        s->errcap = need;
+        if (p) {
+            s->errmsg = p;
+            s->errcap = need;
+        }
     }
-    vsnprintf(s->errmsg + used, (size_t)n + 1, fmt, ap);
+    /* out of memory: sim_errmsg says so, never shows a stale message */
+    s->errlost = need > s->errcap;
+    if (!s->errlost)
+        vsnprintf(s->errmsg + used, (size_t)n + 1, fmt, ap);
 }
 
 static int seterr(struct sim *s, int code, const char *fmt, ...)
@@ -388,6 +394,8 @@ void sim_free(struct sim *s)
 
 const char *sim_errmsg(const struct sim *s)
 {
+    if (s->errlost)
+        return "out of memory (formatting an error message)";
     return s->errmsg ? s->errmsg : "";
 }
 

@@ -27,6 +27,7 @@ struct sim_trace {
     bool closed;  /* footer written; records are ignored */
     bool failed;  /* a write failed: err_no says why */
     int err_no;
+    bool nomem; /* a track could not be made: its records were dropped */
     char *label;  /* the file, for messages */
     uint64_t events;
     struct tproc *procs;
@@ -280,8 +281,12 @@ int sim_trace_close(struct sim *s, char *err, size_t errlen)
     struct sim_trace *t = sim_tracer(s);
     if (!t || t->closed)
         return 0;
-    if (finish(t))
+    if (finish(t) && !t->nomem)
         return 0;
+    if (!t->err_no) {
+        errf(err, errlen, "trace '%s' is incomplete: out of memory", t->label);
+        return SIM_ENOMEM;
+    }
     errf(err, errlen, "cannot write trace '%s': %s", t->label,
          strerror(t->err_no));
     return SIM_EINVAL;
@@ -343,8 +348,10 @@ int sim_trace_track(struct sim_trace *t, const char *process,
                     const char *thread)
 {
     uint32_t pid = proc_id(t, process ? process : "system");
-    if (!pid)
+    if (!pid) {
+        t->nomem = true;
         return -1;
+    }
     if (!thread)
         thread = "";
     for (size_t i = 0; i < t->n_tracks; i++)
@@ -354,6 +361,7 @@ int sim_trace_track(struct sim_trace *t, const char *process,
     if (!d || t->n_tracks >= INT32_MAX ||
         !grow(&t->tracks, &t->cap_tracks, t->n_tracks + 1, sizeof *t->tracks)) {
         free(d);
+        t->nomem = true;
         return -1;
     }
     /* tids are unique over the whole trace, as in a real system */
@@ -374,8 +382,10 @@ int sim_trace_track_path(struct sim_trace *t, const char *name)
     size_t n = (size_t)(dot - name);
     char stackbuf[64];
     char *proc = n < sizeof stackbuf ? stackbuf : malloc(n + 1);
-    if (!proc)
+    if (!proc) {
+        t->nomem = true;
         return -1;
+    }
     memcpy(proc, name, n);
     proc[n] = '\0';
     int id = sim_trace_track(t, proc, dot + 1);

@@ -54,7 +54,9 @@ int sim_trace_open_file(struct sim *s, FILE *f, const char *label, char *err,
  * The recorder stays attached, ignoring further records, until sim_free,
  * so components holding it stay safe. 0, nothing to do when s has no
  * trace or it is closed already; SIM_EINVAL if a write failed (err says
- * which file and why). sim_free closes a trace left open. */
+ * which file and why); SIM_ENOMEM if a track could not be made for lack
+ * of memory, so that its records are missing. sim_free closes a trace
+ * left open. */
 int sim_trace_close(struct sim *s, char *err, size_t errlen);
 
 /* The track of thread `thread` in process `process`, made on first use;

@@ -154,7 +154,8 @@ TEST(depth_limit)
 TEST(size_limit_string)
 {
     size_t n = KB_CONFIG_MAX_BYTES + 1;
-    char *big = malloc(n + 1);
+    char *big = T_OWN(malloc(n + 1), free);
+    ASSERT_TRUE(big);
     memset(big, ' ', n);
     big[n] = 0;
     struct fixture f;
@@ -162,7 +163,7 @@ TEST(size_limit_string)
     ASSERT_STREQ(errors(&f), "t.yaml:1:1: file too large: 4194305 bytes, the limit is 4194304");
     ASSERT_TRUE(f.root == NULL);
     done(&f);
-    free(big);
+    T_FREE(free, big);
 }
 
 TEST(size_limit_file)

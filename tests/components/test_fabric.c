@@ -6,6 +6,13 @@
 #include "sim.h"
 #include "test.h"
 
+/* The name of link `id`, made on first use: NULL when out of memory. */
+static const char *link_name(struct kb_fabric *f, int id)
+{
+    struct kb_link *l = kb_fabric_link(f, id);
+    return l ? kb_link_name(l) : NULL;
+}
+
 /* ---- helpers ------------------------------------------------------------ */
 
 static const struct kb_link_params P = {
@@ -15,14 +22,18 @@ static const struct kb_link_params P = {
 static struct kb_fabric *chain(struct sim *s, int h,
                                const struct kb_link_params *p, int *links)
 {
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    if (!f)
+        return NULL;
     char name[32];
     for (int i = 0; i <= h; i++) {
         snprintf(name, sizeof name, "n%d", i);
-        kb_fabric_add_node(f, name);
+        if (kb_fabric_add_node(f, name) < 0)
+            return NULL;
     }
     for (int j = 0; j < h; j++)
-        links[j] = kb_fabric_add_link(f, j, j + 1, NULL, &p[j]);
+        if ((links[j] = kb_fabric_add_link(f, j, j + 1, NULL, &p[j])) < 0)
+            return NULL;
     return f;
 }
 
@@ -79,18 +90,20 @@ TEST(transfer_matches_closed_form)
             struct kb_link_params p[10];
             for (int j = 0; j < h; j++)
                 p[j] = P;
-            struct sim *s = sim_new(NULL);
+            struct sim *s = T_OWN(sim_new(NULL), sim_free);
+            ASSERT_TRUE(s);
             int links[10];
             struct kb_fabric *f = chain(s, h, p, links);
+            ASSERT_TRUE(f);
             struct xfer x = {f, links, h, sizes[b], 0, 0, -1};
-            sim_thread(s, "x", xfer_thread, &x, 0);
+            ASSERT_TRUE(sim_thread(s, "x", xfer_thread, &x, 0));
             ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
             ASSERT_EQ(x.rc, 0);
             ASSERT_U64_EQ(x.end, closed_form(h, sizes[b], &P));
             ASSERT_U64_EQ(x.end, kb_fabric_path_time(f, links, h, sizes[b]));
             ASSERT_U64_EQ(kb_fabric_in_flight(f), 0);
-            kb_fabric_free(f);
-            sim_free(s);
+            T_FREE(kb_fabric_free, f);
+            T_FREE(sim_free, s);
         }
     }
 }
@@ -110,58 +123,65 @@ TEST(mixed_bandwidth)
     p[1].bw_gbps = 64;
     p[2].bw_gbps = 256;
     p[1].overhead_ns = p[2].overhead_ns = 0;
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int links[3];
     struct kb_fabric *f = chain(s, 3, p, links);
+    ASSERT_TRUE(f);
     struct xfer x = {f, links, 3, 16 * 256, 0, 0, -1};
-    sim_thread(s, "x", xfer_thread, &x, 0);
+    ASSERT_TRUE(sim_thread(s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     /* head: 8 + 3 + 1, 3 + 4, 3 + 1; body 15 × 4 ns */
     ASSERT_U64_EQ(x.end, 23000 + 60000);
     ASSERT_U64_EQ(x.end, kb_fabric_path_time(f, links, 3, 16 * 256));
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 
     /* partial last flit and an overhead after the bottleneck: an upper
      * bound, off by at most that overhead plus a bottleneck flit time */
     p[1].overhead_ns = p[2].overhead_ns = 8;
-    s = sim_new(NULL);
+    s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     f = chain(s, 3, p, links);
     x = (struct xfer){f, links, 3, 16 * 256 + 10, 0, 0, -1};
-    sim_thread(s, "x", xfer_thread, &x, 0);
+    ASSERT_TRUE(sim_thread(s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     sim_time bound = kb_fabric_path_time(f, links, 3, x.bytes);
     ASSERT_TRUE(x.end <= bound);
     ASSERT_TRUE(x.end + 8000 + 4000 >= bound);
     ASSERT_TRUE(x.end < bound);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 /* ---- contention --------------------------------------------------------- */
 
 TEST(two_flows_on_one_link_serialise)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int links[1];
     struct kb_fabric *f = chain(s, 1, &P, links);
+    ASSERT_TRUE(f);
     struct xfer a = {f, links, 1, 1000, 0, 0, -1};
     struct xfer b = {f, links, 1, 600, 0, 0, -1};
-    sim_thread(s, "a", xfer_thread, &a, 0);
-    sim_thread(s, "b", xfer_thread, &b, 0);
+    ASSERT_TRUE(sim_thread(s, "a", xfer_thread, &a, 0));
+    ASSERT_TRUE(sim_thread(s, "b", xfer_thread, &b, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     /* a: 8 + 1000/128 + 3; b waits for a's last flit, then 600/128 */
     ASSERT_U64_EQ(a.end, 8000 + 3 * 2000 + 1813 + 3000);
     ASSERT_U64_EQ(b.end, 8000 + 3 * 2000 + 1813 + 2 * 2000 + 688 + 3000);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST(two_flows_share_the_second_hop)
 {
     /* a: x0 -> r -> t, b: x1 -> r -> t, b starts 1 ns later */
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     int x0 = kb_fabric_add_node(f, "x0"), x1 = kb_fabric_add_node(f, "x1");
     int r = kb_fabric_add_node(f, "r"), t = kb_fabric_add_node(f, "t");
     int pa[2] = {kb_fabric_add_link(f, x0, r, NULL, &P),
@@ -169,8 +189,8 @@ TEST(two_flows_share_the_second_hop)
     int pb[2] = {kb_fabric_add_link(f, x1, r, NULL, &P), pa[1]};
     struct xfer a = {f, pa, 2, 2048, 0, 0, -1};
     struct xfer b = {f, pb, 2, 2048, SIM_NS, 0, -1};
-    sim_thread(s, "a", xfer_thread, &a, 0);
-    sim_thread(s, "b", xfer_thread, &b, 0);
+    ASSERT_TRUE(sim_thread(s, "a", xfer_thread, &a, 0));
+    ASSERT_TRUE(sim_thread(s, "b", xfer_thread, &b, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_U64_EQ(a.end, closed_form(2, 2048, &P));
     /* b's body has all arrived at r when a's tail leaves r -> t, so its 8
@@ -182,16 +202,18 @@ TEST(two_flows_share_the_second_hop)
     ASSERT_U64_EQ(st.flits, 16);
     ASSERT_U64_EQ(st.bytes, 4096);
     ASSERT_U64_EQ(st.busy_ps, 16 * 2000);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST(three_flows_into_one_target)
 {
     /* three sources into a router, one link from it to the target; the
      * flows start 1 ps apart so the arrival order is known */
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     int r = kb_fabric_add_node(f, "r"), t = kb_fabric_add_node(f, "t");
     int down = kb_fabric_add_link(f, r, t, NULL, &P);
     int path[3][2];
@@ -203,7 +225,7 @@ TEST(three_flows_into_one_target)
         path[k][0] = kb_fabric_add_link(f, src, r, NULL, &P);
         path[k][1] = down;
         x[k] = (struct xfer){f, path[k], 2, 4096, (sim_time)k, 0, -1};
-        sim_thread(s, name, xfer_thread, &x[k], 0);
+        ASSERT_TRUE(sim_thread(s, name, xfer_thread, &x[k], 0));
     }
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     sim_time t0 = closed_form(2, 4096, &P);
@@ -212,26 +234,28 @@ TEST(three_flows_into_one_target)
     ASSERT_U64_EQ(x[2].end, t0 + 2 * 16 * 2000);
     ASSERT_NEAR(kb_link_utilisation(kb_fabric_link(f, down), 0),
                 48 * 2000.0 / (double)x[2].end, 1e-12);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST(opposite_directions_do_not_contend)
 {
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     int a = kb_fabric_add_node(f, "a"), b = kb_fabric_add_node(f, "b");
     int ab = kb_fabric_add_link(f, a, b, NULL, &P);
     int ba = kb_fabric_add_link(f, b, a, NULL, &P);
     struct xfer x = {f, &ab, 1, 4096, 0, 0, -1};
     struct xfer y = {f, &ba, 1, 4096, 0, 0, -1};
-    sim_thread(s, "x", xfer_thread, &x, 0);
-    sim_thread(s, "y", xfer_thread, &y, 0);
+    ASSERT_TRUE(sim_thread(s, "x", xfer_thread, &x, 0));
+    ASSERT_TRUE(sim_thread(s, "y", xfer_thread, &y, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_U64_EQ(x.end, closed_form(1, 4096, &P));
     ASSERT_U64_EQ(y.end, x.end);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 /* Random flows along one chain, checked against the per-flit recurrence
@@ -258,14 +282,16 @@ TEST(random_flows_match_flit_recurrence)
             p[j].overhead_ns = (double)(rng(&seed) % 3) * 4;
             p[j].flit_bytes = 256;
         }
-        struct sim *s = sim_new(NULL);
+        struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
         int links[MAXH];
         struct kb_fabric *f = chain(s, h, p, links);
+        ASSERT_TRUE(f);
         struct xfer x[MAXK];
         for (int m = 0; m < k; m++) {
             x[m] = (struct xfer){f, links, h, 1 + rng(&seed) % (MAXF * 256),
                                  (rng(&seed) % 40) * 5 * SIM_NS, 0, -1};
-            sim_thread(s, "x", xfer_thread, &x[m], 0);
+            ASSERT_TRUE(sim_thread(s, "x", xfer_thread, &x[m], 0));
         }
         ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
 
@@ -305,8 +331,8 @@ TEST(random_flows_match_flit_recurrence)
                 ASSERT_TRUE(m->end - m->start <=
                             kb_fabric_path_time(f, links, h, m->bytes));
         }
-        kb_fabric_free(f);
-        sim_free(s);
+        T_FREE(kb_fabric_free, f);
+        T_FREE(sim_free, s);
     }
 }
 
@@ -329,8 +355,10 @@ TEST(random_crossing_flows_match_flit_recurrence)
         int h = 2 + (int)(rng(&seed) % (MAXH - 1));
         int k = 2 + (int)(rng(&seed) % (MAXK - 1));
         uint32_t flit = (uint32_t)(32 << (rng(&seed) % 4)); /* 32 .. 256 */
-        struct sim *s = sim_new(NULL);
-        struct kb_fabric *f = kb_fabric_new(s);
+        struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
+        struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+        ASSERT_TRUE(f);
         char name[32];
         /* chain c0 -> .. -> ch; flow m joins from its own in-node and may
          * leave to its own out-node */
@@ -383,7 +411,7 @@ TEST(random_crossing_flows_match_flit_recurrence)
             x[m] = (struct xfer){f, paths[m], n, bytes,
                                  (rng(&seed) % 60) * 1000 + (sim_time)m, 0,
                                  -1};
-            sim_thread(s, "x", xfer_thread, &x[m], 0);
+            ASSERT_TRUE(sim_thread(s, "x", xfer_thread, &x[m], 0));
         }
         ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
 
@@ -441,8 +469,8 @@ TEST(random_crossing_flows_match_flit_recurrence)
         }
         checked += !tie;
         ASSERT_U64_EQ(kb_fabric_in_flight(f), 0);
-        kb_fabric_free(f);
-        sim_free(s);
+        T_FREE(kb_fabric_free, f);
+        T_FREE(sim_free, s);
     }
     ASSERT_TRUE(checked >= 950);
 }
@@ -463,61 +491,69 @@ static void ev_waiter(struct sim *s, void *arg)
 
 TEST(send_notifies_event)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int links[3];
     struct kb_link_params p[3] = {P, P, P};
     struct kb_fabric *f = chain(s, 3, p, links);
+    ASSERT_TRUE(f);
     struct evwait w = {sim_event_new(s, "done"), 0};
-    sim_thread(s, "w", ev_waiter, &w, 0);
+    ASSERT_TRUE(sim_thread(s, "w", ev_waiter, &w, 0));
     /* before the run, from outside any process */
     ASSERT_EQ(kb_fabric_send(f, links, 3, 5000, w.ev), 0);
     ASSERT_U64_EQ(kb_fabric_in_flight(f), 1);
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_U64_EQ(w.at, closed_form(3, 5000, &P));
     ASSERT_U64_EQ(kb_fabric_in_flight(f), 0);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST(empty_path_and_zero_bytes)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int links[2];
     struct kb_link_params p[2] = {P, P};
     struct kb_fabric *f = chain(s, 2, p, links);
+    ASSERT_TRUE(f);
     struct xfer local = {f, links, 0, 4096, 0, 0, -1};
     struct xfer empty = {f, links, 2, 0, 0, 0, -1};
-    sim_thread(s, "local", xfer_thread, &local, 0);
-    sim_thread(s, "empty", xfer_thread, &empty, 0);
+    ASSERT_TRUE(sim_thread(s, "local", xfer_thread, &local, 0));
+    ASSERT_TRUE(sim_thread(s, "empty", xfer_thread, &empty, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(local.rc, 0);
     ASSERT_U64_EQ(local.end, 0);
     /* a header-only message still pays overhead and latency per hop */
     ASSERT_U64_EQ(empty.end, 2 * (8000 + 3000));
     ASSERT_U64_EQ(kb_fabric_path_time(f, links, 2, 0), empty.end);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST(unfinished_transfers_are_freed)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int links[3];
     struct kb_link_params p[3] = {P, P, P};
     struct kb_fabric *f = chain(s, 3, p, links);
+    ASSERT_TRUE(f);
     ASSERT_EQ(kb_fabric_send(f, links, 3, 1 << 20, NULL), 0);
     ASSERT_EQ(sim_run(s, 100 * SIM_NS), SIM_UNTIL);
     ASSERT_U64_EQ(kb_fabric_in_flight(f), 1);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 /* ---- checks ------------------------------------------------------------- */
 
 TEST(bad_paths_are_errors)
 {
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     int a = kb_fabric_add_node(f, "sip0.a"), b = kb_fabric_add_node(f, "sip0.b");
     int c = kb_fabric_add_node(f, "sip0.c");
     int ab = kb_fabric_add_link(f, a, b, NULL, &P);
@@ -540,14 +576,16 @@ TEST(bad_paths_are_errors)
     ASSERT_U64_EQ(kb_fabric_path_time(f, p1, 2, 10), SIM_FOREVER);
     ASSERT_EQ(kb_fabric_transfer(f, &ab, 1, 10), SIM_EPERM);
     ASSERT_U64_EQ(kb_fabric_in_flight(f), 0);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST(nodes_and_links)
 {
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     char name[32];
     for (int i = 0; i < 1000; i++) {
         snprintf(name, sizeof name, "sip0.cube%d.r%d", i / 16, i % 16);
@@ -560,7 +598,7 @@ TEST(nodes_and_links)
     ASSERT_CONTAINS(kb_fabric_errmsg(f), "duplicate node 'sip0.cube5.r3'");
     int l = kb_fabric_add_link(f, 83, 84, NULL, &P);
     ASSERT_EQ(l, 0);
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(f, l)),
+    ASSERT_STREQ(link_name(f, l),
                  "sip0.cube5.r3->sip0.cube5.r4");
     ASSERT_EQ(kb_fabric_link_src(f, l), 83);
     ASSERT_EQ(kb_fabric_link_dst(f, l), 84);
@@ -574,8 +612,8 @@ TEST(nodes_and_links)
     ASSERT_CONTAINS(kb_fabric_errmsg(f), "link 'ucie.e': bandwidth must be a "
                     "positive number of GB/s, got 0");
     ASSERT_EQ(kb_fabric_link_count(f), 1);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(transfer_matches_closed_form, closed_form_by_hand, mixed_bandwidth,

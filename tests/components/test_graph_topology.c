@@ -204,7 +204,9 @@ static int build(struct sysfix *t, const char *text)
     if (kb_topo_cfg_load(&cfg, &src, &errs) < 0 || read_graph(text, &g) < 0)
         return 0;
     char err[256];
-    t->s = sim_new(NULL);
+    t->s = T_OWN(sim_new(NULL), sim_free);
+    if (!t->s)
+        return -1;
     t->sys = kb_system_new_graph(t->s, &g, &cfg, NULL, err, sizeof err);
     kb_graph_cfg_release(&g);
     return t->sys != NULL;
@@ -213,7 +215,7 @@ static int build(struct sysfix *t, const char *text)
 static void unbuild(struct sysfix *t)
 {
     kb_system_free(t->sys);
-    sim_free(t->s);
+    T_FREE(sim_free, t->s);
 }
 
 static const char *route_str(struct kb_system *sys, const char *a, const char *b)
@@ -346,7 +348,7 @@ TEST(transfer_on_graph)
                                   kb_system_pe(t.sys, 3)->node, 4096),
               144000);
     struct xfer x = {t.sys, 0, 3, 0, -1};
-    sim_thread(t.s, "x", xfer_thread, &x, 0);
+    ASSERT_TRUE(sim_thread(t.s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(x.rc, 0);
     ASSERT_EQ(x.end, 144000);

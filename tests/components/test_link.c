@@ -66,20 +66,23 @@ TEST(params_are_checked)
     ASSERT_EQ(kb_link_params_check(&p, "l", err, sizeof err), SIM_EINVAL);
     ASSERT_STREQ(err, "link 'l': flit size must be > 0 bytes, got 0");
 
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_TRUE(kb_link_new(s, "bad", &p, err, sizeof err) == NULL);
     ASSERT_CONTAINS(err, "link 'bad'");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(serialisation_rounds_per_flit)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     struct kb_link_params p = P;
     p.bw_gbps = 128;
     p.latency_ns = 0.1 * 17; /* 17 mm at 0.1 ns/mm */
-    struct kb_link *l = kb_link_new(s, "l", &p, err, sizeof err);
+    struct kb_link *l = T_OWN(kb_link_new(s, "l", &p, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l);
     ASSERT_TRUE(l != NULL);
     ASSERT_U64_EQ(kb_link_ser_ps(l, 256), 2000);
     ASSERT_U64_EQ(kb_link_ser_ps(l, 1), 8);   /* 7.8125 */
@@ -88,17 +91,19 @@ TEST(serialisation_rounds_per_flit)
     ASSERT_U64_EQ(kb_link_latency_ps(l), 1700);
     ASSERT_U64_EQ(kb_link_overhead_ps(l), 0);
     ASSERT_STREQ(kb_link_name(l), "l");
-    kb_link_free(l);
-    sim_free(s);
+    T_FREE(kb_link_free, l);
+    T_FREE(sim_free, s);
 }
 
 TEST(one_hop_worm)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     struct kb_link_params p = P;
     p.overhead_ns = 8;
-    struct kb_link *l = kb_link_new(s, "l", &p, err, sizeof err);
+    struct kb_link *l = T_OWN(kb_link_new(s, "l", &p, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l);
     struct msg x;
     msg_init(&x, &l, 1, 1000, 256);
     ASSERT_EQ(kb_link_inject(&x.m), 0);
@@ -116,23 +121,26 @@ TEST(one_hop_worm)
     ASSERT_U64_EQ(sim_now(s), 11000);
     ASSERT_NEAR(kb_link_utilisation(l, 0), 3906.0 / 11000.0, 1e-12);
     ASSERT_NEAR(kb_link_utilisation(l, 20000), 3906.0 / 20000.0, 1e-12);
-    kb_link_free(l);
-    sim_free(s);
+    T_FREE(kb_link_free, l);
+    T_FREE(sim_free, s);
 }
 
 TEST(worm_holds_link_while_its_body_is_upstream)
 {
     /* a: slow link 0 then link 1; b: link 1 alone, injected while a holds
      * link 1 waiting for its body. b must wait for a's tail. */
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     struct kb_link_params slow = P;
     slow.bw_gbps = 32; /* 8 ns a flit */
     slow.latency_ns = 0;
     struct kb_link_params fast = P;
     fast.latency_ns = 0;
-    struct kb_link *l0 = kb_link_new(s, "l0", &slow, err, sizeof err);
-    struct kb_link *l1 = kb_link_new(s, "l1", &fast, err, sizeof err);
+    struct kb_link *l0 = T_OWN(kb_link_new(s, "l0", &slow, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l0);
+    struct kb_link *l1 = T_OWN(kb_link_new(s, "l1", &fast, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l1);
     struct kb_link *pa[2] = {l0, l1};
     struct msg a, b;
     msg_init(&a, pa, 2, 3 * 256, 256);
@@ -148,17 +156,19 @@ TEST(worm_holds_link_while_its_body_is_upstream)
     kb_link_get_stats(l1, &st);
     ASSERT_U64_EQ(st.messages, 2);
     ASSERT_U64_EQ(st.busy_ps, 4000);
-    kb_link_free(l0);
-    kb_link_free(l1);
-    sim_free(s);
+    T_FREE(kb_link_free, l0);
+    T_FREE(kb_link_free, l1);
+    T_FREE(sim_free, s);
 }
 
 TEST(fifo_order_of_heads)
 {
     /* three one-flit messages injected at t = 0 in order c, a, b */
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
-    struct kb_link *l = kb_link_new(s, "l", &P, err, sizeof err);
+    struct kb_link *l = T_OWN(kb_link_new(s, "l", &P, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l);
     struct msg a, b, c;
     msg_init(&a, &l, 1, 256, 256);
     msg_init(&b, &l, 1, 256, 256);
@@ -170,23 +180,25 @@ TEST(fifo_order_of_heads)
     ASSERT_U64_EQ(c.at, 1000 + 1700);
     ASSERT_U64_EQ(a.at, 2000 + 1700);
     ASSERT_U64_EQ(b.at, 3000 + 1700);
-    kb_link_free(l);
-    sim_free(s);
+    T_FREE(kb_link_free, l);
+    T_FREE(sim_free, s);
 }
 
 TEST(inject_rejects_empty_messages)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
-    struct kb_link *l = kb_link_new(s, "l", &P, err, sizeof err);
+    struct kb_link *l = T_OWN(kb_link_new(s, "l", &P, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l);
     struct msg x;
     msg_init(&x, &l, 0, 256, 256);
     ASSERT_EQ(kb_link_inject(&x.m), SIM_EINVAL);
     msg_init(&x, &l, 1, 256, 256);
     x.m.n_flits = 0;
     ASSERT_EQ(kb_link_inject(&x.m), SIM_EINVAL);
-    kb_link_free(l);
-    sim_free(s);
+    T_FREE(kb_link_free, l);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(params_are_checked, serialisation_rounds_per_flit, one_hop_worm,

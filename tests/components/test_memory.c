@@ -20,7 +20,8 @@ static const struct kb_mem_params TCM = {
 static struct kb_mem *mem(struct sim *s, const struct kb_mem_params *p)
 {
     char err[256];
-    return kb_mem_new(s, "sip0.cube0.pe0", p, err, sizeof err);
+    return T_OWN(kb_mem_new(s, "sip0.cube0.pe0", p, err, sizeof err),
+                 kb_mem_free);
 }
 
 /* A thread that does one timed access after `start` and records its end. */
@@ -44,8 +45,10 @@ static void acc_thread(struct sim *s, void *arg)
 
 TEST(closed_form)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *h = mem(s, &HBM), *t = mem(s, &TCM);
+    ASSERT_TRUE(h && t);
     ASSERT_U64_EQ(kb_mem_time(h, 0, 256), 6000 + 8000);     /* one channel */
     ASSERT_U64_EQ(kb_mem_time(h, 0, 2048), 6000 + 8000);    /* all eight */
     ASSERT_U64_EQ(kb_mem_time(h, 0, 65536), 6000 + 256000); /* 8 KiB each */
@@ -56,9 +59,9 @@ TEST(closed_form)
     ASSERT_U64_EQ(kb_mem_time(h, 0, 0), 6000);
     ASSERT_U64_EQ(kb_mem_time(t, 0, 65536), 128000);
     ASSERT_U64_EQ(kb_mem_time(t, 3, 1), 2); /* 1.953125 ps */
-    kb_mem_free(h);
-    kb_mem_free(t);
-    sim_free(s);
+    T_FREE(kb_mem_free, h);
+    T_FREE(kb_mem_free, t);
+    T_FREE(sim_free, s);
 }
 
 TEST(striping_gives_eight_times_one_channel)
@@ -66,33 +69,37 @@ TEST(striping_gives_eight_times_one_channel)
     /* the same 64 KiB from the 8-channel HBM and from one 32 GB/s channel */
     struct kb_mem_params one = HBM;
     one.n_channels = 1;
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *h8 = mem(s, &HBM), *h1 = mem(s, &one);
+    ASSERT_TRUE(h8 && h1);
     struct acc a = {h8, 0, 65536, 0, 0, -1}, b = {h1, 0, 65536, 0, 0, -1};
-    sim_thread(s, "a", acc_thread, &a, 0);
-    sim_thread(s, "b", acc_thread, &b, 0);
+    ASSERT_TRUE(sim_thread(s, "a", acc_thread, &a, 0));
+    ASSERT_TRUE(sim_thread(s, "b", acc_thread, &b, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(a.rc, 0);
     ASSERT_U64_EQ(a.end, 6000 + 65536 * 1000 / 32 / 8);
     ASSERT_U64_EQ(b.end, 6000 + 65536 * 1000 / 32);
     ASSERT_U64_EQ(b.end - 6000, 8 * (a.end - 6000));
-    kb_mem_free(h8);
-    kb_mem_free(h1);
-    sim_free(s);
+    T_FREE(kb_mem_free, h8);
+    T_FREE(kb_mem_free, h1);
+    T_FREE(sim_free, s);
 }
 
 TEST(same_channel_serialises)
 {
     /* eight 256 B reads at t = 0: on eight channels they overlap, on one
      * channel (addresses 2 KiB apart) their data phases queue */
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *spread = mem(s, &HBM), *same = mem(s, &HBM);
+    ASSERT_TRUE(spread && same);
     struct acc a[8], b[8];
     for (int i = 0; i < 8; i++) {
         a[i] = (struct acc){spread, (uint64_t)i * 256, 256, 0, 0, -1};
         b[i] = (struct acc){same, (uint64_t)i * 2048, 256, 0, 0, -1};
-        sim_thread(s, "a", acc_thread, &a[i], 0);
-        sim_thread(s, "b", acc_thread, &b[i], 0);
+        ASSERT_TRUE(sim_thread(s, "a", acc_thread, &a[i], 0));
+        ASSERT_TRUE(sim_thread(s, "b", acc_thread, &b[i], 0));
     }
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     for (int i = 0; i < 8; i++) {
@@ -106,9 +113,9 @@ TEST(same_channel_serialises)
     ASSERT_U64_EQ(st.busy_ps, 8 * 8000);
     /* channel 0 busy 64 of 70 ns, the seven others idle */
     ASSERT_NEAR(kb_mem_utilisation(same, 0), 64000.0 / (70000.0 * 8), 1e-12);
-    kb_mem_free(spread);
-    kb_mem_free(same);
-    sim_free(s);
+    T_FREE(kb_mem_free, spread);
+    T_FREE(kb_mem_free, same);
+    T_FREE(sim_free, s);
 }
 
 TEST(setup_overlaps_earlier_transfers)
@@ -116,26 +123,30 @@ TEST(setup_overlaps_earlier_transfers)
     /* a second access 10 ns later: its setup ends at 16, after the first
      * one's data (6..14), so it does not wait; a third at 12 ns waits for
      * the second's data phase (16..24) */
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *h = mem(s, &HBM);
+    ASSERT_TRUE(h);
     struct acc a = {h, 0, 256, 0, 0, -1};
     struct acc b = {h, 2048, 256, 10 * SIM_NS, 0, -1};
     struct acc c = {h, 4096, 256, 12 * SIM_NS, 0, -1};
-    sim_thread(s, "a", acc_thread, &a, 0);
-    sim_thread(s, "b", acc_thread, &b, 0);
-    sim_thread(s, "c", acc_thread, &c, 0);
+    ASSERT_TRUE(sim_thread(s, "a", acc_thread, &a, 0));
+    ASSERT_TRUE(sim_thread(s, "b", acc_thread, &b, 0));
+    ASSERT_TRUE(sim_thread(s, "c", acc_thread, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_U64_EQ(a.end, 14000);
     ASSERT_U64_EQ(b.end, 24000);
     ASSERT_U64_EQ(c.end, 32000);
-    kb_mem_free(h);
-    sim_free(s);
+    T_FREE(kb_mem_free, h);
+    T_FREE(sim_free, s);
 }
 
 TEST(schedule_without_waiting)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *h = mem(s, &HBM);
+    ASSERT_TRUE(h);
     ASSERT_U64_EQ(kb_mem_schedule(h, 0, 2048, true), 14000);
     ASSERT_U64_EQ(kb_mem_schedule(h, 0, 2048, true), 22000);
     ASSERT_U64_EQ(kb_mem_schedule(h, 2 * GiB - 1, 2, false), SIM_FOREVER);
@@ -148,16 +159,18 @@ TEST(schedule_without_waiting)
     ASSERT_U64_EQ(st.writes, 2);
     ASSERT_U64_EQ(st.bytes_written, 4096);
     ASSERT_U64_EQ(st.reads, 0);
-    kb_mem_free(h);
-    sim_free(s);
+    T_FREE(kb_mem_free, h);
+    T_FREE(sim_free, s);
 }
 
 /* ---- allocation --------------------------------------------------------- */
 
 TEST(capacity_error)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *h = mem(s, &HBM);
+    ASSERT_TRUE(h);
     uint64_t a, b;
     ASSERT_EQ(kb_mem_alloc(h, 2 * GiB - 8, 1, &a), 0);
     ASSERT_U64_EQ(a, 0);
@@ -169,14 +182,16 @@ TEST(capacity_error)
     ASSERT_U64_EQ(kb_mem_free_bytes(h), 0);
     ASSERT_EQ(kb_mem_alloc(h, 1, 1, &b), SIM_ENOMEM);
     ASSERT_CONTAINS(kb_mem_errmsg(h), "is full");
-    kb_mem_free(h);
-    sim_free(s);
+    T_FREE(kb_mem_free, h);
+    T_FREE(sim_free, s);
 }
 
 TEST(first_fit_alignment_and_coalescing)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *t = mem(s, &TCM);
+    ASSERT_TRUE(t);
     uint64_t a, b, c, d;
     ASSERT_EQ(kb_mem_alloc(t, 1, 0, &a), 0);
     ASSERT_EQ(kb_mem_alloc(t, 64, 4096, &b), 0);
@@ -218,16 +233,18 @@ TEST(first_fit_alignment_and_coalescing)
     ASSERT_EQ(kb_mem_dealloc(t, x[1]), 0);
     ASSERT_EQ(kb_mem_alloc(t, 3072, 64, &d), 0);
     ASSERT_U64_EQ(d, 0);
-    kb_mem_free(t);
-    sim_free(s);
+    T_FREE(kb_mem_free, t);
+    T_FREE(sim_free, s);
 }
 
 /* The peak counts bytes allocated at once, not the sum of allocations; a
  * failed allocation leaves it as it was. */
 TEST(peak_allocation)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *t = mem(s, &TCM);
+    ASSERT_TRUE(t);
     struct kb_mem_stats st;
     uint64_t a, b, c;
     kb_mem_get_stats(t, &st);
@@ -243,21 +260,25 @@ TEST(peak_allocation)
     ASSERT_EQ(kb_mem_alloc(t, (uint64_t)32 << 20, 1, &b), SIM_ENOMEM);
     kb_mem_get_stats(t, &st);
     ASSERT_U64_EQ(st.peak_alloc_bytes, 6596);
-    kb_mem_free(t);
-    sim_free(s);
+    T_FREE(kb_mem_free, t);
+    T_FREE(sim_free, s);
 }
 
 /* ---- contents ----------------------------------------------------------- */
 
 TEST(sparse_storage)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     /* 256 PEs' worth of 2 GiB HBMs cost nothing until written */
     struct kb_mem *h[256];
-    for (int i = 0; i < 256; i++)
+    for (int i = 0; i < 256; i++) {
         h[i] = mem(s, &HBM);
+        ASSERT_TRUE(h[i]);
+    }
     ASSERT_U64_EQ(kb_mem_pages(h[0]), 0);
-    unsigned char *buf = malloc(1 << 20);
+    unsigned char *buf = T_OWN(malloc(1 << 20), free);
+    ASSERT_TRUE(buf);
     memset(buf, 0xAB, 1 << 20);
     ASSERT_EQ(kb_mem_read(h[7], GiB, buf, 1 << 20), 0);
     int zeros = 1;
@@ -290,15 +311,16 @@ TEST(sparse_storage)
     /* pages are 4 KiB: a 16 KiB ring costs 16 KiB, not a 64 KiB page */
     ASSERT_EQ(kb_mem_write(h[8], 4096, buf, 16384), 0);
     ASSERT_U64_EQ(kb_mem_pages(h[8]), 4);
-    free(buf);
+    T_FREE(free, buf);
     for (int i = 0; i < 256; i++)
-        kb_mem_free(h[i]);
-    sim_free(s);
+        T_FREE(kb_mem_free, h[i]);
+    T_FREE(sim_free, s);
 }
 
 TEST(params_are_checked)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     struct kb_mem_params p = HBM;
     p.bw_gbps = 0;
@@ -323,7 +345,7 @@ TEST(params_are_checked)
     p.kind = KB_MEM_SRAM;
     ASSERT_TRUE(kb_mem_new(s, "x", &p, err, sizeof err) == NULL);
     ASSERT_STREQ(err, "sram of 'x': setup must be >= 0 ns, got -2");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 #define PAGE ((uint64_t)1 << 12)
@@ -335,8 +357,10 @@ static unsigned char pat(uint64_t i) { return (unsigned char)(i * 131 + (i >> 8)
  * pages never written, and spans that end at page boundaries. */
 TEST(spans_read_and_write_in_place)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_mem *m = mem(s, &TCM);
+    ASSERT_TRUE(m);
     uint64_t base = 3 * PAGE - 1000, n = 2 * PAGE + 3000; /* 3 boundaries */
     uint64_t a = base, left = n, i = 0, spans = 0;
     while (left) {
@@ -351,7 +375,8 @@ TEST(spans_read_and_write_in_place)
     }
     ASSERT_U64_EQ(spans, 4);
     ASSERT_U64_EQ(kb_mem_pages(m), 4);
-    unsigned char *out = malloc(n + 2000);
+    unsigned char *out = T_OWN(malloc(n + 2000), free);
+    ASSERT_TRUE(out);
     ASSERT_EQ(kb_mem_read(m, base - 1000, out, n + 2000), 0);
     for (uint64_t j = 0; j < 1000; j++) /* before: never written */
         ASSERT_EQ(out[j], 0);
@@ -386,19 +411,22 @@ TEST(spans_read_and_write_in_place)
     ASSERT_EQ(kb_mem_write_span(m, (16 << 20) + 1, 0, &w, &len), SIM_EINVAL);
     ASSERT_STREQ(kb_mem_errmsg(m), "write of 0 bytes at 0x1000001 is beyond the "
                                    "16777216 bytes of tcm of 'sip0.cube0.pe0'");
-    free(out);
-    kb_mem_free(m);
-    sim_free(s);
+    T_FREE(free, out);
+    T_FREE(kb_mem_free, m);
+    T_FREE(sim_free, s);
 }
 
 /* A page written whole skips its zero fill; a page written in part is
  * zero elsewhere, also after whole pages were freed and reused. */
 TEST(whole_page_writes_keep_zeros_elsewhere)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     for (int round = 0; round < 3; round++) {
         struct kb_mem *m = mem(s, &TCM);
-        unsigned char *buf = malloc(3 * PAGE);
+        ASSERT_TRUE(m);
+        unsigned char *buf = T_OWN(malloc(3 * PAGE), free);
+        ASSERT_TRUE(buf);
         memset(buf, 0xA5, 3 * PAGE);
         ASSERT_EQ(kb_mem_write(m, PAGE, buf, PAGE), 0);          /* whole */
         ASSERT_EQ(kb_mem_write(m, 3 * PAGE + 7, buf, 100), 0);   /* part */
@@ -410,10 +438,10 @@ TEST(whole_page_writes_keep_zeros_elsewhere)
         for (uint64_t j = 0; j < PAGE; j++)
             if (buf[j] != (j >= 7 && j < 107 ? 0xA5 : 0))
                 ASSERT_U64_EQ(j, UINT64_MAX);
-        free(buf);
-        kb_mem_free(m);
+        T_FREE(free, buf);
+        T_FREE(kb_mem_free, m);
     }
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* kb_mem_copy against a copy through a buffer: between memories and
@@ -421,9 +449,13 @@ TEST(whole_page_writes_keep_zeros_elsewhere)
  * boundaries, from never-written pages. */
 TEST(copy_page_to_page)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     uint64_t n = 3 * PAGE + 777;
-    unsigned char *src = malloc(n), *want = malloc(8 * PAGE), *got = malloc(8 * PAGE);
+    unsigned char *src = T_OWN(malloc(n), free);
+    unsigned char *want = T_OWN(malloc(8 * PAGE), free);
+    unsigned char *got = T_OWN(malloc(8 * PAGE), free);
+    ASSERT_TRUE(src && want && got);
     for (uint64_t j = 0; j < n; j++)
         src[j] = pat(j);
     const struct { uint64_t from, to, bytes; } cases[] = {
@@ -438,25 +470,28 @@ TEST(copy_page_to_page)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         for (int same = 0; same < 2; same++) {
             struct kb_mem *a = mem(s, &TCM), *b = same ? a : mem(s, &TCM);
+            ASSERT_TRUE(a && b);
             ASSERT_EQ(kb_mem_write(a, 0, src, n), 0);
             if (!same)
                 ASSERT_EQ(kb_mem_write(b, 0, src, n), 0);
             ASSERT_EQ(kb_mem_read(b, 0, want, 8 * PAGE), 0);
-            unsigned char *tmp = malloc(cases[c].bytes);
+            unsigned char *tmp = T_OWN(malloc(cases[c].bytes), free);
+            ASSERT_TRUE(tmp);
             ASSERT_EQ(kb_mem_read(a, cases[c].from, tmp, cases[c].bytes), 0);
             memcpy(want + cases[c].to, tmp, cases[c].bytes);
-            free(tmp);
+            T_FREE(free, tmp);
             ASSERT_EQ(kb_mem_copy(b, cases[c].to, a, cases[c].from,
                                   cases[c].bytes), 0);
             ASSERT_EQ(kb_mem_read(b, 0, got, 8 * PAGE), 0);
             if (memcmp(got, want, 8 * PAGE) != 0)
                 ASSERT_U64_EQ(c * 2 + (uint64_t)same, UINT64_MAX);
             if (!same)
-                kb_mem_free(b);
-            kb_mem_free(a);
+                T_FREE(kb_mem_free, b);
+            T_FREE(kb_mem_free, a);
         }
     }
     struct kb_mem *a = mem(s, &TCM), *h = mem(s, &HBM);
+    ASSERT_TRUE(a && h);
     ASSERT_EQ(kb_mem_copy(h, 0, a, (16 << 20) - 8, 16), SIM_EINVAL);
     ASSERT_STREQ(kb_mem_errmsg(h), "read of 16 bytes at 0xfffff8 is beyond the "
                                    "16777216 bytes of tcm of 'sip0.cube0.pe0'");
@@ -464,12 +499,12 @@ TEST(copy_page_to_page)
     ASSERT_STREQ(kb_mem_errmsg(a), "write of 16 bytes at 0xfffff8 is beyond the "
                                    "16777216 bytes of tcm of 'sip0.cube0.pe0'");
     ASSERT_U64_EQ(kb_mem_pages(a), 0);
-    kb_mem_free(a);
-    kb_mem_free(h);
-    free(src);
-    free(want);
-    free(got);
-    sim_free(s);
+    T_FREE(kb_mem_free, a);
+    T_FREE(kb_mem_free, h);
+    T_FREE(free, src);
+    T_FREE(free, want);
+    T_FREE(free, got);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,

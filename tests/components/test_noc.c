@@ -7,6 +7,13 @@
 #include "sim.h"
 #include "test.h"
 
+/* The name of link `id`, made on first use: NULL when out of memory. */
+static const char *link_name(struct kb_fabric *f, int id)
+{
+    struct kb_link *l = kb_fabric_link(f, id);
+    return l ? kb_link_name(l) : NULL;
+}
+
 static const struct kb_link_params L = {
     .bw_gbps = 256, .latency_ns = 1.7, .overhead_ns = 0, .flit_bytes = 256};
 
@@ -20,18 +27,25 @@ struct net {
 static int net_open(struct net *t, enum kb_noc_kind kind, const char *prefix,
                     int w, int h)
 {
-    t->s = sim_new(NULL);
-    t->f = kb_fabric_new(t->s);
+    memset(t, 0, sizeof *t);
+    t->s = T_OWN(sim_new(NULL), sim_free);
+    if (!t->s)
+        return 0;
+    t->f = T_OWN(kb_fabric_new(t->s), kb_fabric_free);
+    if (!t->f)
+        return 0;
     struct kb_noc_params p = {kind, prefix, w, h, L, NULL};
-    t->n = kb_noc_new(t->f, &p, t->err, sizeof t->err);
-    return t->n != NULL;
+    t->n = T_OWN(kb_noc_new(t->f, &p, t->err, sizeof t->err), kb_noc_free);
+    if (!t->n)
+        return 0;
+    return 1;
 }
 
 static void net_close(struct net *t)
 {
-    kb_noc_free(t->n);
-    kb_fabric_free(t->f);
-    sim_free(t->s);
+    T_FREE(kb_noc_free, t->n);
+    T_FREE(kb_fabric_free, t->f);
+    T_FREE(sim_free, t->s);
 }
 
 /* The route from src to dst as router indices "0 1 2 ...", checking on
@@ -79,7 +93,7 @@ TEST(mesh_4x4_xy)
     ASSERT_STREQ(route_str(&t, 5, 5), "5");
     ASSERT_STREQ(kb_fabric_node_name(t.f, kb_noc_node(t.n, 3)),
                  "sip0.cube5.r3");
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(t.f, kb_noc_link(t.n, 3, KB_NOC_S))),
+    ASSERT_STREQ(link_name(t.f, kb_noc_link(t.n, 3, KB_NOC_S)),
                  "sip0.cube5.r3.S");
     ASSERT_EQ(kb_noc_link(t.n, 3, KB_NOC_E), -1); /* edge */
     ASSERT_EQ(kb_noc_link(t.n, 0, KB_NOC_N), -1);
@@ -189,8 +203,8 @@ TEST(switch_one_hop_through_crossbar)
     ASSERT_STREQ(route_str(&t, 3, 3), "3");
     int links[2];
     ASSERT_EQ(kb_noc_route(t.n, 4, 0, links, 2), 2);
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(t.f, links[0])), "sip0.r4.up");
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(t.f, links[1])), "sip0.xbar.0");
+    ASSERT_STREQ(link_name(t.f, links[0]), "sip0.r4.up");
+    ASSERT_STREQ(link_name(t.f, links[1]), "sip0.xbar.0");
     ASSERT_EQ(kb_noc_hops(t.n, 0, 4), 2);
     ASSERT_EQ(kb_noc_max_hops(t.n), 2);
     net_close(&t);
@@ -198,39 +212,45 @@ TEST(switch_one_hop_through_crossbar)
 
 TEST(existing_nodes)
 {
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     int gw[3];
     gw[0] = kb_fabric_add_node(f, "sip0.gw");
     gw[1] = kb_fabric_add_node(f, "sip1.gw");
     gw[2] = kb_fabric_add_node(f, "sip2.gw");
     char err[256];
     struct kb_noc_params p = {KB_NOC_RING, "sys", 3, 1, L, gw};
-    struct kb_noc *n = kb_noc_new(f, &p, err, sizeof err);
+    struct kb_noc *n = T_OWN(kb_noc_new(f, &p, err, sizeof err), kb_noc_free);
+    ASSERT_TRUE(n);
     ASSERT_TRUE(n != NULL);
     ASSERT_EQ(kb_fabric_node_count(f), 3);
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(f, kb_noc_link(n, 2, KB_NOC_E))),
+    ASSERT_STREQ(link_name(f, kb_noc_link(n, 2, KB_NOC_E)),
                  "sip2.gw.E");
     ASSERT_EQ(kb_fabric_link_dst(f, kb_noc_link(n, 2, KB_NOC_E)), gw[0]);
-    kb_noc_free(n);
+    T_FREE(kb_noc_free, n);
     int bad[2] = {0, 42};
     p = (struct kb_noc_params){KB_NOC_MESH, "m", 2, 1, L, bad};
     ASSERT_TRUE(kb_noc_new(f, &p, err, sizeof err) == NULL);
     ASSERT_STREQ(err, "mesh 'm': router 1 is node 42, which the fabric does "
                  "not have");
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 TEST(errors)
 {
     struct net t;
     ASSERT_TRUE(!net_open(&t, KB_NOC_MESH, "sip0.cube1", 0, 4));
+    ASSERT_TRUE(t.n == NULL && t.f && t.s); /* refused, not out of memory */
     ASSERT_STREQ(t.err, "mesh 'sip0.cube1': size must be at least 1×1, got 0×4");
     net_close(&t);
 
-    struct sim *s = sim_new(NULL);
-    struct kb_fabric *f = kb_fabric_new(s);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     char err[256];
     struct kb_noc_params p = {KB_NOC_TORUS, "sip0", 2, 2, L, NULL};
     p.link.bw_gbps = -1;
@@ -238,7 +258,8 @@ TEST(errors)
     ASSERT_STREQ(err, "link 'sip0.*': bandwidth must be a positive number of "
                  "GB/s, got -1");
     p.link = L;
-    struct kb_noc *n = kb_noc_new(f, &p, err, sizeof err);
+    struct kb_noc *n = T_OWN(kb_noc_new(f, &p, err, sizeof err), kb_noc_free);
+    ASSERT_TRUE(n);
     ASSERT_TRUE(n != NULL);
     /* the same names again: the fabric refuses duplicates */
     ASSERT_TRUE(kb_noc_new(f, &p, err, sizeof err) == NULL);
@@ -250,9 +271,9 @@ TEST(errors)
     ASSERT_EQ(kb_noc_route(n, 0, 3, links, 1), SIM_EINVAL);
     ASSERT_STREQ(kb_noc_errmsg(n), "route from 0 to 3: more than 1 links");
     ASSERT_EQ(kb_noc_hops(n, -1, 0), SIM_EINVAL);
-    kb_noc_free(n);
-    kb_fabric_free(f);
-    sim_free(s);
+    T_FREE(kb_noc_free, n);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
 }
 
 struct xfer {
@@ -260,12 +281,13 @@ struct xfer {
     int links[16];
     int n;
     sim_time end;
+    int rc;
 };
 
 static void xfer_thread(struct sim *s, void *arg)
 {
     struct xfer *x = arg;
-    kb_fabric_transfer(x->f, x->links, x->n, 4096);
+    x->rc = kb_fabric_transfer(x->f, x->links, x->n, 4096);
     x->end = sim_now(s);
 }
 
@@ -274,11 +296,12 @@ TEST(transfer_across_the_mesh)
     /* corner to corner: 6 hops of 1.7 ns + 1 ns, then 15 flits × 1 ns */
     struct net t;
     ASSERT_TRUE(net_open(&t, KB_NOC_MESH, "c", 4, 4));
-    struct xfer x = {t.f, {0}, 0, 0};
+    struct xfer x = {t.f, {0}, 0, 0, 0};
     x.n = kb_noc_route(t.n, 0, 15, x.links, 16);
     ASSERT_EQ(x.n, 6);
-    sim_thread(t.s, "x", xfer_thread, &x, 0);
+    ASSERT_TRUE(sim_thread(t.s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
+    ASSERT_OK(x.rc);
     ASSERT_U64_EQ(x.end, 6 * 2700 + 15 * 1000);
     ASSERT_U64_EQ(x.end, kb_fabric_path_time(t.f, x.links, 6, 4096));
     net_close(&t);

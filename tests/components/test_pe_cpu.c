@@ -28,13 +28,15 @@ TEST(dispatch_formula)
         sim_time ps;
     } cases[] = {{4, 1.0, 4000}, {4, 1.5, 2667}, {7, 2.0, 3500}, {0, 1.0, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        struct sim *s = sim_new(NULL);
+        struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
         struct kb_cpu_params p = {cases[i].cycles, cases[i].ghz};
-        struct kb_cpu *c = kb_cpu_new(s, "pe0", &p, NULL, 0);
+        struct kb_cpu *c = T_OWN(kb_cpu_new(s, "pe0", &p, NULL, 0), kb_cpu_free);
+        ASSERT_TRUE(c);
         ASSERT_TRUE(c != NULL);
         ASSERT_U64_EQ(kb_cpu_dispatch_time(c), cases[i].ps);
         struct run r = {c, 10, 0, 0};
-        sim_thread(s, "kernel", dispatch_thread, &r, 0);
+        ASSERT_TRUE(sim_thread(s, "kernel", dispatch_thread, &r, 0));
         ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
         ASSERT_EQ(r.rc, 0);
         ASSERT_U64_EQ(r.end, 10 * cases[i].ps);
@@ -42,32 +44,35 @@ TEST(dispatch_formula)
         kb_cpu_get_stats(c, &st);
         ASSERT_U64_EQ(st.ops, 10);
         ASSERT_U64_EQ(st.busy_ps, 10 * cases[i].ps);
-        kb_cpu_free(c);
-        sim_free(s);
+        T_FREE(kb_cpu_free, c);
+        T_FREE(sim_free, s);
     }
 }
 
 TEST(bad_clock)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[128] = "";
     struct kb_cpu_params p = {4, 0};
     ASSERT_TRUE(kb_cpu_new(s, "pe3", &p, err, sizeof err) == NULL);
     ASSERT_STREQ(err, "cpu of 'pe3': clock must be > 0 GHz, got 0");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(outside_a_thread)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_cpu_params p = {4, 1.0};
-    struct kb_cpu *c = kb_cpu_new(s, "pe0", &p, NULL, 0);
+    struct kb_cpu *c = T_OWN(kb_cpu_new(s, "pe0", &p, NULL, 0), kb_cpu_free);
+    ASSERT_TRUE(c);
     ASSERT_EQ(kb_cpu_dispatch(c), SIM_EPERM);
     struct kb_cpu_stats st;
     kb_cpu_get_stats(c, &st);
     ASSERT_U64_EQ(st.ops, 0);
-    kb_cpu_free(c);
-    sim_free(s);
+    T_FREE(kb_cpu_free, c);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(dispatch_formula, bad_clock, outside_a_thread)

@@ -74,24 +74,40 @@ static int attach(struct tsys *t, int r, const char *what,
 
 static struct tsys *tsys_new(int n, uint32_t channels, bool timing_only)
 {
-    struct tsys *t = calloc(1, sizeof *t);
-    t->s = sim_new(NULL);
-    t->f = kb_fabric_new(t->s);
+    struct tsys *t = T_OWN(calloc(1, sizeof *t), free);
+    if (!t)
+        return NULL;
+    t->s = T_OWN(sim_new(NULL), sim_free);
+    if (!t->s)
+        return NULL;
+    t->f = T_OWN(kb_fabric_new(t->s), kb_fabric_free);
+    if (!t->f)
+        return NULL;
     t->n = n;
     struct kb_noc_params np = {KB_NOC_MESH, "", n, 1, NOC, NULL};
-    t->noc = kb_noc_new(t->f, &np, NULL, 0);
+    t->noc = T_OWN(kb_noc_new(t->f, &np, NULL, 0), kb_noc_free);
+    if (!t->noc)
+        return NULL;
     for (int i = 0; i < 64; i++)
         t->router[i] = t->up[i] = t->down[i] = -1;
     char name[32];
     for (int r = 0; r < n; r++) {
         snprintf(name, sizeof name, "pe%d", r);
-        t->tcm[r] = kb_mem_new(t->s, name, &TCM_P, NULL, 0);
-        t->hbm[r] = kb_mem_new(t->s, name, &HBM_P, NULL, 0);
-        t->sram[r] = kb_mem_new(t->s, name, &SRAM_P, NULL, 0);
+        t->tcm[r] = T_OWN(kb_mem_new(t->s, name, &TCM_P, NULL, 0), kb_mem_free);
+        if (!t->tcm[r])
+            return NULL;
+        t->hbm[r] = T_OWN(kb_mem_new(t->s, name, &HBM_P, NULL, 0), kb_mem_free);
+        if (!t->hbm[r])
+            return NULL;
+        t->sram[r] = T_OWN(kb_mem_new(t->s, name, &SRAM_P, NULL, 0), kb_mem_free);
+        if (!t->sram[r])
+            return NULL;
         t->hbm_node[r] = attach(t, r, "hbm", &HBM_LINK);
         t->sram_node[r] = attach(t, r, "sram", &SRAM_LINK);
         struct kb_dma_params dp = {r, channels, channels, channels, timing_only};
-        t->dma[r] = kb_dma_new(t->s, name, t->f, tsys_route, t, &dp, NULL, 0);
+        t->dma[r] = T_OWN(kb_dma_new(t->s, name, t->f, tsys_route, t, &dp, NULL, 0), kb_dma_free);
+        if (!t->dma[r])
+            return NULL;
     }
     return t;
 }
@@ -99,15 +115,15 @@ static struct tsys *tsys_new(int n, uint32_t channels, bool timing_only)
 static void tsys_free(struct tsys *t)
 {
     for (int r = 0; r < t->n; r++) {
-        kb_dma_free(t->dma[r]);
-        kb_mem_free(t->tcm[r]);
-        kb_mem_free(t->hbm[r]);
-        kb_mem_free(t->sram[r]);
+        T_FREE(kb_dma_free, t->dma[r]);
+        T_FREE(kb_mem_free, t->tcm[r]);
+        T_FREE(kb_mem_free, t->hbm[r]);
+        T_FREE(kb_mem_free, t->sram[r]);
     }
-    kb_noc_free(t->noc);
-    kb_fabric_free(t->f);
-    sim_free(t->s);
-    free(t);
+    T_FREE(kb_noc_free, t->noc);
+    T_FREE(kb_fabric_free, t->f);
+    T_FREE(sim_free, t->s);
+    T_FREE(free, t);
 }
 
 static struct kb_dma_end tcm_end(struct tsys *t, int r, uint64_t a)
@@ -183,7 +199,8 @@ TEST(closed_form_hops_and_sizes)
         for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
             /* HBM -> HBM: every link 256 GB/s, so the fabric's closed form is
              * exact for any size; small copies are bound by one HBM channel */
-            struct tsys *t = tsys_new(4, 1, false);
+            struct tsys *t = T_OWN(tsys_new(4, 1, false), tsys_free);
+            ASSERT_TRUE(t);
             struct kb_dma_end src = hbm_end(t, 0, 0x1000);
             struct kb_dma_end dst = hbm_end(t, dst_router[a], 0x20000);
             if (dst_router[a] == 0)
@@ -193,7 +210,7 @@ TEST(closed_form_hops_and_sizes)
             ASSERT_EQ(rc, 0);
             ASSERT_U64_EQ(end, closed_form(t, src, dst, sizes[b]));
             ASSERT_U64_EQ(end, kb_dma_time(t->dma[0], src, dst, sizes[b]));
-            tsys_free(t);
+            T_FREE(tsys_free, t);
         }
     }
 }
@@ -203,14 +220,15 @@ TEST(closed_form_by_hand)
     /* 256 B, HBM of pe0 at 0 -> TCM of pe1: one HBM channel, 8 ns data;
      * path hbm->r0 (0.5 + 1), r0->r1 (1.7 + 1): Tnet 4.2, Lnet 2.2 ns;
      * T = 6 + max(4.2, 2.2 + 8, 2.2 + 0.5) + 0 = 16.2 ns (memory-bound) */
-    struct tsys *t = tsys_new(2, 1, false);
+    struct tsys *t = T_OWN(tsys_new(2, 1, false), tsys_free);
+    ASSERT_TRUE(t);
     ASSERT_U64_EQ(kb_dma_time(t->dma[0], hbm_end(t, 0, 0), tcm_end(t, 1, 0), 256),
                   16200);
     /* 64 KiB TCM of pe0 -> TCM of pe1: 256 flits over one 256 GB/s hop:
      * Tnet = 1.7 + 256 = 257.7 ns against Ds = Dd = 128 ns: fabric-bound */
     ASSERT_U64_EQ(kb_dma_time(t->dma[0], tcm_end(t, 0, 0), tcm_end(t, 1, 0), 65536),
                   257700);
-    tsys_free(t);
+    T_FREE(tsys_free, t);
 }
 
 TEST(closed_form_sram_bank_hops)
@@ -219,13 +237,14 @@ TEST(closed_form_sram_bank_hops)
      * exact for whole flits */
     static const uint64_t sizes[] = {256, 4096, 32768};
     for (size_t b = 0; b < sizeof sizes / sizeof sizes[0]; b++) {
-        struct tsys *t = tsys_new(4, 1, false);
+        struct tsys *t = T_OWN(tsys_new(4, 1, false), tsys_free);
+        ASSERT_TRUE(t);
         struct kb_dma_end src = sram_end(t, 0, 0), dst = hbm_end(t, 3, 0);
         int rc;
         sim_time end = run_one(t, t->dma[0], src, dst, sizes[b], &rc);
         ASSERT_EQ(rc, 0);
         ASSERT_U64_EQ(end, closed_form(t, src, dst, sizes[b]));
-        tsys_free(t);
+        T_FREE(tsys_free, t);
     }
 }
 
@@ -251,7 +270,8 @@ TEST(channel_fifo_and_count)
      * one read channel the second starts when the first ends; with two they
      * run side by side */
     for (uint32_t ch = 1; ch <= 2; ch++) {
-        struct tsys *t = tsys_new(3, ch, false);
+        struct tsys *t = T_OWN(tsys_new(3, ch, false), tsys_free);
+        ASSERT_TRUE(t);
         struct kb_dma_end a = tcm_end(t, 1, 0), b = tcm_end(t, 1, 0x10000);
         struct kb_dma_end da = tcm_end(t, 0, 0), db = tcm_end(t, 2, 0);
         sim_time ta = kb_dma_time(t->dma[1], a, da, 16384);
@@ -283,7 +303,7 @@ TEST(channel_fifo_and_count)
         kb_dma_get_stats(t->dma[1], KB_DMA_WRITE, &st);
         ASSERT_U64_EQ(st.transfers, 0);
         ASSERT_U64_EQ(kb_dma_pending(t->dma[1]), 0);
-        tsys_free(t);
+        T_FREE(tsys_free, t);
     }
 }
 
@@ -292,7 +312,8 @@ TEST(two_dmas_serialise_on_one_link)
     /* pe0 and pe1 each copy 32 KiB from their TCM to pe2 / pe3 on a line
      * 0-1-2-3: both worms need link r1->r2, which serves them whole, in
      * FIFO order. The one behind finishes one 32 KiB stream later. */
-    struct tsys *t = tsys_new(4, 1, false);
+    struct tsys *t = T_OWN(tsys_new(4, 1, false), tsys_free);
+    ASSERT_TRUE(t);
     uint64_t n = 32768;
     struct job a = {t->dma[0], KB_DMA_WRITE, tcm_end(t, 0, 0), tcm_end(t, 2, 0),
                     n, 0, 0, -1};
@@ -301,8 +322,8 @@ TEST(two_dmas_serialise_on_one_link)
     sim_time ta = kb_dma_time(t->dma[0], a.src, a.dst, n);
     sim_time tb = kb_dma_time(t->dma[1], b.src, b.dst, n);
     ASSERT_U64_EQ(ta, tb);
-    sim_thread(t->s, "a", job_thread, &a, 0);
-    sim_thread(t->s, "b", job_thread, &b, 0);
+    ASSERT_TRUE(sim_thread(t->s, "a", job_thread, &a, 0));
+    ASSERT_TRUE(sim_thread(t->s, "b", job_thread, &b, 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(a.rc, 0);
     ASSERT_EQ(b.rc, 0);
@@ -318,7 +339,7 @@ TEST(two_dmas_serialise_on_one_link)
     struct kb_link_stats ls;
     kb_link_get_stats(kb_fabric_link(t->f, kb_noc_link(t->noc, 1, KB_NOC_E)), &ls);
     ASSERT_U64_EQ(ls.bytes, 2 * n);
-    tsys_free(t);
+    T_FREE(tsys_free, t);
 }
 
 /* ---- bytes ----------------------------------------------------------------- */
@@ -331,7 +352,8 @@ TEST(real_bytes_and_timing_only)
         in[i] = (unsigned char)(i * 7 + 3);
     sim_time ends[2];
     for (int mode = 0; mode < 2; mode++) {
-        struct tsys *t = tsys_new(3, 1, mode == 1);
+        struct tsys *t = T_OWN(tsys_new(3, 1, mode == 1), tsys_free);
+        ASSERT_TRUE(t);
         ASSERT_TRUE(kb_dma_timing_only(t->dma[0]) == (mode == 1));
         ASSERT_EQ(kb_mem_write(t->hbm[0], 0x300, in, n), 0);
         /* HBM of pe0 -> SRAM of pe2 -> TCM of pe1 */
@@ -341,8 +363,8 @@ TEST(real_bytes_and_timing_only)
                          tcm_end(t, 1, 0x11), n, 0, 0, -1};
         sim_time t1 = closed_form(t, j1.src, j1.dst, n);
         j2.start = t1;
-        sim_thread(t->s, "j1", job_thread, &j1, 0);
-        sim_thread(t->s, "j2", job_thread, &j2, 0);
+        ASSERT_TRUE(sim_thread(t->s, "j1", job_thread, &j1, 0));
+        ASSERT_TRUE(sim_thread(t->s, "j2", job_thread, &j2, 0));
         ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
         ASSERT_EQ(j1.rc, 0);
         ASSERT_EQ(j2.rc, 0);
@@ -355,18 +377,19 @@ TEST(real_bytes_and_timing_only)
         struct kb_dma_stats st;
         kb_dma_get_stats(t->dma[0], KB_DMA_WRITE, &st);
         ASSERT_U64_EQ(st.bytes, n);
-        tsys_free(t);
+        T_FREE(tsys_free, t);
     }
     ASSERT_U64_EQ(ends[0], ends[1]);
-    free(in);
-    free(out);
-    free(zero);
+    T_FREE(free, in);
+    T_FREE(free, out);
+    T_FREE(free, zero);
 }
 
 TEST(overlapping_copy_in_one_memory)
 {
     /* memmove semantics; the two data phases share the TCM */
-    struct tsys *t = tsys_new(1, 1, false);
+    struct tsys *t = T_OWN(tsys_new(1, 1, false), tsys_free);
+    ASSERT_TRUE(t);
     unsigned char in[300], out[300];
     for (int i = 0; i < 300; i++)
         in[i] = (unsigned char)i;
@@ -379,7 +402,7 @@ TEST(overlapping_copy_in_one_memory)
     ASSERT_TRUE(memcmp(out, in, 200) == 0);
     /* read 200/512 ns then write 200/512 ns on the one channel */
     ASSERT_U64_EQ(end, 2 * 391);
-    tsys_free(t);
+    T_FREE(tsys_free, t);
 }
 
 /* Payloads cross 64 KiB storage pages at unaligned addresses on both
@@ -387,7 +410,8 @@ TEST(overlapping_copy_in_one_memory)
  * as zeros over bytes written before. */
 TEST(copy_across_pages_unaligned)
 {
-    struct tsys *t = tsys_new(2, 1, false);
+    struct tsys *t = T_OWN(tsys_new(2, 1, false), tsys_free);
+    ASSERT_TRUE(t);
     uint64_t n = 200000; /* 4 pages and more */
     unsigned char *in = malloc(n), *out = malloc(n);
     for (uint64_t i = 0; i < n; i++)
@@ -405,9 +429,9 @@ TEST(copy_across_pages_unaligned)
     for (uint64_t i = 0; i < n; i++)
         if (out[i] != (i >= 100 && i < 70100 ? 0 : in[i]))
             ASSERT_U64_EQ(i, UINT64_MAX);
-    free(in);
-    free(out);
-    tsys_free(t);
+    T_FREE(free, in);
+    T_FREE(free, out);
+    T_FREE(tsys_free, t);
 }
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -420,7 +444,8 @@ static int no_route(void *ud, int src, int dst, int *links, int max)
 
 TEST(errors)
 {
-    struct tsys *t = tsys_new(2, 1, false);
+    struct tsys *t = T_OWN(tsys_new(2, 1, false), tsys_free);
+    ASSERT_TRUE(t);
     struct kb_dma *d = t->dma[0];
     struct done_rec r = {t->s, 0, 1, 0};
     ASSERT_EQ(kb_dma_copy_async(d, KB_DMA_READ, tcm_end(t, 0, (1 << 20) - 8),
@@ -444,16 +469,17 @@ TEST(errors)
                            sizeof err) == NULL);
     ASSERT_STREQ(err, "dma of 'pe9': comm channels must be >= 1, got 0");
     dp.comm_channels = 1;
-    struct kb_dma *nr = kb_dma_new(t->s, "pe9", t->f, no_route, NULL, &dp, err,
-                                   sizeof err);
+    struct kb_dma *nr = T_OWN(kb_dma_new(t->s, "pe9", t->f, no_route, NULL, &dp, err,
+                                   sizeof err), kb_dma_free);
+    ASSERT_TRUE(nr);
     ASSERT_EQ(kb_dma_copy_async(nr, KB_DMA_COMM, tcm_end(t, 0, 0),
                                 tcm_end(t, 1, 0), 16, NULL, on_done, &r),
               SIM_EINVAL);
     ASSERT_STREQ(kb_dma_errmsg(nr), "dma of 'pe9': no route from 'r0' to 'r1'");
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(r.calls, 0);
-    kb_dma_free(nr);
-    tsys_free(t);
+    T_FREE(kb_dma_free, nr);
+    T_FREE(tsys_free, t);
 }
 
 /* A run that ends with copies in service and queued (a process failed)
@@ -461,14 +487,15 @@ TEST(errors)
  * valgrind). */
 TEST(run_stopped_with_copies_in_service)
 {
-    struct tsys *t = tsys_new(2, 1, false);
+    struct tsys *t = T_OWN(tsys_new(2, 1, false), tsys_free);
+    ASSERT_TRUE(t);
     for (int i = 0; i < 3; i++)
         ASSERT_EQ(kb_dma_copy_async(t->dma[0], KB_DMA_READ, hbm_end(t, 0, 0),
                                     tcm_end(t, 1, 0), 65536, NULL, NULL,
                                     NULL), 0);
     ASSERT_EQ(sim_run(t->s, 10 * SIM_NS), SIM_UNTIL);
     ASSERT_U64_EQ(kb_dma_pending(t->dma[0]), 3); /* one in service */
-    tsys_free(t);
+    T_FREE(tsys_free, t);
 }
 
 TEST_MAIN(closed_form_hops_and_sizes, closed_form_by_hand,

@@ -28,7 +28,9 @@ static double uniform(double lo, double hi)
 /* A rows×cols matrix of dtype dt (leading dim ld) with values in [-1, 1]. */
 static void *matrix(size_t rows, size_t cols, size_t ld, enum kb_dtype dt)
 {
-    void *m = calloc(rows * ld + 1, kb_dtype_size(dt));
+    void *m = T_OWN(calloc(rows * ld + 1, kb_dtype_size(dt)), free);
+    if (!m)
+        return NULL;
     for (size_t r = 0; r < rows; r++)
         for (size_t c = 0; c < cols; c++)
             kb_dtype_store(m, r * ld + c, dt, uniform(-1, 1));
@@ -37,7 +39,9 @@ static void *matrix(size_t rows, size_t cols, size_t ld, enum kb_dtype dt)
 
 static float *widen(const void *m, size_t n, enum kb_dtype dt)
 {
-    float *f = malloc((n + 1) * sizeof *f);
+    float *f = T_OWN(malloc((n + 1) * sizeof *f), free);
+    if (!f)
+        return NULL;
     for (size_t i = 0; i < n; i++)
         f[i] = kb_dtype_load(m, i, dt);
     return f;
@@ -147,13 +151,14 @@ TEST(params)
     ASSERT_EQ(kb_gemm_params_check(&p, "pe0", err, sizeof err), SIM_EINVAL);
     ASSERT_STREQ(err, "gemm of 'pe0': mac array must be > 0 in each dimension, got 16x0x16");
     p = DEF, p.tile.k = 0;
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_TRUE(kb_gemm_new(s, "pe0", &p, err, sizeof err) == NULL);
     ASSERT_STREQ(err, "gemm of 'pe0': tile must be > 0 in each dimension, got 32x64x0");
     p = DEF, p.clock_ghz = 0;
     ASSERT_TRUE(kb_gemm_new(s, "pe0", &p, err, sizeof err) == NULL);
     ASSERT_CONTAINS(err, "clock must be a positive number of GHz, got 0");
-    sim_free(s);
+    T_FREE(sim_free, s);
 
     struct kb_topology_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -200,7 +205,7 @@ static void run_gemm(struct sim **sp, struct ctx *cx, const char *pe,
     struct sim *s = *sp = sim_new(NULL);
     *cx = (struct ctx){.g = kb_gemm_new(s, pe, &DEF, err, sizeof err)};
     ASSERT_TRUE(cx->g != NULL);
-    sim_thread(s, name, fn, cx, 0);
+    ASSERT_TRUE(sim_thread(s, name, fn, cx, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     if (cx->failed)
         TEST__FAIL("%s", cx->msg);
@@ -212,8 +217,8 @@ static void check_gemm_thread(const char *pe, const char *name, sim_proc_fn fn)
     static struct ctx cx;
     struct sim *s;
     run_gemm(&s, &cx, pe, name, fn);
-    kb_gemm_free(cx.g);
-    sim_free(s);
+    T_FREE(kb_gemm_free, cx.g);
+    T_FREE(sim_free, s);
 }
 
 /* One GEMM of every shape and input dtype: f32 C bit-equal to the naive
@@ -234,8 +239,10 @@ static void values_thread(struct sim *s, void *arg)
             enum kb_dtype c_dt = d == 2 && si % 2 ? KB_DTYPE_BF16 : KB_DTYPE_F32;
             void *A = matrix(M, K, lda, dt), *B = matrix(K, N, ldb, dt);
             float *a = widen(A, M * lda, dt), *b = widen(B, K * ldb, dt);
-            float *want = calloc(M * ldc + 1, sizeof *want);
-            void *C = calloc(M * ldc + 1, 4);
+            float *want = T_OWN(calloc(M * ldc + 1, sizeof *want), free);
+            ASSERT_TRUE(want);
+            void *C = T_OWN(calloc(M * ldc + 1, 4), free);
+            ASSERT_TRUE(C);
             naive(M, N, K, a, lda, b, ldb, want, ldc, 0);
 
             sim_time t0 = sim_now(s);
@@ -265,7 +272,7 @@ static void values_thread(struct sim *s, void *arg)
                           "%zux%zux%zu %s [%zu,%zu]: %.9g vs exact %.9g (tol %g)",
                           M, N, K, kb_dtype_name(dt), i, j, got, exact, tol);
                 }
-            free(A), free(B), free(a), free(b), free(want), free(C);
+            T_FREE(free, A), T_FREE(free, B), T_FREE(free, a), T_FREE(free, b), T_FREE(free, want), T_FREE(free, C);
         }
     }
 }
@@ -300,8 +307,8 @@ TEST(values_against_naive)
     ASSERT_NEAR(achieved, 2.0 * (double)macs / ((double)cycles * 1e-9), 1);
     ASSERT_TRUE(achieved < kb_gemm_peak_flops(&DEF));
     ASSERT_NEAR(kb_gemm_achieved_flops(cx.g, 2 * st.busy_ps), achieved / 2, 1);
-    kb_gemm_free(cx.g);
-    sim_free(s);
+    T_FREE(kb_gemm_free, cx.g);
+    T_FREE(sim_free, s);
 }
 
 /* C (+)= A·B with accumulate, an f16 C; and a full-tile square at peak. */
@@ -329,7 +336,7 @@ static void accumulate_thread(struct sim *s, void *arg)
     CHECK(cx, rc == 0 && sim_now(s) == t0, "empty K");
     for (size_t i = 0; i < M * N; i++)
         CHECK(cx, ((uint16_t *)C)[i] == 0, "empty K: C[%zu] not zero", i);
-    free(A), free(B), free(C), free(a), free(b), free(want);
+    T_FREE(free, A), T_FREE(free, B), T_FREE(free, C), T_FREE(free, a), T_FREE(free, b), T_FREE(free, want);
 }
 
 /* Identity · B on full tiles: C equals B, and the busy rate is the peak. */
@@ -359,8 +366,8 @@ TEST(accumulate_and_peak)
         return;
     ASSERT_U64_EQ(sim_now(s), 64 * SIM_NS);
     ASSERT_NEAR(kb_gemm_achieved_flops(cx.g, 0), kb_gemm_peak_flops(&DEF), 1);
-    kb_gemm_free(cx.g);
-    sim_free(s);
+    T_FREE(kb_gemm_free, cx.g);
+    T_FREE(sim_free, s);
 }
 
 /* The tile hook: a GEMM with edge tiles driven tile by tile as a pipeline
@@ -372,7 +379,11 @@ static void tiles_thread(struct sim *s, void *arg)
     const struct kb_gemm_params *p = kb_gemm_params(cx->g);
     size_t M = 100, N = 70, K = 50;
     void *A = matrix(M, K, K, KB_DTYPE_BF16), *B = matrix(K, N, N, KB_DTYPE_BF16);
-    float *C = calloc(M * N, sizeof *C), *R = calloc(M * N, sizeof *R);
+    float *C = T_OWN(calloc(M * N, sizeof *C), free);
+    float *R = T_OWN(calloc(M * N, sizeof *R), free);
+    CHECK(cx, A && B && C && R, "out of memory");
+    if (cx->failed)
+        return;
     uint64_t cycles = 0;
     for (size_t i0 = 0; i0 < M; i0 += p->tile.m)
         for (size_t j0 = 0; j0 < N; j0 += p->tile.n)
@@ -401,7 +412,7 @@ static void tiles_thread(struct sim *s, void *arg)
     CHECK(cx, rc == 0, "run: %s", kb_gemm_errmsg(cx->g));
     CHECK(cx, memcmp(C, R, M * N * sizeof *C) == 0, "tiles differ from run");
     CHECK(cx, sim_now(s) == kb_gemm_time(p, M, N, K), "run time");
-    free(A), free(B), free(C), free(R);
+    T_FREE(free, A), T_FREE(free, B), T_FREE(free, C), T_FREE(free, R);
 }
 
 TEST(tile_hook)
@@ -464,13 +475,15 @@ static void method_proc(struct sim *s, void *arg)
 TEST(serialise_and_errors)
 {
     /* two runs issued together: the second ends after both */
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     static struct ctx c1, c2;
-    struct kb_gemm *g = kb_gemm_new(s, "pe3", &DEF, err, sizeof err);
+    struct kb_gemm *g = T_OWN(kb_gemm_new(s, "pe3", &DEF, err, sizeof err), kb_gemm_free);
+    ASSERT_TRUE(g);
     c1 = (struct ctx){.g = g}, c2 = (struct ctx){.g = g};
-    sim_thread(s, "r1", serial_thread, &c1, 0);
-    sim_thread(s, "r2", serial_thread, &c2, 0);
+    ASSERT_TRUE(sim_thread(s, "r1", serial_thread, &c1, 0));
+    ASSERT_TRUE(sim_thread(s, "r2", serial_thread, &c2, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(c1.failed, 0);
     ASSERT_EQ(c2.failed, 0);
@@ -504,18 +517,20 @@ TEST(serialise_and_errors)
     kb_gemm_get_stats(g, &st);
     ASSERT_U64_EQ(st.runs, 2);
     ASSERT_U64_EQ(st.tiles, 2 * kb_gemm_tiles(&DEF, 64, 64, 64));
-    kb_gemm_free(g);
-    sim_free(s);
+    T_FREE(kb_gemm_free, g);
+    T_FREE(sim_free, s);
 
     /* from a method: computed and booked, not waited for */
-    s = sim_new(NULL);
-    g = kb_gemm_new(s, "pe4", &DEF, err, sizeof err);
+    s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    g = T_OWN(kb_gemm_new(s, "pe4", &DEF, err, sizeof err), kb_gemm_free);
+    ASSERT_TRUE(g);
     c1 = (struct ctx){.g = g};
-    sim_method(s, "m", method_proc, &c1, false);
+    ASSERT_TRUE(sim_method(s, "m", method_proc, &c1, false));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_CONTAINS(c1.msg, "-1 gemm of 'pe4': run from a method process cannot wait");
-    kb_gemm_free(g);
-    sim_free(s);
+    T_FREE(kb_gemm_free, g);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(tile_time, gemm_time_closed_form, peak_flops, params,

@@ -91,29 +91,43 @@ static struct tsys *tsys_new_traced(int n, enum kb_mem_kind kind,
                                     const struct kb_ipcq_params *qp,
                                     FILE *trace)
 {
-    struct tsys *t = calloc(1, sizeof *t);
-    t->s = sim_new(NULL);
+    struct tsys *t = T_OWN(calloc(1, sizeof *t), free);
+    if (!t)
+        return NULL;
+    t->s = T_OWN(sim_new(NULL), sim_free);
+    if (!t->s)
+        return NULL;
     if (trace && sim_trace_open_file(t->s, trace, "trace", NULL, 0) < 0)
         abort();
-    t->f = kb_fabric_new(t->s);
+    t->f = T_OWN(kb_fabric_new(t->s), kb_fabric_free);
+    if (!t->f)
+        return NULL;
     t->n = n;
     t->kind = kind;
     struct kb_noc_params np = {KB_NOC_MESH, "", n, 1, NOC, NULL};
-    t->noc = kb_noc_new(t->f, &np, NULL, 0);
+    t->noc = T_OWN(kb_noc_new(t->f, &np, NULL, 0), kb_noc_free);
+    if (!t->noc)
+        return NULL;
     for (int i = 0; i < 64; i++)
         t->router[i] = t->up[i] = t->down[i] = -1;
     char name[32];
     for (int r = 0; r < n; r++) {
         snprintf(name, sizeof name, "pe%d", r);
         for (int k = 0; k < 3; k++)
-            t->mem[r][k] = kb_mem_new(t->s, name, &MEM_P[k], NULL, 0);
+            if (!(t->mem[r][k] = T_OWN(kb_mem_new(t->s, name, &MEM_P[k], NULL, 0),
+                                       kb_mem_free)))
+                return NULL;
         t->mem_node[r][KB_MEM_TCM] = kb_noc_node(t->noc, r);
         t->mem_node[r][KB_MEM_SRAM] = attach(t, r, "sram", &SRAM_LINK);
         t->mem_node[r][KB_MEM_HBM] = attach(t, r, "hbm", &HBM_LINK);
         struct kb_dma_params dp = {r, 1, 1, 1, timing_only};
-        t->dma[r] = kb_dma_new(t->s, name, t->f, tsys_route, t, &dp, NULL, 0);
-        t->q[r] = kb_ipcq_new(t->s, name, t->dma[r], t->mem[r][kind],
-                              t->mem_node[r][kind], qp, NULL, 0);
+        t->dma[r] = T_OWN(kb_dma_new(t->s, name, t->f, tsys_route, t, &dp, NULL, 0), kb_dma_free);
+        if (!t->dma[r])
+            return NULL;
+        t->q[r] = T_OWN(kb_ipcq_new(t->s, name, t->dma[r], t->mem[r][kind],
+                              t->mem_node[r][kind], qp, NULL, 0), kb_ipcq_free);
+        if (!t->q[r])
+            return NULL;
     }
     return t;
 }
@@ -127,15 +141,15 @@ static struct tsys *tsys_new(int n, enum kb_mem_kind kind, bool timing_only,
 static void tsys_free(struct tsys *t)
 {
     for (int r = 0; r < t->n; r++) {
-        kb_ipcq_free(t->q[r]);
-        kb_dma_free(t->dma[r]);
+        T_FREE(kb_ipcq_free, t->q[r]);
+        T_FREE(kb_dma_free, t->dma[r]);
         for (int k = 0; k < 3; k++)
-            kb_mem_free(t->mem[r][k]);
+            T_FREE(kb_mem_free, t->mem[r][k]);
     }
-    kb_noc_free(t->noc);
-    kb_fabric_free(t->f);
-    sim_free(t->s);
-    free(t);
+    T_FREE(kb_noc_free, t->noc);
+    T_FREE(kb_fabric_free, t->f);
+    T_FREE(sim_free, t->s);
+    T_FREE(free, t);
 }
 
 static sim_time path_time(struct tsys *t, int a, int b, uint64_t bytes)
@@ -222,11 +236,12 @@ static void bp_receiver(struct sim *s, void *arg)
 static void fifth_send_blocks(enum kb_ipcq_backpressure mode, double poll_ns)
 {
     struct kb_ipcq_params qp = ipcq_params(mode, poll_ns);
-    struct tsys *t = tsys_new(2, KB_MEM_TCM, false, &qp);
+    struct tsys *t = T_OWN(tsys_new(2, KB_MEM_TCM, false, &qp), tsys_free);
+    ASSERT_TRUE(t);
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
     struct bp b = {t, 1000 * SIM_NS, {0}, {0}, 0};
-    sim_thread(t->s, "sender", bp_sender, &b, 0);
-    sim_thread(t->s, "receiver", bp_receiver, &b, 0);
+    ASSERT_TRUE(sim_thread(t->s, "sender", bp_sender, &b, 0));
+    ASSERT_TRUE(sim_thread(t->s, "receiver", bp_receiver, &b, 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(b.rc, 0);
 
@@ -279,7 +294,7 @@ static void fifth_send_blocks(enum kb_ipcq_backpressure mode, double poll_ns)
     kb_dma_get_stats(t->dma[0], KB_DMA_COMM, &ds);
     ASSERT_U64_EQ(ds.transfers, 5);
     ASSERT_U64_EQ(ds.busy_ps, 5 * dma);
-    tsys_free(t);
+    T_FREE(tsys_free, t);
 }
 
 TEST(fifth_send_blocks_sleep) { fifth_send_blocks(KB_IPCQ_SLEEP, 0); }
@@ -332,7 +347,8 @@ TEST(slot_cost_per_buffer_kind)
     };
     for (int k = 0; k < 3; k++) {
         struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
-        struct tsys *t = tsys_new(2, kinds[k], false, &qp);
+        struct tsys *t = T_OWN(tsys_new(2, kinds[k], false, &qp), tsys_free);
+        ASSERT_TRUE(t);
         ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
         struct kb_ipcq_slot si;
         ASSERT_EQ(kb_ipcq_slot_info(t->q[1], "W", 0, &si), 0);
@@ -340,8 +356,8 @@ TEST(slot_cost_per_buffer_kind)
         unsigned char in[4096], out[4096];
         fill(in, sizeof in, 5);
         struct one o = {t, 0, 1, "E", "W", 4096, 0, 0, 0, in, out};
-        sim_thread(t->s, "send", one_sender, &o, 0);
-        sim_thread(t->s, "recv", one_receiver, &o, 0);
+        ASSERT_TRUE(sim_thread(t->s, "send", one_sender, &o, 0));
+        ASSERT_TRUE(sim_thread(t->s, "recv", one_receiver, &o, 0));
         ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
         ASSERT_EQ(o.rc, 0);
         ASSERT_EQ(o.got, 4096);
@@ -354,7 +370,7 @@ TEST(slot_cost_per_buffer_kind)
         kb_ipcq_get_stats(t->q[1], "W", &st);
         ASSERT_U64_EQ(st.recv_wait_ps, dma);
         ASSERT_U64_EQ(st.recv_busy_ps, want - dma);
-        tsys_free(t);
+        T_FREE(tsys_free, t);
     }
 }
 
@@ -413,13 +429,14 @@ static void pp_b(struct sim *s, void *arg)
 TEST(ping_pong_latency)
 {
     struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
-    struct tsys *t = tsys_new(3, KB_MEM_TCM, false, &qp);
+    struct tsys *t = T_OWN(tsys_new(3, KB_MEM_TCM, false, &qp), tsys_free);
+    ASSERT_TRUE(t);
     /* pe0 and pe2, two hops apart; "E" and "W" both ways */
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[2], "W"), 0);
     ASSERT_EQ(kb_ipcq_wire(t->q[2], "W", t->q[0], "E"), 0);
     struct pp p = {t, 3, 0, 0};
-    sim_thread(t->s, "a", pp_a, &p, 0);
-    sim_thread(t->s, "b", pp_b, &p, 0);
+    ASSERT_TRUE(sim_thread(t->s, "a", pp_a, &p, 0));
+    ASSERT_TRUE(sim_thread(t->s, "b", pp_b, &p, 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(p.rc, 0);
     sim_time one = slot_time(t, 0, 2, 1024, NULL, NULL, NULL);
@@ -428,7 +445,7 @@ TEST(ping_pong_latency)
      * the 16 B serialised (and rounded to the ps) on each hop */
     ASSERT_U64_EQ(one, 8400 + 2000 + 3526);
     ASSERT_U64_EQ(p.end, 3 * 2 * one);
-    tsys_free(t);
+    T_FREE(tsys_free, t);
 }
 
 /* ---- atomic visibility ----------------------------------------------------- */
@@ -483,11 +500,12 @@ static void vis_poller(struct sim *s, void *arg)
 TEST(data_and_metadata_visible_together)
 {
     struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
-    struct tsys *t = tsys_new(2, KB_MEM_TCM, false, &qp);
+    struct tsys *t = T_OWN(tsys_new(2, KB_MEM_TCM, false, &qp), tsys_free);
+    ASSERT_TRUE(t);
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
     struct vis v = {t, 0, 0, {0}, false};
-    sim_thread(t->s, "send", vis_sender, &v, 0);
-    sim_thread(t->s, "poll", vis_poller, &v, 0);
+    ASSERT_TRUE(sim_thread(t->s, "send", vis_sender, &v, 0));
+    ASSERT_TRUE(sim_thread(t->s, "poll", vis_poller, &v, 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(v.violations, 0);
     ASSERT_EQ(v.seen_full, 3);
@@ -502,7 +520,7 @@ TEST(data_and_metadata_visible_together)
     ASSERT_EQ(kb_ipcq_probe(t->q[1], "W", &bytes, &m), 1);
     ASSERT_U64_EQ(bytes, 4096);
     ASSERT_U64_EQ(m.tag, 1);
-    tsys_free(t);
+    T_FREE(tsys_free, t);
 }
 
 /* ---- split messages and timing-only mode ----------------------------------- */
@@ -516,12 +534,13 @@ TEST(split_messages_and_timing_only)
     sim_time ends[2];
     for (int mode = 0; mode < 2; mode++) {
         struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
-        struct tsys *t = tsys_new(2, KB_MEM_HBM, mode == 1, &qp);
+        struct tsys *t = T_OWN(tsys_new(2, KB_MEM_HBM, mode == 1, &qp), tsys_free);
+        ASSERT_TRUE(t);
         ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
         memset(out, 0, n);
         struct one o = {t, 0, 1, "E", "W", n, 0, 0, 0, in, out};
-        sim_thread(t->s, "send", one_sender, &o, 0);
-        sim_thread(t->s, "recv", one_receiver, &o, 0);
+        ASSERT_TRUE(sim_thread(t->s, "send", one_sender, &o, 0));
+        ASSERT_TRUE(sim_thread(t->s, "recv", one_receiver, &o, 0));
         ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
         ASSERT_EQ(o.rc, 0);
         ASSERT_EQ(o.got, (int64_t)n);
@@ -535,12 +554,12 @@ TEST(split_messages_and_timing_only)
         kb_dma_get_stats(t->dma[0], KB_DMA_COMM, &ds);
         ASSERT_U64_EQ(ds.transfers, 5);
         ASSERT_U64_EQ(ds.bytes, n);
-        tsys_free(t);
+        T_FREE(tsys_free, t);
     }
     ASSERT_U64_EQ(ends[0], ends[1]);
-    free(in);
-    free(out);
-    free(zero);
+    T_FREE(free, in);
+    T_FREE(free, out);
+    T_FREE(free, zero);
 }
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -581,7 +600,8 @@ static void unwired_receiver(struct sim *s, void *arg)
 TEST(errors)
 {
     struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
-    struct tsys *t = tsys_new(3, KB_MEM_TCM, false, &qp);
+    struct tsys *t = T_OWN(tsys_new(3, KB_MEM_TCM, false, &qp), tsys_free);
+    ASSERT_TRUE(t);
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
     ASSERT_TRUE(kb_ipcq_wired(t->q[0], "E", true));
     ASSERT_TRUE(!kb_ipcq_wired(t->q[0], "E", false));
@@ -597,15 +617,15 @@ TEST(errors)
     ASSERT_EQ(kb_ipcq_wire(t->q[1], "W", t->q[0], "E"), 0);
 
     struct big b = {t, 0, 0, ""};
-    sim_thread(t->s, "send", big_sender, &b, 0);
-    sim_thread(t->s, "recv", big_receiver, &b, 0);
+    ASSERT_TRUE(sim_thread(t->s, "send", big_sender, &b, 0));
+    ASSERT_TRUE(sim_thread(t->s, "recv", big_receiver, &b, 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(b.first, SIM_EINVAL);
     ASSERT_STREQ(b.msg, "message of 5000 bytes on direction 'W' of 'pe1' is "
                         "larger than the 4096 bytes asked for");
     ASSERT_EQ(b.second, 5000); /* the message stayed queued */
 
-    sim_thread(t->s, "recv2", unwired_receiver, &b, 0);
+    ASSERT_TRUE(sim_thread(t->s, "recv2", unwired_receiver, &b, 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(b.first, SIM_EINVAL);
     ASSERT_STREQ(b.msg, "recv on direction 'child_left' of 'pe1', which is not "
@@ -620,12 +640,13 @@ TEST(errors)
     /* rings that do not match; parameters */
     char err[200] = "";
     struct kb_ipcq_params small = {2, 4096, KB_IPCQ_SLEEP, 0, 16};
-    struct kb_ipcq *q9 = kb_ipcq_new(t->s, "pe9", t->dma[2], t->mem[2][0],
-                                     t->mem_node[2][0], &small, err, sizeof err);
+    struct kb_ipcq *q9 = T_OWN(kb_ipcq_new(t->s, "pe9", t->dma[2], t->mem[2][0],
+                                     t->mem_node[2][0], &small, err, sizeof err), kb_ipcq_free);
+    ASSERT_TRUE(q9);
     ASSERT_EQ(kb_ipcq_wire(t->q[2], "global_E", q9, "global_W"), SIM_EINVAL);
     ASSERT_STREQ(kb_ipcq_errmsg(t->q[2]), "cannot wire 'pe2' 'global_E' to 'pe9' "
                  "'global_W': rings of 4 x 4096 and 2 x 4096 bytes");
-    kb_ipcq_free(q9);
+    T_FREE(kb_ipcq_free, q9);
     struct kb_ipcq_params bad = {4, 4096, KB_IPCQ_POLL, 0, 16};
     ASSERT_TRUE(kb_ipcq_new(t->s, "pe8", t->dma[2], t->mem[2][0],
                             t->mem_node[2][0], &bad, err, sizeof err) == NULL);
@@ -636,12 +657,13 @@ TEST(errors)
     ASSERT_STREQ(err, "ipcq of 'pe8': slots must be >= 1, got 0");
     /* a ring that does not fit its memory */
     struct kb_ipcq_params huge = {200, 4096, KB_IPCQ_SLEEP, 0, 16};
-    struct kb_ipcq *h1 = kb_ipcq_new(t->s, "h1", t->dma[2], t->mem[2][0],
-                                     t->mem_node[2][0], &huge, NULL, 0);
+    struct kb_ipcq *h1 = T_OWN(kb_ipcq_new(t->s, "h1", t->dma[2], t->mem[2][0],
+                                     t->mem_node[2][0], &huge, NULL, 0), kb_ipcq_free);
+    ASSERT_TRUE(h1);
     ASSERT_EQ(kb_ipcq_wire(h1, "E", h1, "W"), SIM_ENOMEM);
     ASSERT_CONTAINS(kb_ipcq_errmsg(h1), "rx ring of 'h1' 'W': ");
-    kb_ipcq_free(h1);
-    tsys_free(t);
+    T_FREE(kb_ipcq_free, h1);
+    T_FREE(tsys_free, t);
 }
 
 static void five_sends(struct sim *s, void *arg)
@@ -655,16 +677,17 @@ static void five_sends(struct sim *s, void *arg)
 TEST(sleeping_sender_without_receiver_deadlocks)
 {
     struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
-    struct tsys *t = tsys_new(2, KB_MEM_TCM, false, &qp);
+    struct tsys *t = T_OWN(tsys_new(2, KB_MEM_TCM, false, &qp), tsys_free);
+    ASSERT_TRUE(t);
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
-    sim_thread(t->s, "sender", five_sends, t->q[0], 0);
+    ASSERT_TRUE(sim_thread(t->s, "sender", five_sends, t->q[0], 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_EDEADLOCK);
     ASSERT_CONTAINS(sim_errmsg(t->s), "sender");
     ASSERT_CONTAINS(sim_errmsg(t->s), "pe0.ipcq.E.credit");
     struct kb_ipcq_stats st;
     kb_ipcq_get_stats(t->q[1], "W", &st);
     ASSERT_EQ(st.occupancy_hwm, 4);
-    tsys_free(t);
+    T_FREE(tsys_free, t);
 }
 
 /* ---- trace spans ---------------------------------------------------------- */
@@ -741,8 +764,8 @@ TEST(trace_spans)
     struct tsys *t = tsys_new_traced(2, KB_MEM_TCM, true, &qp, f);
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
     struct tr x = {t, {0}, {0}, {0}, {0}, {0}};
-    sim_thread(t->s, "sender", tr_sender, &x, 0);
-    sim_thread(t->s, "receiver", tr_receiver, &x, 0);
+    ASSERT_TRUE(sim_thread(t->s, "sender", tr_sender, &x, 0));
+    ASSERT_TRUE(sim_thread(t->s, "receiver", tr_receiver, &x, 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(x.rc[0], 0);
     ASSERT_EQ(x.rc[1], 0);
@@ -800,8 +823,8 @@ TEST(trace_spans)
     ASSERT_TRUE(ct[5] > x.sent[1] && ct[5] < ct[6]); /* the 100 B slot */
     ASSERT_TRUE(ct[6] <= x.recvd[0]);
     ASSERT_TRUE(ct[7] >= x.recv_start[1] && ct[7] <= x.recvd[1]);
-    free(j);
-    tsys_free(t);
+    T_FREE(free, j);
+    T_FREE(tsys_free, t);
 }
 
 TEST_MAIN(fifth_send_blocks_sleep, fifth_send_blocks_poll,

@@ -342,13 +342,14 @@ TEST(params)
     ASSERT_EQ(kb_math_params_check(&p, "pe0", err, sizeof err), SIM_EINVAL);
     ASSERT_STREQ(err, "math of 'pe0': vector width must be > 0 bytes per cycle, got 0");
     p = DEF, p.clock_ghz = -1;
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_TRUE(kb_math_new(s, "pe0", &p, err, sizeof err) == NULL);
     ASSERT_STREQ(err, "math of 'pe0': clock must be a positive number of GHz, got -1");
     p = DEF, p.transcendental_cycles = 0;
     ASSERT_TRUE(kb_math_new(s, "pe0", &p, err, sizeof err) == NULL);
     ASSERT_CONTAINS(err, "transcendental cycles must be >= 1");
-    sim_free(s);
+    T_FREE(sim_free, s);
 
     struct kb_topology_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -382,9 +383,11 @@ static void job_thread(struct sim *s, void *arg)
 
 TEST(run_waits_and_counts)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
-    struct kb_math *m = kb_math_new(s, "sip0.cube0.pe0", &DEF, err, sizeof err);
+    struct kb_math *m = T_OWN(kb_math_new(s, "sip0.cube0.pe0", &DEF, err, sizeof err), kb_math_free);
+    ASSERT_TRUE(m);
     ASSERT_TRUE(m != NULL);
     ASSERT_STREQ(kb_math_name(m), "sip0.cube0.pe0");
     static struct job j1, j2, j3;
@@ -393,9 +396,9 @@ TEST(run_waits_and_counts)
     j3 = (struct job){.m = m, .op = KB_MATH_MUL, .n = 100, .start = 1000 * SIM_NS};
     for (int i = 0; i < 4096; i++)
         j1.a[i] = (float)i, j1.b[i] = 0.5f, j2.a[i] = -1.0f;
-    sim_thread(s, "j1", job_thread, &j1, 0);
-    sim_thread(s, "j2", job_thread, &j2, 0);
-    sim_thread(s, "j3", job_thread, &j3, 0);
+    ASSERT_TRUE(sim_thread(s, "j1", job_thread, &j1, 0));
+    ASSERT_TRUE(sim_thread(s, "j2", job_thread, &j2, 0));
+    ASSERT_TRUE(sim_thread(s, "j3", job_thread, &j3, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(j1.rc, 0);
     ASSERT_EQ(j2.rc, 0);
@@ -421,8 +424,8 @@ TEST(run_waits_and_counts)
     ASSERT_U64_EQ(st.by_op[KB_MATH_SUB], 0);
     ASSERT_NEAR(kb_math_utilisation(m, 0), (double)(t1 + t2 + t3) / (double)sim_now(s), 1e-12);
     ASSERT_NEAR(kb_math_utilisation(m, 2 * (t1 + t2 + t3)), 0.5, 1e-12);
-    kb_math_free(m);
-    sim_free(s);
+    T_FREE(kb_math_free, m);
+    T_FREE(sim_free, s);
 }
 
 static void bad_thread(struct sim *s, void *arg)
@@ -439,17 +442,19 @@ static void method_proc(struct sim *s, void *arg)
 
 TEST(run_errors)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
-    struct kb_math *m = kb_math_new(s, "pe7", &DEF, err, sizeof err);
+    struct kb_math *m = T_OWN(kb_math_new(s, "pe7", &DEF, err, sizeof err), kb_math_free);
+    ASSERT_TRUE(m);
     static struct job j, k;
     j = (struct job){.m = m, .rc = 1};
     k = (struct job){.m = m, .rc = 1};
     float a[4] = {1, 2, 3, 4}, out[4];
     ASSERT_EQ(kb_math_run(m, KB_MATH_ADD, a, a, NULL, out, 4, KB_DTYPE_F32), SIM_EPERM);
     ASSERT_STREQ(kb_math_errmsg(m), "math of 'pe7': add outside a process");
-    sim_thread(s, "bad", bad_thread, &j, 0);
-    sim_method(s, "meth", method_proc, &k, false);
+    ASSERT_TRUE(sim_thread(s, "bad", bad_thread, &j, 0));
+    ASSERT_TRUE(sim_method(s, "meth", method_proc, &k, false));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(j.rc, SIM_EINVAL);
     ASSERT_EQ(k.rc, SIM_EPERM);
@@ -457,17 +462,19 @@ TEST(run_errors)
     struct kb_math_stats st;
     kb_math_get_stats(m, &st);
     ASSERT_U64_EQ(st.ops, 1); /* the method's op was booked */
-    kb_math_free(m);
-    sim_free(s);
+    T_FREE(kb_math_free, m);
+    T_FREE(sim_free, s);
 
-    s = sim_new(NULL);
-    m = kb_math_new(s, "pe7", &DEF, err, sizeof err);
+    s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    m = T_OWN(kb_math_new(s, "pe7", &DEF, err, sizeof err), kb_math_free);
+    ASSERT_TRUE(m);
     j = (struct job){.m = m, .rc = 1};
-    sim_thread(s, "bad", bad_thread, &j, 0);
+    ASSERT_TRUE(sim_thread(s, "bad", bad_thread, &j, 0));
     sim_run(s, SIM_FOREVER);
     ASSERT_STREQ(kb_math_errmsg(m), "math of 'pe7': fma needs operand 'c', got NULL");
-    kb_math_free(m);
-    sim_free(s);
+    T_FREE(kb_math_free, m);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(values_exact, values_f16_against_compiler, values_transcendental, values_special, softmax_rows,

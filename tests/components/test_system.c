@@ -8,6 +8,13 @@
 #include "fabric.h"
 #include "system.h"
 #include "test.h"
+
+/* The name of link `id`, made on first use: NULL when out of memory. */
+static const char *link_name(struct kb_fabric *f, int id)
+{
+    struct kb_link *l = kb_fabric_link(f, id);
+    return l ? kb_link_name(l) : NULL;
+}
 #include "topology_schema.h"
 
 #define TOPO_DEFAULTS KBSIM_SOURCE_DIR "/configs/topology.yaml"
@@ -34,21 +41,23 @@ struct fixture {
 static int open_sys(struct fixture *t, const char *user, bool timing_only)
 {
     struct kb_topology_cfg cfg;
-    t->s = sim_new(NULL);
+    t->s = T_OWN(sim_new(NULL), sim_free);
     t->sys = NULL;
+    if (!t->s)
+        return 0;
     if (load(&cfg, user) < 0)
         return 0;
     struct kb_system_opts o = {timing_only};
-    t->sys = kb_system_new(t->s, &cfg, &o, t->err, sizeof t->err);
-    if (!t->sys)
+    t->sys = T_OWN(kb_system_new(t->s, &cfg, &o, t->err, sizeof t->err), kb_system_free);
+    if (!t->sys && !test__injected())
         fprintf(stderr, "%s\n", t->err);
     return t->sys != NULL;
 }
 
 static void close_sys(struct fixture *t)
 {
-    kb_system_free(t->sys);
-    sim_free(t->s);
+    T_FREE(kb_system_free, t->sys);
+    T_FREE(sim_free, t->s);
 }
 
 /* Counts. Per cube: 9 routers + 1 SRAM + 8 PEs + 8 HBMs = 26 nodes;
@@ -72,7 +81,7 @@ static void check_counts(const char *user, int sips, int cubes, int pes, int nod
     struct fixture t;
     if (!open_sys(&t, user, false)) {
         close_sys(&t);
-        TEST__FAIL("cannot build '%s'", user);
+        TEST__STOP_OR_FAIL(1, "cannot build '%s'", user);
     }
     struct kb_system_counts n;
     kb_system_get_counts(t.sys, &n);
@@ -129,7 +138,7 @@ TEST(names_and_ranks)
     ASSERT_TRUE(kb_pe_mem(kb_system_pe(t.sys, 129), KB_MEM_SRAM, NULL) == pe->sram);
     ASSERT_U64_EQ(kb_mem_params(pe->hbm)->capacity, (uint64_t)2 << 30);
     ASSERT_EQ(kb_mem_params(pe->hbm)->n_channels, 8);
-    ASSERT_STREQ(kb_link_name(kb_fabric_link(f, 1800)) ? "ok" : "", "ok");
+    ASSERT_STREQ(link_name(f, 1800) ? "ok" : "", "ok");
     ASSERT_TRUE(kb_fabric_find_link(f, kb_fabric_find_node(f, "sip0.cube3.r5"),
                                     kb_fabric_find_node(f, "sip1.cube0.r3")) >= 0);
     close_sys(&t);
@@ -223,7 +232,8 @@ TEST(routes_all_shapes)
         ASSERT_TRUE(open_sys(&t, shapes[i], false));
         struct kb_fabric *f = kb_system_fabric(t.sys);
         int n = kb_fabric_node_count(f), max = kb_system_max_hops(t.sys);
-        int *links = malloc((size_t)max * sizeof *links);
+        int *links = T_OWN(malloc((size_t)max * sizeof *links), free);
+        ASSERT_TRUE(links);
         unsigned seed = 12345;
         int bad = 0;
         for (int k = 0; k < 3000 && !bad; k++) {
@@ -239,7 +249,7 @@ TEST(routes_all_shapes)
             }
             bad |= h < 0 || at != b;
         }
-        free(links);
+        T_FREE(free, links);
         close_sys(&t);
         ASSERT_EQ(bad, 0);
     }
@@ -281,7 +291,7 @@ TEST(path_time_closed_form)
               kb_fabric_path_time(kb_system_fabric(t.sys), links, k, 1000));
     /* the simulated transfer takes exactly the closed form */
     struct xfer x = {t.sys, 0, 8, 4096, 0, -1};
-    sim_thread(t.s, "x", xfer_thread, &x, 0);
+    ASSERT_TRUE(sim_thread(t.s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(x.rc, 0);
     ASSERT_EQ(x.end, 40900);
@@ -373,8 +383,8 @@ static sim_time run_transfer(bool timing_only, int a, int b, uint64_t bytes, int
     kb_mem_read(kb_system_pe(t.sys, b)->tcm, 4096, got, bytes);
     *moved = x.rc == 0 && memcmp(pat, got, bytes) == 0;
     *pages = kb_mem_pages(kb_system_pe(t.sys, b)->tcm);
-    free(pat);
-    free(got);
+    T_FREE(free, pat);
+    T_FREE(free, got);
     close_sys(&t);
     return x.rc == 0 ? x.end : 0;
 }
@@ -413,10 +423,11 @@ TEST(bad_config)
     ASSERT_EQ(load(&cfg, "{}"), 0);
     cfg.sips.w = 3; /* 3 × 1 is not 2 SIPs */
     char err[256];
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_TRUE(kb_system_new(s, &cfg, NULL, err, sizeof err) == NULL);
     ASSERT_CONTAINS(err, "inconsistent (2 SIPs as 3x1");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(describe)
@@ -460,7 +471,7 @@ TEST(pe_units_dma)
     ASSERT_TRUE(kb_system_pe_units(t.sys, 256) == NULL);
     ASSERT_CONTAINS(kb_system_errmsg(t.sys), "no PE of rank 256");
     struct dma_run x = {t.sys, 0, 0, -1};
-    sim_thread(t.s, "x", dma_thread, &x, 0);
+    ASSERT_TRUE(sim_thread(t.s, "x", dma_thread, &x, 0));
     ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(x.rc, 0);
     ASSERT_TRUE(x.formula > 0 && x.formula != SIM_FOREVER);
@@ -483,7 +494,7 @@ TEST(links_made_on_first_use)
     int k = kb_system_route(t.sys, a, b, links, 64);
     ASSERT_EQ(kb_fabric_links_made(f), 0); /* routing alone makes nothing */
     struct xfer x = {t.sys, 0, 8, 4096, 0, -1};
-    sim_thread(t.s, "x", xfer_thread, &x, 0);
+    ASSERT_TRUE(sim_thread(t.s, "x", xfer_thread, &x, 0));
     ASSERT_EQ(sim_run(t.s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(x.rc, 0);
     ASSERT_EQ(x.end, 40900); /* the closed form, as before */

@@ -287,8 +287,10 @@ TEST(ten_thousand_coroutines)
     coro_pool_init(&pool);
     struct coro main;
     coro_init_main(&main);
-    struct many *m = calloc(MANY, sizeof *m);
-    struct coro_stack **st = calloc(MANY, sizeof *st);
+    struct many *m = T_OWN(calloc(MANY, sizeof *m), free);
+    ASSERT_TRUE(m);
+    struct coro_stack **st = T_OWN(calloc(MANY, sizeof *st), free);
+    ASSERT_TRUE(st);
     ASSERT_TRUE(m && st);
     long rss_before = resident_bytes();
     ASSERT_TRUE(rss_before > 0);
@@ -313,8 +315,8 @@ TEST(ten_thousand_coroutines)
         coro_stack_put(&pool, st[i]);
     }
     coro_pool_release(&pool);
-    free(st);
-    free(m);
+    T_FREE(free, st);
+    T_FREE(free, m);
     ASSERT_EQ(pool.mapped_bytes, 0);
     ASSERT_EQ(bad, -1);
 #ifndef TEST_ASAN
@@ -510,7 +512,8 @@ TEST(forty_thousand_stacks_few_maps)
         coro_set_guard_limit(1000);
     struct coro_pool pool;
     coro_pool_init(&pool);
-    struct coro_stack **st = calloc(SCALE, sizeof *st);
+    struct coro_stack **st = T_OWN(calloc(SCALE, sizeof *st), free);
+    ASSERT_TRUE(st);
     ASSERT_TRUE(st != NULL);
     long before = maps_now();
     ASSERT_TRUE(before > 0);
@@ -532,7 +535,7 @@ TEST(forty_thousand_stacks_few_maps)
     for (int i = 0; i < scale; i++)
         coro_stack_put(&pool, st[i]);
     coro_pool_release(&pool);
-    free(st);
+    T_FREE(free, st);
     coro_set_guard_limit(0);
     ASSERT_TRUE(guarded > 0 && guarded <= limit / 4 && guarded < scale);
     /* two maps a guarded stack, a few for the chunks */

@@ -45,31 +45,36 @@ static void sig_watcher(struct sim *s, void *arg)
 
 TEST(signal_commits_in_update_phase)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct sigctx c = {0};
     c.g = sim_signal_new(s, "sig", sizeof(int));
-    sim_thread(s, "watcher", sig_watcher, &c, 0);
-    sim_thread(s, "writer", sig_writer, &c, 0);
+    ASSERT_TRUE(c.g);
+    ASSERT_TRUE(sim_thread(s, "watcher", sig_watcher, &c, 0));
+    ASSERT_TRUE(sim_thread(s, "writer", sig_writer, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(c.seen_same_delta, 0);
     ASSERT_EQ(c.seen_next_delta, 42);
     ASSERT_U64_EQ(c.change_delta, c.write_delta + 1);
     ASSERT_U64_EQ(sim_now(s), 0);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(signal_same_value_does_not_notify)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct sigctx c = {0};
     c.g = sim_signal_new(s, "sig", sizeof(int));
+    ASSERT_TRUE(c.g);
     struct sim_proc *w = sim_thread(s, "watcher", sig_watcher, &c, 0);
+    ASSERT_TRUE(w);
     sim_proc_set_daemon(w, true);
     int zero = 0;
     sim_signal_write(c.g, &zero);
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_TRUE(!sim_proc_terminated(w));
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- immediate vs delta vs timed notification ------------------------ */
@@ -108,19 +113,23 @@ static void notifier(struct sim *s, void *arg)
 
 TEST(notification_order)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct notctx c = {0};
     c.imm = sim_event_new(s, "imm");
+    ASSERT_TRUE(c.imm);
     c.del = sim_event_new(s, "del");
+    ASSERT_TRUE(c.del);
     c.tim = sim_event_new(s, "tim");
-    sim_thread(s, "w_tim", waiter_tim, &c, 0);
-    sim_thread(s, "w_del", waiter_del, &c, 0);
-    sim_thread(s, "w_imm", waiter_imm, &c, 0);
-    sim_thread(s, "notifier", notifier, &c, 0);
+    ASSERT_TRUE(c.tim);
+    ASSERT_TRUE(sim_thread(s, "w_tim", waiter_tim, &c, 0));
+    ASSERT_TRUE(sim_thread(s, "w_del", waiter_del, &c, 0));
+    ASSERT_TRUE(sim_thread(s, "w_imm", waiter_imm, &c, 0));
+    ASSERT_TRUE(sim_thread(s, "notifier", notifier, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     /* immediate: same delta (0); delta: next delta (1); timed: 5 ns */
     ASSERT_STREQ(c.log.buf, "notifier@0/0 imm@0/0 del@0/1 tim@5/2 ");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void renotifier(struct sim *s, void *arg)
@@ -135,19 +144,23 @@ static void renotifier(struct sim *s, void *arg)
 
 TEST(earlier_notification_wins_and_cancel)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct notctx c = {0};
     c.tim = sim_event_new(s, "tim");
+    ASSERT_TRUE(c.tim);
     c.del = sim_event_new(s, "del");
-    sim_thread(s, "w_tim", waiter_tim, &c, 0);
+    ASSERT_TRUE(c.del);
+    ASSERT_TRUE(sim_thread(s, "w_tim", waiter_tim, &c, 0));
     struct sim_proc *wd = sim_thread(s, "w_del", waiter_del, &c, 0);
-    sim_thread(s, "renotifier", renotifier, &c, 0);
+    ASSERT_TRUE(wd);
+    ASSERT_TRUE(sim_thread(s, "renotifier", renotifier, &c, 0));
     int rc = sim_run(s, SIM_FOREVER);
     ASSERT_EQ(rc, SIM_EDEADLOCK); /* w_del waits forever */
     ASSERT_CONTAINS(sim_errmsg(s), "'w_del' waits on event 'del'");
     ASSERT_STREQ(c.log.buf, "tim@3/1 ");
     ASSERT_TRUE(!sim_proc_terminated(wd));
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- fifo blocking both ways ----------------------------------------- */
@@ -178,18 +191,20 @@ static void slow_reader(struct sim *s, void *arg)
 
 TEST(fifo_write_blocks_when_full)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct fifoctx c = {0};
     c.f = sim_fifo_new(s, "f", sizeof(int), 2);
-    sim_thread(s, "writer", fast_writer, &c, 0);
-    sim_thread(s, "reader", slow_reader, &c, 0);
+    ASSERT_TRUE(c.f);
+    ASSERT_TRUE(sim_thread(s, "writer", fast_writer, &c, 0));
+    ASSERT_TRUE(sim_thread(s, "reader", slow_reader, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     for (int i = 0; i < 6; i++)
         ASSERT_EQ(c.got[i], i);
     /* two writes at once, then one per read (freed slot usable next delta) */
     ASSERT_CONTAINS(c.log.buf, "w@0/0 w@0/0 w@10/");
     ASSERT_U64_EQ(sim_now(s), 60 * SIM_NS);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void slow_writer(struct sim *s, void *arg)
@@ -212,23 +227,27 @@ static void fast_reader(struct sim *s, void *arg)
 
 TEST(fifo_read_blocks_when_empty)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct fifoctx c = {0};
     c.f = sim_fifo_new(s, "f", sizeof(int), 4);
-    sim_thread(s, "reader", fast_reader, &c, 0);
-    sim_thread(s, "writer", slow_writer, &c, 0);
+    ASSERT_TRUE(c.f);
+    ASSERT_TRUE(sim_thread(s, "reader", fast_reader, &c, 0));
+    ASSERT_TRUE(sim_thread(s, "writer", slow_writer, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(c.got[3], 3);
     /* each read completes one delta after the write, at the write's time */
     ASSERT_TRUE(strstr(c.log.buf, "r@7/") && strstr(c.log.buf, "r@14/") &&
                 strstr(c.log.buf, "r@21/") && strstr(c.log.buf, "r@28/"));
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(fifo_nonblocking)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct sim_fifo *f = sim_fifo_new(s, "f", sizeof(int), 1);
+    ASSERT_TRUE(f);
     int v = 7, out = 0;
     ASSERT_TRUE(sim_fifo_nb_write(f, &v));
     ASSERT_TRUE(!sim_fifo_nb_write(f, &v)); /* full */
@@ -243,7 +262,7 @@ TEST(fifo_nonblocking)
     ASSERT_CONTAINS(sim_errmsg(s), "fifo 'huge' is too large");
     ASSERT_TRUE(sim_fifo_new(s, "wide", (size_t)1 << 40, 1) == NULL);
     ASSERT_CONTAINS(sim_errmsg(s), "fifo 'wide' is too large");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* Three readers blocked on one fifo (the first waits in the fifo's own
@@ -293,14 +312,17 @@ static void many_method(struct sim *s, void *arg)
 
 TEST(fifo_several_waiters)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct manyctx c = {0};
     c.f = sim_fifo_new(s, "f", sizeof(int), 4);
+    ASSERT_TRUE(c.f);
     for (int i = 0; i < 3; i++)
         ASSERT_TRUE(sim_thread(s, "reader", many_reader, &c, 0) != NULL);
     ASSERT_TRUE(sim_thread(s, "watcher", many_watcher, &c, 0) != NULL);
     ASSERT_TRUE(sim_thread(s, "writer", many_writer, &c, 0) != NULL);
     struct sim_proc *m = sim_method(s, "m", many_method, &c, false);
+    ASSERT_TRUE(m);
     ASSERT_EQ(sim_sensitive(m, sim_fifo_read_event(c.f)), 0);
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     /* delta 1 at 5 ns: the write; delta 2: all four wake, readers in the
@@ -312,7 +334,7 @@ TEST(fifo_several_waiters)
     sim_get_stats(s, &st);
     /* written side after the write, read side after the reads */
     ASSERT_U64_EQ(st.notifications, 2);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- methods: static sensitivity and next_trigger -------------------- */
@@ -341,16 +363,19 @@ static void on_clock(struct sim *s, void *arg)
 
 TEST(method_static_sensitivity)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct methctx c = {0};
     c.clk = sim_event_new(s, "clk");
+    ASSERT_TRUE(c.clk);
     struct sim_proc *m = sim_method(s, "m", on_clock, &c, true);
+    ASSERT_TRUE(m);
     ASSERT_EQ(sim_sensitive(m, c.clk), 0);
-    sim_thread(s, "clock", clock_gen, &c, 0);
+    ASSERT_TRUE(sim_thread(s, "clock", clock_gen, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(c.runs, 3);
     ASSERT_STREQ(c.log.buf, "m@10/1 m@20/2 m@30/3 ");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void ticker(struct sim *s, void *arg)
@@ -363,13 +388,14 @@ static void ticker(struct sim *s, void *arg)
 
 TEST(method_next_trigger)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct methctx c = {0};
-    sim_method(s, "ticker", ticker, &c, false);
+    ASSERT_TRUE(sim_method(s, "ticker", ticker, &c, false));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(c.runs, 5);
     ASSERT_U64_EQ(sim_now(s), 12 * SIM_NS);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void bad_wait_in_method(struct sim *s, void *arg)
@@ -380,14 +406,15 @@ static void bad_wait_in_method(struct sim *s, void *arg)
 
 TEST(wait_outside_thread_is_refused)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int rc = 0;
-    sim_method(s, "m", bad_wait_in_method, &rc, false);
+    ASSERT_TRUE(sim_method(s, "m", bad_wait_in_method, &rc, false));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(rc, SIM_EPERM);
     ASSERT_CONTAINS(sim_errmsg(s), "outside a thread process");
     ASSERT_EQ(sim_wait(s, 1), SIM_EPERM);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- wait_any with timeout ------------------------------------------- */
@@ -418,18 +445,21 @@ static void any_notifier(struct sim *s, void *arg)
 
 TEST(wait_any_and_timeout)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct anyctx c = {0};
     c.ev[0] = sim_event_new(s, "a");
+    ASSERT_TRUE(c.ev[0]);
     c.ev[1] = sim_event_new(s, "b");
-    sim_thread(s, "waiter", any_waiter, &c, 0);
-    sim_thread(s, "notifier", any_notifier, &c, 0);
+    ASSERT_TRUE(c.ev[1]);
+    ASSERT_TRUE(sim_thread(s, "waiter", any_waiter, &c, 0));
+    ASSERT_TRUE(sim_thread(s, "notifier", any_notifier, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(c.r1, 1);
     ASSERT_U64_EQ(c.t1, 20 * SIM_NS);
     ASSERT_EQ(c.r2, -1);
     ASSERT_U64_EQ(c.t2, 25 * SIM_NS);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- determinism ----------------------------------------------------- */
@@ -473,19 +503,22 @@ static void det_proc(struct sim *s, void *arg)
 
 static void det_run(struct trace *tr)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct detctx c[8];
     struct sim_fifo *f = sim_fifo_new(s, "f", sizeof(int), 2);
+    ASSERT_TRUE(f);
     struct sim_event *e = sim_event_new(s, "e");
+    ASSERT_TRUE(e);
     for (int i = 0; i < 8; i++) {
         char name[16];
         snprintf(name, sizeof name, "p%d", i);
         c[i] = (struct detctx){f, e, i};
-        sim_thread(s, name, det_proc, &c[i], 0);
+        ASSERT_TRUE(sim_thread(s, name, det_proc, &c[i], 0));
     }
     sim_set_trace(s, trace_fn, tr);
-    sim_run(s, SIM_FOREVER);
-    sim_free(s);
+    ASSERT_OK(sim_run(s, SIM_FOREVER));
+    T_FREE(sim_free, s);
 }
 
 TEST(two_runs_identical_traces)
@@ -514,13 +547,18 @@ static void daemon_loop(struct sim *s, void *arg)
 
 TEST(deadlock_report_lists_blocked_processes)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct sim_fifo *a = sim_fifo_new(s, "pair0.a2b", sizeof(int), 1);
+    ASSERT_TRUE(a);
     struct sim_fifo *b = sim_fifo_new(s, "pair0.b2a", sizeof(int), 1);
+    ASSERT_TRUE(b);
     struct sim_event *never = sim_event_new(s, "never");
-    sim_thread(s, "pair0.A", reads_forever, b, 0);
-    sim_thread(s, "pair0.B", reads_forever, a, 0);
+    ASSERT_TRUE(never);
+    ASSERT_TRUE(sim_thread(s, "pair0.A", reads_forever, b, 0));
+    ASSERT_TRUE(sim_thread(s, "pair0.B", reads_forever, a, 0));
     struct sim_proc *d = sim_thread(s, "server", daemon_loop, never, 0);
+    ASSERT_TRUE(d);
     sim_proc_set_daemon(d, true);
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EDEADLOCK);
     const char *m = sim_errmsg(s);
@@ -529,7 +567,7 @@ TEST(deadlock_report_lists_blocked_processes)
     ASSERT_CONTAINS(m, "'pair0.A' waits on read on fifo 'pair0.b2a'");
     ASSERT_CONTAINS(m, "'pair0.B' waits on read on fifo 'pair0.a2b'");
     ASSERT_TRUE(strstr(m, "server") == NULL);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- restarting an ended thread ---------------------------------------- */
@@ -596,16 +634,18 @@ static void periodic(struct sim *s, void *arg)
 
 TEST(run_until_and_resume)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int n = 0;
     struct sim_proc *p = sim_thread(s, "periodic", periodic, &n, 0);
+    ASSERT_TRUE(p);
     sim_proc_set_daemon(p, true);
     ASSERT_EQ(sim_run(s, 35 * SIM_NS), SIM_UNTIL);
     ASSERT_EQ(n, 3);
     ASSERT_U64_EQ(sim_now(s), 35 * SIM_NS);
     ASSERT_EQ(sim_run(s, 40 * SIM_NS), SIM_UNTIL); /* activity at 40 done */
     ASSERT_EQ(n, 4);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void stopper(struct sim *s, void *arg)
@@ -622,26 +662,30 @@ static void failer(struct sim *s, void *arg)
 
 TEST(stop_and_fail)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int n = 0;
-    sim_thread(s, "periodic", periodic, &n, 0);
-    sim_thread(s, "stopper", stopper, NULL, 0);
+    ASSERT_TRUE(sim_thread(s, "periodic", periodic, &n, 0));
+    ASSERT_TRUE(sim_thread(s, "stopper", stopper, NULL, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_STOPPED);
     ASSERT_U64_EQ(sim_now(s), 5 * SIM_NS);
-    sim_free(s);
+    T_FREE(sim_free, s);
 
-    s = sim_new(NULL);
-    sim_thread(s, "failer", failer, NULL, 0);
+    s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(sim_thread(s, "failer", failer, NULL, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EPROC);
     ASSERT_STREQ(sim_errmsg(s), "component 'x' failed");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(step_in_batches_and_async_stop)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int n = 0;
     struct sim_proc *p = sim_thread(s, "periodic", periodic, &n, 0);
+    ASSERT_TRUE(p);
     sim_proc_set_daemon(p, true);
     int calls = 0, rc;
     do {
@@ -653,22 +697,27 @@ TEST(step_in_batches_and_async_stop)
     ASSERT_TRUE(calls >= 5);
     sim_request_stop(s);
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_STOPPED);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- typed ports ----------------------------------------------------- */
 
 TEST(port_binding_checks)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct sim_port *out = sim_port_new(s, "sip0.cube5.pe3.dma.out",
                                         SIM_PORT_OUT, "flit", 1, 1);
+    ASSERT_TRUE(out);
     struct sim_port *in = sim_port_new(s, "sip0.cube5.router.in",
                                        SIM_PORT_IN, "flit", 1, 1);
+    ASSERT_TRUE(in);
     struct sim_port *cin = sim_port_new(s, "sip0.cube5.pe3.credit_in",
                                         SIM_PORT_IN, "credit", 1, 1);
+    ASSERT_TRUE(cin);
     struct sim_port *out2 = sim_port_new(s, "b.out", SIM_PORT_OUT, "flit",
                                          0, 1);
+    ASSERT_TRUE(out2);
     int iface = 9;
     sim_port_set_iface(in, &iface);
 
@@ -689,20 +738,21 @@ TEST(port_binding_checks)
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EBIND);
     ASSERT_STREQ(sim_errmsg(s), "port 'sip0.cube5.pe3.credit_in' (in, type "
                                 "'credit') is unbound");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(unbound_ports_all_listed)
 {
-    struct sim *s = sim_new(NULL);
-    sim_port_new(s, "a.in", SIM_PORT_IN, "flit", 1, 1);
-    sim_port_new(s, "b.io", SIM_PORT_INOUT, "x", 2, 4);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(sim_port_new(s, "a.in", SIM_PORT_IN, "flit", 1, 1));
+    ASSERT_TRUE(sim_port_new(s, "b.io", SIM_PORT_INOUT, "x", 2, 4));
     ASSERT_EQ(sim_elaborate(s), SIM_EBIND);
     ASSERT_STREQ(sim_errmsg(s),
                  "port 'a.in' (in, type 'flit') is unbound\n"
                  "port 'b.io' (inout, type 'x') is unbound");
     ASSERT_TRUE(sim_port_new(s, "c", SIM_PORT_IN, "t", 2, 1) == NULL);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- scale ----------------------------------------------------------- */
@@ -717,7 +767,8 @@ static void short_life(struct sim *s, void *arg)
 
 TEST(ten_thousand_threads)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     int n = 0;
     for (int i = 0; i < 10000; i++)
         ASSERT_TRUE(sim_thread(s, "t", short_life, &n, 0) != NULL);
@@ -731,7 +782,7 @@ TEST(ten_thousand_threads)
     ASSERT_U64_EQ(st.threads_alive, 0);
     ASSERT_U64_EQ(st.activations, 30000);
     ASSERT_U64_EQ(st.timed_events, 20000);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- ties at one time run in insertion order ------------------------- */
@@ -762,17 +813,18 @@ static void sentinel(struct sim *s, void *arg)
 
 TEST(same_time_wakeups_in_insertion_order)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct tiectx c = {0};
     /* queued first and latest: every later wake-up lands in the heap,
      * where equal times come out in no particular order */
-    sim_thread(s, "sentinel", sentinel, NULL, 0);
+    ASSERT_TRUE(sim_thread(s, "sentinel", sentinel, NULL, 0));
     struct tiearg a[64];
     uint64_t x = 3;
     for (int i = 0; i < 64; i++) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         a[i] = (struct tiearg){&c, i, (1 + (x >> 33) % 50) * SIM_NS};
-        sim_thread(s, "tie", tie_proc, &a[i], 0);
+        ASSERT_TRUE(sim_thread(s, "tie", tie_proc, &a[i], 0));
     }
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(c.n, 64);
@@ -783,7 +835,7 @@ TEST(same_time_wakeups_in_insertion_order)
         ASSERT_TRUE(a[p].delay < a[q].delay ||
                     (a[p].delay == a[q].delay && p < q));
     }
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- the end of simulated time: no wrap-around --------------------- */
@@ -807,10 +859,12 @@ static void end_waiter(struct sim *s, void *arg)
 
 TEST(time_past_the_end_is_refused)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct endctx c = {0};
     c.e = sim_event_new(s, "e");
-    sim_thread(s, "sleeper", end_waiter, &c, 0);
+    ASSERT_TRUE(c.e);
+    ASSERT_TRUE(sim_thread(s, "sleeper", end_waiter, &c, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(c.rc_wait, SIM_EINVAL);
     ASSERT_EQ(c.rc_wait_any, SIM_EINVAL);
@@ -821,7 +875,7 @@ TEST(time_past_the_end_is_refused)
     ASSERT_U64_EQ(c.after, SIM_TIME_MAX - 5); /* time did not move */
     ASSERT_EQ(c.rc_last, 0);
     ASSERT_U64_EQ(sim_now(s), SIM_TIME_MAX);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,

@@ -54,38 +54,82 @@ static void m_method(struct sim *s, void *arg)
 
 static struct sim *model_new(struct model *m)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    if (!s)
+        return NULL;
     memset(m, 0, sizeof *m);
     m->a2b = sim_fifo_new(s, "a2b", sizeof(int), 1);
+    if (!m->a2b)
+        return NULL;
     m->b2a = sim_fifo_new(s, "b2a", sizeof(int), 1);
+    if (!m->b2a)
+        return NULL;
     m->tick = sim_event_new(s, "tick");
+    if (!m->tick)
+        return NULL;
     for (uintptr_t i = 0; i < 3; i++)
-        sim_thread(s, "timed", m_timed, (void *)i, 0);
-    sim_thread(s, "ping", m_ping, m, 0);
-    sim_thread(s, "pong", m_pong, m, 0);
+        if (!sim_thread(s, "timed", m_timed, (void *)i, 0))
+            return NULL;
+    if (!sim_thread(s, "ping", m_ping, m, 0) ||
+        !sim_thread(s, "pong", m_pong, m, 0))
+        return NULL;
     struct sim_proc *p = sim_method(s, "method", m_method, m, true);
-    sim_sensitive(p, m->tick);
+    if (!p || sim_sensitive(p, m->tick) < 0)
+        return NULL;
     return s;
+}
+
+/* A loop with its handles on the heap, so that the harness can close it
+ * after a test stops early (test.h, T_OWN). */
+struct uvbox {
+    uv_loop_t loop;
+    uv_check_t check;
+    uv_timer_t timer;
+};
+
+static void close_handle(uv_handle_t *h, void *unused)
+{
+    (void)unused;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+static void uvbox_free(struct uvbox *b)
+{
+    uv_walk(&b->loop, close_handle, NULL);
+    uv_run(&b->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&b->loop);
+    free(b);
+}
+
+static struct uvbox *uvbox_new(void)
+{
+    struct uvbox *b = calloc(1, sizeof *b);
+    if (b && uv_loop_init(&b->loop) != 0) {
+        free(b);
+        return NULL;
+    }
+    return b;
 }
 
 static int check_calls;
 static void count_check(uv_check_t *h) { check_calls++; }
-static void close_nothing(uv_handle_t *h) {}
 
 TEST(uv_matches_sim_run)
 {
     struct model m1, m2;
     struct sim *ref = model_new(&m1);
+    ASSERT_TRUE(ref);
     ASSERT_EQ(sim_run(ref, SIM_FOREVER), SIM_DONE);
 
-    uv_loop_t loop;
-    uv_check_t check;
-    ASSERT_EQ(uv_loop_init(&loop), 0);
-    uv_check_init(&loop, &check);
-    uv_check_start(&check, count_check);
+    struct uvbox *box = T_OWN(uvbox_new(), uvbox_free);
+    ASSERT_TRUE(box);
+    uv_check_init(&box->loop, &box->check);
+    uv_check_start(&box->check, count_check);
     check_calls = 0;
     struct sim *s = model_new(&m2);
-    ASSERT_EQ(sim_run_uv(s, &loop, SIM_FOREVER, 7, 0), SIM_DONE);
+    ASSERT_TRUE(s);
+    ASSERT_EQ(sim_run_uv(s, &box->loop, SIM_FOREVER, 7, 0), SIM_DONE);
     /* One loop iteration per batch: the idle callback ran many times. */
     ASSERT_TRUE(check_calls > 10);
 
@@ -104,22 +148,21 @@ TEST(uv_matches_sim_run)
     ASSERT_EQ(m2.method_runs, 40);
     ASSERT_U64_EQ(sim_now(s), 250 * SIM_NS); /* 50 waits of 5 ns */
 
-    uv_close((uv_handle_t *)&check, close_nothing);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ASSERT_EQ(uv_loop_close(&loop), 0);
-    sim_free(ref);
-    sim_free(s);
+    T_FREE(sim_free, ref);
+    T_FREE(sim_free, s);
+    T_FREE(uvbox_free, box);
 }
 
 TEST(uv_private_loop_and_until)
 {
     struct model m;
     struct sim *s = model_new(&m);
+    ASSERT_TRUE(s);
     ASSERT_EQ(sim_run_uv(s, NULL, 40 * SIM_NS, 3, 0), SIM_UNTIL);
     ASSERT_U64_EQ(sim_now(s), 40 * SIM_NS);
     ASSERT_EQ(sim_run_uv(s, NULL, SIM_FOREVER, 0, 0), SIM_DONE);
     ASSERT_U64_EQ(sim_now(s), 250 * SIM_NS);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void bump_timer(uv_timer_t *t) { (*(int *)t->data)++; }
@@ -128,22 +171,21 @@ static void bump_timer(uv_timer_t *t) { (*(int *)t->data)++; }
  * return anyway when the simulation ends. */
 TEST(uv_shared_loop_with_timer)
 {
-    uv_loop_t loop;
-    uv_timer_t timer;
-    int fired = 0;
-    ASSERT_EQ(uv_loop_init(&loop), 0);
-    uv_timer_init(&loop, &timer);
-    timer.data = &fired;
-    uv_timer_start(&timer, bump_timer, 0, 1);
+    static int fired;
+    fired = 0;
+    struct uvbox *box = T_OWN(uvbox_new(), uvbox_free);
+    ASSERT_TRUE(box);
+    uv_timer_init(&box->loop, &box->timer);
+    box->timer.data = &fired;
+    uv_timer_start(&box->timer, bump_timer, 0, 1);
     struct model m;
     struct sim *s = model_new(&m);
-    ASSERT_EQ(sim_run_uv(s, &loop, SIM_FOREVER, 5, SIM_UV_SIGINT), SIM_DONE);
+    ASSERT_TRUE(s);
+    ASSERT_EQ(sim_run_uv(s, &box->loop, SIM_FOREVER, 5, SIM_UV_SIGINT),
+              SIM_DONE);
     ASSERT_U64_EQ(sim_now(s), 250 * SIM_NS);
-    uv_timer_stop(&timer);
-    uv_close((uv_handle_t *)&timer, close_nothing);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    ASSERT_EQ(uv_loop_close(&loop), 0);
-    sim_free(s);
+    T_FREE(sim_free, s);
+    T_FREE(uvbox_free, box);
 }
 
 /* Raises SIGINT at 100 ns, then keeps going for ever. */
@@ -158,8 +200,10 @@ static void forever_raise(struct sim *s, void *arg)
 
 TEST(uv_sigint_stops_cleanly)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct sim_proc *p = sim_thread(s, "forever", forever_raise, NULL, 0);
+    ASSERT_TRUE(p);
     sim_proc_set_daemon(p, true);
     /* The signal is seen by the loop right after the batch that raised it,
      * so the stop comes within one batch (64 waits) of 100 ns. */
@@ -174,7 +218,7 @@ TEST(uv_sigint_stops_cleanly)
     /* A stopped simulation can be resumed. */
     ASSERT_EQ(sim_run(s, 1000 * SIM_NS), SIM_UNTIL);
     ASSERT_U64_EQ(sim_now(s), 1000 * SIM_NS);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 static void fails_at_10(struct sim *s, void *arg)
@@ -185,11 +229,12 @@ static void fails_at_10(struct sim *s, void *arg)
 
 TEST(uv_process_failure)
 {
-    struct sim *s = sim_new(NULL);
-    sim_thread(s, "bad", fails_at_10, NULL, 0);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(sim_thread(s, "bad", fails_at_10, NULL, 0));
     ASSERT_EQ(sim_run_uv(s, NULL, SIM_FOREVER, 1, 0), SIM_EPROC);
     ASSERT_CONTAINS(sim_errmsg(s), "broken at 10 ns");
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST_MAIN(uv_matches_sim_run, uv_private_loop_and_until,

@@ -36,9 +36,12 @@ static const char tiny_json[] =
 
 TEST(tiny_trace_exact_json)
 {
-    struct sim *s = sim_new(NULL);
-    FILE *f = tmpfile();
+    /* the stream first: the harness frees newest first, and sim_free
+     * writes the end of a trace left open */
+    FILE *f = T_OWN(tmpfile(), test_fclose);
     ASSERT_TRUE(f);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     ASSERT_EQ(sim_trace_open_file(s, f, "tiny", err, sizeof err), 0);
     struct sim_trace *t = sim_tracer(s);
@@ -58,21 +61,26 @@ TEST(tiny_trace_exact_json)
     sim_trace_counter(t, link, "busy", 8, 0.0 / 0.0); /* not recorded */
     ASSERT_U64_EQ(sim_trace_events(t), 12);
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
-    char *got = test_slurp(f);
+    char *got = T_OWN(test_slurp(f), free);
+    ASSERT_TRUE(got);
     ASSERT_STREQ(got, tiny_json);
-    free(got);
+    T_FREE(free, got);
     /* closed: further records and a second close do nothing */
     sim_trace_span(t, pe, "kernel", "late", 0, 1, NULL, 0);
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
     ASSERT_U64_EQ(sim_trace_events(t), 12);
-    sim_free(s);
-    fclose(f);
+    T_FREE(sim_free, s);
+    T_FREE(test_fclose, f);
 }
 
 TEST(escaping)
 {
-    struct sim *s = sim_new(NULL);
-    FILE *f = tmpfile();
+    /* the stream first: the harness frees newest first, and sim_free
+     * writes the end of a trace left open */
+    FILE *f = T_OWN(tmpfile(), test_fclose);
+    ASSERT_TRUE(f);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_EQ(sim_trace_open_file(s, f, "esc", NULL, 0), 0);
     struct sim_trace *t = sim_tracer(s);
     int k = sim_trace_track(t, "p\"q", "a\\b");
@@ -83,7 +91,8 @@ TEST(escaping)
     struct sim_trace_arg a = {"k\"", "v\x1f", 0};
     sim_trace_instant(t, k, "c", "i", 0, &a, 1);
     ASSERT_EQ(sim_trace_close(s, NULL, 0), 0);
-    char *got = test_slurp(f);
+    char *got = T_OWN(test_slurp(f), free);
+    ASSERT_TRUE(got);
     ASSERT_TRUE(strstr(got, "\"args\":{\"name\":\"p\\\"q\"}"));
     ASSERT_TRUE(strstr(got, "\"args\":{\"name\":\"a\\\\b\"}"));
     ASSERT_TRUE(strstr(got, "\"name\":\"x\\\"y\\\\z\\u000a\\u0009\\u0001 \xc2\xb5 "
@@ -93,20 +102,21 @@ TEST(escaping)
     for (const char *p = got; *p; p++)
         ASSERT_TRUE((unsigned char)*p >= 0x20 || *p == '\n');
     ASSERT_TRUE(!strchr(got, '\xff'));
-    free(got);
-    sim_free(s);
-    fclose(f);
+    T_FREE(free, got);
+    T_FREE(sim_free, s);
+    T_FREE(test_fclose, f);
 }
 
 TEST(disabled_trace_writes_nothing)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_TRUE(sim_tracer(s) == NULL);
     char err[64] = "";
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
     ASSERT_STREQ(err, "");
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 TEST(path_open_close_and_free)
@@ -115,7 +125,8 @@ TEST(path_open_close_and_free)
     int fd = mkstemp(path);
     ASSERT_TRUE(fd >= 0);
     close(fd);
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     char err[256];
     ASSERT_EQ(sim_trace_open(s, path, err, sizeof err), 0);
     /* one trace per simulation */
@@ -123,29 +134,35 @@ TEST(path_open_close_and_free)
     ASSERT_TRUE(strstr(err, "already has a trace"));
     int k = sim_trace_track(sim_tracer(s), "system", "x");
     sim_trace_span(sim_tracer(s), k, "c", "n", 0, 1, NULL, 0);
-    sim_free(s); /* closes the trace left open */
-    char *got = slurp_path(path);
+    T_FREE(sim_free, s); /* closes the trace left open */
+    char *got = T_OWN(slurp_path(path), free);
+    ASSERT_TRUE(got);
     ASSERT_TRUE(got);
     ASSERT_TRUE(strncmp(got, "{\"traceEvents\":[\n", 17) == 0);
     size_t n = strlen(got);
     ASSERT_STREQ(got + n - 27, "\n],\"displayTimeUnit\":\"ns\"}\n");
-    free(got);
+    T_FREE(free, got);
     remove(path);
 
-    s = sim_new(NULL);
+    s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_EQ(sim_trace_open(s, "/nonexistent-dir/t.json", err, sizeof err),
               SIM_EINVAL);
     ASSERT_STREQ(err, "cannot open trace '/nonexistent-dir/t.json': "
                       "No such file or directory");
     ASSERT_TRUE(sim_tracer(s) == NULL);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* More than the buffer holds: written in pieces, same bytes as expected. */
 TEST(large_trace_through_the_buffer)
 {
-    struct sim *s = sim_new(NULL);
-    FILE *f = tmpfile();
+    /* the stream first: the harness frees newest first, and sim_free
+     * writes the end of a trace left open */
+    FILE *f = T_OWN(tmpfile(), test_fclose);
+    ASSERT_TRUE(f);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_EQ(sim_trace_open_file(s, f, "big", NULL, 0), 0);
     struct sim_trace *t = sim_tracer(s);
     int k = sim_trace_track(t, "system", "link");
@@ -156,31 +173,33 @@ TEST(large_trace_through_the_buffer)
         sim_trace_span(t, k, "link", name, (sim_time)i * 10, (sim_time)i * 10 + 5,
                        NULL, 0);
     ASSERT_EQ(sim_trace_close(s, NULL, 0), 0);
-    char *got = test_slurp(f);
+    char *got = T_OWN(test_slurp(f), free);
+    ASSERT_TRUE(got);
     size_t ev = strlen(",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":0.000000,"
                        "\"dur\":0.000005,\"cat\":\"link\",\"name\":\"\"}") +
                 strlen(name);
     size_t head = strstr(got, "{\"ph\":\"X\"") - got;
     ASSERT_U64_EQ(strlen(got), head + 2000 * ev - 2 + 27);
     ASSERT_TRUE(strstr(got, "\"ts\":0.019990,\"dur\":0.000005"));
-    free(got);
-    sim_free(s);
-    fclose(f);
+    T_FREE(free, got);
+    T_FREE(sim_free, s);
+    T_FREE(test_fclose, f);
 }
 
 /* A write that fails is reported by close, naming the file. */
 TEST(write_error_reported)
 {
-    FILE *f = fopen("/dev/full", "w");
+    FILE *f = T_OWN(fopen("/dev/full", "w"), test_fclose);
     if (!f)
         return; /* no /dev/full here */
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     ASSERT_EQ(sim_trace_open_file(s, f, "/dev/full", NULL, 0), 0);
     char err[256];
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), SIM_EINVAL);
     ASSERT_STREQ(err, "cannot write trace '/dev/full': No space left on device");
-    sim_free(s);
-    fclose(f);
+    T_FREE(sim_free, s);
+    T_FREE(test_fclose, f);
 }
 
 TEST_MAIN(tiny_trace_exact_json, escaping, disabled_trace_writes_nothing,
