@@ -182,7 +182,6 @@ struct sim {
     struct sim_proc *procs, **procs_tail;
     size_t n_procs;   /* the runnable queue has room for all of them */
     uint64_t proc_serial; /* the last serial given */
-    bool restarted;   /* a sim_thread_restart: procs is not in serial order */
     size_t n_updaters; /* fifos and primitive channels: the update list
                           has room for all of them */
     struct sim_event *events;
@@ -749,7 +748,6 @@ int sim_thread_restart(struct sim_proc *p, sim_proc_fn fn, void *arg, size_t sta
     p->arg = arg;
     p->next_zombie = NULL;
     p->serial = ++s->proc_serial;
-    s->restarted = true;
     p->stack = st;
     coro_init(&p->co, st, p->name, thread_entry, p);
     s->stats.threads_alive++;
@@ -1707,11 +1705,9 @@ static void describe_wait(struct sim *s, const struct sim_proc *p)
     adderr(s, "a timeout (now %s)", fmt_time(tb, sizeof tb, s->now));
 }
 
-static int serial_cmp(const void *a, const void *b)
+static bool deadlocked(const struct sim_proc *p)
 {
-    uint64_t x = (*(struct sim_proc *const *)a)->serial;
-    uint64_t y = (*(struct sim_proc *const *)b)->serial;
-    return (x > y) - (x < y);
+    return p->kind == PROC_THREAD && p->state == ST_BLOCKED && !p->daemon;
 }
 
 /* Nothing is pending: report blocked non-daemon threads, if any. */
@@ -1719,7 +1715,7 @@ static int finish(struct sim *s)
 {
     size_t blocked = 0;
     for (struct sim_proc *p = s->procs; p; p = p->next_all)
-        if (p->kind == PROC_THREAD && p->state == ST_BLOCKED && !p->daemon)
+        if (deadlocked(p))
             blocked++;
     if (!blocked)
         return SIM_DONE;
@@ -1727,31 +1723,23 @@ static int finish(struct sim *s)
     seterr(s, 0, "deadlock at %s: nothing is pending but %zu process%s "
            "blocked:", fmt_time(tb, sizeof tb, s->now), blocked,
            blocked == 1 ? " is" : "es are");
-    /* in the order they were started: a restarted record sits at its
-     * first place in the list (without memory for the sort, list order) */
-    struct sim_proc **order = s->restarted ? malloc(blocked * sizeof *order) : NULL;
-    size_t k = 0;
-    for (struct sim_proc *p = s->procs; order && p; p = p->next_all)
-        if (p->kind == PROC_THREAD && p->state == ST_BLOCKED && !p->daemon)
-            order[k++] = p;
-    if (order)
-        qsort(order, blocked, sizeof *order, serial_cmp);
+    /* in the order they were (re)started: the next one is the smallest
+     * serial above the last listed (a restarted record keeps its place in
+     * the list, so list order is not start order); a scan per line, and
+     * at most DEADLOCK_LIST_MAX lines, with no memory to fail */
+    uint64_t last = 0;
     size_t listed = 0;
-    k = 0;
-    for (struct sim_proc *p = s->procs; order ? k < blocked : p != NULL; p = p->next_all) {
-        if (order)
-            p = order[k++];
-        if (p->kind != PROC_THREAD || p->state != ST_BLOCKED || p->daemon)
-            continue;
-        if (listed == DEADLOCK_LIST_MAX) {
-            adderr(s, "\n  ... and %zu more", blocked - listed);
-            break;
-        }
-        adderr(s, "\n  '%s' waits on ", p->name);
-        describe_wait(s, p);
-        listed++;
+    for (; listed < blocked && listed < DEADLOCK_LIST_MAX; listed++) {
+        struct sim_proc *next = NULL;
+        for (struct sim_proc *p = s->procs; p; p = p->next_all)
+            if (deadlocked(p) && p->serial > last && (!next || p->serial < next->serial))
+                next = p;
+        last = next->serial;
+        adderr(s, "\n  '%s' waits on ", next->name);
+        describe_wait(s, next);
     }
-    free(order);
+    if (listed < blocked)
+        adderr(s, "\n  ... and %zu more", blocked - listed);
     return SIM_EDEADLOCK;
 }
 

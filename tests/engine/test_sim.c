@@ -603,12 +603,15 @@ static void rs_driver(struct sim *s, void *arg)
 
 TEST(ended_thread_restarts_and_deadlock_lists_by_start)
 {
-    struct sim *s = sim_new(NULL);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct rs c = {0};
     c.f = sim_fifo_new(s, "never", sizeof(int), 1);
+    ASSERT_TRUE(c.f);
     c.worker = sim_thread(s, "worker", rs_work, &c, 0);
-    sim_thread(s, "driver", rs_driver, &c, 0);
-    sim_thread(s, "later", reads_forever, c.f, 0);
+    ASSERT_TRUE(c.worker);
+    ASSERT_TRUE(sim_thread(s, "driver", rs_driver, &c, 0));
+    ASSERT_TRUE(sim_thread(s, "later", reads_forever, c.f, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EDEADLOCK);
     ASSERT_EQ(c.rc_running, SIM_EPERM);
     ASSERT_STREQ(c.log.buf, "work@5/1 work@15/3 work@25/5 work@35/7 ");
@@ -618,7 +621,7 @@ TEST(ended_thread_restarts_and_deadlock_lists_by_start)
     struct sim_stats st;
     sim_get_stats(s, &st);
     ASSERT_U64_EQ(st.threads_alive, 2);
-    sim_free(s);
+    T_FREE(sim_free, s);
 }
 
 /* ---- run limits, stop, fail ------------------------------------------ */
