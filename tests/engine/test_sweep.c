@@ -65,9 +65,9 @@ static void endless(struct sim *s, void *arg)
 static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
 {
     struct sweep_ctx *c = ud;
-    struct sim *s = T_OWN(sim_new(NULL), sim_free);
-    if (!s)
-        return -1;
+    /* runs on the sweep's worker threads: plain sim_free, not the test
+     * harness's owner list (T_OWN), which is one thread's */
+    struct sim *s = sim_new(NULL);
     struct lcg_proc procs[5];
     uint64_t fired = 0;
     int n = 1 + (int)(i % 5);
@@ -75,7 +75,7 @@ static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
     if (!s)
         return -1;
     if ((int)i == c->fail_point) {
-        T_FREE(sim_free, s);
+        sim_free(s);
         return -1;
     }
     for (int k = 0; k < n; k++) {
@@ -87,8 +87,10 @@ static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
         struct sim_proc *p = sim_thread(
             s, "endless", endless,
             c->raise_in_point && i == c->finite ? c : NULL, 0);
-        if (!p)
+        if (!p) {
+            sim_free(s);
             return -1;
+        }
         sim_proc_set_daemon(p, true);
     }
     if (pt)
@@ -101,7 +103,7 @@ static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
     struct sim_stats st;
     sim_get_stats(s, &st);
     c->res[i] = (struct result){sim_now(s) / SIM_NS, fired, st.activations};
-    T_FREE(sim_free, s);
+    sim_free(s);
     return rc == SIM_DONE ? 0 : -1;
 }
 
