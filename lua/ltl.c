@@ -105,6 +105,7 @@ struct future {
     int64_t got;
     struct kb_ipcq_meta meta;
     bool done, waited;
+    int anchor; /* its luaL_ref in the future table while anchored; 0: none */
 };
 
 /* ---- helpers --------------------------------------------------------- */
@@ -1298,15 +1299,21 @@ static int fut_gc(lua_State *L)
 
 /* A receive still running writes into its future: the future (and through
  * it the context and system the process reads) stays anchored in the
- * registry until tl.wait takes it, whether or not the script keeps it. */
+ * registry until tl.wait takes it, whether or not the script keeps it.
+ * The future (on top of the stack when anchoring) is held by a luaL_ref
+ * of an array: its free list reuses slots, where a table keyed by the
+ * futures' addresses was rehashed over and over as fresh keys came and
+ * went (a quarter of the CPU of a 256-PE ring). */
 static void anchor_future(lua_State *L, struct future *f, bool on)
 {
     push_registry_table(L, &future_table_key);
-    if (on)
+    if (on && !f->anchor) {
         lua_pushvalue(L, -2);
-    else
-        lua_pushnil(L);
-    lua_rawsetp(L, -2, f);
+        f->anchor = luaL_ref(L, -2);
+    } else if (!on && f->anchor) {
+        luaL_unref(L, -1, f->anchor);
+        f->anchor = 0;
+    }
     lua_pop(L, 1);
 }
 
