@@ -74,8 +74,9 @@ function M.read(path, opts)
   opts = opts or {}
   local f, err = io.open(path, "rb")
   if not f then return nil, ("cannot read the measurements: %s"):format(err) end
-  local text = f:read("a") or ""
+  local text, rerr = f:read("a")
   f:close()
+  if not text then return nil, ("%s: cannot read the measurements: %s"):format(path, rerr) end
   local algorithm, dtype = opts.algorithm or "lrab", opts.dtype or "f16"
   local first = text:match("^([^\r\n]*)")
   local refs = require("kbsim.references")

@@ -68,6 +68,17 @@ local function held(owner, np, j, free, p2)
   return list
 end
 
+-- A piece q that arrived: added into P[q] (reduce) or taken as P[q].
+local function arrived(P, q, got, a, reduce)
+  if reduce then
+    local sum = ccl.combine(a.op, P[q], got)
+    tl.free(P[q], got)
+    P[q] = sum
+  else
+    P[q] = got
+  end
+end
+
 -- Send P[sends[i]] and receive recvs[i] on dir, in lockstep; reduce:
 -- add what arrives into P and return what was sent, else replace.
 function M.exchange(dir, sends, recvs, P, len, a, reduce)
@@ -78,16 +89,7 @@ function M.exchange(dir, sends, recvs, P, len, a, reduce)
       tl.send(dir, P[o])
       if reduce then tl.free(P[o]); P[o] = nil end
     end
-    if f then
-      local got = tl.wait(f)
-      if reduce then
-        local sum = ccl.combine(a.op, P[q], got)
-        tl.free(P[q], got)
-        P[q] = sum
-      else
-        P[q] = got
-      end
-    end
+    if f then arrived(P, q, tl.wait(f), a, reduce) end
   end
 end
 
@@ -126,14 +128,7 @@ end
 
 function M.recv_list(list, P, len, a, reduce)
   for _, q in ipairs(list) do
-    local got = tl.recv("rhd_f", len(q), a.dtype)
-    if reduce then
-      local sum = ccl.combine(a.op, P[q], got)
-      tl.free(P[q], got)
-      P[q] = sum
-    else
-      P[q] = got
-    end
+    arrived(P, q, tl.recv("rhd_f", len(q), a.dtype), a, reduce)
   end
 end
 
