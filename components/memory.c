@@ -3,6 +3,7 @@
 #include "memory.h"
 
 #include "kb_err.h"
+#include "kb_port.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -44,6 +45,13 @@ struct kb_mem {
     sim_time *busy_until; /* per channel */
     struct kb_mem_stats st;
     char *err; /* ERR_LEN bytes, made on the first error: a system has many */
+    int node;  /* the fabric node it hangs off, -1: none */
+    struct mem_export *exp; /* its port, made on first use */
+};
+
+struct mem_export {
+    struct sim_port *port;
+    struct kb_mem_if iface;
 };
 
 #define ERR_LEN 256
@@ -62,6 +70,60 @@ static int seterr(struct kb_mem *m, int code, const char *fmt, ...)
 }
 
 #define SETERR(m, code, ...) seterr((m), (code), __VA_ARGS__)
+
+/* ---- the module's export (kb_mem_if) ------------------------------------ */
+
+static int if_access(void *ctx, uint64_t addr, uint64_t bytes, bool is_write)
+{
+    return kb_mem_access(ctx, addr, bytes, is_write);
+}
+static int if_read(void *ctx, uint64_t addr, void *dst, uint64_t bytes)
+{
+    return kb_mem_read(ctx, addr, dst, bytes);
+}
+static int if_write(void *ctx, uint64_t addr, const void *src, uint64_t bytes)
+{
+    return kb_mem_write(ctx, addr, src, bytes);
+}
+static int if_alloc(void *ctx, uint64_t bytes, uint64_t align, uint64_t *addr)
+{
+    return kb_mem_alloc(ctx, bytes, align, addr);
+}
+static int if_dealloc(void *ctx, uint64_t addr) { return kb_mem_dealloc(ctx, addr); }
+static const char *if_errmsg(void *ctx) { return kb_mem_errmsg(ctx); }
+
+void kb_mem_set_node(struct kb_mem *m, int node)
+{
+    m->node = node;
+    if (m->exp)
+        m->exp->iface.node = node;
+}
+
+int kb_mem_node(const struct kb_mem *m) { return m->node; }
+
+struct sim_port *kb_mem_port(struct kb_mem *m)
+{
+    if (m->exp)
+        return m->exp->port;
+    struct mem_export *e = calloc(1, sizeof *e);
+    if (!e) {
+        SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory making its port",
+               kb_mem_kind_name(m->p.kind), m->name);
+        return NULL;
+    }
+    e->iface = (struct kb_mem_if){m,         m->node,  m,          if_access, if_read,
+                                  if_write,  if_alloc, if_dealloc, if_errmsg};
+    char err[256];
+    e->port = kb_port_export(m->sim, m->name, kb_mem_kind_name(m->p.kind), KB_MEM_IF,
+                             &e->iface, KB_PORT_MANY, err, sizeof err);
+    if (!e->port) {
+        free(e);
+        SETERR(m, SIM_ENOMEM, "%s", err);
+        return NULL;
+    }
+    m->exp = e;
+    return e->port;
+}
 
 const char *kb_mem_kind_name(enum kb_mem_kind k)
 {
@@ -113,6 +175,7 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
         goto oom;
     m->sim = s;
     m->p = *p;
+    m->node = -1;
     if (m->p.n_channels <= 1) {
         m->p.n_channels = 1;
         m->p.burst_bytes = m->p.burst_bytes ? m->p.burst_bytes : 1;
@@ -151,6 +214,7 @@ void kb_mem_free(struct kb_mem *m)
         free(m->dirs[i]);
     }
     free(m->dirs);
+    free(m->exp);
     free(m->err);
     free(m->busy_until);
     free(m->free_list.b);

@@ -47,6 +47,7 @@ struct kb_pe {
     struct kb_math *math;
     struct kb_gemm *gemm;
     struct kb_ipcq *ipcq;
+    bool bound; /* kb_pe_bind done */
 };
 
 /* The memory of `kind` and the fabric node it hangs off (*node may be
@@ -63,6 +64,14 @@ int kb_pe_units_new(struct kb_pe *pe, struct sim *s, struct kb_fabric *f,
                     kb_dma_route_fn route, void *route_ud,
                     const struct kb_topology_cfg *cfg, bool timing_only, char *err,
                     size_t errlen);
+
+/* Binds the ports of the PE's units (decision 0027): the CPU's dma, math,
+ * gemm and ipcq ports to those units' exports, the IPCQ's dma port to the
+ * DMA and its buf port to the memory of ipcq.buffer_kind. Once; 0, or
+ * SIM_EBIND / SIM_EINVAL with err naming both ports or the missing memory.
+ * kb_pe_units_new calls it. */
+int kb_pe_bind(struct kb_pe *pe, struct sim *s, const struct kb_topology_cfg *cfg, char *err,
+               size_t errlen);
 
 /* Frees the units and the PE's own memories (TCM, HBM), not the shared
  * SRAM. Call when the simulation no longer runs. */

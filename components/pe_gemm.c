@@ -3,6 +3,7 @@
 #include "pe_gemm.h"
 
 #include "kb_err.h"
+#include "kb_port.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -19,6 +20,8 @@ struct kb_gemm {
     float *a_s, *b_s, *acc; /* staging: tile.m×tile.k, tile.k×tile.n, tile.m×tile.n */
     sim_time busy_until;
     struct kb_gemm_stats st;
+    struct kb_gemm_if iface;
+    struct sim_port *port; /* "NAME.gemm.in" */
     char err[256];
 };
 
@@ -151,6 +154,25 @@ static void mac_tile(float *restrict acc, size_t ldc, const float *restrict a,
 
 /* ---- the engine ---------------------------------------------------------- */
 
+/* ---- the module's export (kb_gemm_if) ----------------------------------- */
+
+static int if_run(void *ctx, size_t M, size_t N, size_t K, const void *A, size_t lda,
+                  const void *B, size_t ldb, void *C, size_t ldc, enum kb_dtype in_dt,
+                  enum kb_dtype c_dt, bool accumulate)
+{
+    return kb_gemm_run(ctx, M, N, K, A, lda, B, ldb, C, ldc, in_dt, c_dt, accumulate);
+}
+static int64_t if_tile(void *ctx, const void *A, size_t lda, const void *B, size_t ldb,
+                       float *C, size_t ldc, size_t tm, size_t tn, size_t tk,
+                       enum kb_dtype dt, bool accumulate)
+{
+    return kb_gemm_tile(ctx, A, lda, B, ldb, C, ldc, tm, tn, tk, dt, accumulate);
+}
+static const struct kb_gemm_params *if_params(void *ctx) { return kb_gemm_params(ctx); }
+static const char *if_errmsg(void *ctx) { return kb_gemm_errmsg(ctx); }
+
+struct sim_port *kb_gemm_port(const struct kb_gemm *g) { return g->port; }
+
 struct kb_gemm *kb_gemm_new(struct sim *s, const char *name,
                             const struct kb_gemm_params *p, char *err,
                             size_t errlen)
@@ -165,6 +187,11 @@ struct kb_gemm *kb_gemm_new(struct sim *s, const char *name,
     g->name = strdup(name);
     if (!g->name)
         goto oom;
+    g->iface = (struct kb_gemm_if){g, if_run, if_tile, if_params, if_errmsg};
+    if (!(g->port = kb_port_export(s, name, "gemm", KB_GEMM_IF, &g->iface, 1, err, errlen))) {
+        kb_gemm_free(g);
+        return NULL;
+    }
     return g;
 oom:
     kb_errf(err, errlen, "gemm of '%s': out of memory", name);

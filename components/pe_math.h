@@ -131,6 +131,21 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
                 const void *b, const void *c, void *out, size_t n,
                 enum kb_dtype dt);
 
+/* ---- the module: its port and interface ------------------------------- */
+
+/* What the math unit does for the unit that issues its ops (the PE_CPU):
+ * kb_math_run and kb_math_params, each taking ctx (the kb_math). Exported
+ * on "NAME.math.in" : kb_math_if (one binding). */
+struct kb_math_if {
+    void *ctx;
+    int (*run)(void *ctx, enum kb_math_op op, const void *a, const void *b, const void *c,
+               void *out, size_t n, enum kb_dtype dt);
+    const struct kb_math_params *(*params)(void *ctx);
+    const char *(*errmsg)(void *ctx);
+};
+
+struct sim_port *kb_math_port(const struct kb_math *m);
+
 void kb_math_get_stats(const struct kb_math *m, struct kb_math_stats *out);
 /* busy / elapsed; elapsed 0 means the current time. */
 double kb_math_utilisation(const struct kb_math *m, sim_time elapsed);

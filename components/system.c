@@ -163,6 +163,7 @@ static int build_cube(struct kb_system *sys, int g)
                                cfg->cube.sram.bandwidth_gbps, cfg->cube.sram.setup_ns, 1, 0};
     if (!(cb->sram = kb_mem_new(sys->sim, prefix, &sp, sys->err, sizeof sys->err)))
         return SIM_EINVAL;
+    kb_mem_set_node(cb->sram, cb->sram_node);
 
     struct kb_mem_params tp = {KB_MEM_TCM, cfg->pe.tcm.capacity, cfg->pe.tcm.bandwidth_gbps,
                                cfg->pe.tcm.setup_ns, 1, 0};
@@ -192,6 +193,8 @@ static int build_cube(struct kb_system *sys, int g)
         if (!(pe->tcm = kb_mem_new(sys->sim, pe->name, &tp, sys->err, sizeof sys->err)) ||
             !(pe->hbm = kb_mem_new(sys->sim, pe->name, &hp, sys->err, sizeof sys->err)))
             return SIM_EINVAL;
+        kb_mem_set_node(pe->tcm, pe->node);
+        kb_mem_set_node(pe->hbm, pe->hbm_node);
     }
     return 0;
 }
@@ -331,6 +334,7 @@ struct kb_system *kb_system_new_graph(struct sim *s, const struct kb_graph_cfg *
         sys->info[node] = (struct node_info){r, NK_PE, 0};
         if (!(pe->tcm = kb_mem_new(s, pe->name, &tp, sys->err, sizeof sys->err)))
             return fail(sys, err, errlen);
+        kb_mem_set_node(pe->tcm, node);
     }
     return sys;
 }
@@ -387,7 +391,7 @@ struct kb_pe *kb_system_pe_units(struct kb_system *sys, int rank)
         seterr(sys, SIM_EINVAL, "no PE of rank %d (ranks 0..%d)", rank, sys->n_pes - 1);
         return NULL;
     }
-    if (pe->ipcq)
+    if (pe->bound)
         return pe;
     if (kb_pe_units_new(pe, sys->sim, sys->f, kb_system_route_cb, sys, &sys->cfg,
                         sys->timing_only, sys->err, sizeof sys->err) < 0)
