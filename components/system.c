@@ -365,6 +365,7 @@ void kb_system_free(struct kb_system *sys)
 
 const char *kb_system_errmsg(const struct kb_system *sys) { return sys->err; }
 struct kb_fabric *kb_system_fabric(const struct kb_system *sys) { return sys->f; }
+struct sim *kb_system_sim(const struct kb_system *sys) { return sys->sim; }
 const struct kb_topology_cfg *kb_system_config(const struct kb_system *sys) { return &sys->cfg; }
 bool kb_system_is_graph(const struct kb_system *sys) { return sys->graph != NULL; }
 bool kb_system_timing_only(const struct kb_system *sys) { return sys->timing_only; }

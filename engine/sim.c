@@ -1473,18 +1473,8 @@ int sim_port_bind(struct sim_port *a, struct sim_port *b)
 int sim_elaborate(struct sim *s)
 {
     int errors = 0;
-    /* ports are kept newest first; report in creation order */
-    size_t n = 0;
-    for (struct sim_port *p = s->ports; p; p = p->next_all)
-        n++;
-    struct sim_port **list = n ? malloc(n * sizeof *list) : NULL;
-    if (n && !list)
-        return seterr(s, SIM_ENOMEM, "out of memory");
-    size_t i = n;
-    for (struct sim_port *p = s->ports; p; p = p->next_all)
-        list[--i] = p;
-    for (i = 0; i < n; i++) {
-        struct sim_port *p = list[i];
+    /* in creation order, without allocating */
+    for (struct sim_port *p = s->ports_first; p; p = p->next_created) {
         if (p->n_peers >= p->min_bind)
             continue;
         if (errors == 0)
@@ -1500,7 +1490,6 @@ int sim_elaborate(struct sim *s)
                    p->n_peers, p->n_peers == 1 ? "" : "s", p->min_bind);
         errors++;
     }
-    free(list);
     if (errors)
         return SIM_EBIND;
     s->elaborated = true;
