@@ -1105,12 +1105,14 @@ static int sys_dma(lua_State *L)
     dst.addr = optaddr(L, 5, "dst_addr");
     struct sim *s = kb_fabric_sim(kb_system_fabric(h->sys));
     void *proc = kb_block_begin(L, s, "sys:dma");
-    sim_time formula = kb_dma_time(pa->dma, src, dst, bytes);
+    /* through the PE_CPU's port "dma", as a kernel's op would go */
+    const struct kb_dma_if *d = kb_cpu_dma(pa->cpu);
+    sim_time formula = d->time(d->ctx, src, dst, bytes);
     sim_time t0 = sim_now(s);
-    int rc = kb_dma_copy(pa->dma, cl, src, dst, bytes);
+    int rc = d->copy(d->ctx, cl, src, dst, bytes);
     kb_block_end(proc);
     if (rc < 0)
-        return luaL_error(L, "sys:dma: %s", kb_dma_errmsg(pa->dma));
+        return luaL_error(L, "sys:dma: %s", d->errmsg(d->ctx));
     lua_pushnumber(L, (lua_Number)(sim_now(s) - t0) / 1000.0);
     lua_pushnumber(L, (lua_Number)formula / 1000.0);
     return 2;
