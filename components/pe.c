@@ -22,37 +22,53 @@ struct kb_mem *kb_pe_mem(const struct kb_pe *pe, enum kb_mem_kind kind, int *nod
     return m;
 }
 
+void kb_pe_params_from_cfg(struct kb_pe_params *p, const struct kb_topology_cfg *cfg)
+{
+    double ghz = cfg->clock_ghz;
+    p->cpu = (struct kb_cpu_params){(uint32_t)cfg->pe.cpu.dispatch_cycles, ghz};
+    p->dma = (struct kb_dma_params){-1, (uint32_t)cfg->pe.dma.read_channels,
+                                    (uint32_t)cfg->pe.dma.write_channels,
+                                    (uint32_t)cfg->pe.dma.comm_channels, false};
+    p->math = (struct kb_math_params){.vector_bytes_per_cycle =
+                                          (uint32_t)cfg->pe.math.vector_bytes_per_cycle,
+                                      .clock_ghz = ghz,
+                                      .transcendental_cycles =
+                                          (uint32_t)cfg->pe.math.transcendental_cycles};
+    p->gemm.mac.m = (uint32_t)cfg->pe.gemm.mac.m;
+    p->gemm.mac.n = (uint32_t)cfg->pe.gemm.mac.n;
+    p->gemm.mac.k = (uint32_t)cfg->pe.gemm.mac.k;
+    p->gemm.tile.m = (uint32_t)cfg->pe.gemm.tile.m;
+    p->gemm.tile.n = (uint32_t)cfg->pe.gemm.tile.n;
+    p->gemm.tile.k = (uint32_t)cfg->pe.gemm.tile.k;
+    p->gemm.clock_ghz = ghz;
+    /* a polling IPCQ sender re-checks once per PE_CPU dispatch (a poll is
+     * one kernel op), or every cycle when dispatch is free */
+    p->ipcq = (struct kb_ipcq_params){
+        (uint32_t)cfg->ipcq.n_slots, (uint32_t)cfg->ipcq.slot_size,
+        cfg->ipcq.backpressure == KB_TOPO_BP_POLL ? KB_IPCQ_POLL : KB_IPCQ_SLEEP,
+        cfg->pe.cpu.dispatch_cycles > 0 ? cfg->pe.cpu.dispatch_cycles / ghz : 1 / ghz,
+        (uint32_t)cfg->ipcq.credit_bytes};
+}
+
 int kb_pe_units_new(struct kb_pe *pe, struct sim *s, struct kb_fabric *f,
                     kb_dma_route_fn route, void *route_ud,
                     const struct kb_topology_cfg *cfg, bool timing_only, char *err,
                     size_t errlen)
 {
-    struct kb_cpu_params cp = {(uint32_t)cfg->pe.cpu.dispatch_cycles, cfg->clock_ghz};
-    struct kb_dma_params dp = {pe->node, (uint32_t)cfg->pe.dma.read_channels,
-                               (uint32_t)cfg->pe.dma.write_channels,
-                               (uint32_t)cfg->pe.dma.comm_channels, timing_only};
-    struct kb_math_params mp;
-    struct kb_gemm_params gp;
-    kb_math_params_from_cfg(&mp, cfg);
-    kb_gemm_params_from_cfg(&gp, cfg);
-    if (!pe->cpu && !(pe->cpu = kb_cpu_new(s, pe->name, &cp, err, errlen)))
+    struct kb_pe_params p;
+    kb_pe_params_from_cfg(&p, cfg);
+    p.dma.node = pe->node;
+    p.dma.timing_only = timing_only;
+    if (!pe->cpu && !(pe->cpu = kb_cpu_new(s, pe->name, &p.cpu, err, errlen)))
         return SIM_EINVAL;
-    if (!pe->dma && !(pe->dma = kb_dma_new(s, pe->name, f, route, route_ud, &dp, err, errlen)))
+    if (!pe->dma && !(pe->dma = kb_dma_new(s, pe->name, f, route, route_ud, &p.dma, err, errlen)))
         return SIM_EINVAL;
-    if (!pe->math && !(pe->math = kb_math_new(s, pe->name, &mp, err, errlen)))
+    if (!pe->math && !(pe->math = kb_math_new(s, pe->name, &p.math, err, errlen)))
         return SIM_EINVAL;
-    if (!pe->gemm && !(pe->gemm = kb_gemm_new(s, pe->name, &gp, err, errlen)))
+    if (!pe->gemm && !(pe->gemm = kb_gemm_new(s, pe->name, &p.gemm, err, errlen)))
         return SIM_EINVAL;
-    if (!pe->ipcq) {
-        struct kb_ipcq_params ip = {
-            (uint32_t)cfg->ipcq.n_slots, (uint32_t)cfg->ipcq.slot_size,
-            cfg->ipcq.backpressure == KB_TOPO_BP_POLL ? KB_IPCQ_POLL : KB_IPCQ_SLEEP,
-            cfg->pe.cpu.dispatch_cycles > 0 ? cfg->pe.cpu.dispatch_cycles / cfg->clock_ghz
-                                            : 1 / cfg->clock_ghz,
-            (uint32_t)cfg->ipcq.credit_bytes};
-        if (!(pe->ipcq = kb_ipcq_new(s, pe->name, &ip, err, errlen)))
-            return SIM_EINVAL;
-    }
+    if (!pe->ipcq && !(pe->ipcq = kb_ipcq_new(s, pe->name, &p.ipcq, err, errlen)))
+        return SIM_EINVAL;
     return kb_pe_bind(pe, s, cfg, err, errlen);
 }
 

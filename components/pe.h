@@ -54,6 +54,18 @@ struct kb_pe {
  * NULL). NULL and -1 when the PE has no such memory. */
 struct kb_mem *kb_pe_mem(const struct kb_pe *pe, enum kb_mem_kind kind, int *node);
 
+/* The parameters of a PE's units, mapped from the topology configuration
+ * in this one place: pe.cpu, pe.dma (node and timing_only are the
+ * builder's), pe.math, pe.gemm, ipcq and clock_ghz. */
+struct kb_pe_params {
+    struct kb_cpu_params cpu;
+    struct kb_dma_params dma;
+    struct kb_math_params math;
+    struct kb_gemm_params gemm;
+    struct kb_ipcq_params ipcq;
+};
+void kb_pe_params_from_cfg(struct kb_pe_params *p, const struct kb_topology_cfg *cfg);
+
 /* Makes the PE's units from cfg (pe.cpu, pe.dma, pe.math, pe.gemm, ipcq,
  * clock_ghz): the DMA at pe->node on fabric f with the route callback,
  * the IPCQ sending with that DMA and keeping its rings in the memory of

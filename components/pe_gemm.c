@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology_schema.h"
 
 struct kb_gemm {
     struct sim *sim;
@@ -86,18 +85,6 @@ sim_time kb_gemm_time(const struct kb_gemm_params *p, uint64_t M, uint64_t N,
 double kb_gemm_peak_flops(const struct kb_gemm_params *p)
 {
     return 2.0 * p->mac.m * p->mac.n * p->mac.k * p->clock_ghz * 1e9;
-}
-
-void kb_gemm_params_from_cfg(struct kb_gemm_params *p,
-                             const struct kb_topology_cfg *cfg)
-{
-    p->mac.m = (uint32_t)cfg->pe.gemm.mac.m;
-    p->mac.n = (uint32_t)cfg->pe.gemm.mac.n;
-    p->mac.k = (uint32_t)cfg->pe.gemm.mac.k;
-    p->tile.m = (uint32_t)cfg->pe.gemm.tile.m;
-    p->tile.n = (uint32_t)cfg->pe.gemm.tile.n;
-    p->tile.k = (uint32_t)cfg->pe.gemm.tile.k;
-    p->clock_ghz = cfg->clock_ghz;
 }
 
 int kb_gemm_params_check(const struct kb_gemm_params *p, const char *name,

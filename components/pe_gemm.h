@@ -30,7 +30,6 @@
 #include "dtype.h"
 #include "sim.h"
 
-struct kb_topology_cfg;
 
 struct kb_gemm_params {
     struct {
@@ -54,9 +53,6 @@ struct kb_gemm;
 
 /* ---- parameters and closed forms ----------------------------------------- */
 
-/* pe.gemm.mac, pe.gemm.tile and clock_ghz of the system description. */
-void kb_gemm_params_from_cfg(struct kb_gemm_params *p,
-                             const struct kb_topology_cfg *cfg);
 
 /* 0, or SIM_EINVAL with a message naming `name` and the bad value. */
 int kb_gemm_params_check(const struct kb_gemm_params *p, const char *name,

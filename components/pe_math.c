@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology_schema.h"
 
 struct kb_math {
     struct sim *sim;
@@ -214,14 +213,6 @@ sim_time kb_math_time(const struct kb_math_params *p, enum kb_math_op op,
                       size_t n, enum kb_dtype dt)
 {
     return cycles_to_ps(kb_math_cycles(p, op, n, dt), p->clock_ghz);
-}
-
-void kb_math_params_from_cfg(struct kb_math_params *p,
-                             const struct kb_topology_cfg *cfg)
-{
-    p->vector_bytes_per_cycle = (uint32_t)cfg->pe.math.vector_bytes_per_cycle;
-    p->clock_ghz = cfg->clock_ghz;
-    p->transcendental_cycles = KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES;
 }
 
 int kb_math_params_check(const struct kb_math_params *p, const char *name,

@@ -27,7 +27,6 @@
 #include "dtype.h"
 #include "sim.h"
 
-struct kb_topology_cfg;
 
 enum kb_math_op {
     KB_MATH_ADD,     /* a + b */
@@ -46,10 +45,6 @@ enum kb_math_op {
 };
 
 #define KB_MATH_OP_COUNT 13
-
-/* Cycles a vector of exp or log takes when the configuration does not say:
- * a special-function unit a quarter as wide as the ALU lanes. */
-#define KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES 4
 
 struct kb_math_params {
     uint32_t vector_bytes_per_cycle; /* W, bytes, > 0 */
@@ -89,11 +84,6 @@ int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
 int64_t kb_math_cdiv_i64(int64_t a, int64_t b);
 
 /* ---- timing -------------------------------------------------------------- */
-
-/* The parameters of the system's PE_MATH: pe.math.vector_bytes_per_cycle,
- * clock_ghz, and KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES. */
-void kb_math_params_from_cfg(struct kb_math_params *p,
-                             const struct kb_topology_cfg *cfg);
 
 /* 0, or SIM_EINVAL with a message naming `name` and the bad value. */
 int kb_math_params_check(const struct kb_math_params *p, const char *name,
