@@ -33,6 +33,7 @@
  * callback. */
 #include "pe_dma.h"
 
+#include "kb_err.h"
 #include "kb_port.h"
 
 #include <inttypes.h>
@@ -121,12 +122,13 @@ static int seterr(struct kb_dma *d, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int seterr(struct kb_dma *d, int code, const char *fmt, ...)
 {
+    /* every message starts "dma of 'NAME': " */
     int n = snprintf(d->err, sizeof d->err, "dma of '%s': ", d->name);
     if (n < 0 || (size_t)n >= sizeof d->err)
         n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(d->err + n, sizeof d->err - (size_t)n, fmt, ap);
+    kb_verrc(d->err + n, sizeof d->err - (size_t)n, code, fmt, ap);
     va_end(ap);
     return code;
 }

@@ -24,8 +24,6 @@ struct kb_gemm {
     char err[256];
 };
 
-#define SETERR(g, code, ...) (kb_errf((g)->err, sizeof (g)->err, __VA_ARGS__), (code))
-
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -217,19 +215,19 @@ static int check_mats(struct kb_gemm *g, const char *what, size_t M, size_t N,
 {
     bool values = !time_only(A, B, C); /* else the sizes are still checked */
     if (values && M && N && !C)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s needs C, got NULL",
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s needs C, got NULL",
                       g->name, what);
     if (values && M && N && K && (!A || !B))
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s needs %s, got NULL",
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s needs %s, got NULL",
                       g->name, what, A ? "B" : "A");
     if (M && K && lda < K)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s: lda %zu is less than "
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s: lda %zu is less than "
                       "K = %zu", g->name, what, lda, K);
     if (K && N && ldb < N)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s: ldb %zu is less than "
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s: ldb %zu is less than "
                       "N = %zu", g->name, what, ldb, N);
     if (M && N && ldc < N)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s: ldc %zu is less than "
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s: ldc %zu is less than "
                       "N = %zu", g->name, what, ldc, N);
     return 0;
 }
@@ -239,7 +237,7 @@ static int check_dtype(struct kb_gemm *g, const char *what, const char *which,
 {
     if (kb_dtype_size(dt))
         return 0;
-    return SETERR(g, SIM_EINVAL, "gemm of '%s': %s: unknown %s dtype %d",
+    return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s: unknown %s dtype %d",
                   g->name, what, which, (int)dt);
 }
 
@@ -265,7 +263,7 @@ static int staging(struct kb_gemm *g)
     if (g->a_s && g->b_s)
         g->acc = malloc((size_t)p->tile.m * p->tile.n * sizeof *g->acc);
     if (!g->acc)
-        return SETERR(g, SIM_ENOMEM, "gemm of '%s': out of memory", g->name);
+        return KB_SETERR(g, SIM_ENOMEM, "gemm of '%s': out of memory", g->name);
     return 0;
 }
 
@@ -276,7 +274,7 @@ int64_t kb_gemm_tile(struct kb_gemm *g, const void *A, size_t lda,
 {
     const struct kb_gemm_params *p = &g->p;
     if (!tm || !tn || !tk || tm > p->tile.m || tn > p->tile.n || tk > p->tile.k)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': tile %zux%zux%zu is not "
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': tile %zux%zux%zu is not "
                       "within 1x1x1 .. %" PRIu32 "x%" PRIu32 "x%" PRIu32,
                       g->name, tm, tn, tk, p->tile.m, p->tile.n, p->tile.k);
     int rc = check_dtype(g, "tile", "input", dt);
@@ -316,7 +314,7 @@ int kb_gemm_run(struct kb_gemm *g, size_t M, size_t N, size_t K,
     if (rc < 0)
         return rc;
     if (!sim_current(g->sim))
-        return SETERR(g, SIM_EPERM, "gemm of '%s': run outside a process",
+        return KB_SETERR(g, SIM_EPERM, "gemm of '%s': run outside a process",
                       g->name);
 
     uint64_t cycles = 0;
