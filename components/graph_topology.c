@@ -2,6 +2,8 @@
  * from a configuration tree), its build into a fabric, BFS routing */
 #include "graph_topology.h"
 
+#include "kb_err.h"
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -327,17 +329,6 @@ struct kb_graph {
     char err[256];
 };
 
-static int seterr(struct kb_graph *gr, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static int seterr(struct kb_graph *gr, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(gr->err, sizeof gr->err, fmt, ap);
-    va_end(ap);
-    return SIM_EINVAL;
-}
-
 struct edge {
     int src, dst, link;
 };
@@ -490,21 +481,21 @@ int kb_graph_route(struct kb_graph *gr, int src_node, int dst_node, int *links, 
 {
     int s = src_node - gr->base, d = dst_node - gr->base;
     if (s < 0 || s >= gr->n || d < 0 || d >= gr->n)
-        return seterr(gr, "route from node %d to node %d: not a node of the graph", src_node,
+        return KB_SETERR(gr, SIM_EINVAL, "route from node %d to node %d: not a node of the graph", src_node,
                       dst_node);
     if (s == d)
         return 0;
     const int *par = tree_of(gr, s);
     if (!par)
-        return seterr(gr, "route: out of memory");
+        return KB_SETERR(gr, SIM_EINVAL, "route: out of memory");
     if (par[d] < 0)
-        return seterr(gr, "no path from '%s' to '%s'", kb_fabric_node_name(gr->f, src_node),
+        return KB_SETERR(gr, SIM_EINVAL, "no path from '%s' to '%s'", kb_fabric_node_name(gr->f, src_node),
                       kb_fabric_node_name(gr->f, dst_node));
     int k = 0;
     for (int v = d; v != s; v = kb_fabric_link_src(gr->f, par[v]) - gr->base)
         k++;
     if (k > max)
-        return seterr(gr, "route from '%s' to '%s': more than %d links",
+        return KB_SETERR(gr, SIM_EINVAL, "route from '%s' to '%s': more than %d links",
                       kb_fabric_node_name(gr->f, src_node),
                       kb_fabric_node_name(gr->f, dst_node), max);
     int i = k;

@@ -3,6 +3,7 @@
 #include "memory.h"
 
 #include "kb_err.h"
+#include "kb_port.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -44,6 +45,13 @@ struct kb_mem {
     sim_time *busy_until; /* per channel */
     struct kb_mem_stats st;
     char *err; /* ERR_LEN bytes, made on the first error: a system has many */
+    int node;  /* the fabric node it hangs off, -1: none */
+    struct mem_export *exp; /* its port, made on first use */
+};
+
+struct mem_export {
+    struct sim_port *port;
+    struct kb_mem_if iface;
 };
 
 #define ERR_LEN 256
@@ -52,16 +60,70 @@ static int seterr(struct kb_mem *m, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int seterr(struct kb_mem *m, int code, const char *fmt, ...)
 {
+    /* the buffer is made on the first error: a system has many memories */
     if (!m->err && !(m->err = malloc(ERR_LEN)))
         return code;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->err, ERR_LEN, fmt, ap);
+    kb_verrc(m->err, ERR_LEN, code, fmt, ap);
     va_end(ap);
     return code;
 }
 
-#define SETERR(m, code, ...) seterr((m), (code), __VA_ARGS__)
+
+/* ---- the module's export (kb_mem_if) ------------------------------------ */
+
+static int if_access(void *ctx, uint64_t addr, uint64_t bytes, bool is_write)
+{
+    return kb_mem_access(ctx, addr, bytes, is_write);
+}
+static int if_read(void *ctx, uint64_t addr, void *dst, uint64_t bytes)
+{
+    return kb_mem_read(ctx, addr, dst, bytes);
+}
+static int if_write(void *ctx, uint64_t addr, const void *src, uint64_t bytes)
+{
+    return kb_mem_write(ctx, addr, src, bytes);
+}
+static int if_alloc(void *ctx, uint64_t bytes, uint64_t align, uint64_t *addr)
+{
+    return kb_mem_alloc(ctx, bytes, align, addr);
+}
+static int if_dealloc(void *ctx, uint64_t addr) { return kb_mem_dealloc(ctx, addr); }
+static const char *if_errmsg(void *ctx) { return kb_mem_errmsg(ctx); }
+
+void kb_mem_set_node(struct kb_mem *m, int node)
+{
+    m->node = node;
+    if (m->exp)
+        m->exp->iface.node = node;
+}
+
+int kb_mem_node(const struct kb_mem *m) { return m->node; }
+
+struct sim_port *kb_mem_port(struct kb_mem *m)
+{
+    if (m->exp)
+        return m->exp->port;
+    struct mem_export *e = calloc(1, sizeof *e);
+    if (!e) {
+        seterr(m, SIM_ENOMEM, "%s of '%s': out of memory making its port",
+               kb_mem_kind_name(m->p.kind), m->name);
+        return NULL;
+    }
+    e->iface = (struct kb_mem_if){m,         m->node,  m,          if_access, if_read,
+                                  if_write,  if_alloc, if_dealloc, if_errmsg};
+    char err[256];
+    e->port = kb_port_export(m->sim, m->name, kb_mem_kind_name(m->p.kind), KB_MEM_IF,
+                             &e->iface, KB_PORT_MANY, err, sizeof err);
+    if (!e->port) {
+        free(e);
+        seterr(m, SIM_ENOMEM, "%s", err);
+        return NULL;
+    }
+    m->exp = e;
+    return e->port;
+}
 
 const char *kb_mem_kind_name(enum kb_mem_kind k)
 {
@@ -113,6 +175,7 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
         goto oom;
     m->sim = s;
     m->p = *p;
+    m->node = -1;
     if (m->p.n_channels <= 1) {
         m->p.n_channels = 1;
         m->p.burst_bytes = m->p.burst_bytes ? m->p.burst_bytes : 1;
@@ -151,6 +214,7 @@ void kb_mem_free(struct kb_mem *m)
         free(m->dirs[i]);
     }
     free(m->dirs);
+    free(m->exp);
     free(m->err);
     free(m->busy_until);
     free(m->free_list.b);
@@ -214,10 +278,10 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
     if (!align)
         align = 1;
     if (!pow2(align))
-        return SETERR(m, SIM_EINVAL, "%s of '%s': alignment %" PRIu64 " is not "
+        return seterr(m, SIM_EINVAL, "%s of '%s': alignment %" PRIu64 " is not "
                       "a power of two", k, m->name, align);
     if (!bytes)
-        return SETERR(m, SIM_EINVAL, "%s of '%s': allocation of 0 bytes", k,
+        return seterr(m, SIM_EINVAL, "%s of '%s': allocation of 0 bytes", k,
                       m->name);
     for (size_t i = 0; i < m->free_list.n; i++) {
         struct block b = m->free_list.b[i];
@@ -251,23 +315,23 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
         return 0;
     }
     if (m->free_bytes >= bytes)
-        return SETERR(m, SIM_ENOMEM, "%s of '%s' has no room for %" PRIu64
+        return seterr(m, SIM_ENOMEM, "%s of '%s' has no room for %" PRIu64
                       " bytes aligned to %" PRIu64 ": %" PRIu64 " bytes, %"
                       PRIu64 " free but fragmented in %zu blocks", k, m->name,
                       bytes, align, m->p.capacity, m->free_bytes,
                       m->free_list.n);
-    return SETERR(m, SIM_ENOMEM, "%s of '%s' is full: %" PRIu64 " bytes, %"
+    return seterr(m, SIM_ENOMEM, "%s of '%s' is full: %" PRIu64 " bytes, %"
                   PRIu64 " requested, %" PRIu64 " free", k, m->name,
                   m->p.capacity, bytes, m->free_bytes);
 oom:
-    return SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory", k, m->name);
+    return seterr(m, SIM_ENOMEM, "%s of '%s': out of memory", k, m->name);
 }
 
 int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
 {
     size_t u = blocks_find(&m->used, addr);
     if (u == m->used.n || m->used.b[u].addr != addr)
-        return SETERR(m, SIM_EINVAL, "%s of '%s': no block allocated at 0x%"
+        return seterr(m, SIM_EINVAL, "%s of '%s': no block allocated at 0x%"
                       PRIx64, kb_mem_kind_name(m->p.kind), m->name, addr);
     struct block b = m->used.b[u];
     size_t i = blocks_find(&m->free_list, addr);
@@ -284,7 +348,7 @@ int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
         next->addr = b.addr;
         next->size += b.size;
     } else if (blocks_insert(&m->free_list, i, b) < 0) {
-        return SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory",
+        return seterr(m, SIM_ENOMEM, "%s of '%s': out of memory",
                       kb_mem_kind_name(m->p.kind), m->name);
     }
     blocks_remove(&m->used, u);
@@ -300,7 +364,7 @@ static int in_range(struct kb_mem *m, const char *what, uint64_t addr,
                     uint64_t bytes)
 {
     if (addr > m->p.capacity || bytes > m->p.capacity - addr)
-        return SETERR(m, SIM_EINVAL, "%s of %" PRIu64 " bytes at 0x%" PRIx64
+        return seterr(m, SIM_EINVAL, "%s of %" PRIu64 " bytes at 0x%" PRIx64
                       " is beyond the %" PRIu64 " bytes of %s of '%s'", what,
                       bytes, addr, m->p.capacity, kb_mem_kind_name(m->p.kind),
                       m->name);
@@ -339,7 +403,7 @@ static uint64_t min3(uint64_t a, uint64_t b, uint64_t c)
 
 static int oom(struct kb_mem *m)
 {
-    return SETERR(m, SIM_ENOMEM, "%s of '%s': out of memory",
+    return seterr(m, SIM_ENOMEM, "%s of '%s': out of memory",
                   kb_mem_kind_name(m->p.kind), m->name);
 }
 
@@ -555,14 +619,14 @@ int kb_mem_access(struct kb_mem *m, uint64_t addr, uint64_t bytes,
                   bool is_write)
 {
     if (!sim_current(m->sim))
-        return SETERR(m, SIM_EPERM, "access to %s of '%s': not called from a "
+        return seterr(m, SIM_EPERM, "access to %s of '%s': not called from a "
                       "thread process", kb_mem_kind_name(m->p.kind), m->name);
     sim_time done = kb_mem_schedule(m, addr, bytes, is_write);
     if (done == SIM_FOREVER)
         return SIM_EINVAL;
     int rc = sim_wait(m->sim, done - sim_now(m->sim));
     if (rc < 0)
-        return SETERR(m, rc, "access to %s of '%s': not called from a "
+        return seterr(m, rc, "access to %s of '%s': not called from a "
                       "thread process", kb_mem_kind_name(m->p.kind), m->name);
     return 0;
 }

@@ -130,6 +130,33 @@ sim_time kb_mem_schedule(struct kb_mem *m, uint64_t addr, uint64_t bytes,
 int kb_mem_access(struct kb_mem *m, uint64_t addr, uint64_t bytes,
                   bool is_write);
 
+/* ---- the module: its port and interface ------------------------------- */
+
+/* What a memory does for a unit bound to it (a PE_IPCQ's ring buffer): the
+ * functions above, each taking ctx (the kb_mem). node is the fabric node
+ * the memory hangs off (-1: none), bank the memory a DMA copy names as an
+ * end. Decision 0027. */
+struct kb_mem_if {
+    void *ctx;
+    int node;
+    struct kb_mem *bank;
+    int (*access)(void *ctx, uint64_t addr, uint64_t bytes, bool is_write);
+    int (*read)(void *ctx, uint64_t addr, void *dst, uint64_t bytes);
+    int (*write)(void *ctx, uint64_t addr, const void *src, uint64_t bytes);
+    int (*alloc)(void *ctx, uint64_t bytes, uint64_t align, uint64_t *addr);
+    int (*dealloc)(void *ctx, uint64_t addr);
+    const char *(*errmsg)(void *ctx);
+};
+
+/* Sets the fabric node the memory hangs off (the system builder does). */
+void kb_mem_set_node(struct kb_mem *m, int node);
+int kb_mem_node(const struct kb_mem *m);
+
+/* The memory's export "OWNER.KIND.in" : kb_mem_if (IN, any number of
+ * bindings), made on the first call so that memories nobody binds cost
+ * nothing. NULL on no memory (kb_mem_errmsg says so). */
+struct sim_port *kb_mem_port(struct kb_mem *m);
+
 void kb_mem_get_stats(const struct kb_mem *m, struct kb_mem_stats *out);
 /* busy / (elapsed × n_channels); elapsed 0 means the current time. */
 double kb_mem_utilisation(const struct kb_mem *m, sim_time elapsed);

@@ -47,11 +47,24 @@ struct kb_pe {
     struct kb_math *math;
     struct kb_gemm *gemm;
     struct kb_ipcq *ipcq;
+    bool bound; /* kb_pe_bind done */
 };
 
 /* The memory of `kind` and the fabric node it hangs off (*node may be
  * NULL). NULL and -1 when the PE has no such memory. */
 struct kb_mem *kb_pe_mem(const struct kb_pe *pe, enum kb_mem_kind kind, int *node);
+
+/* The parameters of a PE's units, mapped from the topology configuration
+ * in this one place: pe.cpu, pe.dma (node and timing_only are the
+ * builder's), pe.math, pe.gemm, ipcq and clock_ghz. */
+struct kb_pe_params {
+    struct kb_cpu_params cpu;
+    struct kb_dma_params dma;
+    struct kb_math_params math;
+    struct kb_gemm_params gemm;
+    struct kb_ipcq_params ipcq;
+};
+void kb_pe_params_from_cfg(struct kb_pe_params *p, const struct kb_topology_cfg *cfg);
 
 /* Makes the PE's units from cfg (pe.cpu, pe.dma, pe.math, pe.gemm, ipcq,
  * clock_ghz): the DMA at pe->node on fabric f with the route callback,
@@ -63,6 +76,14 @@ int kb_pe_units_new(struct kb_pe *pe, struct sim *s, struct kb_fabric *f,
                     kb_dma_route_fn route, void *route_ud,
                     const struct kb_topology_cfg *cfg, bool timing_only, char *err,
                     size_t errlen);
+
+/* Binds the ports of the PE's units (decision 0027): the CPU's dma, math,
+ * gemm and ipcq ports to those units' exports, the IPCQ's dma port to the
+ * DMA and its buf port to the memory of ipcq.buffer_kind. Once; 0, or
+ * SIM_EBIND / SIM_EINVAL with err naming both ports or the missing memory.
+ * kb_pe_units_new calls it. */
+int kb_pe_bind(struct kb_pe *pe, struct sim *s, const struct kb_topology_cfg *cfg, char *err,
+               size_t errlen);
 
 /* Frees the units and the PE's own memories (TCM, HBM), not the shared
  * SRAM. Call when the simulation no longer runs. */

@@ -1,6 +1,8 @@
 /* pe_cpu.c — kb_cpu: dispatch overhead per kernel op (formula in pe_cpu.h) */
 #include "pe_cpu.h"
 
+#include "kb_port.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +14,27 @@ struct kb_cpu {
     struct kb_cpu_params p;
     sim_time dispatch_ps;
     struct kb_cpu_stats st;
+    struct kb_cpu_if iface;
+    struct sim_port *port;              /* "NAME.cpu.in" */
+    struct sim_port *out[KB_CPU_NOUTS]; /* "NAME.cpu.dma", ... */
+    void *bound[KB_CPU_NOUTS];          /* their peers' interfaces */
 };
+
+static const char *const out_names[KB_CPU_NOUTS] = {"dma", "math", "gemm", "ipcq"};
+static const char *const out_types[KB_CPU_NOUTS] = {KB_DMA_IF, KB_MATH_IF, KB_GEMM_IF,
+                                                    KB_IPCQ_IF};
+
+static int if_dispatch(void *ctx) { return kb_cpu_dispatch(ctx); }
+static sim_time if_dispatch_time(void *ctx) { return kb_cpu_dispatch_time(ctx); }
+
+/* An OUT port was bound: cache its peer's interface. */
+static void out_bound(void *ud, struct sim_port *p)
+{
+    struct kb_cpu *c = ud;
+    for (int i = 0; i < KB_CPU_NOUTS; i++)
+        if (c->out[i] == p)
+            c->bound[i] = sim_port_peer_iface(p, 0);
+}
 
 struct kb_cpu *kb_cpu_new(struct sim *s, const char *name,
                           const struct kb_cpu_params *p, char *err,
@@ -41,8 +63,32 @@ struct kb_cpu *kb_cpu_new(struct sim *s, const char *name,
     /* cycles / GHz = ns; one rounding, so every op costs the same */
     c->dispatch_ps = (sim_time)llround((double)p->dispatch_cycles * 1000.0 /
                                        p->clock_ghz);
+    c->iface = (struct kb_cpu_if){c, if_dispatch, if_dispatch_time};
+    if (!(c->port = kb_port_export(s, name, "cpu", KB_CPU_IF, &c->iface, 1, err, errlen))) {
+        kb_cpu_free(c);
+        return NULL;
+    }
+    for (int i = 0; i < KB_CPU_NOUTS; i++) {
+        c->out[i] = kb_port_new(s, name, "cpu", out_names[i], SIM_PORT_OUT, out_types[i], 0, 1,
+                                err, errlen);
+        if (!c->out[i]) {
+            kb_cpu_free(c);
+            return NULL;
+        }
+        sim_port_on_bind(c->out[i], out_bound, c);
+    }
     return c;
 }
+
+struct sim_port *kb_cpu_port(const struct kb_cpu *c) { return c->port; }
+struct sim_port *kb_cpu_out_port(const struct kb_cpu *c, enum kb_cpu_out which)
+{
+    return which < KB_CPU_NOUTS ? c->out[which] : NULL;
+}
+const struct kb_dma_if *kb_cpu_dma(const struct kb_cpu *c) { return c->bound[KB_CPU_DMA]; }
+const struct kb_math_if *kb_cpu_math(const struct kb_cpu *c) { return c->bound[KB_CPU_MATH]; }
+const struct kb_gemm_if *kb_cpu_gemm(const struct kb_cpu *c) { return c->bound[KB_CPU_GEMM]; }
+const struct kb_ipcq_if *kb_cpu_ipcq(const struct kb_cpu *c) { return c->bound[KB_CPU_IPCQ]; }
 
 void kb_cpu_free(struct kb_cpu *c)
 {

@@ -49,4 +49,35 @@ int kb_cpu_dispatch(struct kb_cpu *c);
 
 void kb_cpu_get_stats(const struct kb_cpu *c, struct kb_cpu_stats *out);
 
+/* ---- the module: its ports and interface ------------------------------ */
+
+/* What the CPU does for whoever runs kernels on it: kb_cpu_dispatch and
+ * kb_cpu_dispatch_time, each taking ctx (the kb_cpu). Exported on
+ * "NAME.cpu.in" : kb_cpu_if (one binding). */
+struct kb_cpu_if {
+    void *ctx;
+    int (*dispatch)(void *ctx);
+    sim_time (*dispatch_time)(void *ctx);
+};
+
+struct sim_port *kb_cpu_port(const struct kb_cpu *c);
+
+/* The units the CPU issues a kernel's ops to, each an OUT port of the CPU
+ * bound to the unit's export: "NAME.cpu.dma" : kb_dma_if, "NAME.cpu.math"
+ * : kb_math_if, "NAME.cpu.gemm" : kb_gemm_if, "NAME.cpu.ipcq" : kb_ipcq_if
+ * (0..1 each: a CPU alone dispatches but issues nothing). */
+enum kb_cpu_out { KB_CPU_DMA, KB_CPU_MATH, KB_CPU_GEMM, KB_CPU_IPCQ, KB_CPU_NOUTS };
+struct sim_port *kb_cpu_out_port(const struct kb_cpu *c, enum kb_cpu_out which);
+
+/* The bound interfaces, NULL while unbound: one load each (the pointers
+ * are cached when the ports are bound). */
+struct kb_dma_if;
+struct kb_math_if;
+struct kb_gemm_if;
+struct kb_ipcq_if;
+const struct kb_dma_if *kb_cpu_dma(const struct kb_cpu *c);
+const struct kb_math_if *kb_cpu_math(const struct kb_cpu *c);
+const struct kb_gemm_if *kb_cpu_gemm(const struct kb_cpu *c);
+const struct kb_ipcq_if *kb_cpu_ipcq(const struct kb_cpu *c);
+
 #endif

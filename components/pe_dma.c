@@ -33,6 +33,9 @@
  * callback. */
 #include "pe_dma.h"
 
+#include "kb_err.h"
+#include "kb_port.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -107,6 +110,8 @@ struct kb_dma {
     size_t n_waiters, cap_waiters;
     uint64_t pending;
     struct sim_trace *tr; /* NULL: not traced */
+    struct kb_dma_if iface;
+    struct sim_port *port; /* "NAME.dma.in" */
     char err[256];
 };
 
@@ -117,12 +122,13 @@ static int seterr(struct kb_dma *d, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int seterr(struct kb_dma *d, int code, const char *fmt, ...)
 {
+    /* every message starts "dma of 'NAME': " */
     int n = snprintf(d->err, sizeof d->err, "dma of '%s': ", d->name);
     if (n < 0 || (size_t)n >= sizeof d->err)
         n = 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(d->err + n, sizeof d->err - (size_t)n, fmt, ap);
+    kb_verrc(d->err + n, sizeof d->err - (size_t)n, code, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -390,6 +396,32 @@ static void chan_thread(struct sim *s, void *arg)
 
 /* ---- life cycle ------------------------------------------------------ */
 
+/* ---- the module's export (kb_dma_if) ------------------------------------ */
+
+static int if_copy_async(void *ctx, enum kb_dma_class c, struct kb_dma_end src,
+                         struct kb_dma_end dst, uint64_t bytes, struct sim_event *done,
+                         kb_dma_done_fn fn, void *ud)
+{
+    return kb_dma_copy_async(ctx, c, src, dst, bytes, done, fn, ud);
+}
+static int if_copy(void *ctx, enum kb_dma_class c, struct kb_dma_end src, struct kb_dma_end dst,
+                   uint64_t bytes)
+{
+    return kb_dma_copy(ctx, c, src, dst, bytes);
+}
+static sim_time if_time(void *ctx, struct kb_dma_end src, struct kb_dma_end dst,
+                        uint64_t bytes)
+{
+    return kb_dma_time(ctx, src, dst, bytes);
+}
+static int if_route(void *ctx, int src_node, int dst_node, const int **links)
+{
+    return kb_dma_route(ctx, src_node, dst_node, links);
+}
+static const char *if_errmsg(void *ctx) { return kb_dma_errmsg(ctx); }
+
+struct sim_port *kb_dma_port(const struct kb_dma *d) { return d->port; }
+
 struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
                           kb_dma_route_fn route, void *route_ud,
                           const struct kb_dma_params *p, char *err,
@@ -458,6 +490,12 @@ struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
         }
     }
     free(pname);
+    d->iface = (struct kb_dma_if){d,        d->p.node, d->p.timing_only, f,        if_copy_async,
+                                  if_copy,  if_time,   if_route,         if_errmsg};
+    if (!(d->port = kb_port_export(s, name, "dma", KB_DMA_IF, &d->iface, 4, err, errlen))) {
+        kb_dma_free(d);
+        return NULL;
+    }
     return d;
 nomem:
     if (err && errlen)

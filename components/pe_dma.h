@@ -111,6 +111,28 @@ int kb_dma_copy(struct kb_dma *d, enum kb_dma_class c, struct kb_dma_end src,
 sim_time kb_dma_time(struct kb_dma *d, struct kb_dma_end src,
                      struct kb_dma_end dst, uint64_t bytes);
 
+/* ---- the module: its port and interface ------------------------------- */
+
+/* What a DMA does for a unit bound to it (the PE_CPU, the PE_IPCQ): the
+ * functions above, each taking ctx (the kb_dma), and its fixed facts.
+ * Exported on "NAME.dma.in" : kb_dma_if (at most 4 bindings). */
+struct kb_dma_if {
+    void *ctx;
+    int node;                 /* kb_dma_node */
+    bool timing_only;         /* kb_dma_timing_only */
+    struct kb_fabric *fabric; /* kb_dma_fabric */
+    int (*copy_async)(void *ctx, enum kb_dma_class c, struct kb_dma_end src,
+                      struct kb_dma_end dst, uint64_t bytes, struct sim_event *done,
+                      kb_dma_done_fn fn, void *ud);
+    int (*copy)(void *ctx, enum kb_dma_class c, struct kb_dma_end src, struct kb_dma_end dst,
+                uint64_t bytes);
+    sim_time (*time)(void *ctx, struct kb_dma_end src, struct kb_dma_end dst, uint64_t bytes);
+    int (*route)(void *ctx, int src_node, int dst_node, const int **links);
+    const char *(*errmsg)(void *ctx);
+};
+
+struct sim_port *kb_dma_port(const struct kb_dma *d);
+
 /* Counters of class c summed over its channels, or of its i-th channel. */
 void kb_dma_get_stats(const struct kb_dma *d, enum kb_dma_class c,
                       struct kb_dma_stats *out);

@@ -3,6 +3,7 @@
 #include "pe_gemm.h"
 
 #include "kb_err.h"
+#include "kb_port.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -10,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology_schema.h"
 
 struct kb_gemm {
     struct sim *sim;
@@ -19,10 +19,10 @@ struct kb_gemm {
     float *a_s, *b_s, *acc; /* staging: tile.m×tile.k, tile.k×tile.n, tile.m×tile.n */
     sim_time busy_until;
     struct kb_gemm_stats st;
+    struct kb_gemm_if iface;
+    struct sim_port *port; /* "NAME.gemm.in" */
     char err[256];
 };
-
-#define SETERR(g, code, ...) (kb_errf((g)->err, sizeof (g)->err, __VA_ARGS__), (code))
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
@@ -85,18 +85,6 @@ double kb_gemm_peak_flops(const struct kb_gemm_params *p)
     return 2.0 * p->mac.m * p->mac.n * p->mac.k * p->clock_ghz * 1e9;
 }
 
-void kb_gemm_params_from_cfg(struct kb_gemm_params *p,
-                             const struct kb_topology_cfg *cfg)
-{
-    p->mac.m = (uint32_t)cfg->pe.gemm.mac.m;
-    p->mac.n = (uint32_t)cfg->pe.gemm.mac.n;
-    p->mac.k = (uint32_t)cfg->pe.gemm.mac.k;
-    p->tile.m = (uint32_t)cfg->pe.gemm.tile.m;
-    p->tile.n = (uint32_t)cfg->pe.gemm.tile.n;
-    p->tile.k = (uint32_t)cfg->pe.gemm.tile.k;
-    p->clock_ghz = cfg->clock_ghz;
-}
-
 int kb_gemm_params_check(const struct kb_gemm_params *p, const char *name,
                          char *err, size_t errlen)
 {
@@ -151,6 +139,25 @@ static void mac_tile(float *restrict acc, size_t ldc, const float *restrict a,
 
 /* ---- the engine ---------------------------------------------------------- */
 
+/* ---- the module's export (kb_gemm_if) ----------------------------------- */
+
+static int if_run(void *ctx, size_t M, size_t N, size_t K, const void *A, size_t lda,
+                  const void *B, size_t ldb, void *C, size_t ldc, enum kb_dtype in_dt,
+                  enum kb_dtype c_dt, bool accumulate)
+{
+    return kb_gemm_run(ctx, M, N, K, A, lda, B, ldb, C, ldc, in_dt, c_dt, accumulate);
+}
+static int64_t if_tile(void *ctx, const void *A, size_t lda, const void *B, size_t ldb,
+                       float *C, size_t ldc, size_t tm, size_t tn, size_t tk,
+                       enum kb_dtype dt, bool accumulate)
+{
+    return kb_gemm_tile(ctx, A, lda, B, ldb, C, ldc, tm, tn, tk, dt, accumulate);
+}
+static const struct kb_gemm_params *if_params(void *ctx) { return kb_gemm_params(ctx); }
+static const char *if_errmsg(void *ctx) { return kb_gemm_errmsg(ctx); }
+
+struct sim_port *kb_gemm_port(const struct kb_gemm *g) { return g->port; }
+
 struct kb_gemm *kb_gemm_new(struct sim *s, const char *name,
                             const struct kb_gemm_params *p, char *err,
                             size_t errlen)
@@ -165,6 +172,11 @@ struct kb_gemm *kb_gemm_new(struct sim *s, const char *name,
     g->name = strdup(name);
     if (!g->name)
         goto oom;
+    g->iface = (struct kb_gemm_if){g, if_run, if_tile, if_params, if_errmsg};
+    if (!(g->port = kb_port_export(s, name, "gemm", KB_GEMM_IF, &g->iface, 1, err, errlen))) {
+        kb_gemm_free(g);
+        return NULL;
+    }
     return g;
 oom:
     kb_errf(err, errlen, "gemm of '%s': out of memory", name);
@@ -203,19 +215,19 @@ static int check_mats(struct kb_gemm *g, const char *what, size_t M, size_t N,
 {
     bool values = !time_only(A, B, C); /* else the sizes are still checked */
     if (values && M && N && !C)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s needs C, got NULL",
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s needs C, got NULL",
                       g->name, what);
     if (values && M && N && K && (!A || !B))
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s needs %s, got NULL",
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s needs %s, got NULL",
                       g->name, what, A ? "B" : "A");
     if (M && K && lda < K)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s: lda %zu is less than "
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s: lda %zu is less than "
                       "K = %zu", g->name, what, lda, K);
     if (K && N && ldb < N)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s: ldb %zu is less than "
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s: ldb %zu is less than "
                       "N = %zu", g->name, what, ldb, N);
     if (M && N && ldc < N)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': %s: ldc %zu is less than "
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s: ldc %zu is less than "
                       "N = %zu", g->name, what, ldc, N);
     return 0;
 }
@@ -225,7 +237,7 @@ static int check_dtype(struct kb_gemm *g, const char *what, const char *which,
 {
     if (kb_dtype_size(dt))
         return 0;
-    return SETERR(g, SIM_EINVAL, "gemm of '%s': %s: unknown %s dtype %d",
+    return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': %s: unknown %s dtype %d",
                   g->name, what, which, (int)dt);
 }
 
@@ -251,7 +263,7 @@ static int staging(struct kb_gemm *g)
     if (g->a_s && g->b_s)
         g->acc = malloc((size_t)p->tile.m * p->tile.n * sizeof *g->acc);
     if (!g->acc)
-        return SETERR(g, SIM_ENOMEM, "gemm of '%s': out of memory", g->name);
+        return KB_SETERR(g, SIM_ENOMEM, "gemm of '%s': out of memory", g->name);
     return 0;
 }
 
@@ -262,7 +274,7 @@ int64_t kb_gemm_tile(struct kb_gemm *g, const void *A, size_t lda,
 {
     const struct kb_gemm_params *p = &g->p;
     if (!tm || !tn || !tk || tm > p->tile.m || tn > p->tile.n || tk > p->tile.k)
-        return SETERR(g, SIM_EINVAL, "gemm of '%s': tile %zux%zux%zu is not "
+        return KB_SETERR(g, SIM_EINVAL, "gemm of '%s': tile %zux%zux%zu is not "
                       "within 1x1x1 .. %" PRIu32 "x%" PRIu32 "x%" PRIu32,
                       g->name, tm, tn, tk, p->tile.m, p->tile.n, p->tile.k);
     int rc = check_dtype(g, "tile", "input", dt);
@@ -302,7 +314,7 @@ int kb_gemm_run(struct kb_gemm *g, size_t M, size_t N, size_t K,
     if (rc < 0)
         return rc;
     if (!sim_current(g->sim))
-        return SETERR(g, SIM_EPERM, "gemm of '%s': run outside a process",
+        return KB_SETERR(g, SIM_EPERM, "gemm of '%s': run outside a process",
                       g->name);
 
     uint64_t cycles = 0;

@@ -30,7 +30,6 @@
 #include "dtype.h"
 #include "sim.h"
 
-struct kb_topology_cfg;
 
 struct kb_gemm_params {
     struct {
@@ -54,9 +53,6 @@ struct kb_gemm;
 
 /* ---- parameters and closed forms ----------------------------------------- */
 
-/* pe.gemm.mac, pe.gemm.tile and clock_ghz of the system description. */
-void kb_gemm_params_from_cfg(struct kb_gemm_params *p,
-                             const struct kb_topology_cfg *cfg);
 
 /* 0, or SIM_EINVAL with a message naming `name` and the bad value. */
 int kb_gemm_params_check(const struct kb_gemm_params *p, const char *name,
@@ -117,6 +113,25 @@ int kb_gemm_run(struct kb_gemm *g, size_t M, size_t N, size_t K,
                 const void *A, size_t lda, const void *B, size_t ldb,
                 void *C, size_t ldc, enum kb_dtype in_dt, enum kb_dtype c_dt,
                 bool accumulate);
+
+/* ---- the module: its port and interface ------------------------------- */
+
+/* What the GEMM engine does for the unit that issues its ops (the
+ * PE_CPU): kb_gemm_run, kb_gemm_tile and kb_gemm_params, each taking ctx
+ * (the kb_gemm). Exported on "NAME.gemm.in" : kb_gemm_if (one binding). */
+struct kb_gemm_if {
+    void *ctx;
+    int (*run)(void *ctx, size_t M, size_t N, size_t K, const void *A, size_t lda,
+               const void *B, size_t ldb, void *C, size_t ldc, enum kb_dtype in_dt,
+               enum kb_dtype c_dt, bool accumulate);
+    int64_t (*tile)(void *ctx, const void *A, size_t lda, const void *B, size_t ldb, float *C,
+                    size_t ldc, size_t tm, size_t tn, size_t tk, enum kb_dtype dt,
+                    bool accumulate);
+    const struct kb_gemm_params *(*params)(void *ctx);
+    const char *(*errmsg)(void *ctx);
+};
+
+struct sim_port *kb_gemm_port(const struct kb_gemm *g);
 
 void kb_gemm_get_stats(const struct kb_gemm *g, struct kb_gemm_stats *out);
 

@@ -31,6 +31,9 @@
  * when the first slot lands. */
 #include "pe_ipcq.h"
 
+#include "kb_err.h"
+#include "kb_port.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -81,9 +84,12 @@ struct dir {
 struct kb_ipcq {
     struct sim *sim;
     char *name;
-    struct kb_dma *dma;
-    struct kb_mem *buf;
+    const struct kb_dma_if *dma; /* bound to port "NAME.ipcq.dma" */
+    const struct kb_mem_if *buf; /* bound to port "NAME.ipcq.buf" */
+    struct sim_port *port_in, *port_dma, *port_buf;
+    struct kb_ipcq_if iface;
     int buf_node, pe_node;
+    bool read_path; /* read_links found */
     struct kb_ipcq_params p;
     sim_time poll_ps;
     struct dir *dirs;
@@ -95,17 +101,6 @@ struct kb_ipcq {
     char err[256];
 };
 
-static int seterr(struct kb_ipcq *q, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int seterr(struct kb_ipcq *q, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(q->err, sizeof q->err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 static char *dupstr(const char *s)
 {
     char *d = malloc(strlen(s) + 1);
@@ -114,18 +109,88 @@ static char *dupstr(const char *s)
 
 /* ---- life cycle ------------------------------------------------------ */
 
-struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name,
-                            struct kb_dma *dma, struct kb_mem *buf,
-                            int buf_node, const struct kb_ipcq_params *p,
+/* ---- the module's ports ---------------------------------------------- */
+
+static int if_send(void *ctx, const char *dir, const void *data, uint64_t bytes,
+                   const struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_send(ctx, dir, data, bytes, meta);
+}
+static int64_t if_recv(void *ctx, const char *dir, void *out, uint64_t bytes_max,
+                       struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_recv(ctx, dir, out, bytes_max, meta);
+}
+static int if_probe(void *ctx, const char *dir, uint64_t *bytes, struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_probe(ctx, dir, bytes, meta);
+}
+static bool if_wired(void *ctx, const char *dir, bool tx) { return kb_ipcq_wired(ctx, dir, tx); }
+static const char *if_errmsg(void *ctx) { return kb_ipcq_errmsg(ctx); }
+
+/* Port "dma" or "buf" was bound: cache the peer's interface. */
+static void port_bound(void *ud, struct sim_port *p)
+{
+    struct kb_ipcq *q = ud;
+    if (p == q->port_dma) {
+        q->dma = sim_port_peer_iface(p, 0);
+        q->pe_node = q->dma ? q->dma->node : -1;
+    } else if (p == q->port_buf) {
+        q->buf = sim_port_peer_iface(p, 0);
+        q->buf_node = q->buf ? q->buf->node : -1;
+    }
+    q->read_path = false;
+}
+
+struct sim_port *kb_ipcq_port(const struct kb_ipcq *q, const char *which)
+{
+    if (strcmp(which, "in") == 0)
+        return q->port_in;
+    if (strcmp(which, "dma") == 0)
+        return q->port_dma;
+    if (strcmp(which, "buf") == 0)
+        return q->port_buf;
+    return NULL;
+}
+
+/* Both ports bound, and the route from the buffer to the PE found (for
+ * slot reads): 0, or SIM_EINVAL naming what is missing. */
+static int connected(struct kb_ipcq *q)
+{
+    if (q->read_path)
+        return 0;
+    if (!q->dma || !q->buf)
+        return KB_SETERR(q, SIM_EINVAL, "ipcq of '%s': port '%s' is unbound", q->name,
+                      sim_port_name(q->dma ? q->port_buf : q->port_dma));
+    if (!q->buf->bank)
+        return KB_SETERR(q, SIM_EINVAL, "ipcq of '%s': its buffer is no memory a DMA can copy to",
+                      q->name);
+    const int *links;
+    int n = q->dma->route(q->dma->ctx, q->buf_node, q->pe_node, &links);
+    if (n < 0)
+        return KB_SETERR(q, SIM_EINVAL, "ipcq of '%s': no route from its buffer (node %d) to "
+                      "the pe (node %d)", q->name, q->buf_node, q->pe_node);
+    free(q->read_links);
+    q->read_links = NULL;
+    if (n > 0 && !(q->read_links = malloc((size_t)n * sizeof *links)))
+        return KB_SETERR(q, SIM_ENOMEM, "ipcq of '%s': out of memory", q->name);
+    if (n > 0)
+        memcpy(q->read_links, links, (size_t)n * sizeof *links);
+    q->n_read_links = n;
+    q->read_path = true;
+    return 0;
+}
+
+/* ---- life cycle ------------------------------------------------------ */
+
+struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name, const struct kb_ipcq_params *p,
                             char *err, size_t errlen)
 {
     if (!name)
         name = "";
     const char *why = NULL;
     char tmp[128];
-    if (!dma || !buf)
-        why = "needs a dma and a buffer memory";
-    else if (p->n_slots < 1)
+    if (p->n_slots < 1)
         why = "slots must be >= 1, got 0";
     else if (p->slot_size < 1)
         why = "slot size must be >= 1 byte, got 0";
@@ -146,36 +211,27 @@ struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name,
         if (!q || !(q->name = dupstr(name)))
             why = "out of memory";
     }
-    if (!why) {
-        q->sim = s;
-        q->dma = dma;
-        q->buf = buf;
-        q->buf_node = buf_node;
-        q->pe_node = kb_dma_node(dma);
-        q->tr = sim_tracer(s);
-        q->p = *p;
-        q->poll_ps = p->backpressure == KB_IPCQ_POLL
-                         ? (sim_time)llround(p->poll_ns * 1000.0) : 0;
-        const int *links;
-        int n = kb_dma_route(dma, buf_node, q->pe_node, &links);
-        if (n < 0) {
-            snprintf(tmp, sizeof tmp, "no route from its buffer (node %d) to "
-                     "the pe (node %d)", buf_node, q->pe_node);
-            why = tmp;
-        } else if (n > 0 && !(q->read_links = malloc((size_t)n * sizeof *links))) {
-            why = "out of memory";
-        } else {
-            if (n > 0)
-                memcpy(q->read_links, links, (size_t)n * sizeof *links);
-            q->n_read_links = n;
-        }
-    }
     if (why) {
-        if (err && errlen)
-            snprintf(err, errlen, "ipcq of '%s': %s", name, why);
+        kb_errf(err, errlen, "ipcq of '%s': %s", name, why);
         kb_ipcq_free(q);
         return NULL;
     }
+    q->sim = s;
+    q->buf_node = q->pe_node = -1;
+    q->tr = sim_tracer(s);
+    q->p = *p;
+    q->poll_ps = p->backpressure == KB_IPCQ_POLL ? (sim_time)llround(p->poll_ns * 1000.0) : 0;
+    q->iface = (struct kb_ipcq_if){q, if_send, if_recv, if_probe, if_wired, if_errmsg};
+    if (!(q->port_in = kb_port_export(s, name, "ipcq", KB_IPCQ_IF, &q->iface, 1, err, errlen)) ||
+        !(q->port_dma = kb_port_new(s, name, "ipcq", "dma", SIM_PORT_OUT, KB_DMA_IF, 1, 1, err,
+                                    errlen)) ||
+        !(q->port_buf = kb_port_new(s, name, "ipcq", "buf", SIM_PORT_OUT, KB_MEM_IF, 1, 1, err,
+                                    errlen))) {
+        kb_ipcq_free(q);
+        return NULL;
+    }
+    sim_port_on_bind(q->port_dma, port_bound, q);
+    sim_port_on_bind(q->port_buf, port_bound, q);
     return q;
 }
 
@@ -249,27 +305,32 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
                  const char *b_dir)
 {
     if (!a_dir || !*a_dir || !b_dir || !*b_dir)
-        return seterr(a, SIM_EINVAL, "ipcq of '%s': direction name is empty",
+        return KB_SETERR(a, SIM_EINVAL, "ipcq of '%s': direction name is empty",
                       a->name);
     if (kb_ipcq_wired(a, a_dir, true))
-        return seterr(a, SIM_EINVAL, "direction '%s' of '%s' is already wired "
+        return KB_SETERR(a, SIM_EINVAL, "direction '%s' of '%s' is already wired "
                       "for sending", a_dir, a->name);
     if (kb_ipcq_wired(b, b_dir, false))
-        return seterr(a, SIM_EINVAL, "direction '%s' of '%s' is already wired "
+        return KB_SETERR(a, SIM_EINVAL, "direction '%s' of '%s' is already wired "
                       "for receiving", b_dir, b->name);
     if (a->p.n_slots != b->p.n_slots || a->p.slot_size != b->p.slot_size)
-        return seterr(a, SIM_EINVAL, "cannot wire '%s' '%s' to '%s' '%s': "
+        return KB_SETERR(a, SIM_EINVAL, "cannot wire '%s' '%s' to '%s' '%s': "
                       "rings of %u x %u and %u x %u bytes", a->name, a_dir,
                       b->name, b_dir, a->p.n_slots, a->p.slot_size,
                       b->p.n_slots, b->p.slot_size);
+    int rc = connected(a);
+    if (rc < 0)
+        return rc;
+    if ((rc = connected(b)) < 0)
+        return KB_SETERR(a, rc, "%s", b->err);
     const int *links;
-    int n = kb_dma_route(b->dma, b->pe_node, a->pe_node, &links);
+    int n = b->dma->route(b->dma->ctx, b->pe_node, a->pe_node, &links);
     sim_time credit_ps = n < 0
         ? SIM_FOREVER
-        : kb_fabric_path_time(kb_dma_fabric(b->dma), links, n,
+        : kb_fabric_path_time(b->dma->fabric, links, n,
                               b->p.credit_bytes);
     if (credit_ps == SIM_FOREVER)
-        return seterr(a, SIM_EINVAL, "cannot wire '%s' '%s' to '%s' '%s': no "
+        return KB_SETERR(a, SIM_EINVAL, "cannot wire '%s' '%s' to '%s' '%s': no "
                       "credit route back from '%s'", a->name, a_dir, b->name,
                       b_dir, b->name);
 
@@ -277,7 +338,7 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
     uint64_t ring = (uint64_t)ns * sz;
     struct chan *c = calloc(1, sizeof *c);
     if (!c)
-        return seterr(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
+        return KB_SETERR(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
                       a_dir);
     c->tx = a;
     c->rx = b;
@@ -297,24 +358,24 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
     if (!db) {
         c->refs = 1;
         chan_release(c);
-        return seterr(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
+        return KB_SETERR(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
                       a_dir);
     }
     for (uint32_t i = 0; i < ns; i++)
         c->slots[i].c = c;
     /* burst-aligned, so that a slot starts on an HBM channel boundary */
-    if (kb_mem_alloc(a->buf, ring, 256, &c->tx_base) < 0) {
+    if (a->buf->alloc(a->buf->ctx, ring, 256, &c->tx_base) < 0) {
         c->refs = 1;
         chan_release(c);
-        return seterr(a, SIM_ENOMEM, "tx ring of '%s' '%s': %s", a->name, a_dir,
-                      kb_mem_errmsg(a->buf));
+        return KB_SETERR(a, SIM_ENOMEM, "tx ring of '%s' '%s': %s", a->name, a_dir,
+                      a->buf->errmsg(a->buf->ctx));
     }
-    if (kb_mem_alloc(b->buf, ring, 256, &c->rx_base) < 0) {
-        kb_mem_dealloc(a->buf, c->tx_base);
+    if (b->buf->alloc(b->buf->ctx, ring, 256, &c->rx_base) < 0) {
+        a->buf->dealloc(a->buf->ctx, c->tx_base);
         c->refs = 1;
         chan_release(c);
-        return seterr(a, SIM_ENOMEM, "rx ring of '%s' '%s': %s", b->name, b_dir,
-                      kb_mem_errmsg(b->buf));
+        return KB_SETERR(a, SIM_ENOMEM, "rx ring of '%s' '%s': %s", b->name, b_dir,
+                      b->buf->errmsg(b->buf->ctx));
     }
     char nm[300];
     snprintf(nm, sizeof nm, "%s.ipcq.%s.credit", a->name, a_dir);
@@ -324,7 +385,7 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
     if (!c->ev_credit || !c->ev_data) {
         c->refs = 1;
         chan_release(c);
-        return seterr(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
+        return KB_SETERR(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
                       a_dir);
     }
     da->tx = c;
@@ -420,7 +481,7 @@ static void slot_landed(void *ud, int status)
     struct chan *c = sl->c;
     if (status < 0) {
         sim_fail(c->rx->sim, "ipcq '%s' '%s' -> '%s' '%s': %s", c->tx->name,
-                 c->tx_dir, c->rx->name, c->rx_dir, kb_dma_errmsg(c->tx->dma));
+                 c->tx_dir, c->rx->name, c->rx_dir, c->tx->dma->errmsg(c->tx->dma->ctx));
         return;
     }
     sl->bytes = sl->st_bytes;
@@ -439,16 +500,16 @@ int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
 {
     struct dir *d = find_dir(q, dir);
     if (!d || !d->tx)
-        return seterr(q, SIM_EINVAL, "send on direction '%s' of '%s', which is "
+        return KB_SETERR(q, SIM_EINVAL, "send on direction '%s' of '%s', which is "
                       "not wired", dir, q->name);
     struct chan *c = d->tx;
     if (!sim_current(q->sim))
-        return seterr(q, SIM_EPERM, "send on direction '%s' of '%s' outside a "
+        return KB_SETERR(q, SIM_EPERM, "send on direction '%s' of '%s' outside a "
                       "thread process", dir, q->name);
     if (c->sending)
-        return seterr(q, SIM_EPERM, "send on direction '%s' of '%s' while "
+        return KB_SETERR(q, SIM_EPERM, "send on direction '%s' of '%s' while "
                       "another send is blocked there", dir, q->name);
-    bool copy = !kb_dma_timing_only(q->dma) && data;
+    bool copy = !q->dma->timing_only && data;
     static const struct kb_ipcq_meta zero;
     sim_time t0 = sim_now(q->sim);
     uint64_t first = c->tail;
@@ -458,15 +519,15 @@ int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
     do {
         uint64_t len = bytes - off < c->size ? bytes - off : c->size;
         if ((rc = take_credit(q, c)) < 0) {
-            rc = seterr(q, rc, "send on direction '%s' of '%s' cannot wait for "
+            rc = KB_SETERR(q, rc, "send on direction '%s' of '%s' cannot wait for "
                         "a credit outside a thread process", dir, q->name);
             break;
         }
         uint32_t i = (uint32_t)(c->tail % c->n);
         uint64_t at = (uint64_t)i * c->size;
-        if (copy && kb_mem_write(q->buf, c->tx_base + at,
+        if (copy && q->buf->write(q->buf->ctx, c->tx_base + at,
                                  (const unsigned char *)data + off, len) < 0) {
-            rc = seterr(q, SIM_EINVAL, "%s", kb_mem_errmsg(q->buf));
+            rc = KB_SETERR(q, SIM_EINVAL, "%s", q->buf->errmsg(q->buf->ctx));
             c->credits++;
             break;
         }
@@ -475,15 +536,15 @@ int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
         sl->st_bytes = len;
         sl->st_msg_bytes = bytes;
         sl->st_meta = meta ? *meta : zero;
-        struct kb_dma_end src = {q->buf, c->tx_base + at, q->buf_node};
-        struct kb_dma_end dst = {c->rx->buf, c->rx_base + at, c->rx->buf_node};
-        rc = kb_dma_copy_async(q->dma, KB_DMA_COMM, src, dst, len, NULL,
+        struct kb_dma_end src = {q->buf->bank, c->tx_base + at, q->buf_node};
+        struct kb_dma_end dst = {c->rx->buf->bank, c->rx_base + at, c->rx->buf_node};
+        rc = q->dma->copy_async(q->dma->ctx, KB_DMA_COMM, src, dst, len, NULL,
                                slot_landed, sl);
         if (rc < 0) {
             sl->state = KB_IPCQ_EMPTY;
             c->credits++;
-            rc = seterr(q, rc, "send on direction '%s' of '%s': %s", dir,
-                        q->name, kb_dma_errmsg(q->dma));
+            rc = KB_SETERR(q, rc, "send on direction '%s' of '%s': %s", dir,
+                        q->name, q->dma->errmsg(q->dma->ctx));
             break;
         }
         c->tail++;
@@ -507,18 +568,18 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
 {
     struct dir *d = find_dir(q, dir);
     if (!d || !d->rx)
-        return seterr(q, SIM_EINVAL, "recv on direction '%s' of '%s', which is "
+        return KB_SETERR(q, SIM_EINVAL, "recv on direction '%s' of '%s', which is "
                       "not wired", dir, q->name);
     struct chan *c = d->rx;
     struct sim *s = q->sim;
     if (!sim_current(s))
-        return seterr(q, SIM_EPERM, "recv on direction '%s' of '%s' outside a "
+        return KB_SETERR(q, SIM_EPERM, "recv on direction '%s' of '%s' outside a "
                       "thread process", dir, q->name);
     if (c->receiving)
-        return seterr(q, SIM_EPERM, "recv on direction '%s' of '%s' while "
+        return KB_SETERR(q, SIM_EPERM, "recv on direction '%s' of '%s' while "
                       "another recv is blocked there", dir, q->name);
-    bool copy = !kb_dma_timing_only(q->dma) && out;
-    struct kb_fabric *f = kb_dma_fabric(q->dma);
+    bool copy = !q->dma->timing_only && out;
+    struct kb_fabric *f = q->dma->fabric;
     sim_time t0 = sim_now(s);
     uint64_t first = c->head;
     c->receiving = true;
@@ -535,7 +596,7 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
         if (got == 0) {
             total = sl->msg_bytes;
             if (total > bytes_max) {
-                rc = seterr(q, SIM_EINVAL, "message of %llu bytes on direction "
+                rc = KB_SETERR(q, SIM_EINVAL, "message of %llu bytes on direction "
                             "'%s' of '%s' is larger than the %llu bytes asked "
                             "for", (unsigned long long)total, dir, q->name,
                             (unsigned long long)bytes_max);
@@ -547,16 +608,16 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
         sim_time t_r = sim_now(s);
         uint64_t addr = c->rx_base + (c->head % c->n) * (uint64_t)c->size;
         uint64_t len = sl->bytes;
-        if ((rc = kb_mem_access(q->buf, addr, len, false)) < 0 ||
+        if ((rc = q->buf->access(q->buf->ctx, addr, len, false)) < 0 ||
             (q->n_read_links &&
              (rc = kb_fabric_transfer(f, q->read_links, q->n_read_links, len)) < 0)) {
             if (rc != SIM_EPERM)
-                rc = seterr(q, rc, "recv on direction '%s' of '%s': %s", dir,
+                rc = KB_SETERR(q, rc, "recv on direction '%s' of '%s': %s", dir,
                             q->name, kb_fabric_errmsg(f));
             break;
         }
-        if (copy && kb_mem_read(q->buf, addr, (unsigned char *)out + got, len) < 0) {
-            rc = seterr(q, SIM_EINVAL, "%s", kb_mem_errmsg(q->buf));
+        if (copy && q->buf->read(q->buf->ctx, addr, (unsigned char *)out + got, len) < 0) {
+            rc = KB_SETERR(q, SIM_EINVAL, "%s", q->buf->errmsg(q->buf->ctx));
             break;
         }
         sl->state = KB_IPCQ_EMPTY;
@@ -576,7 +637,7 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
     } while (rc >= 0 && got < total);
     c->receiving = false;
     if (rc == SIM_EPERM)
-        return seterr(q, rc, "recv on direction '%s' of '%s' cannot wait "
+        return KB_SETERR(q, rc, "recv on direction '%s' of '%s' cannot wait "
                       "outside a thread process", dir, q->name);
     if (rc < 0)
         return rc;
@@ -593,7 +654,7 @@ int kb_ipcq_probe(struct kb_ipcq *q, const char *dir, uint64_t *bytes,
 {
     struct dir *d = find_dir(q, dir);
     if (!d || !d->rx)
-        return seterr(q, SIM_EINVAL, "probe on direction '%s' of '%s', which "
+        return KB_SETERR(q, SIM_EINVAL, "probe on direction '%s' of '%s', which "
                       "is not wired", dir, q->name);
     const struct slot *sl = &d->rx->slots[d->rx->head % d->rx->n];
     if (sl->state != KB_IPCQ_FULL)
@@ -610,11 +671,11 @@ int kb_ipcq_slot_info(struct kb_ipcq *q, const char *dir, uint32_t i,
 {
     struct dir *d = find_dir(q, dir);
     if (!d || !d->rx)
-        return seterr(q, SIM_EINVAL, "direction '%s' of '%s' is not wired for "
+        return KB_SETERR(q, SIM_EINVAL, "direction '%s' of '%s' is not wired for "
                       "receiving", dir, q->name);
     struct chan *c = d->rx;
     if (i >= c->n)
-        return seterr(q, SIM_EINVAL, "slot %u of direction '%s' of '%s' does "
+        return KB_SETERR(q, SIM_EINVAL, "slot %u of direction '%s' of '%s' does "
                       "not exist (%u slots)", i, dir, q->name, c->n);
     const struct slot *sl = &c->slots[i];
     memset(out, 0, sizeof *out);

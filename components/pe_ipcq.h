@@ -78,14 +78,19 @@ struct kb_ipcq_slot {
 
 struct kb_ipcq;
 
-/* The IPCQ of a PE named `name`, sending with `dma` (whose node is the
- * PE's) and keeping its rings in `buf` (its TCM, the cube's SRAM or its
- * HBM), which hangs off fabric node buf_node. NULL on a bad parameter
- * ("ipcq of 'NAME': ...") or no memory, with err set. */
-struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name,
-                            struct kb_dma *dma, struct kb_mem *buf,
-                            int buf_node, const struct kb_ipcq_params *p,
+/* The IPCQ of a PE named `name`. It is a module with three ports (decision
+ * 0027), which its builder binds before any kb_ipcq_wire:
+ *   "NAME.ipcq.in"  : kb_ipcq_if (IN, 0..1)  what it does, for the PE_CPU
+ *   "NAME.ipcq.dma" : kb_dma_if  (OUT, 1)    the DMA it sends with (whose
+ *                                            node is the PE's)
+ *   "NAME.ipcq.buf" : kb_mem_if  (OUT, 1)    the memory of its rings (its
+ *                                            TCM, the cube's SRAM or its HBM)
+ * NULL on a bad parameter ("ipcq of 'NAME': ...") or no memory, with err
+ * set. */
+struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name, const struct kb_ipcq_params *p,
                             char *err, size_t errlen);
+/* Its port "in", "dma" or "buf"; NULL for another name. */
+struct sim_port *kb_ipcq_port(const struct kb_ipcq *q, const char *which);
 /* Call when the simulation no longer runs; ring memory is not returned. */
 void kb_ipcq_free(struct kb_ipcq *q);
 
@@ -93,7 +98,8 @@ const char *kb_ipcq_errmsg(const struct kb_ipcq *q);
 const char *kb_ipcq_name(const struct kb_ipcq *q);
 
 /* A channel from a's tx direction a_dir to b's rx direction b_dir (a may
- * be b). Allocates both rings; each direction can be wired once per side.
+ * be b). Both must have their ports bound (SIM_EINVAL naming the unbound
+ * port otherwise). Allocates both rings; each direction can be wired once per side.
  * On error the message is in kb_ipcq_errmsg(a). */
 int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
                  const char *b_dir);
@@ -124,6 +130,19 @@ int kb_ipcq_slot_info(struct kb_ipcq *q, const char *dir, uint32_t i,
 /* The credit latency of dir's channel, ps: the path time of credit_bytes
  * from this PE (the receiver) back to the sender's DMA node. */
 sim_time kb_ipcq_credit_time(struct kb_ipcq *q, const char *dir);
+
+/* What the IPCQ does for the unit that issues sends and receives (the
+ * PE_CPU): the functions above, each taking ctx (the kb_ipcq). */
+struct kb_ipcq_if {
+    void *ctx;
+    int (*send)(void *ctx, const char *dir, const void *data, uint64_t bytes,
+                const struct kb_ipcq_meta *meta);
+    int64_t (*recv)(void *ctx, const char *dir, void *out, uint64_t bytes_max,
+                    struct kb_ipcq_meta *meta);
+    int (*probe)(void *ctx, const char *dir, uint64_t *bytes, struct kb_ipcq_meta *meta);
+    bool (*wired)(void *ctx, const char *dir, bool tx);
+    const char *(*errmsg)(void *ctx);
+};
 
 /* Counters of one direction (both its sides), or of every direction when
  * dir is NULL. SIM_EINVAL for an unknown direction. */

@@ -3,6 +3,7 @@
 #include "pe_math.h"
 
 #include "kb_err.h"
+#include "kb_port.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -11,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology_schema.h"
 
 struct kb_math {
     struct sim *sim;
@@ -19,6 +19,8 @@ struct kb_math {
     struct kb_math_params p;
     sim_time busy_until;
     struct kb_math_stats st;
+    struct kb_math_if iface;
+    struct sim_port *port; /* "NAME.math.in" */
     char err[256];
 };
 
@@ -213,14 +215,6 @@ sim_time kb_math_time(const struct kb_math_params *p, enum kb_math_op op,
     return cycles_to_ps(kb_math_cycles(p, op, n, dt), p->clock_ghz);
 }
 
-void kb_math_params_from_cfg(struct kb_math_params *p,
-                             const struct kb_topology_cfg *cfg)
-{
-    p->vector_bytes_per_cycle = (uint32_t)cfg->pe.math.vector_bytes_per_cycle;
-    p->clock_ghz = cfg->clock_ghz;
-    p->transcendental_cycles = KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES;
-}
-
 int kb_math_params_check(const struct kb_math_params *p, const char *name,
                          char *err, size_t errlen)
 {
@@ -240,6 +234,16 @@ int kb_math_params_check(const struct kb_math_params *p, const char *name,
 
 /* ---- the unit ------------------------------------------------------------ */
 
+/* ---- the module's export (kb_math_if) ----------------------------------- */
+
+static int if_run(void *ctx, enum kb_math_op op, const void *a, const void *b, const void *c,
+                  void *out, size_t n, enum kb_dtype dt)
+{
+    return kb_math_run(ctx, op, a, b, c, out, n, dt);
+}
+static const struct kb_math_params *if_params(void *ctx) { return kb_math_params(ctx); }
+static const char *if_errmsg(void *ctx) { return kb_math_errmsg(ctx); }
+
 struct kb_math *kb_math_new(struct sim *s, const char *name,
                             const struct kb_math_params *p, char *err,
                             size_t errlen)
@@ -256,8 +260,15 @@ struct kb_math *kb_math_new(struct sim *s, const char *name,
     }
     m->sim = s;
     m->p = *p;
+    m->iface = (struct kb_math_if){m, if_run, if_params, if_errmsg};
+    if (!(m->port = kb_port_export(s, name, "math", KB_MATH_IF, &m->iface, 1, err, errlen))) {
+        kb_math_free(m);
+        return NULL;
+    }
     return m;
 }
+
+struct sim_port *kb_math_port(const struct kb_math *m) { return m->port; }
 
 void kb_math_free(struct kb_math *m)
 {

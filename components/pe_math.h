@@ -27,7 +27,6 @@
 #include "dtype.h"
 #include "sim.h"
 
-struct kb_topology_cfg;
 
 enum kb_math_op {
     KB_MATH_ADD,     /* a + b */
@@ -46,10 +45,6 @@ enum kb_math_op {
 };
 
 #define KB_MATH_OP_COUNT 13
-
-/* Cycles a vector of exp or log takes when the configuration does not say:
- * a special-function unit a quarter as wide as the ALU lanes. */
-#define KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES 4
 
 struct kb_math_params {
     uint32_t vector_bytes_per_cycle; /* W, bytes, > 0 */
@@ -90,11 +85,6 @@ int64_t kb_math_cdiv_i64(int64_t a, int64_t b);
 
 /* ---- timing -------------------------------------------------------------- */
 
-/* The parameters of the system's PE_MATH: pe.math.vector_bytes_per_cycle,
- * clock_ghz, and KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES. */
-void kb_math_params_from_cfg(struct kb_math_params *p,
-                             const struct kb_topology_cfg *cfg);
-
 /* 0, or SIM_EINVAL with a message naming `name` and the bad value. */
 int kb_math_params_check(const struct kb_math_params *p, const char *name,
                          char *err, size_t errlen);
@@ -130,6 +120,21 @@ const struct kb_math_params *kb_math_params(const struct kb_math *m);
 int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
                 const void *b, const void *c, void *out, size_t n,
                 enum kb_dtype dt);
+
+/* ---- the module: its port and interface ------------------------------- */
+
+/* What the math unit does for the unit that issues its ops (the PE_CPU):
+ * kb_math_run and kb_math_params, each taking ctx (the kb_math). Exported
+ * on "NAME.math.in" : kb_math_if (one binding). */
+struct kb_math_if {
+    void *ctx;
+    int (*run)(void *ctx, enum kb_math_op op, const void *a, const void *b, const void *c,
+               void *out, size_t n, enum kb_dtype dt);
+    const struct kb_math_params *(*params)(void *ctx);
+    const char *(*errmsg)(void *ctx);
+};
+
+struct sim_port *kb_math_port(const struct kb_math *m);
 
 void kb_math_get_stats(const struct kb_math *m, struct kb_math_stats *out);
 /* busy / elapsed; elapsed 0 means the current time. */

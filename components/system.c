@@ -2,6 +2,8 @@
  * fabric; routing, path times, neighbour maps, PE-to-PE transfers */
 #include "system.h"
 
+#include "kb_err.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,17 +63,6 @@ struct kb_system {
     char err[256];
 };
 
-static int seterr(struct kb_system *sys, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int seterr(struct kb_system *sys, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(sys->err, sizeof sys->err, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
 /* ---- building ------------------------------------------------------------ */
 
 /* Records a new fabric node's place; the table grows with the fabric. */
@@ -80,9 +71,9 @@ static int add_node(struct kb_system *sys, const char *name, int cube, enum node
 {
     int id = kb_fabric_add_node(sys->f, name);
     if (id < 0)
-        return seterr(sys, id, "%s", kb_fabric_errmsg(sys->f));
+        return KB_SETERR(sys, id, "%s", kb_fabric_errmsg(sys->f));
     if (id >= sys->n_info)
-        return seterr(sys, SIM_EINVAL, "node '%s': id %d beyond the node table", name, id);
+        return KB_SETERR(sys, SIM_EINVAL, "node '%s': id %d beyond the node table", name, id);
     sys->info[id] = (struct node_info){cube, (uint16_t)kind, (uint16_t)idx};
     return id;
 }
@@ -93,7 +84,7 @@ static int add_link(struct kb_system *sys, int src, int dst, const char *name,
     struct kb_link_params p = {bw, latency, overhead, (uint32_t)sys->cfg.flit_bytes};
     int id = kb_fabric_add_link(sys->f, src, dst, name, &p);
     if (id < 0)
-        seterr(sys, id, "%s", kb_fabric_errmsg(sys->f));
+        KB_SETERR(sys, id, "%s", kb_fabric_errmsg(sys->f));
     return id;
 }
 
@@ -163,6 +154,7 @@ static int build_cube(struct kb_system *sys, int g)
                                cfg->cube.sram.bandwidth_gbps, cfg->cube.sram.setup_ns, 1, 0};
     if (!(cb->sram = kb_mem_new(sys->sim, prefix, &sp, sys->err, sizeof sys->err)))
         return SIM_EINVAL;
+    kb_mem_set_node(cb->sram, cb->sram_node);
 
     struct kb_mem_params tp = {KB_MEM_TCM, cfg->pe.tcm.capacity, cfg->pe.tcm.bandwidth_gbps,
                                cfg->pe.tcm.setup_ns, 1, 0};
@@ -192,6 +184,8 @@ static int build_cube(struct kb_system *sys, int g)
         if (!(pe->tcm = kb_mem_new(sys->sim, pe->name, &tp, sys->err, sizeof sys->err)) ||
             !(pe->hbm = kb_mem_new(sys->sim, pe->name, &hp, sys->err, sizeof sys->err)))
             return SIM_EINVAL;
+        kb_mem_set_node(pe->tcm, pe->node);
+        kb_mem_set_node(pe->hbm, pe->hbm_node);
     }
     return 0;
 }
@@ -331,6 +325,7 @@ struct kb_system *kb_system_new_graph(struct sim *s, const struct kb_graph_cfg *
         sys->info[node] = (struct node_info){r, NK_PE, 0};
         if (!(pe->tcm = kb_mem_new(s, pe->name, &tp, sys->err, sizeof sys->err)))
             return fail(sys, err, errlen);
+        kb_mem_set_node(pe->tcm, node);
     }
     return sys;
 }
@@ -361,6 +356,7 @@ void kb_system_free(struct kb_system *sys)
 
 const char *kb_system_errmsg(const struct kb_system *sys) { return sys->err; }
 struct kb_fabric *kb_system_fabric(const struct kb_system *sys) { return sys->f; }
+struct sim *kb_system_sim(const struct kb_system *sys) { return sys->sim; }
 const struct kb_topology_cfg *kb_system_config(const struct kb_system *sys) { return &sys->cfg; }
 bool kb_system_is_graph(const struct kb_system *sys) { return sys->graph != NULL; }
 bool kb_system_timing_only(const struct kb_system *sys) { return sys->timing_only; }
@@ -384,10 +380,10 @@ struct kb_pe *kb_system_pe_units(struct kb_system *sys, int rank)
 {
     struct kb_pe *pe = kb_system_pe(sys, rank);
     if (!pe) {
-        seterr(sys, SIM_EINVAL, "no PE of rank %d (ranks 0..%d)", rank, sys->n_pes - 1);
+        KB_SETERR(sys, SIM_EINVAL, "no PE of rank %d (ranks 0..%d)", rank, sys->n_pes - 1);
         return NULL;
     }
-    if (pe->ipcq)
+    if (pe->bound)
         return pe;
     if (kb_pe_units_new(pe, sys->sim, sys->f, kb_system_route_cb, sys, &sys->cfg,
                         sys->timing_only, sys->err, sizeof sys->err) < 0)
@@ -402,7 +398,7 @@ int kb_system_set_ipcq(struct kb_system *sys, enum kb_topo_buffer_kind kind,
         return 0;
     for (int r = 0; r < sys->n_pes; r++)
         if (sys->pes[r].ipcq)
-            return seterr(sys, SIM_EPERM,
+            return KB_SETERR(sys, SIM_EPERM,
                           "the IPCQs of this system are already made with buffer_kind '%s' "
                           "and backpressure '%s'; use a new system for '%s' / '%s'",
                           kb_topo_buffer_kind_names[sys->cfg.ipcq.buffer_kind],
@@ -461,7 +457,7 @@ static int noc_leg(struct kb_system *sys, int g, int r, int rd, int *links, int 
 {
     int n = kb_noc_route(sys->cubes[g].noc, r, rd, links + *k, max - *k);
     if (n < 0)
-        return seterr(sys, SIM_EINVAL, "route: more than %d links", max);
+        return KB_SETERR(sys, SIM_EINVAL, "route: more than %d links", max);
     *k += n;
     return 0;
 }
@@ -474,7 +470,7 @@ static int route_tree(struct kb_system *sys, int src, int dst, int *links, int m
         ((si->kind == NK_PE && di->kind == NK_HBM) ||
          (si->kind == NK_HBM && di->kind == NK_PE))) {
         if (max < 1)
-            return seterr(sys, SIM_EINVAL, "route: more than %d links", max);
+            return KB_SETERR(sys, SIM_EINVAL, "route: more than %d links", max);
         const struct pe_links *pl = &sys->pl[si->cube * sys->ppc + si->idx];
         links[0] = si->kind == NK_PE ? pl->to_hbm : pl->from_hbm;
         return 1;
@@ -484,7 +480,7 @@ static int route_tree(struct kb_system *sys, int src, int dst, int *links, int m
     int rd = attach(sys, dst, down, &n_down);
     int k = 0;
     if (n_up > max)
-        return seterr(sys, SIM_EINVAL, "route: more than %d links", max);
+        return KB_SETERR(sys, SIM_EINVAL, "route: more than %d links", max);
     for (int i = 0; i < n_up; i++)
         links[k++] = up[i];
     int g = si->cube, x, y, xd, yd;
@@ -499,7 +495,7 @@ static int route_tree(struct kb_system *sys, int src, int dst, int *links, int m
         if (noc_leg(sys, g, r, port_router[d], links, &k, max) < 0)
             return SIM_EINVAL;
         if (k >= max)
-            return seterr(sys, SIM_EINVAL, "route: more than %d links", max);
+            return KB_SETERR(sys, SIM_EINVAL, "route: more than %d links", max);
         links[k++] = sys->cubes[g].ucie[d];
         g = cube_step(sys, g, d);
         r = port_router[opposite[d]];
@@ -507,7 +503,7 @@ static int route_tree(struct kb_system *sys, int src, int dst, int *links, int m
     if (noc_leg(sys, g, r, rd, links, &k, max) < 0)
         return SIM_EINVAL;
     if (k + n_down > max)
-        return seterr(sys, SIM_EINVAL, "route: more than %d links", max);
+        return KB_SETERR(sys, SIM_EINVAL, "route: more than %d links", max);
     /* down is up reversed: the links back from the router to the node */
     const struct node_info *in = di;
     if (in->kind == NK_SRAM) {
@@ -527,7 +523,7 @@ static int route_full(struct kb_system *sys, int src_node, int dst_node, int *li
     if (sys->graph) {
         int k = kb_graph_route(sys->graph, src_node, dst_node, links, max);
         if (k < 0)
-            seterr(sys, k, "%s", kb_graph_errmsg(sys->graph));
+            KB_SETERR(sys, k, "%s", kb_graph_errmsg(sys->graph));
         return k;
     }
     return route_tree(sys, src_node, dst_node, links, max);
@@ -537,7 +533,7 @@ int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *link
 {
     int n = kb_fabric_node_count(sys->f);
     if (src_node < 0 || src_node >= n || dst_node < 0 || dst_node >= n)
-        return seterr(sys, SIM_EINVAL, "route from node %d to node %d: the system has nodes "
+        return KB_SETERR(sys, SIM_EINVAL, "route from node %d to node %d: the system has nodes "
                       "0..%d", src_node, dst_node, n - 1);
     if (src_node == dst_node)
         return 0;
@@ -546,7 +542,7 @@ int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *link
     /* a short buffer: the whole route in ours, its head copied to theirs */
     if (!sys->route_buf &&
         !(sys->route_buf = malloc((size_t)sys->max_hops * sizeof *sys->route_buf)))
-        return seterr(sys, SIM_ENOMEM, "route from '%s' to '%s': out of memory",
+        return KB_SETERR(sys, SIM_ENOMEM, "route from '%s' to '%s': out of memory",
                       kb_fabric_node_name(sys->f, src_node), kb_fabric_node_name(sys->f, dst_node));
     int k = route_full(sys, src_node, dst_node, sys->route_buf, sys->max_hops);
     if (k > 0 && max > 0)
@@ -636,17 +632,17 @@ int kb_system_transfer(struct kb_system *sys, int src_rank, uint64_t src_addr, i
 {
     struct kb_pe *a = kb_system_pe(sys, src_rank), *b = kb_system_pe(sys, dst_rank);
     if (!a || !b)
-        return seterr(sys, SIM_EINVAL, "transfer from rank %d to rank %d: the system has "
+        return KB_SETERR(sys, SIM_EINVAL, "transfer from rank %d to rank %d: the system has "
                       "ranks 0..%d", src_rank, dst_rank, sys->n_pes - 1);
     const struct kb_mem_params *pa = kb_mem_params(a->tcm), *pb = kb_mem_params(b->tcm);
     if (src_addr > pa->capacity || bytes > pa->capacity - src_addr ||
         dst_addr > pb->capacity || bytes > pb->capacity - dst_addr)
-        return seterr(sys, SIM_EINVAL, "transfer of %" PRIu64 " bytes from tcm of '%s' at %"
+        return KB_SETERR(sys, SIM_EINVAL, "transfer of %" PRIu64 " bytes from tcm of '%s' at %"
                       PRIu64 " to tcm of '%s' at %" PRIu64 ": beyond the capacity (%" PRIu64
                       " bytes)", bytes, a->name, src_addr, b->name, dst_addr, pa->capacity);
     int *links = malloc(((size_t)sys->max_hops + 1) * sizeof *links);
     if (!links)
-        return seterr(sys, SIM_ENOMEM, "transfer: out of memory");
+        return KB_SETERR(sys, SIM_ENOMEM, "transfer: out of memory");
     int k = kb_system_route(sys, a->node, b->node, links, sys->max_hops);
     if (k < 0) {
         free(links);
@@ -659,7 +655,7 @@ int kb_system_transfer(struct kb_system *sys, int src_rank, uint64_t src_addr, i
         if (!buf || kb_mem_read(a->tcm, src_addr, buf, bytes) < 0) {
             free(buf);
             free(links);
-            return seterr(sys, SIM_ENOMEM, "transfer of %" PRIu64 " bytes: out of memory",
+            return KB_SETERR(sys, SIM_ENOMEM, "transfer of %" PRIu64 " bytes: out of memory",
                           bytes);
         }
     }
@@ -667,13 +663,13 @@ int kb_system_transfer(struct kb_system *sys, int src_rank, uint64_t src_addr, i
     free(links);
     if (rc < 0) {
         free(buf);
-        return seterr(sys, rc, "transfer from '%s' to '%s': %s", a->name, b->name,
+        return KB_SETERR(sys, rc, "transfer from '%s' to '%s': %s", a->name, b->name,
                       rc == SIM_EPERM ? "not in a thread process" : kb_fabric_errmsg(sys->f));
     }
     if (buf)
         rc = kb_mem_write(b->tcm, dst_addr, buf, bytes);
     free(buf);
-    return rc < 0 ? seterr(sys, rc, "%s", kb_mem_errmsg(b->tcm)) : 0;
+    return rc < 0 ? KB_SETERR(sys, rc, "%s", kb_mem_errmsg(b->tcm)) : 0;
 }
 
 /* ---- describe ------------------------------------------------------------ */

@@ -72,6 +72,8 @@ void kb_system_free(struct kb_system *sys);
 
 const char *kb_system_errmsg(const struct kb_system *sys);
 struct kb_fabric *kb_system_fabric(const struct kb_system *sys);
+/* The simulation the system was built in (its modules' ports are there). */
+struct sim *kb_system_sim(const struct kb_system *sys);
 /* The topology settings the system was built from (a graph's: its PE,
  * IPCQ and clock settings; the grid keys are the defaults'). */
 const struct kb_topology_cfg *kb_system_config(const struct kb_system *sys);

@@ -89,6 +89,8 @@ static const struct kb_config_key dma_keys[] = {
 static const struct kb_config_key math_keys[] = {
     INT("vector_bytes_per_cycle", pe.math.vector_bytes_per_cycle, 0, 1, 1 << 30,
         "vector unit width, bytes per cycle"),
+    INT("transcendental_cycles", pe.math.transcendental_cycles, 0, 1, 1 << 20,
+        "cycles a vector of exp or log takes"),
     {0},
 };
 static const struct kb_config_key mac_keys[] = {

@@ -66,6 +66,7 @@ struct kb_topology_cfg {
         } dma;
         struct {
             int vector_bytes_per_cycle;
+            int transcendental_cycles;
         } math;
         struct {
             struct {

@@ -148,7 +148,10 @@ struct sim_port {
     void *iface;
     struct sim_port **peers;
     int n_peers, cap_peers;
-    struct sim_port *next_all;
+    struct sim_port *next_all;     /* newest first */
+    struct sim_port *next_created; /* oldest first, for listings */
+    sim_port_bound_fn on_bind;
+    void *on_bind_ud;
 };
 
 struct qent {
@@ -189,6 +192,7 @@ struct sim {
     struct sim_fifo *fifos;
     struct sim_signal *signals;
     struct sim_port *ports;
+    struct sim_port *ports_first, *ports_last; /* creation order */
     bool elaborated;
     bool stop_req;
     int failed;       /* 0, or what sim_run returns: SIM_EPROC, SIM_ENOMEM */
@@ -1363,7 +1367,34 @@ struct sim_port *sim_port_new(struct sim *s, const char *name,
     p->max_bind = max_bind;
     p->next_all = s->ports;
     s->ports = p;
+    if (s->ports_last)
+        s->ports_last->next_created = p;
+    else
+        s->ports_first = p;
+    s->ports_last = p;
     return p;
+}
+
+void sim_port_on_bind(struct sim_port *p, sim_port_bound_fn fn, void *ud)
+{
+    p->on_bind = fn;
+    p->on_bind_ud = ud;
+}
+
+const char *sim_port_type(const struct sim_port *p) { return p->tag; }
+enum sim_port_dir sim_port_dir(const struct sim_port *p) { return p->dir; }
+
+void sim_port_multiplicity(const struct sim_port *p, int *min_bind, int *max_bind)
+{
+    if (min_bind)
+        *min_bind = p->min_bind;
+    if (max_bind)
+        *max_bind = p->max_bind;
+}
+
+struct sim_port *sim_port_next(const struct sim *s, const struct sim_port *p)
+{
+    return p ? p->next_created : s->ports_first;
 }
 
 void sim_port_set_iface(struct sim_port *p, void *iface) { p->iface = iface; }
@@ -1432,24 +1463,18 @@ int sim_port_bind(struct sim_port *a, struct sim_port *b)
         return seterr(s, SIM_ENOMEM, "out of memory binding ports");
     a->peers[a->n_peers++] = b;
     b->peers[b->n_peers++] = a;
+    if (a->on_bind)
+        a->on_bind(a->on_bind_ud, a);
+    if (b->on_bind)
+        b->on_bind(b->on_bind_ud, b);
     return 0;
 }
 
 int sim_elaborate(struct sim *s)
 {
     int errors = 0;
-    /* ports are kept newest first; report in creation order */
-    size_t n = 0;
-    for (struct sim_port *p = s->ports; p; p = p->next_all)
-        n++;
-    struct sim_port **list = n ? malloc(n * sizeof *list) : NULL;
-    if (n && !list)
-        return seterr(s, SIM_ENOMEM, "out of memory");
-    size_t i = n;
-    for (struct sim_port *p = s->ports; p; p = p->next_all)
-        list[--i] = p;
-    for (i = 0; i < n; i++) {
-        struct sim_port *p = list[i];
+    /* in creation order, without allocating */
+    for (struct sim_port *p = s->ports_first; p; p = p->next_created) {
         if (p->n_peers >= p->min_bind)
             continue;
         if (errors == 0)
@@ -1465,7 +1490,6 @@ int sim_elaborate(struct sim *s)
                    p->n_peers, p->n_peers == 1 ? "" : "s", p->min_bind);
         errors++;
     }
-    free(list);
     if (errors)
         return SIM_EBIND;
     s->elaborated = true;

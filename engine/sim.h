@@ -296,6 +296,23 @@ struct sim_port *sim_port_peer(const struct sim_port *p, int i);
 /* The interface exported by the i-th peer. */
 void *sim_port_peer_iface(const struct sim_port *p, int i);
 
+/* Called after each successful sim_port_bind that involves p, with the
+ * port: the owner caches what it needs (typically
+ * sim_port_peer_iface(p, 0) in a typed pointer), so that a call through
+ * the port is one pointer load on the hot path, as an sc_port's
+ * operator-> is. An exporter should set its iface before it is bound. */
+typedef void (*sim_port_bound_fn)(void *ud, struct sim_port *p);
+void sim_port_on_bind(struct sim_port *p, sim_port_bound_fn fn, void *ud);
+
+/* What a port is, for listings (sys:describe{ports = true}). */
+const char *sim_port_type(const struct sim_port *p);
+enum sim_port_dir sim_port_dir(const struct sim_port *p);
+void sim_port_multiplicity(const struct sim_port *p, int *min_bind, int *max_bind);
+
+/* Every port of s in creation order: sim_port_next(s, NULL) is the first,
+ * NULL after the last. O(1) per step. */
+struct sim_port *sim_port_next(const struct sim *s, const struct sim_port *p);
+
 #ifdef __cplusplus
 }
 #endif

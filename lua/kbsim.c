@@ -49,6 +49,11 @@ static const char usage_text[] =
     "  --trace FILE         write a Perfetto / Chrome trace of one simulation:\n"
     "                       the first, or in kb.sweep point 1 (docs/trace.md)\n"
     "  --trace-point N      with --trace: the Nth simulation / sweep point instead\n"
+    "  --describe           no script: build the system (configs/topology.yaml,\n"
+    "                       --topology, --set), make every PE's units and list\n"
+    "                       its modules, their ports and bindings (docs/modules.md)\n"
+    "  --describe-dot FILE  likewise, as a Graphviz graph written to FILE\n"
+    "                       ('dot -Tsvg FILE > wiring.svg' draws it)\n"
     "  -q, --quiet          no progress output\n"
     "  --version            print the version and exit\n"
     "  -h, --help           print this help and exit\n"
@@ -223,6 +228,55 @@ static lua_State *new_state(const struct kb_options *opt)
     return L;
 }
 
+/* kbsim --describe / --describe-dot FILE: builds the system of the
+ * options in a simulation, makes every PE's units and writes the listing
+ * (stdout) and the Graphviz graph (dot_file) of sys:describe. */
+static const char describe_chunk[] =
+    "local kb = require('kbsim')\n"
+    "local text, dot_file = ...\n"
+    "local ok, sys = pcall(kb.system, kb.sim())\n"
+    "if not ok then error(sys, 0) end\n"
+    "local function describe(o)\n"
+    "  local ok, d = pcall(sys.describe, sys, o)\n"
+    "  if not ok then error((d:gsub('^describe:%d+: ', '')), 0) end\n"
+    "  return d\n"
+    "end\n"
+    "if text then io.write(describe{ports = true, units = true}) end\n"
+    "if dot_file then\n"
+    "  local g = describe{format = 'dot', units = true}\n"
+    "  local f, err = io.open(dot_file, 'w')\n"
+    "  if not f then error('--describe-dot: ' .. err, 0) end\n"
+    "  f:write(g)\n"
+    "  f:close()\n"
+    "end\n";
+
+static int describe_main(struct kb_options *opt, bool text, const char *dot_file,
+                         const char *extra)
+{
+    if (extra != NULL)
+        usage_error("--describe and --describe-dot take no script, got '%s'", extra);
+    int status = EXIT_USAGE;
+    lua_State *L = kb_check_config(opt) == 0 ? new_state(opt) : NULL;
+    if (L) {
+        if (luaL_loadbuffer(L, describe_chunk, sizeof describe_chunk - 1, "=describe") != LUA_OK) {
+            fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
+        } else {
+            lua_pushboolean(L, text);
+            if (dot_file)
+                lua_pushstring(L, dot_file);
+            else
+                lua_pushnil(L);
+            if (lua_pcall(L, 2, 0, 0) != LUA_OK)
+                fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
+            else
+                status = 0;
+        }
+        lua_close(L);
+    }
+    free((void *)opt->set);
+    return status;
+}
+
 /* kbsim serve [options]: no script; the output folder defaults to
  * out/serve (the default socket lives there). */
 static int serve_main(struct kb_options *opt, const struct kb_serve_options *serve,
@@ -261,6 +315,8 @@ static int kbsim_main(int argc, char **argv)
     opt.set = set;
 
     struct kb_serve_options serve = {0};
+    bool describe = false;
+    const char *describe_dot = NULL;
     bool serving = argc > 1 && strcmp(argv[1], "serve") == 0;
     int i;
     for (i = serving ? 2 : 1; i < argc; i++) {
@@ -309,6 +365,10 @@ static int kbsim_main(int argc, char **argv)
             opt.point_timeout = parse_seconds(optvalue(argc, argv, &i, name, attached));
         } else if (strcmp(name, "--shard") == 0) {
             parse_shard(optvalue(argc, argv, &i, name, attached), &opt.shard, &opt.shards);
+        } else if (!serving && strcmp(name, "--describe") == 0) {
+            describe = flag = true;
+        } else if (!serving && strcmp(name, "--describe-dot") == 0) {
+            describe_dot = optvalue(argc, argv, &i, name, attached);
         } else if (strcmp(name, "--merge") == 0) {
             opt.merge = flag = true;
         } else if (strcmp(name, "--fast") == 0) {
@@ -341,6 +401,8 @@ static int kbsim_main(int argc, char **argv)
     }
     if (serving)
         return serve_main(&opt, &serve, i < argc ? argv[i] : NULL);
+    if (describe || describe_dot)
+        return describe_main(&opt, describe, describe_dot, i < argc ? argv[i] : NULL);
     if (i >= argc)
         usage_error("%s", "no script given");
     if (opt.trace_point && opt.trace == NULL)

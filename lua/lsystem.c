@@ -745,9 +745,287 @@ static int sys_path(lua_State *L)
     return 1;
 }
 
+/* ---- modules and ports (decision 0027) ----------------------------------- */
+
+/* A growing string that never raises a Lua error (the listing keeps Lua
+ * tables on the stack while it writes). */
+struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+};
+
+static void sb_add(struct sbuf *b, const char *str)
+{
+    size_t l = strlen(str);
+    if (b->oom)
+        return;
+    if (b->n + l + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + l + 1)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, str, l + 1);
+    b->n += l;
+}
+
+/* The module of a port "a.b.unit.port" is "a.b.unit": the length of the
+ * name before its last dot (0: none). */
+static size_t module_len(const char *port)
+{
+    const char *dot = strrchr(port, '.');
+    return dot ? (size_t)(dot - port) : 0;
+}
+
+static const char *dir_word(enum sim_port_dir d)
+{
+    return d == SIM_PORT_IN ? "in" : d == SIM_PORT_OUT ? "out" : "inout";
+}
+
+/* Pushes {{name=, ports={{name=, full=, type=, dir=, min=, max=, peers={...}}}}}
+ * for every port of s, modules in the order of their first port. */
+static void push_modules(lua_State *L, struct sim *s)
+{
+    lua_newtable(L); /* modules */
+    lua_newtable(L); /* name -> module */
+    int nmod = 0;
+    for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p)) {
+        const char *full = sim_port_name(p);
+        size_t ml = module_len(full);
+        lua_pushlstring(L, full, ml);
+        if (lua_rawget(L, -2) == LUA_TNIL) {
+            lua_pop(L, 1);
+            lua_createtable(L, 0, 2);
+            lua_pushlstring(L, full, ml);
+            lua_setfield(L, -2, "name");
+            lua_newtable(L);
+            lua_setfield(L, -2, "ports");
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, -4, ++nmod);
+            lua_pushlstring(L, full, ml);
+            lua_pushvalue(L, -2);
+            lua_rawset(L, -4);
+        }
+        lua_getfield(L, -1, "ports");
+        lua_createtable(L, 0, 7);
+        lua_pushstring(L, ml ? full + ml + 1 : full);
+        lua_setfield(L, -2, "name");
+        lua_pushstring(L, full);
+        lua_setfield(L, -2, "full");
+        lua_pushstring(L, sim_port_type(p));
+        lua_setfield(L, -2, "type");
+        lua_pushstring(L, dir_word(sim_port_dir(p)));
+        lua_setfield(L, -2, "dir");
+        int mn, mx;
+        sim_port_multiplicity(p, &mn, &mx);
+        lua_pushinteger(L, mn);
+        lua_setfield(L, -2, "min");
+        lua_pushinteger(L, mx);
+        lua_setfield(L, -2, "max");
+        int n = sim_port_bound_count(p);
+        lua_createtable(L, n, 0);
+        for (int i = 0; i < n; i++) {
+            lua_pushstring(L, sim_port_name(sim_port_peer(p, i)));
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -2, "peers");
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 2); /* ports, module */
+    }
+    lua_pop(L, 1);
+}
+
+/* The text listing: one line a module, one a port with its bindings. */
+static void ports_text(lua_State *L, struct sbuf *b, int mods)
+{
+    int nm = (int)lua_rawlen(L, mods), np = 0, nb = 0;
+    for (int i = 1; i <= nm; i++) {
+        lua_rawgeti(L, mods, i);
+        lua_getfield(L, -1, "ports");
+        np += (int)lua_rawlen(L, -1);
+        for (int j = 1; j <= (int)lua_rawlen(L, -1); j++) {
+            lua_rawgeti(L, -1, j);
+            lua_getfield(L, -1, "dir");
+            lua_getfield(L, -2, "peers");
+            if (strcmp(lua_tostring(L, -2), "in") != 0)
+                nb += (int)lua_rawlen(L, -1);
+            lua_pop(L, 3);
+        }
+        lua_pop(L, 2);
+    }
+    char line[512];
+    snprintf(line, sizeof line, "modules %d, ports %d, bindings %d\n", nm, np, nb);
+    sb_add(b, line);
+    for (int i = 1; i <= nm; i++) {
+        lua_rawgeti(L, mods, i);
+        lua_getfield(L, -1, "name");
+        snprintf(line, sizeof line, "%s\n", lua_tostring(L, -1));
+        sb_add(b, line);
+        lua_pop(L, 1);
+        lua_getfield(L, -1, "ports");
+        for (int j = 1; j <= (int)lua_rawlen(L, -1); j++) {
+            lua_rawgeti(L, -1, j);
+            lua_getfield(L, -1, "name");
+            lua_getfield(L, -2, "type");
+            lua_getfield(L, -3, "dir");
+            lua_getfield(L, -4, "min");
+            lua_getfield(L, -5, "max");
+            lua_Integer mx = lua_tointeger(L, -1);
+            char maxs[24];
+            if (mx >= 1000000)
+                snprintf(maxs, sizeof maxs, "*");
+            else
+                snprintf(maxs, sizeof maxs, "%lld", (long long)mx);
+            bool in = strcmp(lua_tostring(L, -3), "in") == 0;
+            snprintf(line, sizeof line, "  %-5s %-5s %-10s %lld..%s", lua_tostring(L, -3),
+                     lua_tostring(L, -5), lua_tostring(L, -4),
+                     (long long)lua_tointeger(L, -2), maxs);
+            sb_add(b, line);
+            lua_pop(L, 5);
+            lua_getfield(L, -1, "peers");
+            int n = (int)lua_rawlen(L, -1);
+            if (n == 0)
+                sb_add(b, "  (unbound)");
+            for (int k = 1; k <= n; k++) {
+                lua_rawgeti(L, -1, k);
+                sb_add(b, k == 1 ? (in ? "  <- " : "  -> ") : ", ");
+                sb_add(b, lua_tostring(L, -1));
+                lua_pop(L, 1);
+            }
+            sb_add(b, "\n");
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 2);
+    }
+}
+
+/* Graphviz: a record node a module with a field a port, an edge a binding
+ * from the OUT (or INOUT) side, labelled with the interface type. */
+static void ports_dot(lua_State *L, struct sbuf *b, int mods)
+{
+    sb_add(b, "digraph kbsim {\n  rankdir=LR;\n"
+                      "  node [shape=record, fontname=\"Helvetica\", fontsize=10];\n"
+                      "  edge [fontname=\"Helvetica\", fontsize=8];\n");
+    int nm = (int)lua_rawlen(L, mods);
+    for (int i = 1; i <= nm; i++) {
+        lua_rawgeti(L, mods, i);
+        lua_getfield(L, -1, "name");
+        sb_add(b, "  \"");
+        sb_add(b, lua_tostring(L, -1));
+        sb_add(b, "\" [label=\"{");
+        sb_add(b, lua_tostring(L, -1));
+        sb_add(b, "|{");
+        lua_pop(L, 1);
+        lua_getfield(L, -1, "ports");
+        for (int j = 1; j <= (int)lua_rawlen(L, -1); j++) {
+            lua_rawgeti(L, -1, j);
+            lua_getfield(L, -1, "name");
+            if (j > 1)
+                sb_add(b, "|");
+            sb_add(b, "<p_");
+            sb_add(b, lua_tostring(L, -1));
+            sb_add(b, "> ");
+            sb_add(b, lua_tostring(L, -1));
+            lua_pop(L, 2);
+        }
+        sb_add(b, "}}\"];\n");
+        lua_pop(L, 2);
+    }
+    for (int i = 1; i <= nm; i++) {
+        lua_rawgeti(L, mods, i);
+        lua_getfield(L, -1, "ports");
+        for (int j = 1; j <= (int)lua_rawlen(L, -1); j++) {
+            lua_rawgeti(L, -1, j);
+            lua_getfield(L, -1, "full");
+            lua_getfield(L, -2, "dir");
+            lua_getfield(L, -3, "type");
+            lua_getfield(L, -4, "peers");
+            const char *full = lua_tostring(L, -4), *dir = lua_tostring(L, -3);
+            for (int k = 1; k <= (int)lua_rawlen(L, -1); k++) {
+                lua_rawgeti(L, -1, k);
+                const char *peer = lua_tostring(L, -1);
+                /* an in port's binding is drawn from its peer; inout once */
+                if (strcmp(dir, "in") != 0 && (strcmp(dir, "out") == 0 || strcmp(full, peer) < 0)) {
+                    char line[640];
+                    size_t a = module_len(full), c = module_len(peer);
+                    snprintf(line, sizeof line,
+                             "  \"%.*s\":\"p_%s\" -> \"%.*s\":\"p_%s\" [label=\"%s\"%s];\n",
+                             (int)a, full, full + a + 1, (int)c, peer, peer + c + 1,
+                             lua_tostring(L, -3), strcmp(dir, "inout") == 0 ? ", dir=both" : "");
+                    sb_add(b, line);
+                }
+                lua_pop(L, 1);
+            }
+            lua_pop(L, 5);
+        }
+        lua_pop(L, 2);
+    }
+    sb_add(b, "}\n");
+}
+
+/* sys:describe([{ports = true, units = true, format = "text" | "dot"}]):
+ * the summary; with ports, the modules made so far, their ports and
+ * bindings after it (units = true makes every PE's units first); format
+ * "dot" gives only the Graphviz graph of the modules. */
 static int sys_describe(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
+    bool ports = false, units = false, dot = false;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        lua_getfield(L, 2, "ports");
+        ports = lua_toboolean(L, -1);
+        lua_getfield(L, 2, "units");
+        units = lua_toboolean(L, -1);
+        lua_getfield(L, 2, "format");
+        const char *fmt = luaL_optstring(L, -1, "text");
+        if (strcmp(fmt, "dot") == 0)
+            dot = ports = true;
+        else if (strcmp(fmt, "text") != 0)
+            return luaL_error(L, "sys:describe: format must be 'text' or 'dot', got '%s'", fmt);
+        lua_pop(L, 3);
+    }
+    if (units) {
+        struct kb_system_counts c;
+        kb_system_get_counts(h->sys, &c);
+        for (int r = 0; r < c.pes; r++) {
+            struct kb_pe *pe = kb_system_pe_units(h->sys, r);
+            if (!pe)
+                return luaL_error(L, "sys:describe: %s", kb_system_errmsg(h->sys));
+            /* the memories too, bound or not */
+            struct kb_mem *mems[] = {pe->tcm, pe->sram, pe->hbm};
+            for (int k = 0; k < 3; k++)
+                if (mems[k] && !kb_mem_port(mems[k]))
+                    return luaL_error(L, "sys:describe: %s", kb_mem_errmsg(mems[k]));
+        }
+    }
+    if (ports) {
+        push_modules(L, kb_system_sim(h->sys));
+        int mods = lua_gettop(L);
+        struct sbuf b = {0};
+        if (dot) {
+            ports_dot(L, &b, mods);
+        } else {
+            char buf[1024];
+            kb_system_describe(h->sys, buf, sizeof buf);
+            sb_add(&b, buf);
+            ports_text(L, &b, mods);
+        }
+        if (b.oom) {
+            free(b.p);
+            return luaL_error(L, "sys:describe: out of memory");
+        }
+        lua_pushlstring(L, b.p ? b.p : "", b.n);
+        free(b.p);
+        return 1;
+    }
     char buf[1024];
     kb_system_describe(h->sys, buf, sizeof buf);
     lua_pushstring(L, buf);
@@ -827,12 +1105,14 @@ static int sys_dma(lua_State *L)
     dst.addr = optaddr(L, 5, "dst_addr");
     struct sim *s = kb_fabric_sim(kb_system_fabric(h->sys));
     void *proc = kb_block_begin(L, s, "sys:dma");
-    sim_time formula = kb_dma_time(pa->dma, src, dst, bytes);
+    /* through the PE_CPU's port "dma", as a kernel's op would go */
+    const struct kb_dma_if *d = kb_cpu_dma(pa->cpu);
+    sim_time formula = d->time(d->ctx, src, dst, bytes);
     sim_time t0 = sim_now(s);
-    int rc = kb_dma_copy(pa->dma, cl, src, dst, bytes);
+    int rc = d->copy(d->ctx, cl, src, dst, bytes);
     kb_block_end(proc);
     if (rc < 0)
-        return luaL_error(L, "sys:dma: %s", kb_dma_errmsg(pa->dma));
+        return luaL_error(L, "sys:dma: %s", d->errmsg(d->ctx));
     lua_pushnumber(L, (lua_Number)(sim_now(s) - t0) / 1000.0);
     lua_pushnumber(L, (lua_Number)formula / 1000.0);
     return 2;

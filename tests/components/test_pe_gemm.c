@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "pe.h"
 #include "pe_gemm.h"
 #include "sim.h"
 #include "test.h"
@@ -165,7 +166,9 @@ TEST(params)
     cfg.pe.gemm.mac.m = cfg.pe.gemm.mac.n = cfg.pe.gemm.mac.k = 16;
     cfg.pe.gemm.tile.m = 32, cfg.pe.gemm.tile.n = 64, cfg.pe.gemm.tile.k = 32;
     cfg.clock_ghz = 1.0;
-    kb_gemm_params_from_cfg(&p, &cfg);
+    struct kb_pe_params pp;
+    kb_pe_params_from_cfg(&pp, &cfg);
+    p = pp.gemm;
     ASSERT_EQ(memcmp(&p.mac, &DEF.mac, sizeof p.mac), 0);
     ASSERT_EQ(memcmp(&p.tile, &DEF.tile, sizeof p.tile), 0);
     ASSERT_TRUE(p.clock_ghz == 1.0);

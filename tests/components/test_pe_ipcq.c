@@ -86,6 +86,20 @@ static struct kb_ipcq_params ipcq_params(enum kb_ipcq_backpressure bp,
 
 /* The same, traced into `trace` when it is set (opened before the units
  * are made, so that they find the recorder). */
+/* An IPCQ whose ports are bound to dma and to mem (at fabric node node),
+ * as a system builder binds them. */
+static struct kb_ipcq *ipcq_bound(struct sim *s, const char *name, struct kb_dma *dma,
+                                  struct kb_mem *mem, int node,
+                                  const struct kb_ipcq_params *qp, char *err, size_t errlen)
+{
+    kb_mem_set_node(mem, node);
+    struct kb_ipcq *q = kb_ipcq_new(s, name, qp, err, errlen);
+    if (q && (sim_port_bind(kb_ipcq_port(q, "dma"), kb_dma_port(dma)) < 0 ||
+              sim_port_bind(kb_ipcq_port(q, "buf"), kb_mem_port(mem)) < 0))
+        abort();
+    return q;
+}
+
 static struct tsys *tsys_new_traced(int n, enum kb_mem_kind kind,
                                     bool timing_only,
                                     const struct kb_ipcq_params *qp,
@@ -124,7 +138,7 @@ static struct tsys *tsys_new_traced(int n, enum kb_mem_kind kind,
         t->dma[r] = T_OWN(kb_dma_new(t->s, name, t->f, tsys_route, t, &dp, NULL, 0), kb_dma_free);
         if (!t->dma[r])
             return NULL;
-        t->q[r] = T_OWN(kb_ipcq_new(t->s, name, t->dma[r], t->mem[r][kind],
+        t->q[r] = T_OWN(ipcq_bound(t->s, name, t->dma[r], t->mem[r][kind],
                               t->mem_node[r][kind], qp, NULL, 0), kb_ipcq_free);
         if (!t->q[r])
             return NULL;
@@ -640,7 +654,7 @@ TEST(errors)
     /* rings that do not match; parameters */
     char err[200] = "";
     struct kb_ipcq_params small = {2, 4096, KB_IPCQ_SLEEP, 0, 16};
-    struct kb_ipcq *q9 = T_OWN(kb_ipcq_new(t->s, "pe9", t->dma[2], t->mem[2][0],
+    struct kb_ipcq *q9 = T_OWN(ipcq_bound(t->s, "pe9", t->dma[2], t->mem[2][0],
                                      t->mem_node[2][0], &small, err, sizeof err), kb_ipcq_free);
     ASSERT_TRUE(q9);
     ASSERT_EQ(kb_ipcq_wire(t->q[2], "global_E", q9, "global_W"), SIM_EINVAL);
@@ -648,16 +662,16 @@ TEST(errors)
                  "'global_W': rings of 4 x 4096 and 2 x 4096 bytes");
     T_FREE(kb_ipcq_free, q9);
     struct kb_ipcq_params bad = {4, 4096, KB_IPCQ_POLL, 0, 16};
-    ASSERT_TRUE(kb_ipcq_new(t->s, "pe8", t->dma[2], t->mem[2][0],
+    ASSERT_TRUE(ipcq_bound(t->s, "pe8", t->dma[2], t->mem[2][0],
                             t->mem_node[2][0], &bad, err, sizeof err) == NULL);
     ASSERT_STREQ(err, "ipcq of 'pe8': poll interval must be >= 0.001 ns, got 0");
     bad = (struct kb_ipcq_params){0, 4096, KB_IPCQ_SLEEP, 0, 16};
-    ASSERT_TRUE(kb_ipcq_new(t->s, "pe8", t->dma[2], t->mem[2][0],
+    ASSERT_TRUE(ipcq_bound(t->s, "pe8", t->dma[2], t->mem[2][0],
                             t->mem_node[2][0], &bad, err, sizeof err) == NULL);
     ASSERT_STREQ(err, "ipcq of 'pe8': slots must be >= 1, got 0");
     /* a ring that does not fit its memory */
     struct kb_ipcq_params huge = {200, 4096, KB_IPCQ_SLEEP, 0, 16};
-    struct kb_ipcq *h1 = T_OWN(kb_ipcq_new(t->s, "h1", t->dma[2], t->mem[2][0],
+    struct kb_ipcq *h1 = T_OWN(ipcq_bound(t->s, "h1", t->dma[2], t->mem[2][0],
                                      t->mem_node[2][0], &huge, NULL, 0), kb_ipcq_free);
     ASSERT_TRUE(h1);
     ASSERT_EQ(kb_ipcq_wire(h1, "E", h1, "W"), SIM_ENOMEM);

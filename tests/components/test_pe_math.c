@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dtype.h"
+#include "pe.h"
 #include "pe_math.h"
 #include "sim.h"
 #include "test.h"
@@ -14,7 +15,7 @@ static const enum kb_dtype DTS[] = {KB_DTYPE_F16, KB_DTYPE_BF16, KB_DTYPE_F32};
 
 static const struct kb_math_params DEF = {
     .vector_bytes_per_cycle = 128, .clock_ghz = 1.0,
-    .transcendental_cycles = KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES};
+    .transcendental_cycles = 4};
 
 /* xorshift64*: reproducible operands without libc's rand */
 static uint64_t rng_state = 0x9E3779B97F4A7C15u;
@@ -354,11 +355,13 @@ TEST(params)
     struct kb_topology_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.pe.math.vector_bytes_per_cycle = 128;
+    cfg.pe.math.transcendental_cycles = 6;
     cfg.clock_ghz = 1.0;
-    kb_math_params_from_cfg(&p, &cfg);
-    ASSERT_EQ(p.vector_bytes_per_cycle, 128);
-    ASSERT_TRUE(p.clock_ghz == 1.0);
-    ASSERT_EQ(p.transcendental_cycles, KB_MATH_DEFAULT_TRANSCENDENTAL_CYCLES);
+    struct kb_pe_params pp;
+    kb_pe_params_from_cfg(&pp, &cfg);
+    ASSERT_EQ(pp.math.vector_bytes_per_cycle, 128);
+    ASSERT_TRUE(pp.math.clock_ghz == 1.0);
+    ASSERT_EQ(pp.math.transcendental_cycles, 6);
 }
 
 /* ---- the unit in a simulation ------------------------------------------- */

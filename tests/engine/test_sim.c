@@ -758,6 +758,61 @@ TEST(unbound_ports_all_listed)
     T_FREE(sim_free, s);
 }
 
+/* the on-bind hook: counts the calls and caches the first peer's iface */
+struct bind_note {
+    int calls;
+    struct sim_port *port;
+    void *iface;
+};
+
+static void noted(void *ud, struct sim_port *p)
+{
+    struct bind_note *n = ud;
+    n->calls++;
+    n->port = p;
+    n->iface = sim_port_peer_iface(p, 0);
+}
+
+TEST(port_on_bind_and_listing)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    ASSERT_TRUE(sim_port_next(s, NULL) == NULL);
+    struct sim_port *a = sim_port_new(s, "m.a", SIM_PORT_OUT, "t", 1, 1);
+    struct sim_port *b = sim_port_new(s, "n.in", SIM_PORT_IN, "t", 0, 3);
+    struct sim_port *c = sim_port_new(s, "k.io", SIM_PORT_INOUT, "u", 0, 1);
+    ASSERT_TRUE(a && b && c);
+    int iface = 5;
+    sim_port_set_iface(b, &iface);
+    struct bind_note na = {0}, nb = {0};
+    sim_port_on_bind(a, noted, &na);
+    sim_port_on_bind(b, noted, &nb);
+    /* a failed bind calls nobody */
+    ASSERT_EQ(sim_port_bind(a, c), SIM_EBIND);
+    ASSERT_EQ(na.calls + nb.calls, 0);
+    ASSERT_OK(sim_port_bind(a, b));
+    ASSERT_EQ(na.calls, 1);
+    ASSERT_TRUE(na.port == a && na.iface == &iface);
+    ASSERT_EQ(nb.calls, 1);
+    ASSERT_TRUE(nb.port == b && nb.iface == NULL); /* a exports nothing */
+    /* creation order, with what a listing shows */
+    struct sim_port *want[] = {a, b, c};
+    struct sim_port *p = NULL;
+    for (int i = 0; i < 3; i++) {
+        p = sim_port_next(s, p);
+        ASSERT_TRUE(p == want[i]);
+    }
+    ASSERT_TRUE(sim_port_next(s, p) == NULL);
+    ASSERT_STREQ(sim_port_type(c), "u");
+    ASSERT_EQ(sim_port_dir(b), SIM_PORT_IN);
+    int mn, mx;
+    sim_port_multiplicity(b, &mn, &mx);
+    ASSERT_EQ(mn, 0);
+    ASSERT_EQ(mx, 3);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    T_FREE(sim_free, s);
+}
+
 /* ---- scale ----------------------------------------------------------- */
 
 static void short_life(struct sim *s, void *arg)
@@ -888,6 +943,7 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           wait_outside_thread_is_refused, wait_any_and_timeout,
           two_runs_identical_traces, deadlock_report_lists_blocked_processes,
           run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
-          port_binding_checks, unbound_ports_all_listed, ten_thousand_threads,
+          port_binding_checks, unbound_ports_all_listed, port_on_bind_and_listing,
+          ten_thousand_threads,
           same_time_wakeups_in_insertion_order, time_past_the_end_is_refused,
           ended_thread_restarts_and_deadlock_lists_by_start)

@@ -1,0 +1,38 @@
+/* kb_port.c — making and binding the typed ports of component modules */
+#include "kb_port.h"
+
+#include <stdio.h>
+
+#include "kb_err.h"
+
+struct sim_port *kb_port_new(struct sim *s, const char *owner, const char *unit,
+                             const char *port, enum sim_port_dir dir, const char *type,
+                             int min_bind, int max_bind, char *err, size_t errlen)
+{
+    char name[256];
+    snprintf(name, sizeof name, "%s.%s.%s", owner ? owner : "", unit, port);
+    struct sim_port *p = sim_port_new(s, name, dir, type, min_bind, max_bind);
+    if (!p)
+        kb_errf(err, errlen, "port '%s': %s", name, sim_errmsg(s));
+    return p;
+}
+
+struct sim_port *kb_port_export(struct sim *s, const char *owner, const char *unit,
+                                const char *type, void *iface, int max_bind, char *err,
+                                size_t errlen)
+{
+    struct sim_port *p =
+        kb_port_new(s, owner, unit, "in", SIM_PORT_IN, type, 0, max_bind, err, errlen);
+    if (p)
+        sim_port_set_iface(p, iface);
+    return p;
+}
+
+int kb_port_bind(struct sim *s, struct sim_port *from, struct sim_port *to, char *err,
+                 size_t errlen)
+{
+    int rc = sim_port_bind(from, to);
+    if (rc < 0)
+        kb_errf(err, errlen, "%s", sim_errmsg(s));
+    return rc;
+}

@@ -1,0 +1,59 @@
+#!/bin/sh
+# describe.sh KBSIM SRCDIR WORKDIR — kbsim --describe and --describe-dot list
+# the modules, ports and bindings of a system (decision 0027): exact counts
+# and lines for a graph and for a grid, the IPCQs' buffer port following
+# ipcq.buffer_kind, the Graphviz file drawn by dot (when installed) with one
+# edge a binding, and the errors (a script given, a missing memory).
+set -u
+kbsim=$1 src=$2 work=$3
+fail() { echo "FAIL: $*"; exit 1; }
+rm -rf "$work" && mkdir -p "$work" || fail "cannot make $work"
+cd "$src" || fail "no $src"
+graph=tests/cli/cases/graph4.yaml
+
+# a graph of 4 PEs: per PE cpu (5 ports), dma, math, gemm (1 each), ipcq (3),
+# tcm (1) = 6 modules, 12 ports, 6 bindings
+"$kbsim" --describe --topology $graph > "$work/g.txt" 2>&1 || { cat "$work/g.txt"; fail "graph"; }
+has() { grep -qxF -- "$2" "$1" || { head -20 "$1"; fail "no line '$2' in $1"; }; }
+has "$work/g.txt" "graph: 5 nodes, 4 PEs, 8 links"
+has "$work/g.txt" "modules 24, ports 48, bindings 24"
+has "$work/g.txt" "  out   dma   kb_dma_if  1..1  -> c.dma.in"
+has "$work/g.txt" "  in    in    kb_dma_if  0..4  <- d.cpu.dma, d.ipcq.dma"
+has "$work/g.txt" "  out   buf   kb_mem_if  1..1  -> b.tcm.in"
+has "$work/g.txt" "  in    in    kb_mem_if  0..*  <- a.ipcq.buf"
+[ "$(grep -c '^  out   math  kb_math_if 0..1  -> ..math.in$' "$work/g.txt")" = 4 ] || fail "math bindings"
+
+# a grid of one SIP (16 cubes x 8 PEs) with the rings in the cube's SRAM:
+# every PE's ipcq.buf is bound to its cube's SRAM, which has 8 users
+"$kbsim" --describe --set sips.count=1 --set ipcq.buffer_kind=sram > "$work/s.txt" 2>&1 \
+  || { cat "$work/s.txt"; fail "grid"; }
+# 128 PEs x 5 units (11 ports), 16 SRAMs, 128 TCMs and 128 HBMs (listed though unbound)
+has "$work/s.txt" "modules 912, ports 1680, bindings 768"
+has "$work/s.txt" "  out   buf   kb_mem_if  1..1  -> sip0.cube3.sram.in"
+line=$(grep -A1 -x "sip0.cube3.sram" "$work/s.txt" | tail -1)
+[ "$(printf '%s' "$line" | tr ',' '\n' | grep -c 'ipcq.buf')" = 8 ] || fail "sram users: $line"
+has "$work/s.txt" "sip0.cube0.pe0.tcm"
+
+# the Graphviz file: one node a module, one edge a binding
+"$kbsim" --describe-dot "$work/g.dot" --topology $graph > "$work/dot.log" 2>&1 \
+  || { cat "$work/dot.log"; fail "dot"; }
+[ ! -s "$work/dot.log" ] || fail "--describe-dot alone printed: $(cat "$work/dot.log")"
+[ "$(grep -c ' -> ' "$work/g.dot")" = 24 ] || fail "edges"
+[ "$(grep -c '\[label="{' "$work/g.dot")" = 24 ] || fail "nodes"
+grep -qF '"a.ipcq":"p_buf" -> "a.tcm":"p_in" [label="kb_mem_if"];' "$work/g.dot" || fail "edge a.ipcq.buf"
+if command -v dot > /dev/null; then
+  dot -Tsvg "$work/g.dot" > "$work/g.svg" || fail "dot -Tsvg"
+  grep -q "a.ipcq" "$work/g.svg" || fail "svg"
+fi
+
+# errors: a script, a missing memory, a file that cannot be written
+out=$("$kbsim" --describe hello.lua 2>&1); [ $? -eq 2 ] || fail "script accepted"
+printf '%s' "$out" | grep -qF "kbsim: --describe and --describe-dot take no script, got 'hello.lua'" \
+  || fail "script: $out"
+out=$("$kbsim" --describe --topology $graph --set ipcq.buffer_kind=hbm 2>&1); [ $? -eq 2 ] || fail "hbm"
+[ "$out" = "kbsim: sys:describe: ipcq of 'a': buffer_kind 'hbm' but the PE has no hbm" ] \
+  || fail "hbm: $out"
+out=$("$kbsim" --describe-dot "$work/no/such/dir.dot" --topology $graph 2>&1); [ $? -eq 2 ] || fail "dir"
+printf '%s' "$out" | grep -qF "kbsim: --describe-dot: $work/no/such/dir.dot: No such file or directory" \
+  || fail "dir: $out"
+echo "describe ok"
