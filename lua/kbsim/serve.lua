@@ -21,7 +21,8 @@ M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
   run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
-  send = 17, recv = 18, cost = 19, inject = 20, advance = 21,
+  send = 17, recv = 18, cost = 19, inject = 20, advance = 21, reduce = 22, gather = 23,
+  scatter = 24,
 }
 
 M.STATUS = {
@@ -287,13 +288,15 @@ end
 local fail_instance, elements_per_rank
 
 -- What every member must agree on, and how to say it.
-local function signature(kind, p, t)
+local function signature(kind, p, t, out)
   if kind == "send_recv" then return ("send/recv(%d %s)"):format(p.count, t.dtype) end
+  -- scatter: only the root has an input; the members agree on the output
+  if kind == "scatter" then t = out end
   -- all_to_allv: every member sends its own amounts (checked at launch)
   local n = kind ~= "all_to_allv" and t and (t.n .. " ") or ""
   return ("%s(op=%s, algorithm=%s, %s%s, src=%s)"):format(kind, p.op or "-",
     p.algorithm == "" and "default" or p.algorithm, n, t and t.dtype or "",
-    tostring(p.src or "-"))
+    tostring(p.src or p.root or "-"))
 end
 
 local function group_key(g)
@@ -322,7 +325,7 @@ local function issue(c, op, id, kind, p)
   check_group(c, p.group, kind)
   local t = p.tid and tensor_of(c, p.tid)
   local out = p.out and tensor_of(c, p.out)
-  if out and out.dtype ~= t.dtype then
+  if out and t and out.dtype ~= t.dtype then
     refuse("bad_dtype", "%s: output tensor is %s, input %s", kind, out.dtype, t.dtype)
   end
   local N = #p.group
@@ -351,6 +354,14 @@ local function issue(c, op, id, kind, p)
         sum, t.n)
     end
   end
+  if kind == "gather" and rank == p.root and not (out and out.n >= N * t.n) then
+    refuse("bad_argument", "gather: the root's output holds %d elements, %d ranks x %d need %d",
+      out and out.n or 0, N, t.n, N * t.n)
+  end
+  if kind == "scatter" and rank == p.root and not (t and t.n >= N * out.n) then
+    refuse("bad_argument", "scatter: the root's input holds %d elements, %d ranks x %d need %d",
+      t and t.n or 0, N, out.n, N * out.n)
+  end
   if kind == "send_recv" and (p.count < 1 or p.count > t.n) then
     refuse("bad_argument", "%s: %d elements, tensor %d holds %d", p.role, p.count, p.tid, t.n)
   end
@@ -364,7 +375,7 @@ local function issue(c, op, id, kind, p)
     refuse("collective_failed", "%s", msg)
   end
   local inst = S.pending[key]
-  local sig = signature(kind, p, t)
+  local sig = signature(kind, p, t, out)
   if not inst then
     inst = {key = key, kind = kind, group = p.group, members = {}, count = 0, sig = sig,
             first = rank, deadline = S.srv:now_ms() + S.timeout_ms, p = p}
@@ -489,6 +500,7 @@ tl.name(scale_kernel, "avg_scale")
 -- it (reduce_scatter).
 function elements_per_rank(inst)
   local any = inst.members[inst.group[1]]
+  if inst.kind == "scatter" then return any.out.n end
   local t = any.t
   if not t then return 0 end
   if inst.kind == "send_recv" then return any.p.count end
@@ -496,17 +508,24 @@ function elements_per_rank(inst)
     or t.n
 end
 
+-- Collectives whose output is their input.
+local IN_PLACE = {all_reduce = true, broadcast = true, reduce = true, barrier = true}
+
 -- Launches the kernels of inst; returns the launch and the output view.
 local function launch(inst)
   local p, kind = inst.p, inst.kind
   local algo = kind == "send_recv" and P2P or pick(kind, p.algorithm, inst.group)
   local any = inst.members[inst.group[1]]
   local t = any.t
-  local o = {dtype = t and t.dtype or "f32", topology = S.topology,
+  local dt = (t or any.out or {}).dtype
+  local o = {dtype = dt or "f32", topology = S.topology,
              buffer_kind = S.cfg.buffer_kind, backpressure = S.cfg.backpressure}
   if p.op then o.op = p.op == "avg" and "sum" or p.op end
   if kind == "broadcast" then
     for i, r in ipairs(inst.group) do if r == p.src then o.src = i - 1 end end
+  end
+  if p.root then
+    for i, r in ipairs(inst.group) do if r == p.root then o.root = i - 1 end end
   end
   if kind == "all_to_allv" then o.splits = split_matrix(inst) end
   if kind == "send_recv" then o.pair = inst.group end
@@ -521,7 +540,7 @@ local function launch(inst)
   local ok2, err = pcall(torch.wire_once, S.wiring, algo, inst.group, a)
   if not ok2 then refuse("bad_argument", "%s", tostring(err)) end
   local input = tensor_view(inst, "t")
-  local output = inst.members[inst.group[1]].out and tensor_view(inst, "out") or input
+  local output = IN_PLACE[kind] and input or tensor_view(inst, "out")
   return tl.launch(S.sys, inst.group, algo.kernel, a, input, output), output
 end
 
@@ -540,12 +559,14 @@ local function reply_results(inst, runs)
   for _, r in ipairs(inst.group) do
     local m = inst.members[r]
     local t0 = first.t[r].start_ns
-    local t1 = runs[#runs].t[r].end_ns
+    local t1
+    for _, run in ipairs(runs) do t1 = run.t[r] and run.t[r].end_ns or t1 end
     local lat = 0
     for _, run in ipairs(runs) do lat = lat + run:latency_ns() end
     local data
-    if m.p.flags & FLAG_RETURN_DATA ~= 0 then
-      local x = m.out or m.t
+    local x = m.out or m.t
+    if inst.kind == "gather" and r ~= m.p.root then x = nil end
+    if x and m.p.flags & FLAG_RETURN_DATA ~= 0 then
       local n = inst.kind == "send_recv" and m.p.count or x.n
       data = {t = x, addr = x.addr, n = n * ESIZE[x.dtype]}
     end
@@ -561,7 +582,8 @@ local function run_instance(inst)
     local runs = {run}
     local sim_ok, msg = simulate()
     if sim_ok and not inst.failed and inst.p.op == "avg" then
-      runs[2] = tl.launch(S.sys, inst.group, scale_kernel,
+      runs[2] = tl.launch(S.sys, inst.kind == "reduce" and {inst.p.root} or inst.group,
+        scale_kernel,
         {n = elements_per_rank(inst), factor = 1 / #inst.group}, view)
       sim_ok, msg = simulate()
     end
@@ -633,10 +655,34 @@ local function parse_collective(kind, r)
       refuse("bad_argument", "broadcast: source rank %d is not in the group %s", p.src,
         group_text(p.group))
     end
+  elseif kind == "reduce" then
+    p.tid, p.root, p.op = r:int("I4"), r:int("I4"), r:str()
+    p.algorithm, p.flags = r:str(), r:int("B")
+  elseif kind == "gather" or kind == "scatter" then
+    -- tensor 0: none (gather: a member's output but the root's; scatter:
+    -- a member's input but the root's)
+    p.tid, p.out, p.root = r:int("I4"), r:int("I4"), r:int("I4")
+    p.algorithm, p.flags = r:str(), r:int("B")
+    if p.tid == 0 then p.tid = nil end
+    if p.out == 0 then p.out = nil end
+    if kind == "gather" and not p.tid then
+      refuse("bad_argument", "gather: every member needs an input tensor")
+    end
+    if kind == "scatter" and not p.out then
+      refuse("bad_argument", "scatter: every member needs an output tensor")
+    end
   else
     p.algorithm, p.flags = r:str(), 0
   end
   r:done()
+  if p.root then
+    local inside = false
+    for _, x in ipairs(p.group) do inside = inside or x == p.root end
+    if not inside then
+      refuse("bad_argument", "%s: root rank %d is not in the group %s", kind, p.root,
+        group_text(p.group))
+    end
+  end
   if p.op and not REDUCTIONS[p.op] then
     refuse("bad_argument", "%s: unknown op '%s' (sum, max, min, avg)", kind, p.op)
   end
@@ -644,7 +690,7 @@ local function parse_collective(kind, r)
 end
 
 for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
-                      "all_to_all", "all_to_allv"} do
+                      "all_to_all", "all_to_allv", "reduce", "gather", "scatter"} do
   handle[kind] = function(c, r, _, op, id)
     issue(c, op, id, kind, parse_collective(kind, r))
     return nil -- answered once every member has issued it and it has run

@@ -23,7 +23,8 @@ FLAG_RETURN_DATA = 1
 
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
           broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14, all_to_all=15,
-          all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21)
+          all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21, reduce=22,
+          gather=23, scatter=24)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
               stopping=11)
@@ -229,6 +230,24 @@ class Client:
     def broadcast(self, group, tid, src, algorithm="", return_data=True):
         return self._collective("broadcast", group, struct.pack("<II", tid, src)
                                 + _s2(algorithm), tid, return_data)
+
+    def reduce(self, group, tid, root, op="sum", algorithm="", return_data=True):
+        """The reduction of every member's tid lands in the root's tid (in place); the
+        other members' tensors are left as they were."""
+        return self._collective("reduce", group, struct.pack("<II", tid, root) + _s2(op)
+                                + _s2(algorithm), tid, return_data)
+
+    def gather(self, group, in_tid, out_tid, root, algorithm="", return_data=True):
+        """The root's out_tid (>= N x input elements) gets every member's input, in group
+        order; out_tid is None on the other members. Data: the root's output."""
+        return self._collective("gather", group, struct.pack("<III", in_tid, out_tid or 0, root)
+                                + _s2(algorithm), out_tid, return_data)
+
+    def scatter(self, group, in_tid, out_tid, root, algorithm="", return_data=True):
+        """Block k of the root's in_tid (N x C elements; None on the other members) goes
+        to the out_tid (C elements) of the group's k-th member."""
+        return self._collective("scatter", group, struct.pack("<III", in_tid or 0, out_tid, root)
+                                + _s2(algorithm), out_tid, return_data)
 
     def all_to_all(self, group, in_tid, out_tid, algorithm="", return_data=True):
         """Block j of this rank's input (N blocks) goes to rank j; block i of the output
