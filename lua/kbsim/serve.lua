@@ -509,7 +509,8 @@ function elements_per_rank(inst)
 end
 
 -- Collectives whose output is their input.
-local IN_PLACE = {all_reduce = true, broadcast = true, reduce = true, barrier = true}
+local IN_PLACE = {all_reduce = true, broadcast = true, reduce = true, barrier = true,
+                  send_recv = true}
 
 -- Launches the kernels of inst; returns the launch and the output view.
 local function launch(inst)

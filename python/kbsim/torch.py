@@ -622,6 +622,75 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         return self._scatter_reduce(output, input.reshape(-1), [output],
                                     opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
 
+    def reduce(self, tensors, opts=None):
+        """torch.distributed.reduce: the root's tensor gets the reduction; the
+        other members' tensors are left as they were."""
+        t = self._one(tensors, "reduce")
+        root = self._group()[opts.rootRank if opts is not None else 0]
+        op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        dt, n, raw = _wire(t, True)
+        algo = _ALGORITHMS.get("reduce", "")
+        me = self._group()[self.rank()]
+        return self._run("reduce", lambda tid: struct.pack("<II", tid[0], root) + _s2(op)
+                         + _s2(algo), [(dt, n, raw)], None, tensors,
+                         (lambda d: _store(t, d)) if me == root else None, len(raw))
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """torch.distributed.gather: the root's list gets every member's tensor,
+        in group order (output_tensors is [] on the other members)."""
+        inp = self._one(input_tensors, "gather")
+        N = self.size()
+        root_g = opts.rootRank if opts is not None else 0
+        root = self._group()[root_g]
+        is_root = self.rank() == root_g
+        outs = self._one(output_tensors, "gather") if is_root else None
+        if is_root and (len(outs) != N or any(o.numel() != inp.numel()
+                                             or o.dtype != inp.dtype for o in outs)):
+            raise RuntimeError("kbsim gather: the root needs %d outputs like the input" % N)
+        if not is_root and output_tensors and any(len(x) for x in output_tensors):
+            raise RuntimeError("kbsim gather: only the root gives output tensors")
+        dt, n, raw = _wire(inp, False)
+        step = n * _ESIZE[dt]
+        algo = _ALGORITHMS.get("gather", "")
+
+        def store(d):
+            for k, o in enumerate(outs):
+                _store(o, d[k * step:(k + 1) * step])
+        return self._run("gather", lambda tid: struct.pack(
+                             "<III", tid[0], tid[1] if is_root else 0, root) + _s2(algo),
+                         [(dt, n, raw)], (N * n, dt) if is_root else None, output_tensors,
+                         store if is_root else None, len(raw))
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        """torch.distributed.scatter: block k of the root's list goes to the
+        group's k-th member (input_tensors is [] on the other members)."""
+        out = self._one(output_tensors, "scatter")
+        N = self.size()
+        root_g = opts.rootRank if opts is not None else 0
+        root = self._group()[root_g]
+        is_root = self.rank() == root_g
+        odt, on, _ = _wire(out, False)
+        inputs = []
+        if is_root:
+            ins = self._one(input_tensors, "scatter")
+            if len(ins) != N or any(i.numel() != out.numel() or i.dtype != out.dtype
+                                    for i in ins):
+                raise RuntimeError("kbsim scatter: the root needs %d inputs like the output"
+                                   % N)
+            # block by block: a dtype moved as f32 words is padded per block,
+            # as the output is
+            raw = b"".join(_wire(i, False)[2] for i in ins)
+            inputs = [(odt, len(raw) // _ESIZE[odt], raw)]
+        elif input_tensors and any(len(x) for x in input_tensors):
+            raise RuntimeError("kbsim scatter: only the root gives input tensors")
+        algo = _ALGORITHMS.get("scatter", "")
+
+        def fields(tid):
+            tin, tout = (tid[0], tid[1]) if is_root else (0, tid[0])
+            return struct.pack("<III", tin, tout, root) + _s2(algo)
+        return self._run("scatter", fields, inputs, (on, odt), output_tensors,
+                         lambda d: _store(out, d), on * _ESIZE[odt])
+
     def _exchange(self, inp, out, in_counts, out_counts, value, stores):
         """all_to_all (even counts) or all_to_allv; counts in elements of the
         tensors' dtype, stores(data bytes) puts the result back."""

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | rooted | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
@@ -243,6 +243,128 @@ def case_collectives():
     for r in range(N):
         check(np.array_equal(res[r].data, inputs(2, C)), "broadcast values on rank %d" % r)
     same_times(res, reference("broadcast", N, C, "broadcast", src=2), "broadcast")
+    srv.stop()
+
+
+def ps(ns):
+    """ns as whole picoseconds (the engine's unit): times that are differences of
+    start and end compare exactly."""
+    return round(ns * 1000)
+
+
+def rooted_reference(collective, ranks, n, root, op="sum"):
+    """reduce / gather / scatter launched from Lua in one process (cosim_rooted_ref.lua)."""
+    out = subprocess.run([KBSIM, "-q", os.path.join(SRCDIR, "tests/cli/cosim_rooted_ref.lua"),
+                          "collective=" + collective, "ranks=%d" % ranks, "n=%d" % n,
+                          "root=%d" % root, "op=" + op],
+                         capture_output=True, text=True, cwd=WORKDIR, check=True).stdout
+    kv = dict(line.split("=", 1) for line in out.split())
+    return float(kv["latency_ns"]), [float(kv["exec_ns.%d" % r]) for r in range(ranks)]
+
+
+def case_rooted():
+    """reduce, gather and scatter (operations 22-24): values as torch.distributed defines
+    them, times those of the same kernels launched from Lua, and for two ranks the
+    closed forms of a send/recv pair."""
+    N, n = 4, 256
+    group = [2, 0, 3, 1]  # group order is not rank order: root indices are group ranks
+    srv = Server("-q")
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            out = {}
+            for op, root in (("sum", 3), ("max", 0), ("min", 2), ("avg", 1)):
+                c.write(t, inputs(r, n))
+                out[op] = c.reduce(group, t, root, op=op)
+                out[op + "_after"] = c.read(t)
+            c.write(t, inputs(r, n))
+            o = c.alloc(N * n) if r == 0 else None
+            out["gather"] = c.gather(group, t, o, 0)
+            big = None
+            if r == 3:
+                big = c.alloc(N * n)
+                c.write(big, np.arange(N * n, dtype=np.float32) * 2)
+            out["scatter"] = c.scatter(group, big, t, 3)
+            # refusals: a root outside the group; the root without its output
+            out["bad_root"] = error_of(lambda: c.reduce(group, t, 9))
+            if r == 0:
+                out["no_out"] = error_of(lambda: c.gather(group, t, None, 0))
+            return out
+    res = on_ranks(N, member)
+    ins = {r: inputs(r, n) for r in range(N)}
+    total = sum(ins.values())
+    for r in range(N):
+        for op, root, v in (("sum", 3, total), ("max", 0, ins[3]), ("min", 2, ins[0]),
+                            ("avg", 1, total / N)):
+            want = v if r == root else ins[r]  # only the root's tensor changes
+            check(np.array_equal(res[r][op + "_after"], want.astype(np.float32)),
+                  "reduce %s on rank %d (root %d): %r" % (op, r, root, res[r][op + "_after"][:4]))
+            check(np.array_equal(res[r][op].data, want), "reduce %s reply data" % op)
+        check((res[r]["gather"].data is None) == (r != 0), "gather data only at the root")
+        k = group.index(r)
+        check(np.array_equal(res[r]["scatter"].data,
+                             np.arange(k * n, (k + 1) * n, dtype=np.float32) * 2),
+              "scatter block %d on rank %d" % (k, r))
+        e = res[r]["bad_root"]
+        check(e.status == "bad_argument" and "root rank 9 is not in the group {2,0,3,1}"
+              in e.message, str(e))
+    g = res[0]["gather"].data
+    check(np.array_equal(g, np.concatenate([ins[q] for q in group])), "gather values %r" % g)
+    e = res[0]["no_out"]
+    check(e.status == "bad_argument" and "gather: the root's output holds 0 elements" in e.message,
+          str(e))
+    srv.stop()
+
+    # times: the served collective takes what the same kernels take launched from Lua
+    srv = Server("-q")
+    ranks = list(range(N))
+
+    def timed(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            big = c.alloc(N * n) if r == 1 else None
+            return (c.reduce(ranks, t, 2), c.gather(ranks, t, big, 1),
+                    c.scatter(ranks, big, t, 1))
+    res = on_ranks(N, timed)
+    for i, (name, root) in enumerate((("reduce", 2), ("gather", 1), ("scatter", 1))):
+        lat, per = rooted_reference(name, N, n, root)
+        for r in range(N):
+            x = res[r][i]
+            check(x.latency_ns == lat and ps(x.end_ns - x.start_ns) == ps(per[r]),
+                  "%s on rank %d: %r ns of %r, the Lua run %r of %r"
+                  % (name, r, x.end_ns - x.start_ns, x.latency_ns, per[r], lat))
+    srv.stop()
+
+    # two ranks: a send/recv's closed form. The non-root's part of a reduce or a
+    # gather is the sender's (load, send); scatter's receiver is the receiver's; the
+    # reduce's root also pays PE_MATH's add (cost operation) before its store
+    srv = Server("-q")
+
+    def pair(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            p2p = c.send(1, t) if r == 0 else c.recv(0, t)
+            big = c.alloc(2 * n) if r == 0 else None
+            o = c.alloc(2 * n) if r == 1 else None
+            add = struct.unpack("<dQ", c.request(OP["cost"], _s2("add") + _s2("f32")
+                                                 + struct.pack("<QQQ", n, 0, 0))[0])[0]
+            return (p2p, c.reduce([0, 1], t, 1), c.gather([0, 1], t, o, 1),
+                    c.scatter([0, 1], big, t, 0), add)
+    res = on_ranks(2, pair)
+    p2p = res[0][0]
+    send_ns = p2p.end_ns - p2p.start_ns
+    red, gat, sca = res[0][1], res[0][2], res[1][3]
+    check(ps(red.end_ns - red.start_ns) == ps(send_ns) == ps(gat.end_ns - gat.start_ns),
+          "a non-root's reduce / gather %r, %r ns: a send takes %r"
+          % (red.end_ns - red.start_ns, gat.end_ns - gat.start_ns, send_ns))
+    check(ps(sca.end_ns - sca.start_ns) == ps(p2p.latency_ns),
+          "scatter's receiver: %r ns, a send/recv %r" % (sca.end_ns - sca.start_ns,
+                                                        p2p.latency_ns))
+    root = res[1][1]
+    check(root.end_ns - root.start_ns >= p2p.latency_ns + res[1][4] > p2p.latency_ns,
+          "reduce's root: %r ns, a send/recv %r + add %r" % (root.end_ns - root.start_ns,
+                                                             p2p.latency_ns, res[1][4]))
     srv.stop()
 
 

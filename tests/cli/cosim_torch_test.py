@@ -78,6 +78,37 @@ def rank_ops(rank, world, address, outdir):
     dist.reduce_scatter(out, ins)
     check(torch.equal(out, total[rank * (n // N):(rank + 1) * (n // N)]), "reduce_scatter")
     dist.barrier()
+    # reduce: only the root's tensor changes (torch semantics)
+    t = inp(rank).clone()
+    check(dist.reduce(t, dst=1) is None, "sync reduce returns None")
+    check(torch.equal(t, total if rank == 1 else inp(rank)), "reduce sum: %s" % t[:4])
+    t = inp(rank).clone()
+    dist.reduce(t, dst=3, op=dist.ReduceOp.MAX, async_op=True).wait()
+    check(torch.equal(t, inp(N - 1) if rank == 3 else inp(rank)), "reduce max")
+    t = (base - 50 * rank).clone()
+    dist.reduce(t, dst=0, op=dist.ReduceOp.MIN)
+    check(torch.equal(t, base - 50 * (N - 1) if rank == 0 else base - 50 * rank), "reduce min")
+    # gather to rank 2; an int16 tensor of 3 elements (6 bytes, moved padded)
+    outs = [torch.zeros(n) for _ in range(N)] if rank == 2 else None
+    dist.gather(inp(rank), outs, dst=2)
+    if rank == 2:
+        check(all(torch.equal(outs[r], inp(r)) for r in range(N)), "gather")
+    small = torch.tensor([rank, -rank, 7 * rank], dtype=torch.int16)
+    outs = [torch.zeros(3, dtype=torch.int16) for _ in range(N)] if rank == 0 else None
+    dist.gather(small, outs, dst=0)
+    if rank == 0:
+        check(all(torch.equal(outs[r], torch.tensor([r, -r, 7 * r], dtype=torch.int16))
+                  for r in range(N)), "int16 gather: %s" % outs)
+    # scatter from rank 3: block k to rank k, float32 then int16
+    got = torch.zeros(n)
+    dist.scatter(got, [inp(k) * 3 for k in range(N)] if rank == 3 else None, src=3)
+    check(torch.equal(got, inp(rank) * 3), "scatter: %s" % got[:4])
+    got = torch.zeros(3, dtype=torch.int16)
+    w = dist.scatter(got, [torch.tensor([k, 2 * k, -k], dtype=torch.int16) for k in range(N)]
+                     if rank == 1 else None, src=1, async_op=True)
+    w.wait()
+    check(torch.equal(got, torch.tensor([rank, 2 * rank, -rank], dtype=torch.int16)),
+          "int16 scatter: %s" % got)
     # a reduction of integers is refused, clearly
     try:
         dist.all_reduce(torch.ones(4, dtype=torch.int32))
@@ -230,7 +261,9 @@ def case_ops():
     kinds = [x["op"] for x in recs[0]]
     check(kinds[:4] == ["all_reduce"] * 4 and "all_gather" in kinds and "broadcast" in kinds
           and "reduce_scatter" in kinds and "barrier" in kinds and "all_to_all" in kinds
-          and "all_to_allv" in kinds and "send" in kinds and "recv" in kinds,
+          and "all_to_allv" in kinds and "send" in kinds and "recv" in kinds
+          and kinds.count("reduce") == 3 and kinds.count("gather") == 2
+          and kinds.count("scatter") == 2,
           "records: %s" % kinds)
     for r in range(world):
         prev_end = 0.0
