@@ -219,6 +219,23 @@ def rank_costing(rank, world, address, outdir):
         check(cost.clock_ns == c1 + max(3 * g, lat2),
               "async: %r != %r + max(%r, %r)" % (cost.clock_ns, c1, 3 * g, lat2))
         check(cost.compute_ns == c0 + 3 * g and cost.comm_ns == lat + lat2, "sums")
+        # autograd's backward: a Linear's GEMMs for the input's and the weight's
+        # gradients, relu's mask, the bias's sum, charged as 'backward.<op>'
+        xg = torch.ones(4, 64, requires_grad=True)
+        lin = torch.nn.Linear(64, 32)
+        loss = torch.relu(lin(xg)).sum()
+        c2 = cost.clock_ns
+        loss.backward()
+        check(xg.grad is not None and lin.weight.grad.shape == (32, 64), "gradients computed")
+        bw = {k: v for k, v in cost.breakdown.items() if k.startswith("backward.")}
+        want_mm = kt.op_cost_ns("gemm", "f32", 4, 64, 32) + kt.op_cost_ns("gemm", "f32", 32, 64, 4)
+        check(bw.get("backward.mm") == {"count": 2, "ns": want_mm}, "backward mm: %s" % bw)
+        check(bw.get("backward.threshold_backward") == {
+            "count": 1, "ns": kt.op_cost_ns("mul", "f32", 128)}, "relu's backward: %s" % bw)
+        check(bw.get("backward.sum") == {"count": 1, "ns": kt.op_cost_ns("sum", "f32", 128)},
+              "bias's sum: %s" % bw)
+        check(cost.clock_ns == c2 + sum(v["ns"] for v in bw.values()),
+              "backward advances the clock: %r, %r + %s" % (cost.clock_ns, c2, bw))
         report = cost.report()
     check("matmul" in report and "total" in report, report)
     with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
