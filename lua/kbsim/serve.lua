@@ -22,13 +22,13 @@ M.OP = {
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
   run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
   send = 17, recv = 18, cost = 19, inject = 20, advance = 21, reduce = 22, gather = 23,
-  scatter = 24,
+  scatter = 24, cancel = 25,
 }
 
 M.STATUS = {
   ok = 0, malformed = 1, unknown_op = 2, version = 3, too_large = 4, bad_dtype = 5,
   refused = 6, not_found = 7, bad_argument = 8, collective_failed = 9, sim_error = 10,
-  stopping = 11,
+  stopping = 11, cancelled = 12,
 }
 
 local ESIZE = {f32 = 4, f16 = 2, bf16 = 2}
@@ -844,6 +844,49 @@ local function answer_idle()
       send(x.client, x.op, x.id, M.STATUS.ok, string.pack("<d", S.sim:now()))
     end
   end
+end
+
+-- cancel: u32 request id of one of this client's requests not yet answered
+-- -> u8 1 (cancelled: that request got a `cancelled` error first) or 0 (no
+-- such request waits: answered already, or never sent). A collective is
+-- cancelled for every member that issued it (the others get the same error
+-- when they issue it); one already running is not (the machine would be
+-- left in the middle of it): bad_argument.
+function handle.cancel(c, r)
+  local rid = r:int("I4")
+  r:done()
+  local function mine(m) return m.client == c and m.id == rid end
+  if S.running then
+    for _, m in pairs(S.running.members) do
+      if mine(m) then
+        refuse("bad_argument", "cancel: request %d (%s over ranks %s) is running; a collective "
+          .. "is cancelled only before it starts", rid, S.running.kind,
+          group_text(S.running.group))
+      end
+    end
+  end
+  local found
+  for _, inst in pairs(S.pending) do
+    for _, m in pairs(inst.members) do if mine(m) then found = inst end end
+  end
+  for _, inst in ipairs(S.ready) do
+    for _, m in pairs(inst.members) do if mine(m) then found = inst end end
+  end
+  if found then
+    fail_instance(found, ("%s over ranks %s cancelled by rank %d"):format(found.kind,
+      group_text(found.group), c.rank), M.STATUS.cancelled)
+    return string.pack("<B", 1)
+  end
+  for _, list in ipairs{S.waiting_idle, S.advancing} do
+    for i, x in ipairs(list) do
+      if x.client == c and x.id == rid then
+        table.remove(list, i)
+        reply_error(c, x.op, x.id, M.STATUS.cancelled, ("request %d cancelled"):format(rid))
+        return string.pack("<B", 1)
+      end
+    end
+  end
+  return string.pack("<B", 0)
 end
 
 --------------------------------------------------------------------------

@@ -24,10 +24,10 @@ FLAG_RETURN_DATA = 1
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
           broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14, all_to_all=15,
           all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21, reduce=22,
-          gather=23, scatter=24)
+          gather=23, scatter=24, cancel=25)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
-              stopping=11)
+              stopping=11, cancelled=12)
 STATUS_NAME = {v: k for k, v in STATUS.items()}
 
 # numpy views of the wire dtypes; bf16 travels as its 16 bits (uint16)
@@ -295,6 +295,23 @@ class Client:
         now, n = struct.unpack_from("<dI", meta)
         events = [Event(*struct.unpack_from("<IIdd", meta, 12 + 24 * i)) for i in range(n)]
         return now, events
+
+    def cancel(self, request_id):
+        """Cancels a request sent with send_frame and not yet answered (a collective
+        not yet running, a run or an advance). -> (True if it was cancelled, the frames
+        that came before the cancel's reply: the cancelled request's error among them)."""
+        rid = self.send_frame(OP["cancel"], struct.pack("<I", request_id))
+        before = []
+        while True:
+            frame = self.recv_frame()
+            if frame[1] == rid:
+                break
+            before.append(frame)
+        _op, _rid, status, meta, _data = frame
+        if status != 0:
+            (n,) = struct.unpack_from("<H", meta)
+            raise ServerError(status, meta[2:2 + n].decode(errors="replace"))
+        return meta == b"\x01", before
 
     def run(self):
         """Waits until no collective is ready or running; -> simulated now, ns."""

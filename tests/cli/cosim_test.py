@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | rooted | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | rooted | cancel | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
@@ -365,6 +365,36 @@ def case_rooted():
     check(root.end_ns - root.start_ns >= p2p.latency_ns + res[1][4] > p2p.latency_ns,
           "reduce's root: %r ns, a send/recv %r + add %r" % (root.end_ns - root.start_ns,
                                                              p2p.latency_ns, res[1][4]))
+    srv.stop()
+
+
+def case_cancel():
+    """cancel (operation 25): a collective not yet complete is cancelled for every
+    member; one that runs is not; the next collective of the group works."""
+    srv = Server("-q")
+    c0, c1 = Client(srv.address, rank=0), Client(srv.address, rank=1)
+    t0, t1 = c0.alloc(64), c1.alloc(64)
+    c0.write(t0, inputs(0, 64))
+    c1.write(t1, inputs(1, 64))
+    meta = struct.pack("<III", 2, 0, 1) + struct.pack("<I", t0) + _s2("sum") + _s2("") + b"\x01"
+    rid = c0.send_frame(OP["all_reduce"], meta)
+    wait_issued(srv, 1)
+    ok, before = c0.cancel(rid)
+    check(ok and len(before) == 1 and before[0][1] == rid and before[0][2] == 12,
+          "the cancelled all_reduce's reply: %r" % (before,))
+    msg = before[0][3][2:].decode()
+    check(msg == "all_reduce over ranks {0,1} cancelled by rank 0", msg)
+    e = error_of(lambda: c1.all_reduce([0, 1], t1, algorithm="ring_allreduce"))
+    check(e.status == "collective_failed" and e.message == msg, "rank 1 told: %s" % e)
+    check(c0.cancel(rid) == (False, []), "a second cancel finds nothing")
+    check(c0.cancel(12345) == (False, []), "an unknown id")
+    # the group goes on: the next all_reduce of both works
+    res = on_ranks(2, lambda r: (c0, c1)[r].all_reduce([0, 1], (t0, t1)[r],
+                                                       algorithm="ring_allreduce"))
+    check(all(np.array_equal(res[r].data, inputs(0, 64) + inputs(1, 64)) for r in (0, 1)),
+          "all_reduce after a cancel")
+    c0.close()
+    c1.close()
     srv.stop()
 
 
