@@ -395,6 +395,29 @@ def case_cancel():
           "all_reduce after a cancel")
     c0.close()
     c1.close()
+    # a running collective is not cancelled: it ends and answers (ranks 4..7: the
+    # ring of {0,1} took ranks 0 and 1's ports)
+    N, n = 4, 1 << 20
+    group = list(range(4, 4 + N))
+    cs = [Client(srv.address, rank=r) for r in group]
+    ts = [c.alloc(n) for c in cs]
+    rids = [c.send_frame(OP["all_reduce"], struct.pack("<I%dI" % N, N, *group)
+                         + struct.pack("<I", t) + _s2("sum") + _s2("ring_allreduce") + b"\0")
+            for c, t in zip(cs, ts)]
+    with Client(srv.address) as obs:
+        deadline = time.time() + 60
+        while not obs.stats()["simulating"]:
+            check(obs.stats()["collectives_done"] < 2 and time.time() < deadline,
+                  "the 4-rank all_reduce never ran")
+    e = error_of(lambda: cs[2].cancel(rids[2]))
+    check(e.status == "bad_argument" and "is running; a collective is cancelled only before "
+          "it starts" in e.message, str(e))
+    for c, rid in zip(cs, rids):
+        _op, got, status, meta, _ = c.recv_frame()
+        check(got == rid and status == 0 and struct.unpack("<ddd", meta)[2] > 0,
+              "the running all_reduce answered after the refused cancel: %r" % ((got, status,
+                                                                               meta),))
+        c.close()
     srv.stop()
 
 
