@@ -230,8 +230,8 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
 {
     if (extra != NULL)
         usage_error("'kbsim serve' takes no script or argument, got '%s'", extra);
-    if (opt->trace)
-        usage_error("%s", "--trace is not available with 'kbsim serve' yet");
+    if (opt->trace_point > 1)
+        usage_error("%s", "--trace-point is for scripts; 'kbsim serve' traces its one machine");
     /* sweep options: the server runs no kb.sweep */
     if (opt->shards > 0 || opt->merge || opt->fast || opt->point_timeout > 0)
         usage_error("%s", "--shard, --merge, --fast and --point-timeout are for sweeps; "

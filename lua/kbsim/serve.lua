@@ -22,7 +22,7 @@ M.OP = {
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
   run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
   send = 17, recv = 18, cost = 19, inject = 20, advance = 21, reduce = 22, gather = 23,
-  scatter = 24, cancel = 25,
+  scatter = 24, cancel = 25, trace = 26,
 }
 
 M.STATUS = {
@@ -844,6 +844,22 @@ local function answer_idle()
       send(x.client, x.op, x.id, M.STATUS.ok, string.pack("<d", S.sim:now()))
     end
   end
+end
+
+-- trace: u8 0 (pause), 1 (record), 2 (only ask) -> u8 recording, u64
+-- events written so far. The trace is the file of --trace; without it,
+-- bad_argument.
+function handle.trace(_, r)
+  local want = r:int("B")
+  r:done()
+  if want > 2 then refuse("bad_argument", "trace: %d (0 pause, 1 record, 2 ask)", want) end
+  local set
+  if want < 2 then set = want == 1 end
+  local on, events = S.srv:trace(set)
+  if on == nil then
+    refuse("bad_argument", "trace: this server has no trace (start it with --trace FILE)")
+  end
+  return string.pack("<BI8", on and 1 or 0, events)
 end
 
 -- cancel: u32 request id of one of this client's requests not yet answered

@@ -24,7 +24,7 @@ FLAG_RETURN_DATA = 1
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
           broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14, all_to_all=15,
           all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21, reduce=22,
-          gather=23, scatter=24, cancel=25)
+          gather=23, scatter=24, cancel=25, trace=26)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
               stopping=11, cancelled=12)
@@ -295,6 +295,13 @@ class Client:
         now, n = struct.unpack_from("<dI", meta)
         events = [Event(*struct.unpack_from("<IIdd", meta, 12 + 24 * i)) for i in range(n)]
         return now, events
+
+    def trace(self, on=None):
+        """Pauses (False) or resumes (True) the server's trace (kbsim serve --trace FILE);
+        None only asks. -> (recording, events written so far)"""
+        meta, _ = self.request(OP["trace"], struct.pack("<B", 2 if on is None else int(bool(on))))
+        rec, events = struct.unpack("<BQ", meta)
+        return bool(rec), events
 
     def cancel(self, request_id):
         """Cancels a request sent with send_frame and not yet answered (a collective

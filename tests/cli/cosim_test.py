@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | rooted | cancel | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | rooted | cancel | trace | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
@@ -419,6 +419,61 @@ def case_cancel():
                                                                                meta),))
         c.close()
     srv.stop()
+
+
+def case_trace():
+    """kbsim serve --trace FILE and the trace operation (26): a collective run while
+    the trace is paused leaves no span; the others do."""
+    import json
+    path = os.path.join(WORKDIR, "serve_trace.json")
+    srv = Server("-q", "--trace", path)
+    N, n = 4, 256
+    group = list(range(N))
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            out = [c.all_reduce(group, t, algorithm="ring_allreduce")]
+            c.barrier(group)
+            if r == 0:
+                out.append(c.trace(False))
+            c.barrier(group)
+            out.append(c.all_reduce(group, t, algorithm="ring_allreduce"))
+            c.barrier(group)
+            if r == 0:
+                out.append(c.trace())
+                out.append(c.trace(True))
+            c.barrier(group)
+            out.append(c.all_reduce(group, t, algorithm="ring_allreduce"))
+            return out
+    res = on_ranks(N, member)
+    with Client(srv.address) as obs:
+        e = error_of(lambda: obs.request(OP["trace"], b"\x07"))
+        check(e.status == "bad_argument" and "trace: 7 (0 pause" in e.message, str(e))
+        final = obs.trace()
+    srv.stop()
+    r0 = res[0]
+    paused, asked, resumed = r0[1], r0[3], r0[4]
+    check(paused[0] is False and asked == paused and resumed[0] is True,
+          "trace states %r %r %r" % (paused, asked, resumed))
+    check(final[0] and final[1] > resumed[1], "events after the third all_reduce: %r" % (final,))
+    with open(path) as f:
+        ev = json.load(f)["traceEvents"]
+    spans = [e for e in ev if e.get("ph") == "X" and e.get("name") == "ring_allreduce"]
+    windows = [(res[0][k].start_ns, res[0][k].end_ns) for k in (0, 2, 5)]
+    inside = [sum(1 for e in spans if ps(lo) <= round(e["ts"] * 1e6) <= ps(hi))
+              for lo, hi in windows]
+    check(inside == [N, 0, N] and len(spans) == 2 * N,
+          "kernel spans per all_reduce (traced, paused, traced): %r of %d" % (inside, len(spans)))
+    # without --trace the operation is refused; --trace-point is for scripts
+    srv = Server("-q")
+    with Client(srv.address) as obs:
+        e = error_of(obs.trace)
+        check(e.status == "bad_argument" and "start it with --trace FILE" in e.message, str(e))
+    srv.stop()
+    p = subprocess.run([KBSIM, "serve", "--trace", path, "--trace-point", "2"],
+                       capture_output=True, text=True, cwd=WORKDIR)
+    check(p.returncode == 2 and "--trace-point is for scripts" in p.stderr, p.stderr)
 
 
 def error_of(fn):
