@@ -60,6 +60,8 @@ static const char usage_text[] =
     "  --token TOKEN        clients' hello must carry TOKEN\n"
     "  --max-payload BYTES  largest frame payload (default 268435456)\n"
     "  --timeout SECONDS    how long a collective waits for its members (default 60)\n"
+    "  --kernels FILE.lua   Lua kernels clients may launch by name (docs/cosim.md)\n"
+    "  --trace FILE         a trace of the machine; clients pause and resume it\n"
     "\n"
     "exit status: 0 success, 1 a check or a sweep point failed, 2 usage,\n"
     "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
@@ -323,6 +325,8 @@ static int kbsim_main(int argc, char **argv)
             serve.max_payload = optvalue(argc, argv, &i, name, attached);
         } else if (serving && strcmp(name, "--timeout") == 0) {
             serve.timeout = optvalue(argc, argv, &i, name, attached);
+        } else if (serving && strcmp(name, "--kernels") == 0) {
+            serve.kernels = optvalue(argc, argv, &i, name, attached);
         } else if (serving && strcmp(name, "--allow-remote") == 0) {
             serve.allow_remote = flag = true;
         } else if (strcmp(name, "--version") == 0) {

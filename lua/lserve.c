@@ -928,6 +928,7 @@ int kb_serve(lua_State *L, const struct kb_serve_options *opt)
         set_opt(L, "token", opt->token);
         set_opt(L, "max_payload", opt->max_payload);
         set_opt(L, "timeout", opt->timeout);
+        set_opt(L, "kernels", opt->kernels);
         lua_pushboolean(L, opt->allow_remote);
         lua_setfield(L, -2, "allow_remote");
         if (lua_pcall(L, 1, 0, 0) != LUA_OK)

@@ -22,7 +22,7 @@ M.OP = {
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
   run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
   send = 17, recv = 18, cost = 19, inject = 20, advance = 21, reduce = 22, gather = 23,
-  scatter = 24, cancel = 25, trace = 26,
+  scatter = 24, cancel = 25, trace = 26, launch = 27,
 }
 
 M.STATUS = {
@@ -290,6 +290,10 @@ local fail_instance, elements_per_rank
 -- What every member must agree on, and how to say it.
 local function signature(kind, p, t, out)
   if kind == "send_recv" then return ("send/recv(%d %s)"):format(p.count, t.dtype) end
+  if kind == "launch" then
+    return ("launch(%s, %s, args %s)"):format(p.kernel, t and (t.n .. " " .. t.dtype)
+      or "no tensor", p.argtext)
+  end
   -- scatter: only the root has an input; the members agree on the output
   if kind == "scatter" then t = out end
   -- all_to_allv: every member sends its own amounts (checked at launch)
@@ -515,7 +519,8 @@ local IN_PLACE = {all_reduce = true, broadcast = true, reduce = true, barrier = 
 -- Launches the kernels of inst; returns the launch and the output view.
 local function launch(inst)
   local p, kind = inst.p, inst.kind
-  local algo = kind == "send_recv" and P2P or pick(kind, p.algorithm, inst.group)
+  local algo = kind == "send_recv" and P2P or kind == "launch" and S.kernels[p.kernel]
+    or pick(kind, p.algorithm, inst.group)
   local any = inst.members[inst.group[1]]
   local t = any.t
   local dt = (t or any.out or {}).dtype
@@ -536,16 +541,19 @@ local function launch(inst)
     b.epoch = b.epoch + 1
     o.epoch, o.state = b.epoch, b.state
   end
+  if kind == "launch" then o.user = p.args end
   local ok, a = pcall(algo.args, #inst.group, elements_per_rank(inst), o)
   if not ok then refuse("bad_argument", "%s", tostring(a)) end
   local ok2, err = pcall(torch.wire_once, S.wiring, algo, inst.group, a)
   if not ok2 then refuse("bad_argument", "%s", tostring(err)) end
   local input = tensor_view(inst, "t")
-  local output = IN_PLACE[kind] and input or tensor_view(inst, "out")
+  local output = (IN_PLACE[kind] or kind == "launch" and not any.out) and input
+    or tensor_view(inst, "out")
   return tl.launch(S.sys, inst.group, algo.kernel, a, input, output), output
 end
 
 local STOPPING = "the server is stopping"
+local BROKEN = "the machine failed earlier and cannot run again (restart the server): "
 
 -- The simulation to its end; false and a message if it failed.
 local function simulate()
@@ -577,6 +585,11 @@ end
 
 -- Runs one ready collective; the loop serves the sockets meanwhile.
 local function run_instance(inst)
+  if S.broken then
+    fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind, group_text(inst.group),
+      BROKEN .. S.broken), M.STATUS.sim_error)
+    return
+  end
   S.running = inst
   local ok, runs = pcall(function()
     local run, view = launch(inst)
@@ -588,7 +601,11 @@ local function run_instance(inst)
         {n = elements_per_rank(inst), factor = 1 / #inst.group}, view)
       sim_ok, msg = simulate()
     end
-    if not sim_ok then refuse(msg == STOPPING and "stopping" or "sim_error", "%s", msg) end
+    if not sim_ok then
+      -- the engine's failure is sticky: the machine cannot run again
+      if msg ~= STOPPING then S.broken = msg end
+      refuse(msg == STOPPING and "stopping" or "sim_error", "%s", msg)
+    end
     return runs
   end)
   S.running = nil
@@ -810,7 +827,10 @@ local function run_advance(x)
   local step_ps = math.max(1, math.floor(x.quantum * 1000 + 0.5))
   local target = (now_ps + step_ps) / 1000
   S.sim:spawn("quantum", function() kb.wait(step_ps / 1000) end)
-  local ok, res = pcall(S.srv.simulate, S.srv, S.sim, target)
+  local ok, res
+  if S.broken then ok, res = false, BROKEN .. S.broken
+  else ok, res = pcall(S.srv.simulate, S.srv, S.sim, target) end
+  if not ok and not S.broken and res ~= STOPPING then S.broken = tostring(res) end
   if not S.clients[x.client.id] then return end
   if not ok or res == "stopped" then
     local stopping = ok or S.stopping
@@ -844,6 +864,93 @@ local function answer_idle()
       send(x.client, x.op, x.id, M.STATUS.ok, string.pack("<d", S.sim:now()))
     end
   end
+end
+
+-- launch: group, s2 kernel, u32 input (0: none), u32 output (0: the
+-- input), u16 count then per argument s2 key, u8 type (0 f64, 1 i64, 2
+-- s2), the value; u8 flags. A kernel of --kernels FILE run on the group's
+-- PEs once every member has issued it (the same name, tensors' size and
+-- arguments), as a collective.
+local ARG_RESERVED = {world_size = true, n_elem = true, dtype = true}
+
+function handle.launch(c, r, _, op, id)
+  local p = {group = r:group(), kernel = r:str()}
+  p.tid, p.out = r:int("I4"), r:int("I4")
+  local n = r:int("I2")
+  p.args = {}
+  local text = {}
+  for _ = 1, n do
+    local key, ty = r:str(), r:int("B")
+    local v
+    if ty == 0 then v = r:field("d") elseif ty == 1 then v = r:int("i8")
+    elseif ty == 2 then v = r:str()
+    else refuse("malformed", "malformed launch arguments: argument type %d", ty) end
+    if not key:match("^[%a_][%w_]*$") or ARG_RESERVED[key] or p.args[key] ~= nil then
+      refuse("bad_argument", "launch: argument name '%s' (an identifier, once; not "
+        .. "world_size, n_elem or dtype)", key)
+    end
+    p.args[key] = v
+    text[#text + 1] = key .. "=" .. tostring(v)
+  end
+  table.sort(text)
+  p.argtext = "{" .. table.concat(text, ", ") .. "}"
+  p.flags = r:int("B")
+  p.algorithm = ""
+  r:done()
+  if p.tid == 0 then p.tid = nil end
+  if p.out == 0 then p.out = nil end
+  if not S.kernels then
+    refuse("bad_argument", "launch: this server has no kernels (start it with --kernels FILE)")
+  end
+  if not S.kernels[p.kernel] then
+    local names = {}
+    for k in pairs(S.kernels) do names[#names + 1] = k end
+    table.sort(names)
+    refuse("bad_argument", "launch: no kernel '%s' in %s (known: %s)", p.kernel, S.kernels_file,
+      table.concat(names, ", "))
+  end
+  issue(c, op, id, "launch", p)
+  return nil
+end
+
+-- The kernels of --kernels FILE: a Lua file returning a table name ->
+-- function(args, input, output) (a kernel of docs/kernel_api.md), or name ->
+-- {kernel = function, wire = function(sys, ranks, args)} when it talks over
+-- IPCQ channels. args: the client's arguments plus world_size, n_elem (the
+-- input's elements per rank) and dtype.
+local function load_kernels(path)
+  local chunk, err = loadfile(path, "t")
+  if not chunk then error(("--kernels: %s"):format(err), 0) end
+  local ok, lib = pcall(chunk)
+  if not ok then error(("--kernels %s: %s"):format(path, tostring(lib)), 0) end
+  if type(lib) ~= "table" then
+    error(("--kernels %s: the file returns a %s, not a table of kernels"):format(path,
+      type(lib)), 0)
+  end
+  local out = {}
+  for name, k in pairs(lib) do
+    if type(name) ~= "string" then
+      error(("--kernels %s: a kernel's name must be a string"):format(path), 0)
+    end
+    if type(k) == "function" then k = {kernel = k} end
+    if type(k) ~= "table" or type(k.kernel) ~= "function"
+        or (k.wire ~= nil and type(k.wire) ~= "function") then
+      error(("--kernels %s: '%s' is not a function or a table {kernel = function, wire = "
+        .. "function}"):format(path, name), 0)
+    end
+    tl.name(k.kernel, name)
+    local wire = k.wire
+    out[name] = {
+      name = name, collective = "launch", kernel = k.kernel,
+      wire = function(sys, ranks, a) if wire then wire(sys, ranks, a) end end,
+      args = function(N, n_elem, o)
+        local a = {world_size = N, n_elem = n_elem, dtype = o.dtype}
+        for key, v in pairs(o.user) do a[key] = v end
+        return a
+      end,
+    }
+  end
+  return out
 end
 
 -- trace: u8 0 (pause), 1 (record), 2 (only ask) -> u8 recording, u64
@@ -1068,6 +1175,9 @@ function M.main(opts)
        clients = {}, ranks = {}, pending = {}, ready = {}, barriers = {},
        waiting_idle = {}, orphans = {}, done = 0, injections = {}, advancing = {},
        next_event = 0, wiring = {sys = sys, wired = {}}}
+  if opts.kernels then
+    S.kernels, S.kernels_file = load_kernels(opts.kernels), opts.kernels
+  end
   local ok, srv, address = pcall(io_.open, {listen = listen, allow_remote = opts.allow_remote,
                                             token = opts.token, max_payload = max_payload,
                                             sim = sim, handlers = H})

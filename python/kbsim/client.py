@@ -24,7 +24,7 @@ FLAG_RETURN_DATA = 1
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
           broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14, all_to_all=15,
           all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21, reduce=22,
-          gather=23, scatter=24, cancel=25, trace=26)
+          gather=23, scatter=24, cancel=25, trace=26, launch=27)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
               stopping=11, cancelled=12)
@@ -295,6 +295,25 @@ class Client:
         now, n = struct.unpack_from("<dI", meta)
         events = [Event(*struct.unpack_from("<IIdd", meta, 12 + 24 * i)) for i in range(n)]
         return now, events
+
+    def launch(self, group, kernel, in_tid=None, out_tid=None, args=None, return_data=True):
+        """Runs the kernel `kernel` of the server's --kernels file on the group's PEs, once
+        every member has launched it (the same kernel, sizes and args): in_tid and out_tid
+        are its input and output on this rank (out_tid None: the input); args: a dict of
+        str -> float, int or str. -> Result (data: the output)."""
+        parts = [struct.pack("<H", len(args or {}))]
+        for key, v in (args or {}).items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise TypeError("launch argument %r: a float, an int or a str" % key)
+            if isinstance(v, str):
+                parts.append(_s2(key) + b"\x02" + _s2(v))
+            elif isinstance(v, int):
+                parts.append(_s2(key) + b"\x01" + struct.pack("<q", v))
+            else:
+                parts.append(_s2(key) + b"\x00" + struct.pack("<d", v))
+        tid = out_tid or in_tid
+        return self._collective("launch", group, _s2(kernel) + struct.pack(
+            "<II", in_tid or 0, out_tid or 0) + b"".join(parts), tid, return_data)
 
     def trace(self, on=None):
         """Pauses (False) or resumes (True) the server's trace (kbsim serve --trace FILE);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | rooted | cancel | trace | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | rooted | cancel | trace | launch | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
@@ -419,6 +419,84 @@ def case_cancel():
                                                                                meta),))
         c.close()
     srv.stop()
+
+
+def case_launch():
+    """launch (operation 27): kernels of --kernels FILE run by name on a group, with
+    the members' tensors and the client's arguments; values, times against the same
+    kernel launched from Lua, a failing kernel, refusals."""
+    kernels = os.path.join(SRCDIR, "tests/cli/cosim_kernels.lua")
+    srv = Server("-q", "--kernels", kernels)
+    N, n = 4, 256
+    group = [1, 3, 0, 2]
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t, o = c.alloc(n), c.alloc(n)
+            c.write(t, inputs(r, n))
+            out = {"scale": c.launch(group, "scale", t, args={"scale": 2.5})}
+            out["shift"] = c.launch(group, "ring_shift", t, o)
+            out["unknown"] = error_of(lambda: c.launch(group, "nope", t))
+            out["reserved"] = error_of(lambda: c.launch(group, "scale", t, args={"n_elem": 1}))
+            # members that disagree on the arguments: a mismatch for all
+            out["mismatch"] = error_of(lambda: c.launch(group, "scale", t,
+                                                        args={"scale": float(r == 0)}))
+            out["after"] = c.launch(group, "scale", t, args={"scale": 0.5})
+            # a kernel that fails: every member hears it; the engine's failure is
+            # sticky, so later runs are refused with it (the server stays up)
+            out["fails"] = error_of(lambda: c.launch(group, "fails",
+                                                     args={"bad": 3, "why": "rank %d" % 3}))
+            out["broken"] = error_of(lambda: c.launch(group, "scale", t, args={"scale": 1.0}))
+            out["ping"] = c.ping()
+            return out
+    res = on_ranks(N, member)
+    for r in range(N):
+        x = res[r]
+        check(np.array_equal(x["scale"].data, inputs(r, n) * 2.5), "scale on rank %d" % r)
+        prev = group[(group.index(r) - 1) % N]
+        check(np.array_equal(x["shift"].data, inputs(prev, n) * 2.5),
+              "ring_shift on rank %d: %r" % (r, x["shift"].data[:3]))
+        e = x["fails"]
+        check(e.status == "sim_error" and "kernel failure on purpose (rank 3)" in e.message,
+              str(e))
+        e = x["unknown"]
+        check(e.status == "bad_argument" and "no kernel 'nope'" in e.message
+              and "(known: fails, ring_shift, scale)" in e.message, str(e))
+        e = x["reserved"]
+        check(e.status == "bad_argument" and "argument name 'n_elem'" in e.message, str(e))
+        e = x["mismatch"]
+        check(e.status == "collective_failed" and "collective mismatch" in e.message, str(e))
+        check(np.array_equal(x["after"].data, inputs(r, n) * 2.5 * 0.5), "the server goes on")
+        e = x["broken"]
+        check(e.status == "sim_error" and "the machine failed earlier and cannot run again "
+              "(restart the server)" in e.message and "on purpose (rank 3)" in e.message, str(e))
+    for name, k in (("scale", "scale"), ("ring_shift", "shift")):
+        out = subprocess.run([KBSIM, "-q", os.path.join(SRCDIR, "tests/cli/cosim_rooted_ref.lua"),
+                              "kernels=" + kernels, "collective=" + name, "ranks=%d" % N,
+                              "n=%d" % n, "scale=2.5", "group=" + ",".join(map(str, group))],
+                             capture_output=True, text=True, cwd=WORKDIR, check=True).stdout
+        kv = dict(line.split("=", 1) for line in out.split())
+        for r in group:
+            x = res[r][k]
+            check(x.latency_ns == float(kv["latency_ns"])
+                  and ps(x.end_ns - x.start_ns) == ps(float(kv["exec_ns.%d" % r])),
+                  "%s on rank %d: %r of %r ns, Lua %s" % (name, r, x.end_ns - x.start_ns,
+                                                         x.latency_ns, kv))
+    srv.stop()
+    # without --kernels: refused; a bad kernels file: exit 2 naming it
+    srv = Server("-q")
+    with Client(srv.address, rank=0) as c:
+        e = error_of(lambda: c.launch([0], "scale", c.alloc(4)))
+        check(e.status == "bad_argument" and "start it with --kernels FILE" in e.message, str(e))
+    srv.stop()
+    bad = os.path.join(WORKDIR, "bad_kernels.lua")
+    with open(bad, "w") as f:
+        f.write("return {k = 42}\n")
+    p = subprocess.run([KBSIM, "serve", "--kernels", bad, "--listen",
+                        os.path.join(tempfile.mkdtemp(prefix="kbk"), "s.sock")],
+                       capture_output=True, text=True, cwd=WORKDIR, timeout=60)
+    check(p.returncode == 2 and "--kernels %s: 'k' is not a function" % bad in p.stderr,
+          p.stderr)
 
 
 def case_trace():
