@@ -15,7 +15,12 @@ local io_ = require("kbsim.serve_io")
 
 local M = {}
 
-M.VERSION = 1
+-- Protocol versions: 2 added operations 22-27 (reduce, gather, scatter,
+-- cancel, trace, launch) and status 12; a connection speaks the version of
+-- its hello, and its replies carry it.
+M.VERSION = 2
+M.MIN_VERSION = 1
+local OP_SINCE = {[22] = 2, [23] = 2, [24] = 2, [25] = 2, [26] = 2, [27] = 2}
 
 M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
@@ -93,10 +98,10 @@ local S -- set by main()
 -- its PE memory.
 local function send(c, op, id, status, meta, data)
   if type(data) == "table" then
-    S.srv:send_mem(c.id, M.VERSION, op, id, status, meta or "", S.sys, data.t.rank, data.addr,
+    S.srv:send_mem(c.id, c.version or M.VERSION, op, id, status, meta or "", S.sys, data.t.rank, data.addr,
       data.n, data.t.kind)
   else
-    S.srv:send(c.id, M.VERSION, op, id, status, meta or "", data)
+    S.srv:send(c.id, c.version or M.VERSION, op, id, status, meta or "", data)
   end
 end
 
@@ -152,7 +157,7 @@ function handle.hello(c, r)
     S.ranks[rank], c.rank = c, rank
   end
   c.hello = true
-  return string.pack("<I2I4I4I8", M.VERSION, rank, S.n_pes, S.max_payload)
+  return string.pack("<I2I4I4I8", c.version, rank, S.n_pes, S.max_payload)
 end
 
 function handle.ping(_, r)
@@ -1030,11 +1035,20 @@ function H.frame(id, version, op, req, meta, data_ptr, data_len)
   if not c then return end
   local name = OPNAME[op]
   local ok, m, d = pcall(function()
-    if version ~= M.VERSION then
-      refuse("version", "protocol version %d is not supported (this server speaks %d)",
-        version, M.VERSION)
+    if version < M.MIN_VERSION or version > M.VERSION then
+      refuse("version", "protocol version %d is not supported (this server speaks %d to %d)",
+        version, M.MIN_VERSION, M.VERSION)
+    end
+    if c.hello and version ~= c.version then
+      refuse("version", "protocol version %d on a connection that said hello in %d", version,
+        c.version)
     end
     if not name then refuse("unknown_op", "unknown operation %d", op) end
+    if (OP_SINCE[op] or 1) > version then
+      refuse("unknown_op", "operation %d (%s) is protocol %d; this frame is protocol %d", op,
+        name, OP_SINCE[op], version)
+    end
+    if name == "hello" and not c.hello then c.version = version end
     if not c.hello and name ~= "hello" then
       refuse("refused", "%s before hello: the first frame must be a hello", name)
     end
@@ -1185,6 +1199,7 @@ function M.main(opts)
   S.srv = srv
   io.stdout:write(("kbsim serve: listening on %s (protocol %d, %d ranks)\n")
     :format(address, M.VERSION, S.n_pes))
+  -- (the newest version; clients of versions M.MIN_VERSION.. are served too)
   io.stdout:flush()
   local why = srv:run()
   io.stderr:write(("kbsim serve: stopped: %s\n"):format(why))

@@ -15,7 +15,7 @@ import struct
 
 import numpy as np
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # docs/cosim.md: 1 had operations 1-21
 HEADER = struct.Struct("<4sHHIIII")  # magic, version, op, id, status, meta_len, data_len
 MAGIC = b"KBSM"
 NO_RANK = 0xFFFFFFFF

@@ -582,8 +582,26 @@ def case_errors():
     c.ping()
     # wrong version
     st, msg = raw_reply(c, OP["ping"], version=7)
-    check(st == 3 and "protocol version 7 is not supported (this server speaks 1)" in msg,
+    check(st == 3 and "protocol version 7 is not supported (this server speaks 1 to 2)" in msg,
           "version: %d %s" % (st, msg))
+    # a version 1 client: served, its replies in version 1; version 2's operations
+    # are unknown to it
+    old = Client.__new__(Client)  # no hello yet
+    old.sock, old.next_id = Client._connect(srv.address, None), 0
+    with old:
+        old.send_frame(OP["hello"], struct.pack("<I", 0xFFFFFFFF) + _s2(""), version=1)
+        hdr = old.sock.recv(HEADER.size, socket.MSG_WAITALL)
+        _m, ver, _op, _id, st, mlen, _dl = HEADER.unpack(hdr)
+        meta = old.sock.recv(mlen, socket.MSG_WAITALL)
+        check(st == 0 and ver == 1 and struct.unpack_from("<H", meta)[0] == 1,
+              "a version 1 hello: %d %d %r" % (st, ver, meta))
+        st, msg = raw_reply(old, OP["ping"], version=1)
+        check(st == 0, "a version 1 ping: %d %s" % (st, msg))
+        st, msg = raw_reply(old, OP["trace"], b"\x02", version=1)
+        check(st == 2 and "operation 26 (trace) is protocol 2; this frame is protocol 1" in msg,
+              "a version 2 operation in version 1: %d %s" % (st, msg))
+        st, msg = raw_reply(old, OP["ping"], version=2)
+        check(st == 3 and "on a connection that said hello in 1" in msg, "mixed: %s" % msg)
     c.ping()
     # bad dtype
     e = error_of(lambda: c.alloc(16, "f64"))
