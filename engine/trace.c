@@ -25,6 +25,7 @@ struct sim_trace {
     FILE *f;
     bool own;     /* f was opened here: close it */
     bool closed;  /* footer written; records are ignored */
+    bool paused;  /* sim_trace_pause: records are ignored until resumed */
     bool failed;  /* a write failed: err_no says why */
     int err_no;
     bool nomem; /* a track could not be made: its records were dropped */
@@ -309,6 +310,10 @@ void sim__trace_free(struct sim_trace *t)
 
 uint64_t sim_trace_events(const struct sim_trace *t) { return t->events; }
 
+void sim_trace_pause(struct sim_trace *t, bool paused) { t->paused = paused; }
+
+bool sim_trace_paused(const struct sim_trace *t) { return t->paused; }
+
 /* ---- tracks ---------------------------------------------------------- */
 
 static bool grow(void *arr, size_t *cap, size_t need, size_t sz)
@@ -398,7 +403,7 @@ int sim_trace_track_path(struct sim_trace *t, const char *name)
 
 static const struct ttrack *live(const struct sim_trace *t, int track)
 {
-    if (t->closed || track < 0 || (size_t)track >= t->n_tracks)
+    if (t->closed || t->paused || track < 0 || (size_t)track >= t->n_tracks)
         return NULL;
     return &t->tracks[track];
 }

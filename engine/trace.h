@@ -27,6 +27,7 @@
 #ifndef KBSIM_TRACE_H
 #define KBSIM_TRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,6 +88,13 @@ void sim_trace_counter(struct sim_trace *t, int track, const char *name,
 
 /* Events written so far (metadata included). */
 uint64_t sim_trace_events(const struct sim_trace *t);
+
+/* Pauses (true) or resumes (false) recording: while paused, spans,
+ * instants and counters are dropped (a span is kept or dropped whole, by
+ * the state when it ends); tracks asked for meanwhile are still named.
+ * kbsim serve's trace operation. */
+void sim_trace_pause(struct sim_trace *t, bool paused);
+bool sim_trace_paused(const struct sim_trace *t);
 
 /* ---- engine internal (sim.c) ----------------------------------------- */
 

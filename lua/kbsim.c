@@ -65,6 +65,8 @@ static const char usage_text[] =
     "  --token TOKEN        clients' hello must carry TOKEN\n"
     "  --max-payload BYTES  largest frame payload (default 268435456)\n"
     "  --timeout SECONDS    how long a collective waits for its members (default 60)\n"
+    "  --kernels FILE.lua   Lua kernels clients may launch by name (docs/cosim.md)\n"
+    "  --trace FILE         a trace of the machine; clients pause and resume it\n"
     "\n"
     "exit status: 0 success, 1 a check or a sweep point failed, 2 usage,\n"
     "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
@@ -284,8 +286,8 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
 {
     if (extra != NULL)
         usage_error("'kbsim serve' takes no script or argument, got '%s'", extra);
-    if (opt->trace)
-        usage_error("%s", "--trace is not available with 'kbsim serve' yet");
+    if (opt->trace_point > 1)
+        usage_error("%s", "--trace-point is for scripts; 'kbsim serve' traces its one machine");
     /* sweep options: the server runs no kb.sweep */
     if (opt->shards > 0 || opt->merge || opt->fast || opt->point_timeout > 0)
         usage_error("%s", "--shard, --merge, --fast and --point-timeout are for sweeps; "
@@ -383,6 +385,8 @@ static int kbsim_main(int argc, char **argv)
             serve.max_payload = optvalue(argc, argv, &i, name, attached);
         } else if (serving && strcmp(name, "--timeout") == 0) {
             serve.timeout = optvalue(argc, argv, &i, name, attached);
+        } else if (serving && strcmp(name, "--kernels") == 0) {
+            serve.kernels = optvalue(argc, argv, &i, name, attached);
         } else if (serving && strcmp(name, "--allow-remote") == 0) {
             serve.allow_remote = flag = true;
         } else if (strcmp(name, "--version") == 0) {

@@ -27,6 +27,7 @@
 
 #include "lkbsim.h"
 #include "memory.h"
+#include "trace.h"
 
 #define KB_SERVER "kbsim.server"
 #define FRAME_HEADER 24
@@ -819,6 +820,24 @@ static int srv_send_mem(lua_State *L)
     return 1;
 }
 
+/* srv:trace([on]) -> recording (boolean), events written; nil if the
+ * machine has no trace (kbsim serve without --trace). With `on`, recording
+ * is resumed (true) or paused (false) first. */
+static int srv_trace(lua_State *L)
+{
+    struct server *srv = checkserver(L);
+    struct sim_trace *t = sim_tracer(srv->sim);
+    if (!t) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (!lua_isnoneornil(L, 2))
+        sim_trace_pause(t, !lua_toboolean(L, 2));
+    lua_pushboolean(L, !sim_trace_paused(t));
+    lua_pushinteger(L, (lua_Integer)sim_trace_events(t));
+    return 2;
+}
+
 /* srv:now_ms() -> the loop's clock, milliseconds */
 static int srv_now_ms(lua_State *L)
 {
@@ -864,7 +883,7 @@ static int l_mem_free(lua_State *L)
 
 static const luaL_Reg server_methods[] = {
     {"run", srv_run}, {"simulate", srv_simulate}, {"send", srv_send}, {"send_mem", srv_send_mem},
-    {"now_ms", srv_now_ms}, {NULL, NULL}};
+    {"now_ms", srv_now_ms}, {"trace", srv_trace}, {NULL, NULL}};
 
 static const luaL_Reg io_funcs[] = {
     {"open", l_open}, {"mem_write", l_mem_write},
@@ -909,6 +928,7 @@ int kb_serve(lua_State *L, const struct kb_serve_options *opt)
         set_opt(L, "token", opt->token);
         set_opt(L, "max_payload", opt->max_payload);
         set_opt(L, "timeout", opt->timeout);
+        set_opt(L, "kernels", opt->kernels);
         lua_pushboolean(L, opt->allow_remote);
         lua_setfield(L, -2, "allow_remote");
         if (lua_pcall(L, 1, 0, 0) != LUA_OK)

@@ -17,6 +17,7 @@ struct kb_serve_options {
     bool allow_remote;        /* TCP on a non-loopback address (needs a token) */
     const char *max_payload;  /* bytes per frame, as given, or NULL */
     const char *timeout;      /* seconds a collective waits for its members, or NULL */
+    const char *kernels;      /* a Lua file of kernels clients launch by name, or NULL */
 };
 
 /* Runs the server in L (the kbsim module preloaded, kb.options set) until

@@ -56,9 +56,20 @@ def rank_main(rank, a, address, outdir):
     for _ in range(a.steps):
         kt.clear_records()
         opt.zero_grad()
-        loss_of(net(batch(rank, a.batch))).backward()
+        # compute costing: forward and autograd's backward charged to the rank's PE;
+        # DDP's gradient all-reduce is issued during the backward and waited at its end
+        with kt.costing() as cost:
+            loss = loss_of(net(batch(rank, a.batch)))
+            forward_ns = cost.clock_ns
+            loss.backward()
         recs = [r for r in kt.records() if r["op"] == "all_reduce"]
         steps.append(dict(grads=[p.grad.tolist() for p in net.parameters()],
+                          forward_ns=forward_ns, compute_ns=cost.compute_ns,
+                          step_ns=cost.clock_ns,
+                          issue_ns=[r["issue_ns"] for r in recs],
+                          model_end_ns=[r["model_end_ns"] for r in recs],
+                          backward_ops=sorted(k for k in cost.breakdown
+                                              if k.startswith("backward.")),
                           all_reduces=len(recs), bytes=sum(r["bytes"] for r in recs),
                           all_reduce_ns=sum(r["latency_ns"] for r in recs),
                           start_ns=min(r["start_ns"] for r in recs),
@@ -105,15 +116,30 @@ def main(argv=None):
     ranks = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(a.ws)]
     ref = reference(a)
     bad = []
-    print("%5s %12s %8s %18s %14s" % ("step", "all_reduces", "bytes", "all_reduce_ns", "gradients"))
+    print("%5s %12s %8s %14s %12s %12s %14s" % ("step", "all_reduces", "bytes", "all_reduce_ns",
+                                                "compute_ns", "step_ns", "gradients"))
     for s in range(a.steps):
         same = all(torch.equal(torch.tensor(g), w)
                    for r in range(a.ws) for g, w in zip(ranks[r][s]["grads"], ref[s]))
         if not same:
             bad.append("step %d: gradients differ from the one-process model" % s)
         x = ranks[0][s]
-        print("%5d %12d %8d %18.3f %14s" % (s, x["all_reduces"], x["bytes"], x["all_reduce_ns"],
-                                           "equal" if same else "DIFFER"))
+        print("%5d %12d %8d %14.3f %12.3f %12.3f %14s" % (
+            s, x["all_reduces"], x["bytes"], x["all_reduce_ns"], x["compute_ns"], x["step_ns"],
+            "equal" if same else "DIFFER"))
+        for r in range(a.ws):
+            y = ranks[r][s]
+            # issued during the backward (after the forward's compute), the step's
+            # time is compute with the all-reduces overlapped and waited at the end
+            if not (y["all_reduces"] and all(y["forward_ns"] < t <= y["compute_ns"]
+                                             for t in y["issue_ns"])):
+                bad.append("step %d rank %d: all-reduces issued at %s, forward %r, compute %r"
+                           % (s, r, y["issue_ns"], y["forward_ns"], y["compute_ns"]))
+            if y["step_ns"] != max([y["compute_ns"]] + y["model_end_ns"]):
+                bad.append("step %d rank %d: step %r ns, not max(compute %r, ends %s)"
+                           % (s, r, y["step_ns"], y["compute_ns"], y["model_end_ns"]))
+            if "backward.mm" not in y["backward_ops"]:
+                bad.append("step %d rank %d: backward not charged: %s" % (s, r, y["backward_ops"]))
     if bad:
         raise SystemExit("ddp_step: " + "; ".join(bad))
     print("ddp_step: %d ranks, %d steps, gradients equal the one-process model's" % (a.ws,

@@ -15,19 +15,25 @@ local io_ = require("kbsim.serve_io")
 
 local M = {}
 
-M.VERSION = 1
+-- Protocol versions: 2 added operations 22-27 (reduce, gather, scatter,
+-- cancel, trace, launch) and status 12; a connection speaks the version of
+-- its hello, and its replies carry it.
+M.VERSION = 2
+M.MIN_VERSION = 1
+local OP_SINCE = {[22] = 2, [23] = 2, [24] = 2, [25] = 2, [26] = 2, [27] = 2}
 
 M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
   run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
-  send = 17, recv = 18, cost = 19, inject = 20, advance = 21,
+  send = 17, recv = 18, cost = 19, inject = 20, advance = 21, reduce = 22, gather = 23,
+  scatter = 24, cancel = 25, trace = 26, launch = 27,
 }
 
 M.STATUS = {
   ok = 0, malformed = 1, unknown_op = 2, version = 3, too_large = 4, bad_dtype = 5,
   refused = 6, not_found = 7, bad_argument = 8, collective_failed = 9, sim_error = 10,
-  stopping = 11,
+  stopping = 11, cancelled = 12,
 }
 
 local ESIZE = {f32 = 4, f16 = 2, bf16 = 2}
@@ -92,10 +98,10 @@ local S -- set by main()
 -- its PE memory.
 local function send(c, op, id, status, meta, data)
   if type(data) == "table" then
-    S.srv:send_mem(c.id, M.VERSION, op, id, status, meta or "", S.sys, data.t.rank, data.addr,
+    S.srv:send_mem(c.id, c.version or M.VERSION, op, id, status, meta or "", S.sys, data.t.rank, data.addr,
       data.n, data.t.kind)
   else
-    S.srv:send(c.id, M.VERSION, op, id, status, meta or "", data)
+    S.srv:send(c.id, c.version or M.VERSION, op, id, status, meta or "", data)
   end
 end
 
@@ -151,7 +157,7 @@ function handle.hello(c, r)
     S.ranks[rank], c.rank = c, rank
   end
   c.hello = true
-  return string.pack("<I2I4I4I8", M.VERSION, rank, S.n_pes, S.max_payload)
+  return string.pack("<I2I4I4I8", c.version, rank, S.n_pes, S.max_payload)
 end
 
 function handle.ping(_, r)
@@ -287,13 +293,19 @@ end
 local fail_instance, elements_per_rank
 
 -- What every member must agree on, and how to say it.
-local function signature(kind, p, t)
+local function signature(kind, p, t, out)
   if kind == "send_recv" then return ("send/recv(%d %s)"):format(p.count, t.dtype) end
+  if kind == "launch" then
+    return ("launch(%s, %s, args %s)"):format(p.kernel, t and (t.n .. " " .. t.dtype)
+      or "no tensor", p.argtext)
+  end
+  -- scatter: only the root has an input; the members agree on the output
+  if kind == "scatter" then t = out end
   -- all_to_allv: every member sends its own amounts (checked at launch)
   local n = kind ~= "all_to_allv" and t and (t.n .. " ") or ""
   return ("%s(op=%s, algorithm=%s, %s%s, src=%s)"):format(kind, p.op or "-",
     p.algorithm == "" and "default" or p.algorithm, n, t and t.dtype or "",
-    tostring(p.src or "-"))
+    tostring(p.src or p.root or "-"))
 end
 
 local function group_key(g)
@@ -322,7 +334,7 @@ local function issue(c, op, id, kind, p)
   check_group(c, p.group, kind)
   local t = p.tid and tensor_of(c, p.tid)
   local out = p.out and tensor_of(c, p.out)
-  if out and out.dtype ~= t.dtype then
+  if out and t and out.dtype ~= t.dtype then
     refuse("bad_dtype", "%s: output tensor is %s, input %s", kind, out.dtype, t.dtype)
   end
   local N = #p.group
@@ -351,6 +363,14 @@ local function issue(c, op, id, kind, p)
         sum, t.n)
     end
   end
+  if kind == "gather" and rank == p.root and not (out and out.n >= N * t.n) then
+    refuse("bad_argument", "gather: the root's output holds %d elements, %d ranks x %d need %d",
+      out and out.n or 0, N, t.n, N * t.n)
+  end
+  if kind == "scatter" and rank == p.root and not (t and t.n >= N * out.n) then
+    refuse("bad_argument", "scatter: the root's input holds %d elements, %d ranks x %d need %d",
+      t and t.n or 0, N, out.n, N * out.n)
+  end
   if kind == "send_recv" and (p.count < 1 or p.count > t.n) then
     refuse("bad_argument", "%s: %d elements, tensor %d holds %d", p.role, p.count, p.tid, t.n)
   end
@@ -364,7 +384,7 @@ local function issue(c, op, id, kind, p)
     refuse("collective_failed", "%s", msg)
   end
   local inst = S.pending[key]
-  local sig = signature(kind, p, t)
+  local sig = signature(kind, p, t, out)
   if not inst then
     inst = {key = key, kind = kind, group = p.group, members = {}, count = 0, sig = sig,
             first = rank, deadline = S.srv:now_ms() + S.timeout_ms, p = p}
@@ -489,6 +509,7 @@ tl.name(scale_kernel, "avg_scale")
 -- it (reduce_scatter).
 function elements_per_rank(inst)
   local any = inst.members[inst.group[1]]
+  if inst.kind == "scatter" then return any.out.n end
   local t = any.t
   if not t then return 0 end
   if inst.kind == "send_recv" then return any.p.count end
@@ -496,17 +517,26 @@ function elements_per_rank(inst)
     or t.n
 end
 
+-- Collectives whose output is their input.
+local IN_PLACE = {all_reduce = true, broadcast = true, reduce = true, barrier = true,
+                  send_recv = true}
+
 -- Launches the kernels of inst; returns the launch and the output view.
 local function launch(inst)
   local p, kind = inst.p, inst.kind
-  local algo = kind == "send_recv" and P2P or pick(kind, p.algorithm, inst.group)
+  local algo = kind == "send_recv" and P2P or kind == "launch" and S.kernels[p.kernel]
+    or pick(kind, p.algorithm, inst.group)
   local any = inst.members[inst.group[1]]
   local t = any.t
-  local o = {dtype = t and t.dtype or "f32", topology = S.topology,
+  local dt = (t or any.out or {}).dtype
+  local o = {dtype = dt or "f32", topology = S.topology,
              buffer_kind = S.cfg.buffer_kind, backpressure = S.cfg.backpressure}
   if p.op then o.op = p.op == "avg" and "sum" or p.op end
   if kind == "broadcast" then
     for i, r in ipairs(inst.group) do if r == p.src then o.src = i - 1 end end
+  end
+  if p.root then
+    for i, r in ipairs(inst.group) do if r == p.root then o.root = i - 1 end end
   end
   if kind == "all_to_allv" then o.splits = split_matrix(inst) end
   if kind == "send_recv" then o.pair = inst.group end
@@ -516,16 +546,19 @@ local function launch(inst)
     b.epoch = b.epoch + 1
     o.epoch, o.state = b.epoch, b.state
   end
+  if kind == "launch" then o.user = p.args end
   local ok, a = pcall(algo.args, #inst.group, elements_per_rank(inst), o)
   if not ok then refuse("bad_argument", "%s", tostring(a)) end
   local ok2, err = pcall(torch.wire_once, S.wiring, algo, inst.group, a)
   if not ok2 then refuse("bad_argument", "%s", tostring(err)) end
   local input = tensor_view(inst, "t")
-  local output = inst.members[inst.group[1]].out and tensor_view(inst, "out") or input
+  local output = (IN_PLACE[kind] or kind == "launch" and not any.out) and input
+    or tensor_view(inst, "out")
   return tl.launch(S.sys, inst.group, algo.kernel, a, input, output), output
 end
 
 local STOPPING = "the server is stopping"
+local BROKEN = "the machine failed earlier and cannot run again (restart the server): "
 
 -- The simulation to its end; false and a message if it failed.
 local function simulate()
@@ -540,12 +573,14 @@ local function reply_results(inst, runs)
   for _, r in ipairs(inst.group) do
     local m = inst.members[r]
     local t0 = first.t[r].start_ns
-    local t1 = runs[#runs].t[r].end_ns
+    local t1
+    for _, run in ipairs(runs) do t1 = run.t[r] and run.t[r].end_ns or t1 end
     local lat = 0
     for _, run in ipairs(runs) do lat = lat + run:latency_ns() end
     local data
-    if m.p.flags & FLAG_RETURN_DATA ~= 0 then
-      local x = m.out or m.t
+    local x = m.out or m.t
+    if inst.kind == "gather" and r ~= m.p.root then x = nil end
+    if x and m.p.flags & FLAG_RETURN_DATA ~= 0 then
       local n = inst.kind == "send_recv" and m.p.count or x.n
       data = {t = x, addr = x.addr, n = n * ESIZE[x.dtype]}
     end
@@ -555,17 +590,27 @@ end
 
 -- Runs one ready collective; the loop serves the sockets meanwhile.
 local function run_instance(inst)
+  if S.broken then
+    fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind, group_text(inst.group),
+      BROKEN .. S.broken), M.STATUS.sim_error)
+    return
+  end
   S.running = inst
   local ok, runs = pcall(function()
     local run, view = launch(inst)
     local runs = {run}
     local sim_ok, msg = simulate()
     if sim_ok and not inst.failed and inst.p.op == "avg" then
-      runs[2] = tl.launch(S.sys, inst.group, scale_kernel,
+      runs[2] = tl.launch(S.sys, inst.kind == "reduce" and {inst.p.root} or inst.group,
+        scale_kernel,
         {n = elements_per_rank(inst), factor = 1 / #inst.group}, view)
       sim_ok, msg = simulate()
     end
-    if not sim_ok then refuse(msg == STOPPING and "stopping" or "sim_error", "%s", msg) end
+    if not sim_ok then
+      -- the engine's failure is sticky: the machine cannot run again
+      if msg ~= STOPPING then S.broken = msg end
+      refuse(msg == STOPPING and "stopping" or "sim_error", "%s", msg)
+    end
     return runs
   end)
   S.running = nil
@@ -633,10 +678,34 @@ local function parse_collective(kind, r)
       refuse("bad_argument", "broadcast: source rank %d is not in the group %s", p.src,
         group_text(p.group))
     end
+  elseif kind == "reduce" then
+    p.tid, p.root, p.op = r:int("I4"), r:int("I4"), r:str()
+    p.algorithm, p.flags = r:str(), r:int("B")
+  elseif kind == "gather" or kind == "scatter" then
+    -- tensor 0: none (gather: a member's output but the root's; scatter:
+    -- a member's input but the root's)
+    p.tid, p.out, p.root = r:int("I4"), r:int("I4"), r:int("I4")
+    p.algorithm, p.flags = r:str(), r:int("B")
+    if p.tid == 0 then p.tid = nil end
+    if p.out == 0 then p.out = nil end
+    if kind == "gather" and not p.tid then
+      refuse("bad_argument", "gather: every member needs an input tensor")
+    end
+    if kind == "scatter" and not p.out then
+      refuse("bad_argument", "scatter: every member needs an output tensor")
+    end
   else
     p.algorithm, p.flags = r:str(), 0
   end
   r:done()
+  if p.root then
+    local inside = false
+    for _, x in ipairs(p.group) do inside = inside or x == p.root end
+    if not inside then
+      refuse("bad_argument", "%s: root rank %d is not in the group %s", kind, p.root,
+        group_text(p.group))
+    end
+  end
   if p.op and not REDUCTIONS[p.op] then
     refuse("bad_argument", "%s: unknown op '%s' (sum, max, min, avg)", kind, p.op)
   end
@@ -644,7 +713,7 @@ local function parse_collective(kind, r)
 end
 
 for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast", "barrier",
-                      "all_to_all", "all_to_allv"} do
+                      "all_to_all", "all_to_allv", "reduce", "gather", "scatter"} do
   handle[kind] = function(c, r, _, op, id)
     issue(c, op, id, kind, parse_collective(kind, r))
     return nil -- answered once every member has issued it and it has run
@@ -763,7 +832,10 @@ local function run_advance(x)
   local step_ps = math.max(1, math.floor(x.quantum * 1000 + 0.5))
   local target = (now_ps + step_ps) / 1000
   S.sim:spawn("quantum", function() kb.wait(step_ps / 1000) end)
-  local ok, res = pcall(S.srv.simulate, S.srv, S.sim, target)
+  local ok, res
+  if S.broken then ok, res = false, BROKEN .. S.broken
+  else ok, res = pcall(S.srv.simulate, S.srv, S.sim, target) end
+  if not ok and not S.broken and res ~= STOPPING then S.broken = tostring(res) end
   if not S.clients[x.client.id] then return end
   if not ok or res == "stopped" then
     local stopping = ok or S.stopping
@@ -799,6 +871,152 @@ local function answer_idle()
   end
 end
 
+-- launch: group, s2 kernel, u32 input (0: none), u32 output (0: the
+-- input), u16 count then per argument s2 key, u8 type (0 f64, 1 i64, 2
+-- s2), the value; u8 flags. A kernel of --kernels FILE run on the group's
+-- PEs once every member has issued it (the same name, tensors' size and
+-- arguments), as a collective.
+local ARG_RESERVED = {world_size = true, n_elem = true, dtype = true}
+
+function handle.launch(c, r, _, op, id)
+  local p = {group = r:group(), kernel = r:str()}
+  p.tid, p.out = r:int("I4"), r:int("I4")
+  local n = r:int("I2")
+  p.args = {}
+  local text = {}
+  for _ = 1, n do
+    local key, ty = r:str(), r:int("B")
+    local v
+    if ty == 0 then v = r:field("d") elseif ty == 1 then v = r:int("i8")
+    elseif ty == 2 then v = r:str()
+    else refuse("malformed", "malformed launch arguments: argument type %d", ty) end
+    if not key:match("^[%a_][%w_]*$") or ARG_RESERVED[key] or p.args[key] ~= nil then
+      refuse("bad_argument", "launch: argument name '%s' (an identifier, once; not "
+        .. "world_size, n_elem or dtype)", key)
+    end
+    p.args[key] = v
+    text[#text + 1] = key .. "=" .. tostring(v)
+  end
+  table.sort(text)
+  p.argtext = "{" .. table.concat(text, ", ") .. "}"
+  p.flags = r:int("B")
+  p.algorithm = ""
+  r:done()
+  if p.tid == 0 then p.tid = nil end
+  if p.out == 0 then p.out = nil end
+  if not S.kernels then
+    refuse("bad_argument", "launch: this server has no kernels (start it with --kernels FILE)")
+  end
+  if not S.kernels[p.kernel] then
+    local names = {}
+    for k in pairs(S.kernels) do names[#names + 1] = k end
+    table.sort(names)
+    refuse("bad_argument", "launch: no kernel '%s' in %s (known: %s)", p.kernel, S.kernels_file,
+      table.concat(names, ", "))
+  end
+  issue(c, op, id, "launch", p)
+  return nil
+end
+
+-- The kernels of --kernels FILE: a Lua file returning a table name ->
+-- function(args, input, output) (a kernel of docs/kernel_api.md), or name ->
+-- {kernel = function, wire = function(sys, ranks, args)} when it talks over
+-- IPCQ channels. args: the client's arguments plus world_size, n_elem (the
+-- input's elements per rank) and dtype.
+local function load_kernels(path)
+  local chunk, err = loadfile(path, "t")
+  if not chunk then error(("--kernels: %s"):format(err), 0) end
+  local ok, lib = pcall(chunk)
+  if not ok then error(("--kernels %s: %s"):format(path, tostring(lib)), 0) end
+  if type(lib) ~= "table" then
+    error(("--kernels %s: the file returns a %s, not a table of kernels"):format(path,
+      type(lib)), 0)
+  end
+  local out = {}
+  for name, k in pairs(lib) do
+    if type(name) ~= "string" then
+      error(("--kernels %s: a kernel's name must be a string"):format(path), 0)
+    end
+    if type(k) == "function" then k = {kernel = k} end
+    if type(k) ~= "table" or type(k.kernel) ~= "function"
+        or (k.wire ~= nil and type(k.wire) ~= "function") then
+      error(("--kernels %s: '%s' is not a function or a table {kernel = function, wire = "
+        .. "function}"):format(path, name), 0)
+    end
+    tl.name(k.kernel, name)
+    local wire = k.wire
+    out[name] = {
+      name = name, collective = "launch", kernel = k.kernel,
+      wire = function(sys, ranks, a) if wire then wire(sys, ranks, a) end end,
+      args = function(N, n_elem, o)
+        local a = {world_size = N, n_elem = n_elem, dtype = o.dtype}
+        for key, v in pairs(o.user) do a[key] = v end
+        return a
+      end,
+    }
+  end
+  return out
+end
+
+-- trace: u8 0 (pause), 1 (record), 2 (only ask) -> u8 recording, u64
+-- events written so far. The trace is the file of --trace; without it,
+-- bad_argument.
+function handle.trace(_, r)
+  local want = r:int("B")
+  r:done()
+  if want > 2 then refuse("bad_argument", "trace: %d (0 pause, 1 record, 2 ask)", want) end
+  local set
+  if want < 2 then set = want == 1 end
+  local on, events = S.srv:trace(set)
+  if on == nil then
+    refuse("bad_argument", "trace: this server has no trace (start it with --trace FILE)")
+  end
+  return string.pack("<BI8", on and 1 or 0, events)
+end
+
+-- cancel: u32 request id of one of this client's requests not yet answered
+-- -> u8 1 (cancelled: that request got a `cancelled` error first) or 0 (no
+-- such request waits: answered already, or never sent). A collective is
+-- cancelled for every member that issued it (the others get the same error
+-- when they issue it); one already running is not (the machine would be
+-- left in the middle of it): bad_argument.
+function handle.cancel(c, r)
+  local rid = r:int("I4")
+  r:done()
+  local function mine(m) return m.client == c and m.id == rid end
+  if S.running then
+    for _, m in pairs(S.running.members) do
+      if mine(m) then
+        refuse("bad_argument", "cancel: request %d (%s over ranks %s) is running; a collective "
+          .. "is cancelled only before it starts", rid, S.running.kind,
+          group_text(S.running.group))
+      end
+    end
+  end
+  local found
+  for _, inst in pairs(S.pending) do
+    for _, m in pairs(inst.members) do if mine(m) then found = inst end end
+  end
+  for _, inst in ipairs(S.ready) do
+    for _, m in pairs(inst.members) do if mine(m) then found = inst end end
+  end
+  if found then
+    fail_instance(found, ("%s over ranks %s cancelled by rank %d"):format(found.kind,
+      group_text(found.group), c.rank), M.STATUS.cancelled)
+    return string.pack("<B", 1)
+  end
+  for _, list in ipairs{S.waiting_idle, S.advancing} do
+    for i, x in ipairs(list) do
+      if x.client == c and x.id == rid then
+        table.remove(list, i)
+        reply_error(c, x.op, x.id, M.STATUS.cancelled, ("request %d cancelled"):format(rid))
+        return string.pack("<B", 1)
+      end
+    end
+  end
+  return string.pack("<B", 0)
+end
+
 --------------------------------------------------------------------------
 -- Callbacks of lua/lserve.c
 
@@ -817,11 +1035,20 @@ function H.frame(id, version, op, req, meta, data_ptr, data_len)
   if not c then return end
   local name = OPNAME[op]
   local ok, m, d = pcall(function()
-    if version ~= M.VERSION then
-      refuse("version", "protocol version %d is not supported (this server speaks %d)",
-        version, M.VERSION)
+    if version < M.MIN_VERSION or version > M.VERSION then
+      refuse("version", "protocol version %d is not supported (this server speaks %d to %d)",
+        version, M.MIN_VERSION, M.VERSION)
+    end
+    if c.hello and version ~= c.version then
+      refuse("version", "protocol version %d on a connection that said hello in %d", version,
+        c.version)
     end
     if not name then refuse("unknown_op", "unknown operation %d", op) end
+    if (OP_SINCE[op] or 1) > version then
+      refuse("unknown_op", "operation %d (%s) is protocol %d; this frame is protocol %d", op,
+        name, OP_SINCE[op], version)
+    end
+    if name == "hello" and not c.hello then c.version = version end
     if not c.hello and name ~= "hello" then
       refuse("refused", "%s before hello: the first frame must be a hello", name)
     end
@@ -962,6 +1189,9 @@ function M.main(opts)
        clients = {}, ranks = {}, pending = {}, ready = {}, barriers = {},
        waiting_idle = {}, orphans = {}, done = 0, injections = {}, advancing = {},
        next_event = 0, wiring = {sys = sys, wired = {}}}
+  if opts.kernels then
+    S.kernels, S.kernels_file = load_kernels(opts.kernels), opts.kernels
+  end
   local ok, srv, address = pcall(io_.open, {listen = listen, allow_remote = opts.allow_remote,
                                             token = opts.token, max_payload = max_payload,
                                             sim = sim, handlers = H})
@@ -969,6 +1199,7 @@ function M.main(opts)
   S.srv = srv
   io.stdout:write(("kbsim serve: listening on %s (protocol %d, %d ranks)\n")
     :format(address, M.VERSION, S.n_pes))
+  -- (the newest version; clients of versions M.MIN_VERSION.. are served too)
   io.stdout:flush()
   local why = srv:run()
   io.stderr:write(("kbsim serve: stopped: %s\n"):format(why))

@@ -15,7 +15,7 @@ import struct
 
 import numpy as np
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # docs/cosim.md: 1 had operations 1-21
 HEADER = struct.Struct("<4sHHIIII")  # magic, version, op, id, status, meta_len, data_len
 MAGIC = b"KBSM"
 NO_RANK = 0xFFFFFFFF
@@ -23,10 +23,11 @@ FLAG_RETURN_DATA = 1
 
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
           broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14, all_to_all=15,
-          all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21)
+          all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21, reduce=22,
+          gather=23, scatter=24, cancel=25, trace=26, launch=27)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
-              stopping=11)
+              stopping=11, cancelled=12)
 STATUS_NAME = {v: k for k, v in STATUS.items()}
 
 # numpy views of the wire dtypes; bf16 travels as its 16 bits (uint16)
@@ -230,6 +231,24 @@ class Client:
         return self._collective("broadcast", group, struct.pack("<II", tid, src)
                                 + _s2(algorithm), tid, return_data)
 
+    def reduce(self, group, tid, root, op="sum", algorithm="", return_data=True):
+        """The reduction of every member's tid lands in the root's tid (in place); the
+        other members' tensors are left as they were."""
+        return self._collective("reduce", group, struct.pack("<II", tid, root) + _s2(op)
+                                + _s2(algorithm), tid, return_data)
+
+    def gather(self, group, in_tid, out_tid, root, algorithm="", return_data=True):
+        """The root's out_tid (>= N x input elements) gets every member's input, in group
+        order; out_tid is None on the other members. Data: the root's output."""
+        return self._collective("gather", group, struct.pack("<III", in_tid, out_tid or 0, root)
+                                + _s2(algorithm), out_tid, return_data)
+
+    def scatter(self, group, in_tid, out_tid, root, algorithm="", return_data=True):
+        """Block k of the root's in_tid (N x C elements; None on the other members) goes
+        to the out_tid (C elements) of the group's k-th member."""
+        return self._collective("scatter", group, struct.pack("<III", in_tid or 0, out_tid, root)
+                                + _s2(algorithm), out_tid, return_data)
+
     def all_to_all(self, group, in_tid, out_tid, algorithm="", return_data=True):
         """Block j of this rank's input (N blocks) goes to rank j; block i of the output
         comes from rank i."""
@@ -276,6 +295,49 @@ class Client:
         now, n = struct.unpack_from("<dI", meta)
         events = [Event(*struct.unpack_from("<IIdd", meta, 12 + 24 * i)) for i in range(n)]
         return now, events
+
+    def launch(self, group, kernel, in_tid=None, out_tid=None, args=None, return_data=True):
+        """Runs the kernel `kernel` of the server's --kernels file on the group's PEs, once
+        every member has launched it (the same kernel, sizes and args): in_tid and out_tid
+        are its input and output on this rank (out_tid None: the input); args: a dict of
+        str -> float, int or str. -> Result (data: the output)."""
+        parts = [struct.pack("<H", len(args or {}))]
+        for key, v in (args or {}).items():
+            if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                raise TypeError("launch argument %r: a float, an int or a str" % key)
+            if isinstance(v, str):
+                parts.append(_s2(key) + b"\x02" + _s2(v))
+            elif isinstance(v, int):
+                parts.append(_s2(key) + b"\x01" + struct.pack("<q", v))
+            else:
+                parts.append(_s2(key) + b"\x00" + struct.pack("<d", v))
+        tid = out_tid or in_tid
+        return self._collective("launch", group, _s2(kernel) + struct.pack(
+            "<II", in_tid or 0, out_tid or 0) + b"".join(parts), tid, return_data)
+
+    def trace(self, on=None):
+        """Pauses (False) or resumes (True) the server's trace (kbsim serve --trace FILE);
+        None only asks. -> (recording, events written so far)"""
+        meta, _ = self.request(OP["trace"], struct.pack("<B", 2 if on is None else int(bool(on))))
+        rec, events = struct.unpack("<BQ", meta)
+        return bool(rec), events
+
+    def cancel(self, request_id):
+        """Cancels a request sent with send_frame and not yet answered (a collective
+        not yet running, a run or an advance). -> (True if it was cancelled, the frames
+        that came before the cancel's reply: the cancelled request's error among them)."""
+        rid = self.send_frame(OP["cancel"], struct.pack("<I", request_id))
+        before = []
+        while True:
+            frame = self.recv_frame()
+            if frame[1] == rid:
+                break
+            before.append(frame)
+        _op, _rid, status, meta, _data = frame
+        if status != 0:
+            (n,) = struct.unpack_from("<H", meta)
+            raise ServerError(status, meta[2:2 + n].decode(errors="replace"))
+        return meta == b"\x01", before
 
     def run(self):
         """Waits until no collective is ready or running; -> simulated now, ns."""

@@ -31,6 +31,7 @@ import torch.distributed as dist
 import torch.overrides
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .client import HEADER, MAGIC, OP, PROTOCOL_VERSION, ServerError
 from .client import FLAG_RETURN_DATA, _group, _s2
@@ -290,6 +291,16 @@ _MATH = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "mul": "mul",
          "addcmul": "fma"}
 
 
+# aten operations of autograd's backward, charged while loss.backward() runs
+# (costing._Backward): GEMMs, and the element-wise ops by their PE_MATH op.
+# threshold_backward (relu's) is a masked copy: charged as a mul by the mask.
+_ATEN_GEMM = {"mm", "bmm", "addmm", "baddbmm"}
+_ATEN_MATH = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "mul": "mul",
+              "mul_": "mul", "div": "div", "div_": "div", "maximum": "maximum",
+              "minimum": "minimum", "exp": "exp", "log": "log", "threshold_backward": "mul",
+              "_softmax_backward_data": "softmax", "addcmul": "fma", "addcmul_": "fma"}
+
+
 def _numel(x):
     return x.numel() if isinstance(x, torch.Tensor) else 1
 
@@ -313,6 +324,41 @@ def _gemm_shapes(name, args, out):
     return None
 
 
+def _aten_gemm(name, args, out):
+    """(batch, M, N, K) of an aten GEMM (mm, bmm, addmm, baddbmm)."""
+    a, b = (args[1], args[2]) if name in ("addmm", "baddbmm") else (args[0], args[1])
+    M, N, K = a.shape[-2], b.shape[-1], a.shape[-1]
+    return max(out.numel() // max(M * N, 1), 1), M, N, K
+
+
+class _Backward(TorchDispatchMode):
+    """Active while loss.backward() runs under costing: autograd's own aten
+    operations (C++, unseen by a TorchFunctionMode) charged to the rank's
+    PE as 'backward.<op>'."""
+
+    def __init__(self, cost):
+        super().__init__()
+        self.cost = cost
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if not isinstance(out, torch.Tensor) or out.numel() == 0:
+            return out
+        dt = _WIRE.get(out.dtype, "f32")
+        if name in _ATEN_GEMM:
+            batch, m, n, k = _aten_gemm(name, args, out)
+            ns = batch * op_cost_ns("gemm", dt, m, n, k)
+            if name in ("addmm", "baddbmm"):
+                ns += op_cost_ns("add", dt, out.numel())
+            self.cost._charge("backward." + name, ns)
+        elif name == "sum":  # a reduction: over its input's elements
+            self.cost._charge("backward.sum", op_cost_ns("sum", dt, args[0].numel()))
+        elif name in _ATEN_MATH:
+            self.cost._charge("backward." + name, op_cost_ns(_ATEN_MATH[name], dt, out.numel()))
+        return out
+
+
 class costing(torch.overrides.TorchFunctionMode):
     """Opt-in compute costing on this rank's simulated PE:
 
@@ -329,16 +375,24 @@ class costing(torch.overrides.TorchFunctionMode):
     issued at clock t starts at max(t, the rank's previous collective's
     end) and lasts its simulated latency; wait() (and a sync call) moves
     the clock to its end, so an async collective overlaps the compute done
-    before its wait. Only Python-level calls are seen: autograd's backward
-    runs in C++ and is not charged."""
+    before its wait. loss.backward() (Tensor.backward) is charged too: autograd's
+    aten operations (mm, bmm, addmm, element-wise, sum, threshold_backward) as
+    'backward.<op>', seen by a TorchDispatchMode while it runs (backward=False
+    turns that off); collectives C++ issues meanwhile (DDP's gradient buckets)
+    overlap the rest of the backward and are waited at its end.
+    torch.autograd.backward / grad called directly are not seen."""
 
-    def __init__(self):
+    def __init__(self, backward=True):
         super().__init__()
+        self.backward = backward
+        self.in_backward = False
+        self.cpp_end_ns = None  # latest end of the collectives C++ issued in a backward
         self.clock_ns = 0.0
         self.comm_end_ns = 0.0
         self.compute_ns = 0.0
         self.comm_ns = 0.0
         self.breakdown = {}
+        self.cpp_futures = []
         self.lock = threading.Lock()
 
     def __enter__(self):
@@ -359,8 +413,10 @@ class costing(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
         name = getattr(func, "__name__", "")
+        if name == "backward" and self.backward:
+            return self._backward(func, args, kwargs)
+        out = func(*args, **kwargs)
         if not isinstance(out, torch.Tensor):
             return out
         dt = _WIRE.get(out.dtype, "f32")
@@ -374,6 +430,28 @@ class costing(torch.overrides.TorchFunctionMode):
             self._charge(name, ns)
         elif name in _MATH and out.numel() > 0:
             self._charge(name, op_cost_ns(_MATH[name], dt, out.numel()))
+        return out
+
+    def _backward(self, func, args, kwargs):
+        """loss.backward(): autograd's operations charged (_Backward); the
+        collectives C++ issues meanwhile (DDP's gradient buckets) start at
+        the clock of their issue, overlapping the rest of the backward, and
+        are waited at its end, as DDP's reducer does."""
+        self.in_backward, self.cpp_end_ns = True, None
+        try:
+            with _Backward(self):
+                out = func(*args, **kwargs)
+        finally:
+            self.in_backward = False
+        # the C++ works' replies complete on the reader thread: wait for them
+        for fut in list(self.cpp_futures):
+            try:
+                fut.wait()
+            except Exception:  # noqa: BLE001 - the caller sees it on its own wait
+                pass
+        self.cpp_futures = []
+        if self.cpp_end_ns is not None:
+            self._waited(self.cpp_end_ns)
         return out
 
     # collectives (called by the process group)
@@ -512,6 +590,9 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         issue_ns = cost.clock_ns if cost is not None else 0.0
         if work:
             work.cost = cost
+        in_backward = cost is not None and cost.in_backward and work is None
+        if in_backward:
+            cost.cpp_futures.append(fut)
 
         def done(status, rmeta, rdata):
             for n, dt, tid in held:
@@ -527,6 +608,9 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                     cost._completed(rec, issue_ns)
                     if work:
                         work.model_end_ns = rec["model_end_ns"]
+                    elif in_backward:
+                        with cost.lock:
+                            cost.cpp_end_ns = max(cost.cpp_end_ns or 0.0, rec["model_end_ns"])
                 _RECORDS.append(rec)
             except Exception as e:  # noqa: BLE001 - handed to the waiter
                 err = RuntimeError("kbsim %s over ranks %s: %s" % (kind, group, e))
@@ -621,6 +705,75 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                                % (self.size(), output.numel()))
         return self._scatter_reduce(output, input.reshape(-1), [output],
                                     opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+
+    def reduce(self, tensors, opts=None):
+        """torch.distributed.reduce: the root's tensor gets the reduction; the
+        other members' tensors are left as they were."""
+        t = self._one(tensors, "reduce")
+        root = self._group()[opts.rootRank if opts is not None else 0]
+        op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        dt, n, raw = _wire(t, True)
+        algo = _ALGORITHMS.get("reduce", "")
+        me = self._group()[self.rank()]
+        return self._run("reduce", lambda tid: struct.pack("<II", tid[0], root) + _s2(op)
+                         + _s2(algo), [(dt, n, raw)], None, tensors,
+                         (lambda d: _store(t, d)) if me == root else None, len(raw))
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        """torch.distributed.gather: the root's list gets every member's tensor,
+        in group order (output_tensors is [] on the other members)."""
+        inp = self._one(input_tensors, "gather")
+        N = self.size()
+        root_g = opts.rootRank if opts is not None else 0
+        root = self._group()[root_g]
+        is_root = self.rank() == root_g
+        outs = self._one(output_tensors, "gather") if is_root else None
+        if is_root and (len(outs) != N or any(o.numel() != inp.numel()
+                                             or o.dtype != inp.dtype for o in outs)):
+            raise RuntimeError("kbsim gather: the root needs %d outputs like the input" % N)
+        if not is_root and output_tensors and any(len(x) for x in output_tensors):
+            raise RuntimeError("kbsim gather: only the root gives output tensors")
+        dt, n, raw = _wire(inp, False)
+        step = n * _ESIZE[dt]
+        algo = _ALGORITHMS.get("gather", "")
+
+        def store(d):
+            for k, o in enumerate(outs):
+                _store(o, d[k * step:(k + 1) * step])
+        return self._run("gather", lambda tid: struct.pack(
+                             "<III", tid[0], tid[1] if is_root else 0, root) + _s2(algo),
+                         [(dt, n, raw)], (N * n, dt) if is_root else None, output_tensors,
+                         store if is_root else None, len(raw))
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        """torch.distributed.scatter: block k of the root's list goes to the
+        group's k-th member (input_tensors is [] on the other members)."""
+        out = self._one(output_tensors, "scatter")
+        N = self.size()
+        root_g = opts.rootRank if opts is not None else 0
+        root = self._group()[root_g]
+        is_root = self.rank() == root_g
+        odt, on, _ = _wire(out, False)
+        inputs = []
+        if is_root:
+            ins = self._one(input_tensors, "scatter")
+            if len(ins) != N or any(i.numel() != out.numel() or i.dtype != out.dtype
+                                    for i in ins):
+                raise RuntimeError("kbsim scatter: the root needs %d inputs like the output"
+                                   % N)
+            # block by block: a dtype moved as f32 words is padded per block,
+            # as the output is
+            raw = b"".join(_wire(i, False)[2] for i in ins)
+            inputs = [(odt, len(raw) // _ESIZE[odt], raw)]
+        elif input_tensors and any(len(x) for x in input_tensors):
+            raise RuntimeError("kbsim scatter: only the root gives input tensors")
+        algo = _ALGORITHMS.get("scatter", "")
+
+        def fields(tid):
+            tin, tout = (tid[0], tid[1]) if is_root else (0, tid[0])
+            return struct.pack("<III", tin, tout, root) + _s2(algo)
+        return self._run("scatter", fields, inputs, (on, odt), output_tensors,
+                         lambda d: _store(out, d), on * _ESIZE[odt])
 
     def _exchange(self, inp, out, in_counts, out_counts, value, stores):
         """all_to_all (even counts) or all_to_allv; counts in elements of the

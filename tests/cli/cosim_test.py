@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | rooted | cancel | trace | launch | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
@@ -246,6 +246,314 @@ def case_collectives():
     srv.stop()
 
 
+def ps(ns):
+    """ns as whole picoseconds (the engine's unit): times that are differences of
+    start and end compare exactly."""
+    return round(ns * 1000)
+
+
+def rooted_reference(collective, ranks, n, root, op="sum"):
+    """reduce / gather / scatter launched from Lua in one process (cosim_rooted_ref.lua)."""
+    out = subprocess.run([KBSIM, "-q", os.path.join(SRCDIR, "tests/cli/cosim_rooted_ref.lua"),
+                          "collective=" + collective, "ranks=%d" % ranks, "n=%d" % n,
+                          "root=%d" % root, "op=" + op],
+                         capture_output=True, text=True, cwd=WORKDIR, check=True).stdout
+    kv = dict(line.split("=", 1) for line in out.split())
+    return float(kv["latency_ns"]), [float(kv["exec_ns.%d" % r]) for r in range(ranks)]
+
+
+def case_rooted():
+    """reduce, gather and scatter (operations 22-24): values as torch.distributed defines
+    them, times those of the same kernels launched from Lua, and for two ranks the
+    closed forms of a send/recv pair."""
+    N, n = 4, 256
+    group = [2, 0, 3, 1]  # group order is not rank order: root indices are group ranks
+    srv = Server("-q")
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            out = {}
+            for op, root in (("sum", 3), ("max", 0), ("min", 2), ("avg", 1)):
+                c.write(t, inputs(r, n))
+                out[op] = c.reduce(group, t, root, op=op)
+                out[op + "_after"] = c.read(t)
+            c.write(t, inputs(r, n))
+            o = c.alloc(N * n) if r == 0 else None
+            out["gather"] = c.gather(group, t, o, 0)
+            big = None
+            if r == 3:
+                big = c.alloc(N * n)
+                c.write(big, np.arange(N * n, dtype=np.float32) * 2)
+            out["scatter"] = c.scatter(group, big, t, 3)
+            # refusals: a root outside the group; the root without its output
+            out["bad_root"] = error_of(lambda: c.reduce(group, t, 9))
+            if r == 0:
+                out["no_out"] = error_of(lambda: c.gather(group, t, None, 0))
+            return out
+    res = on_ranks(N, member)
+    ins = {r: inputs(r, n) for r in range(N)}
+    total = sum(ins.values())
+    for r in range(N):
+        for op, root, v in (("sum", 3, total), ("max", 0, ins[3]), ("min", 2, ins[0]),
+                            ("avg", 1, total / N)):
+            want = v if r == root else ins[r]  # only the root's tensor changes
+            check(np.array_equal(res[r][op + "_after"], want.astype(np.float32)),
+                  "reduce %s on rank %d (root %d): %r" % (op, r, root, res[r][op + "_after"][:4]))
+            check(np.array_equal(res[r][op].data, want), "reduce %s reply data" % op)
+        check((res[r]["gather"].data is None) == (r != 0), "gather data only at the root")
+        k = group.index(r)
+        check(np.array_equal(res[r]["scatter"].data,
+                             np.arange(k * n, (k + 1) * n, dtype=np.float32) * 2),
+              "scatter block %d on rank %d" % (k, r))
+        e = res[r]["bad_root"]
+        check(e.status == "bad_argument" and "root rank 9 is not in the group {2,0,3,1}"
+              in e.message, str(e))
+    g = res[0]["gather"].data
+    check(np.array_equal(g, np.concatenate([ins[q] for q in group])), "gather values %r" % g)
+    e = res[0]["no_out"]
+    check(e.status == "bad_argument" and "gather: the root's output holds 0 elements" in e.message,
+          str(e))
+    srv.stop()
+
+    # times: the served collective takes what the same kernels take launched from Lua
+    srv = Server("-q")
+    ranks = list(range(N))
+
+    def timed(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            big = c.alloc(N * n) if r == 1 else None
+            return (c.reduce(ranks, t, 2), c.gather(ranks, t, big, 1),
+                    c.scatter(ranks, big, t, 1))
+    res = on_ranks(N, timed)
+    for i, (name, root) in enumerate((("reduce", 2), ("gather", 1), ("scatter", 1))):
+        lat, per = rooted_reference(name, N, n, root)
+        for r in range(N):
+            x = res[r][i]
+            check(x.latency_ns == lat and ps(x.end_ns - x.start_ns) == ps(per[r]),
+                  "%s on rank %d: %r ns of %r, the Lua run %r of %r"
+                  % (name, r, x.end_ns - x.start_ns, x.latency_ns, per[r], lat))
+    srv.stop()
+
+    # two ranks: a send/recv's closed form. The non-root's part of a reduce or a
+    # gather is the sender's (load, send); scatter's receiver is the receiver's; the
+    # reduce's root also pays PE_MATH's add (cost operation) before its store
+    srv = Server("-q")
+
+    def pair(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            p2p = c.send(1, t) if r == 0 else c.recv(0, t)
+            big = c.alloc(2 * n) if r == 0 else None
+            o = c.alloc(2 * n) if r == 1 else None
+            add = struct.unpack("<dQ", c.request(OP["cost"], _s2("add") + _s2("f32")
+                                                 + struct.pack("<QQQ", n, 0, 0))[0])[0]
+            return (p2p, c.reduce([0, 1], t, 1), c.gather([0, 1], t, o, 1),
+                    c.scatter([0, 1], big, t, 0), add)
+    res = on_ranks(2, pair)
+    p2p = res[0][0]
+    send_ns = p2p.end_ns - p2p.start_ns
+    red, gat, sca = res[0][1], res[0][2], res[1][3]
+    check(ps(red.end_ns - red.start_ns) == ps(send_ns) == ps(gat.end_ns - gat.start_ns),
+          "a non-root's reduce / gather %r, %r ns: a send takes %r"
+          % (red.end_ns - red.start_ns, gat.end_ns - gat.start_ns, send_ns))
+    check(ps(sca.end_ns - sca.start_ns) == ps(p2p.latency_ns),
+          "scatter's receiver: %r ns, a send/recv %r" % (sca.end_ns - sca.start_ns,
+                                                        p2p.latency_ns))
+    root = res[1][1]
+    check(root.end_ns - root.start_ns >= p2p.latency_ns + res[1][4] > p2p.latency_ns,
+          "reduce's root: %r ns, a send/recv %r + add %r" % (root.end_ns - root.start_ns,
+                                                             p2p.latency_ns, res[1][4]))
+    srv.stop()
+
+
+def case_cancel():
+    """cancel (operation 25): a collective not yet complete is cancelled for every
+    member; one that runs is not; the next collective of the group works."""
+    srv = Server("-q")
+    c0, c1 = Client(srv.address, rank=0), Client(srv.address, rank=1)
+    t0, t1 = c0.alloc(64), c1.alloc(64)
+    c0.write(t0, inputs(0, 64))
+    c1.write(t1, inputs(1, 64))
+    meta = struct.pack("<III", 2, 0, 1) + struct.pack("<I", t0) + _s2("sum") + _s2("") + b"\x01"
+    rid = c0.send_frame(OP["all_reduce"], meta)
+    wait_issued(srv, 1)
+    ok, before = c0.cancel(rid)
+    check(ok and len(before) == 1 and before[0][1] == rid and before[0][2] == 12,
+          "the cancelled all_reduce's reply: %r" % (before,))
+    msg = before[0][3][2:].decode()
+    check(msg == "all_reduce over ranks {0,1} cancelled by rank 0", msg)
+    e = error_of(lambda: c1.all_reduce([0, 1], t1, algorithm="ring_allreduce"))
+    check(e.status == "collective_failed" and e.message == msg, "rank 1 told: %s" % e)
+    check(c0.cancel(rid) == (False, []), "a second cancel finds nothing")
+    check(c0.cancel(12345) == (False, []), "an unknown id")
+    # the group goes on: the next all_reduce of both works
+    res = on_ranks(2, lambda r: (c0, c1)[r].all_reduce([0, 1], (t0, t1)[r],
+                                                       algorithm="ring_allreduce"))
+    check(all(np.array_equal(res[r].data, inputs(0, 64) + inputs(1, 64)) for r in (0, 1)),
+          "all_reduce after a cancel")
+    c0.close()
+    c1.close()
+    # a running collective is not cancelled: it ends and answers (ranks 4..7: the
+    # ring of {0,1} took ranks 0 and 1's ports)
+    N, n = 4, 1 << 20
+    group = list(range(4, 4 + N))
+    cs = [Client(srv.address, rank=r) for r in group]
+    ts = [c.alloc(n) for c in cs]
+    rids = [c.send_frame(OP["all_reduce"], struct.pack("<I%dI" % N, N, *group)
+                         + struct.pack("<I", t) + _s2("sum") + _s2("ring_allreduce") + b"\0")
+            for c, t in zip(cs, ts)]
+    with Client(srv.address) as obs:
+        deadline = time.time() + 60
+        while not obs.stats()["simulating"]:
+            check(obs.stats()["collectives_done"] < 2 and time.time() < deadline,
+                  "the 4-rank all_reduce never ran")
+    e = error_of(lambda: cs[2].cancel(rids[2]))
+    check(e.status == "bad_argument" and "is running; a collective is cancelled only before "
+          "it starts" in e.message, str(e))
+    for c, rid in zip(cs, rids):
+        _op, got, status, meta, _ = c.recv_frame()
+        check(got == rid and status == 0 and struct.unpack("<ddd", meta)[2] > 0,
+              "the running all_reduce answered after the refused cancel: %r" % ((got, status,
+                                                                               meta),))
+        c.close()
+    srv.stop()
+
+
+def case_launch():
+    """launch (operation 27): kernels of --kernels FILE run by name on a group, with
+    the members' tensors and the client's arguments; values, times against the same
+    kernel launched from Lua, a failing kernel, refusals."""
+    kernels = os.path.join(SRCDIR, "tests/cli/cosim_kernels.lua")
+    srv = Server("-q", "--kernels", kernels)
+    N, n = 4, 256
+    group = [1, 3, 0, 2]
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t, o = c.alloc(n), c.alloc(n)
+            c.write(t, inputs(r, n))
+            out = {"scale": c.launch(group, "scale", t, args={"scale": 2.5})}
+            out["shift"] = c.launch(group, "ring_shift", t, o)
+            out["unknown"] = error_of(lambda: c.launch(group, "nope", t))
+            out["reserved"] = error_of(lambda: c.launch(group, "scale", t, args={"n_elem": 1}))
+            # members that disagree on the arguments: a mismatch for all
+            out["mismatch"] = error_of(lambda: c.launch(group, "scale", t,
+                                                        args={"scale": float(r == 0)}))
+            out["after"] = c.launch(group, "scale", t, args={"scale": 0.5})
+            # a kernel that fails: every member hears it; the engine's failure is
+            # sticky, so later runs are refused with it (the server stays up)
+            out["fails"] = error_of(lambda: c.launch(group, "fails",
+                                                     args={"bad": 3, "why": "rank %d" % 3}))
+            out["broken"] = error_of(lambda: c.launch(group, "scale", t, args={"scale": 1.0}))
+            out["ping"] = c.ping()
+            return out
+    res = on_ranks(N, member)
+    for r in range(N):
+        x = res[r]
+        check(np.array_equal(x["scale"].data, inputs(r, n) * 2.5), "scale on rank %d" % r)
+        prev = group[(group.index(r) - 1) % N]
+        check(np.array_equal(x["shift"].data, inputs(prev, n) * 2.5),
+              "ring_shift on rank %d: %r" % (r, x["shift"].data[:3]))
+        e = x["fails"]
+        check(e.status == "sim_error" and "kernel failure on purpose (rank 3)" in e.message,
+              str(e))
+        e = x["unknown"]
+        check(e.status == "bad_argument" and "no kernel 'nope'" in e.message
+              and "(known: fails, ring_shift, scale)" in e.message, str(e))
+        e = x["reserved"]
+        check(e.status == "bad_argument" and "argument name 'n_elem'" in e.message, str(e))
+        e = x["mismatch"]
+        check(e.status == "collective_failed" and "collective mismatch" in e.message, str(e))
+        check(np.array_equal(x["after"].data, inputs(r, n) * 2.5 * 0.5), "the server goes on")
+        e = x["broken"]
+        check(e.status == "sim_error" and "the machine failed earlier and cannot run again "
+              "(restart the server)" in e.message and "on purpose (rank 3)" in e.message, str(e))
+    for name, k in (("scale", "scale"), ("ring_shift", "shift")):
+        out = subprocess.run([KBSIM, "-q", os.path.join(SRCDIR, "tests/cli/cosim_rooted_ref.lua"),
+                              "kernels=" + kernels, "collective=" + name, "ranks=%d" % N,
+                              "n=%d" % n, "scale=2.5", "group=" + ",".join(map(str, group))],
+                             capture_output=True, text=True, cwd=WORKDIR, check=True).stdout
+        kv = dict(line.split("=", 1) for line in out.split())
+        for r in group:
+            x = res[r][k]
+            check(x.latency_ns == float(kv["latency_ns"])
+                  and ps(x.end_ns - x.start_ns) == ps(float(kv["exec_ns.%d" % r])),
+                  "%s on rank %d: %r of %r ns, Lua %s" % (name, r, x.end_ns - x.start_ns,
+                                                         x.latency_ns, kv))
+    srv.stop()
+    # without --kernels: refused; a bad kernels file: exit 2 naming it
+    srv = Server("-q")
+    with Client(srv.address, rank=0) as c:
+        e = error_of(lambda: c.launch([0], "scale", c.alloc(4)))
+        check(e.status == "bad_argument" and "start it with --kernels FILE" in e.message, str(e))
+    srv.stop()
+    bad = os.path.join(WORKDIR, "bad_kernels.lua")
+    with open(bad, "w") as f:
+        f.write("return {k = 42}\n")
+    p = subprocess.run([KBSIM, "serve", "--kernels", bad, "--listen",
+                        os.path.join(tempfile.mkdtemp(prefix="kbk"), "s.sock")],
+                       capture_output=True, text=True, cwd=WORKDIR, timeout=60)
+    check(p.returncode == 2 and "--kernels %s: 'k' is not a function" % bad in p.stderr,
+          p.stderr)
+
+
+def case_trace():
+    """kbsim serve --trace FILE and the trace operation (26): a collective run while
+    the trace is paused leaves no span; the others do."""
+    import json
+    path = os.path.join(WORKDIR, "serve_trace.json")
+    srv = Server("-q", "--trace", path)
+    N, n = 4, 256
+    group = list(range(N))
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            out = [c.all_reduce(group, t, algorithm="ring_allreduce")]
+            c.barrier(group)
+            if r == 0:
+                out.append(c.trace(False))
+            c.barrier(group)
+            out.append(c.all_reduce(group, t, algorithm="ring_allreduce"))
+            c.barrier(group)
+            if r == 0:
+                out.append(c.trace())
+                out.append(c.trace(True))
+            c.barrier(group)
+            out.append(c.all_reduce(group, t, algorithm="ring_allreduce"))
+            return out
+    res = on_ranks(N, member)
+    with Client(srv.address) as obs:
+        e = error_of(lambda: obs.request(OP["trace"], b"\x07"))
+        check(e.status == "bad_argument" and "trace: 7 (0 pause" in e.message, str(e))
+        final = obs.trace()
+    srv.stop()
+    r0 = res[0]
+    paused, asked, resumed = r0[1], r0[3], r0[4]
+    check(paused[0] is False and asked == paused and resumed[0] is True,
+          "trace states %r %r %r" % (paused, asked, resumed))
+    check(final[0] and final[1] > resumed[1], "events after the third all_reduce: %r" % (final,))
+    with open(path) as f:
+        ev = json.load(f)["traceEvents"]
+    spans = [e for e in ev if e.get("ph") == "X" and e.get("name") == "ring_allreduce"]
+    windows = [(res[0][k].start_ns, res[0][k].end_ns) for k in (0, 2, 5)]
+    inside = [sum(1 for e in spans if ps(lo) <= round(e["ts"] * 1e6) <= ps(hi))
+              for lo, hi in windows]
+    check(inside == [N, 0, N] and len(spans) == 2 * N,
+          "kernel spans per all_reduce (traced, paused, traced): %r of %d" % (inside, len(spans)))
+    # without --trace the operation is refused; --trace-point is for scripts
+    srv = Server("-q")
+    with Client(srv.address) as obs:
+        e = error_of(obs.trace)
+        check(e.status == "bad_argument" and "start it with --trace FILE" in e.message, str(e))
+    srv.stop()
+    p = subprocess.run([KBSIM, "serve", "--trace", path, "--trace-point", "2"],
+                       capture_output=True, text=True, cwd=WORKDIR)
+    check(p.returncode == 2 and "--trace-point is for scripts" in p.stderr, p.stderr)
+
+
 def error_of(fn):
     try:
         fn()
@@ -274,8 +582,26 @@ def case_errors():
     c.ping()
     # wrong version
     st, msg = raw_reply(c, OP["ping"], version=7)
-    check(st == 3 and "protocol version 7 is not supported (this server speaks 1)" in msg,
+    check(st == 3 and "protocol version 7 is not supported (this server speaks 1 to 2)" in msg,
           "version: %d %s" % (st, msg))
+    # a version 1 client: served, its replies in version 1; version 2's operations
+    # are unknown to it
+    old = Client.__new__(Client)  # no hello yet
+    old.sock, old.next_id = Client._connect(srv.address, None), 0
+    with old:
+        old.send_frame(OP["hello"], struct.pack("<I", 0xFFFFFFFF) + _s2(""), version=1)
+        hdr = old.sock.recv(HEADER.size, socket.MSG_WAITALL)
+        _m, ver, _op, _id, st, mlen, _dl = HEADER.unpack(hdr)
+        meta = old.sock.recv(mlen, socket.MSG_WAITALL)
+        check(st == 0 and ver == 1 and struct.unpack_from("<H", meta)[0] == 1,
+              "a version 1 hello: %d %d %r" % (st, ver, meta))
+        st, msg = raw_reply(old, OP["ping"], version=1)
+        check(st == 0, "a version 1 ping: %d %s" % (st, msg))
+        st, msg = raw_reply(old, OP["trace"], b"\x02", version=1)
+        check(st == 2 and "operation 26 (trace) is protocol 2; this frame is protocol 1" in msg,
+              "a version 2 operation in version 1: %d %s" % (st, msg))
+        st, msg = raw_reply(old, OP["ping"], version=2)
+        check(st == 3 and "on a connection that said hello in 1" in msg, "mixed: %s" % msg)
     c.ping()
     # bad dtype
     e = error_of(lambda: c.alloc(16, "f64"))

@@ -78,6 +78,37 @@ def rank_ops(rank, world, address, outdir):
     dist.reduce_scatter(out, ins)
     check(torch.equal(out, total[rank * (n // N):(rank + 1) * (n // N)]), "reduce_scatter")
     dist.barrier()
+    # reduce: only the root's tensor changes (torch semantics)
+    t = inp(rank).clone()
+    check(dist.reduce(t, dst=1) is None, "sync reduce returns None")
+    check(torch.equal(t, total if rank == 1 else inp(rank)), "reduce sum: %s" % t[:4])
+    t = inp(rank).clone()
+    dist.reduce(t, dst=3, op=dist.ReduceOp.MAX, async_op=True).wait()
+    check(torch.equal(t, inp(N - 1) if rank == 3 else inp(rank)), "reduce max")
+    t = (base - 50 * rank).clone()
+    dist.reduce(t, dst=0, op=dist.ReduceOp.MIN)
+    check(torch.equal(t, base - 50 * (N - 1) if rank == 0 else base - 50 * rank), "reduce min")
+    # gather to rank 2; an int16 tensor of 3 elements (6 bytes, moved padded)
+    outs = [torch.zeros(n) for _ in range(N)] if rank == 2 else None
+    dist.gather(inp(rank), outs, dst=2)
+    if rank == 2:
+        check(all(torch.equal(outs[r], inp(r)) for r in range(N)), "gather")
+    small = torch.tensor([rank, -rank, 7 * rank], dtype=torch.int16)
+    outs = [torch.zeros(3, dtype=torch.int16) for _ in range(N)] if rank == 0 else None
+    dist.gather(small, outs, dst=0)
+    if rank == 0:
+        check(all(torch.equal(outs[r], torch.tensor([r, -r, 7 * r], dtype=torch.int16))
+                  for r in range(N)), "int16 gather: %s" % outs)
+    # scatter from rank 3: block k to rank k, float32 then int16
+    got = torch.zeros(n)
+    dist.scatter(got, [inp(k) * 3 for k in range(N)] if rank == 3 else None, src=3)
+    check(torch.equal(got, inp(rank) * 3), "scatter: %s" % got[:4])
+    got = torch.zeros(3, dtype=torch.int16)
+    w = dist.scatter(got, [torch.tensor([k, 2 * k, -k], dtype=torch.int16) for k in range(N)]
+                     if rank == 1 else None, src=1, async_op=True)
+    w.wait()
+    check(torch.equal(got, torch.tensor([rank, 2 * rank, -rank], dtype=torch.int16)),
+          "int16 scatter: %s" % got)
     # a reduction of integers is refused, clearly
     try:
         dist.all_reduce(torch.ones(4, dtype=torch.int32))
@@ -188,6 +219,23 @@ def rank_costing(rank, world, address, outdir):
         check(cost.clock_ns == c1 + max(3 * g, lat2),
               "async: %r != %r + max(%r, %r)" % (cost.clock_ns, c1, 3 * g, lat2))
         check(cost.compute_ns == c0 + 3 * g and cost.comm_ns == lat + lat2, "sums")
+        # autograd's backward: a Linear's GEMMs for the input's and the weight's
+        # gradients, relu's mask, the bias's sum, charged as 'backward.<op>'
+        xg = torch.ones(4, 64, requires_grad=True)
+        lin = torch.nn.Linear(64, 32)
+        loss = torch.relu(lin(xg)).sum()
+        c2 = cost.clock_ns
+        loss.backward()
+        check(xg.grad is not None and lin.weight.grad.shape == (32, 64), "gradients computed")
+        bw = {k: v for k, v in cost.breakdown.items() if k.startswith("backward.")}
+        want_mm = kt.op_cost_ns("gemm", "f32", 4, 64, 32) + kt.op_cost_ns("gemm", "f32", 32, 64, 4)
+        check(bw.get("backward.mm") == {"count": 2, "ns": want_mm}, "backward mm: %s" % bw)
+        check(bw.get("backward.threshold_backward") == {
+            "count": 1, "ns": kt.op_cost_ns("mul", "f32", 128)}, "relu's backward: %s" % bw)
+        check(bw.get("backward.sum") == {"count": 1, "ns": kt.op_cost_ns("sum", "f32", 128)},
+              "bias's sum: %s" % bw)
+        check(cost.clock_ns == c2 + sum(v["ns"] for v in bw.values()),
+              "backward advances the clock: %r, %r + %s" % (cost.clock_ns, c2, bw))
         report = cost.report()
     check("matmul" in report and "total" in report, report)
     with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
@@ -230,7 +278,9 @@ def case_ops():
     kinds = [x["op"] for x in recs[0]]
     check(kinds[:4] == ["all_reduce"] * 4 and "all_gather" in kinds and "broadcast" in kinds
           and "reduce_scatter" in kinds and "barrier" in kinds and "all_to_all" in kinds
-          and "all_to_allv" in kinds and "send" in kinds and "recv" in kinds,
+          and "all_to_allv" in kinds and "send" in kinds and "recv" in kinds
+          and kinds.count("reduce") == 3 and kinds.count("gather") == 2
+          and kinds.count("scatter") == 2,
           "records: %s" % kinds)
     for r in range(world):
         prev_end = 0.0

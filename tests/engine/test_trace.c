@@ -4,6 +4,7 @@
 #include "trace.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 
 static char *slurp_path(const char *path)
@@ -69,6 +70,39 @@ TEST(tiny_trace_exact_json)
     sim_trace_span(t, pe, "kernel", "late", 0, 1, NULL, 0);
     ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
     ASSERT_U64_EQ(sim_trace_events(t), 12);
+    T_FREE(sim_free, s);
+    T_FREE(test_fclose, f);
+}
+
+TEST(paused_trace_drops_records)
+{
+    FILE *f = T_OWN(tmpfile(), test_fclose);
+    ASSERT_TRUE(f);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    char err[256];
+    ASSERT_EQ(sim_trace_open_file(s, f, "paused", err, sizeof err), 0);
+    struct sim_trace *t = sim_tracer(s);
+    int pe = sim_trace_track_path(t, "sip0.cube0.pe0");
+    ASSERT_EQ(pe, 0); /* -1: a track could not be made (allocation failure) */
+    ASSERT_TRUE(!sim_trace_paused(t));
+    sim_trace_span(t, pe, "kernel", "first", 0, 1, NULL, 0);
+    uint64_t before = sim_trace_events(t);
+    sim_trace_pause(t, true);
+    ASSERT_TRUE(sim_trace_paused(t));
+    sim_trace_span(t, pe, "kernel", "dropped", 2, 3, NULL, 0);
+    sim_trace_instant(t, pe, "ipcq", "dropped", 2, NULL, 0);
+    sim_trace_counter(t, pe, "dropped", 2, 1.0);
+    ASSERT_U64_EQ(sim_trace_events(t), before);
+    sim_trace_pause(t, false);
+    sim_trace_span(t, pe, "kernel", "third", 4, 5, NULL, 0);
+    ASSERT_U64_EQ(sim_trace_events(t), before + 1);
+    ASSERT_EQ(sim_trace_close(s, err, sizeof err), 0);
+    char *got = T_OWN(test_slurp(f), free);
+    ASSERT_TRUE(got);
+    ASSERT_TRUE(strstr(got, "\"first\"") && strstr(got, "\"third\"") &&
+                !strstr(got, "dropped"));
+    T_FREE(free, got);
     T_FREE(sim_free, s);
     T_FREE(test_fclose, f);
 }
@@ -202,6 +236,6 @@ TEST(write_error_reported)
     T_FREE(test_fclose, f);
 }
 
-TEST_MAIN(tiny_trace_exact_json, escaping, disabled_trace_writes_nothing,
+TEST_MAIN(tiny_trace_exact_json, paused_trace_drops_records, escaping, disabled_trace_writes_nothing,
           path_open_close_and_free, large_trace_through_the_buffer,
           write_error_reported)

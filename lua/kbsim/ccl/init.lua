@@ -9,16 +9,18 @@ local M = {}
 -- The algorithms that ship with kbsim, for messages listing known names.
 local BUILTIN = {
   "all_gather", "all_to_all", "all_to_allv", "auto", "barrier", "broadcast", "dbtree_allreduce",
-  "hier_allreduce", "lrab", "mesh_allreduce", "reduce_scatter", "rhd_all_gather",
-  "rhd_allreduce", "rhd_reduce_scatter", "ring_allreduce", "ring_rs_ag_allreduce",
-  "snake_ring_allreduce", "torus_allreduce", "tree_allreduce",
+  "gather", "hier_allreduce", "lrab", "mesh_allreduce", "reduce", "reduce_scatter",
+  "rhd_all_gather", "rhd_allreduce", "rhd_reduce_scatter", "ring_allreduce",
+  "ring_rs_ag_allreduce", "scatter", "snake_ring_allreduce", "torus_allreduce",
+  "tree_allreduce",
 }
 
 local registered = {}
 
 local COLLECTIVES = {
   all_reduce = true, all_gather = true, reduce_scatter = true, all_to_all = true,
-  all_to_allv = true, broadcast = true, barrier = true,
+  all_to_allv = true, broadcast = true, barrier = true, reduce = true, gather = true,
+  scatter = true,
 }
 
 local function validate(name, algo)

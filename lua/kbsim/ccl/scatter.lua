@@ -1,0 +1,54 @@
+-- scatter.lua — ring-chain scatter: block i of the root's input goes to launch index i
+--
+-- The root's input: N*n elements; every rank's output: n (the other ranks
+-- need no input). The root (opts.root, a launch index) sends east the
+-- blocks of the ranks 1 .. N-1 hops away, the farthest first; a rank d
+-- hops away forwards the first N-1-d blocks it receives and keeps the
+-- last, its own. The root copies its own block locally. The first link
+-- carries N-1 blocks: about (N-1) block times plus N-1 hops of latency.
+local tl = require("kbsim.tl")
+
+local function args(world_size, n_elem, opts)
+  local root = opts.root or 0
+  if math.type(root) ~= "integer" or root < 0 or root >= world_size then
+    error(("'scatter': root rank %s is not in 0..%d"):format(tostring(root), world_size - 1), 0)
+  end
+  return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, root = root}
+end
+
+-- A one-way ring: rank i's E sends into rank i+1's W.
+local function wire(sys, ranks, _)
+  tl.wire_ring(sys, ranks)
+end
+
+local function kernel(a, input, output)
+  local n, N, root = a.n_elem, a.world_size, a.root
+  local d = (tl.rank() - root) % N -- hops from the root
+  if d == 0 then
+    for far = N - 1, 1, -1 do
+      local h = tl.load(input, ((root + far) % N) * n, n)
+      tl.send("E", h)
+      tl.free(h)
+    end
+    local mine = tl.load(input, root * n, n)
+    tl.store(output, 0, mine)
+    tl.free(mine)
+    return
+  end
+  for _ = 1, N - 1 - d do
+    local h = tl.recv("W", n, a.dtype)
+    tl.send("E", h)
+    tl.free(h)
+  end
+  local mine = tl.recv("W", n, a.dtype)
+  tl.store(output, 0, mine)
+  tl.free(mine)
+end
+
+return {
+  name = "scatter",
+  collective = "scatter",
+  args = args,
+  wire = wire,
+  kernel = kernel,
+}
