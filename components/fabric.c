@@ -50,6 +50,8 @@ struct fmsg {
     struct kb_link_msg m;
     struct kb_fabric *f;
     struct sim_event *done;
+    void (*cb)(void *ud, sim_time at); /* kb_fabric_send_cb */
+    void *cb_ud;
     struct fmsg *prev, *next; /* in flight, so kb_fabric_free finds them */
     int cls;                  /* room for 1 << cls hops */
 };
@@ -105,6 +107,7 @@ void kb_fabric_free(struct kb_fabric *f)
     while (f->live) {
         struct fmsg *m = f->live;
         f->live = m->next;
+        free(m->m.credit);
         free(m);
     }
     for (int c = 0; c < FMSG_CLASSES; c++)
@@ -216,7 +219,10 @@ static int params_index(struct kb_fabric *f, const struct kb_link_params *p)
     for (int i = f->n_params - 1; i >= 0 && i >= f->n_params - 8; i--) {
         const struct kb_link_params *q = &f->params[i];
         if (q->bw_gbps == p->bw_gbps && q->latency_ns == p->latency_ns &&
-            q->overhead_ns == p->overhead_ns && q->flit_bytes == p->flit_bytes)
+            q->overhead_ns == p->overhead_ns && q->flit_bytes == p->flit_bytes &&
+            q->buffer_flits == p->buffer_flits && q->vcs == p->vcs &&
+            q->vc_classes == p->vc_classes && q->credit_ns == p->credit_ns &&
+            q->dateline == p->dateline)
             return i;
     }
     if (f->n_params == f->cap_params) {
@@ -346,6 +352,13 @@ int kb_fabric_check_path(struct kb_fabric *f, const int *links, int n_links)
                           "differs from %u of link '%s'", fb,
                           link_name(f, id, nb, sizeof nb), fa,
                           link_name(f, links[j - 1], na, sizeof na));
+        if (!f->params[a->params].buffer_flits != !f->params[b->params].buffer_flits)
+            return seterr(f, SIM_EINVAL, "path: link '%s' runs %s flow control but "
+                          "the next, '%s', runs %s: a path keeps one mode",
+                          link_name(f, links[j - 1], na, sizeof na),
+                          f->params[a->params].buffer_flits ? "credit" : "wormhole_unbounded",
+                          link_name(f, id, nb, sizeof nb),
+                          f->params[b->params].buffer_flits ? "credit" : "wormhole_unbounded");
     }
     for (int j = 0; j < n_links; j++)
         if (!link_of(f, links[j]))
@@ -383,6 +396,8 @@ static void msg_done(struct kb_link_msg *lm, sim_time at)
     struct kb_fabric *f = m->f;
     if (m->done)
         sim_notify_at(m->done, at - sim_now(f->sim));
+    if (m->cb)
+        m->cb(m->cb_ud, at);
     if (m->prev)
         m->prev->next = m->next;
     else
@@ -396,12 +411,15 @@ static void msg_done(struct kb_link_msg *lm, sim_time at)
 
 /* kb_fabric_send on a path known to be good (kb_fabric_check_path passed
  * on it before, and links are never removed). */
-static int send_checked(struct kb_fabric *f, const int *links, int n_links,
-                        uint64_t bytes, struct sim_event *done)
+static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
+                     struct sim_event *done, uint32_t vc_class,
+                     void (*cb)(void *ud, sim_time at), void *cb_ud)
 {
     if (n_links == 0) {
         if (done)
             sim_notify_delta(done);
+        if (cb)
+            cb(cb_ud, sim_now(f->sim));
         return 0;
     }
     /* one block: the message, then the path, then the per-hop words,
@@ -436,9 +454,12 @@ static int send_checked(struct kb_fabric *f, const int *links, int n_links,
         .body = body,
         .done = msg_done,
         .ud = m,
+        .vc_class = vc_class,
     };
     m->f = f;
     m->done = done;
+    m->cb = cb;
+    m->cb_ud = cb_ud;
     m->prev = NULL;
     m->next = f->live;
     if (f->live)
@@ -454,10 +475,27 @@ static int send_checked(struct kb_fabric *f, const int *links, int n_links,
         f->n_live--;
         m->next = f->free_msgs[m->cls];
         f->free_msgs[m->cls] = m;
+        free(m->m.credit);
+        m->m.credit = NULL;
         return seterr(f, rc, "out of memory sending %llu bytes",
                       (unsigned long long)bytes);
     }
     return 0;
+}
+
+static int send_checked(struct kb_fabric *f, const int *links, int n_links,
+                        uint64_t bytes, struct sim_event *done)
+{
+    return send_full(f, links, n_links, bytes, done, 0, NULL, NULL);
+}
+
+int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
+                      uint32_t vc_class, void (*cb)(void *ud, sim_time at), void *ud)
+{
+    int rc = kb_fabric_check_path(f, links, n_links);
+    if (rc < 0)
+        return rc;
+    return send_full(f, links, n_links, bytes, NULL, vc_class, cb, ud);
 }
 
 int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,

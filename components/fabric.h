@@ -76,6 +76,13 @@ sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
 int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
                    uint64_t bytes, struct sim_event *done);
 
+/* Like kb_fabric_send, but calls cb(ud, at) when the last byte arrives
+ * (at: that absolute time, now or later; cb may send again), and starts
+ * the message in VC class vc_class on the first hop (credit mode: each
+ * dateline link on the path adds one; ignored by wormhole_unbounded). */
+int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
+                      uint32_t vc_class, void (*cb)(void *ud, sim_time at), void *ud);
+
 /* Like kb_fabric_send, from a thread process: returns when the last byte
  * has arrived. SIM_EPERM outside a process. */
 int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,

@@ -189,7 +189,8 @@ static void add_direction(struct kb_config *c, struct kb_graph_cfg *g, const cha
     place(item, buf, sizeof buf);
     where[g->n_links] = kb_config_strdup(c, buf, strlen(buf));
     g->links[g->n_links++] = (struct kb_graph_link_cfg){
-        a, b, {r->bw, r->latency, r->overhead, 0}, r->bidirectional};
+        a, b, {.bw_gbps = r->bw, .latency_ns = r->latency, .overhead_ns = r->overhead},
+        r->bidirectional};
 }
 
 int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,

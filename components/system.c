@@ -87,10 +87,35 @@ static int add_node(struct kb_system *sys, const char *name, int cube, enum node
     return id;
 }
 
+/* A link's parameters, with the flow control of fabric: in topology.yaml */
+static struct kb_link_params link_params(const struct kb_system *sys, double bw, double latency,
+                                         double overhead)
+{
+    const struct kb_topology_cfg *cfg = &sys->cfg;
+    struct kb_link_params p = {.bw_gbps = bw, .latency_ns = latency, .overhead_ns = overhead,
+                               .flit_bytes = (uint32_t)cfg->flit_bytes};
+    if (cfg->fabric.flow_control == KB_TOPO_FC_CREDIT) {
+        p.buffer_flits = (uint32_t)cfg->fabric.buffer_flits;
+        p.vcs = (uint32_t)cfg->fabric.vcs;
+        p.vc_classes = (uint32_t)kb_topo_vc_classes(cfg);
+        p.credit_ns = cfg->fabric.credit_ns;
+    }
+    return p;
+}
+
+static int add_link_p(struct kb_system *sys, int src, int dst, const char *name,
+                      const struct kb_link_params *p)
+{
+    int id = kb_fabric_add_link(sys->f, src, dst, name, p);
+    if (id < 0)
+        seterr(sys, id, "%s", kb_fabric_errmsg(sys->f));
+    return id;
+}
+
 static int add_link(struct kb_system *sys, int src, int dst, const char *name,
                     double bw, double latency, double overhead)
 {
-    struct kb_link_params p = {bw, latency, overhead, (uint32_t)sys->cfg.flit_bytes};
+    struct kb_link_params p = link_params(sys, bw, latency, overhead);
     int id = kb_fabric_add_link(sys->f, src, dst, name, &p);
     if (id < 0)
         seterr(sys, id, "%s", kb_fabric_errmsg(sys->f));
@@ -140,8 +165,8 @@ static int build_cube(struct kb_system *sys, int g)
     int first = kb_fabric_node_count(sys->f);
     struct kb_noc_params np = {
         KB_NOC_MESH, prefix, NOC_SIDE, NOC_SIDE,
-        {noc_bw, cfg->cube.noc.ns_per_mm * cfg->cube.noc.cube_mm / (NOC_SIDE - 1), ovh,
-         (uint32_t)cfg->flit_bytes},
+        link_params(sys, noc_bw, cfg->cube.noc.ns_per_mm * cfg->cube.noc.cube_mm / (NOC_SIDE - 1),
+                    ovh),
         NULL};
     cb->noc = kb_noc_new(sys->f, &np, sys->err, sizeof sys->err);
     if (!cb->noc)
@@ -213,7 +238,16 @@ static int build_ucie(struct kb_system *sys)
             int dst = kb_noc_node(sys->cubes[nb].noc, port_router[opposite[d]]);
             snprintf(name, sizeof name, "sip%d.cube%d.ucie.%s", g / sys->cubes_per_sip,
                      g % sys->cubes_per_sip, noc_dir_name[d]);
-            if ((sys->cubes[g].ucie[d] = add_link(sys, src, dst, name, bw, 0, ovh)) < 0)
+            /* the wrap link of a ring of cubes is its dateline: a message
+             * crossing it moves up a VC class (credit flow control) */
+            int x, y, xn, yn;
+            cube_xy(sys, g, &x, &y);
+            cube_xy(sys, nb, &xn, &yn);
+            bool wrap = (d == KB_NOC_E && xn < x) || (d == KB_NOC_W && xn > x) ||
+                        (d == KB_NOC_S && yn < y) || (d == KB_NOC_N && yn > y);
+            struct kb_link_params p = link_params(sys, bw, 0, ovh);
+            p.dateline = wrap && p.vc_classes > 1;
+            if ((sys->cubes[g].ucie[d] = add_link_p(sys, src, dst, name, &p)) < 0)
                 return SIM_EINVAL;
         }
     }

@@ -370,8 +370,8 @@ TEST(random_crossing_flows_match_flit_recurrence)
         int nl = 0, chain_l[MAXH];
         for (int j = 0; j < h; j++, nl++) {
             lp[nl] = (struct kb_link_params){
-                bws[rng(&seed) % 7], (double)(rng(&seed) % 7) * 0.25,
-                (double)(rng(&seed) % 4) * 1.5, flit};
+                .bw_gbps = bws[rng(&seed) % 7], .latency_ns = (double)(rng(&seed) % 7) * 0.25,
+                .overhead_ns = (double)(rng(&seed) % 4) * 1.5, .flit_bytes = flit};
             chain_l[j] = kb_fabric_add_link(f, j, j + 1, NULL, &lp[nl]);
         }
         int paths[MAXK][MAXP], plen[MAXK];
@@ -384,8 +384,9 @@ TEST(random_crossing_flows_match_flit_recurrence)
             if (rng(&seed) % 2) { /* enter from a side node */
                 snprintf(name, sizeof name, "in%d", m);
                 int src = kb_fabric_add_node(f, name);
-                lp[nl] = (struct kb_link_params){bws[rng(&seed) % 7], 1, 2,
-                                                 flit};
+                lp[nl] = (struct kb_link_params){.bw_gbps = bws[rng(&seed) % 7],
+                                                 .latency_ns = 1, .overhead_ns = 2,
+                                                 .flit_bytes = flit};
                 pl[m][n] = nl;
                 paths[m][n++] = kb_fabric_add_link(f, src, from, NULL,
                                                    &lp[nl++]);
@@ -397,9 +398,10 @@ TEST(random_crossing_flows_match_flit_recurrence)
             if (rng(&seed) % 2) { /* leave to a side node */
                 snprintf(name, sizeof name, "out%d", m);
                 int dst = kb_fabric_add_node(f, name);
-                lp[nl] = (struct kb_link_params){bws[rng(&seed) % 7], 0.5,
-                                                 (double)(rng(&seed) % 2) * 3,
-                                                 flit};
+                lp[nl] = (struct kb_link_params){.bw_gbps = bws[rng(&seed) % 7],
+                                                 .latency_ns = 0.5,
+                                                 .overhead_ns = (double)(rng(&seed) % 2) * 3,
+                                                 .flit_bytes = flit};
                 pl[m][n] = nl;
                 paths[m][n++] = kb_fabric_add_link(f, to, dst, NULL,
                                                    &lp[nl++]);
