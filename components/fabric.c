@@ -556,3 +556,10 @@ int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_link
 }
 
 uint64_t kb_fabric_in_flight(const struct kb_fabric *f) { return f->n_live; }
+
+int kb_fabric_link_backlog(const struct kb_fabric *f, int link)
+{
+    return link >= 0 && link < f->n_links && f->links[link].l
+               ? kb_link_backlog(f->links[link].l)
+               : 0;
+}

@@ -94,6 +94,10 @@ int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
 int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
                                uint64_t bytes);
 
+/* Messages waiting at or holding link `link` now (0 for a link not yet
+ * made): a congestion measure for adaptive routing. */
+int kb_fabric_link_backlog(const struct kb_fabric *f, int link);
+
 /* Transfers started and not yet delivered to their last link's far end. */
 uint64_t kb_fabric_in_flight(const struct kb_fabric *f);
 

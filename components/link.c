@@ -262,6 +262,13 @@ int kb_link_inject(struct kb_link_msg *m)
 
 int kb_link_credit_mode(const struct kb_link *l) { return l->cr != NULL; }
 
+int kb_link_backlog(const struct kb_link *l)
+{
+    if (l->cr)
+        return kb_link_credit_backlog(l->cr);
+    return (int)(l->n_heap + l->n_fifo) + (l->cur != NULL);
+}
+
 /* ser() of a full flit of m, as the links charge it */
 static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
 {

@@ -117,6 +117,9 @@ int kb_link_credit_mode(const struct kb_link *l);
  * path or zero flits. */
 int kb_link_inject(struct kb_link_msg *m);
 
+/* Messages waiting at the link's input or holding it now. */
+int kb_link_backlog(const struct kb_link *l);
+
 void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out);
 /* busy / elapsed; elapsed 0 means "the current simulated time". */
 double kb_link_utilisation(const struct kb_link *l, sim_time elapsed);

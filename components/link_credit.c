@@ -118,6 +118,8 @@ void kb_link_credit_free(struct kb_link_credit *c)
     free(c);
 }
 
+int kb_link_credit_backlog(const struct kb_link_credit *c) { return (int)c->n_cands; }
+
 /* ---- credits on their way back ----------------------------------------- */
 
 static int cr_before(const struct credit *a, const struct credit *b)

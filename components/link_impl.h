@@ -70,5 +70,6 @@ struct kb_link_credit *kb_link_credit_new(const struct kb_link_params *p);
 void kb_link_credit_free(struct kb_link_credit *c);
 void kb_link_credit_serve(struct sim *s, void *arg);
 int kb_link_credit_inject(struct kb_link_msg *m);
+int kb_link_credit_backlog(const struct kb_link_credit *c);
 
 #endif

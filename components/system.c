@@ -58,6 +58,7 @@ struct kb_system {
     struct node_info *info;
     int n_info;
     int *route_buf; /* max_hops links, for callers with a shorter buffer */
+    int *send_buf;  /* kb_system_send: two routes */
     char err[256];
 };
 
@@ -388,6 +389,7 @@ void kb_system_free(struct kb_system *sys)
     free(sys->pl);
     free(sys->info);
     free(sys->route_buf);
+    free(sys->send_buf);
     free(sys);
 }
 
@@ -500,7 +502,9 @@ static int noc_leg(struct kb_system *sys, int g, int r, int rd, int *links, int 
     return 0;
 }
 
-static int route_tree(struct kb_system *sys, int src, int dst, int *links, int max)
+/* yx: the cube grid's Y steps before its X steps (routing yx; one of
+ * adaptive's two orders) */
+static int route_tree(struct kb_system *sys, int src, int dst, int *links, int max, bool yx)
 {
     const struct node_info *si = &sys->info[src], *di = &sys->info[dst];
     /* a PE and its own HBM talk over their direct link */
@@ -529,7 +533,7 @@ static int route_tree(struct kb_system *sys, int src, int dst, int *links, int m
     int sy = steps(y, yd, sys->gh, sys->wrap_y, &plus_y);
     enum kb_noc_dir dx = plus_x ? KB_NOC_E : KB_NOC_W, dy = plus_y ? KB_NOC_S : KB_NOC_N;
     for (int i = 0; i < sx + sy; i++) {
-        enum kb_noc_dir d = i < sx ? dx : dy;
+        enum kb_noc_dir d = yx ? (i < sy ? dy : dx) : (i < sx ? dx : dy);
         if (noc_leg(sys, g, r, port_router[d], links, &k, max) < 0)
             return SIM_EINVAL;
         if (k >= max)
@@ -564,7 +568,8 @@ static int route_full(struct kb_system *sys, int src_node, int dst_node, int *li
             seterr(sys, k, "%s", kb_graph_errmsg(sys->graph));
         return k;
     }
-    return route_tree(sys, src_node, dst_node, links, max);
+    return route_tree(sys, src_node, dst_node, links, max,
+                      sys->cfg.fabric.routing == KB_TOPO_ROUTE_YX);
 }
 
 int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *links, int max)
@@ -586,6 +591,48 @@ int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *link
     if (k > 0 && max > 0)
         memcpy(links, sys->route_buf, (size_t)(k < max ? k : max) * sizeof *links);
     return k;
+}
+
+/* Messages waiting at or holding the links of a route. */
+static int route_backlog(const struct kb_system *sys, const int *links, int k)
+{
+    int b = 0;
+    for (int i = 0; i < k; i++)
+        b += kb_fabric_link_backlog(sys->f, links[i]);
+    return b;
+}
+
+int kb_system_send(struct kb_system *sys, int src_node, int dst_node, uint64_t bytes,
+                   void (*cb)(void *ud, sim_time at), void *ud)
+{
+    if (!sys->send_buf &&
+        !(sys->send_buf = malloc(2 * ((size_t)sys->max_hops + 1) * sizeof *sys->send_buf)))
+        return seterr(sys, SIM_ENOMEM, "send: out of memory");
+    int *a = sys->send_buf, *b = a + sys->max_hops + 1;
+    int k = kb_system_route(sys, src_node, dst_node, a, sys->max_hops);
+    if (k < 0)
+        return k;
+    uint32_t cls = 0;
+    if (!sys->graph && sys->cfg.fabric.routing == KB_TOPO_ROUTE_ADAPTIVE && k > 0) {
+        /* minimal adaptive at the source: the yx route when its links hold
+         * fewer messages than the xy route's; the yx order runs in the
+         * upper half of the VC classes, so each order keeps its own
+         * deadlock-free channels */
+        int kb = route_tree(sys, src_node, dst_node, b, sys->max_hops, true);
+        if (kb < 0)
+            return kb;
+        if (route_backlog(sys, b, kb) < route_backlog(sys, a, k)) {
+            a = b;
+            k = kb;
+            if (sys->cfg.fabric.deadlock_avoidance == KB_TOPO_DL_VC_CLASSES)
+                cls = (uint32_t)kb_topo_vc_classes(&sys->cfg) / 2;
+        }
+    }
+    int rc = kb_fabric_send_cb(sys->f, a, k, bytes, cls, cb, ud);
+    if (rc < 0)
+        return seterr(sys, rc, "send from '%s' to '%s': %s", kb_fabric_node_name(sys->f, src_node),
+                      kb_fabric_node_name(sys->f, dst_node), kb_fabric_errmsg(sys->f));
+    return 0;
 }
 
 int kb_system_route_cb(void *sys, int src_node, int dst_node, int *links, int max)
