@@ -78,6 +78,10 @@ struct kb_fabric {
     uint64_t n_live;
     struct fmsg *free_msgs[FMSG_CLASSES]; /* linked through next */
     struct waiter *free_waiters, *all_waiters;
+    kb_fabric_classify_fn *classify;
+    void *classify_ud;
+    uint8_t *classes; /* the classifier's output, cap_classes hops */
+    int cap_classes;
     char err[256];
 };
 
@@ -126,6 +130,7 @@ void kb_fabric_free(struct kb_fabric *f)
     }
     for (int i = 0; i < f->n_nodes; i++)
         free(f->nodes[i].name);
+    free(f->classes);
     free(f->links);
     free(f->params);
     free(f->nodes);
@@ -466,6 +471,21 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
         f->live->prev = m;
     f->live = m;
     f->n_live++;
+    if (f->classify && kb_link_credit_mode(path[0])) {
+        if (n_links > f->cap_classes) {
+            uint8_t *c = realloc(f->classes, (size_t)n_links);
+            if (!c) {
+                m->m.n_hops = 0; /* kb_link_inject refuses it: the message goes back */
+            } else {
+                f->classes = c;
+                f->cap_classes = n_links;
+            }
+        }
+        if (m->m.n_hops) {
+            f->classify(f->classify_ud, links, n_links, vc_class, f->classes);
+            m->m.hop_class = f->classes;
+        }
+    }
     int rc = kb_link_inject(&m->m);
     if (rc < 0) {
         /* only an allocation in the first link's queue can fail here */
@@ -477,6 +497,8 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
         f->free_msgs[m->cls] = m;
         free(m->m.credit);
         m->m.credit = NULL;
+        if (rc == SIM_EINVAL)
+            rc = SIM_ENOMEM; /* the classes could not be held */
         return seterr(f, rc, "out of memory sending %llu bytes",
                       (unsigned long long)bytes);
     }
@@ -562,4 +584,10 @@ int kb_fabric_link_backlog(const struct kb_fabric *f, int link)
     return link >= 0 && link < f->n_links && f->links[link].l
                ? kb_link_backlog(f->links[link].l)
                : 0;
+}
+
+void kb_fabric_set_classifier(struct kb_fabric *f, kb_fabric_classify_fn *fn, void *ud)
+{
+    f->classify = fn;
+    f->classify_ud = ud;
 }

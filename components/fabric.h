@@ -94,6 +94,15 @@ int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
 int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
                                uint64_t bytes);
 
+/* The router's VC classes for credit flow control: fn(ud, links, n,
+ * vc_class, classes) writes the class of each of the n hops of a path
+ * about to be sent (vc_class: the sender's, e.g. a routing order); it is
+ * called on every credit-mode send. Without one, a message starts in
+ * vc_class and each dateline link adds one. */
+typedef void kb_fabric_classify_fn(void *ud, const int *links, int n, uint32_t vc_class,
+                                   uint8_t *classes);
+void kb_fabric_set_classifier(struct kb_fabric *f, kb_fabric_classify_fn *fn, void *ud);
+
 /* Messages waiting at or holding link `link` now (0 for a link not yet
  * made): a congestion measure for adaptive routing. */
 int kb_fabric_link_backlog(const struct kb_fabric *f, int link);

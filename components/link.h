@@ -82,6 +82,9 @@ struct kb_link_msg {
      * crossed), and the per-hop state the links keep (made by
      * kb_link_inject, freed before done) */
     uint32_t vc_class;
+    /* credit mode, NULL or n_hops classes given by the router (read only
+     * during kb_link_inject): they replace vc_class and the datelines */
+    const uint8_t *hop_class;
     void *credit;
 };
 

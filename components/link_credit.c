@@ -209,6 +209,8 @@ int kb_link_credit_inject(struct kb_link_msg *m)
     for (uint32_t j = 0; j < m->n_hops; j++) {
         struct kb_link_credit *c = m->path[j]->cr;
         cls += m->path[j]->p.dateline ? 1 : 0;
+        if (m->hop_class)
+            cls = m->hop_class[j];
         st->hop[j] = (struct hop){0, 0, cls < c->classes ? cls : c->classes - 1,
                                   c->buffer, 0, 0, words};
         words += c->buffer;

@@ -59,6 +59,8 @@ struct kb_system {
     int n_info;
     int *route_buf; /* max_hops links, for callers with a shorter buffer */
     int *send_buf;  /* kb_system_send: two routes */
+    uint8_t *link_kind; /* credit mode: LK_* bits a link (classify) */
+    int n_link_kind;
     char err[256];
 };
 
@@ -102,15 +104,6 @@ static struct kb_link_params link_params(const struct kb_system *sys, double bw,
         p.credit_ns = cfg->fabric.credit_ns;
     }
     return p;
-}
-
-static int add_link_p(struct kb_system *sys, int src, int dst, const char *name,
-                      const struct kb_link_params *p)
-{
-    int id = kb_fabric_add_link(sys->f, src, dst, name, p);
-    if (id < 0)
-        seterr(sys, id, "%s", kb_fabric_errmsg(sys->f));
-    return id;
 }
 
 static int add_link(struct kb_system *sys, int src, int dst, const char *name,
@@ -239,19 +232,85 @@ static int build_ucie(struct kb_system *sys)
             int dst = kb_noc_node(sys->cubes[nb].noc, port_router[opposite[d]]);
             snprintf(name, sizeof name, "sip%d.cube%d.ucie.%s", g / sys->cubes_per_sip,
                      g % sys->cubes_per_sip, noc_dir_name[d]);
-            /* the wrap link of a ring of cubes is its dateline: a message
-             * crossing it moves up a VC class (credit flow control) */
-            int x, y, xn, yn;
-            cube_xy(sys, g, &x, &y);
-            cube_xy(sys, nb, &xn, &yn);
-            bool wrap = (d == KB_NOC_E && xn < x) || (d == KB_NOC_W && xn > x) ||
-                        (d == KB_NOC_S && yn < y) || (d == KB_NOC_N && yn > y);
-            struct kb_link_params p = link_params(sys, bw, 0, ovh);
-            p.dateline = wrap && p.vc_classes > 1;
-            if ((sys->cubes[g].ucie[d] = add_link_p(sys, src, dst, name, &p)) < 0)
+            if ((sys->cubes[g].ucie[d] = add_link(sys, src, dst, name, bw, 0, ovh)) < 0)
                 return SIM_EINVAL;
         }
     }
+    return 0;
+}
+
+/* ---- VC classes (credit flow control) --------------------------------------
+ *
+ * A route of the cube grid has two phases: the steps in its first
+ * dimension (X for xy, Y for yx) with the legs inside cubes up to the
+ * first step in the other dimension, then the rest. Classes, for routing
+ * order xy (yx: X and Y swapped; adaptive: yx routes in classes K..2K-1):
+ *     phase 0:  0, or 1 once it crossed the wrap link of its dimension
+ *     phase 1:  1 + wrap_x, plus 1 once it crossed a Y wrap link
+ * so K = (1 + wrap_x) + (1 + wrap_y) classes. Within one class every
+ * chain of links that follow each other on some route is monotone in the
+ * class's cube-grid dimension: the legs inside a cube are XY routes, which
+ * never turn back in X, and never turn from Y to X, so they cannot carry a
+ * chain from a cube's entry port back out through the port it came in
+ * by; a ring's chain stops at its wrap link, where the class changes. So
+ * no class has a cycle of channel dependencies and, with one VC a class at
+ * least, credit flow control cannot deadlock (Dally and Seitz's
+ * condition). docs/components/noc.md states it beside the regular
+ * networks'. */
+
+/* link_kind bits: the cube-grid dimension of a UCIe link, and its wrap */
+#define LK_X 1
+#define LK_Y 2
+#define LK_WRAP 4
+
+static void classify(void *ud, const int *links, int n, uint32_t order, uint8_t *classes)
+{
+    const struct kb_system *sys = ud;
+    bool yx = order != 0 || sys->cfg.fabric.routing == KB_TOPO_ROUTE_YX;
+    int first = yx ? LK_Y : LK_X;
+    int k0 = 1 + (yx ? sys->wrap_y : sys->wrap_x);          /* phase 0's classes */
+    int k = k0 + 1 + (yx ? sys->wrap_x : sys->wrap_y);     /* one order's */
+    int base = order != 0 ? k : 0;
+    int phase = 0, crossed = 0;
+    for (int j = 0; j < n; j++) {
+        int kind = links[j] < sys->n_link_kind ? sys->link_kind[links[j]] : 0;
+        if (!phase && (kind & (LK_X | LK_Y)) && !(kind & first)) {
+            phase = 1;
+            crossed = 0;
+        }
+        if (kind & LK_WRAP)
+            crossed = 1;
+        classes[j] = (uint8_t)(base + (phase ? k0 : 0) + crossed);
+    }
+}
+
+/* The UCIe links' dimensions and wraps, for classify; set as the fabric's
+ * classifier when links run credit flow control and deadlock_avoidance
+ * is vc_classes. */
+static int build_link_kinds(struct kb_system *sys)
+{
+    if (sys->cfg.fabric.flow_control != KB_TOPO_FC_CREDIT ||
+        sys->cfg.fabric.deadlock_avoidance != KB_TOPO_DL_VC_CLASSES)
+        return 0;
+    sys->n_link_kind = kb_fabric_link_count(sys->f);
+    if (!(sys->link_kind = calloc((size_t)sys->n_link_kind, 1)))
+        return seterr(sys, SIM_ENOMEM, "system: out of memory");
+    for (int g = 0; g < sys->n_cubes; g++) {
+        int x, y;
+        cube_xy(sys, g, &x, &y);
+        for (int d = 0; d < KB_NOC_NDIRS; d++) {
+            int id = sys->cubes[g].ucie[d];
+            if (id < 0)
+                continue;
+            int xn, yn;
+            cube_xy(sys, cube_step(sys, g, (enum kb_noc_dir)d), &xn, &yn);
+            bool wrap = (d == KB_NOC_E && xn < x) || (d == KB_NOC_W && xn > x) ||
+                        (d == KB_NOC_S && yn < y) || (d == KB_NOC_N && yn > y);
+            sys->link_kind[id] = (uint8_t)((d == KB_NOC_E || d == KB_NOC_W ? LK_X : LK_Y) |
+                                           (wrap ? LK_WRAP : 0));
+        }
+    }
+    kb_fabric_set_classifier(sys->f, classify, sys);
     return 0;
 }
 
@@ -331,7 +390,7 @@ struct kb_system *kb_system_new(struct sim *s, const struct kb_topology_cfg *cfg
     for (int g = 0; g < sys->n_cubes; g++)
         if (build_cube(sys, g) < 0)
             return fail(sys, err, errlen);
-    if (build_ucie(sys) < 0)
+    if (build_ucie(sys) < 0 || build_link_kinds(sys) < 0)
         return fail(sys, err, errlen);
     return sys;
 }
@@ -390,6 +449,7 @@ void kb_system_free(struct kb_system *sys)
     free(sys->info);
     free(sys->route_buf);
     free(sys->send_buf);
+    free(sys->link_kind);
     free(sys);
 }
 
@@ -624,8 +684,7 @@ int kb_system_send(struct kb_system *sys, int src_node, int dst_node, uint64_t b
         if (route_backlog(sys, b, kb) < route_backlog(sys, a, k)) {
             a = b;
             k = kb;
-            if (sys->cfg.fabric.deadlock_avoidance == KB_TOPO_DL_VC_CLASSES)
-                cls = (uint32_t)kb_topo_vc_classes(&sys->cfg) / 2;
+            cls = 1; /* the yx order, classify's second half */
         }
     }
     int rc = kb_fabric_send_cb(sys->f, a, k, bytes, cls, cb, ud);

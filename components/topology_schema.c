@@ -319,7 +319,9 @@ int kb_topo_vc_classes(const struct kb_topology_cfg *cfg)
     if (cfg->fabric.deadlock_avoidance == KB_TOPO_DL_NONE)
         return 1;
     bool wraps = cfg->sips.topology != KB_TOPO_MESH_2D_NO_WRAP;
-    int k = 1 + (wraps && cfg->sips.w >= 2) +
+    /* two route phases, each with one class more if its dimension wraps
+     * (system.c, classify) */
+    int k = 2 + (wraps && cfg->sips.w >= 2) +
             (wraps && cfg->sips.h >= 2 && cfg->sips.topology != KB_TOPO_RING_1D);
     return cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE ? 2 * k : k;
 }
@@ -335,8 +337,9 @@ static void check_vcs(struct kb_config *c, const struct kb_config_node *root,
     int need = kb_topo_vc_classes(cfg);
     if (cfg->fabric.vcs < need)
         kb_config_error_at(c, n, "fabric.vcs is %d but routing %s with deadlock_avoidance "
-                           "vc_classes on sips.topology %s uses %d VC classes (one per "
-                           "dateline crossed%s): give at least %d, or deadlock_avoidance: none",
+                           "vc_classes on sips.topology %s uses %d VC classes (two route "
+                           "phases, one more for each wrapping dimension%s): give at least %d, "
+                           "or deadlock_avoidance: none",
                            cfg->fabric.vcs, kb_topo_routing_names[cfg->fabric.routing],
                            kb_topo_kind_names[cfg->sips.topology], need,
                            cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE

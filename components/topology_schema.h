@@ -108,9 +108,10 @@ struct kb_topology_cfg {
     int64_t n_pes;     /* sips × cubes_per_sip × pes_per_cube */
 };
 
-/* VC classes the routing uses with credit flow control: one, plus one a
- * wrapping dimension of the cube grid (dateline), times two for adaptive
- * routing (xy and yx orders apart); 1 with deadlock_avoidance none. */
+/* VC classes the routing uses with credit flow control: two (the route's
+ * two phases), plus one for each wrapping dimension of the cube grid
+ * (dateline), times two for adaptive routing (xy and yx orders apart);
+ * 1 with deadlock_avoidance none. */
 int kb_topo_vc_classes(const struct kb_topology_cfg *cfg);
 
 /* The schema (for --set checks shared with other configurations). */

@@ -11,13 +11,14 @@
 -- fabric.flow_control and fabric.routing) and lets every PE inject
 -- messages of `bytes` for window_ns, open loop: Poisson arrivals at the
 -- offered load (GB/s per PE), destinations uniformly random (not itself)
--- or, for all_to_all, every other PE in turn starting from the next rank
--- (PE i's k-th message goes to i + k mod N, skipping i). The run continues
+-- or, for all_to_all, every other PE in turn from a random start (PE i's
+-- messages go to i + k mod N for k = k0 + 1, k0 + 2, ..., wrapping within
+-- 1..N-1). The run continues
 -- until every message has arrived. Per point: mean, median and 99th
 -- percentile latency (from injection, source queueing included) of the
 -- messages injected after the first quarter of the window (warm-up), and
--- the accepted throughput (bytes delivered per PE per ns over the time to
--- deliver everything). Saturation throughput of a mode and pattern: the
+-- the accepted throughput (bytes arriving per PE per ns between the end of
+-- the warm-up and the end of the window). Saturation throughput of a mode and pattern: the
 -- largest accepted throughput of its points.
 --
 -- Writes to the output folder (-o, default out/routing_flow): points.csv,
@@ -36,7 +37,7 @@ local opt = kb.params({
   loads = {default = {2, 5, 10, 15, 20, 30, 45}, type = "number", list = true, min = 0.001,
            help = "offered loads, GB/s per PE"},
   bytes = {default = 1024, type = "bytes", min = 1, help = "message size"},
-  window_ns = {default = 400, type = "number", min = 1, help = "injection window, ns"},
+  window_ns = {default = 1000, type = "number", min = 1, help = "injection window, ns"},
   seed = {default = 1, type = "integer", min = 0, help = "random seed"},
 }, {about = "latency against offered load per routing and flow-control mode"})
 
@@ -52,7 +53,7 @@ local function run_point(p)
   local mean_gap = p.bytes / p.load
   local msgs = {}
   for src = 0, n - 1 do
-    local t, k = 0, 0
+    local t, k = 0, math.random(0, n - 2) -- a random start in the round
     while true do
       t = t - mean_gap * math.log(1 - math.random())
       if t >= p.window_ns then break end
@@ -77,10 +78,12 @@ local function run_point(p)
   sim:run()
   local r = h:results()
   kb.check(r.delivered == r.n, ("%d of %d messages delivered"):format(r.delivered, r.n))
-  local lat, last = {}, 0
+  local lat, arrived = {}, 0
+  local w0 = p.window_ns / 4
   for i, l in ipairs(r.latency_ns) do
-    if spec.t_ns[i] >= p.window_ns / 4 then lat[#lat + 1] = l end
-    if spec.t_ns[i] + l > last then last = spec.t_ns[i] + l end
+    if spec.t_ns[i] >= w0 then lat[#lat + 1] = l end
+    local at = spec.t_ns[i] + l
+    if at >= w0 and at < p.window_ns then arrived = arrived + 1 end
   end
   table.sort(lat)
   local sum = 0
@@ -88,7 +91,7 @@ local function run_point(p)
   local function pct(q) return #lat > 0 and lat[math.max(1, math.ceil(q * #lat))] or 0 end
   return {
     mode = p.mode, pattern = p.pattern, offered_gbps = p.load, messages = r.n,
-    accepted_gbps = last > 0 and r.n * p.bytes / last / n or 0,
+    accepted_gbps = arrived * p.bytes / (p.window_ns - w0) / n,
     mean_latency_ns = #lat > 0 and sum / #lat or 0, p50_latency_ns = pct(0.5),
     p99_latency_ns = pct(0.99),
   }
