@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "fabric.h"
+#include "noc.h"
 #include "sim.h"
 #include "test.h"
 
@@ -249,6 +250,54 @@ TEST(ring_with_dateline_runs)
     ASSERT_EQ(ring_run(1, err, sizeof err), SIM_DONE);
 }
 
+/* A kb_noc ring of 4 under credit flow control, every router sending 8
+ * flits to the one opposite (two hops E, the tie going +): one VC class
+ * deadlocks; two classes (the noc marks the wrap link r3 -> r0 as the
+ * dateline) run. */
+struct noc_xfer {
+    struct kb_fabric *f;
+    int links[2];
+    int rc;
+};
+
+static void noc_thread(struct sim *s, void *arg)
+{
+    (void)s;
+    struct noc_xfer *x = arg;
+    x->rc = kb_fabric_transfer(x->f, x->links, 2, 8 * 256);
+}
+
+static int noc_ring_run(uint32_t classes)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    struct kb_link_params p = cp(1, classes);
+    p.vc_classes = classes;
+    struct kb_noc_params np = {KB_NOC_RING, "ring", 4, 1, p, NULL};
+    char err[256];
+    struct kb_noc *n = T_OWN(kb_noc_new(f, &np, err, sizeof err), kb_noc_free);
+    if (!n)
+        return SIM_EINVAL;
+    struct noc_xfer x[4];
+    for (int i = 0; i < 4; i++) {
+        x[i] = (struct noc_xfer){f, {0, 0}, 0};
+        if (kb_noc_route(n, i, (i + 2) % 4, x[i].links, 2) != 2)
+            return SIM_EINVAL;
+        sim_thread(s, "sender", noc_thread, &x[i], 0);
+    }
+    int rc = sim_run(s, SIM_FOREVER);
+    T_FREE(kb_noc_free, n);
+    T_FREE(kb_fabric_free, f);
+    T_FREE(sim_free, s);
+    return rc;
+}
+
+TEST(noc_ring_dateline)
+{
+    ASSERT_EQ(noc_ring_run(1), SIM_EDEADLOCK);
+    ASSERT_EQ(noc_ring_run(2), SIM_DONE);
+}
+
 TEST(params_and_paths_are_checked)
 {
     char err[256];
@@ -302,5 +351,5 @@ TEST(unfinished_messages_are_freed)
 TEST_MAIN(one_flit_pays_every_hop, stream_bandwidth_bound, stream_credit_bound,
           two_flows_one_vc_serialise, two_flows_two_vcs_interleave,
           backpressure_reaches_the_sender, ring_without_dateline_deadlocks,
-          ring_with_dateline_runs, params_and_paths_are_checked,
+          ring_with_dateline_runs, noc_ring_dateline, params_and_paths_are_checked,
           unfinished_messages_are_freed)
