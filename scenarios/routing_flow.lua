@@ -28,9 +28,11 @@ local kb = require("kbsim")
 local results = require("kbsim.results")
 
 local MODES = {"wormhole_unbounded/xy", "credit/xy", "credit/yx", "credit/adaptive"}
+local ALL_MODES = {"wormhole_unbounded/xy", "wormhole_unbounded/yx", "wormhole_unbounded/adaptive",
+                   "credit/xy", "credit/yx", "credit/adaptive"}
 
 local opt = kb.params({
-  modes = {default = MODES, type = "string", list = true, choices = MODES,
+  modes = {default = MODES, type = "string", list = true, choices = ALL_MODES,
            help = "flow_control/routing pairs to compare"},
   patterns = {default = {"uniform", "all_to_all"}, type = "string", list = true,
               choices = {"uniform", "all_to_all"}, help = "traffic patterns"},

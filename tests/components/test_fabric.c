@@ -277,10 +277,10 @@ TEST(random_flows_match_flit_recurrence)
         int h = 1 + (int)(rng(&seed) % MAXH), k = 1 + (int)(rng(&seed) % MAXK);
         struct kb_link_params p[MAXH];
         for (int j = 0; j < h; j++) {
+            p[j] = (struct kb_link_params){.flit_bytes = 256}; /* wormhole_unbounded */
             p[j].bw_gbps = bws[rng(&seed) % 4];
             p[j].latency_ns = (double)(rng(&seed) % 5);
             p[j].overhead_ns = (double)(rng(&seed) % 3) * 4;
-            p[j].flit_bytes = 256;
         }
         struct sim *s = T_OWN(sim_new(NULL), sim_free);
         ASSERT_TRUE(s);
