@@ -60,6 +60,7 @@ struct kb_system {
     int *route_buf; /* max_hops links, for callers with a shorter buffer */
     int *send_buf;  /* kb_system_send: two routes */
     uint8_t *link_kind; /* credit mode: LK_* bits a link (classify) */
+    struct held *held;  /* transfers running (a deadlocked one never returns) */
     int n_link_kind;
     char err[256];
 };
@@ -429,6 +430,29 @@ struct kb_system *kb_system_new_graph(struct sim *s, const struct kb_graph_cfg *
     return sys;
 }
 
+/* A transfer's route and payload while it runs (kb_system_transfer). */
+struct held {
+    struct held *prev, *next;
+    int *links;
+    unsigned char *buf;
+    bool linked; /* on sys->held */
+};
+
+static void held_free(struct kb_system *sys, struct held *h)
+{
+    if (h->linked) {
+        if (h->prev)
+            h->prev->next = h->next;
+        else
+            sys->held = h->next;
+        if (h->next)
+            h->next->prev = h->prev;
+    }
+    free(h->links);
+    free(h->buf);
+    free(h);
+}
+
 void kb_system_free(struct kb_system *sys)
 {
     if (!sys)
@@ -450,6 +474,8 @@ void kb_system_free(struct kb_system *sys)
     free(sys->route_buf);
     free(sys->send_buf);
     free(sys->link_kind);
+    while (sys->held)
+        held_free(sys, sys->held);
     free(sys);
 }
 
@@ -784,35 +810,44 @@ int kb_system_transfer(struct kb_system *sys, int src_rank, uint64_t src_addr, i
         return seterr(sys, SIM_EINVAL, "transfer of %" PRIu64 " bytes from tcm of '%s' at %"
                       PRIu64 " to tcm of '%s' at %" PRIu64 ": beyond the capacity (%" PRIu64
                       " bytes)", bytes, a->name, src_addr, b->name, dst_addr, pa->capacity);
-    int *links = malloc(((size_t)sys->max_hops + 1) * sizeof *links);
-    if (!links)
+    /* what the blocked transfer holds, on the system's list so that a
+     * transfer that never returns (a network deadlock) is freed with it */
+    struct held *h = calloc(1, sizeof *h);
+    int *links = h ? malloc(((size_t)sys->max_hops + 1) * sizeof *links) : NULL;
+    if (!links) {
+        free(h);
         return seterr(sys, SIM_ENOMEM, "transfer: out of memory");
+    }
+    h->links = links;
     int k = kb_system_route(sys, a->node, b->node, links, sys->max_hops);
     if (k < 0) {
-        free(links);
+        held_free(sys, h);
         return k;
     }
     /* the bytes leave the source when the transfer starts */
     unsigned char *buf = NULL;
     if (!sys->timing_only && bytes) {
-        buf = malloc(bytes);
+        buf = h->buf = malloc(bytes);
         if (!buf || kb_mem_read(a->tcm, src_addr, buf, bytes) < 0) {
-            free(buf);
-            free(links);
+            held_free(sys, h);
             return seterr(sys, SIM_ENOMEM, "transfer of %" PRIu64 " bytes: out of memory",
                           bytes);
         }
     }
+    h->next = sys->held;
+    if (sys->held)
+        sys->held->prev = h;
+    sys->held = h;
+    h->linked = true;
     int rc = kb_fabric_transfer(sys->f, links, k, bytes);
-    free(links);
     if (rc < 0) {
-        free(buf);
+        held_free(sys, h);
         return seterr(sys, rc, "transfer from '%s' to '%s': %s", a->name, b->name,
                       rc == SIM_EPERM ? "not in a thread process" : kb_fabric_errmsg(sys->f));
     }
     if (buf)
         rc = kb_mem_write(b->tcm, dst_addr, buf, bytes);
-    free(buf);
+    held_free(sys, h);
     return rc < 0 ? seterr(sys, rc, "%s", kb_mem_errmsg(b->tcm)) : 0;
 }
 
