@@ -50,6 +50,8 @@ struct fmsg {
     struct kb_link_msg m;
     struct kb_fabric *f;
     struct sim_event *done;
+    void (*cb)(void *ud, sim_time at); /* kb_fabric_send_cb */
+    void *cb_ud;
     struct fmsg *prev, *next; /* in flight, so kb_fabric_free finds them */
     int cls;                  /* room for 1 << cls hops */
 };
@@ -76,6 +78,10 @@ struct kb_fabric {
     uint64_t n_live;
     struct fmsg *free_msgs[FMSG_CLASSES]; /* linked through next */
     struct waiter *free_waiters, *all_waiters;
+    kb_fabric_classify_fn *classify;
+    void *classify_ud;
+    uint8_t *classes; /* the classifier's output, cap_classes hops */
+    int cap_classes;
     char err[256];
 };
 
@@ -105,6 +111,7 @@ void kb_fabric_free(struct kb_fabric *f)
     while (f->live) {
         struct fmsg *m = f->live;
         f->live = m->next;
+        free(m->m.credit);
         free(m);
     }
     for (int c = 0; c < FMSG_CLASSES; c++)
@@ -123,6 +130,7 @@ void kb_fabric_free(struct kb_fabric *f)
     }
     for (int i = 0; i < f->n_nodes; i++)
         free(f->nodes[i].name);
+    free(f->classes);
     free(f->links);
     free(f->params);
     free(f->nodes);
@@ -216,7 +224,10 @@ static int params_index(struct kb_fabric *f, const struct kb_link_params *p)
     for (int i = f->n_params - 1; i >= 0 && i >= f->n_params - 8; i--) {
         const struct kb_link_params *q = &f->params[i];
         if (q->bw_gbps == p->bw_gbps && q->latency_ns == p->latency_ns &&
-            q->overhead_ns == p->overhead_ns && q->flit_bytes == p->flit_bytes)
+            q->overhead_ns == p->overhead_ns && q->flit_bytes == p->flit_bytes &&
+            q->buffer_flits == p->buffer_flits && q->vcs == p->vcs &&
+            q->vc_classes == p->vc_classes && q->credit_ns == p->credit_ns &&
+            q->dateline == p->dateline)
             return i;
     }
     if (f->n_params == f->cap_params) {
@@ -346,6 +357,13 @@ int kb_fabric_check_path(struct kb_fabric *f, const int *links, int n_links)
                           "differs from %u of link '%s'", fb,
                           link_name(f, id, nb, sizeof nb), fa,
                           link_name(f, links[j - 1], na, sizeof na));
+        if (!f->params[a->params].buffer_flits != !f->params[b->params].buffer_flits)
+            return seterr(f, SIM_EINVAL, "path: link '%s' runs %s flow control but "
+                          "the next, '%s', runs %s: a path keeps one mode",
+                          link_name(f, links[j - 1], na, sizeof na),
+                          f->params[a->params].buffer_flits ? "credit" : "wormhole_unbounded",
+                          link_name(f, id, nb, sizeof nb),
+                          f->params[b->params].buffer_flits ? "credit" : "wormhole_unbounded");
     }
     for (int j = 0; j < n_links; j++)
         if (!link_of(f, links[j]))
@@ -383,6 +401,8 @@ static void msg_done(struct kb_link_msg *lm, sim_time at)
     struct kb_fabric *f = m->f;
     if (m->done)
         sim_notify_at(m->done, at - sim_now(f->sim));
+    if (m->cb)
+        m->cb(m->cb_ud, at);
     if (m->prev)
         m->prev->next = m->next;
     else
@@ -396,12 +416,15 @@ static void msg_done(struct kb_link_msg *lm, sim_time at)
 
 /* kb_fabric_send on a path known to be good (kb_fabric_check_path passed
  * on it before, and links are never removed). */
-static int send_checked(struct kb_fabric *f, const int *links, int n_links,
-                        uint64_t bytes, struct sim_event *done)
+static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
+                     struct sim_event *done, uint32_t vc_class,
+                     void (*cb)(void *ud, sim_time at), void *cb_ud)
 {
     if (n_links == 0) {
         if (done)
             sim_notify_delta(done);
+        if (cb)
+            cb(cb_ud, sim_now(f->sim));
         return 0;
     }
     /* one block: the message, then the path, then the per-hop words,
@@ -436,15 +459,33 @@ static int send_checked(struct kb_fabric *f, const int *links, int n_links,
         .body = body,
         .done = msg_done,
         .ud = m,
+        .vc_class = vc_class,
     };
     m->f = f;
     m->done = done;
+    m->cb = cb;
+    m->cb_ud = cb_ud;
     m->prev = NULL;
     m->next = f->live;
     if (f->live)
         f->live->prev = m;
     f->live = m;
     f->n_live++;
+    if (f->classify && kb_link_credit_mode(path[0])) {
+        if (n_links > f->cap_classes) {
+            uint8_t *c = realloc(f->classes, (size_t)n_links);
+            if (!c) {
+                m->m.n_hops = 0; /* kb_link_inject refuses it: the message goes back */
+            } else {
+                f->classes = c;
+                f->cap_classes = n_links;
+            }
+        }
+        if (m->m.n_hops) {
+            f->classify(f->classify_ud, links, n_links, vc_class, f->classes);
+            m->m.hop_class = f->classes;
+        }
+    }
     int rc = kb_link_inject(&m->m);
     if (rc < 0) {
         /* only an allocation in the first link's queue can fail here */
@@ -454,10 +495,29 @@ static int send_checked(struct kb_fabric *f, const int *links, int n_links,
         f->n_live--;
         m->next = f->free_msgs[m->cls];
         f->free_msgs[m->cls] = m;
+        free(m->m.credit);
+        m->m.credit = NULL;
+        if (rc == SIM_EINVAL)
+            rc = SIM_ENOMEM; /* the classes could not be held */
         return seterr(f, rc, "out of memory sending %llu bytes",
                       (unsigned long long)bytes);
     }
     return 0;
+}
+
+static int send_checked(struct kb_fabric *f, const int *links, int n_links,
+                        uint64_t bytes, struct sim_event *done)
+{
+    return send_full(f, links, n_links, bytes, done, 0, NULL, NULL);
+}
+
+int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
+                      uint32_t vc_class, void (*cb)(void *ud, sim_time at), void *ud)
+{
+    int rc = kb_fabric_check_path(f, links, n_links);
+    if (rc < 0)
+        return rc;
+    return send_full(f, links, n_links, bytes, NULL, vc_class, cb, ud);
 }
 
 int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
@@ -518,3 +578,16 @@ int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_link
 }
 
 uint64_t kb_fabric_in_flight(const struct kb_fabric *f) { return f->n_live; }
+
+int kb_fabric_link_backlog(const struct kb_fabric *f, int link)
+{
+    return link >= 0 && link < f->n_links && f->links[link].l
+               ? kb_link_backlog(f->links[link].l)
+               : 0;
+}
+
+void kb_fabric_set_classifier(struct kb_fabric *f, kb_fabric_classify_fn *fn, void *ud)
+{
+    f->classify = fn;
+    f->classify_ud = ud;
+}

@@ -76,6 +76,13 @@ sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
 int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
                    uint64_t bytes, struct sim_event *done);
 
+/* Like kb_fabric_send, but calls cb(ud, at) when the last byte arrives
+ * (at: that absolute time, now or later; cb may send again), and starts
+ * the message in VC class vc_class on the first hop (credit mode: each
+ * dateline link on the path adds one; ignored by wormhole_unbounded). */
+int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
+                      uint32_t vc_class, void (*cb)(void *ud, sim_time at), void *ud);
+
 /* Like kb_fabric_send, from a thread process: returns when the last byte
  * has arrived. SIM_EPERM outside a process. */
 int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
@@ -86,6 +93,19 @@ int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
  * path is not checked again. */
 int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
                                uint64_t bytes);
+
+/* The router's VC classes for credit flow control: fn(ud, links, n,
+ * vc_class, classes) writes the class of each of the n hops of a path
+ * about to be sent (vc_class: the sender's, e.g. a routing order); it is
+ * called on every credit-mode send. Without one, a message starts in
+ * vc_class and each dateline link adds one. */
+typedef void kb_fabric_classify_fn(void *ud, const int *links, int n, uint32_t vc_class,
+                                   uint8_t *classes);
+void kb_fabric_set_classifier(struct kb_fabric *f, kb_fabric_classify_fn *fn, void *ud);
+
+/* Messages waiting at or holding link `link` now (0 for a link not yet
+ * made): a congestion measure for adaptive routing. */
+int kb_fabric_link_backlog(const struct kb_fabric *f, int link);
 
 /* Transfers started and not yet delivered to their last link's far end. */
 uint64_t kb_fabric_in_flight(const struct kb_fabric *f);

@@ -49,8 +49,9 @@ static const struct kb_config_key link_keys[] = {
 };
 /* The graph's own keys; the topology keys a graph system takes (its PEs
  * are PEs like a grid's); the topology keys that describe the grid. */
-static const char *const graph_keys[] = {"nodes", "links", NULL};
-static const char *const system_keys[] = {"pe", "ipcq", "clock_ghz", "flit_bytes", NULL};
+static const char *const graph_keys[] = {"nodes", "links", "routes", NULL};
+static const char *const system_keys[] = {"pe", "ipcq", "clock_ghz", "flit_bytes", "fabric",
+                                          NULL};
 static const char *const grid_keys[] = {"sips", "sip", "cube", "ucie", NULL};
 
 static bool in_list(const char *const *list, const char *key)
@@ -72,6 +73,9 @@ void kb_graph_cfg_release(struct kb_graph_cfg *g)
         free(g->nodes[i].name);
     free(g->nodes);
     free(g->links);
+    for (size_t i = 0; i < g->n_routes; i++)
+        free(g->routes[i].nodes);
+    free(g->routes);
     memset(g, 0, sizeof *g);
 }
 
@@ -101,14 +105,14 @@ static void check_top_keys(struct kb_config *c, const struct kb_config_node *roo
         if (in_list(grid_keys, k->key))
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
                                 "'%s' describes the AHBM grid, not a graph (a graph takes "
-                                "nodes, links, pe, ipcq, clock_ghz, flit_bytes)", k->key);
+                                "nodes, links, routes, pe, ipcq, clock_ghz, flit_bytes, fabric)", k->key);
         else if (best)
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
                                 "unknown key '%s' (did you mean '%s'?)", k->key, best);
         else
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
-                                "unknown key '%s' in a graph (expected nodes, links, pe, "
-                                "ipcq, clock_ghz, flit_bytes)", k->key);
+                                "unknown key '%s' in a graph (expected nodes, links, routes, "
+                                "pe, ipcq, clock_ghz, flit_bytes, fabric)", k->key);
     }
 }
 
@@ -191,7 +195,111 @@ static void add_direction(struct kb_config *c, struct kb_graph_cfg *g, const cha
     place(item, buf, sizeof buf);
     where[g->n_links] = kb_config_strdup(c, buf, strlen(buf));
     g->links[g->n_links++] = (struct kb_graph_link_cfg){
-        a, b, {r->bw, r->latency, r->overhead, 0}, r->bidirectional};
+        a, b, {.bw_gbps = r->bw, .latency_ns = r->latency, .overhead_ns = r->overhead},
+        r->bidirectional};
+}
+
+static bool linked(const struct kb_graph_cfg *g, int a, int b)
+{
+    for (size_t j = 0; j < g->n_links; j++)
+        if (g->links[j].from == a && g->links[j].to == b)
+            return true;
+    return false;
+}
+
+/* The node named by scalar n, or an error at it. */
+static int route_node(struct kb_config *c, const struct kb_graph_cfg *g,
+                      const struct kb_config_node *n, const char *what, const char *key)
+{
+    if (!n || n->kind != KB_CONFIG_SCALAR) {
+        kb_config_error_at(c, n, "%s: '%s' must be a node name", what, key);
+        return -1;
+    }
+    int i = find_name(g, n->text);
+    if (i < 0)
+        kb_config_error_at(c, n, "%s: unknown node '%s'", what, n->text);
+    return i;
+}
+
+/* routes: [{from:, to:, via: [...]}, ...] into g->routes. */
+static void read_routes(struct kb_config *c, const struct kb_config_node *seq,
+                        struct kb_graph_cfg *g)
+{
+    if (!seq)
+        return;
+    if (seq->kind != KB_CONFIG_SEQ && !(seq->kind == KB_CONFIG_MAP && seq->n == 0)) {
+        kb_config_error_at(c, seq, "expected a list for 'routes'");
+        return;
+    }
+    g->routes = calloc(seq->n + 1, sizeof *g->routes);
+    if (!g->routes)
+        abort();
+    for (size_t i = 0; i < seq->n; i++) {
+        const struct kb_config_node *item = seq->kids[i];
+        char what[64];
+        snprintf(what, sizeof what, "routes[%zu]", i + 1);
+        if (item->kind != KB_CONFIG_MAP) {
+            kb_config_error_at(c, item, "%s: expected a map with from, to, via", what);
+            continue;
+        }
+        bool bad = false;
+        for (size_t k = 0; k < item->n; k++) {
+            const char *key = item->kids[k]->key;
+            if (strcmp(key, "from") && strcmp(key, "to") && strcmp(key, "via")) {
+                kb_config_error_loc(c, item->kids[k]->file, item->kids[k]->key_line,
+                                    item->kids[k]->key_col,
+                                    "%s: unknown key '%s' (expected from, to, via)", what, key);
+                bad = true;
+            }
+        }
+        const struct kb_config_node *via = kb_config_get(item, "via");
+        if (via && via->kind != KB_CONFIG_SEQ && !(via->kind == KB_CONFIG_MAP && via->n == 0)) {
+            kb_config_error_at(c, via, "%s: 'via' must be a list of node names", what);
+            continue;
+        }
+        size_t nv = via ? via->n : 0;
+        int *nodes = calloc(nv + 2, sizeof *nodes);
+        if (!nodes)
+            abort();
+        const struct kb_config_node *from = kb_config_get(item, "from");
+        const struct kb_config_node *to = kb_config_get(item, "to");
+        if (!from || !to) {
+            kb_config_error_at(c, item, "%s: missing key '%s'", what, from ? "to" : "from");
+            free(nodes);
+            continue;
+        }
+        nodes[0] = route_node(c, g, from, what, "from");
+        for (size_t k = 0; k < nv; k++)
+            nodes[k + 1] = route_node(c, g, via->kids[k], what, "via");
+        nodes[nv + 1] = route_node(c, g, to, what, "to");
+        for (size_t k = 0; k < nv + 2; k++)
+            bad |= nodes[k] < 0;
+        if (!bad && nodes[0] == nodes[nv + 1]) {
+            kb_config_error_at(c, item, "%s: a route from '%s' to itself", what, from->text);
+            bad = true;
+        }
+        for (size_t k = 0; !bad && k + 1 < nv + 2; k++) {
+            if (!linked(g, nodes[k], nodes[k + 1])) {
+                kb_config_error_at(c, k < nv ? via->kids[k] : item,
+                                   "%s: no link from '%s' to '%s'", what,
+                                   g->nodes[nodes[k]].name, g->nodes[nodes[k + 1]].name);
+                bad = true;
+            }
+        }
+        for (size_t r = 0; !bad && r < g->n_routes; r++) {
+            const struct kb_graph_route_cfg *o = &g->routes[r];
+            if (o->nodes[0] == nodes[0] && o->nodes[o->n - 1] == nodes[nv + 1]) {
+                kb_config_error_at(c, item, "%s: a second route from '%s' to '%s'", what,
+                                   from->text, to->text);
+                bad = true;
+            }
+        }
+        if (bad) {
+            free(nodes);
+            continue;
+        }
+        g->routes[g->n_routes++] = (struct kb_graph_route_cfg){nodes, nv + 2};
+    }
 }
 
 int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
@@ -267,6 +375,8 @@ int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *roo
         kb_config_error_at(c, nodes, "the graph has no PE (mark nodes with 'pe: true')");
     for (size_t j = 0; j < g->n_links; j++)
         g->links[j].p.flit_bytes = flit;
+    if (c->errors->n == before)
+        read_routes(c, kb_config_get(root, "routes"), g);
     if (c->errors->n != before) {
         kb_graph_cfg_release(g);
         return -1;
@@ -296,6 +406,15 @@ int kb_graph_system_from_tree(struct kb_config *c, struct kb_config_node *topo_r
     size_t before = c->errors->n;
     int rt = kb_topo_cfg_from_tree(c, topo_root, topo);
     int rg = kb_graph_cfg_from_tree(c, graph_root, rt == 0 ? (unsigned)topo->flit_bytes : 1, g);
+    /* fabric.flow_control: credit on every link, one VC class (a graph's
+     * routes carry no deadlock-freedom argument; docs/components/noc.md) */
+    if (rt == 0 && rg == 0 && topo->fabric.flow_control == KB_TOPO_FC_CREDIT)
+        for (size_t j = 0; j < g->n_links; j++) {
+            g->links[j].p.buffer_flits = (uint32_t)topo->fabric.buffer_flits;
+            g->links[j].p.vcs = (uint32_t)topo->fabric.vcs;
+            g->links[j].p.vc_classes = 1;
+            g->links[j].p.credit_ns = topo->fabric.credit_ns;
+        }
     if (rt < 0 || rg < 0 || c->errors->n != before) {
         kb_graph_cfg_release(g);
         return -1;
@@ -326,6 +445,12 @@ struct kb_graph {
     int n_trees;
     uint64_t tick;
     int *queue;
+    /* user-given paths: from, to and links of each */
+    struct user_route {
+        int from, to, n;
+        int *links;
+    } *user;
+    size_t n_user;
     char err[256];
 };
 
@@ -391,6 +516,26 @@ struct kb_graph *kb_graph_new(struct kb_fabric *f, const struct kb_graph_cfg *g,
     for (int i = 0; i < gr->n; i++)
         gr->adj_start[i + 1] += gr->adj_start[i];
     free(e);
+    if (g->n_routes && !(gr->user = calloc(g->n_routes, sizeof *gr->user))) {
+        snprintf(err, errlen, "graph: out of memory");
+        kb_graph_free(gr);
+        return NULL;
+    }
+    for (size_t r = 0; r < g->n_routes; r++) {
+        const struct kb_graph_route_cfg *rc = &g->routes[r];
+        struct user_route *u = &gr->user[gr->n_user++];
+        u->from = rc->nodes[0];
+        u->to = rc->nodes[rc->n - 1];
+        u->n = (int)rc->n - 1;
+        if (!(u->links = malloc((size_t)u->n * sizeof *u->links))) {
+            snprintf(err, errlen, "graph: out of memory");
+            kb_graph_free(gr);
+            return NULL;
+        }
+        for (int k = 0; k < u->n; k++) /* the first link a -> b, as the table takes */
+            u->links[k] = kb_fabric_find_link(f, gr->base + rc->nodes[k],
+                                              gr->base + rc->nodes[k + 1]);
+    }
     return gr;
 fail:
     free(e);
@@ -404,6 +549,9 @@ void kb_graph_free(struct kb_graph *gr)
         return;
     for (int i = 0; i < GRAPH_TREES; i++)
         free(gr->trees[i].par);
+    for (size_t i = 0; i < gr->n_user; i++)
+        free(gr->user[i].links);
+    free(gr->user);
     free(gr->pe_node);
     free(gr->adj_start);
     free(gr->adj_link);
@@ -414,7 +562,14 @@ void kb_graph_free(struct kb_graph *gr)
 
 int kb_graph_size(const struct kb_graph *gr) { return gr->n; }
 int kb_graph_n_pes(const struct kb_graph *gr) { return gr->n_pes; }
-int kb_graph_max_hops(const struct kb_graph *gr) { return gr->n > 1 ? gr->n - 1 : 0; }
+int kb_graph_max_hops(const struct kb_graph *gr)
+{
+    int m = gr->n > 1 ? gr->n - 1 : 0;
+    for (size_t i = 0; i < gr->n_user; i++)
+        if (gr->user[i].n > m)
+            m = gr->user[i].n;
+    return m;
+}
 const char *kb_graph_errmsg(const struct kb_graph *gr) { return gr->err; }
 
 int kb_graph_node(const struct kb_graph *gr, int i)
@@ -485,6 +640,17 @@ int kb_graph_route(struct kb_graph *gr, int src_node, int dst_node, int *links, 
                       dst_node);
     if (s == d)
         return 0;
+    for (size_t i = 0; i < gr->n_user; i++) {
+        const struct user_route *u = &gr->user[i];
+        if (u->from != s || u->to != d)
+            continue;
+        if (u->n > max)
+            return KB_SETERR(gr, SIM_EINVAL, "route from '%s' to '%s': more than %d links",
+                          kb_fabric_node_name(gr->f, src_node),
+                          kb_fabric_node_name(gr->f, dst_node), max);
+        memcpy(links, u->links, (size_t)u->n * sizeof *links);
+        return u->n;
+    }
     const int *par = tree_of(gr, s);
     if (!par)
         return KB_SETERR(gr, SIM_EINVAL, "route: out of memory");

@@ -11,16 +11,21 @@
  *       - {from: a, to: sw, bandwidth_gbps: 64, latency_ns: 5,
  *          overhead_ns: 0, bidirectional: true}
  *
+ *     routes:                          # optional: user-given paths
+ *       - {from: a, to: b, via: [sw]}  # a -> sw -> b instead of the table's
+ *
  * latency_ns, overhead_ns and bidirectional are optional (0, 0, false).
  * Beside nodes and links a graph system may carry the topology.yaml keys
- * of its PEs: pe, ipcq, clock_ghz, flit_bytes (laid over the defaults as
+ * of its PEs: pe, ipcq, clock_ghz, flit_bytes, fabric (laid over the defaults as
  * a grid's file is); the grid's keys (sips, sip, cube, ucie) are refused.
  * Refused, each at its place: an unknown or missing key, a link to an
  * unknown node, a duplicate node name, a bandwidth <= 0, a negative time,
  * a direction wired twice (a -> b given twice, also through
  * bidirectional), a graph without PEs.
  *
- * Routing: the fewest links (breadth-first search from the source, which
+ * Routing: a user-given path when `routes` has one for the pair (its
+ * consecutive nodes must be linked; via may be empty; one path a pair),
+ * else the table: the fewest links (breadth-first search from the source, which
  * visits the neighbours of a node in increasing node order and keeps the
  * first parent found, so equal-length choices go to the lower node id;
  * among parallel links the first listed). Each source's search runs once,
@@ -47,12 +52,20 @@ struct kb_graph_link_cfg {
     bool bidirectional;
 };
 
+/* A user-given path: node indices from, hop..., to (n nodes, n >= 2),
+ * each consecutive pair joined by a link of the graph. */
+struct kb_graph_route_cfg {
+    int *nodes;
+    size_t n;
+};
 struct kb_graph_cfg {
     struct kb_graph_node_cfg *nodes;
     size_t n_nodes;
     struct kb_graph_link_cfg *links;
     size_t n_links;
     int n_pes;
+    struct kb_graph_route_cfg *routes;
+    size_t n_routes;
 };
 
 /* True when a configuration tree is a graph (its top level has 'nodes'),

@@ -22,6 +22,7 @@
  * rule, with a few activations per message and hop instead of one a flit.
  */
 #include "link.h"
+#include "link_impl.h"
 
 #include "kb_err.h"
 
@@ -32,57 +33,6 @@
 #include <string.h>
 
 #include "trace.h"
-
-/* The head of a worm due at this link's input at time t. */
-struct arrival {
-    sim_time t;
-    uint64_t seq; /* FIFO among equal times */
-    struct kb_link_msg *m;
-    uint32_t hop;
-};
-
-struct waiting {
-    struct kb_link_msg *m;
-    uint32_t hop;
-};
-
-/* kb_link_msg.body[k] when hop k's line no longer bounds the body */
-#define NO_LINE SIM_FOREVER
-
-struct kb_link {
-    struct sim *sim;
-    char *name;
-    struct kb_link_params p;
-    double ps_per_byte;
-    sim_time ser_full; /* ser() of a full flit, the common case */
-    sim_time lat_ps, ovh_ps;
-
-    struct sim_event *wake;
-    struct sim_proc *proc;
-    sim_time wake_req; /* earliest wake-up asked for and not yet served */
-
-    /* heads on their way to this link's input, min-heap on (t, seq) */
-    struct arrival *heap;
-    size_t n_heap, cap_heap;
-    uint64_t seq;
-
-    /* heads that have arrived, in arrival order (ring buffer) */
-    struct waiting *fifo;
-    size_t fifo_head, n_fifo, cap_fifo;
-
-    /* the worm holding the link, NULL when none */
-    struct kb_link_msg *cur;
-    uint32_t cur_hop;
-    sim_time cur_start; /* when the worm acquired the link */
-    sim_time cur_tail;  /* when its last flit starts */
-    sim_time cur_busy;  /* its serialisation time, all flits */
-    sim_time free_at;   /* end of the last flit of the last worm */
-
-    struct sim_trace *tr; /* NULL: not traced */
-    int trk;              /* trace track, made on the first message */
-
-    struct kb_link_stats st;
-};
 
 int kb_link_params_check(const struct kb_link_params *p, const char *name,
                          char *err, size_t errlen)
@@ -106,6 +56,30 @@ int kb_link_params_check(const struct kb_link_params *p, const char *name,
     if (p->flit_bytes == 0) {
         kb_errf(err, errlen, "link '%s': flit size must be > 0 bytes, got 0",
              name);
+        return SIM_EINVAL;
+    }
+    if (!p->buffer_flits)
+        return 0;
+    if (p->buffer_flits > KB_LINK_MAX_BUFFER_FLITS) {
+        kb_errf(err, errlen, "link '%s': buffer must be 1..%d flits, got %u", name,
+                KB_LINK_MAX_BUFFER_FLITS, p->buffer_flits);
+        return SIM_EINVAL;
+    }
+    if (p->vc_classes < 1 || p->vc_classes > KB_LINK_MAX_VCS) {
+        kb_errf(err, errlen, "link '%s': VC classes must be 1..%d, got %u", name,
+                KB_LINK_MAX_VCS, p->vc_classes);
+        return SIM_EINVAL;
+    }
+    if (p->vcs < p->vc_classes || p->vcs > KB_LINK_MAX_VCS) {
+        kb_errf(err, errlen, "link '%s': %u virtual channel%s for %u VC class%s: "
+                "need %u..%d (one VC per class at least)", name, p->vcs,
+                p->vcs == 1 ? "" : "s", p->vc_classes, p->vc_classes == 1 ? "" : "es",
+                p->vc_classes, KB_LINK_MAX_VCS);
+        return SIM_EINVAL;
+    }
+    if (!(p->credit_ns >= 0) || isinf(p->credit_ns)) {
+        kb_errf(err, errlen, "link '%s': credit delay must be >= 0 ns, got %g", name,
+                p->credit_ns);
         return SIM_EINVAL;
     }
     return 0;
@@ -136,8 +110,15 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
     l->wake_req = SIM_FOREVER;
     l->tr = sim_tracer(s);
     l->trk = -1;
+    if (p->buffer_flits && !(l->cr = kb_link_credit_new(p))) {
+        kb_errf(err, errlen, "link '%s': out of memory", name);
+        kb_link_free(l);
+        return NULL;
+    }
     l->wake = sim_event_new(s, name);
-    l->proc = l->wake ? sim_method(s, name, link_serve, l, true) : NULL;
+    l->proc = l->wake ? sim_method(s, name, l->cr ? kb_link_credit_serve : link_serve, l,
+                                   true)
+                      : NULL;
     if (!l->proc || sim_sensitive(l->proc, l->wake) < 0) {
         kb_errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
         kb_link_free(l);
@@ -150,6 +131,7 @@ void kb_link_free(struct kb_link *l)
 {
     if (!l)
         return;
+    kb_link_credit_free(l->cr);
     free(l->heap);
     free(l->fifo);
     free(l->name);
@@ -248,7 +230,7 @@ static int fifo_push(struct kb_link *l, struct kb_link_msg *m, uint32_t hop)
  * next one each time it runs, so no due time is lost. Only the link's own
  * code notifies l->wake, so wake_req mirrors the kernel's pending time and
  * spares the call when a head arrives as the link frees up. */
-static void wake_at(struct kb_link *l, sim_time t, sim_time now)
+void kb_link_wake_at(struct kb_link *l, sim_time t, sim_time now)
 {
     if (l->wake_req <= t)
         return;
@@ -261,7 +243,7 @@ static int post(struct kb_link *l, sim_time t, sim_time now,
 {
     if (heap_push(l, t, m, hop) < 0)
         return SIM_ENOMEM;
-    wake_at(l, t, now);
+    kb_link_wake_at(l, t, now);
     return 0;
 }
 
@@ -270,10 +252,21 @@ int kb_link_inject(struct kb_link_msg *m)
     if (m->n_hops == 0 || m->n_flits == 0)
         return SIM_EINVAL;
     struct kb_link *l = m->path[0];
+    if (l->cr)
+        return kb_link_credit_inject(m);
     sim_time now = sim_now(l->sim);
     /* The source holds the whole message: the body is at the first input
      * already, only the head has to pass through arbitration. */
     return post(l, now + l->ovh_ps, now, m, 0);
+}
+
+int kb_link_credit_mode(const struct kb_link *l) { return l->cr != NULL; }
+
+int kb_link_backlog(const struct kb_link *l)
+{
+    if (l->cr)
+        return kb_link_credit_backlog(l->cr);
+    return (int)(l->n_heap + l->n_fifo) + (l->cur != NULL);
 }
 
 /* ser() of a full flit of m, as the links charge it */
@@ -414,7 +407,7 @@ static void link_serve(struct sim *s, void *arg)
     if (l->n_heap && l->heap[0].t < t)
         t = l->heap[0].t;
     if (t != SIM_FOREVER)
-        wake_at(l, t, now);
+        kb_link_wake_at(l, t, now);
 }
 
 void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out)

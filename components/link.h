@@ -35,6 +35,19 @@ struct kb_link_params {
     double latency_ns;   /* wire delay after serialisation, >= 0 */
     double overhead_ns;  /* charged once per message, on its head flit, >= 0 */
     uint32_t flit_bytes; /* > 0 */
+    /* Flow control (docs/components/link.md). buffer_flits 0 is
+     * wormhole_unbounded, today's model: the fields below are unused.
+     * Otherwise credit mode (link_credit.c): the far end has vcs virtual
+     * channels of buffer_flits flits each and the sender holds one credit
+     * per free slot; a credit comes back credit_ns after its flit leaves
+     * the buffer. */
+    uint32_t buffer_flits; /* 0 (unbounded) or flits per VC */
+    uint32_t vcs;          /* credit mode: virtual channels, >= vc_classes */
+    uint32_t vc_classes;   /* credit mode: VC classes; class c uses VCs v % vc_classes == c */
+    double credit_ns;      /* credit mode: credit return delay, >= 0 */
+    /* credit mode: a message's VC class goes up by one from this link on
+     * (the dateline of a ring or torus dimension) */
+    uint32_t dateline;
 };
 
 struct kb_link_stats {
@@ -45,6 +58,10 @@ struct kb_link_stats {
 };
 
 struct kb_link;
+
+/* credit mode bounds (a bad value is an error naming the link) */
+#define KB_LINK_MAX_BUFFER_FLITS 4096
+#define KB_LINK_MAX_VCS 16
 
 /* A message in flight: a worm of n_flits flits (all flit_bytes long but
  * the last, last_bytes long) following `path`. The owner fills every field
@@ -61,6 +78,14 @@ struct kb_link_msg {
     sim_time *body; /* n_hops words the links keep the worm's stream in */
     void (*done)(struct kb_link_msg *m, sim_time at);
     void *ud;
+    /* credit mode: the first hop's VC class (routing adds one per dateline
+     * crossed), and the per-hop state the links keep (made by
+     * kb_link_inject, freed before done) */
+    uint32_t vc_class;
+    /* credit mode, NULL or n_hops classes given by the router (read only
+     * during kb_link_inject): they replace vc_class and the datelines */
+    const uint8_t *hop_class;
+    void *credit;
 };
 
 /* Checks parameters; on error writes "link 'name': ..." into err and
@@ -86,11 +111,17 @@ sim_time kb_link_ser_ps(const struct kb_link *l, uint64_t bytes);
 sim_time kb_link_latency_ps(const struct kb_link *l);
 sim_time kb_link_overhead_ps(const struct kb_link *l);
 
+/* Whether the link runs credit flow control (buffer_flits > 0). */
+int kb_link_credit_mode(const struct kb_link *l);
+
 /* Starts a message at the current time on m->path[0]: every flit is ready
  * at the source, the head asks for the first link after its overhead.
  * Callable from any process or before the run. SIM_EINVAL for an empty
  * path or zero flits. */
 int kb_link_inject(struct kb_link_msg *m);
+
+/* Messages waiting at the link's input or holding it now. */
+int kb_link_backlog(const struct kb_link *l);
 
 void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out);
 /* busy / elapsed; elapsed 0 means "the current simulated time". */

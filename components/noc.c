@@ -4,6 +4,7 @@
 
 #include "kb_err.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,14 @@ static int build_grid(struct kb_noc *n, const struct kb_link_params *p,
                 continue;
             snprintf(name, sizeof name, "%s.%s",
                      kb_fabric_node_name(n->f, n->node[i]), dir_name[d]);
-            int id = add_link(n, n->node[i], n->node[j], name, p, err, errlen);
+            /* credit flow control: a wrap link is its ring's dateline, a
+             * message crossing it moves up a VC class (link_credit.c) */
+            struct kb_link_params q = *p;
+            int xi = i % n->w, xj = j % n->w, yi = i / n->w, yj = j / n->w;
+            bool wrap = (d == KB_NOC_E && xj < xi) || (d == KB_NOC_W && xj > xi) ||
+                        (d == KB_NOC_S && yj < yi) || (d == KB_NOC_N && yj > yi);
+            q.dateline = wrap && p->buffer_flits && p->vc_classes > 1;
+            int id = add_link(n, n->node[i], n->node[j], name, &q, err, errlen);
             if (id < 0)
                 return id;
             n->link[i * KB_NOC_NDIRS + d] = id;

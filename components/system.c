@@ -60,6 +60,10 @@ struct kb_system {
     struct node_info *info;
     int n_info;
     int *route_buf; /* max_hops links, for callers with a shorter buffer */
+    int *send_buf;  /* kb_system_send: two routes */
+    uint8_t *link_kind; /* credit mode: LK_* bits a link (classify) */
+    struct held *held;  /* transfers running (a deadlocked one never returns) */
+    int n_link_kind;
     char err[256];
 };
 
@@ -78,10 +82,26 @@ static int add_node(struct kb_system *sys, const char *name, int cube, enum node
     return id;
 }
 
+/* A link's parameters, with the flow control of fabric: in topology.yaml */
+static struct kb_link_params link_params(const struct kb_system *sys, double bw, double latency,
+                                         double overhead)
+{
+    const struct kb_topology_cfg *cfg = &sys->cfg;
+    struct kb_link_params p = {.bw_gbps = bw, .latency_ns = latency, .overhead_ns = overhead,
+                               .flit_bytes = (uint32_t)cfg->flit_bytes};
+    if (cfg->fabric.flow_control == KB_TOPO_FC_CREDIT) {
+        p.buffer_flits = (uint32_t)cfg->fabric.buffer_flits;
+        p.vcs = (uint32_t)cfg->fabric.vcs;
+        p.vc_classes = (uint32_t)kb_topo_vc_classes(cfg);
+        p.credit_ns = cfg->fabric.credit_ns;
+    }
+    return p;
+}
+
 static int add_link(struct kb_system *sys, int src, int dst, const char *name,
                     double bw, double latency, double overhead)
 {
-    struct kb_link_params p = {bw, latency, overhead, (uint32_t)sys->cfg.flit_bytes};
+    struct kb_link_params p = link_params(sys, bw, latency, overhead);
     int id = kb_fabric_add_link(sys->f, src, dst, name, &p);
     if (id < 0)
         KB_SETERR(sys, id, "%s", kb_fabric_errmsg(sys->f));
@@ -131,8 +151,8 @@ static int build_cube(struct kb_system *sys, int g)
     int first = kb_fabric_node_count(sys->f);
     struct kb_noc_params np = {
         KB_NOC_MESH, prefix, NOC_SIDE, NOC_SIDE,
-        {noc_bw, cfg->cube.noc.ns_per_mm * cfg->cube.noc.cube_mm / (NOC_SIDE - 1), ovh,
-         (uint32_t)cfg->flit_bytes},
+        link_params(sys, noc_bw, cfg->cube.noc.ns_per_mm * cfg->cube.noc.cube_mm / (NOC_SIDE - 1),
+                    ovh),
         NULL};
     cb->noc = kb_noc_new(sys->f, &np, sys->err, sizeof sys->err);
     if (!cb->noc)
@@ -214,6 +234,81 @@ static int build_ucie(struct kb_system *sys)
     return 0;
 }
 
+/* ---- VC classes (credit flow control) --------------------------------------
+ *
+ * A route of the cube grid has two phases: the steps in its first
+ * dimension (X for xy, Y for yx) with the legs inside cubes up to the
+ * first step in the other dimension, then the rest. Classes, for routing
+ * order xy (yx: X and Y swapped; adaptive: yx routes in classes K..2K-1):
+ *     phase 0:  0, or 1 once it crossed the wrap link of its dimension
+ *     phase 1:  1 + wrap_x, plus 1 once it crossed a Y wrap link
+ * so K = (1 + wrap_x) + (1 + wrap_y) classes. Within one class every
+ * chain of links that follow each other on some route is monotone in the
+ * class's cube-grid dimension: the legs inside a cube are XY routes, which
+ * never turn back in X, and never turn from Y to X, so they cannot carry a
+ * chain from a cube's entry port back out through the port it came in
+ * by; a ring's chain stops at its wrap link, where the class changes. So
+ * no class has a cycle of channel dependencies and, with one VC a class at
+ * least, credit flow control cannot deadlock (Dally and Seitz's
+ * condition). docs/components/noc.md states it beside the regular
+ * networks'. */
+
+/* link_kind bits: the cube-grid dimension of a UCIe link, and its wrap */
+#define LK_X 1
+#define LK_Y 2
+#define LK_WRAP 4
+
+static void classify(void *ud, const int *links, int n, uint32_t order, uint8_t *classes)
+{
+    const struct kb_system *sys = ud;
+    bool yx = order != 0 || sys->cfg.fabric.routing == KB_TOPO_ROUTE_YX;
+    int first = yx ? LK_Y : LK_X;
+    int k0 = 1 + (yx ? sys->wrap_y : sys->wrap_x);          /* phase 0's classes */
+    int k = k0 + 1 + (yx ? sys->wrap_x : sys->wrap_y);     /* one order's */
+    int base = order != 0 ? k : 0;
+    int phase = 0, crossed = 0;
+    for (int j = 0; j < n; j++) {
+        int kind = links[j] < sys->n_link_kind ? sys->link_kind[links[j]] : 0;
+        if (!phase && (kind & (LK_X | LK_Y)) && !(kind & first)) {
+            phase = 1;
+            crossed = 0;
+        }
+        if (kind & LK_WRAP)
+            crossed = 1;
+        classes[j] = (uint8_t)(base + (phase ? k0 : 0) + crossed);
+    }
+}
+
+/* The UCIe links' dimensions and wraps, for classify; set as the fabric's
+ * classifier when links run credit flow control and deadlock_avoidance
+ * is vc_classes. */
+static int build_link_kinds(struct kb_system *sys)
+{
+    if (sys->cfg.fabric.flow_control != KB_TOPO_FC_CREDIT ||
+        sys->cfg.fabric.deadlock_avoidance != KB_TOPO_DL_VC_CLASSES)
+        return 0;
+    sys->n_link_kind = kb_fabric_link_count(sys->f);
+    if (!(sys->link_kind = calloc((size_t)sys->n_link_kind, 1)))
+        return KB_SETERR(sys, SIM_ENOMEM, "system: out of memory");
+    for (int g = 0; g < sys->n_cubes; g++) {
+        int x, y;
+        cube_xy(sys, g, &x, &y);
+        for (int d = 0; d < KB_NOC_NDIRS; d++) {
+            int id = sys->cubes[g].ucie[d];
+            if (id < 0)
+                continue;
+            int xn, yn;
+            cube_xy(sys, cube_step(sys, g, (enum kb_noc_dir)d), &xn, &yn);
+            bool wrap = (d == KB_NOC_E && xn < x) || (d == KB_NOC_W && xn > x) ||
+                        (d == KB_NOC_S && yn < y) || (d == KB_NOC_N && yn > y);
+            sys->link_kind[id] = (uint8_t)((d == KB_NOC_E || d == KB_NOC_W ? LK_X : LK_Y) |
+                                           (wrap ? LK_WRAP : 0));
+        }
+    }
+    kb_fabric_set_classifier(sys->f, classify, sys);
+    return 0;
+}
+
 static struct kb_system *sys_alloc(struct sim *s, const struct kb_topology_cfg *cfg,
                                    const struct kb_system_opts *opts, char *err,
                                    size_t errlen)
@@ -290,7 +385,7 @@ struct kb_system *kb_system_new(struct sim *s, const struct kb_topology_cfg *cfg
     for (int g = 0; g < sys->n_cubes; g++)
         if (build_cube(sys, g) < 0)
             return fail(sys, err, errlen);
-    if (build_ucie(sys) < 0)
+    if (build_ucie(sys) < 0 || build_link_kinds(sys) < 0)
         return fail(sys, err, errlen);
     return sys;
 }
@@ -330,6 +425,29 @@ struct kb_system *kb_system_new_graph(struct sim *s, const struct kb_graph_cfg *
     return sys;
 }
 
+/* A transfer's route and payload while it runs (kb_system_transfer). */
+struct held {
+    struct held *prev, *next;
+    int *links;
+    unsigned char *buf;
+    bool linked; /* on sys->held */
+};
+
+static void held_free(struct kb_system *sys, struct held *h)
+{
+    if (h->linked) {
+        if (h->prev)
+            h->prev->next = h->next;
+        else
+            sys->held = h->next;
+        if (h->next)
+            h->next->prev = h->prev;
+    }
+    free(h->links);
+    free(h->buf);
+    free(h);
+}
+
 void kb_system_free(struct kb_system *sys)
 {
     if (!sys)
@@ -349,6 +467,10 @@ void kb_system_free(struct kb_system *sys)
     free(sys->pl);
     free(sys->info);
     free(sys->route_buf);
+    free(sys->send_buf);
+    free(sys->link_kind);
+    while (sys->held)
+        held_free(sys, sys->held);
     free(sys);
 }
 
@@ -462,7 +584,9 @@ static int noc_leg(struct kb_system *sys, int g, int r, int rd, int *links, int 
     return 0;
 }
 
-static int route_tree(struct kb_system *sys, int src, int dst, int *links, int max)
+/* yx: the cube grid's Y steps before its X steps (routing yx; one of
+ * adaptive's two orders) */
+static int route_tree(struct kb_system *sys, int src, int dst, int *links, int max, bool yx)
 {
     const struct node_info *si = &sys->info[src], *di = &sys->info[dst];
     /* a PE and its own HBM talk over their direct link */
@@ -491,7 +615,7 @@ static int route_tree(struct kb_system *sys, int src, int dst, int *links, int m
     int sy = steps(y, yd, sys->gh, sys->wrap_y, &plus_y);
     enum kb_noc_dir dx = plus_x ? KB_NOC_E : KB_NOC_W, dy = plus_y ? KB_NOC_S : KB_NOC_N;
     for (int i = 0; i < sx + sy; i++) {
-        enum kb_noc_dir d = i < sx ? dx : dy;
+        enum kb_noc_dir d = yx ? (i < sy ? dy : dx) : (i < sx ? dx : dy);
         if (noc_leg(sys, g, r, port_router[d], links, &k, max) < 0)
             return SIM_EINVAL;
         if (k >= max)
@@ -526,7 +650,8 @@ static int route_full(struct kb_system *sys, int src_node, int dst_node, int *li
             KB_SETERR(sys, k, "%s", kb_graph_errmsg(sys->graph));
         return k;
     }
-    return route_tree(sys, src_node, dst_node, links, max);
+    return route_tree(sys, src_node, dst_node, links, max,
+                      sys->cfg.fabric.routing == KB_TOPO_ROUTE_YX);
 }
 
 int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *links, int max)
@@ -548,6 +673,47 @@ int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *link
     if (k > 0 && max > 0)
         memcpy(links, sys->route_buf, (size_t)(k < max ? k : max) * sizeof *links);
     return k;
+}
+
+/* Messages waiting at or holding the links of a route. */
+static int route_backlog(const struct kb_system *sys, const int *links, int k)
+{
+    int b = 0;
+    for (int i = 0; i < k; i++)
+        b += kb_fabric_link_backlog(sys->f, links[i]);
+    return b;
+}
+
+int kb_system_send(struct kb_system *sys, int src_node, int dst_node, uint64_t bytes,
+                   void (*cb)(void *ud, sim_time at), void *ud)
+{
+    if (!sys->send_buf &&
+        !(sys->send_buf = malloc(2 * ((size_t)sys->max_hops + 1) * sizeof *sys->send_buf)))
+        return KB_SETERR(sys, SIM_ENOMEM, "send: out of memory");
+    int *a = sys->send_buf, *b = a + sys->max_hops + 1;
+    int k = kb_system_route(sys, src_node, dst_node, a, sys->max_hops);
+    if (k < 0)
+        return k;
+    uint32_t cls = 0;
+    if (!sys->graph && sys->cfg.fabric.routing == KB_TOPO_ROUTE_ADAPTIVE && k > 0) {
+        /* minimal adaptive at the source: the yx route when its links hold
+         * fewer messages than the xy route's; the yx order runs in the
+         * upper half of the VC classes, so each order keeps its own
+         * deadlock-free channels */
+        int kb = route_tree(sys, src_node, dst_node, b, sys->max_hops, true);
+        if (kb < 0)
+            return kb;
+        if (route_backlog(sys, b, kb) < route_backlog(sys, a, k)) {
+            a = b;
+            k = kb;
+            cls = 1; /* the yx order, classify's second half */
+        }
+    }
+    int rc = kb_fabric_send_cb(sys->f, a, k, bytes, cls, cb, ud);
+    if (rc < 0)
+        return KB_SETERR(sys, rc, "send from '%s' to '%s': %s", kb_fabric_node_name(sys->f, src_node),
+                      kb_fabric_node_name(sys->f, dst_node), kb_fabric_errmsg(sys->f));
+    return 0;
 }
 
 int kb_system_route_cb(void *sys, int src_node, int dst_node, int *links, int max)
@@ -640,35 +806,44 @@ int kb_system_transfer(struct kb_system *sys, int src_rank, uint64_t src_addr, i
         return KB_SETERR(sys, SIM_EINVAL, "transfer of %" PRIu64 " bytes from tcm of '%s' at %"
                       PRIu64 " to tcm of '%s' at %" PRIu64 ": beyond the capacity (%" PRIu64
                       " bytes)", bytes, a->name, src_addr, b->name, dst_addr, pa->capacity);
-    int *links = malloc(((size_t)sys->max_hops + 1) * sizeof *links);
-    if (!links)
+    /* what the blocked transfer holds, on the system's list so that a
+     * transfer that never returns (a network deadlock) is freed with it */
+    struct held *h = calloc(1, sizeof *h);
+    int *links = h ? malloc(((size_t)sys->max_hops + 1) * sizeof *links) : NULL;
+    if (!links) {
+        free(h);
         return KB_SETERR(sys, SIM_ENOMEM, "transfer: out of memory");
+    }
+    h->links = links;
     int k = kb_system_route(sys, a->node, b->node, links, sys->max_hops);
     if (k < 0) {
-        free(links);
+        held_free(sys, h);
         return k;
     }
     /* the bytes leave the source when the transfer starts */
     unsigned char *buf = NULL;
     if (!sys->timing_only && bytes) {
-        buf = malloc(bytes);
+        buf = h->buf = malloc(bytes);
         if (!buf || kb_mem_read(a->tcm, src_addr, buf, bytes) < 0) {
-            free(buf);
-            free(links);
+            held_free(sys, h);
             return KB_SETERR(sys, SIM_ENOMEM, "transfer of %" PRIu64 " bytes: out of memory",
                           bytes);
         }
     }
+    h->next = sys->held;
+    if (sys->held)
+        sys->held->prev = h;
+    sys->held = h;
+    h->linked = true;
     int rc = kb_fabric_transfer(sys->f, links, k, bytes);
-    free(links);
     if (rc < 0) {
-        free(buf);
+        held_free(sys, h);
         return KB_SETERR(sys, rc, "transfer from '%s' to '%s': %s", a->name, b->name,
                       rc == SIM_EPERM ? "not in a thread process" : kb_fabric_errmsg(sys->f));
     }
     if (buf)
         rc = kb_mem_write(b->tcm, dst_addr, buf, bytes);
-    free(buf);
+    held_free(sys, h);
     return rc < 0 ? KB_SETERR(sys, rc, "%s", kb_mem_errmsg(b->tcm)) : 0;
 }
 

@@ -111,6 +111,15 @@ int kb_system_route(struct kb_system *sys, int src_node, int dst_node, int *link
 int kb_system_route_cb(void *sys, int src_node, int dst_node, int *links, int max);
 int kb_system_max_hops(const struct kb_system *sys);
 
+/* Sends `bytes` from fabric node src to dst now, timing only, and calls
+ * cb(ud, at) when the last byte arrives (at: that absolute time). Routing
+ * is fabric.routing's: xy or yx, or adaptive — of the xy and yx routes
+ * the one whose links hold fewer messages now (ties: xy), the yx one in
+ * the upper half of the VC classes. (kb_system_route, which PE_DMA keeps
+ * routes from, gives the xy route under adaptive.) Any context. */
+int kb_system_send(struct kb_system *sys, int src_node, int dst_node, uint64_t bytes,
+                   void (*cb)(void *ud, sim_time at), void *ud);
+
 /* No-contention time of `bytes` from src to dst (kb_fabric_path_time of
  * the route); SIM_FOREVER when there is no route. */
 sim_time kb_system_path_time(struct kb_system *sys, int src_node, int dst_node,

@@ -11,6 +11,9 @@ const char *const kb_topo_kind_names[] = {"ring_1d", "torus_2d", "mesh_2d", "mes
                                           NULL};
 const char *const kb_topo_buffer_kind_names[] = {"tcm", "sram", "hbm", NULL};
 const char *const kb_topo_backpressure_names[] = {"sleep", "poll", NULL};
+const char *const kb_topo_flow_control_names[] = {"wormhole_unbounded", "credit", NULL};
+const char *const kb_topo_routing_names[] = {"xy", "yx", "adaptive", NULL};
+const char *const kb_topo_deadlock_names[] = {"vc_classes", "none", NULL};
 
 #define F(field) offsetof(struct kb_topology_cfg, field)
 #define GE KB_CONFIG_F_MIN
@@ -137,6 +140,18 @@ static const struct kb_config_key ipcq_keys[] = {
     INT("credit_bytes", ipcq.credit_bytes, 0, 1, 1 << 20, "credit message size"),
     {0},
 };
+static const struct kb_config_key fabric_keys[] = {
+    ENUM("flow_control", fabric.flow_control, kb_topo_flow_control_names,
+         "wormhole_unbounded (unbounded input buffers) or credit (finite buffers, VCs)"),
+    INT("buffer_flits", fabric.buffer_flits, 0, 1, 4096, "credit: input buffer per VC, flits"),
+    INT("vcs", fabric.vcs, 0, 1, 16, "credit: virtual channels per port"),
+    NS("credit_ns", fabric.credit_ns, "credit: credit return delay, ns"),
+    ENUM("routing", fabric.routing, kb_topo_routing_names,
+         "cube grid: xy, yx (dimension order) or adaptive (minimal, per message)"),
+    ENUM("deadlock_avoidance", fabric.deadlock_avoidance, kb_topo_deadlock_names,
+         "credit: vc_classes (datelines, route classes) or none"),
+    {0},
+};
 static const struct kb_config_key topo_keys[] = {
     MAP("sips", sips_keys, "the SIPs and how they connect"),
     MAP("sip", sip_keys, "one SIP"),
@@ -147,6 +162,7 @@ static const struct kb_config_key topo_keys[] = {
     {"clock_ghz", KB_CONFIG_T_FLOAT, GE | LE, KB_CONFIG_MIN_GHZ, KB_CONFIG_MAX_GHZ, NULL, NULL,
      F(clock_ghz), "PE clock, GHz"},
     MAP("ipcq", ipcq_keys, "PE_IPCQ ring buffers"),
+    MAP("fabric", fabric_keys, "flow control and routing of every link and router"),
     {0},
 };
 
@@ -300,6 +316,39 @@ static void check_products(struct kb_config *c, const struct kb_config_node *roo
                            KB_TOPO_MAX_PES);
 }
 
+int kb_topo_vc_classes(const struct kb_topology_cfg *cfg)
+{
+    if (cfg->fabric.deadlock_avoidance == KB_TOPO_DL_NONE)
+        return 1;
+    bool wraps = cfg->sips.topology != KB_TOPO_MESH_2D_NO_WRAP;
+    /* two route phases, each with one class more if its dimension wraps
+     * (system.c, classify) */
+    int k = 2 + (wraps && cfg->sips.w >= 2) +
+            (wraps && cfg->sips.h >= 2 && cfg->sips.topology != KB_TOPO_RING_1D);
+    return cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE ? 2 * k : k;
+}
+
+/* Credit flow control needs a VC for every class the routing uses. */
+static void check_vcs(struct kb_config *c, const struct kb_config_node *root,
+                      const struct kb_topology_cfg *cfg)
+{
+    const struct kb_config_node *n = kb_config_lookup(root, "fabric.vcs");
+    if (!n || cfg->fabric.flow_control != KB_TOPO_FC_CREDIT || cfg->fabric.vcs < 1 ||
+        cfg->sips.w < 1 || cfg->fabric.routing < 0 || cfg->fabric.deadlock_avoidance < 0)
+        return;
+    int need = kb_topo_vc_classes(cfg);
+    if (cfg->fabric.vcs < need)
+        kb_config_error_at(c, n, "fabric.vcs is %d but routing %s with deadlock_avoidance "
+                           "vc_classes on sips.topology %s uses %d VC classes (two route "
+                           "phases, one more for each wrapping dimension%s): give at least %d, "
+                           "or deadlock_avoidance: none",
+                           cfg->fabric.vcs, kb_topo_routing_names[cfg->fabric.routing],
+                           kb_topo_kind_names[cfg->sips.topology], need,
+                           cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE
+                               ? ", times two for the xy and yx orders" : "",
+                           need);
+}
+
 int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
                           struct kb_topology_cfg *cfg)
 {
@@ -307,6 +356,7 @@ int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root
     memset(cfg, 0, sizeof *cfg);
     /* enums start invalid so the checks below can tell "not read" */
     cfg->sips.topology = cfg->ipcq.buffer_kind = cfg->ipcq.backpressure = -1;
+    cfg->fabric.flow_control = cfg->fabric.routing = cfg->fabric.deadlock_avoidance = -1;
     if (!root)
         return -1;
     kb_config_schema_apply(c, topo_keys, root, "", cfg);
@@ -317,6 +367,8 @@ int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root
     check_tile(c, root, "n", cfg->pe.gemm.tile.n, cfg->pe.gemm.mac.n);
     check_tile(c, root, "k", cfg->pe.gemm.tile.k, cfg->pe.gemm.mac.k);
     check_products(c, root, cfg);
+    if (cfg->sips.topology >= 0)
+        check_vcs(c, root, cfg);
     cfg->pes_per_cube = cfg->cube.pes_per_corner * cfg->cube.corners;
     cfg->cubes_per_sip = cfg->sip.cube_mesh.w * cfg->sip.cube_mesh.h;
     cfg->n_pes = (int64_t)cfg->sips.count * cfg->cubes_per_sip * cfg->pes_per_cube;

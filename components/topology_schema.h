@@ -15,6 +15,9 @@ enum kb_topo_kind {
 };
 enum kb_topo_buffer_kind { KB_TOPO_BUF_TCM, KB_TOPO_BUF_SRAM, KB_TOPO_BUF_HBM };
 enum kb_topo_backpressure { KB_TOPO_BP_SLEEP, KB_TOPO_BP_POLL };
+enum kb_topo_flow_control { KB_TOPO_FC_WORMHOLE_UNBOUNDED, KB_TOPO_FC_CREDIT };
+enum kb_topo_routing { KB_TOPO_ROUTE_XY, KB_TOPO_ROUTE_YX, KB_TOPO_ROUTE_ADAPTIVE };
+enum kb_topo_deadlock { KB_TOPO_DL_VC_CLASSES, KB_TOPO_DL_NONE };
 
 /* PEs in a system at most: ranks and node ids are ints, with a wide margin
  * (a system has 2 nodes a PE plus 10 a cube). */
@@ -24,6 +27,9 @@ enum kb_topo_backpressure { KB_TOPO_BP_SLEEP, KB_TOPO_BP_POLL };
 extern const char *const kb_topo_kind_names[];
 extern const char *const kb_topo_buffer_kind_names[];
 extern const char *const kb_topo_backpressure_names[];
+extern const char *const kb_topo_flow_control_names[];
+extern const char *const kb_topo_routing_names[];
+extern const char *const kb_topo_deadlock_names[];
 
 /* Bandwidths in GB/s (= bytes/ns), times in ns, sizes in bytes. Enum
  * fields hold the enums above. Every value is filled by a successful
@@ -90,11 +96,24 @@ struct kb_topology_cfg {
         int backpressure;
         int credit_bytes;
     } ipcq;
+    struct {
+        int flow_control; /* enum kb_topo_flow_control */
+        int buffer_flits, vcs;
+        double credit_ns;
+        int routing;            /* enum kb_topo_routing */
+        int deadlock_avoidance; /* enum kb_topo_deadlock */
+    } fabric;
     /* derived */
     int pes_per_cube;  /* pes_per_corner × corners */
     int cubes_per_sip; /* cube_mesh w × h */
     int64_t n_pes;     /* sips × cubes_per_sip × pes_per_cube */
 };
+
+/* VC classes the routing uses with credit flow control: two (the route's
+ * two phases), plus one for each wrapping dimension of the cube grid
+ * (dateline), times two for adaptive routing (xy and yx orders apart);
+ * 1 with deadlock_avoidance none. */
+int kb_topo_vc_classes(const struct kb_topology_cfg *cfg);
 
 /* The schema (for --set checks shared with other configurations). */
 const struct kb_config_key *kb_topo_schema(void);

@@ -107,6 +107,10 @@ int kb_sim_run_uv(lua_State *L, int i, uv_loop_t *loop, uint64_t batch, uint64_t
 /* Adds kb.system and the kbsim.system type to the module table on top
  * of the stack (lsystem.c). */
 void kb_open_system(lua_State *L);
+/* sys:inject (ltraffic.c), and its handle type, registered by
+ * kb_open_traffic (called from kb_open_system). */
+int kb_sys_inject(lua_State *L);
+void kb_open_traffic(lua_State *L);
 /* The open kbsim.system at index i (an error otherwise); its simulation is
  * the userdata's first user value (lsystem.c). */
 struct kb_system *kb_checksystem(lua_State *L, int i);

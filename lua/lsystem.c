@@ -1190,7 +1190,7 @@ static int sys_tostring(lua_State *L)
 static const luaL_Reg sys_methods[] = {
     {"counts", sys_counts},       {"set_ipcq", sys_set_ipcq},       {"pe", sys_pe},           {"neighbor", sys_neighbor},
     {"path", sys_path},           {"describe", sys_describe}, {"config", sys_config}, {"transfer", sys_transfer},
-    {"links", sys_links},
+    {"links", sys_links},         {"inject", kb_sys_inject},
     {"dma", sys_dma}, {"tcm_write", sys_tcm_write}, {"tcm_read", sys_tcm_read}, {"close", sys_close},
     {NULL, NULL}};
 static const luaL_Reg sys_meta[] = {
@@ -1198,6 +1198,7 @@ static const luaL_Reg sys_meta[] = {
 
 void kb_open_system(lua_State *L)
 {
+    kb_open_traffic(L);
     kb_newmetatable(L, KB_SYSTEM);
     luaL_setfuncs(L, sys_meta, 0);
     lua_newtable(L);

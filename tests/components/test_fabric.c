@@ -277,10 +277,10 @@ TEST(random_flows_match_flit_recurrence)
         int h = 1 + (int)(rng(&seed) % MAXH), k = 1 + (int)(rng(&seed) % MAXK);
         struct kb_link_params p[MAXH];
         for (int j = 0; j < h; j++) {
+            p[j] = (struct kb_link_params){.flit_bytes = 256}; /* wormhole_unbounded */
             p[j].bw_gbps = bws[rng(&seed) % 4];
             p[j].latency_ns = (double)(rng(&seed) % 5);
             p[j].overhead_ns = (double)(rng(&seed) % 3) * 4;
-            p[j].flit_bytes = 256;
         }
         struct sim *s = T_OWN(sim_new(NULL), sim_free);
         ASSERT_TRUE(s);
@@ -370,8 +370,8 @@ TEST(random_crossing_flows_match_flit_recurrence)
         int nl = 0, chain_l[MAXH];
         for (int j = 0; j < h; j++, nl++) {
             lp[nl] = (struct kb_link_params){
-                bws[rng(&seed) % 7], (double)(rng(&seed) % 7) * 0.25,
-                (double)(rng(&seed) % 4) * 1.5, flit};
+                .bw_gbps = bws[rng(&seed) % 7], .latency_ns = (double)(rng(&seed) % 7) * 0.25,
+                .overhead_ns = (double)(rng(&seed) % 4) * 1.5, .flit_bytes = flit};
             chain_l[j] = kb_fabric_add_link(f, j, j + 1, NULL, &lp[nl]);
         }
         int paths[MAXK][MAXP], plen[MAXK];
@@ -384,8 +384,9 @@ TEST(random_crossing_flows_match_flit_recurrence)
             if (rng(&seed) % 2) { /* enter from a side node */
                 snprintf(name, sizeof name, "in%d", m);
                 int src = kb_fabric_add_node(f, name);
-                lp[nl] = (struct kb_link_params){bws[rng(&seed) % 7], 1, 2,
-                                                 flit};
+                lp[nl] = (struct kb_link_params){.bw_gbps = bws[rng(&seed) % 7],
+                                                 .latency_ns = 1, .overhead_ns = 2,
+                                                 .flit_bytes = flit};
                 pl[m][n] = nl;
                 paths[m][n++] = kb_fabric_add_link(f, src, from, NULL,
                                                    &lp[nl++]);
@@ -397,9 +398,10 @@ TEST(random_crossing_flows_match_flit_recurrence)
             if (rng(&seed) % 2) { /* leave to a side node */
                 snprintf(name, sizeof name, "out%d", m);
                 int dst = kb_fabric_add_node(f, name);
-                lp[nl] = (struct kb_link_params){bws[rng(&seed) % 7], 0.5,
-                                                 (double)(rng(&seed) % 2) * 3,
-                                                 flit};
+                lp[nl] = (struct kb_link_params){.bw_gbps = bws[rng(&seed) % 7],
+                                                 .latency_ns = 0.5,
+                                                 .overhead_ns = (double)(rng(&seed) % 2) * 3,
+                                                 .flit_bytes = flit};
                 pl[m][n] = nl;
                 paths[m][n++] = kb_fabric_add_link(f, to, dst, NULL,
                                                    &lp[nl++]);

@@ -1,0 +1,360 @@
+/* link_credit.c — credit flow control: finite input buffers, virtual
+ * channels, flit by flit
+ *
+ * The mode of a link whose buffer_flits > 0 (link.h). The far end of the
+ * link has `vcs` virtual channels (VCs), each an input buffer of B =
+ * buffer_flits flits; the sender keeps one credit per free slot of each.
+ *
+ * Rule, per link and flit (d = f / bw of the flit, rounded to the ps as in
+ * the wormhole mode; l = latency; o = the link's overhead; c = credit_ns):
+ *   - a message's head, on reaching a link's input (the source, or the
+ *     buffer at the far end of the previous hop), may ask for the link o
+ *     later; it needs a free VC of its class on the link (class c uses the
+ *     VCs v with v % vc_classes == c) and holds that VC until its tail has
+ *     left the buffer at the far end (atomic VC allocation);
+ *   - a flit may start when it is at the input, the flit before it of the
+ *     same message has started, the link is idle and its VC has a credit;
+ *     it takes one credit, occupies the link for d and is in the far
+ *     buffer l after its end;
+ *   - when a flit leaves a buffer (starts on the next hop; on the last hop:
+ *     arrives, the sink never stalls) its credit reaches the sender c
+ *     later, and the tail's credit frees the VC there;
+ *   - the link serves, one flit at a time, the messages at its input in
+ *     round-robin order (arrival order of their heads first), skipping
+ *     any that cannot send; a router's input can feed several outputs at
+ *     once.
+ *
+ * Consequences checked by tests/components/test_link_credit.c:
+ *   one flit over hops j:     T = Σ_j (o_j + l_j + d_j)  (as wormhole)
+ *   n full flits, one hop, no contention, with the credit round trip
+ *   R = d + l + c (a flit's start to its credit's return):
+ *       if B·d >= R:  T = o + (n-1)·d + d + l       (bandwidth bound)
+ *       else:         S_k = o + ⌊k/B⌋·R + (k mod B)·d,
+ *                     T = S_{n-1} + d + l         (credit bound: B flits
+ *                     per round trip, throughput B·f / R < bw)
+ *   two messages from different inputs onto one link, one VC: the second
+ *   waits for the first's tail (its head cannot get the VC): serialised;
+ *   with two VCs their flits alternate, each at half the link's rate.
+ * A message never lets a credit or a VC go while it waits, so a cycle of
+ * messages each holding a VC the next one waits for never resolves: a
+ * deadlock, which the engine reports as the transfers blocked on it
+ * (docs/components/link.md states which routing choices avoid it). */
+#include "link_impl.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A credit on its way back to this link's sender. */
+struct credit {
+    sim_time t;
+    uint64_t seq;
+    uint32_t vc;
+    uint32_t release; /* the tail's credit: the VC is free again */
+};
+
+/* A message at this link's input, and the hop this link is on its path. */
+struct cand {
+    struct kb_link_msg *m;
+    uint32_t hop;
+};
+
+struct kb_link_credit {
+    uint32_t vcs, classes, buffer;
+    sim_time credit_ps;
+    uint32_t *credits;          /* vcs free slots, sender's count */
+    struct kb_link_msg **owner; /* vcs: the message holding the VC, or NULL */
+    struct credit *heap;        /* min-heap on (t, seq) */
+    size_t n_heap, cap_heap;
+    uint64_t seq;
+    struct cand *cands; /* in head arrival order */
+    size_t n_cands, cap_cands, rr;
+    sim_time busy_until; /* end of the flit on the link */
+};
+
+/* Per message and hop j: the VC held on link j, flits sent over it, and
+ * the times at which the flits sent over link j and still in its far
+ * buffer may go on (a ring of buffer_flits). */
+struct hop {
+    uint64_t sent;
+    uint32_t vc, cls;
+    uint32_t cap, head, cnt;
+    sim_time *ring;
+};
+
+struct msg_state {
+    sim_time t_src; /* the head may ask for the first link from here on */
+    struct hop hop[];
+};
+
+struct kb_link_credit *kb_link_credit_new(const struct kb_link_params *p)
+{
+    struct kb_link_credit *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->vcs = p->vcs;
+    c->classes = p->vc_classes;
+    c->buffer = p->buffer_flits;
+    c->credit_ps = (sim_time)llround(p->credit_ns * 1000.0);
+    c->credits = malloc(p->vcs * sizeof *c->credits);
+    c->owner = calloc(p->vcs, sizeof *c->owner);
+    if (!c->credits || !c->owner) {
+        kb_link_credit_free(c);
+        return NULL;
+    }
+    for (uint32_t v = 0; v < p->vcs; v++)
+        c->credits[v] = p->buffer_flits;
+    return c;
+}
+
+void kb_link_credit_free(struct kb_link_credit *c)
+{
+    if (!c)
+        return;
+    free(c->credits);
+    free(c->owner);
+    free(c->heap);
+    free(c->cands);
+    free(c);
+}
+
+int kb_link_credit_backlog(const struct kb_link_credit *c) { return (int)c->n_cands; }
+
+/* ---- credits on their way back ----------------------------------------- */
+
+static int cr_before(const struct credit *a, const struct credit *b)
+{
+    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+}
+
+static int credit_push(struct kb_link *l, sim_time t, sim_time now, uint32_t vc,
+                       uint32_t release)
+{
+    struct kb_link_credit *c = l->cr;
+    if (c->n_heap == c->cap_heap) {
+        size_t cap = c->cap_heap ? 2 * c->cap_heap : 8;
+        struct credit *h = realloc(c->heap, cap * sizeof *h);
+        if (!h)
+            return SIM_ENOMEM;
+        c->heap = h;
+        c->cap_heap = cap;
+    }
+    struct credit a = {t, c->seq++, vc, release};
+    size_t i = c->n_heap++;
+    while (i > 0) {
+        size_t up = (i - 1) / 2;
+        if (!cr_before(&a, &c->heap[up]))
+            break;
+        c->heap[i] = c->heap[up];
+        i = up;
+    }
+    c->heap[i] = a;
+    kb_link_wake_at(l, t, now);
+    return 0;
+}
+
+static struct credit credit_pop(struct kb_link_credit *c)
+{
+    struct credit top = c->heap[0];
+    struct credit last = c->heap[--c->n_heap];
+    size_t n = c->n_heap, i = 0;
+    for (;;) {
+        size_t k = 2 * i + 1;
+        if (k >= n)
+            break;
+        if (k + 1 < n && cr_before(&c->heap[k + 1], &c->heap[k]))
+            k++;
+        if (!cr_before(&c->heap[k], &last))
+            break;
+        c->heap[i] = c->heap[k];
+        i = k;
+    }
+    if (n)
+        c->heap[i] = last;
+    return top;
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+static int cand_add(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t hop)
+{
+    if (c->n_cands == c->cap_cands) {
+        size_t cap = c->cap_cands ? 2 * c->cap_cands : 4;
+        struct cand *a = realloc(c->cands, cap * sizeof *a);
+        if (!a)
+            return SIM_ENOMEM;
+        c->cands = a;
+        c->cap_cands = cap;
+    }
+    c->cands[c->n_cands++] = (struct cand){m, hop};
+    return 0;
+}
+
+int kb_link_credit_inject(struct kb_link_msg *m)
+{
+    size_t ring = 0;
+    for (uint32_t j = 0; j < m->n_hops; j++) {
+        if (!m->path[j]->cr)
+            return SIM_EINVAL; /* the fabric checks paths for one mode */
+        ring += m->path[j]->cr->buffer;
+    }
+    struct msg_state *st = malloc(sizeof *st + m->n_hops * sizeof(struct hop) +
+                                  ring * sizeof(sim_time));
+    if (!st)
+        return SIM_ENOMEM;
+    struct kb_link *l = m->path[0];
+    sim_time now = sim_now(l->sim);
+    sim_time *words = (sim_time *)(st->hop + m->n_hops);
+    uint32_t cls = m->vc_class;
+    for (uint32_t j = 0; j < m->n_hops; j++) {
+        struct kb_link_credit *c = m->path[j]->cr;
+        cls += m->path[j]->p.dateline ? 1 : 0;
+        if (m->hop_class)
+            cls = m->hop_class[j];
+        st->hop[j] = (struct hop){0, 0, cls < c->classes ? cls : c->classes - 1,
+                                  c->buffer, 0, 0, words};
+        words += c->buffer;
+    }
+    st->t_src = now + l->ovh_ps;
+    m->credit = st;
+    if (cand_add(l->cr, m, 0) < 0) {
+        free(st);
+        m->credit = NULL;
+        return SIM_ENOMEM;
+    }
+    kb_link_wake_at(l, st->t_src, now);
+    return 0;
+}
+
+/* When flit `sent` of m may start on hop j: at the source from t_src on,
+ * else when it may leave the previous hop's far buffer (SIM_FOREVER: not
+ * there yet). */
+static sim_time flit_ready(const struct kb_link_msg *m, uint32_t j)
+{
+    const struct msg_state *st = m->credit;
+    if (j == 0)
+        return st->t_src;
+    const struct hop *h = &st->hop[j - 1];
+    return h->cnt ? h->ring[h->head] : SIM_FOREVER;
+}
+
+/* A free VC of class cls with a credit, or -1. */
+static int free_vc(const struct kb_link_credit *c, uint32_t cls)
+{
+    for (uint32_t v = cls; v < c->vcs; v += c->classes)
+        if (!c->owner[v] && c->credits[v])
+            return (int)v;
+    return -1;
+}
+
+/* Flit `sent` of the message at cands[i] starts on l now, over VC vc.
+ * Returns whether the message left the link's input (its tail went). */
+static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int *err)
+{
+    struct kb_link_credit *c = l->cr;
+    struct kb_link_msg *m = c->cands[i].m;
+    uint32_t j = c->cands[i].hop;
+    struct msg_state *st = m->credit;
+    struct hop *h = &st->hop[j];
+    uint64_t k = h->sent;
+    int tail = k + 1 == m->n_flits;
+    uint32_t fb = tail ? m->last_bytes : m->flit_bytes;
+    sim_time d = fb == l->p.flit_bytes ? l->ser_full : kb_link_ser_ps(l, fb);
+
+    c->credits[vc]--;
+    if (k == 0) {
+        h->vc = vc;
+        c->owner[vc] = m;
+        l->st.messages++;
+    }
+    c->busy_until = now + d;
+    l->st.bytes += fb;
+    l->st.flits++;
+    l->st.busy_ps += d;
+    h->sent++;
+
+    if (j > 0) { /* the flit leaves the previous hop's far buffer */
+        struct hop *up = &st->hop[j - 1];
+        up->head = (up->head + 1) % up->cap;
+        up->cnt--;
+        struct kb_link *ul = m->path[j - 1];
+        if (credit_push(ul, now + ul->cr->credit_ps, now, up->vc, tail) < 0)
+            *err = 1;
+    }
+    sim_time at = now + d + l->lat_ps; /* in the far buffer */
+    if (j + 1 < m->n_hops) {
+        struct kb_link *nl = m->path[j + 1];
+        sim_time ready = at + (k == 0 ? nl->ovh_ps : 0);
+        h->ring[(h->head + h->cnt++) % h->cap] = ready;
+        if (k == 0 && cand_add(nl->cr, m, j + 1) < 0)
+            *err = 1;
+        kb_link_wake_at(nl, ready, now);
+    } else {
+        /* the sink takes the flit as it arrives */
+        if (credit_push(l, at + c->credit_ps, now, vc, tail) < 0)
+            *err = 1;
+    }
+    if (!tail)
+        return 0;
+    memmove(&c->cands[i], &c->cands[i + 1], (c->n_cands - i - 1) * sizeof *c->cands);
+    c->n_cands--;
+    if (j + 1 == m->n_hops) {
+        /* no link refers to m any more */
+        free(st);
+        m->credit = NULL;
+        m->done(m, at);
+    }
+    return 1;
+}
+
+void kb_link_credit_serve(struct sim *s, void *arg)
+{
+    struct kb_link *l = arg;
+    struct kb_link_credit *c = l->cr;
+    sim_time now = sim_now(s);
+    l->wake_req = SIM_FOREVER; /* the pending notification is the one served */
+
+    while (c->n_heap && c->heap[0].t <= now) {
+        struct credit cr = credit_pop(c);
+        c->credits[cr.vc]++;
+        if (cr.release)
+            c->owner[cr.vc] = NULL;
+    }
+
+    sim_time next = SIM_FOREVER;
+    if (c->busy_until > now) {
+        next = c->busy_until;
+    } else {
+        size_t n = c->n_cands;
+        for (size_t t = 0; t < n; t++) {
+            size_t i = (c->rr + t) % n;
+            struct kb_link_msg *m = c->cands[i].m;
+            uint32_t j = c->cands[i].hop;
+            struct hop *h = &((struct msg_state *)m->credit)->hop[j];
+            sim_time ready = flit_ready(m, j);
+            if (ready > now) {
+                if (ready < next)
+                    next = ready;
+                continue;
+            }
+            int vc = h->sent ? (c->credits[h->vc] ? (int)h->vc : -1) : free_vc(c, h->cls);
+            if (vc < 0)
+                continue; /* a credit or a VC frees up with a credit's return */
+            int err = 0;
+            int gone = send_flit(l, i, (uint32_t)vc, now, &err);
+            if (err) {
+                sim_fail(s, "link '%s': out of memory", l->name);
+                return;
+            }
+            c->rr = gone ? i : i + 1;
+            if (c->n_cands)
+                c->rr %= c->n_cands;
+            next = c->busy_until;
+            break;
+        }
+    }
+    if (c->n_heap && c->heap[0].t < next)
+        next = c->heap[0].t;
+    if (next != SIM_FOREVER)
+        kb_link_wake_at(l, next, now);
+}
