@@ -723,10 +723,22 @@ int sim_thread_restart(struct sim_proc *p, sim_proc_fn fn, void *arg, size_t sta
     struct sim *s = p->sim;
     if (!fn)
         return seterr(s, SIM_EINVAL, "thread process '%s' has no function", p->name);
-    /* terminated and its stack back in the pool (not a zombie still) */
-    if (p->kind != PROC_THREAD || p->state != ST_TERMINATED || p->stack)
+    if (p->kind != PROC_THREAD || p->state != ST_TERMINATED)
         return seterr(s, SIM_EPERM, "process '%s' cannot be restarted: not a thread that "
                       "has ended", p->name);
+    if (p->stack) {
+        /* A zombie: it ended and switched straight to another thread, and
+         * the scheduler has not yet put its stack back. Nothing runs on
+         * that stack any more (it is not the caller's: the caller runs),
+         * so it goes back to the pool now, out of the zombie list. */
+        struct sim_proc **z = &s->zombies;
+        while (*z && *z != p)
+            z = &(*z)->next_zombie;
+        if (*z)
+            *z = p->next_zombie;
+        coro_stack_put(&s->pool, p->stack);
+        p->stack = NULL;
+    }
     struct coro_stack *st =
         coro_stack_get(&s->pool, stack_size ? stack_size : s->cfg.stack_size,
                        !s->cfg.no_stack_guard);

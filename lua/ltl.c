@@ -70,17 +70,26 @@ struct kctx {
     bool ended;
     bool no_data; /* a timing-only system: handles carry no values */
     sim_time gemm_free_ps; /* tl.gemm_tile: when the engine is free again */
-    uint64_t *allocs; /* TCM addresses of live handles */
-    size_t n_allocs, cap_allocs;
+    /* TCM addresses of live handles, by slot (a handle knows its slot);
+     * a freed slot holds UINT64_MAX and is listed in free_slots for the
+     * next handle, so the table is as long as the most handles live at
+     * once and tl.free finds its entry at once */
+    uint64_t *allocs;
+    uint32_t *free_slots;
+    size_t n_allocs, cap_allocs, n_free_slots;
     /* receive processes that have ended, with their events, to start again
      * for the next tl.recv_async on the same direction (same name): a
      * kernel of R rounds would otherwise leave R of each in the sim */
     struct spare_recv *spare;
     size_t n_spare, cap_spare;
+    /* the directions its receives named, each copied once: a future and
+     * a spare receive point at these (freed with the context) */
+    char **dirs;
+    size_t n_dirs;
 };
 
 struct spare_recv {
-    char *dir;
+    const char *dir; /* one of the context's dirs */
     struct sim_proc *proc;
     struct sim_event *ev;
 };
@@ -91,6 +100,7 @@ struct handle {
     uint32_t n;
     enum kb_dtype dt;
     bool freed;
+    uint32_t slot; /* its entry in ctx->allocs */
 };
 
 /* A receive running beside its kernel: a C thread process fills buf. */
@@ -98,7 +108,7 @@ struct future {
     struct kctx *ctx;
     struct sim_event *done_ev;
     struct sim_proc *proc; /* the receive's thread process */
-    char *dir;
+    const char *dir; /* one of its context's dirs */
     uint32_t n;
     enum kb_dtype dt;
     void *buf;
@@ -394,23 +404,32 @@ static struct kctx *current(lua_State *L, const char *what)
     return c;
 }
 
+/* The order does not matter: the TCM joins free neighbours, so what is
+ * free afterwards is the same whatever the order. */
 static void release_allocs(struct kctx *c)
 {
     for (size_t i = 0; i < c->n_allocs; i++)
         if (c->allocs[i] != UINT64_MAX)
             kb_mem_dealloc(c->pe->tcm, c->allocs[i]);
     free(c->allocs);
+    free(c->free_slots);
     c->allocs = NULL;
-    c->n_allocs = c->cap_allocs = 0;
+    c->free_slots = NULL;
+    c->n_allocs = c->cap_allocs = c->n_free_slots = 0;
 }
 
 static int ctx_gc(lua_State *L)
 {
     struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
     free(c->allocs);
+    free(c->free_slots);
     c->allocs = NULL;
-    for (size_t i = 0; i < c->n_spare; i++)
-        free(c->spare[i].dir);
+    c->free_slots = NULL;
+    for (size_t i = 0; i < c->n_dirs; i++)
+        free(c->dirs[i]);
+    free(c->dirs);
+    c->dirs = NULL;
+    c->n_dirs = 0;
     free(c->spare);
     c->spare = NULL;
     c->n_spare = c->cap_spare = 0;
@@ -557,20 +576,24 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     if (kb_mem_alloc(c->pe->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
         luaL_error(L, "PE '%s': TCM scratch is full (%s); free handles with tl.free or "
                       "use smaller tiles", c->pe->name, kb_mem_errmsg(c->pe->tcm));
-    if (c->n_allocs == c->cap_allocs) {
+    if (!c->n_free_slots && c->n_allocs == c->cap_allocs) {
         size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 16;
-        uint64_t *a = realloc(c->allocs, cap * sizeof *a);
-        if (!a) {
+        uint64_t *a = cap <= UINT32_MAX ? realloc(c->allocs, cap * sizeof *a) : NULL;
+        if (a)
+            c->allocs = a;
+        uint32_t *f = a ? realloc(c->free_slots, cap * sizeof *f) : NULL;
+        if (!f) {
             kb_mem_dealloc(c->pe->tcm, addr);
             luaL_error(L, "out of memory");
         }
-        c->allocs = a;
+        c->free_slots = f;
         c->cap_allocs = cap;
     }
-    c->allocs[c->n_allocs++] = addr;
+    uint32_t slot = c->n_free_slots ? c->free_slots[--c->n_free_slots] : (uint32_t)c->n_allocs++;
+    c->allocs[slot] = addr;
     push_current_ctx(L);
     struct handle *h = lua_newuserdatauv(L, sizeof *h, 1);
-    *h = (struct handle){c, addr, n, dt, false};
+    *h = (struct handle){c, addr, n, dt, false, slot};
     luaL_setmetatable(L, KB_HANDLE);
     lua_rotate(L, -2, 1);
     lua_setiuservalue(L, -2, 1); /* the handle keeps its context's memory */
@@ -680,12 +703,9 @@ static int l_free(lua_State *L)
     for (int a = 1; a <= n; a++) {
         struct handle *h = checkhandle(L, a);
         struct kctx *c = h->ctx;
-        for (size_t i = 0; i < c->n_allocs; i++)
-            if (c->allocs[i] == h->addr) {
-                kb_mem_dealloc(c->pe->tcm, h->addr);
-                c->allocs[i] = UINT64_MAX;
-                break;
-            }
+        kb_mem_dealloc(c->pe->tcm, h->addr);
+        c->allocs[h->slot] = UINT64_MAX;
+        c->free_slots[c->n_free_slots++] = h->slot;
         h->freed = true;
     }
     return 0;
@@ -1291,9 +1311,7 @@ static int fut_gc(lua_State *L)
     /* A receive not yet waited for is anchored (anchor_future): collected,
      * it was waited for, or the state is closing and no process runs. */
     free(f->buf);
-    free(f->dir);
     f->buf = NULL;
-    f->dir = NULL;
     return 0;
 }
 
@@ -1317,6 +1335,22 @@ static void anchor_future(lua_State *L, struct future *f, bool on)
     lua_pop(L, 1);
 }
 
+/* The context's copy of direction name dir (made on first use), or NULL
+ * when memory ran out. A PE has a few directions. */
+static const char *intern_dir(struct kctx *c, const char *dir)
+{
+    for (size_t i = 0; i < c->n_dirs; i++)
+        if (strcmp(c->dirs[i], dir) == 0)
+            return c->dirs[i];
+    char **a = realloc(c->dirs, (c->n_dirs + 1) * sizeof *a);
+    if (!a)
+        return NULL;
+    c->dirs = a;
+    if (!(a[c->n_dirs] = strdup(dir)))
+        return NULL;
+    return a[c->n_dirs++];
+}
+
 /* recv_async(dir, n, dtype) -> future: the receive runs beside the kernel */
 static int l_recv_async(lua_State *L)
 {
@@ -1334,7 +1368,7 @@ static int l_recv_async(lua_State *L)
     f->ctx = c;
     f->n = n;
     f->dt = dt;
-    f->dir = strdup(dir);
+    f->dir = intern_dir(c, dir);
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
     f->buf = c->no_data ? NULL : malloc((size_t)n * kb_dtype_size(dt));
@@ -1344,11 +1378,10 @@ static int l_recv_async(lua_State *L)
      * the same run as a new one (sim_thread_restart) */
     for (size_t i = c->n_spare; i-- > 0;) {
         struct spare_recv *sp = &c->spare[i];
-        if (strcmp(sp->dir, dir) != 0)
+        if (sp->dir != f->dir)
             continue;
         struct spare_recv got = *sp;
         c->spare[i] = c->spare[--c->n_spare];
-        free(got.dir);
         if (sim_thread_restart(got.proc, future_proc, f, 0) == 0) {
             f->done_ev = got.ev;
             f->proc = got.proc;
@@ -1381,10 +1414,7 @@ static void spare_recv(struct kctx *c, struct future *f)
         c->spare = a;
         c->cap_spare = cap;
     }
-    char *dir = strdup(f->dir);
-    if (!dir)
-        return;
-    c->spare[c->n_spare++] = (struct spare_recv){dir, f->proc, f->done_ev};
+    c->spare[c->n_spare++] = (struct spare_recv){f->dir, f->proc, f->done_ev};
     f->proc = NULL;
 }
 
