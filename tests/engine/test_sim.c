@@ -656,6 +656,7 @@ TEST(thread_restarts_straight_after_it_ends)
     ASSERT_TRUE(s);
     struct rz c = {0};
     c.done = sim_event_new(s, "done");
+    ASSERT_TRUE(c.done);
     ASSERT_TRUE(sim_thread(s, "driver", rz_driver, &c, 0));
     c.worker = sim_thread(s, "worker", rz_work, &c, 0);
     ASSERT_TRUE(c.worker);
