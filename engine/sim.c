@@ -72,6 +72,7 @@ struct sim_proc {
     void *ud;
     struct coro_stack *stack;
     struct sim_proc *next_zombie;
+    struct sim_proc **zombie_pprev; /* what points at it in the zombie list */
     struct sim_proc *next_all;
     uint64_t serial; /* order of (re)starts: a deadlock lists processes by it */
 };
@@ -684,6 +685,9 @@ static void thread_entry(void *arg)
     p->state = ST_TERMINATED;
     s->stats.threads_alive--;
     p->next_zombie = s->zombies;
+    if (s->zombies)
+        s->zombies->zombie_pprev = &p->next_zombie;
+    p->zombie_pprev = &s->zombies;
     s->zombies = p;
     s->stats.switches++;
     coro_exit(&p->co, next_context(s));
@@ -731,11 +735,9 @@ int sim_thread_restart(struct sim_proc *p, sim_proc_fn fn, void *arg, size_t sta
          * the scheduler has not yet put its stack back. Nothing runs on
          * that stack any more (it is not the caller's: the caller runs),
          * so it goes back to the pool now, out of the zombie list. */
-        struct sim_proc **z = &s->zombies;
-        while (*z && *z != p)
-            z = &(*z)->next_zombie;
-        if (*z)
-            *z = p->next_zombie;
+        *p->zombie_pprev = p->next_zombie;
+        if (p->next_zombie)
+            p->next_zombie->zombie_pprev = p->zombie_pprev;
         coro_stack_put(&s->pool, p->stack);
         p->stack = NULL;
     }
@@ -1491,6 +1493,8 @@ static void release_zombies(struct sim *s)
     while (s->zombies) {
         struct sim_proc *z = s->zombies;
         s->zombies = z->next_zombie;
+        if (s->zombies)
+            s->zombies->zombie_pprev = &s->zombies;
         coro_stack_put(&s->pool, z->stack);
         z->stack = NULL;
     }
