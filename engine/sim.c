@@ -72,6 +72,7 @@ struct sim_proc {
     void *ud;
     struct coro_stack *stack;
     struct sim_proc *next_zombie;
+    struct sim_proc **zombie_pprev; /* what points at it in the zombie list */
     struct sim_proc *next_all;
     uint64_t serial; /* order of (re)starts: a deadlock lists processes by it */
 };
@@ -688,6 +689,9 @@ static void thread_entry(void *arg)
     p->state = ST_TERMINATED;
     s->stats.threads_alive--;
     p->next_zombie = s->zombies;
+    if (s->zombies)
+        s->zombies->zombie_pprev = &p->next_zombie;
+    p->zombie_pprev = &s->zombies;
     s->zombies = p;
     s->stats.switches++;
     coro_exit(&p->co, next_context(s));
@@ -727,10 +731,20 @@ int sim_thread_restart(struct sim_proc *p, sim_proc_fn fn, void *arg, size_t sta
     struct sim *s = p->sim;
     if (!fn)
         return seterr(s, SIM_EINVAL, "thread process '%s' has no function", p->name);
-    /* terminated and its stack back in the pool (not a zombie still) */
-    if (p->kind != PROC_THREAD || p->state != ST_TERMINATED || p->stack)
+    if (p->kind != PROC_THREAD || p->state != ST_TERMINATED)
         return seterr(s, SIM_EPERM, "process '%s' cannot be restarted: not a thread that "
                       "has ended", p->name);
+    if (p->stack) {
+        /* A zombie: it ended and switched straight to another thread, and
+         * the scheduler has not yet put its stack back. Nothing runs on
+         * that stack any more (it is not the caller's: the caller runs),
+         * so it goes back to the pool now, out of the zombie list. */
+        *p->zombie_pprev = p->next_zombie;
+        if (p->next_zombie)
+            p->next_zombie->zombie_pprev = p->zombie_pprev;
+        coro_stack_put(&s->pool, p->stack);
+        p->stack = NULL;
+    }
     struct coro_stack *st =
         coro_stack_get(&s->pool, stack_size ? stack_size : s->cfg.stack_size,
                        !s->cfg.no_stack_guard);
@@ -1503,6 +1517,8 @@ static void release_zombies(struct sim *s)
     while (s->zombies) {
         struct sim_proc *z = s->zombies;
         s->zombies = z->next_zombie;
+        if (s->zombies)
+            s->zombies->zombie_pprev = &s->zombies;
         coro_stack_put(&s->pool, z->stack);
         z->stack = NULL;
     }

@@ -170,8 +170,8 @@ struct sim_proc *sim_thread(struct sim *s, const char *name, sim_proc_fn fn,
  * its record and name and runs as a new sim_thread of that name would,
  * ready from now on. For a component that makes many short threads of
  * one name (a receive beside a kernel), so that the simulation does not
- * keep a record for each. SIM_EPERM if p has not ended or its stack is
- * not yet back in the pool (the run has not left it since), SIM_ENOMEM. */
+ * keep a record for each. p may have ended just now (another thread it
+ * woke is the caller). SIM_EPERM if p has not ended, SIM_ENOMEM. */
 int sim_thread_restart(struct sim_proc *p, sim_proc_fn fn, void *arg, size_t stack_size);
 
 /* A method process: `fn(s, arg)` runs to completion each time it is

@@ -101,6 +101,7 @@ struct lproc {
     lua_State *T; /* the process's Lua thread; NULL once finished */
     int ref;      /* T's reference in the anchor table */
     bool thread;  /* thread process (else method) */
+    void *tl_slots[2]; /* kbsim.tlcore's, while T runs (kb_tl_slots) */
     char name[];
 };
 
@@ -1264,6 +1265,16 @@ void kb_block_end(void *proc)
 {
     struct lproc *lp = proc;
     lp->owner->cur = lp;
+}
+
+void **kb_tl_slots(lua_State *L)
+{
+    struct lsim *o = getstate(L)->running;
+    struct sim_proc *p = o ? sim_current(o->s) : NULL;
+    struct lproc *lp = p ? o->cur : NULL;
+    if (lp == NULL || lp->p != p || !lp->thread || lp->T != L)
+        return NULL;
+    return lp->tl_slots;
 }
 
 /* ---- registration ---------------------------------------------------- */

@@ -97,6 +97,8 @@ void kb_anchor(lua_State *L, int simidx, int validx);
  * call has returned (other processes ran meanwhile). */
 void *kb_block_begin(lua_State *L, struct sim *s, const char *what);
 void kb_block_end(void *proc);
+/* Two pointers kbsim.tlcore keeps for the running Lua thread process while L is its thread, or NULL. */
+void **kb_tl_slots(lua_State *L);
 /* Runs the kbsim.sim at index i to its end (until SIM_FOREVER) or to
  * `until` (ps) as sim:run does, but in batches from sim_run_uv on `loop`
  * (0: its default batch), so the loop's other handles are served
@@ -118,6 +120,8 @@ struct kb_system *kb_checksystem(lua_State *L, int i);
  * kbsim.system (a kernel context's user value): the same open checks and
  * errors, without looking the types up by name. */
 struct kb_system *kb_checksystem_known(lua_State *L, int i);
+/* Where the kbsim.system at index i (a known one) keeps its kb_system, NULL once closed. */
+struct kb_system *const *kb_system_open_slot(lua_State *L, int i);
 /* A PE's memory for host access: the kbsim.system at sysidx, the rank at
  * rankidx, the kind ("tcm", "sram", "hbm") at kindidx, default HBM or TCM
  * where there is none; makes none of the PE's units (ltl.c). */

@@ -456,6 +456,11 @@ struct kb_system *kb_checksystem_known(lua_State *L, int i)
     return h->sys;
 }
 
+struct kb_system *const *kb_system_open_slot(lua_State *L, int i)
+{
+    return &((struct lsys *)lua_touserdata(L, i))->sys;
+}
+
 static int checkrank(lua_State *L, struct lsys *h, int i)
 {
     lua_Integer r = luaL_checkinteger(L, i);

@@ -43,6 +43,17 @@
 static const char ctx_table_key = 'k'; /* registry: thread -> context */
 static const char scratch_table_key = 's'; /* registry: thread -> scratch */
 static const char future_table_key = 'f'; /* registry: receives not yet waited for */
+static const char ctx_anchor_key = 'a'; /* registry: bound contexts (upvalue UV_CTXS) */
+static const char handle_tag = 'h', future_tag = 'u';
+
+/* Upvalues of every function of the module and of the handle metatable:
+ * the two metatables new objects get, and an array holding each bound
+ * context (its `anchor`), so that a call can push the running kernel's
+ * context without a look-up keyed by its thread. */
+enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, N_UV = UV_FUTURES };
+
+/* kb_tl_slots: what the running Lua thread process keeps for this module */
+enum { SLOT_CTX, SLOT_SCRATCH };
 
 /* Host-side buffers of one Lua thread: operand snapshots and results on
  * their way to and from the TCM. A call takes them by slot (the operand's
@@ -64,41 +75,55 @@ struct scratch {
 
 struct kctx {
     struct kb_system *sys;
+    struct kb_system *const *sys_open; /* the kbsim.system's: NULL once closed */
+    int anchor; /* its place in the bound-context array (upvalue CTXS) */
     struct sim *s;
     struct kb_pe *pe;
     int rank, world, program_id;
     bool ended;
     bool no_data; /* a timing-only system: handles carry no values */
     sim_time gemm_free_ps; /* tl.gemm_tile: when the engine is free again */
-    uint64_t *allocs; /* TCM addresses of live handles */
-    size_t n_allocs, cap_allocs;
+    /* TCM addresses of live handles, by slot (a handle knows its slot);
+     * a freed slot holds UINT64_MAX and is listed in free_slots for the
+     * next handle, so the table is as long as the most handles live at
+     * once and tl.free finds its entry at once */
+    uint64_t *allocs;
+    uint32_t *free_slots;
+    size_t n_allocs, cap_allocs, n_free_slots;
     /* receive processes that have ended, with their events, to start again
      * for the next tl.recv_async on the same direction (same name): a
      * kernel of R rounds would otherwise leave R of each in the sim */
     struct spare_recv *spare;
     size_t n_spare, cap_spare;
+    /* the directions its receives named, each copied once: a future and
+     * a spare receive point at these (freed with the context) */
+    char **dirs;
+    size_t n_dirs;
 };
 
 struct spare_recv {
-    char *dir;
+    const char *dir; /* one of the context's dirs */
     struct sim_proc *proc;
     struct sim_event *ev;
 };
 
 struct handle {
+    const char *tag; /* &handle_tag: what tohandle checks */
     struct kctx *ctx;
     uint64_t addr;
     uint32_t n;
     enum kb_dtype dt;
     bool freed;
+    uint32_t slot; /* its entry in ctx->allocs */
 };
 
 /* A receive running beside its kernel: a C thread process fills buf. */
 struct future {
+    const char *tag; /* &future_tag */
     struct kctx *ctx;
     struct sim_event *done_ev;
     struct sim_proc *proc; /* the receive's thread process */
-    char *dir;
+    const char *dir; /* one of its context's dirs */
     uint32_t n;
     enum kb_dtype dt;
     void *buf;
@@ -215,20 +240,28 @@ static int scratch_gc(lua_State *L)
  * contents are not kept when it grows. */
 static void *scratch(lua_State *L, int slot, size_t bytes)
 {
-    push_weak_table(L, &scratch_table_key);
-    lua_pushthread(L);
-    lua_rawget(L, -2);
-    struct scratch *sc = lua_touserdata(L, -1);
+    /* the running thread process keeps its scratch's address (the weak
+     * table keeps the scratch while the thread lives) */
+    void **slots = kb_tl_slots(L);
+    struct scratch *sc = slots ? slots[SLOT_SCRATCH] : NULL;
     if (!sc) {
-        lua_pop(L, 1);
-        sc = lua_newuserdatauv(L, sizeof *sc, 0);
-        memset(sc, 0, sizeof *sc);
-        luaL_setmetatable(L, KB_SCRATCH);
+        push_weak_table(L, &scratch_table_key);
         lua_pushthread(L);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, -4);
+        lua_rawget(L, -2);
+        sc = lua_touserdata(L, -1);
+        if (!sc) {
+            lua_pop(L, 1);
+            sc = lua_newuserdatauv(L, sizeof *sc, 0);
+            memset(sc, 0, sizeof *sc);
+            luaL_setmetatable(L, KB_SCRATCH);
+            lua_pushthread(L);
+            lua_pushvalue(L, -2);
+            lua_rawset(L, -4);
+        }
+        lua_pop(L, 2);
+        if (slots)
+            slots[SLOT_SCRATCH] = sc;
     }
-    lua_pop(L, 2);
     if (bytes > sc->cap[slot] || !sc->p[slot]) {
         size_t cap = bytes > 2 * sc->cap[slot] ? bytes : 2 * sc->cap[slot];
         free(sc->p[slot]);
@@ -244,6 +277,12 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
  * now rather than when the collector finds the thread. */
 static void scratch_drop(lua_State *L)
 {
+    void **slots = kb_tl_slots(L);
+    if (slots) { /* a thread process records its scratch when it makes it */
+        if (slots[SLOT_SCRATCH])
+            scratch_release(slots[SLOT_SCRATCH]);
+        return;
+    }
     push_weak_table(L, &scratch_table_key);
     lua_pushthread(L);
     lua_rawget(L, -2);
@@ -379,9 +418,44 @@ static void check_ctx_system(lua_State *L, int i)
     lua_pop(L, 1);
 }
 
-/* The context of the running Lua thread, or an error naming `what`. */
+/* Pushes context c of the running Lua thread: from the array of bound
+ * contexts while c is bound, else as push_current_ctx does. */
+static void push_ctx(lua_State *L, const struct kctx *c)
+{
+    if (c->anchor) {
+        lua_rawgeti(L, lua_upvalueindex(UV_CTXS), c->anchor);
+        if (lua_touserdata(L, -1) == c)
+            return;
+        lua_pop(L, 1);
+    }
+    push_current_ctx(L);
+}
+
+/* The context the running thread process recorded at bind (kb_tl_slots),
+ * if its kernel runs and its system is open: what current() would
+ * return without an error; else NULL. */
+static struct kctx *fast_ctx(lua_State *L)
+{
+    void **slots = kb_tl_slots(L);
+    struct kctx *c = slots ? slots[SLOT_CTX] : NULL;
+    return c && !c->ended && *c->sys_open ? c : NULL;
+}
+
+/* The context of the running Lua thread, or an error naming `what`. A
+ * thread process finds it in its slot (its simulation runs, so only the
+ * system can have been closed); anything else looks it up by thread. */
 static struct kctx *current(lua_State *L, const char *what)
 {
+    void **slots = kb_tl_slots(L);
+    struct kctx *fc = slots ? slots[SLOT_CTX] : NULL;
+    if (fc) {
+        if (!*fc->sys_open)
+            luaL_error(L, "attempt to use a closed system");
+        if (fc->ended)
+            luaL_error(L, "%s on PE '%s': the kernel this process helps has ended", what,
+                       fc->pe->name);
+        return fc;
+    }
     push_current_ctx(L);
     struct kctx *c = lua_touserdata(L, -1);
     if (!c)
@@ -394,23 +468,32 @@ static struct kctx *current(lua_State *L, const char *what)
     return c;
 }
 
+/* The order does not matter: the TCM joins free neighbours, so what is
+ * free afterwards is the same whatever the order. */
 static void release_allocs(struct kctx *c)
 {
     for (size_t i = 0; i < c->n_allocs; i++)
         if (c->allocs[i] != UINT64_MAX)
             kb_mem_dealloc(c->pe->tcm, c->allocs[i]);
     free(c->allocs);
+    free(c->free_slots);
     c->allocs = NULL;
-    c->n_allocs = c->cap_allocs = 0;
+    c->free_slots = NULL;
+    c->n_allocs = c->cap_allocs = c->n_free_slots = 0;
 }
 
 static int ctx_gc(lua_State *L)
 {
     struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
     free(c->allocs);
+    free(c->free_slots);
     c->allocs = NULL;
-    for (size_t i = 0; i < c->n_spare; i++)
-        free(c->spare[i].dir);
+    c->free_slots = NULL;
+    for (size_t i = 0; i < c->n_dirs; i++)
+        free(c->dirs[i]);
+    free(c->dirs);
+    c->dirs = NULL;
+    c->n_dirs = 0;
     free(c->spare);
     c->spare = NULL;
     c->n_spare = c->cap_spare = 0;
@@ -438,6 +521,7 @@ static int l_bind(lua_State *L)
     c->no_data = kb_system_timing_only(sys);
     c->rank = (int)luaL_checkinteger(L, 3);
     c->world = (int)luaL_checkinteger(L, 4);
+    c->sys_open = kb_system_open_slot(L, 1);
     lua_pushvalue(L, 1); /* the system outlives its kernels */
     lua_setiuservalue(L, -2, 1);
     push_ctx_table(L);
@@ -445,6 +529,11 @@ static int l_bind(lua_State *L)
     lua_pushvalue(L, -3);
     lua_rawset(L, -3);
     lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    c->anchor = luaL_ref(L, lua_upvalueindex(UV_CTXS));
+    void **slots = kb_tl_slots(L);
+    if (slots)
+        slots[SLOT_CTX] = c;
     return 1;
 }
 
@@ -455,6 +544,12 @@ static int l_unbind(lua_State *L)
     c->ended = true;
     release_allocs(c);
     scratch_drop(L);
+    if (c->anchor > 0)
+        luaL_unref(L, lua_upvalueindex(UV_CTXS), c->anchor);
+    c->anchor = 0;
+    void **slots = kb_tl_slots(L);
+    if (slots && slots[SLOT_CTX] == c)
+        slots[SLOT_CTX] = NULL;
     push_ctx_table(L);
     lua_pushthread(L);
     lua_pushnil(L);
@@ -489,6 +584,9 @@ static int l_adopt(lua_State *L)
     lua_pushthread(L);
     lua_pushvalue(L, 1);
     lua_rawset(L, -3);
+    void **slots = kb_tl_slots(L);
+    if (slots)
+        slots[SLOT_CTX] = c;
     return 0;
 }
 
@@ -496,6 +594,9 @@ static int l_adopt(lua_State *L)
 static int l_unadopt(lua_State *L)
 {
     scratch_drop(L);
+    void **slots = kb_tl_slots(L);
+    if (slots)
+        slots[SLOT_CTX] = NULL;
     push_ctx_table(L);
     lua_pushthread(L);
     lua_pushnil(L);
@@ -557,21 +658,26 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     if (kb_mem_alloc(c->pe->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
         luaL_error(L, "PE '%s': TCM scratch is full (%s); free handles with tl.free or "
                       "use smaller tiles", c->pe->name, kb_mem_errmsg(c->pe->tcm));
-    if (c->n_allocs == c->cap_allocs) {
+    if (!c->n_free_slots && c->n_allocs == c->cap_allocs) {
         size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 16;
-        uint64_t *a = realloc(c->allocs, cap * sizeof *a);
-        if (!a) {
+        uint64_t *a = cap <= UINT32_MAX ? realloc(c->allocs, cap * sizeof *a) : NULL;
+        if (a)
+            c->allocs = a;
+        uint32_t *f = a ? realloc(c->free_slots, cap * sizeof *f) : NULL;
+        if (!f) {
             kb_mem_dealloc(c->pe->tcm, addr);
             luaL_error(L, "out of memory");
         }
-        c->allocs = a;
+        c->free_slots = f;
         c->cap_allocs = cap;
     }
-    c->allocs[c->n_allocs++] = addr;
-    push_current_ctx(L);
+    uint32_t slot = c->n_free_slots ? c->free_slots[--c->n_free_slots] : (uint32_t)c->n_allocs++;
+    c->allocs[slot] = addr;
+    push_ctx(L, c);
     struct handle *h = lua_newuserdatauv(L, sizeof *h, 1);
-    *h = (struct handle){c, addr, n, dt, false};
-    luaL_setmetatable(L, KB_HANDLE);
+    *h = (struct handle){&handle_tag, c, addr, n, dt, false, slot};
+    lua_pushvalue(L, lua_upvalueindex(UV_HANDLE_MT));
+    lua_setmetatable(L, -2);
     lua_rotate(L, -2, 1);
     lua_setiuservalue(L, -2, 1); /* the handle keeps its context's memory */
     return h;
@@ -582,9 +688,19 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
  * need. The context outlives the kernel as the handle's user value, so
  * `ended` can be read whenever the handle is used. A metamethod (`meta`
  * names it) has no argument to blame. */
+/* The handle at i, or NULL: every handle carries handle_tag first (a
+ * check cheaper than luaL_checkudata's metatable look-up by name). */
+static struct handle *tohandle(lua_State *L, int i)
+{
+    struct handle *h = lua_touserdata(L, i);
+    return h && lua_rawlen(L, i) == sizeof *h && h->tag == &handle_tag ? h : NULL;
+}
+
 static struct handle *checklive(lua_State *L, int i, const char *meta)
 {
-    struct handle *h = luaL_checkudata(L, i, KB_HANDLE);
+    struct handle *h = tohandle(L, i);
+    if (!h)
+        h = luaL_checkudata(L, i, KB_HANDLE); /* the usual error */
     if (h->ctx->ended && meta)
         luaL_error(L, "%s: handle of a kernel that has ended (a handle lives until its "
                       "kernel returns)", meta);
@@ -603,6 +719,16 @@ static struct handle *checkhandle(lua_State *L, int i)
     if (h->freed)
         luaL_argerror(L, i, "handle was freed");
     return h;
+}
+
+/* checkhandle, where c is a context current() or fast_ctx() gave (its
+ * kernel runs, its system is open): a handle of c passes at once. */
+static struct handle *checkhandle_in(lua_State *L, int i, const struct kctx *c)
+{
+    struct handle *h = tohandle(L, i);
+    if (h && c && h->ctx == c && !h->freed)
+        return h;
+    return checkhandle(L, i);
 }
 
 static size_t hbytes(const struct handle *h)
@@ -677,15 +803,13 @@ static int l_free(lua_State *L)
     int n = lua_gettop(L);
     if (n == 0)
         checkhandle(L, 1); /* the usual "handle expected" error */
+    struct kctx *fc = fast_ctx(L);
     for (int a = 1; a <= n; a++) {
-        struct handle *h = checkhandle(L, a);
+        struct handle *h = checkhandle_in(L, a, fc);
         struct kctx *c = h->ctx;
-        for (size_t i = 0; i < c->n_allocs; i++)
-            if (c->allocs[i] == h->addr) {
-                kb_mem_dealloc(c->pe->tcm, h->addr);
-                c->allocs[i] = UINT64_MAX;
-                break;
-            }
+        kb_mem_dealloc(c->pe->tcm, h->addr);
+        c->allocs[h->slot] = UINT64_MAX;
+        c->free_slots[c->n_free_slots++] = h->slot;
         h->freed = true;
     }
     return 0;
@@ -721,7 +845,7 @@ static int l_store(lua_State *L)
     struct kctx *c = current(L, "tl.store");
     enum kb_mem_kind kind = checkkind(L, 1);
     lua_Integer addr = luaL_checkinteger(L, 2);
-    struct handle *h = checkhandle(L, 3);
+    struct handle *h = checkhandle_in(L, 3, c);
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
     dispatch(L, c, "tl.store");
@@ -751,7 +875,7 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
             kb_dtype_store(buf, j, dt, v);
         return buf;
     }
-    struct handle *h = checkhandle(L, i);
+    struct handle *h = checkhandle_in(L, i, c);
     if (h->ctx != c)
         luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
                    c->pe->name);
@@ -764,10 +888,11 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
 /* The first handle among the first `arity` arguments fixes n and dtype. */
 static struct handle *shape_of(lua_State *L, int arity, const char *what)
 {
+    struct kctx *fc = fast_ctx(L);
     for (int i = 1; i <= arity; i++) {
-        struct handle *h = luaL_testudata(L, i, KB_HANDLE);
+        struct handle *h = tohandle(L, i);
         if (h)
-            return checkhandle(L, i);
+            return checkhandle_in(L, i, fc);
     }
     luaL_error(L, "%s: at least one operand must be a handle", what);
     return NULL;
@@ -896,7 +1021,7 @@ static int l_dot(lua_State *L)
 static struct handle *checkrange(lua_State *L, int i, struct kctx *c, lua_Integer off,
                                  lua_Integer n, const char *what)
 {
-    struct handle *h = checkhandle(L, i);
+    struct handle *h = checkhandle_in(L, i, c);
     if (h->ctx != c)
         luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
                    c->pe->name);
@@ -1191,7 +1316,7 @@ static int l_send(lua_State *L)
 {
     struct kctx *c = current(L, "tl.send");
     const char *dir = luaL_checkstring(L, 1);
-    struct handle *h = checkhandle(L, 2);
+    struct handle *h = checkhandle_in(L, 2, c);
     checkwired(L, c, dir, true, "tl.send");
     const void *buf = c->no_data ? NULL : hread(L, h, 0);
     dispatch(L, c, "tl.send");
@@ -1287,13 +1412,11 @@ static void future_proc(struct sim *s, void *arg)
 
 static int fut_gc(lua_State *L)
 {
-    struct future *f = luaL_checkudata(L, 1, KB_FUTURE);
+    struct future *f = lua_touserdata(L, 1);
     /* A receive not yet waited for is anchored (anchor_future): collected,
      * it was waited for, or the state is closing and no process runs. */
     free(f->buf);
-    free(f->dir);
     f->buf = NULL;
-    f->dir = NULL;
     return 0;
 }
 
@@ -1306,7 +1429,7 @@ static int fut_gc(lua_State *L)
  * went (a quarter of the CPU of a 256-PE ring). */
 static void anchor_future(lua_State *L, struct future *f, bool on)
 {
-    push_registry_table(L, &future_table_key);
+    lua_pushvalue(L, lua_upvalueindex(UV_FUTURES));
     if (on && !f->anchor) {
         lua_pushvalue(L, -2);
         f->anchor = luaL_ref(L, -2);
@@ -1315,6 +1438,22 @@ static void anchor_future(lua_State *L, struct future *f, bool on)
         f->anchor = 0;
     }
     lua_pop(L, 1);
+}
+
+/* The context's copy of direction name dir (made on first use), or NULL
+ * when memory ran out. A PE has a few directions. */
+static const char *intern_dir(struct kctx *c, const char *dir)
+{
+    for (size_t i = 0; i < c->n_dirs; i++)
+        if (strcmp(c->dirs[i], dir) == 0)
+            return c->dirs[i];
+    char **a = realloc(c->dirs, (c->n_dirs + 1) * sizeof *a);
+    if (!a)
+        return NULL;
+    c->dirs = a;
+    if (!(a[c->n_dirs] = strdup(dir)))
+        return NULL;
+    return a[c->n_dirs++];
 }
 
 /* recv_async(dir, n, dtype) -> future: the receive runs beside the kernel */
@@ -1328,13 +1467,15 @@ static int l_recv_async(lua_State *L)
     dispatch(L, c, "tl.recv_async");
     struct future *f = lua_newuserdatauv(L, sizeof *f, 1);
     memset(f, 0, sizeof *f);
-    luaL_setmetatable(L, KB_FUTURE);
-    push_current_ctx(L);
+    f->tag = &future_tag;
+    lua_pushvalue(L, lua_upvalueindex(UV_FUTURE_MT));
+    lua_setmetatable(L, -2);
+    push_ctx(L, c);
     lua_setiuservalue(L, -2, 1); /* the future keeps its context's memory */
     f->ctx = c;
     f->n = n;
     f->dt = dt;
-    f->dir = strdup(dir);
+    f->dir = intern_dir(c, dir);
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
     f->buf = c->no_data ? NULL : malloc((size_t)n * kb_dtype_size(dt));
@@ -1344,11 +1485,10 @@ static int l_recv_async(lua_State *L)
      * the same run as a new one (sim_thread_restart) */
     for (size_t i = c->n_spare; i-- > 0;) {
         struct spare_recv *sp = &c->spare[i];
-        if (strcmp(sp->dir, dir) != 0)
+        if (sp->dir != f->dir)
             continue;
         struct spare_recv got = *sp;
         c->spare[i] = c->spare[--c->n_spare];
-        free(got.dir);
         if (sim_thread_restart(got.proc, future_proc, f, 0) == 0) {
             f->done_ev = got.ev;
             f->proc = got.proc;
@@ -1381,10 +1521,7 @@ static void spare_recv(struct kctx *c, struct future *f)
         c->spare = a;
         c->cap_spare = cap;
     }
-    char *dir = strdup(f->dir);
-    if (!dir)
-        return;
-    c->spare[c->n_spare++] = (struct spare_recv){dir, f->proc, f->done_ev};
+    c->spare[c->n_spare++] = (struct spare_recv){f->dir, f->proc, f->done_ev};
     f->proc = NULL;
 }
 
@@ -1392,17 +1529,20 @@ static void spare_recv(struct kctx *c, struct future *f)
 static int l_wait(lua_State *L)
 {
     struct kctx *c = current(L, "tl.wait");
-    struct future *f = luaL_checkudata(L, 1, KB_FUTURE);
+    struct future *f = lua_touserdata(L, 1);
+    if (!f || lua_rawlen(L, 1) != sizeof *f || f->tag != &future_tag)
+        f = luaL_checkudata(L, 1, KB_FUTURE); /* the usual error */
     if (f->waited)
         return luaL_error(L, "tl.wait: this receive was already waited for");
-    if (f->ctx->ended)
-        return luaL_error(L, "tl.wait: a receive of a kernel that has ended");
-    lua_getiuservalue(L, 1, 1);
-    check_ctx_system(L, -1);
-    lua_pop(L, 1);
-    if (f->ctx != c)
-        return luaL_error(L, "tl.wait: a receive of PE '%s' waited on PE '%s'", f->ctx->pe->name,
-                          c->pe->name);
+    if (f->ctx != c) { /* c's kernel runs and its system is open */
+        if (f->ctx->ended)
+            return luaL_error(L, "tl.wait: a receive of a kernel that has ended");
+        lua_getiuservalue(L, 1, 1);
+        check_ctx_system(L, -1);
+        lua_pop(L, 1);
+        return luaL_error(L, "tl.wait: a receive of PE '%s' waited on PE '%s'",
+                          f->ctx->pe->name, c->pe->name);
+    }
     while (!f->done) {
         void *bp = kb_block_begin(L, c->s, "tl.wait");
         int rc = sim_wait_event(c->s, f->done_ev);
@@ -1452,10 +1592,20 @@ static const luaL_Reg handle_meta[] = {
     {"__len", h_len},   {"__index", h_index},       {"__tostring", h_tostring},
     {NULL, NULL}};
 
+/* Pushes the N_UV upvalues (in UV_* order). */
+static void push_upvalues(lua_State *L)
+{
+    luaL_getmetatable(L, KB_HANDLE);
+    luaL_getmetatable(L, KB_FUTURE);
+    push_registry_table(L, &ctx_anchor_key);
+    push_registry_table(L, &future_table_key);
+}
+
 static int luaopen_tlcore(lua_State *L)
 {
     kb_newmetatable(L, KB_HANDLE);
-    luaL_setfuncs(L, handle_meta, 0);
+    push_upvalues(L);
+    luaL_setfuncs(L, handle_meta, N_UV);
     lua_pop(L, 1);
     kb_newmetatable(L, KB_CTX);
     lua_pushcfunction(L, ctx_gc);
@@ -1469,7 +1619,9 @@ static int luaopen_tlcore(lua_State *L)
     lua_pushcfunction(L, fut_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    luaL_newlib(L, funcs);
+    luaL_newlibtable(L, funcs);
+    push_upvalues(L);
+    luaL_setfuncs(L, funcs, N_UV);
     kb_open_vec(L);
     return 1;
 }

@@ -66,19 +66,28 @@ function tl.spawn(name, fn, ...)
   end)
 end
 
--- The shard of tensor t on this PE: {addr=, n=, kind=, dtype=}.
+-- The shard of tensor t on this PE as addr, n, kind, dtype. A tensor is
+-- anything with t:shard(rank) -> {addr=, n=, kind=, dtype=}; one that also
+-- has t:shard_place(rank) (kbsim.torch's) gives the four values without
+-- making a table on every call.
 local function shard(t, what)
   if type(t) ~= "table" or type(t.shard) ~= "function" then
     error(("%s: a tensor is expected, got %s"):format(what, type(t)), 3)
   end
-  return t:shard(core.program_id())
+  local place = t.shard_place
+  if place then
+    local addr, n, kind, dtype = place(t, core.program_id())
+    return addr, n, kind, dtype
+  end
+  local s = t:shard(core.program_id())
+  return s.addr, s.n, s.kind, s.dtype
 end
 
-local function range(s, off, n, what)
+local function range(sn, off, n, what)
   if math.type(off) ~= "integer" or off < 0 or math.type(n) ~= "integer" or n < 1
-      or off > s.n or n > s.n - off then -- (off + n could wrap)
+      or off > sn or n > sn - off then -- (off + n could wrap)
     error(("%s: elements [%s, %s+%s) are outside the shard of %d"):format(
-      what, tostring(off), tostring(off), tostring(n), s.n), 3)
+      what, tostring(off), tostring(off), tostring(n), sn), 3)
   end
 end
 
@@ -86,24 +95,24 @@ local ESIZE = {f16 = 2, bf16 = 2, f32 = 4}
 
 -- tl.load(t, off, n): n elements of this PE's shard of t from element off.
 function tl.load(t, off, n)
-  local s = shard(t, "tl.load")
+  local addr, sn, kind, dtype = shard(t, "tl.load")
   off = off or 0
-  n = n or (s.n - off)
-  range(s, off, n, "tl.load")
-  return core.load(s.kind, s.addr + off * ESIZE[s.dtype], n, s.dtype)
+  n = n or (sn - off)
+  range(sn, off, n, "tl.load")
+  return core.load(kind, addr + off * ESIZE[dtype], n, dtype)
 end
 
 -- tl.store(t, off, h): handle h into this PE's shard of t at element off.
 function tl.store(t, off, h)
-  local s = shard(t, "tl.store")
+  local addr, sn, kind, dtype = shard(t, "tl.store")
   if type(h) ~= "userdata" or getmetatable(h) ~= "kbsim.handle" then
     error(("tl.store: a handle is expected as the value, got %s"):format(type(h)), 2)
   end
-  range(s, off, #h, "tl.store")
-  if h.dtype ~= s.dtype then
-    error(("tl.store: a %s handle into a %s tensor"):format(h.dtype, s.dtype), 2)
+  range(sn, off, #h, "tl.store")
+  if h.dtype ~= dtype then
+    error(("tl.store: a %s handle into a %s tensor"):format(h.dtype, dtype), 2)
   end
-  core.store(s.kind, s.addr + off * ESIZE[s.dtype], h)
+  core.store(kind, addr + off * ESIZE[dtype], h)
 end
 
 -- A launch: one kernel per rank, with their start and end times.

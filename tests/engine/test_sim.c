@@ -575,7 +575,7 @@ TEST(deadlock_report_lists_blocked_processes)
 struct rs {
     struct log log;
     struct sim_proc *worker;
-    int rc_running, rc_zombie;
+    int rc_running;
     struct sim_fifo *f;
 };
 
@@ -621,6 +621,52 @@ TEST(ended_thread_restarts_and_deadlock_lists_by_start)
     struct sim_stats st;
     sim_get_stats(s, &st);
     ASSERT_U64_EQ(st.threads_alive, 2);
+    T_FREE(sim_free, s);
+}
+
+/* A thread that ends waking another switches straight to it: the one woken
+ * restarts the ended thread before the scheduler has had its stack back. */
+struct rz {
+    struct log log;
+    struct sim_event *done;
+    struct sim_proc *worker;
+    int runs, rc[3];
+};
+
+static void rz_work(struct sim *s, void *arg)
+{
+    struct rz *c = arg;
+    sim_wait(s, 5 * SIM_NS);
+    logf_(&c->log, s, "work");
+    sim_notify(c->done);
+}
+
+static void rz_driver(struct sim *s, void *arg)
+{
+    struct rz *c = arg;
+    for (int i = 0; i < 3; i++) {
+        sim_wait_event(s, c->done);
+        c->rc[i] = sim_thread_restart(c->worker, rz_work, c, 0);
+    }
+}
+
+TEST(thread_restarts_straight_after_it_ends)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct rz c = {0};
+    c.done = sim_event_new(s, "done");
+    ASSERT_TRUE(c.done);
+    ASSERT_TRUE(sim_thread(s, "driver", rz_driver, &c, 0));
+    c.worker = sim_thread(s, "worker", rz_work, &c, 0);
+    ASSERT_TRUE(c.worker);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), 0);
+    for (int i = 0; i < 3; i++)
+        ASSERT_EQ(c.rc[i], 0);
+    ASSERT_STREQ(c.log.buf, "work@5/1 work@10/2 work@15/3 work@20/4 ");
+    struct sim_stats st;
+    sim_get_stats(s, &st);
+    ASSERT_U64_EQ(st.threads_alive, 0);
     T_FREE(sim_free, s);
 }
 
@@ -946,4 +992,5 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           port_binding_checks, unbound_ports_all_listed, port_on_bind_and_listing,
           ten_thousand_threads,
           same_time_wakeups_in_insertion_order, time_past_the_end_is_refused,
-          ended_thread_restarts_and_deadlock_lists_by_start)
+          ended_thread_restarts_and_deadlock_lists_by_start,
+          thread_restarts_straight_after_it_ends)
