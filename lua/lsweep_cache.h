@@ -1,8 +1,8 @@
-/* lsweep_cache.h — byte buffers and the --fast cache files of kb.sweep
+/* lsweep_cache.h — the --fast cache files of kb.sweep
  *
  * One JSON file per sweep point, DIR/KEY.json (KEY: 16 hex digits of the
  * point's input hash), written atomically by the point as it ends. See
- * lsweep_cache.c and docs/results.md.
+ * lsweep_cache.c and docs/results.md; the JSON itself is ljson.c's.
  */
 #ifndef KBSIM_LSWEEP_CACHE_H
 #define KBSIM_LSWEEP_CACHE_H
@@ -13,27 +13,7 @@
 
 #include <lua.h>
 
-/* Deeper tables are almost surely a mistake, and each level costs C
- * stack. */
-#define KB_MAX_DEPTH 200
-
-/* ---- byte buffers ---------------------------------------------------- */
-
-struct blob {
-    unsigned char *p;
-    size_t n, cap;
-};
-
-bool blob_reserve(struct blob *b, size_t more);
-bool blob_add(struct blob *b, const void *src, size_t n);
-bool blob_str(struct blob *b, const char *s);
-void blob_free(struct blob *b);
-/* A buffer owned by a userdata pushed on the stack, so that an error
- * raised while filling it does not leak it. */
-struct blob *newblob(lua_State *L);
-/* Appends the whole file at path; false (errno set) if it cannot be
- * read or holds more than max bytes (EFBIG). */
-bool blob_read_file(const char *path, struct blob *b, size_t max);
+#include "lblob.h"
 
 /* ---- cache files ------------------------------------------------------- */
 

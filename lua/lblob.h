@@ -1,0 +1,36 @@
+/* lblob.h — growable byte buffers for the binding
+ *
+ * What travels between Lua states (ltransport.h), JSON text (ljson.h),
+ * cache files (lsweep_cache.h) and MPI messages (lsweep_mpi.h) is built
+ * in a blob. Every function returns false when an allocation fails (the
+ * out-of-memory policy of engine/sim.h); the caller raises the error.
+ */
+#ifndef KBSIM_LBLOB_H
+#define KBSIM_LBLOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <lua.h>
+
+/* Deeper tables are almost surely a mistake, and each level costs C
+ * stack (the value transport and JSON refuse them). */
+#define KB_MAX_DEPTH 200
+
+struct blob {
+    unsigned char *p;
+    size_t n, cap;
+};
+
+bool blob_reserve(struct blob *b, size_t more);
+bool blob_add(struct blob *b, const void *src, size_t n);
+bool blob_str(struct blob *b, const char *s);
+void blob_free(struct blob *b);
+/* A buffer owned by a userdata pushed on the stack, so that an error
+ * raised while filling it does not leak it. */
+struct blob *newblob(lua_State *L);
+/* Appends the whole file at path; false (errno set) if it cannot be
+ * read or holds more than max bytes (EFBIG). */
+bool blob_read_file(const char *path, struct blob *b, size_t max);
+
+#endif
