@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <lua.h>
 
@@ -32,5 +33,21 @@ struct blob *newblob(lua_State *L);
 /* Appends the whole file at path; false (errno set) if it cannot be
  * read or holds more than max bytes (EFBIG). */
 bool blob_read_file(const char *path, struct blob *b, size_t max);
+
+/* Little-endian 64-bit integers, whatever the host (byte formats that
+ * other hosts or a later run read: ltransport.h, the MPI results). */
+static inline void lkb_put_le64(unsigned char *d, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        d[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint64_t lkb_get_le64(const unsigned char *d)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)d[i] << (8 * i);
+    return v;
+}
 
 #endif

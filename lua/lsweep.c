@@ -3,12 +3,10 @@
  * A lua_State is not thread-safe, and a simulation's processes are Lua
  * threads of the state that created them, so every point gets a fresh
  * state (and builds its own simulation) on a thread of its own. What a
- * point needs travels as bytes: the point function as bytecode with its
- * upvalues rebuilt (plain data copied, modules looked up again by name,
- * other Lua functions dumped recursively), its parameters and its returned
- * row as a deep copy. The same bytes, with table keys in a canonical order,
- * are hashed for the --fast cache. See
- * docs/decisions/0006-sweep-points-in-separate-states.md.
+ * point needs travels as bytes (ltransport.c): the point function as
+ * bytecode with its upvalues rebuilt, its parameters and its returned row
+ * as a deep copy. The same bytes are hashed for the --fast cache
+ * (lsweep_cache.c). See docs/decisions/0006-sweep-points-in-separate-states.md.
  */
 #include "lsweep.h"
 
@@ -29,6 +27,7 @@
 #include "lkbsim.h"
 #include "lsweep_cache.h"
 #include "lsweep_mpi.h"
+#include "ltransport.h"
 #include "ltrace.h"
 #include "sim_uv.h"
 
@@ -65,629 +64,6 @@ static uint64_t fnv_seg(uint64_t h, const void *p, size_t n)
     for (int i = 0; i < 8; i++)
         len[i] = (unsigned char)((uint64_t)n >> (8 * i));
     return fnv(fnv(h, len, 8), p, n);
-}
-
-/* ---- serialisation: Lua values to bytes ------------------------------ */
-
-/* Tags of the byte format. Integers are little-endian whatever the host,
- * so that cache keys do not depend on it. */
-enum {
-    T_NIL = 'n', T_FALSE = 'f', T_TRUE = 't', T_INT = 'i', T_FLOAT = 'd',
-    T_STR = 's', T_TABLE = 'T', T_FUNC = 'F', T_FUNCREF = 'R',
-    T_JOIN = 'J', T_MODULE = 'M', T_MEMBER = 'm',
-};
-
-enum ser_mode {
-    SER_PLAIN, /* numbers, strings, booleans, nil, tables of them */
-    SER_CODE,  /* also Lua functions, modules and their C functions */
-};
-
-struct ser {
-    lua_State *L;
-    struct blob *b;
-    enum ser_mode mode;
-    bool strip;      /* dump functions without debug information */
-    int visiting;    /* tables being written: cycle check */
-    int funcs;       /* function -> id (SER_CODE) */
-    int upids;       /* upvalue id -> id * 256 + index (SER_CODE) */
-    int mods;        /* value -> module name (SER_CODE) */
-    int members;     /* C function -> {module, key} (SER_CODE) */
-    uint32_t nfuncs;
-    int depth;
-    /* Error messages: "<prefix> '<path>'<after> <problem><suffix>". */
-    const char *prefix, *after, *suffix;
-    char path[160];
-    size_t plen;
-};
-
-static int ser_fail(struct ser *s, const char *problem)
-{
-    return luaL_error(s->L, "%s '%s'%s %s%s", s->prefix, s->path, s->after,
-                      problem, s->suffix);
-}
-
-static void ser_add(struct ser *s, const void *p, size_t n)
-{
-    if (!blob_add(s->b, p, n))
-        luaL_error(s->L, "kb.sweep: out of memory");
-}
-
-static void ser_byte(struct ser *s, int c)
-{
-    unsigned char b = (unsigned char)c;
-    ser_add(s, &b, 1);
-}
-
-static void le64(unsigned char *d, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        d[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const unsigned char *d)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)d[i] << (8 * i);
-    return v;
-}
-
-static void ser_u64(struct ser *s, uint64_t v)
-{
-    unsigned char d[8];
-    le64(d, v);
-    ser_add(s, d, 8);
-}
-
-static void ser_lstr(struct ser *s, const char *p, size_t n)
-{
-    ser_byte(s, T_STR);
-    ser_u64(s, n);
-    ser_add(s, p, n);
-}
-
-static size_t path_push(struct ser *s, const char *part, bool dot)
-{
-    size_t old = s->plen;
-    int n = snprintf(s->path + old, sizeof s->path - old, "%s%s",
-                     dot && old > 0 ? "." : "", part);
-    if (n < 0 || (size_t)n >= sizeof s->path - old)
-        s->path[old] = '\0'; /* too long to say: name the outer part */
-    else
-        s->plen = old + (size_t)n;
-    return old;
-}
-
-/* The key at index k as a path part: ".name" or "[3]". */
-static size_t path_push_key(struct ser *s, int k)
-{
-    lua_State *L = s->L;
-    char tmp[48];
-    if (lua_type(L, k) == LUA_TSTRING)
-        return path_push(s, lua_tostring(L, k), true);
-    if (lua_isinteger(L, k))
-        snprintf(tmp, sizeof tmp, "[%lld]", (long long)lua_tointeger(L, k));
-    else
-        snprintf(tmp, sizeof tmp, "[%s]", luaL_typename(L, k));
-    return path_push(s, tmp, false);
-}
-
-static void path_pop(struct ser *s, size_t old)
-{
-    s->plen = old;
-    s->path[old] = '\0';
-}
-
-static void ser_value(struct ser *s, int idx);
-
-/* One key/value pair of a table's hash part, as offsets into the
- * buffer. */
-struct entry {
-    size_t koff, klen, end;
-};
-
-static int entry_cmp(const void *a, const void *b, void *base)
-{
-    const struct entry *x = a, *y = b;
-    const unsigned char *p = base;
-    size_t n = x->klen < y->klen ? x->klen : y->klen;
-    int c = memcmp(p + x->koff, p + y->koff, n);
-    if (c != 0)
-        return c;
-    return (x->klen > y->klen) - (x->klen < y->klen);
-}
-
-/* A table: its array part 1..n in order, then the other pairs sorted by
- * their encoded keys, so that equal tables give equal bytes whatever
- * their insertion history (the cache key depends on it). */
-static void ser_table(struct ser *s, int idx)
-{
-    lua_State *L = s->L;
-    if (lua_getmetatable(L, idx)) {
-        lua_pop(L, 1);
-        ser_fail(s, "is a table with a metatable");
-    }
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, s->visiting) != LUA_TNIL)
-        ser_fail(s, "is part of a cycle (a table that contains itself)");
-    lua_pop(L, 1);
-    lua_pushvalue(L, idx);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, s->visiting);
-
-    lua_Integer narr = 0;
-    while (lua_rawgeti(L, idx, narr + 1) != LUA_TNIL) {
-        lua_pop(L, 1);
-        narr++;
-    }
-    lua_pop(L, 1);
-    ser_byte(s, T_TABLE);
-    ser_u64(s, (uint64_t)narr);
-    for (lua_Integer i = 1; i <= narr; i++) {
-        lua_rawgeti(L, idx, i);
-        lua_pushinteger(L, i);
-        size_t old = path_push_key(s, -1);
-        lua_pop(L, 1);
-        ser_value(s, -1);
-        path_pop(s, old);
-        lua_pop(L, 1);
-    }
-
-    size_t countoff = s->b->n;
-    ser_u64(s, 0);
-    size_t start = s->b->n;
-    struct blob *ents = newblob(L);
-    int entsidx = lua_gettop(L);
-    uint64_t count = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        if (lua_isinteger(L, -2)) {
-            lua_Integer k = lua_tointeger(L, -2);
-            if (k >= 1 && k <= narr) {
-                lua_pop(L, 1);
-                continue;
-            }
-        }
-        size_t old = path_push_key(s, -2);
-        int kt = lua_type(L, -2);
-        if (kt != LUA_TSTRING && kt != LUA_TNUMBER && kt != LUA_TBOOLEAN)
-            ser_fail(s, "has a key that is not a string, number or boolean");
-        struct entry e = {.koff = s->b->n};
-        ser_value(s, -2);
-        e.klen = s->b->n - e.koff;
-        ser_value(s, -1);
-        e.end = s->b->n;
-        path_pop(s, old);
-        if (!blob_add(ents, &e, sizeof e))
-            luaL_error(L, "kb.sweep: out of memory");
-        count++;
-        lua_pop(L, 1);
-    }
-    if (count > 1) {
-        struct entry *ev = (struct entry *)ents->p;
-        qsort_r(ev, count, sizeof *ev, entry_cmp, s->b->p);
-        struct blob *copy = newblob(L);
-        if (!blob_add(copy, s->b->p + start, s->b->n - start))
-            luaL_error(L, "kb.sweep: out of memory");
-        size_t at = start;
-        for (uint64_t i = 0; i < count; i++) {
-            size_t len = ev[i].end - ev[i].koff;
-            memcpy(s->b->p + at, copy->p + (ev[i].koff - start), len);
-            at += len;
-        }
-    }
-    lua_settop(L, entsidx - 1);
-    le64(s->b->p + countoff, count);
-
-    lua_pushvalue(L, idx);
-    lua_pushnil(L);
-    lua_rawset(L, s->visiting);
-}
-
-static int dump_writer(lua_State *L, const void *p, size_t n, void *ud)
-{
-    return blob_add(ud, p, n) ? 0 : 1;
-}
-
-/* A Lua function: its bytecode, then each upvalue. Upvalues shared with a
- * function written before are written as a join, so closures that share a
- * variable still share it in the point's state; a function met again
- * (recursion) is a reference. */
-static void ser_function(struct ser *s, int idx)
-{
-    lua_State *L = s->L;
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, s->funcs) == LUA_TNUMBER) {
-        uint32_t id = (uint32_t)lua_tointeger(L, -1);
-        lua_pop(L, 1);
-        ser_byte(s, T_FUNCREF);
-        ser_u64(s, id);
-        return;
-    }
-    lua_pop(L, 1);
-    uint32_t id = s->nfuncs++;
-    lua_pushvalue(L, idx);
-    lua_pushinteger(L, id);
-    lua_rawset(L, s->funcs);
-
-    ser_byte(s, T_FUNC);
-    ser_u64(s, id);
-    size_t lenoff = s->b->n;
-    ser_u64(s, 0);
-    size_t start = s->b->n;
-    lua_pushvalue(L, idx);
-    if (lua_dump(L, dump_writer, s->b, s->strip) != 0)
-        luaL_error(L, "kb.sweep: out of memory");
-    lua_pop(L, 1);
-    le64(s->b->p + lenoff, s->b->n - start);
-
-    int nup = 0;
-    while (lua_getupvalue(L, idx, nup + 1) != NULL) {
-        lua_pop(L, 1);
-        nup++;
-    }
-    ser_u64(s, (uint64_t)nup);
-    for (int i = 1; i <= nup; i++) {
-        lua_pushlightuserdata(L, lua_upvalueid(L, idx, i));
-        if (lua_rawget(L, s->upids) == LUA_TNUMBER) {
-            lua_Integer at = lua_tointeger(L, -1);
-            lua_pop(L, 1);
-            ser_byte(s, T_JOIN);
-            ser_u64(s, (uint64_t)(at / 256));
-            ser_u64(s, (uint64_t)(at % 256));
-            continue;
-        }
-        lua_pop(L, 1);
-        lua_pushlightuserdata(L, lua_upvalueid(L, idx, i));
-        lua_pushinteger(L, (lua_Integer)id * 256 + i);
-        lua_rawset(L, s->upids);
-        const char *name = lua_getupvalue(L, idx, i);
-        size_t old = path_push(s, name && *name ? name : "?", true);
-        ser_value(s, -1);
-        path_pop(s, old);
-        lua_pop(L, 1);
-    }
-}
-
-static void ser_value(struct ser *s, int idx)
-{
-    lua_State *L = s->L;
-    idx = lua_absindex(L, idx);
-    luaL_checkstack(L, 8, "kb.sweep: value nested too deeply");
-    int t = lua_type(L, idx);
-    if (s->mode == SER_CODE &&
-        (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TUSERDATA)) {
-        lua_pushvalue(L, idx);
-        if (lua_rawget(L, s->mods) == LUA_TSTRING) {
-            size_t n;
-            const char *name = lua_tolstring(L, -1, &n);
-            ser_byte(s, T_MODULE);
-            ser_lstr(s, name, n);
-            lua_pop(L, 1);
-            return;
-        }
-        lua_pop(L, 1);
-        lua_pushvalue(L, idx);
-        if (lua_rawget(L, s->members) == LUA_TTABLE) {
-            size_t n;
-            ser_byte(s, T_MEMBER);
-            lua_rawgeti(L, -1, 1);
-            const char *mod = lua_tolstring(L, -1, &n);
-            ser_lstr(s, mod, n);
-            lua_rawgeti(L, -2, 2);
-            const char *key = lua_tolstring(L, -1, &n);
-            ser_lstr(s, key, n);
-            lua_pop(L, 3);
-            return;
-        }
-        lua_pop(L, 1);
-    }
-    switch (t) {
-    case LUA_TNIL:
-        ser_byte(s, T_NIL);
-        return;
-    case LUA_TBOOLEAN:
-        ser_byte(s, lua_toboolean(L, idx) ? T_TRUE : T_FALSE);
-        return;
-    case LUA_TNUMBER:
-        if (lua_isinteger(L, idx)) {
-            ser_byte(s, T_INT);
-            ser_u64(s, (uint64_t)lua_tointeger(L, idx));
-        } else {
-            double d = (double)lua_tonumber(L, idx);
-            uint64_t bits;
-            memcpy(&bits, &d, sizeof bits);
-            ser_byte(s, T_FLOAT);
-            ser_u64(s, bits);
-        }
-        return;
-    case LUA_TSTRING: {
-        size_t n;
-        const char *p = lua_tolstring(L, idx, &n);
-        ser_lstr(s, p, n);
-        return;
-    }
-    case LUA_TTABLE:
-        if (++s->depth > KB_MAX_DEPTH)
-            ser_fail(s, "is nested too deeply");
-        ser_table(s, idx);
-        s->depth--;
-        return;
-    case LUA_TFUNCTION:
-        if (s->mode != SER_CODE)
-            ser_fail(s, "is a function");
-        if (lua_iscfunction(L, idx))
-            ser_fail(s, "is a C function of no loaded module");
-        if (++s->depth > KB_MAX_DEPTH)
-            ser_fail(s, "is nested too deeply");
-        ser_function(s, idx);
-        s->depth--;
-        return;
-    default:
-        ser_fail(s, lua_pushfstring(L, "is a %s", luaL_typename(L, idx)));
-    }
-}
-
-/* Serialises the value at idx into b, which must not move while this
- * runs (it belongs to a userdata or a struct that outlives the call). */
-static void serialise(lua_State *L, int idx, struct blob *b, struct ser *proto)
-{
-    idx = lua_absindex(L, idx);
-    int top = lua_gettop(L);
-    struct ser s = *proto;
-    s.L = L;
-    s.b = b;
-    s.depth = 0;
-    s.nfuncs = 0;
-    s.plen = strlen(s.path);
-    lua_newtable(L);
-    s.visiting = lua_gettop(L);
-    if (s.mode == SER_CODE) {
-        lua_newtable(L);
-        s.funcs = lua_gettop(L);
-        lua_newtable(L);
-        s.upids = lua_gettop(L);
-    }
-    ser_value(&s, idx);
-    lua_settop(L, top);
-}
-
-/* ---- module maps ------------------------------------------------------ */
-
-static int cmp_cstr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Pushes two tables: value -> module name for every value of
- * package.loaded, and function -> {module, key} for the functions that
- * modules export (C functions of any module; Lua functions too, except
- * those of _G, which may be the script's own globals and exist in no
- * other state). Modules are visited in name order, so a value reachable
- * two ways always gets the same name. */
-static void push_module_maps(lua_State *L)
-{
-    int top = lua_gettop(L);
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    int loaded = lua_gettop(L);
-    size_t n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, loaded) != 0) {
-        if (lua_type(L, -2) == LUA_TSTRING)
-            n++;
-        lua_pop(L, 1);
-    }
-    const char **names = lua_newuserdatauv(L, (n ? n : 1) * sizeof *names, 0);
-    size_t k = 0;
-    lua_pushnil(L);
-    while (lua_next(L, loaded) != 0) {
-        if (lua_type(L, -2) == LUA_TSTRING && k < n)
-            names[k++] = lua_tostring(L, -2); /* anchored: a key of loaded */
-        lua_pop(L, 1);
-    }
-    qsort(names, k, sizeof *names, cmp_cstr);
-
-    lua_newtable(L);
-    int mods = lua_gettop(L);
-    lua_newtable(L);
-    int members = lua_gettop(L);
-    for (size_t i = 0; i < k; i++) {
-        int t = lua_getfield(L, loaded, names[i]);
-        if (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TUSERDATA) {
-            lua_pushvalue(L, -1);
-            if (lua_rawget(L, mods) == LUA_TNIL) {
-                lua_pushvalue(L, -2);
-                lua_pushstring(L, names[i]);
-                lua_rawset(L, mods);
-            }
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    for (size_t i = 0; i < k; i++) {
-        bool is_g = strcmp(names[i], "_G") == 0;
-        if (lua_getfield(L, loaded, names[i]) != LUA_TTABLE) {
-            lua_pop(L, 1);
-            continue;
-        }
-        int mod = lua_gettop(L);
-        lua_pushnil(L);
-        while (lua_next(L, mod) != 0) {
-            if (lua_type(L, -2) != LUA_TSTRING || !lua_isfunction(L, -1) ||
-                (is_g && !lua_iscfunction(L, -1))) {
-                lua_pop(L, 1);
-                continue;
-            }
-            /* The smallest key wins within a module, for determinism.
-             * Stack: key fn [entry emod ekey]. */
-            bool take = true;
-            lua_pushvalue(L, -1);
-            if (lua_rawget(L, members) == LUA_TTABLE) {
-                lua_rawgeti(L, -1, 1);
-                lua_rawgeti(L, -2, 2);
-                take = strcmp(lua_tostring(L, -2), names[i]) == 0 &&
-                       strcmp(lua_tostring(L, -5), lua_tostring(L, -1)) < 0;
-                lua_pop(L, 2);
-            }
-            lua_pop(L, 1);
-            if (take) {
-                lua_pushvalue(L, -1);
-                lua_createtable(L, 2, 0);
-                lua_pushstring(L, names[i]);
-                lua_rawseti(L, -2, 1);
-                lua_pushvalue(L, -4);
-                lua_rawseti(L, -2, 2);
-                lua_rawset(L, members);
-            }
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    lua_copy(L, mods, top + 1);
-    lua_copy(L, members, top + 2);
-    lua_settop(L, top + 2);
-}
-
-/* ---- deserialisation: bytes to Lua values ----------------------------- */
-
-struct des {
-    lua_State *L;
-    const unsigned char *p, *end;
-    int funcs; /* id -> function */
-};
-
-static const unsigned char *des_take(struct des *d, size_t n)
-{
-    if ((size_t)(d->end - d->p) < n)
-        luaL_error(d->L, "kb.sweep: truncated value (internal error)");
-    const unsigned char *at = d->p;
-    d->p += n;
-    return at;
-}
-
-static uint64_t des_u64(struct des *d)
-{
-    return get_le64(des_take(d, 8));
-}
-
-static const char *des_str(struct des *d, size_t *n)
-{
-    if (*des_take(d, 1) != T_STR)
-        luaL_error(d->L, "kb.sweep: bad value (internal error)");
-    *n = (size_t)des_u64(d);
-    return (const char *)des_take(d, *n);
-}
-
-/* package.loaded[name], or require(name) in this state. */
-static void push_module(lua_State *L, const char *name, size_t n)
-{
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_pushlstring(L, name, n);
-    if (lua_rawget(L, -2) == LUA_TNIL) {
-        lua_pop(L, 1);
-        lua_getglobal(L, "require");
-        lua_pushlstring(L, name, n);
-        lua_call(L, 1, 1);
-    }
-    lua_remove(L, -2);
-}
-
-static void des_value(struct des *d)
-{
-    lua_State *L = d->L;
-    luaL_checkstack(L, 8, "kb.sweep: value nested too deeply");
-    int tag = *des_take(d, 1);
-    switch (tag) {
-    case T_NIL: lua_pushnil(L); return;
-    case T_FALSE: lua_pushboolean(L, 0); return;
-    case T_TRUE: lua_pushboolean(L, 1); return;
-    case T_INT: lua_pushinteger(L, (lua_Integer)des_u64(d)); return;
-    case T_FLOAT: {
-        uint64_t bits = des_u64(d);
-        double v;
-        memcpy(&v, &bits, sizeof v);
-        lua_pushnumber(L, (lua_Number)v);
-        return;
-    }
-    case T_STR: {
-        size_t n = (size_t)des_u64(d);
-        lua_pushlstring(L, (const char *)des_take(d, n), n);
-        return;
-    }
-    case T_TABLE: {
-        uint64_t narr = des_u64(d);
-        lua_createtable(L, narr < INT32_MAX ? (int)narr : 0, 0);
-        for (uint64_t i = 1; i <= narr; i++) {
-            des_value(d);
-            lua_rawseti(L, -2, (lua_Integer)i);
-        }
-        uint64_t nhash = des_u64(d);
-        for (uint64_t i = 0; i < nhash; i++) {
-            des_value(d);
-            des_value(d);
-            lua_rawset(L, -3);
-        }
-        return;
-    }
-    case T_FUNC: {
-        lua_Integer id = (lua_Integer)des_u64(d);
-        size_t n = (size_t)des_u64(d);
-        const char *code = (const char *)des_take(d, n);
-        if (luaL_loadbufferx(L, code, n, "=kb.sweep", "b") != LUA_OK)
-            lua_error(L);
-        int f = lua_gettop(L);
-        lua_pushvalue(L, f);
-        lua_rawseti(L, d->funcs, id);
-        int nup = (int)des_u64(d);
-        for (int i = 1; i <= nup; i++) {
-            if (d->p < d->end && *d->p == T_JOIN) {
-                d->p++;
-                lua_Integer fid = (lua_Integer)des_u64(d);
-                int j = (int)des_u64(d);
-                lua_rawgeti(L, d->funcs, fid);
-                lua_upvaluejoin(L, f, i, -1, j);
-                lua_pop(L, 1);
-                continue;
-            }
-            des_value(d);
-            if (lua_setupvalue(L, f, i) == NULL)
-                lua_pop(L, 1);
-        }
-        return;
-    }
-    case T_FUNCREF:
-        lua_rawgeti(L, d->funcs, (lua_Integer)des_u64(d));
-        return;
-    case T_MODULE: {
-        size_t n;
-        const char *name = des_str(d, &n);
-        push_module(L, name, n);
-        return;
-    }
-    case T_MEMBER: {
-        size_t mn, kn;
-        const char *mod = des_str(d, &mn);
-        const char *key = des_str(d, &kn);
-        push_module(L, mod, mn);
-        lua_pushlstring(L, key, kn);
-        if (!lua_istable(L, -2) || lua_rawget(L, -2) == LUA_TNIL)
-            luaL_error(L, "kb.sweep: '%s.%s' does not exist in the point's Lua state",
-                       mod, key);
-        lua_remove(L, -2);
-        return;
-    }
-    default:
-        luaL_error(L, "kb.sweep: bad value tag %d (internal error)", tag);
-    }
-}
-
-/* Pushes the value held in b. */
-static void deserialise(lua_State *L, const struct blob *b)
-{
-    lua_newtable(L);
-    struct des d = {L, b->p, b->p + b->n, lua_gettop(L)};
-    des_value(&d);
-    lua_remove(L, d.funcs);
 }
 
 /* ---- points and their states ----------------------------------------- */
@@ -837,7 +213,7 @@ static void cache_point(lua_State *W, struct worker *wk, int row)
     struct point *pt = wk->pt;
     char why[512];
     row = lua_absindex(W, row);
-    deserialise(W, &pt->params);
+    lkb_unpack(W, &pt->params);
     if (kb_cache_store(W, sw->cachedir, sw->name, wk->index, pt->key, -1, row, why,
                        sizeof why) < 0)
         pt->cache_err = dupstr(why, strlen(why));
@@ -874,7 +250,7 @@ static int worker_main(lua_State *W)
     lua_getglobal(W, "require");
     lua_pushliteral(W, "kbsim");
     lua_call(W, 1, 1);
-    deserialise(W, &sw->options);
+    lkb_unpack(W, &sw->options);
     /* --trace goes to one point, which traces its first simulation */
     if ((long)wk->index == sw->trace_index) {
         lua_pushinteger(W, 1);
@@ -887,14 +263,14 @@ static int worker_main(lua_State *W)
     lua_setfield(W, -2, "shard");
     lua_setfield(W, -2, "options");
     lua_pop(W, 1);
-    deserialise(W, &sw->arg);
+    lkb_unpack(W, &sw->arg);
     lua_setglobal(W, "arg");
 
     lua_sethook(W, stop_hook, LUA_MASKCOUNT, KB_STOP_HOOK_COUNT);
     lua_pushcfunction(W, kb_traceback);
     int msgh = lua_gettop(W);
-    deserialise(W, &sw->fn);
-    deserialise(W, &pt->params);
+    lkb_unpack(W, &sw->fn);
+    lkb_unpack(W, &pt->params);
     if (lua_pcall(W, 1, 1, msgh) != LUA_OK) {
         size_t n;
         const char *msg = lua_tolstring(W, -1, &n);
@@ -906,8 +282,8 @@ static int worker_main(lua_State *W)
         if (pt->err == NULL)
             return luaL_error(W, "out of memory");
     } else {
-        struct ser proto = {
-            .mode = SER_PLAIN,
+        struct lkb_pack_how proto = {
+            .mode = LKB_PACK_PLAIN,
             .prefix = lua_pushfstring(W, "kb.sweep: point %d returned a row whose",
                                       (int)wk->index + 1),
             .after = "",
@@ -916,7 +292,7 @@ static int worker_main(lua_State *W)
             .path = "row",
         };
         pt->result.n = 0;
-        serialise(W, -2, &pt->result, &proto);
+        lkb_pack(W, -2, &pt->result, &proto);
         pt->has_result = true;
     }
     pt->checks_failed = kb_failed_checks(W);
@@ -1035,7 +411,7 @@ static int point_run_worker(struct sim_sweep_point *sp, size_t k, void *ud)
 static bool put_u64(struct blob *b, uint64_t v)
 {
     unsigned char d[8];
-    le64(d, v);
+    lkb_put_le64(d, v);
     return blob_add(b, d, 8);
 }
 
@@ -1092,7 +468,7 @@ static bool take_u64(const unsigned char **p, const unsigned char *end, uint64_t
     unsigned char d[8];
     if (!take(p, end, d, 8))
         return false;
-    *v = get_le64(d);
+    *v = lkb_get_le64(d);
     return true;
 }
 
@@ -1168,7 +544,7 @@ static uint64_t sweep_digest(const struct sweep *sw)
     uint64_t h = fnv_seg(FNV_OFFSET, sw->name, strlen(sw->name));
     for (size_t i = 0; i < sw->n; i++) {
         unsigned char d[8];
-        le64(d, sw->pts[i].key);
+        lkb_put_le64(d, sw->pts[i].key);
         h = fnv(h, d, 8);
     }
     return h;
@@ -1310,7 +686,7 @@ static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
  * configuration files, and the sweep's key_extra. l_sweep adds the
  * script's arguments. */
 static uint64_t base_key(lua_State *L, int fn, int options, int extra,
-                         const struct ser *code)
+                         const struct lkb_pack_how *code)
 {
     static const char *const ignored[] = {"out", "jobs", "quiet", "fast", "trace", "point_timeout",
                                           "trace_point", "shard", "merge", NULL};
@@ -1319,9 +695,9 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
     uint64_t h = fnv_seg(FNV_OFFSET, "kbsim " KBSIM_VERSION,
                          strlen("kbsim " KBSIM_VERSION));
     struct blob *b = newblob(L);
-    struct ser proto = *code;
+    struct lkb_pack_how proto = *code;
     proto.strip = true;
-    serialise(L, fn, b, &proto);
+    lkb_pack(L, fn, b, &proto);
     h = fnv_seg(h, b->p, b->n);
 
     lua_newtable(L);
@@ -1338,11 +714,11 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
         lua_insert(L, -2);
         lua_rawset(L, -4);
     }
-    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: kb.options field",
+    struct lkb_pack_how plain = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: kb.options field",
                         .after = "", .suffix = "; kb.options must be plain data",
                         .path = "options"};
     b->n = 0;
-    serialise(L, -1, b, &plain);
+    lkb_pack(L, -1, b, &plain);
     h = fnv_seg(h, b->p, b->n);
     lua_pop(L, 1);
 
@@ -1356,11 +732,11 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
     h = fnv_file(L, h, KBSIM_CONFIG_DIR "/ccl.yaml");
 #endif
 
-    struct ser xp = {.mode = SER_PLAIN, .prefix = "kb.sweep: key_extra field",
+    struct lkb_pack_how xp = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: key_extra field",
                      .after = "", .suffix = "; key_extra must be plain data",
                      .path = "key_extra"};
     b->n = 0;
-    serialise(L, extra, b, &xp);
+    lkb_pack(L, extra, b, &xp);
     h = fnv_seg(h, b->p, b->n);
     lua_settop(L, top);
     return h;
@@ -1667,9 +1043,9 @@ static bool mpi_start(struct sweep *sw)
 static bool bcast_summary(lua_State *L, int idx)
 {
     struct blob *b = newblob(L);
-    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: summary field", .after = "",
+    struct lkb_pack_how plain = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: summary field", .after = "",
                         .suffix = "", .path = "summary"};
-    serialise(L, idx, b, &plain);
+    lkb_pack(L, idx, b, &plain);
     bool ok = kb_mpi_bcast_blob(b);
     lua_pop(L, 1);
     return ok;
@@ -1684,7 +1060,7 @@ static int worker_result(lua_State *L)
     struct blob *b = newblob(L);
     if (!kb_mpi_bcast_blob(b))
         return luaL_error(L, "kb.sweep: MPI failed");
-    deserialise(L, b);
+    lkb_unpack(L, b);
     int summary = lua_gettop(L);
     lua_newtable(L);
     int rows = lua_gettop(L);
@@ -1825,21 +1201,21 @@ static int l_sweep(lua_State *L)
         return luaL_error(L, "kb.sweep: out of memory");
 
     /* What travels to every point's state. */
-    push_module_maps(L);
-    struct ser code = {.mode = SER_CODE, .mods = A_MODS, .members = A_MEMBERS,
+    lkb_push_module_maps(L);
+    struct lkb_pack_how code = {.mode = LKB_PACK_CODE, .mods = A_MODS, .members = A_MEMBERS,
                        .prefix = "kb.sweep: upvalue",
                        .after = " of the point function",
                        .suffix = "; create it inside the function"};
-    serialise(L, A_RUN, &sw->fn, &code);
-    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: kb.options field",
+    lkb_pack(L, A_RUN, &sw->fn, &code);
+    struct lkb_pack_how plain = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: kb.options field",
                         .after = "", .suffix = "; kb.options must be plain data",
                         .path = "options"};
-    serialise(L, A_OPTIONS, &sw->options, &plain);
+    lkb_pack(L, A_OPTIONS, &sw->options, &plain);
     lua_getglobal(L, "arg");
     plain.prefix = "kb.sweep: global";
     plain.suffix = "; arg must be plain data";
     strcpy(plain.path, "arg");
-    serialise(L, -1, &sw->arg, &plain);
+    lkb_pack(L, -1, &sw->arg, &plain);
     lua_pop(L, 1);
 
     uint64_t h = base_key(L, A_RUN, A_OPTIONS, A_EXTRA, &code);
@@ -1853,7 +1229,7 @@ static int l_sweep(lua_State *L)
         lua_pop(L, 1);
     }
     struct blob *ab = newblob(L);
-    serialise(L, -2, ab, &plain);
+    lkb_pack(L, -2, ab, &plain);
     h = fnv_seg(h, ab->p, ab->n);
     lua_pop(L, 3);
     plain.suffix = "; parameters must be plain data (numbers, strings, "
@@ -1862,7 +1238,7 @@ static int l_sweep(lua_State *L)
     for (size_t i = 0; i < sw->n; i++) {
         plain.prefix = lua_pushfstring(L, "kb.sweep: point %d parameter", (int)i + 1);
         lua_rawgeti(L, A_POINTS, (lua_Integer)i + 1);
-        serialise(L, -1, &sw->pts[i].params, &plain);
+        lkb_pack(L, -1, &sw->pts[i].params, &plain);
         lua_pop(L, 2);
         sw->pts[i].key = fnv_seg(h, sw->pts[i].params.p, sw->pts[i].params.n);
     }
@@ -1987,7 +1363,7 @@ static int l_sweep(lua_State *L)
             lua_getfield(L, -1, "row");
             lua_remove(L, -2);
         } else if (pt->has_result && (state[i] == P_DONE || state[i] == P_FAILED)) {
-            deserialise(L, &pt->result);
+            lkb_unpack(L, &pt->result);
         } else {
             lua_pushnil(L);
         }
