@@ -1097,72 +1097,86 @@ static int worker_result(lua_State *L)
     return 2;
 }
 
-/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
- * -> rows, summary */
-static int l_sweep(lua_State *L)
+/* ---- kb.sweep, step by step -------------------------------------------- */
+
+/* What a kb.sweep call asks for: its spec and kb.options. */
+struct sweep_spec {
+    const char *name;    /* the string at A_NAME */
+    bool use_cache;      /* spec.cache (default true) */
+    double timeout;      /* per point, seconds (0: none) */
+    bool fast, quiet, merge;
+    lua_Integer jobs;    /* 1..1024 */
+    bool want_trace;     /* --trace was given */
+    lua_Integer trace_point;
+    lua_Integer shard, shards; /* --shard I/N, or 0/0 */
+};
+
+/* Step 1: checks the spec at A_SPEC and leaves its fields and kb.options
+ * in the stack slots A_POINTS .. A_OPTIONS; the rest goes into *sp. */
+static void read_spec(lua_State *L, struct sweep_spec *sp)
 {
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
-        return luaL_error(L, "kb.sweep: a sweep cannot run inside a sweep point");
-    lua_pop(L, 1);
-    int ended = kb_sweep_end_status(L);
-    if (ended >= 0)
-        return end_run(L, ended);
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     if (lua_getfield(L, A_SPEC, "points") != LUA_TTABLE)
-        return luaL_error(L, "kb.sweep: 'points' must be a table of point parameters");
+        luaL_error(L, "kb.sweep: 'points' must be a table of point parameters");
     if (lua_getfield(L, A_SPEC, "run") != LUA_TFUNCTION || lua_iscfunction(L, A_RUN))
-        return luaL_error(L, "kb.sweep: 'run' must be a Lua function");
+        luaL_error(L, "kb.sweep: 'run' must be a Lua function");
     if (lua_getfield(L, A_SPEC, "name") == LUA_TNIL) {
         lua_pop(L, 1);
         lua_pushliteral(L, "sweep");
     } else if (lua_type(L, A_NAME) != LUA_TSTRING) {
-        return luaL_error(L, "kb.sweep: 'name' must be a string");
+        luaL_error(L, "kb.sweep: 'name' must be a string");
     }
-    const char *name = lua_tostring(L, A_NAME);
+    sp->name = lua_tostring(L, A_NAME);
     lua_getfield(L, A_SPEC, "key_extra");
     lua_getfield(L, A_SPEC, "jobs");
     lua_getfield(L, A_SPEC, "cache");
-    bool use_cache = lua_isnil(L, A_CACHE) || lua_toboolean(L, A_CACHE);
+    sp->use_cache = lua_isnil(L, A_CACHE) || lua_toboolean(L, A_CACHE);
     lua_getfield(L, A_SPEC, "timeout");
     if (lua_getfield(L, lua_upvalueindex(1), "options") != LUA_TTABLE)
-        return luaL_error(L, "kb.sweep: kb.options must be a table");
-    double timeout = point_timeout(L, A_TIMEOUT, A_OPTIONS);
+        luaL_error(L, "kb.sweep: kb.options must be a table");
+    sp->timeout = point_timeout(L, A_TIMEOUT, A_OPTIONS);
     lua_getfield(L, A_OPTIONS, "fast");
-    bool fast = lua_toboolean(L, -1);
+    sp->fast = lua_toboolean(L, -1);
     lua_getfield(L, A_OPTIONS, "quiet");
-    bool quiet = lua_toboolean(L, -1);
+    sp->quiet = lua_toboolean(L, -1);
     lua_getfield(L, A_OPTIONS, "jobs");
-    lua_Integer jobs = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
+    sp->jobs = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
     lua_getfield(L, A_OPTIONS, "trace");
-    bool want_trace = lua_type(L, -1) == LUA_TSTRING;
+    sp->want_trace = lua_type(L, -1) == LUA_TSTRING;
     lua_getfield(L, A_OPTIONS, "trace_point");
-    lua_Integer trace_point = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
+    sp->trace_point = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
     lua_getfield(L, A_OPTIONS, "merge");
-    bool merge = lua_toboolean(L, -1);
-    lua_Integer shard = 0, shards = 0;
+    sp->merge = lua_toboolean(L, -1);
+    sp->shard = sp->shards = 0;
     if (lua_getfield(L, A_OPTIONS, "shard") == LUA_TTABLE) {
         lua_getfield(L, -1, "index");
         lua_getfield(L, -2, "count");
-        shard = lua_tointeger(L, -2);
-        shards = lua_tointeger(L, -1);
+        sp->shard = lua_tointeger(L, -2);
+        sp->shards = lua_tointeger(L, -1);
         lua_pop(L, 2);
-        if (shards < 1 || shard < 1 || shard > shards)
-            return luaL_error(L, "kb.sweep: kb.options.shard must be {index = I, count = N}, "
-                              "1 <= I <= N");
+        if (sp->shards < 1 || sp->shard < 1 || sp->shard > sp->shards)
+            luaL_error(L, "kb.sweep: kb.options.shard must be {index = I, count = N}, "
+                          "1 <= I <= N");
     }
     lua_pop(L, 7);
     if (!lua_isnil(L, A_JOBS)) {
         int isint;
-        jobs = lua_tointegerx(L, A_JOBS, &isint);
-        if (!isint || jobs <= 0)
-            return luaL_error(L, "kb.sweep: 'jobs' must be a positive integer");
+        sp->jobs = lua_tointegerx(L, A_JOBS, &isint);
+        if (!isint || sp->jobs <= 0)
+            luaL_error(L, "kb.sweep: 'jobs' must be a positive integer");
     }
-    if (jobs <= 0)
-        jobs = 1;
-    if (jobs > 1024)
-        jobs = 1024;
+    if (sp->jobs <= 0)
+        sp->jobs = 1;
+    if (sp->jobs > 1024)
+        sp->jobs = 1024;
+}
 
+/* Step 2: the sweep and its points, held by a userdata pushed at A_SWEEP;
+ * the traced point (--trace), and the package paths a point's state
+ * gets. */
+static struct sweep *new_sweep(lua_State *L, const struct sweep_spec *sp)
+{
     struct sweep **box = lua_newuserdatauv(L, sizeof *box, 0);
     *box = NULL;
     if (luaL_newmetatable(L, KB_SWEEP)) {
@@ -1172,24 +1186,24 @@ static int l_sweep(lua_State *L)
     lua_setmetatable(L, -2);
     struct sweep *sw = *box = calloc(1, sizeof *sw);
     if (sw == NULL)
-        return luaL_error(L, "kb.sweep: out of memory");
+        luaL_error(L, "kb.sweep: out of memory");
     atomic_init(&sw->refs, 1);
-    sw->name = dupstr(name, strlen(name));
+    sw->name = dupstr(sp->name, strlen(sp->name));
     sw->n = (size_t)lua_rawlen(L, A_POINTS);
     sw->trace_index = -1;
-    if (want_trace && kb_trace_take(L)) {
-        if (trace_point < 1 || (lua_Unsigned)trace_point > sw->n)
-            return luaL_error(L, "kb.sweep '%s': --trace-point %I but the sweep has %I "
-                              "point%s", name, trace_point, (lua_Integer)sw->n,
-                              sw->n == 1 ? "" : "s");
-        sw->trace_index = (long)trace_point - 1;
+    if (sp->want_trace && kb_trace_take(L)) {
+        if (sp->trace_point < 1 || (lua_Unsigned)sp->trace_point > sw->n)
+            luaL_error(L, "kb.sweep '%s': --trace-point %I but the sweep has %I "
+                          "point%s", sp->name, sp->trace_point, (lua_Integer)sw->n,
+                       sw->n == 1 ? "" : "s");
+        sw->trace_index = (long)sp->trace_point - 1;
     }
     size_t nalloc = sw->n ? sw->n : 1;
     sw->pts = calloc(nalloc, sizeof *sw->pts);
     sw->pending_pts = calloc(nalloc, sizeof *sw->pending_pts);
     sw->status = calloc(nalloc, 1);
     if (!sw->name || !sw->pts || !sw->pending_pts || !sw->status)
-        return luaL_error(L, "kb.sweep: out of memory");
+        luaL_error(L, "kb.sweep: out of memory");
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "path");
     lua_getfield(L, -2, "cpath");
@@ -1198,18 +1212,24 @@ static int l_sweep(lua_State *L)
     sw->cpath = dupstr(cp ? cp : "", cp ? strlen(cp) : 0);
     lua_pop(L, 3);
     if (!sw->path || !sw->cpath)
-        return luaL_error(L, "kb.sweep: out of memory");
+        luaL_error(L, "kb.sweep: out of memory");
+    return sw;
+}
 
-    /* What travels to every point's state. */
+/* Step 3: what travels to every point's state (the point function,
+ * kb.options, `arg`, each point's parameters), as bytes, and each point's
+ * cache key. Leaves the module maps at A_MODS and A_MEMBERS. */
+static void pack_inputs(lua_State *L, struct sweep *sw)
+{
     lkb_push_module_maps(L);
     struct lkb_pack_how code = {.mode = LKB_PACK_CODE, .mods = A_MODS, .members = A_MEMBERS,
-                       .prefix = "kb.sweep: upvalue",
-                       .after = " of the point function",
-                       .suffix = "; create it inside the function"};
+                                .prefix = "kb.sweep: upvalue",
+                                .after = " of the point function",
+                                .suffix = "; create it inside the function"};
     lkb_pack(L, A_RUN, &sw->fn, &code);
     struct lkb_pack_how plain = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: kb.options field",
-                        .after = "", .suffix = "; kb.options must be plain data",
-                        .path = "options"};
+                                 .after = "", .suffix = "; kb.options must be plain data",
+                                 .path = "options"};
     lkb_pack(L, A_OPTIONS, &sw->options, &plain);
     lua_getglobal(L, "arg");
     plain.prefix = "kb.sweep: global";
@@ -1242,93 +1262,115 @@ static int l_sweep(lua_State *L)
         lua_pop(L, 2);
         sw->pts[i].key = fnv_seg(h, sw->pts[i].params.p, sw->pts[i].params.n);
     }
+}
 
-    bool mpi = kb_mpi_size() > 1, root = kb_mpi_rank() == 0;
+/* Step 4: what became of each point (pstatus) and, across MPI ranks,
+ * the slots' points and the ranks that ran them. */
+static void prepare_ranks(lua_State *L, struct sweep *sw, bool mpi)
+{
+    size_t nalloc = sw->n ? sw->n : 1;
     sw->mpi = mpi;
     atomic_init(&sw->exhausted, false);
     atomic_init(&sw->nfinished, 0);
     sw->pstatus = calloc(nalloc, 1); /* SIM_SWEEP_NOT_RUN */
     if (sw->pstatus == NULL)
-        return luaL_error(L, "kb.sweep: out of memory");
+        luaL_error(L, "kb.sweep: out of memory");
     if (mpi) {
         sw->slot_pt = malloc(nalloc * sizeof *sw->slot_pt);
         sw->prank = calloc(nalloc, sizeof *sw->prank);
         if (!sw->slot_pt || !sw->prank || uv_mutex_init(&sw->qlock) != 0)
-            return luaL_error(L, "kb.sweep: out of memory");
+            luaL_error(L, "kb.sweep: out of memory");
         sw->qlock_ok = true;
         for (size_t k = 0; k < nalloc; k++)
             sw->slot_pt[k] = KB_NO_POINT;
     }
+}
 
-    /* The cache folder is made (and probed) before any point runs. */
+/* What the plan of a sweep decided (step 5). */
+struct sweep_plan {
+    int cached;          /* stack index: point -> its cache entry */
+    bool stopped_before; /* an earlier sweep was stopped by Ctrl-C */
+    bool shard_ends;     /* --shard: the run ends after this sweep's share */
+};
+
+/* Step 5: which points run here. The cache folder is made (and probed)
+ * before any point runs; with --fast the cached points are taken from it;
+ * --merge ends the run if any is missing, --shard keeps its share. */
+static void plan_points(lua_State *L, struct sweep *sw, const struct sweep_spec *sp, bool root,
+                        struct sweep_plan *plan)
+{
     const char *cachedir = NULL;
-    if (use_cache) {
+    if (sp->use_cache) {
         /* the real folder, not the scratch kb.outdir() of a shard */
         cachedir = open_cache(L, sw, kb_push_outdir(L, A_OPTIONS));
     }
-    int cached = lua_gettop(L) + 1;
+    plan->cached = lua_gettop(L) + 1;
     lua_newtable(L);
 
     push_record(L);
     lua_getfield(L, -1, "interrupted");
-    bool stopped_before = lua_toboolean(L, -1);
+    plan->stopped_before = lua_toboolean(L, -1);
     lua_pop(L, 2);
     /* under MPI, rank 0 alone decides what runs */
     if (root)
-        load_cached(L, sw, cachedir, fast, cached, stopped_before);
+        load_cached(L, sw, cachedir, sp->fast, plan->cached, plan->stopped_before);
     /* A sweep without a cache (cache = false) runs whole, as in any run:
      * no other process can see its points. */
-    if (merge && use_cache && sw->n_pending > 0)
+    if (sp->merge && sp->use_cache && sw->n_pending > 0)
         refuse_missing(L, sw);
     /* a shard goes past a sweep only when the cache holds all of it */
-    bool shard_ends = shards > 0 && use_cache && sw->n_pending > 0;
-    if (shard_ends)
-        keep_share(sw, shard, shards);
-    sw->bar = root && !quiet && sw->n_pending > 0 && isatty(2);
-    if (mpi && !mpi_start(sw))
-        return luaL_error(L, "kb.sweep: MPI failed");
+    plan->shard_ends = sp->shards > 0 && sp->use_cache && sw->n_pending > 0;
+    if (plan->shard_ends)
+        keep_share(sw, sp->shard, sp->shards);
+    sw->bar = root && !sp->quiet && sw->n_pending > 0 && isatty(2);
+}
 
-    uint64_t t0 = uv_hrtime();
+/* Step 6: runs the pending points, here (one rank), or handing them out
+ * (rank 0 of several), or taking them from rank 0 and sending the results
+ * back (the other ranks). Returns sim_sweep_run's status. */
+static int simulate(lua_State *L, struct sweep *sw, const struct sweep_spec *sp, bool root)
+{
     int rc = 0;
-    if (sw->n_pending > 0 && !mpi) {
-        rc = run_points(sw, (int)jobs, timeout, point_run, sw->n_pending);
+    int jobs = (int)sp->jobs;
+    if (sw->n_pending > 0 && !sw->mpi) {
+        rc = run_points(sw, jobs, sp->timeout, point_run, sw->n_pending);
     } else if (sw->n_pending > 0 && root) {
         struct kb_dispatch *d = kb_dispatch_start(claim_remote, remote_ended, sw);
         if (d == NULL)
-            return luaL_error(L, "kb.sweep: cannot start the MPI dispatcher (out of memory)");
-        rc = run_points(sw, (int)jobs, timeout, point_run_root, sw->n_pending);
+            luaL_error(L, "kb.sweep: cannot start the MPI dispatcher (out of memory)");
+        rc = run_points(sw, jobs, sp->timeout, point_run_root, sw->n_pending);
         struct unpack u = {sw, NULL};
         kb_dispatch_finish(d, unpack_results, &u);
         if (u.bad) {
             fprintf(stderr, "kbsim: rank 0: sweep '%s': bad results from a rank (%s)\n",
-                    name, u.bad);
+                    sp->name, u.bad);
             kb_mpi_abort(2);
         }
     } else if (sw->n_pending > 0) {
-        rc = run_points(sw, (int)jobs, timeout, point_run_worker, sw->n_pending);
+        rc = run_points(sw, jobs, sp->timeout, point_run_worker, sw->n_pending);
         struct blob *b = newblob(L);
         if (!pack_results(sw, sw->n_pending, b))
-            return luaL_error(L, "kb.sweep: out of memory");
+            luaL_error(L, "kb.sweep: out of memory");
         kb_mpi_send_results(b);
         lua_pop(L, 1);
     }
     if (rc == SIM_EINVAL || rc == SIM_ENOMEM)
-        return luaL_error(L, "kb.sweep: cannot start the sweep (out of memory)");
-    if (mpi && !root)
-        return worker_result(L);
-    bool interrupted = stopped_before || rc == SIM_STOPPED;
-    double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
+        luaL_error(L, "kb.sweep: cannot start the sweep (out of memory)");
+    return rc;
+}
 
-    /* What became of each point run here, or on another rank (pstatus is
-     * filled by unpack_results then). */
-    for (size_t k = 0; k < sw->n_pending && !mpi; k++)
+/* Step 7: what became of each point (P_*), run here or on another rank
+ * (pstatus is filled by unpack_results then), in a userdata pushed on the
+ * stack; warns of the points whose cache file could not be written. */
+static unsigned char *point_states(lua_State *L, struct sweep *sw)
+{
+    for (size_t k = 0; k < sw->n_pending && !sw->mpi; k++)
         sw->pstatus[sw->pending_pts[k]] = sw->status[k];
-    for (size_t k = 0; k < sw->n_pending && mpi; k++)
+    for (size_t k = 0; k < sw->n_pending && sw->mpi; k++)
         if (sw->slot_pt[k] != KB_NO_POINT)
             sw->pstatus[sw->slot_pt[k]] = sw->status[k];
 
-    /* Point states, rows in input order. */
-    unsigned char *state = lua_newuserdatauv(L, nalloc, 0);
+    unsigned char *state = lua_newuserdatauv(L, sw->n ? sw->n : 1, 0);
     for (size_t i = 0; i < sw->n; i++) {
         struct point *pt = &sw->pts[i];
         unsigned char st = sw->pstatus[i];
@@ -1344,14 +1386,23 @@ static int l_sweep(lua_State *L)
             state[i] = P_FAILED;
     }
     warn_uncached(sw, state);
+    return state;
+}
 
+/* Step 8: pushes the rows of the done points, in input order, and the
+ * summary's list of points ({status, reused, row, error}); counts the
+ * done and the failed ones. */
+static void push_points(lua_State *L, const struct sweep *sw, const unsigned char *state,
+                        int cached, double timeout, size_t *ndone, size_t *nfailed)
+{
     lua_newtable(L);
     int rows = lua_gettop(L);
     lua_createtable(L, (int)sw->n, 0);
     int plist = lua_gettop(L);
-    size_t ndone = 0, nfailed = 0, nrows = 0;
+    size_t nrows = 0;
+    *ndone = *nfailed = 0;
     for (size_t i = 0; i < sw->n; i++) {
-        struct point *pt = &sw->pts[i];
+        const struct point *pt = &sw->pts[i];
         static const char *const names[] = {"done", "failed", "failed", "not run"};
         lua_createtable(L, 0, 4);
         lua_pushstring(L, names[state[i]]);
@@ -1373,12 +1424,12 @@ static int l_sweep(lua_State *L)
         }
         lua_setfield(L, -2, "row");
         if (state[i] == P_TIMED_OUT) {
-            nfailed++;
+            (*nfailed)++;
             lua_pushfstring(L, "timed out: still running after its timeout of %f s",
                             (lua_Number)timeout);
             lua_setfield(L, -2, "error");
         } else if (state[i] == P_FAILED) {
-            nfailed++;
+            (*nfailed)++;
             if (pt->err)
                 lua_pushstring(L, pt->err);
             else
@@ -1387,20 +1438,17 @@ static int l_sweep(lua_State *L)
                                 pt->checks_failed == 1 ? "" : "s");
             lua_setfield(L, -2, "error");
         }
-        ndone += state[i] == P_DONE;
+        *ndone += state[i] == P_DONE;
         lua_rawseti(L, plist, (lua_Integer)i + 1);
     }
+}
 
-    report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
-    if (shard_ends)
-        end_shard(L, sw, state, shard, shards);
-    if (fast && !quiet && root)
-        fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
-                name, sw->nreused, sw->n);
-    fflush(stderr);
-
+/* Step 9: pushes the summary table (the list of points at plist). */
+static void push_summary(lua_State *L, const struct sweep *sw, size_t ndone, size_t nfailed,
+                         bool interrupted, double elapsed, int plist)
+{
     lua_createtable(L, 0, 9);
-    lua_pushstring(L, name);
+    lua_pushstring(L, sw->name);
     lua_setfield(L, -2, "name");
     setint(L, "total", (lua_Integer)sw->n);
     setint(L, "done", (lua_Integer)ndone);
@@ -1413,6 +1461,49 @@ static int l_sweep(lua_State *L)
     lua_setfield(L, -2, "elapsed");
     lua_pushvalue(L, plist);
     lua_setfield(L, -2, "points");
+}
+
+/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
+ * -> rows, summary */
+static int l_sweep(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
+        return luaL_error(L, "kb.sweep: a sweep cannot run inside a sweep point");
+    lua_pop(L, 1);
+    int ended = kb_sweep_end_status(L);
+    if (ended >= 0)
+        return end_run(L, ended);
+    struct sweep_spec sp;
+    read_spec(L, &sp);
+    struct sweep *sw = new_sweep(L, &sp);
+    pack_inputs(L, sw);
+    bool mpi = kb_mpi_size() > 1, root = kb_mpi_rank() == 0;
+    prepare_ranks(L, sw, mpi);
+    struct sweep_plan plan;
+    plan_points(L, sw, &sp, root, &plan);
+    if (mpi && !mpi_start(sw))
+        return luaL_error(L, "kb.sweep: MPI failed");
+
+    uint64_t t0 = uv_hrtime();
+    int rc = simulate(L, sw, &sp, root);
+    if (mpi && !root)
+        return worker_result(L);
+    bool interrupted = plan.stopped_before || rc == SIM_STOPPED;
+    double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
+
+    const unsigned char *state = point_states(L, sw);
+    size_t ndone, nfailed;
+    push_points(L, sw, state, plan.cached, sp.timeout, &ndone, &nfailed);
+    int rows = lua_gettop(L) - 1, plist = lua_gettop(L);
+    report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
+    if (plan.shard_ends)
+        end_shard(L, sw, state, sp.shard, sp.shards);
+    if (sp.fast && !sp.quiet && root)
+        fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
+                sp.name, sw->nreused, sw->n);
+    fflush(stderr);
+
+    push_summary(L, sw, ndone, nfailed, interrupted, elapsed, plist);
     if (mpi && !bcast_summary(L, lua_gettop(L)))
         return luaL_error(L, "kb.sweep: MPI failed");
     lua_pushvalue(L, rows);
