@@ -8,7 +8,6 @@
 
 #include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
 
 #include "lkbsim.h"
 #include "lserve.h"
@@ -182,18 +181,6 @@ static char *default_out(const char *script)
     return out;
 }
 
-/* Lets scripts require the Lua library (require "kbsim.x" finds
- * lua/kbsim/x.lua) from the source tree without installing it. */
-static void add_lua_path(lua_State *L)
-{
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", KBSIM_LUA_DIR,
-                    KBSIM_LUA_DIR, lua_tostring(L, -1));
-    lua_setfield(L, -3, "path");
-    lua_pop(L, 2);
-}
-
 /* The global `arg` as lua(1) builds it: arg[0] the script, arg[1..] its
  * arguments, the command and options at negative indices. */
 static void set_arg(lua_State *L, int argc, char **argv, int script)
@@ -209,17 +196,10 @@ static void set_arg(lua_State *L, int argc, char **argv, int script)
 /* A Lua state with the kbsim module preloaded with opt, or NULL. */
 static lua_State *new_state(const struct kb_options *opt)
 {
-    lua_State *L = luaL_newstate();
-    if (L == NULL) {
-        fputs("kbsim: cannot create a Lua state (out of memory)\n", stderr);
-        return NULL;
-    }
-    /* Lua leaves the main thread's extra space uninitialised; the kbsim
-     * module keeps its state pointer there (see getstate in lkbsim.c). */
-    memset(lua_getextraspace(L), 0, LUA_EXTRASPACE);
-    luaL_openlibs(L);
-    add_lua_path(L);
-    kb_preload(L, opt);
+    char err[256];
+    lua_State *L = kb_new_state(opt, err, sizeof err);
+    if (L == NULL)
+        fprintf(stderr, "kbsim: %s\n", err);
     return L;
 }
 

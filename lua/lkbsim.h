@@ -7,6 +7,7 @@
 #define KBSIM_LKBSIM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include <lua.h>
 #include <uv.h>
@@ -33,6 +34,13 @@ struct kb_options {
  * The host must zero the main thread's lua_getextraspace area after
  * creating the state: the module keeps its state pointer there. */
 int luaopen_kbsim(lua_State *L);
+
+/* A Lua state for a kbsim script (lstate.c): the standard libraries,
+ * package.path with the kbsim Lua library (lua/kbsim/) first, `kbsim`
+ * and `kbsim.tlcore` preloaded with opt as kb.options (kb_preload), Lua
+ * source only. NULL, with the reason in err, if it cannot be made (out of
+ * memory). The CLI and every kb.sweep point make theirs here. */
+lua_State *kb_new_state(const struct kb_options *opt, char *err, size_t errsize);
 
 /* Registers `kbsim` in package.preload with these options, and makes the
  * state load Lua source only (kb_open_source_only). */

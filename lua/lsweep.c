@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include <lauxlib.h>
-#include <lualib.h>
 
 #include "lkbsim.h"
 #include "lsweep_cache.h"
@@ -220,7 +219,7 @@ static void cache_point(lua_State *W, struct worker *wk, int row)
     lua_pop(W, 1);
 }
 
-/* In a fresh state on a thread of its own: the standard libraries, the same
+/* In a fresh state (kb_new_state) on a thread of its own: the same
  * package paths, the kbsim module with the caller's kb.options and `arg`;
  * then run(p), and its row serialised back. */
 static int worker_main(lua_State *W)
@@ -228,7 +227,6 @@ static int worker_main(lua_State *W)
     struct worker *wk = lua_touserdata(W, 1);
     struct sweep *sw = wk->sw;
     struct point *pt = wk->pt;
-    luaL_openlibs(W);
     lua_getglobal(W, "os");
     lua_pushcfunction(W, point_exit);
     lua_setfield(W, -2, "exit");
@@ -242,11 +240,7 @@ static int worker_main(lua_State *W)
     lua_pushlightuserdata(W, wk);
     lua_rawsetp(W, LUA_REGISTRYINDEX, &kb_point_key);
 
-    /* As the CLI does it, so that every module it preloads is there;
-     * kb.options is then replaced by the caller's. */
-    const char *noset[1] = {NULL};
-    struct kb_options o = {.out = "", .jobs = 1, .set = noset};
-    kb_preload(W, &o);
+    /* kb.options (empty from kb_new_state) is replaced by the caller's */
     lua_getglobal(W, "require");
     lua_pushliteral(W, "kbsim");
     lua_call(W, 1, 1);
@@ -309,13 +303,16 @@ static int run_point(struct sim_sweep_point *sp, struct sweep *sw, size_t index)
 {
     struct point *pt = &sw->pts[index];
     struct worker wk = {sw, pt, sp, index};
-    lua_State *W = luaL_newstate();
+    /* As the CLI makes its own, so that every module it preloads is
+     * there */
+    const char *noset[1] = {NULL};
+    struct kb_options o = {.out = "", .jobs = 1, .set = noset};
+    char err[256];
+    lua_State *W = kb_new_state(&o, err, sizeof err);
     if (W == NULL) {
-        pt->err = dupstr("cannot create a Lua state (out of memory)", 41);
+        pt->err = dupstr(err, strlen(err));
         return 1;
     }
-    /* As in kbsim.c: the kbsim module keeps its state pointer there. */
-    memset(lua_getextraspace(W), 0, LUA_EXTRASPACE);
     lua_pushcfunction(W, worker_main);
     lua_pushlightuserdata(W, &wk);
     if (lua_pcall(W, 1, 0, 0) != LUA_OK && pt->err == NULL) {
