@@ -194,10 +194,10 @@ static void set_arg(lua_State *L, int argc, char **argv, int script)
 }
 
 /* A Lua state with the kbsim module preloaded with opt, or NULL. */
-static lua_State *new_state(const struct kb_options *opt)
+static lua_State *new_state(const struct lkb_options *opt)
 {
     char err[256];
-    lua_State *L = kb_new_state(opt, err, sizeof err);
+    lua_State *L = lkb_new_state(opt, err, sizeof err);
     if (L == NULL)
         fprintf(stderr, "kbsim: %s\n", err);
     return L;
@@ -205,7 +205,7 @@ static lua_State *new_state(const struct kb_options *opt)
 
 /* kbsim serve [options]: no script; the output folder defaults to
  * out/serve (the default socket lives there). */
-static int serve_main(struct kb_options *opt, const struct kb_serve_options *serve,
+static int serve_main(struct lkb_options *opt, const struct lkb_serve_options *serve,
                       const char *extra)
 {
     if (extra != NULL)
@@ -216,14 +216,14 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
     if (opt->shards > 0 || opt->merge || opt->fast || opt->point_timeout > 0)
         usage_error("%s", "--shard, --merge, --fast and --point-timeout are for sweeps; "
                     "'kbsim serve' runs none");
-    if (kb_check_config(opt) != 0) {
+    if (lkb_check_config(opt) != 0) {
         free((void *)opt->set);
         return EXIT_USAGE;
     }
     if (opt->out == NULL)
         opt->out = "out/serve";
     lua_State *L = new_state(opt);
-    int status = L ? kb_serve(L, serve) : EXIT_USAGE;
+    int status = L ? lkb_serve(L, serve) : EXIT_USAGE;
     if (L)
         lua_close(L);
     free((void *)opt->set);
@@ -232,7 +232,7 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
 
 static int kbsim_main(int argc, char **argv)
 {
-    struct kb_options opt = {.jobs = 0};
+    struct lkb_options opt = {.jobs = 0};
     const char **set = calloc((size_t)argc, sizeof *set);
     if (set == NULL) {
         fputs("kbsim: out of memory\n", stderr);
@@ -240,7 +240,7 @@ static int kbsim_main(int argc, char **argv)
     }
     opt.set = set;
 
-    struct kb_serve_options serve = {0};
+    struct lkb_serve_options serve = {0};
     bool serving = argc > 1 && strcmp(argv[1], "serve") == 0;
     int i;
     for (i = serving ? 2 : 1; i < argc; i++) {
@@ -332,17 +332,17 @@ static int kbsim_main(int argc, char **argv)
                     "must run in one process: use --fast --trace)");
     /* shards and the merge share their points through the cache */
     opt.fast = opt.fast || opt.shards > 0 || opt.merge;
-    if (kb_mpi_size() > 1 && (opt.shards > 0 || opt.merge))
+    if (lkb_mpi_size() > 1 && (opt.shards > 0 || opt.merge))
         usage_error("%s", "--shard and --merge are for job arrays without MPI; under mpirun "
                     "every kb.sweep is shared by the ranks already (docs/cluster.md)");
-    if (kb_mpi_rank() > 0) {
+    if (lkb_mpi_rank() > 0) {
         /* rank 0 alone writes: the trace, the progress, what the script
          * prints (kb.outdir() is a scratch folder on the other ranks) */
         opt.trace = NULL;
         opt.trace_point = 0;
         opt.quiet = true;
         if (freopen("/dev/null", "w", stdout) == NULL)
-            fprintf(stderr, "kbsim: rank %d: cannot silence stdout\n", kb_mpi_rank());
+            fprintf(stderr, "kbsim: rank %d: cannot silence stdout\n", lkb_mpi_rank());
     }
 
     const char *script = argv[i];
@@ -354,7 +354,7 @@ static int kbsim_main(int argc, char **argv)
         return EXIT_USAGE;
     }
     fclose(fp);
-    if (kb_check_config(&opt) != 0) {
+    if (lkb_check_config(&opt) != 0) {
         free(set);
         return EXIT_USAGE;
     }
@@ -376,7 +376,7 @@ static int kbsim_main(int argc, char **argv)
     set_arg(L, argc, argv, i);
 
     int status = 0;
-    if (kb_loadfile(L, script) != LUA_OK) {
+    if (lkb_loadfile(L, script) != LUA_OK) {
         fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
         status = EXIT_USAGE;
     } else {
@@ -384,34 +384,34 @@ static int kbsim_main(int argc, char **argv)
         luaL_checkstack(L, nargs, "too many script arguments");
         for (int k = i + 1; k < argc; k++)
             lua_pushstring(L, argv[k]);
-        if (kb_pcall(L, nargs, 0) != LUA_OK && !kb_sweep_is_end(L, -1)) {
+        if (lkb_pcall(L, nargs, 0) != LUA_OK && !lkb_sweep_is_end(L, -1)) {
             const char *msg = lua_tostring(L, -1);
             fprintf(stderr, "kbsim: %s\n", msg ? msg : "(error object is not a string)");
             status = EXIT_USAGE;
         }
     }
-    int ended = kb_sweep_end_status(L);
+    int ended = lkb_sweep_end_status(L);
     if (status == 0 && ended < 0 && opt.shards > 0)
         fprintf(stderr, "shard %d/%d: every sweep of the script is in the cache; run the same "
                 "command with --merge instead of --shard to write the outputs\n",
                 opt.shard, opt.shards);
     if (ended > 0 && status == 0)
         status = ended;
-    kb_remove_scratch(L);
-    long failed = kb_failed_checks(L);
-    if (opt.trace && status == 0 && !kb_trace_taken(L))
+    lkb_remove_scratch(L);
+    long failed = lkb_failed_checks(L);
+    if (opt.trace && status == 0 && !lkb_trace_taken(L))
         fprintf(stderr, "kbsim: no trace written to '%s': the script created %s\n",
                 opt.trace, opt.trace_point > 1 ? "fewer simulations than --trace-point"
                                                : "no simulation");
     fflush(stdout);
     /* Sweeps report even after a script error: their points' own
      * messages say more than the error that followed. */
-    int sweep_status = kb_sweep_status(L);
+    int sweep_status = lkb_sweep_status(L);
     lua_close(L);
     free(out);
     free(set);
     if (status == 0 && failed > 0) {
-        if (kb_mpi_rank() == 0)
+        if (lkb_mpi_rank() == 0)
             fprintf(stderr, "kbsim: %ld check%s failed\n", failed,
                     failed == 1 ? "" : "s");
         status = EXIT_CHECK;
@@ -421,17 +421,17 @@ static int kbsim_main(int argc, char **argv)
     /* Under MPI, failed checks and points are rank 0's to report and
      * exit with: another rank's non-zero status would make mpirun end
      * the job, maybe before rank 0 has written its outputs. */
-    if (kb_mpi_rank() > 0 && status != EXIT_USAGE)
+    if (lkb_mpi_rank() > 0 && status != EXIT_USAGE)
         status = 0;
     return status;
 }
 
 int main(int argc, char **argv)
 {
-    int status = kb_mpi_init(&argc, &argv);
+    int status = lkb_mpi_init(&argc, &argv);
     if (status != 0)
         return status;
     status = kbsim_main(argc, argv);
-    kb_mpi_finalize();
+    lkb_mpi_finalize();
     return status;
 }

@@ -10,7 +10,7 @@
 
 #define KB_BLOB "kbsim.sweep.blob"
 
-bool blob_reserve(struct blob *b, size_t more)
+bool lkb_blob_reserve(struct lkb_blob *b, size_t more)
 {
     if (b->cap - b->n >= more)
         return true;
@@ -28,21 +28,21 @@ bool blob_reserve(struct blob *b, size_t more)
     return true;
 }
 
-bool blob_add(struct blob *b, const void *src, size_t n)
+bool lkb_blob_add(struct lkb_blob *b, const void *src, size_t n)
 {
-    if (!blob_reserve(b, n))
+    if (!lkb_blob_reserve(b, n))
         return false;
     memcpy(b->p + b->n, src, n);
     b->n += n;
     return true;
 }
 
-bool blob_str(struct blob *b, const char *s)
+bool lkb_blob_str(struct lkb_blob *b, const char *s)
 {
-    return blob_add(b, s, strlen(s));
+    return lkb_blob_add(b, s, strlen(s));
 }
 
-void blob_free(struct blob *b)
+void lkb_blob_free(struct lkb_blob *b)
 {
     free(b->p);
     memset(b, 0, sizeof *b);
@@ -50,15 +50,15 @@ void blob_free(struct blob *b)
 
 static int blob_gc(lua_State *L)
 {
-    blob_free(lua_touserdata(L, 1));
+    lkb_blob_free(lua_touserdata(L, 1));
     return 0;
 }
 
 /* A buffer owned by a userdata on the stack, so that an error raised
  * while filling it does not leak it. */
-struct blob *newblob(lua_State *L)
+struct lkb_blob *lkb_newblob(lua_State *L)
 {
-    struct blob *b = lua_newuserdatauv(L, sizeof *b, 0);
+    struct lkb_blob *b = lua_newuserdatauv(L, sizeof *b, 0);
     memset(b, 0, sizeof *b);
     if (luaL_newmetatable(L, KB_BLOB)) {
         lua_pushcfunction(L, blob_gc);
@@ -68,7 +68,7 @@ struct blob *newblob(lua_State *L)
     return b;
 }
 
-bool blob_read_file(const char *path, struct blob *b, size_t max)
+bool lkb_blob_read_file(const char *path, struct lkb_blob *b, size_t max)
 {
     FILE *f = fopen(path, "rb");
     if (f == NULL)
@@ -84,7 +84,7 @@ bool blob_read_file(const char *path, struct blob *b, size_t max)
             errno = EFBIG;
             return false;
         }
-        ok = blob_add(b, buf, n);
+        ok = lkb_blob_add(b, buf, n);
     }
     if (ok && ferror(f)) {
         ok = false;

@@ -16,23 +16,23 @@
 
 /* Deeper tables are almost surely a mistake, and each level costs C
  * stack (the value transport and JSON refuse them). */
-#define KB_MAX_DEPTH 200
+#define LKB_MAX_DEPTH 200
 
-struct blob {
+struct lkb_blob {
     unsigned char *p;
     size_t n, cap;
 };
 
-bool blob_reserve(struct blob *b, size_t more);
-bool blob_add(struct blob *b, const void *src, size_t n);
-bool blob_str(struct blob *b, const char *s);
-void blob_free(struct blob *b);
+bool lkb_blob_reserve(struct lkb_blob *b, size_t more);
+bool lkb_blob_add(struct lkb_blob *b, const void *src, size_t n);
+bool lkb_blob_str(struct lkb_blob *b, const char *s);
+void lkb_blob_free(struct lkb_blob *b);
 /* A buffer owned by a userdata pushed on the stack, so that an error
  * raised while filling it does not leak it. */
-struct blob *newblob(lua_State *L);
+struct lkb_blob *lkb_newblob(lua_State *L);
 /* Appends the whole file at path; false (errno set) if it cannot be
  * read or holds more than max bytes (EFBIG). */
-bool blob_read_file(const char *path, struct blob *b, size_t max);
+bool lkb_blob_read_file(const char *path, struct lkb_blob *b, size_t max);
 
 /* Little-endian 64-bit integers, whatever the host (byte formats that
  * other hosts or a later run read: ltransport.h, the MPI results). */

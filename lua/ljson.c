@@ -11,9 +11,9 @@
 
 /* ---- writer ------------------------------------------------------------ */
 
-bool json_str(struct blob *b, const char *s, size_t n)
+bool lkb_json_str(struct lkb_blob *b, const char *s, size_t n)
 {
-    if (!blob_add(b, "\"", 1))
+    if (!lkb_blob_add(b, "\"", 1))
         return false;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -32,10 +32,10 @@ bool json_str(struct blob *b, const char *s, size_t n)
             esc[0] = (char)c;
             esc[1] = '\0';
         }
-        if (!blob_str(b, esc))
+        if (!lkb_blob_str(b, esc))
             return false;
     }
-    return blob_add(b, "\"", 1);
+    return lkb_blob_add(b, "\"", 1);
 }
 
 /* The shortest %.Ng that reads back as the same double. */
@@ -58,16 +58,16 @@ static int cmp_key(const void *a, const void *b)
     return c ? c : (x->n > y->n) - (x->n < y->n);
 }
 
-static bool json_value(lua_State *L, int idx, struct blob *b, int depth)
+static bool json_value(lua_State *L, int idx, struct lkb_blob *b, int depth)
 {
     idx = lua_absindex(L, idx);
-    if (depth > KB_MAX_DEPTH || !lua_checkstack(L, 6))
+    if (depth > LKB_MAX_DEPTH || !lua_checkstack(L, 6))
         return false;
     switch (lua_type(L, idx)) {
     case LUA_TNIL:
-        return blob_str(b, "null");
+        return lkb_blob_str(b, "null");
     case LUA_TBOOLEAN:
-        return blob_str(b, lua_toboolean(L, idx) ? "true" : "false");
+        return lkb_blob_str(b, lua_toboolean(L, idx) ? "true" : "false");
     case LUA_TNUMBER: {
         char buf[40];
         if (lua_isinteger(L, idx)) {
@@ -78,12 +78,12 @@ static bool json_value(lua_State *L, int idx, struct blob *b, int depth)
                 return false;
             fmt_float(buf, sizeof buf, v);
         }
-        return blob_str(b, buf);
+        return lkb_blob_str(b, buf);
     }
     case LUA_TSTRING: {
         size_t n;
         const char *s = lua_tolstring(L, idx, &n);
-        return json_str(b, s, n);
+        return lkb_json_str(b, s, n);
     }
     case LUA_TTABLE:
         break;
@@ -99,7 +99,7 @@ static bool json_value(lua_State *L, int idx, struct blob *b, int depth)
         lua_pop(L, 1);
     }
     if (count == 0)
-        return blob_str(b, "[]");
+        return lkb_blob_str(b, "[]");
     if (nstr == 0 && lua_rawlen(L, idx) == count) {
         lua_Integer n = (lua_Integer)count;
         for (lua_Integer i = 1; i <= n; i++) {
@@ -107,12 +107,12 @@ static bool json_value(lua_State *L, int idx, struct blob *b, int depth)
                 lua_pop(L, 1);
                 return false; /* holes: not a JSON array */
             }
-            bool ok = blob_str(b, i == 1 ? "[" : ",") && json_value(L, -1, b, depth + 1);
+            bool ok = lkb_blob_str(b, i == 1 ? "[" : ",") && json_value(L, -1, b, depth + 1);
             lua_pop(L, 1);
             if (!ok)
                 return false;
         }
-        return blob_str(b, "]");
+        return lkb_blob_str(b, "]");
     }
     if (nstr != count)
         return false;
@@ -126,16 +126,16 @@ static bool json_value(lua_State *L, int idx, struct blob *b, int depth)
         lua_pop(L, 1);
     }
     qsort(keys, k, sizeof *keys, cmp_key);
-    bool ok = blob_str(b, "{");
+    bool ok = lkb_blob_str(b, "{");
     for (size_t i = 0; ok && i < k; i++) {
         lua_pushlstring(L, keys[i].s, keys[i].n);
         lua_rawget(L, idx);
-        ok = (i == 0 || blob_str(b, ",")) && json_str(b, keys[i].s, keys[i].n) &&
-             blob_str(b, ":") && json_value(L, -1, b, depth + 1);
+        ok = (i == 0 || lkb_blob_str(b, ",")) && lkb_json_str(b, keys[i].s, keys[i].n) &&
+             lkb_blob_str(b, ":") && json_value(L, -1, b, depth + 1);
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
-    return ok && blob_str(b, "}");
+    return ok && lkb_blob_str(b, "}");
 }
 
 /* ---- reader ------------------------------------------------------------ */
@@ -220,7 +220,7 @@ static bool jr_string(struct jread *r)
 static bool jr_value(struct jread *r)
 {
     lua_State *L = r->L;
-    if (++r->depth > KB_MAX_DEPTH || !lua_checkstack(L, 6))
+    if (++r->depth > LKB_MAX_DEPTH || !lua_checkstack(L, 6))
         return false;
     jr_space(r);
     if (r->p >= r->end)
@@ -296,7 +296,7 @@ static bool jr_value(struct jread *r)
     return ok;
 }
 
-bool json_read(lua_State *L, const char *p, size_t n)
+bool lkb_json_read(lua_State *L, const char *p, size_t n)
 {
     int top = lua_gettop(L);
     struct jread r = {L, p, p + n, 0};
@@ -309,7 +309,7 @@ bool json_read(lua_State *L, const char *p, size_t n)
     return false;
 }
 
-bool json_write(lua_State *L, int idx, struct blob *b)
+bool lkb_json_write(lua_State *L, int idx, struct lkb_blob *b)
 {
     return json_value(L, idx, b, 0);
 }

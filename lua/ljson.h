@@ -16,16 +16,16 @@
 #include "lblob.h"
 
 /* Appends the string [s, s+n) as a JSON string; false if out of memory. */
-bool json_str(struct blob *b, const char *s, size_t n);
+bool lkb_json_str(struct lkb_blob *b, const char *s, size_t n);
 
 /* Appends the value at idx as JSON; false if JSON cannot hold it exactly
  * (a table mixing key kinds or with holes, NaN, infinity, a function,
- * nesting deeper than KB_MAX_DEPTH) or out of memory: the blob then holds
+ * nesting deeper than LKB_MAX_DEPTH) or out of memory: the blob then holds
  * part of it. */
-bool json_write(lua_State *L, int idx, struct blob *b);
+bool lkb_json_write(lua_State *L, int idx, struct lkb_blob *b);
 
 /* Pushes the JSON document in [p, p+n) as a Lua value, or returns false
  * with the stack as it was. */
-bool json_read(lua_State *L, const char *p, size_t n);
+bool lkb_json_read(lua_State *L, const char *p, size_t n);
 
 #endif

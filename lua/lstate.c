@@ -4,7 +4,7 @@
  * and every kb.sweep point runs in one of its own (lsweep.c): both get
  * the same libraries and modules from here.
  */
-#include "lkbsim.h"
+#include "lkb_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,15 +28,15 @@ static void add_lua_path(lua_State *L)
  * preload is an error returned, not a panic. */
 static int setup(lua_State *L)
 {
-    const struct kb_options *opt = lua_touserdata(L, 1);
+    const struct lkb_options *opt = lua_touserdata(L, 1);
     lua_pop(L, 1);
     luaL_openlibs(L);
     add_lua_path(L);
-    kb_preload(L, opt);
+    lkb_preload(L, opt);
     return 0;
 }
 
-lua_State *kb_new_state(const struct kb_options *opt, char *err, size_t errsize)
+lua_State *lkb_new_state(const struct lkb_options *opt, char *err, size_t errsize)
 {
     lua_State *L = luaL_newstate();
     if (L == NULL) {

@@ -23,7 +23,7 @@
 
 #include <lauxlib.h>
 
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "lsweep_cache.h"
 #include "lsweep_mpi.h"
 #include "ltransport.h"
@@ -68,8 +68,8 @@ static uint64_t fnv_seg(uint64_t h, const void *p, size_t n)
 /* ---- points and their states ----------------------------------------- */
 
 struct point {
-    struct blob params; /* plain, canonical: shipped and hashed */
-    struct blob result; /* the returned row, filled by the worker */
+    struct lkb_blob params; /* plain, canonical: shipped and hashed */
+    struct lkb_blob result; /* the returned row, filled by the worker */
     bool has_result;
     bool reused;        /* taken from the cache, not simulated */
     uint64_t key;
@@ -89,9 +89,9 @@ struct sweep {
     atomic_int refs;     /* the userdata, and the runner while it may run points */
     char *name;
     char *cachedir;      /* where points write their cache file, or NULL */
-    struct blob fn;      /* the point function and its upvalues */
-    struct blob options; /* kb.options */
-    struct blob arg;     /* the global `arg` */
+    struct lkb_blob fn;      /* the point function and its upvalues */
+    struct lkb_blob options; /* kb.options */
+    struct lkb_blob arg;     /* the global `arg` */
     char *path, *cpath;
     size_t n;
     struct point *pts;
@@ -125,14 +125,14 @@ static void sweep_free(struct sweep *sw)
 {
     free(sw->name);
     free(sw->cachedir);
-    blob_free(&sw->fn);
-    blob_free(&sw->options);
-    blob_free(&sw->arg);
+    lkb_blob_free(&sw->fn);
+    lkb_blob_free(&sw->options);
+    lkb_blob_free(&sw->arg);
     free(sw->path);
     free(sw->cpath);
     for (size_t i = 0; sw->pts && i < sw->n; i++) {
-        blob_free(&sw->pts[i].params);
-        blob_free(&sw->pts[i].result);
+        lkb_blob_free(&sw->pts[i].params);
+        lkb_blob_free(&sw->pts[i].result);
         free(sw->pts[i].err);
         free(sw->pts[i].trace);
         free(sw->pts[i].cache_err);
@@ -213,13 +213,13 @@ static void cache_point(lua_State *W, struct worker *wk, int row)
     char why[512];
     row = lua_absindex(W, row);
     lkb_unpack(W, &pt->params);
-    if (kb_cache_store(W, sw->cachedir, sw->name, wk->index, pt->key, -1, row, why,
+    if (lkb_cache_store(W, sw->cachedir, sw->name, wk->index, pt->key, -1, row, why,
                        sizeof why) < 0)
         pt->cache_err = dupstr(why, strlen(why));
     lua_pop(W, 1);
 }
 
-/* In a fresh state (kb_new_state) on a thread of its own: the same
+/* In a fresh state (lkb_new_state) on a thread of its own: the same
  * package paths, the kbsim module with the caller's kb.options and `arg`;
  * then run(p), and its row serialised back. */
 static int worker_main(lua_State *W)
@@ -240,7 +240,7 @@ static int worker_main(lua_State *W)
     lua_pushlightuserdata(W, wk);
     lua_rawsetp(W, LUA_REGISTRYINDEX, &kb_point_key);
 
-    /* kb.options (empty from kb_new_state) is replaced by the caller's */
+    /* kb.options (empty from lkb_new_state) is replaced by the caller's */
     lua_getglobal(W, "require");
     lua_pushliteral(W, "kbsim");
     lua_call(W, 1, 1);
@@ -261,7 +261,7 @@ static int worker_main(lua_State *W)
     lua_setglobal(W, "arg");
 
     lua_sethook(W, stop_hook, LUA_MASKCOUNT, KB_STOP_HOOK_COUNT);
-    lua_pushcfunction(W, kb_traceback);
+    lua_pushcfunction(W, lkb_traceback);
     int msgh = lua_gettop(W);
     lkb_unpack(W, &sw->fn);
     lkb_unpack(W, &pt->params);
@@ -289,7 +289,7 @@ static int worker_main(lua_State *W)
         lkb_pack(W, -2, &pt->result, &proto);
         pt->has_result = true;
     }
-    pt->checks_failed = kb_failed_checks(W);
+    pt->checks_failed = lkb_failed_checks(W);
     /* a point asked to stop (timed out, Ctrl-C) may be reported as not
      * done: it is not cached, so no later --fast reuses it */
     if (pt->has_result && pt->checks_failed == 0 && sw->cachedir &&
@@ -306,9 +306,9 @@ static int run_point(struct sim_sweep_point *sp, struct sweep *sw, size_t index)
     /* As the CLI makes its own, so that every module it preloads is
      * there */
     const char *noset[1] = {NULL};
-    struct kb_options o = {.out = "", .jobs = 1, .set = noset};
+    struct lkb_options o = {.out = "", .jobs = 1, .set = noset};
     char err[256];
-    lua_State *W = kb_new_state(&o, err, sizeof err);
+    lua_State *W = lkb_new_state(&o, err, sizeof err);
     if (W == NULL) {
         pt->err = dupstr(err, strlen(err));
         return 1;
@@ -390,14 +390,14 @@ static int point_run_worker(struct sim_sweep_point *sp, size_t k, void *ud)
     struct sweep *sw = ud;
     if (atomic_load(&sw->exhausted) || sim_sweep_point_stopping(sp))
         return 0;
-    long i = kb_mpi_request(k);
+    long i = lkb_mpi_request(k);
     if (i < 0 || (size_t)i >= sw->n) {
         atomic_store(&sw->exhausted, true);
         return 0;
     }
     sw->slot_pt[k] = (size_t)i;
     int rc = run_point(sp, sw, (size_t)i);
-    kb_mpi_ended((size_t)i);
+    lkb_mpi_ended((size_t)i);
     return rc;
 }
 
@@ -405,24 +405,24 @@ static int point_run_worker(struct sim_sweep_point *sp, size_t k, void *ud)
  * point u64 index, u8 status, u8 has_result, i64 checks_failed, the
  * strings err, trace, cache_err and the row's bytes, each as u64 length
  * (UINT64_MAX: none) and bytes. */
-static bool put_u64(struct blob *b, uint64_t v)
+static bool put_u64(struct lkb_blob *b, uint64_t v)
 {
     unsigned char d[8];
     lkb_put_le64(d, v);
-    return blob_add(b, d, 8);
+    return lkb_blob_add(b, d, 8);
 }
 
-static bool put_bytes(struct blob *b, const void *p, size_t n, bool none)
+static bool put_bytes(struct lkb_blob *b, const void *p, size_t n, bool none)
 {
-    return put_u64(b, none ? UINT64_MAX : n) && (none || blob_add(b, p, n));
+    return put_u64(b, none ? UINT64_MAX : n) && (none || lkb_blob_add(b, p, n));
 }
 
-static bool put_str(struct blob *b, const char *s)
+static bool put_str(struct lkb_blob *b, const char *s)
 {
     return put_bytes(b, s, s ? strlen(s) : 0, s == NULL);
 }
 
-static bool pack_results(const struct sweep *sw, size_t nslots, struct blob *b)
+static bool pack_results(const struct sweep *sw, size_t nslots, struct lkb_blob *b)
 {
     uint64_t count = 0;
     for (size_t k = 0; k < nslots; k++)
@@ -437,7 +437,7 @@ static bool pack_results(const struct sweep *sw, size_t nslots, struct blob *b)
         /* an abandoned point's thread may still write *pt: not read */
         bool gone = sim_sweep_abandoned(st);
         unsigned char head[2] = {st, !gone && pt->has_result};
-        ok = put_u64(b, i) && blob_add(b, head, 2) &&
+        ok = put_u64(b, i) && lkb_blob_add(b, head, 2) &&
              put_u64(b, gone ? 0 : (uint64_t)pt->checks_failed) &&
              put_str(b, gone ? NULL : pt->err) && put_str(b, gone ? NULL : pt->trace) &&
              put_str(b, gone ? NULL : pt->cache_err) &&
@@ -489,7 +489,7 @@ static bool take_bytes(const unsigned char **p, const unsigned char *end, char *
     return true;
 }
 
-/* kb_results_fn: a rank's results into the sweep's points. */
+/* lkb_results_fn: a rank's results into the sweep's points. */
 static void unpack_results(void *ud, int rank, const unsigned char *p, size_t n)
 {
     struct unpack *u = ud;
@@ -524,7 +524,7 @@ static void unpack_results(void *ud, int rank, const unsigned char *p, size_t n)
         pt->checks_failed = (long)checks;
         pt->has_result = head[1] && row != NULL;
         if (row) {
-            blob_free(&pt->result);
+            lkb_blob_free(&pt->result);
             pt->result.p = (unsigned char *)row;
             pt->result.n = rowlen;
             pt->result.cap = rowlen + 1;
@@ -653,7 +653,7 @@ static const char *open_cache(lua_State *L, struct sweep *sw, const char *out)
     if ((mkdir(top, 0777) != 0 && errno != EEXIST) || (mkdir(dir, 0777) != 0 && errno != EEXIST))
         e = errno;
     if (e == 0)
-        e = kb_cache_probe(dir);
+        e = lkb_cache_probe(dir);
     if (e != 0) {
         fprintf(stderr, "kb.sweep '%s': warning: cannot write the cache in '%s': %s; "
                 "no point of this sweep is cached\n", sw->name, dir, strerror(e));
@@ -667,9 +667,9 @@ static const char *open_cache(lua_State *L, struct sweep *sw, const char *out)
 
 static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
 {
-    struct blob *b = newblob(L);
+    struct lkb_blob *b = lkb_newblob(L);
     h = fnv_seg(h, path, strlen(path));
-    if (blob_read_file(path, b, SIZE_MAX))
+    if (lkb_blob_read_file(path, b, SIZE_MAX))
         h = fnv_seg(h, b->p, b->n);
     else
         h = fnv_seg(h, "(unreadable)", 12);
@@ -691,7 +691,7 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
     int top = lua_gettop(L);
     uint64_t h = fnv_seg(FNV_OFFSET, "kbsim " KBSIM_VERSION,
                          strlen("kbsim " KBSIM_VERSION));
-    struct blob *b = newblob(L);
+    struct lkb_blob *b = lkb_newblob(L);
     struct lkb_pack_how proto = *code;
     proto.strip = true;
     lkb_pack(L, fn, b, &proto);
@@ -802,18 +802,18 @@ static void load_cached(lua_State *L, struct sweep *sw, const char *cachedir, bo
 {
     for (size_t i = 0; i < sw->n; i++) {
         /* a cached point writes no trace: the traced one runs */
-        enum kb_cache_found found = KB_CACHE_MISS;
+        enum lkb_cache_found found = LKB_CACHE_MISS;
         if (fast && cachedir && (long)i != sw->trace_index)
-            found = kb_cache_load(L, cachedir, sw->pts[i].key);
-        if (found == KB_CACHE_HIT) {
+            found = lkb_cache_load(L, cachedir, sw->pts[i].key);
+        if (found == LKB_CACHE_HIT) {
             lua_rawseti(L, cached, (lua_Integer)i + 1);
             sw->pts[i].reused = true;
             sw->nreused++;
             continue;
         }
-        if (found == KB_CACHE_CORRUPT) {
+        if (found == LKB_CACHE_CORRUPT) {
             char path[4200];
-            kb_cache_path(path, sizeof path, cachedir, sw->pts[i].key);
+            lkb_cache_path(path, sizeof path, cachedir, sw->pts[i].key);
             fprintf(stderr, "kb.sweep '%s': warning: point %zu: ignoring the cache file "
                     "'%s', which is not a valid entry; the point runs again\n",
                     sw->name, i + 1, path);
@@ -843,7 +843,7 @@ static void warn_uncached(const struct sweep *sw, const unsigned char *state)
 /* Tells now what failed: the first failure in full (its traceback), the
  * others by their first line, as many points often fail the same way;
  * records the summary that the end of the script repeats
- * (kb_sweep_status). plist: the summary's points. */
+ * (lkb_sweep_status). plist: the summary's points. */
 static void report_failures(lua_State *L, const struct sweep *sw, const unsigned char *state,
                             int plist, size_t ndone, size_t nfailed, bool interrupted)
 {
@@ -867,7 +867,7 @@ static void report_failures(lua_State *L, const struct sweep *sw, const unsigned
         char where[128] = "";
         if (sw->mpi)
             snprintf(where, sizeof where, " on rank %d (%s)", sw->prank[i],
-                     kb_mpi_host(sw->prank[i]));
+                     lkb_mpi_host(sw->prank[i]));
         if (told++ == 0)
             fprintf(stderr, "kb.sweep '%s': point %d failed%s: %s\n", sw->name,
                     (int)i + 1, where, state[i] == P_FAILED && pt->trace ? pt->trace : msg);
@@ -929,7 +929,7 @@ static void push_point_list(lua_State *L, const bool *want, size_t n)
     luaL_pushresult(&b);
 }
 
-/* Ends the script here with exit status `status` (kb_sweep_end_status):
+/* Ends the script here with exit status `status` (lkb_sweep_end_status):
  * raises an error that kbsim does not print (having said why). A script that catches it
  * gets it again from its next kb.sweep. */
 static int end_run(lua_State *L, int status)
@@ -971,7 +971,7 @@ static void refuse_missing(lua_State *L, const struct sweep *sw)
 /* After a shard ran its share of a sweep whose points were not all in
  * the cache: says which points of the share are in the cache now, and
  * ends the run (status 0; failed points are reported by
- * kb_sweep_status). */
+ * lkb_sweep_status). */
 static void end_shard(lua_State *L, const struct sweep *sw, const unsigned char *state,
                       lua_Integer shard, lua_Integer shards)
 {
@@ -999,12 +999,12 @@ static void end_shard(lua_State *L, const struct sweep *sw, const unsigned char 
     end_run(L, 0);
 }
 
-bool kb_sweep_is_end(lua_State *L, int idx)
+bool lkb_sweep_is_end(lua_State *L, int idx)
 {
     return lua_touserdata(L, idx) == (void *)&kb_end_key;
 }
 
-int kb_sweep_end_status(lua_State *L)
+int lkb_sweep_end_status(lua_State *L)
 {
     int status = -1;
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_end_key) == LUA_TNUMBER)
@@ -1022,15 +1022,15 @@ static bool mpi_start(struct sweep *sw)
 {
     uint64_t head[2] = {sweep_digest(sw), sw->n_pending};
     uint64_t mine = head[0];
-    if (!kb_mpi_bcast(head, sizeof head))
+    if (!lkb_mpi_bcast(head, sizeof head))
         return false;
     if (head[0] != mine) {
         fprintf(stderr, "kbsim: rank %d on %s: sweep '%s' has other points than on rank 0 (their "
                 "parameters, the point function or the options differ): under MPI the script "
-                "must build the same sweeps on every rank\n", kb_mpi_rank(),
-                kb_mpi_host(kb_mpi_rank()), sw->name);
+                "must build the same sweeps on every rank\n", lkb_mpi_rank(),
+                lkb_mpi_host(lkb_mpi_rank()), sw->name);
         fflush(stderr);
-        kb_mpi_abort(2);
+        lkb_mpi_abort(2);
     }
     sw->n_pending = (size_t)head[1];
     return true;
@@ -1039,11 +1039,11 @@ static bool mpi_start(struct sweep *sw)
 /* Rank 0: the summary at index idx to every other rank. */
 static bool bcast_summary(lua_State *L, int idx)
 {
-    struct blob *b = newblob(L);
+    struct lkb_blob *b = lkb_newblob(L);
     struct lkb_pack_how plain = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: summary field", .after = "",
                         .suffix = "", .path = "summary"};
     lkb_pack(L, idx, b, &plain);
-    bool ok = kb_mpi_bcast_blob(b);
+    bool ok = lkb_mpi_bcast_blob(b);
     lua_pop(L, 1);
     return ok;
 }
@@ -1054,8 +1054,8 @@ static bool bcast_summary(lua_State *L, int idx)
  * status (rank 0 reports it). Returns rows, summary. */
 static int worker_result(lua_State *L)
 {
-    struct blob *b = newblob(L);
-    if (!kb_mpi_bcast_blob(b))
+    struct lkb_blob *b = lkb_newblob(L);
+    if (!lkb_mpi_bcast_blob(b))
         return luaL_error(L, "kb.sweep: MPI failed");
     lkb_unpack(L, b);
     int summary = lua_gettop(L);
@@ -1188,7 +1188,7 @@ static struct sweep *new_sweep(lua_State *L, const struct sweep_spec *sp)
     sw->name = dupstr(sp->name, strlen(sp->name));
     sw->n = (size_t)lua_rawlen(L, A_POINTS);
     sw->trace_index = -1;
-    if (sp->want_trace && kb_trace_take(L)) {
+    if (sp->want_trace && lkb_trace_take(L)) {
         if (sp->trace_point < 1 || (lua_Unsigned)sp->trace_point > sw->n)
             luaL_error(L, "kb.sweep '%s': --trace-point %I but the sweep has %I "
                           "point%s", sp->name, sp->trace_point, (lua_Integer)sw->n,
@@ -1245,7 +1245,7 @@ static void pack_inputs(lua_State *L, struct sweep *sw)
             lua_rawseti(L, -2, i);
         lua_pop(L, 1);
     }
-    struct blob *ab = newblob(L);
+    struct lkb_blob *ab = lkb_newblob(L);
     lkb_pack(L, -2, ab, &plain);
     h = fnv_seg(h, ab->p, ab->n);
     lua_pop(L, 3);
@@ -1299,7 +1299,7 @@ static void plan_points(lua_State *L, struct sweep *sw, const struct sweep_spec 
     const char *cachedir = NULL;
     if (sp->use_cache) {
         /* the real folder, not the scratch kb.outdir() of a shard */
-        cachedir = open_cache(L, sw, kb_push_outdir(L, A_OPTIONS));
+        cachedir = open_cache(L, sw, lkb_push_outdir(L, A_OPTIONS));
     }
     plan->cached = lua_gettop(L) + 1;
     lua_newtable(L);
@@ -1332,23 +1332,23 @@ static int simulate(lua_State *L, struct sweep *sw, const struct sweep_spec *sp,
     if (sw->n_pending > 0 && !sw->mpi) {
         rc = run_points(sw, jobs, sp->timeout, point_run, sw->n_pending);
     } else if (sw->n_pending > 0 && root) {
-        struct kb_dispatch *d = kb_dispatch_start(claim_remote, remote_ended, sw);
+        struct lkb_dispatch *d = lkb_dispatch_start(claim_remote, remote_ended, sw);
         if (d == NULL)
             luaL_error(L, "kb.sweep: cannot start the MPI dispatcher (out of memory)");
         rc = run_points(sw, jobs, sp->timeout, point_run_root, sw->n_pending);
         struct unpack u = {sw, NULL};
-        kb_dispatch_finish(d, unpack_results, &u);
+        lkb_dispatch_finish(d, unpack_results, &u);
         if (u.bad) {
             fprintf(stderr, "kbsim: rank 0: sweep '%s': bad results from a rank (%s)\n",
                     sp->name, u.bad);
-            kb_mpi_abort(2);
+            lkb_mpi_abort(2);
         }
     } else if (sw->n_pending > 0) {
         rc = run_points(sw, jobs, sp->timeout, point_run_worker, sw->n_pending);
-        struct blob *b = newblob(L);
+        struct lkb_blob *b = lkb_newblob(L);
         if (!pack_results(sw, sw->n_pending, b))
             luaL_error(L, "kb.sweep: out of memory");
-        kb_mpi_send_results(b);
+        lkb_mpi_send_results(b);
         lua_pop(L, 1);
     }
     if (rc == SIM_EINVAL || rc == SIM_ENOMEM)
@@ -1467,14 +1467,14 @@ static int l_sweep(lua_State *L)
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
         return luaL_error(L, "kb.sweep: a sweep cannot run inside a sweep point");
     lua_pop(L, 1);
-    int ended = kb_sweep_end_status(L);
+    int ended = lkb_sweep_end_status(L);
     if (ended >= 0)
         return end_run(L, ended);
     struct sweep_spec sp;
     read_spec(L, &sp);
     struct sweep *sw = new_sweep(L, &sp);
     pack_inputs(L, sw);
-    bool mpi = kb_mpi_size() > 1, root = kb_mpi_rank() == 0;
+    bool mpi = lkb_mpi_size() > 1, root = lkb_mpi_rank() == 0;
     prepare_ranks(L, sw, mpi);
     struct sweep_plan plan;
     plan_points(L, sw, &sp, root, &plan);
@@ -1508,7 +1508,7 @@ static int l_sweep(lua_State *L)
     return 2;
 }
 
-int kb_sweep_status(lua_State *L)
+int lkb_sweep_status(lua_State *L)
 {
     int status = 0;
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key) != LUA_TTABLE) {
@@ -1519,20 +1519,20 @@ int kb_sweep_status(lua_State *L)
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, -1, i);
-        if (kb_mpi_rank() == 0) /* the other ranks' copy of rank 0's */
+        if (lkb_mpi_rank() == 0) /* the other ranks' copy of rank 0's */
             fprintf(stderr, "%s\n", lua_tostring(L, -1));
         lua_pop(L, 1);
         status = 1;
     }
     lua_getfield(L, -2, "interrupted");
     if (lua_toboolean(L, -1))
-        status = KB_EXIT_INTERRUPTED;
+        status = LKB_EXIT_INTERRUPTED;
     lua_pop(L, 3);
     fflush(stderr);
     return status;
 }
 
-void kb_open_sweep(lua_State *L)
+void lkb_open_sweep(lua_State *L)
 {
     lua_pushvalue(L, -1);
     lua_pushcclosure(L, l_sweep, 1); /* upvalue: the module, for options */

@@ -25,7 +25,7 @@
 
 /* ---- cache files ------------------------------------------------------- */
 
-bool kb_cache_path(char *buf, size_t size, const char *dir, uint64_t key)
+bool lkb_cache_path(char *buf, size_t size, const char *dir, uint64_t key)
 {
     int n = snprintf(buf, size, "%s/%016llx.json", dir, (unsigned long long)key);
     return n >= 0 && (size_t)n < size;
@@ -99,7 +99,7 @@ static bool write_atomic(const char *path, const void *p, size_t n)
     return false;
 }
 
-int kb_cache_probe(const char *dir)
+int lkb_cache_probe(const char *dir)
 {
     char path[4200], tmp[4200];
     if (snprintf(path, sizeof path, "%s/.probe", dir) >= (int)sizeof path)
@@ -119,9 +119,9 @@ int kb_cache_probe(const char *dir)
     return ok ? 0 : e;
 }
 
-bool kb_cache_parse(lua_State *L, const char *p, size_t n, const char *hex)
+bool lkb_cache_parse(lua_State *L, const char *p, size_t n, const char *hex)
 {
-    if (!json_read(L, p, n))
+    if (!lkb_json_read(L, p, n))
         return false;
     bool ok = lua_istable(L, -1);
     if (ok) {
@@ -137,26 +137,26 @@ bool kb_cache_parse(lua_State *L, const char *p, size_t n, const char *hex)
     return ok;
 }
 
-enum kb_cache_found kb_cache_load(lua_State *L, const char *dir, uint64_t key)
+enum lkb_cache_found lkb_cache_load(lua_State *L, const char *dir, uint64_t key)
 {
     char path[4200], hex[17];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
-    if (!kb_cache_path(path, sizeof path, dir, key))
-        return KB_CACHE_MISS;
+    if (!lkb_cache_path(path, sizeof path, dir, key))
+        return LKB_CACHE_MISS;
     struct stat st;
     if (stat(path, &st) != 0)
-        return errno == ENOENT || errno == ENOTDIR ? KB_CACHE_MISS : KB_CACHE_CORRUPT;
+        return errno == ENOENT || errno == ENOTDIR ? LKB_CACHE_MISS : LKB_CACHE_CORRUPT;
     if (!S_ISREG(st.st_mode))
-        return KB_CACHE_CORRUPT; /* a folder, a device: not kbsim's */
-    struct blob *b = newblob(L);
-    if (!blob_read_file(path, b, KB_CACHE_MAX_BYTES)) {
+        return LKB_CACHE_CORRUPT; /* a folder, a device: not kbsim's */
+    struct lkb_blob *b = lkb_newblob(L);
+    if (!lkb_blob_read_file(path, b, LKB_CACHE_MAX_BYTES)) {
         bool missing = errno == ENOENT || errno == ENOTDIR;
         lua_pop(L, 1);
-        return missing ? KB_CACHE_MISS : KB_CACHE_CORRUPT;
+        return missing ? LKB_CACHE_MISS : LKB_CACHE_CORRUPT;
     }
-    bool ok = kb_cache_parse(L, (const char *)b->p, b->n, hex);
+    bool ok = lkb_cache_parse(L, (const char *)b->p, b->n, hex);
     lua_remove(L, ok ? -2 : -1);
-    return ok ? KB_CACHE_HIT : KB_CACHE_CORRUPT;
+    return ok ? LKB_CACHE_HIT : LKB_CACHE_CORRUPT;
 }
 
 /* strerror for a point's thread: several write their cache at once, and
@@ -167,7 +167,7 @@ static const char *error_text(int e, char *buf, size_t n)
     return strerror_r(e, buf, n);
 }
 
-int kb_cache_store(lua_State *L, const char *dir, const char *name, size_t index,
+int lkb_cache_store(lua_State *L, const char *dir, const char *name, size_t index,
                    uint64_t key, int params, int row, char *why, size_t whysize)
 {
     char etext[128];
@@ -175,22 +175,22 @@ int kb_cache_store(lua_State *L, const char *dir, const char *name, size_t index
     params = lua_absindex(L, params);
     row = lua_absindex(L, row);
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)key);
-    if (!kb_cache_path(path, sizeof path, dir, key)) {
+    if (!lkb_cache_path(path, sizeof path, dir, key)) {
         snprintf(why, whysize, "cannot write in '%s': %s", dir, error_text(ENAMETOOLONG, etext, sizeof etext));
         return -1;
     }
     snprintf(num, sizeof num, "%zu", index + 1);
-    struct blob *b = newblob(L);
+    struct lkb_blob *b = lkb_newblob(L);
     size_t mark;
-    bool ok = blob_str(b, "{\"kbsim\": ") && json_str(b, KBSIM_VERSION, strlen(KBSIM_VERSION)) &&
-              blob_str(b, ", \"sweep\": ") && json_str(b, name, strlen(name)) &&
-              blob_str(b, ", \"point\": ") && blob_str(b, num) &&
-              blob_str(b, ", \"key\": ") && json_str(b, hex, 16);
+    bool ok = lkb_blob_str(b, "{\"kbsim\": ") && lkb_json_str(b, KBSIM_VERSION, strlen(KBSIM_VERSION)) &&
+              lkb_blob_str(b, ", \"sweep\": ") && lkb_json_str(b, name, strlen(name)) &&
+              lkb_blob_str(b, ", \"point\": ") && lkb_blob_str(b, num) &&
+              lkb_blob_str(b, ", \"key\": ") && lkb_json_str(b, hex, 16);
     mark = b->n;
-    if (ok && !(blob_str(b, ", \"params\": ") && json_write(L, params, b)))
+    if (ok && !(lkb_blob_str(b, ", \"params\": ") && lkb_json_write(L, params, b)))
         b->n = mark; /* the parameters are only there for a human reader */
-    ok = ok && blob_str(b, ", \"row\": ") && json_write(L, row, b) &&
-         blob_str(b, "}\n");
+    ok = ok && lkb_blob_str(b, ", \"row\": ") && lkb_json_write(L, row, b) &&
+         lkb_blob_str(b, "}\n");
     int rc = 1;
     if (ok) {
         rc = 0;

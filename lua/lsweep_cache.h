@@ -19,37 +19,37 @@
 
 /* A cache file larger than this is not an entry kbsim wrote (a device,
  * say): it is not read. */
-#define KB_CACHE_MAX_BYTES ((size_t)64 << 20)
+#define LKB_CACHE_MAX_BYTES ((size_t)64 << 20)
 
-/* What kb_cache_load found. */
-enum kb_cache_found {
-    KB_CACHE_MISS,    /* no file for this key */
-    KB_CACHE_HIT,     /* a valid entry: its document is pushed */
-    KB_CACHE_CORRUPT, /* a file that is no valid entry for this key */
+/* What lkb_cache_load found. */
+enum lkb_cache_found {
+    LKB_CACHE_MISS,    /* no file for this key */
+    LKB_CACHE_HIT,     /* a valid entry: its document is pushed */
+    LKB_CACHE_CORRUPT, /* a file that is no valid entry for this key */
 };
 
 /* "DIR/KEY.json" into buf; false if it does not fit. */
-bool kb_cache_path(char *buf, size_t size, const char *dir, uint64_t key);
+bool lkb_cache_path(char *buf, size_t size, const char *dir, uint64_t key);
 
-/* Looks up key in dir; on KB_CACHE_HIT pushes the entry's document
+/* Looks up key in dir; on LKB_CACHE_HIT pushes the entry's document
  * ({kbsim=, sweep=, point=, key=, params=, row=}); pushes nothing
  * otherwise. */
-enum kb_cache_found kb_cache_load(lua_State *L, const char *dir, uint64_t key);
+enum lkb_cache_found lkb_cache_load(lua_State *L, const char *dir, uint64_t key);
 
 /* Pushes the document of a cache entry held in [p, p+n) if it is valid
  * JSON of this kbsim version for this key (16 hex digits) and returns
  * true; otherwise pushes nothing and returns false. */
-bool kb_cache_parse(lua_State *L, const char *p, size_t n, const char *hex);
+bool lkb_cache_parse(lua_State *L, const char *p, size_t n, const char *hex);
 
 /* Writes point `index` (0-based) of sweep `name`: its parameters and its
  * row at stack indices params and row. Returns 0 when written, 1 when the
  * row is not cacheable (JSON cannot hold it exactly: nothing is written),
  * -1 when writing failed, with "cannot write 'PATH': REASON" in why. */
-int kb_cache_store(lua_State *L, const char *dir, const char *name, size_t index,
+int lkb_cache_store(lua_State *L, const char *dir, const char *name, size_t index,
                    uint64_t key, int params, int row, char *why, size_t whysize);
 
 /* Whether files can be written in dir: writes (not only creates) a
  * scratch file there and removes it. 0, or an errno value. */
-int kb_cache_probe(const char *dir);
+int lkb_cache_probe(const char *dir);
 
 #endif

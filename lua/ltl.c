@@ -11,7 +11,7 @@
  *
  * Every kernel call first charges PE_CPU dispatch, then the unit that does
  * the work (docs/kernel_api.md). Blocking calls go through
- * kb_block_begin/kb_block_end so the binding knows which Lua process runs.
+ * lkb_block_begin/lkb_block_end so the binding knows which Lua process runs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@
 #include "config.h"
 #include "config_schema.h"
 #include "dtype.h"
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "pe.h"
 #include "pe_cpu.h"
 #include "pe_dma.h"
@@ -167,9 +167,9 @@ static enum kb_mem_kind optkind(lua_State *L, int i, struct kb_pe *pe)
  * the rank at rankidx, the kind at kindidx (default HBM, or TCM where there
  * is none). It makes none of the PE's units: those fix the IPCQ settings,
  * which init_process_group may still choose. */
-struct kb_mem *kb_check_pe_mem(lua_State *L, int sysidx, int rankidx, int kindidx)
+struct kb_mem *lkb_check_pe_mem(lua_State *L, int sysidx, int rankidx, int kindidx)
 {
-    struct kb_system *sys = kb_checksystem(L, sysidx);
+    struct kb_system *sys = lkb_checksystem(L, sysidx);
     lua_Integer r = luaL_checkinteger(L, rankidx);
     struct kb_system_counts c;
     kb_system_get_counts(sys, &c);
@@ -259,7 +259,7 @@ static void scratch_drop(lua_State *L)
 static int l_alloc(lua_State *L)
 {
     checkkind(L, 3);
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 3);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 3);
     lua_Integer bytes = luaL_checkinteger(L, 4);
     luaL_argcheck(L, bytes > 0, 4, "byte count must be positive");
     uint64_t addr;
@@ -272,7 +272,7 @@ static int l_alloc(lua_State *L)
 /* host_write(sys, rank, addr, dtype, values [, kind]) */
 static int l_host_write(lua_State *L)
 {
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 6);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 6);
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
     luaL_checktype(L, 5, LUA_TTABLE);
@@ -298,7 +298,7 @@ static int l_host_write(lua_State *L)
 /* host_read(sys, rank, addr, dtype, n [, kind]) -> values */
 static int l_host_read(lua_State *L)
 {
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 6);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 6);
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
     uint32_t n = checkcount(L, 5);
@@ -318,7 +318,7 @@ static int l_host_read(lua_State *L)
 /* wire(sys, a, dir_a, b, dir_b): a's tx dir_a into b's rx dir_b */
 static int l_wire(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *a = checkpe(L, sys, 2);
     const char *da = luaL_checkstring(L, 3);
     struct kb_pe *b = checkpe(L, sys, 4);
@@ -331,7 +331,7 @@ static int l_wire(lua_State *L)
 /* wired(sys, rank, dir, tx) -> boolean */
 static int l_wired(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *pe = checkpe(L, sys, 2);
     lua_pushboolean(L, kb_ipcq_wired(pe->ipcq, luaL_checkstring(L, 3), lua_toboolean(L, 4)));
     return 1;
@@ -340,7 +340,7 @@ static int l_wired(lua_State *L)
 /* sim_of(sys) -> the kbsim.sim the system belongs to */
 static int l_sim_of(lua_State *L)
 {
-    kb_checksystem(L, 1);
+    lkb_checksystem(L, 1);
     lua_getiuservalue(L, 1, 1);
     return 1;
 }
@@ -375,7 +375,7 @@ static void push_current_ctx(lua_State *L)
 static void check_ctx_system(lua_State *L, int i)
 {
     lua_getiuservalue(L, i, 1); /* l_bind stored a kbsim.system there */
-    kb_checksystem_known(L, -1);
+    lkb_checksystem_known(L, -1);
     lua_pop(L, 1);
 }
 
@@ -420,12 +420,12 @@ static int ctx_gc(lua_State *L)
 /* bind(sys, program_id, rank, world): binds the running thread to a PE */
 static int l_bind(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *pe = checkpe(L, sys, 2);
     lua_getiuservalue(L, 1, 1);
-    struct sim *s = kb_checksim(L, -1);
+    struct sim *s = lkb_checksim(L, -1);
     lua_pop(L, 1);
-    kb_block_end(kb_block_begin(L, s, "tl.launch")); /* must be a thread process */
+    lkb_block_end(lkb_block_begin(L, s, "tl.launch")); /* must be a thread process */
     if (!pe->tcm)
         return luaL_error(L, "PE '%s' has no TCM for kernel handles", pe->name);
     struct kctx *c = lua_newuserdatauv(L, sizeof *c, 1);
@@ -484,7 +484,7 @@ static int l_adopt(lua_State *L)
     check_ctx_system(L, 1);
     if (c->ended)
         return luaL_error(L, "tl.spawn: the kernel on PE '%s' has ended", c->pe->name);
-    kb_block_end(kb_block_begin(L, c->s, "tl.spawn")); /* must be a thread process */
+    lkb_block_end(lkb_block_begin(L, c->s, "tl.spawn")); /* must be a thread process */
     push_ctx_table(L);
     lua_pushthread(L);
     lua_pushvalue(L, 1);
@@ -506,9 +506,9 @@ static int l_unadopt(lua_State *L)
 /* Runs the PE_CPU dispatch of one kernel op. */
 static void dispatch(lua_State *L, struct kctx *c, const char *what)
 {
-    void *bp = kb_block_begin(L, c->s, what);
+    void *bp = lkb_block_begin(L, c->s, what);
     int rc = kb_cpu_dispatch(c->pe->cpu);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         luaL_error(L, "%s on PE '%s': dispatch failed (%d)", what, c->pe->name, rc);
 }
@@ -707,9 +707,9 @@ static int l_load(lua_State *L)
     dispatch(L, c, "tl.load");
     struct handle *h = newhandle(L, c, n, dt);
     struct kb_dma_end src = {m, (uint64_t)addr, node}, dst = {c->pe->tcm, h->addr, c->pe->node};
-    void *bp = kb_block_begin(L, c->s, "tl.load");
+    void *bp = lkb_block_begin(L, c->s, "tl.load");
     int rc = kb_dma_copy(c->pe->dma, KB_DMA_READ, src, dst, hbytes(h));
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.load on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
     return 1;
@@ -726,9 +726,9 @@ static int l_store(lua_State *L)
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
     dispatch(L, c, "tl.store");
     struct kb_dma_end src = {c->pe->tcm, h->addr, c->pe->node}, dst = {m, (uint64_t)addr, node};
-    void *bp = kb_block_begin(L, c->s, "tl.store");
+    void *bp = lkb_block_begin(L, c->s, "tl.store");
     int rc = kb_dma_copy(c->pe->dma, KB_DMA_WRITE, src, dst, hbytes(h));
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
     return 0;
@@ -786,9 +786,9 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
     void *obuf = c->no_data ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
-    void *bp = kb_block_begin(L, c->s, what);
+    void *bp = lkb_block_begin(L, c->s, what);
     int rc = kb_math_run(c->pe->math, op, ops[0], ops[1], ops[2], obuf, n, dt);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, kb_math_errmsg(c->pe->math));
     hwrite(L, out, obuf);
@@ -816,9 +816,9 @@ static int fill(lua_State *L, struct kctx *c, uint32_t n, lua_Number v, enum kb_
 {
     dispatch(L, c, what);
     const struct kb_math_params *mp = kb_math_params(c->pe->math);
-    void *bp = kb_block_begin(L, c->s, what);
+    void *bp = lkb_block_begin(L, c->s, what);
     int rc = sim_wait(c->s, kb_math_time(mp, KB_MATH_ADD, n, dt));
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "%s: %s", what, sim_errmsg(c->s));
     struct handle *h = newhandle(L, c, n, dt);
@@ -881,10 +881,10 @@ static int l_dot(lua_State *L)
     dispatch(L, c, "tl.dot");
     struct handle *out = newhandle(L, c, (uint32_t)mn, odt);
     void *cb = c->no_data ? NULL : scratch(L, RESULT, hbytes(out));
-    void *bp = kb_block_begin(L, c->s, "tl.dot");
+    void *bp = lkb_block_begin(L, c->s, "tl.dot");
     int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
                          (size_t)n, cb, (size_t)n, a->dt, odt, false);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.dot on PE '%s': gemm failed (%d)", c->pe->name, rc);
     hwrite(L, out, cb);
@@ -974,9 +974,9 @@ static int l_gemm_tile(lua_State *L)
                           kb_gemm_errmsg(c->pe->gemm));
     sim_time now = sim_now(c->s), start = c->gemm_free_ps > now ? c->gemm_free_ps : now;
     c->gemm_free_ps = start + kb_gemm_cycles_to_ps(p, (uint64_t)cycles);
-    void *bp = kb_block_begin(L, c->s, "tl.gemm_tile");
+    void *bp = lkb_block_begin(L, c->s, "tl.gemm_tile");
     int rc = sim_wait(c->s, c->gemm_free_ps - now);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.gemm_tile: %s", sim_errmsg(c->s));
     if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)c_n * sizeof(float)) != 0)
@@ -999,9 +999,9 @@ static int l_fetch(lua_State *L)
     struct handle *h = checkrange(L, 1, c, off, n, "tl.fetch");
     size_t es = kb_dtype_size(h->dt);
     dispatch(L, c, "tl.fetch");
-    void *bp = kb_block_begin(L, c->s, "tl.fetch");
+    void *bp = lkb_block_begin(L, c->s, "tl.fetch");
     int rc = kb_mem_access(c->pe->tcm, h->addr + (uint64_t)off * es, (uint64_t)n * es, false);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.fetch on PE '%s': %s", c->pe->name, kb_mem_errmsg(c->pe->tcm));
     return 0;
@@ -1021,9 +1021,9 @@ static int l_accumulate(lua_State *L)
     void *ab = c->no_data ? NULL : hread(L, acc, 0);
     const void *xb = c->no_data ? NULL : hread(L, x, 1);
     dispatch(L, c, "tl.accumulate");
-    void *bp = kb_block_begin(L, c->s, "tl.accumulate");
+    void *bp = lkb_block_begin(L, c->s, "tl.accumulate");
     int rc = kb_math_run(c->pe->math, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.accumulate on PE '%s': %s", c->pe->name,
                           kb_math_errmsg(c->pe->math));
@@ -1045,9 +1045,9 @@ static int l_cast(lua_State *L)
     void *buf = c->no_data ? NULL : hread(L, h, 0);
     dispatch(L, c, "tl.cast");
     struct handle *out = newhandle(L, c, h->n, dt);
-    void *bp = kb_block_begin(L, c->s, "tl.cast");
+    void *bp = lkb_block_begin(L, c->s, "tl.cast");
     int rc = kb_math_run(c->pe->math, KB_MATH_MAXIMUM, buf, buf, NULL, buf, h->n, h->dt);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, kb_math_errmsg(c->pe->math));
     if (c->no_data)
@@ -1066,7 +1066,7 @@ static int l_cast(lua_State *L)
  * form for an M×N×K GEMM on the PE's engine (rank 0 by default) */
 static int l_gemm_time(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     lua_Integer m = luaL_checkinteger(L, 2), n = luaL_checkinteger(L, 3),
                 k = luaL_checkinteger(L, 4);
     luaL_argcheck(L, m > 0 && n > 0 && k > 0, 2, "m, n and k must be positive");
@@ -1088,7 +1088,7 @@ static int l_gemm_time(lua_State *L)
  * elements on the PE's PE_MATH (rank 0 by default) */
 static int l_math_time(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     const char *name = luaL_checkstring(L, 2);
     lua_Integer n = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
@@ -1118,7 +1118,7 @@ static void setint(lua_State *L, const char *k, uint64_t v)
  * integer ps, plus what a reader needs to turn them into occupancies */
 static int l_pe_stats(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *pe = checkpe(L, sys, 2);
     const struct kb_gemm_params *gp = kb_gemm_params(pe->gemm);
     struct kb_cpu_stats cs;
@@ -1196,9 +1196,9 @@ static int l_send(lua_State *L)
     const void *buf = c->no_data ? NULL : hread(L, h, 0);
     dispatch(L, c, "tl.send");
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
-    void *bp = kb_block_begin(L, c->s, "tl.send");
+    void *bp = lkb_block_begin(L, c->s, "tl.send");
     int rc = kb_ipcq_send(c->pe->ipcq, dir, buf, hbytes(h), &meta);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.send: %s", kb_ipcq_errmsg(c->pe->ipcq));
     scratch_drop(L);
@@ -1247,14 +1247,14 @@ static int l_recv(lua_State *L)
     struct kb_ipcq_meta meta;
     /* a timing-only run receives no bytes: no buffer */
     void *buf = c->no_data ? NULL : scratch(L, 0, bytes);
-    void *bp = kb_block_begin(L, c->s, "tl.recv");
+    void *bp = lkb_block_begin(L, c->s, "tl.recv");
     int64_t got = recv_sized(c->pe->ipcq, dir, buf, bytes, &meta);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (got == RECV_LONGER) {
         buf = c->no_data ? NULL : scratch(L, 0, recv_room(bytes));
-        bp = kb_block_begin(L, c->s, "tl.recv");
+        bp = lkb_block_begin(L, c->s, "tl.recv");
         got = kb_ipcq_recv(c->pe->ipcq, dir, buf, recv_room(bytes), &meta);
-        kb_block_end(bp);
+        lkb_block_end(bp);
     }
     if (got < 0)
         return luaL_error(L, "tl.recv: %s", kb_ipcq_errmsg(c->pe->ipcq));
@@ -1404,9 +1404,9 @@ static int l_wait(lua_State *L)
         return luaL_error(L, "tl.wait: a receive of PE '%s' waited on PE '%s'", f->ctx->pe->name,
                           c->pe->name);
     while (!f->done) {
-        void *bp = kb_block_begin(L, c->s, "tl.wait");
+        void *bp = lkb_block_begin(L, c->s, "tl.wait");
         int rc = sim_wait_event(c->s, f->done_ev);
-        kb_block_end(bp);
+        lkb_block_end(bp);
         if (rc < 0)
             return luaL_error(L, "tl.wait: %s", sim_errmsg(c->s));
     }
@@ -1454,27 +1454,27 @@ static const luaL_Reg handle_meta[] = {
 
 static int luaopen_tlcore(lua_State *L)
 {
-    kb_newmetatable(L, KB_HANDLE);
+    lkb_newmetatable(L, KB_HANDLE);
     luaL_setfuncs(L, handle_meta, 0);
     lua_pop(L, 1);
-    kb_newmetatable(L, KB_CTX);
+    lkb_newmetatable(L, KB_CTX);
     lua_pushcfunction(L, ctx_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    kb_newmetatable(L, KB_SCRATCH);
+    lkb_newmetatable(L, KB_SCRATCH);
     lua_pushcfunction(L, scratch_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    kb_newmetatable(L, KB_FUTURE);
+    lkb_newmetatable(L, KB_FUTURE);
     lua_pushcfunction(L, fut_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
     luaL_newlib(L, funcs);
-    kb_open_vec(L);
+    lkb_open_vec(L);
     return 1;
 }
 
-void kb_open_tl(lua_State *L)
+void lkb_open_tl(lua_State *L)
 {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_tlcore);

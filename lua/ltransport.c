@@ -27,7 +27,7 @@ enum {
 
 struct ser {
     lua_State *L;
-    struct blob *b;
+    struct lkb_blob *b;
     struct lkb_pack_how o; /* o.path grows and shrinks as values nest */
     int visiting;    /* tables being written: cycle check */
     int funcs;       /* function -> id (LKB_PACK_CODE) */
@@ -45,7 +45,7 @@ static int ser_fail(struct ser *s, const char *problem)
 
 static void ser_add(struct ser *s, const void *p, size_t n)
 {
-    if (!blob_add(s->b, p, n))
+    if (!lkb_blob_add(s->b, p, n))
         luaL_error(s->L, "kb.sweep: out of memory");
 }
 
@@ -159,7 +159,7 @@ static void ser_table(struct ser *s, int idx)
     size_t countoff = s->b->n;
     ser_u64(s, 0);
     size_t start = s->b->n;
-    struct blob *ents = newblob(L);
+    struct lkb_blob *ents = lkb_newblob(L);
     int entsidx = lua_gettop(L);
     uint64_t count = 0;
     lua_pushnil(L);
@@ -181,7 +181,7 @@ static void ser_table(struct ser *s, int idx)
         ser_value(s, -1);
         e.end = s->b->n;
         path_pop(s, old);
-        if (!blob_add(ents, &e, sizeof e))
+        if (!lkb_blob_add(ents, &e, sizeof e))
             luaL_error(L, "kb.sweep: out of memory");
         count++;
         lua_pop(L, 1);
@@ -189,8 +189,8 @@ static void ser_table(struct ser *s, int idx)
     if (count > 1) {
         struct entry *ev = (struct entry *)ents->p;
         qsort_r(ev, count, sizeof *ev, entry_cmp, s->b->p);
-        struct blob *copy = newblob(L);
-        if (!blob_add(copy, s->b->p + start, s->b->n - start))
+        struct lkb_blob *copy = lkb_newblob(L);
+        if (!lkb_blob_add(copy, s->b->p + start, s->b->n - start))
             luaL_error(L, "kb.sweep: out of memory");
         size_t at = start;
         for (uint64_t i = 0; i < count; i++) {
@@ -209,7 +209,7 @@ static void ser_table(struct ser *s, int idx)
 
 static int dump_writer(lua_State *L, const void *p, size_t n, void *ud)
 {
-    return blob_add(ud, p, n) ? 0 : 1;
+    return lkb_blob_add(ud, p, n) ? 0 : 1;
 }
 
 /* A Lua function: its bytecode, then each upvalue. Upvalues shared with a
@@ -331,7 +331,7 @@ static void ser_value(struct ser *s, int idx)
         return;
     }
     case LUA_TTABLE:
-        if (++s->depth > KB_MAX_DEPTH)
+        if (++s->depth > LKB_MAX_DEPTH)
             ser_fail(s, "is nested too deeply");
         ser_table(s, idx);
         s->depth--;
@@ -341,7 +341,7 @@ static void ser_value(struct ser *s, int idx)
             ser_fail(s, "is a function");
         if (lua_iscfunction(L, idx))
             ser_fail(s, "is a C function of no loaded module");
-        if (++s->depth > KB_MAX_DEPTH)
+        if (++s->depth > LKB_MAX_DEPTH)
             ser_fail(s, "is nested too deeply");
         ser_function(s, idx);
         s->depth--;
@@ -351,7 +351,7 @@ static void ser_value(struct ser *s, int idx)
     }
 }
 
-void lkb_pack(lua_State *L, int idx, struct blob *b, const struct lkb_pack_how *how)
+void lkb_pack(lua_State *L, int idx, struct lkb_blob *b, const struct lkb_pack_how *how)
 {
     idx = lua_absindex(L, idx);
     int top = lua_gettop(L);
@@ -598,7 +598,7 @@ static void des_value(struct des *d)
     }
 }
 
-void lkb_unpack(lua_State *L, const struct blob *b)
+void lkb_unpack(lua_State *L, const struct lkb_blob *b)
 {
     lua_newtable(L);
     struct des d = {L, b->p, b->p + b->n, lua_gettop(L)};

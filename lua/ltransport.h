@@ -41,12 +41,12 @@ struct lkb_pack_how {
  * belongs to a userdata or a struct that outlives the call). Raises a Lua
  * error naming the part that cannot travel (a userdata, a cycle, a table
  * with a metatable, a function in LKB_PACK_PLAIN, ...) or out of memory. */
-void lkb_pack(lua_State *L, int idx, struct blob *b, const struct lkb_pack_how *how);
+void lkb_pack(lua_State *L, int idx, struct lkb_blob *b, const struct lkb_pack_how *how);
 
 /* Pushes the value held in b (written by lkb_pack, in any state): modules
  * are taken from package.loaded, or required. Raises a Lua error if one
  * is missing. */
-void lkb_unpack(lua_State *L, const struct blob *b);
+void lkb_unpack(lua_State *L, const struct lkb_blob *b);
 
 /* Pushes two tables for LKB_PACK_CODE: value -> module name for every
  * value of package.loaded, and function -> {module, key} for the
