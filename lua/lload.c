@@ -7,7 +7,7 @@
  * loadfile and dofile all load in mode "t", and a binary chunk gets an
  * error naming the file. C modules (package.cpath) are native code and
  * stay as they are. kb.sweep moves functions between its Lua states as
- * bytecode, but only bytecode it dumped itself (lua/lsweep.c).
+ * bytecode, but only bytecode it dumped itself (lua/ltransport.c).
  */
 #include <stdbool.h>
 #include <string.h>
