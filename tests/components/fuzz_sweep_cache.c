@@ -1,5 +1,5 @@
 /* fuzz_sweep_cache.c — libFuzzer target for the reader of kb.sweep's cache
- * entries (lua/lsweep_cache.c): the input is a cache file. Any crash,
+ * entries (lua/lsweep_cache.c over lua/ljson.c): the input is a cache file. Any crash,
  * leak or sanitizer report is a bug; "not a valid entry" is the expected
  * outcome. An entry that reads back must write back (lkb_cache_store) and
  * read again as the same bytes. */
