@@ -27,6 +27,25 @@
  *    not wait stays blocked for good (the call does not return), so a
  *    caller that ignores results cannot loop. Such a simulation can only
  *    be freed.
+ *
+ * The same policy holds for all of kbsim, and this is the one place that
+ * states it: an allocation that fails is an error returned to the caller,
+ * whose message says "out of memory", never an abort, a crash, a leak or
+ * a silently wrong result.
+ *  - Components (kb_*, components/): a constructor returns NULL and a
+ *    call returns its error code, the message in the caller's error
+ *    buffer (kb_errf) or error list; what was built is freed.
+ *  - The Lua binding (lkb_*, lua/): raises a Lua error "WHAT: out of
+ *    memory" that the script may catch (pcall); Lua's own allocations give
+ *    Lua's "not enough memory" error the same way. A kb.sweep point that
+ *    runs out fails alone: the other points and their rows are kept.
+ *  - The command line (lua/kbsim.c): prints "kbsim: ..." and exits with
+ *    status 2.
+ * Known exceptions, still to fix: the configuration readers
+ * (components/config.c, config_schema.c, graph_topology.c, the Lua-table
+ * reader of lua/lsystem.c) abort. tests/failalloc/ fails every allocation
+ * of a unit test in turn to hold the engine and components to this
+ * (docs/decisions/0024-allocation-failure-testing.md).
  */
 #ifndef KBSIM_SIM_H
 #define KBSIM_SIM_H

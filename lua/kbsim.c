@@ -8,7 +8,6 @@
 
 #include <lauxlib.h>
 #include <lua.h>
-#include <lualib.h>
 
 #include "lkbsim.h"
 #include "lserve.h"
@@ -189,18 +188,6 @@ static char *default_out(const char *script)
     return out;
 }
 
-/* Lets scripts require the Lua library (require "kbsim.x" finds
- * lua/kbsim/x.lua) from the source tree without installing it. */
-static void add_lua_path(lua_State *L)
-{
-    lua_getglobal(L, "package");
-    lua_getfield(L, -1, "path");
-    lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;%s", KBSIM_LUA_DIR,
-                    KBSIM_LUA_DIR, lua_tostring(L, -1));
-    lua_setfield(L, -3, "path");
-    lua_pop(L, 2);
-}
-
 /* The global `arg` as lua(1) builds it: arg[0] the script, arg[1..] its
  * arguments, the command and options at negative indices. */
 static void set_arg(lua_State *L, int argc, char **argv, int script)
@@ -214,19 +201,12 @@ static void set_arg(lua_State *L, int argc, char **argv, int script)
 }
 
 /* A Lua state with the kbsim module preloaded with opt, or NULL. */
-static lua_State *new_state(const struct kb_options *opt)
+static lua_State *new_state(const struct lkb_options *opt)
 {
-    lua_State *L = luaL_newstate();
-    if (L == NULL) {
-        fputs("kbsim: cannot create a Lua state (out of memory)\n", stderr);
-        return NULL;
-    }
-    /* Lua leaves the main thread's extra space uninitialised; the kbsim
-     * module keeps its state pointer there (see getstate in lkbsim.c). */
-    memset(lua_getextraspace(L), 0, LUA_EXTRASPACE);
-    luaL_openlibs(L);
-    add_lua_path(L);
-    kb_preload(L, opt);
+    char err[256];
+    lua_State *L = lkb_new_state(opt, err, sizeof err);
+    if (L == NULL)
+        fprintf(stderr, "kbsim: %s\n", err);
     return L;
 }
 
@@ -252,13 +232,13 @@ static const char describe_chunk[] =
     "  f:close()\n"
     "end\n";
 
-static int describe_main(struct kb_options *opt, bool text, const char *dot_file,
+static int describe_main(struct lkb_options *opt, bool text, const char *dot_file,
                          const char *extra)
 {
     if (extra != NULL)
         usage_error("--describe and --describe-dot take no script, got '%s'", extra);
     int status = EXIT_USAGE;
-    lua_State *L = kb_check_config(opt) == 0 ? new_state(opt) : NULL;
+    lua_State *L = lkb_check_config(opt) == 0 ? new_state(opt) : NULL;
     if (L) {
         if (luaL_loadbuffer(L, describe_chunk, sizeof describe_chunk - 1, "=describe") != LUA_OK) {
             fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
@@ -281,7 +261,7 @@ static int describe_main(struct kb_options *opt, bool text, const char *dot_file
 
 /* kbsim serve [options]: no script; the output folder defaults to
  * out/serve (the default socket lives there). */
-static int serve_main(struct kb_options *opt, const struct kb_serve_options *serve,
+static int serve_main(struct lkb_options *opt, const struct lkb_serve_options *serve,
                       const char *extra)
 {
     if (extra != NULL)
@@ -292,14 +272,14 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
     if (opt->shards > 0 || opt->merge || opt->fast || opt->point_timeout > 0)
         usage_error("%s", "--shard, --merge, --fast and --point-timeout are for sweeps; "
                     "'kbsim serve' runs none");
-    if (kb_check_config(opt) != 0) {
+    if (lkb_check_config(opt) != 0) {
         free((void *)opt->set);
         return EXIT_USAGE;
     }
     if (opt->out == NULL)
         opt->out = "out/serve";
     lua_State *L = new_state(opt);
-    int status = L ? kb_serve(L, serve) : EXIT_USAGE;
+    int status = L ? lkb_serve(L, serve) : EXIT_USAGE;
     if (L)
         lua_close(L);
     free((void *)opt->set);
@@ -308,7 +288,7 @@ static int serve_main(struct kb_options *opt, const struct kb_serve_options *ser
 
 static int kbsim_main(int argc, char **argv)
 {
-    struct kb_options opt = {.jobs = 0};
+    struct lkb_options opt = {.jobs = 0};
     const char **set = calloc((size_t)argc, sizeof *set);
     if (set == NULL) {
         fputs("kbsim: out of memory\n", stderr);
@@ -316,7 +296,7 @@ static int kbsim_main(int argc, char **argv)
     }
     opt.set = set;
 
-    struct kb_serve_options serve = {0};
+    struct lkb_serve_options serve = {0};
     bool describe = false;
     const char *describe_dot = NULL;
     bool serving = argc > 1 && strcmp(argv[1], "serve") == 0;
@@ -418,17 +398,17 @@ static int kbsim_main(int argc, char **argv)
                     "must run in one process: use --fast --trace)");
     /* shards and the merge share their points through the cache */
     opt.fast = opt.fast || opt.shards > 0 || opt.merge;
-    if (kb_mpi_size() > 1 && (opt.shards > 0 || opt.merge))
+    if (lkb_mpi_size() > 1 && (opt.shards > 0 || opt.merge))
         usage_error("%s", "--shard and --merge are for job arrays without MPI; under mpirun "
                     "every kb.sweep is shared by the ranks already (docs/cluster.md)");
-    if (kb_mpi_rank() > 0) {
+    if (lkb_mpi_rank() > 0) {
         /* rank 0 alone writes: the trace, the progress, what the script
          * prints (kb.outdir() is a scratch folder on the other ranks) */
         opt.trace = NULL;
         opt.trace_point = 0;
         opt.quiet = true;
         if (freopen("/dev/null", "w", stdout) == NULL)
-            fprintf(stderr, "kbsim: rank %d: cannot silence stdout\n", kb_mpi_rank());
+            fprintf(stderr, "kbsim: rank %d: cannot silence stdout\n", lkb_mpi_rank());
     }
 
     const char *script = argv[i];
@@ -440,7 +420,7 @@ static int kbsim_main(int argc, char **argv)
         return EXIT_USAGE;
     }
     fclose(fp);
-    if (kb_check_config(&opt) != 0) {
+    if (lkb_check_config(&opt) != 0) {
         free(set);
         return EXIT_USAGE;
     }
@@ -462,7 +442,7 @@ static int kbsim_main(int argc, char **argv)
     set_arg(L, argc, argv, i);
 
     int status = 0;
-    if (kb_loadfile(L, script) != LUA_OK) {
+    if (lkb_loadfile(L, script) != LUA_OK) {
         fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
         status = EXIT_USAGE;
     } else {
@@ -470,34 +450,34 @@ static int kbsim_main(int argc, char **argv)
         luaL_checkstack(L, nargs, "too many script arguments");
         for (int k = i + 1; k < argc; k++)
             lua_pushstring(L, argv[k]);
-        if (kb_pcall(L, nargs, 0) != LUA_OK && !kb_sweep_is_end(L, -1)) {
+        if (lkb_pcall(L, nargs, 0) != LUA_OK && !lkb_sweep_is_end(L, -1)) {
             const char *msg = lua_tostring(L, -1);
             fprintf(stderr, "kbsim: %s\n", msg ? msg : "(error object is not a string)");
             status = EXIT_USAGE;
         }
     }
-    int ended = kb_sweep_end_status(L);
+    int ended = lkb_sweep_end_status(L);
     if (status == 0 && ended < 0 && opt.shards > 0)
         fprintf(stderr, "shard %d/%d: every sweep of the script is in the cache; run the same "
                 "command with --merge instead of --shard to write the outputs\n",
                 opt.shard, opt.shards);
     if (ended > 0 && status == 0)
         status = ended;
-    kb_remove_scratch(L);
-    long failed = kb_failed_checks(L);
-    if (opt.trace && status == 0 && !kb_trace_taken(L))
+    lkb_remove_scratch(L);
+    long failed = lkb_failed_checks(L);
+    if (opt.trace && status == 0 && !lkb_trace_taken(L))
         fprintf(stderr, "kbsim: no trace written to '%s': the script created %s\n",
                 opt.trace, opt.trace_point > 1 ? "fewer simulations than --trace-point"
                                                : "no simulation");
     fflush(stdout);
     /* Sweeps report even after a script error: their points' own
      * messages say more than the error that followed. */
-    int sweep_status = kb_sweep_status(L);
+    int sweep_status = lkb_sweep_status(L);
     lua_close(L);
     free(out);
     free(set);
     if (status == 0 && failed > 0) {
-        if (kb_mpi_rank() == 0)
+        if (lkb_mpi_rank() == 0)
             fprintf(stderr, "kbsim: %ld check%s failed\n", failed,
                     failed == 1 ? "" : "s");
         status = EXIT_CHECK;
@@ -507,17 +487,17 @@ static int kbsim_main(int argc, char **argv)
     /* Under MPI, failed checks and points are rank 0's to report and
      * exit with: another rank's non-zero status would make mpirun end
      * the job, maybe before rank 0 has written its outputs. */
-    if (kb_mpi_rank() > 0 && status != EXIT_USAGE)
+    if (lkb_mpi_rank() > 0 && status != EXIT_USAGE)
         status = 0;
     return status;
 }
 
 int main(int argc, char **argv)
 {
-    int status = kb_mpi_init(&argc, &argv);
+    int status = lkb_mpi_init(&argc, &argv);
     if (status != 0)
         return status;
     status = kbsim_main(argc, argv);
-    kb_mpi_finalize();
+    lkb_mpi_finalize();
     return status;
 }

@@ -17,7 +17,7 @@
  * Time in Lua is a float count of nanoseconds, rounded to whole
  * picoseconds on the way in.
  */
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "lsweep_mpi.h"
 
 #include <errno.h>
@@ -101,7 +101,7 @@ struct lproc {
     lua_State *T; /* the process's Lua thread; NULL once finished */
     int ref;      /* T's reference in the anchor table */
     bool thread;  /* thread process (else method) */
-    void *tl_slots[2]; /* kbsim.tlcore's, while T runs (kb_tl_slots) */
+    void *tl_slots[2]; /* kbsim.tlcore's, while T runs (lkb_tl_slots) */
     char name[];
 };
 
@@ -130,7 +130,7 @@ struct lsig {
 
 /* ---- helpers --------------------------------------------------------- */
 
-int kb_traceback(lua_State *L)
+int lkb_traceback(lua_State *L)
 {
     if (lua_islightuserdata(L, 1)) /* a marker, such as kb.sweep's end of run */
         return 1;
@@ -145,10 +145,10 @@ int kb_traceback(lua_State *L)
     return 1;
 }
 
-int kb_pcall(lua_State *L, int nargs, int nresults)
+int lkb_pcall(lua_State *L, int nargs, int nresults)
 {
     int base = lua_gettop(L) - nargs;
-    lua_pushcfunction(L, kb_traceback);
+    lua_pushcfunction(L, lkb_traceback);
     lua_insert(L, base);
     int rc = lua_pcall(L, nargs, nresults, base);
     lua_remove(L, base);
@@ -179,7 +179,7 @@ static struct kb_state *getstate(lua_State *L)
     return st;
 }
 
-long kb_failed_checks(lua_State *L)
+long lkb_failed_checks(lua_State *L)
 {
     return getstate(L)->failed_checks;
 }
@@ -368,7 +368,7 @@ static struct lproc *newproc(lua_State *L, struct lsim *o, const char *name,
     lua_xmove(L, T, 1);
     lua_pushvalue(L, -2);
     lua_xmove(L, T, 1);
-    lua_pushcfunction(T, kb_traceback);
+    lua_pushcfunction(T, lkb_traceback);
     for (int i = 0; i <= nargs; i++) {
         lua_pushvalue(L, fnidx + i);
         lua_xmove(L, T, 1);
@@ -804,7 +804,7 @@ static int l_sim(lua_State *L)
     if (!lua_isnoneornil(L, 1)) {
         luaL_checktype(L, 1, LUA_TTABLE);
         static const char *const known[] = {"stack_size", "guard", "trace", NULL};
-        kb_check_keys(L, 1, "kb.sim", known);
+        lkb_check_keys(L, 1, "kb.sim", known);
         if (lua_getfield(L, 1, "stack_size") != LUA_TNIL) {
             int isint;
             lua_Integer n = lua_tointegerx(L, -1, &isint);
@@ -830,13 +830,13 @@ static int l_sim(lua_State *L)
         return luaL_error(L, "cannot create simulation (out of memory)");
     sim_set_userdata(o->s, o);
     if (traceable)
-        kb_trace_sim_created(L, lua_upvalueindex(1), o->s);
+        lkb_trace_sim_created(L, lua_upvalueindex(1), o->s);
     return 1;
 }
 
 static void closesim(struct lsim *o)
 {
-    kb_trace_sim_closing(o->s);
+    lkb_trace_sim_closing(o->s);
     sim_free(o->s);
     o->s = NULL;
     free(o->err);
@@ -918,7 +918,7 @@ static int sim_run_l(lua_State *L)
     return run_sim(L, o, until, NULL, 0);
 }
 
-int kb_sim_run_uv(lua_State *L, int i, uv_loop_t *loop, uint64_t batch, uint64_t until)
+int lkb_sim_run_uv(lua_State *L, int i, uv_loop_t *loop, uint64_t batch, uint64_t until)
 {
     return run_sim(L, checksim(L, i), until, loop, batch);
 }
@@ -1117,7 +1117,7 @@ static int l_params(lua_State *L)
     return 1;
 }
 
-const char *kb_push_outdir(lua_State *L, int options)
+const char *lkb_push_outdir(lua_State *L, int options)
 {
     lua_getfield(L, options, "out");
     const char *dir = lua_tostring(L, -1);
@@ -1130,7 +1130,7 @@ const char *kb_push_outdir(lua_State *L, int options)
 }
 
 /* A --shard run's output folder: made once, in $TMPDIR, removed at the
- * end of the run (kb_remove_scratch). */
+ * end of the run (lkb_remove_scratch). */
 static void push_scratch(lua_State *L)
 {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_scratch_key) == LUA_TSTRING)
@@ -1156,12 +1156,12 @@ static int l_outdir(lua_State *L)
     int options = lua_gettop(L);
     lua_getfield(L, options, "shard");
     /* under MPI the ranks but 0 write no outputs either (lsweep_mpi.h) */
-    bool shard = lua_istable(L, -1) || kb_mpi_rank() > 0;
+    bool shard = lua_istable(L, -1) || lkb_mpi_rank() > 0;
     lua_pop(L, 1);
     if (shard)
         push_scratch(L);
     else
-        kb_push_outdir(L, options);
+        lkb_push_outdir(L, options);
     return 1;
 }
 
@@ -1169,8 +1169,8 @@ static int l_outdir(lua_State *L)
  * ranks (0, 1 outside MPI). Only rank 0 writes outputs (lsweep_mpi.h). */
 static int l_mpi(lua_State *L)
 {
-    lua_pushinteger(L, kb_mpi_rank());
-    lua_pushinteger(L, kb_mpi_size());
+    lua_pushinteger(L, lkb_mpi_rank());
+    lua_pushinteger(L, lkb_mpi_size());
     return 2;
 }
 
@@ -1181,7 +1181,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return 0;
 }
 
-void kb_remove_scratch(lua_State *L)
+void lkb_remove_scratch(lua_State *L)
 {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_scratch_key) == LUA_TSTRING)
         nftw(lua_tostring(L, -1), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -1190,7 +1190,7 @@ void kb_remove_scratch(lua_State *L)
 
 /* ---- for lsystem.c ---------------------------------------------------- */
 
-void kb_push_names(lua_State *L, const char *const names[])
+void lkb_push_names(lua_State *L, const char *const names[])
 {
     luaL_Buffer b;
     luaL_buffinit(L, &b);
@@ -1202,7 +1202,7 @@ void kb_push_names(lua_State *L, const char *const names[])
     luaL_pushresult(&b);
 }
 
-void kb_check_keys(lua_State *L, int idx, const char *what, const char *const known[])
+void lkb_check_keys(lua_State *L, int idx, const char *what, const char *const known[])
 {
     idx = lua_absindex(L, idx);
     for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
@@ -1211,24 +1211,24 @@ void kb_check_keys(lua_State *L, int idx, const char *what, const char *const kn
         while (k && known[i] && strcmp(k, known[i]) != 0)
             i++;
         if (!k || !known[i]) {
-            kb_push_names(L, known);
+            lkb_push_names(L, known);
             luaL_error(L, "%s: unknown option '%s' (%s)", what,
                        k ? k : luaL_typename(L, -3), lua_tostring(L, -1));
         }
     }
 }
 
-struct sim *kb_checksim(lua_State *L, int i)
+struct sim *lkb_checksim(lua_State *L, int i)
 {
     return checksim(L, i)->s;
 }
 
-struct sim *kb_checksim_known(lua_State *L, int i)
+struct sim *lkb_checksim_known(lua_State *L, int i)
 {
     return live(L, lua_touserdata(L, i));
 }
 
-int kb_newmetatable(lua_State *L, const char *tname)
+int lkb_newmetatable(lua_State *L, const char *tname)
 {
     if (!luaL_newmetatable(L, tname))
         return 0;
@@ -1237,13 +1237,13 @@ int kb_newmetatable(lua_State *L, const char *tname)
     return 1;
 }
 
-bool kb_sim_is_open(lua_State *L, int i)
+bool lkb_sim_is_open(lua_State *L, int i)
 {
     struct lsim *o = luaL_testudata(L, i, KB_SIM);
     return o && o->s;
 }
 
-void kb_anchor(lua_State *L, int simidx, int validx)
+void lkb_anchor(lua_State *L, int simidx, int validx)
 {
     simidx = lua_absindex(L, simidx);
     validx = lua_absindex(L, validx);
@@ -1253,7 +1253,7 @@ void kb_anchor(lua_State *L, int simidx, int validx)
     lua_pop(L, 1);
 }
 
-void *kb_block_begin(lua_State *L, struct sim *s, const char *what)
+void *lkb_block_begin(lua_State *L, struct sim *s, const char *what)
 {
     struct lproc *lp = current(L, true, what);
     if (lp->owner->s != s)
@@ -1261,13 +1261,13 @@ void *kb_block_begin(lua_State *L, struct sim *s, const char *what)
     return lp;
 }
 
-void kb_block_end(void *proc)
+void lkb_block_end(void *proc)
 {
     struct lproc *lp = proc;
     lp->owner->cur = lp;
 }
 
-void **kb_tl_slots(lua_State *L)
+void **lkb_tl_slots(lua_State *L)
 {
     struct lsim *o = getstate(L)->running;
     struct sim_proc *p = o ? sim_current(o->s) : NULL;
@@ -1322,7 +1322,7 @@ static const luaL_Reg kb_funcs[] = {
 static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
                      const luaL_Reg *methods)
 {
-    kb_newmetatable(L, tname);
+    lkb_newmetatable(L, tname);
     luaL_setfuncs(L, meta, 0);
     lua_newtable(L);
     luaL_setfuncs(L, methods, 0);
@@ -1349,7 +1349,7 @@ int luaopen_kbsim(lua_State *L)
 {
     getstate(L);
     newclass(L, KB_SIM, sim_meta, sim_methods);
-    kb_open_trace(L);
+    lkb_open_trace(L);
     newclass(L, KB_PROC, proc_meta, proc_methods);
     newclass(L, KB_EVENT, ev_meta, ev_methods);
     newclass(L, KB_FIFO, fifo_meta, fifo_methods);
@@ -1365,12 +1365,12 @@ int luaopen_kbsim(lua_State *L)
         default_options(L);
     }
     lua_setfield(L, -2, "options");
-    kb_open_system(L);
-    kb_open_sweep(L);
+    lkb_open_system(L);
+    lkb_open_sweep(L);
     return 1;
 }
 
-void kb_preload(lua_State *L, const struct kb_options *opt)
+void lkb_preload(lua_State *L, const struct lkb_options *opt)
 {
     lua_createtable(L, 0, 6);
     lua_pushstring(L, opt->out);
@@ -1424,6 +1424,6 @@ void kb_preload(lua_State *L, const struct kb_options *opt)
     lua_pushcfunction(L, luaopen_kbsim);
     lua_setfield(L, -2, "kbsim");
     lua_pop(L, 1);
-    kb_open_tl(L);
-    kb_open_source_only(L);
+    lkb_open_tl(L);
+    lkb_open_source_only(L);
 }

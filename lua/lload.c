@@ -7,7 +7,7 @@
  * loadfile and dofile all load in mode "t", and a binary chunk gets an
  * error naming the file. C modules (package.cpath) are native code and
  * stay as they are. kb.sweep moves functions between its Lua states as
- * bytecode, but only bytecode it dumped itself (lua/lsweep.c).
+ * bytecode, but only bytecode it dumped itself (lua/ltransport.c).
  */
 #include <stdbool.h>
 #include <string.h>
@@ -15,7 +15,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 
-#include "lkbsim.h"
+#include "lkb_internal.h"
 
 /* Replaces Lua's message about a binary chunk (which names no file) with
  * one that names `what`; other messages stay as they are. */
@@ -29,7 +29,7 @@ static void explain_binary(lua_State *L, const char *what)
     }
 }
 
-int kb_loadfile(lua_State *L, const char *path)
+int lkb_loadfile(lua_State *L, const char *path)
 {
     int rc = luaL_loadfilex(L, path, "t");
     if (rc == LUA_ERRSYNTAX)
@@ -50,7 +50,7 @@ static int search_lua_source(lua_State *L)
     if (lua_isnil(L, -2))
         return 1; /* not found: the list of files tried */
     const char *file = lua_tostring(L, -2);
-    if (kb_loadfile(L, file) != LUA_OK)
+    if (lkb_loadfile(L, file) != LUA_OK)
         return luaL_error(L, "error loading module '%s' from file '%s':\n\t%s", name, file,
                           lua_tostring(L, -1));
     lua_pushstring(L, file); /* the second argument of the module's chunk */
@@ -150,7 +150,7 @@ static int dofile_text(lua_State *L)
 {
     const char *file = luaL_optstring(L, 1, NULL);
     lua_settop(L, 1);
-    if (kb_loadfile(L, file) != LUA_OK)
+    if (lkb_loadfile(L, file) != LUA_OK)
         return lua_error(L);
     lua_callk(L, 0, LUA_MULTRET, 0, dofile_done);
     return dofile_done(L, LUA_OK, 0);
@@ -164,7 +164,7 @@ static void wrap_global(lua_State *L, const char *name, lua_CFunction fn)
     lua_setglobal(L, name);
 }
 
-void kb_open_source_only(lua_State *L)
+void lkb_open_source_only(lua_State *L)
 {
     lua_pushcfunction(L, load_text);
     lua_setglobal(L, "load");

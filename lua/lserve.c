@@ -5,7 +5,7 @@
  * a frame's 24-byte header is checked here, so a payload over the limit is
  * refused before a byte of it is stored, and only whole frames reach Lua.
  * lua/kbsim/serve.lua owns everything a frame means. Simulations run in
- * batches from sim_run_uv on the same loop (kb_sim_run_uv), so clients are
+ * batches from sim_run_uv on the same loop (lkb_sim_run_uv), so clients are
  * served while a collective is simulated.
  */
 #include "lserve.h"
@@ -25,7 +25,7 @@
 #include <lauxlib.h>
 #include <uv.h>
 
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "memory.h"
 #include "trace.h"
 
@@ -126,7 +126,7 @@ static bool push_handler(struct server *srv, const char *name)
  * server goes on. */
 static bool call_handler(struct server *srv, int nargs, int nresults)
 {
-    if (kb_pcall(srv->L, nargs, nresults) == LUA_OK)
+    if (lkb_pcall(srv->L, nargs, nresults) == LUA_OK)
         return true;
     fprintf(stderr, "kbsim serve: internal error: %s\n", lua_tostring(srv->L, -1));
     lua_pop(srv->L, 1);
@@ -694,7 +694,7 @@ static int l_open(lua_State *L)
     lua_getfield(L, 1, "max_payload");
     lua_Integer maxp = luaL_checkinteger(L, -1);
     lua_getfield(L, 1, "sim");
-    struct sim *s = kb_checksim(L, lua_gettop(L));
+    struct sim *s = lkb_checksim(L, lua_gettop(L));
     lua_getfield(L, 1, "handlers");
     luaL_checktype(L, -1, LUA_TTABLE);
 
@@ -780,7 +780,7 @@ static int srv_simulate(lua_State *L)
         luaL_argcheck(L, ns >= 0 && ns < 9.2e15, 3, "until_ns out of range");
         until = (sim_time)llround(ns * 1000.0);
     }
-    return kb_sim_run_uv(L, 2, &srv->loop, 0, until);
+    return lkb_sim_run_uv(L, 2, &srv->loop, 0, until);
 }
 
 /* srv:send(conn, version, op, id, status, meta [, data]) -> sent */
@@ -807,7 +807,7 @@ static int srv_send_mem(lua_State *L)
     struct conn *c = find_conn(srv, (uint32_t)luaL_checkinteger(L, 2));
     size_t mlen;
     const char *meta = luaL_checklstring(L, 7, &mlen);
-    struct frame_data fd = {.mem = kb_check_pe_mem(L, 8, 9, 12)};
+    struct frame_data fd = {.mem = lkb_check_pe_mem(L, 8, 9, 12)};
     lua_Integer addr = luaL_checkinteger(L, 10), n = luaL_checkinteger(L, 11);
     luaL_argcheck(L, addr >= 0 && n >= 0, 10, "negative address or size");
     fd.addr = (uint64_t)addr;
@@ -854,7 +854,7 @@ static int srv_now_ms(lua_State *L)
  * `frame` gets them; valid during that call only) */
 static int l_mem_write(lua_State *L)
 {
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, lua_islightuserdata(L, 4) ? 6 : 5);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, lua_islightuserdata(L, 4) ? 6 : 5);
     lua_Integer addr = luaL_checkinteger(L, 3);
     size_t n;
     const char *p;
@@ -874,7 +874,7 @@ static int l_mem_write(lua_State *L)
 /* mem_free(sys, rank, addr, kind): a block of tl.alloc back */
 static int l_mem_free(lua_State *L)
 {
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 4);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 4);
     lua_Integer addr = luaL_checkinteger(L, 3);
     if (addr < 0 || kb_mem_dealloc(m, (uint64_t)addr) != 0)
         return luaL_error(L, "no block at address %I", addr);
@@ -911,7 +911,7 @@ static void set_opt(lua_State *L, const char *key, const char *value)
     }
 }
 
-int kb_serve(lua_State *L, const struct kb_serve_options *opt)
+int lkb_serve(lua_State *L, const struct lkb_serve_options *opt)
 {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_serve_io);

@@ -1,7 +1,7 @@
 /* lserve.h — `kbsim serve`: the co-simulation server (docs/cosim.md)
  *
  * The command line (kbsim.c) collects the server's options here and hands
- * them to kb_serve, which runs lua/kbsim/serve.lua over the sockets of
+ * them to lkb_serve, which runs lua/kbsim/serve.lua over the sockets of
  * lua/lserve.c (module kbsim.serve_io).
  */
 #ifndef KBSIM_LSERVE_H
@@ -11,7 +11,7 @@
 
 #include <lua.h>
 
-struct kb_serve_options {
+struct lkb_serve_options {
     const char *listen;       /* Unix socket path or HOST:PORT; NULL: OUT/kbsim.sock */
     const char *token;        /* a client's hello must carry it, or NULL */
     bool allow_remote;        /* TCP on a non-loopback address (needs a token) */
@@ -23,6 +23,6 @@ struct kb_serve_options {
 /* Runs the server in L (the kbsim module preloaded, kb.options set) until
  * Ctrl-C or SIGTERM. Returns the exit status: 0, or 2 after a message on
  * stderr (a bad option, an address in use, a configuration error). */
-int kb_serve(lua_State *L, const struct kb_serve_options *opt);
+int lkb_serve(lua_State *L, const struct lkb_serve_options *opt);
 
 #endif

@@ -3,12 +3,10 @@
  * A lua_State is not thread-safe, and a simulation's processes are Lua
  * threads of the state that created them, so every point gets a fresh
  * state (and builds its own simulation) on a thread of its own. What a
- * point needs travels as bytes: the point function as bytecode with its
- * upvalues rebuilt (plain data copied, modules looked up again by name,
- * other Lua functions dumped recursively), its parameters and its returned
- * row as a deep copy. The same bytes, with table keys in a canonical order,
- * are hashed for the --fast cache. See
- * docs/decisions/0006-sweep-points-in-separate-states.md.
+ * point needs travels as bytes (ltransport.c): the point function as
+ * bytecode with its upvalues rebuilt, its parameters and its returned row
+ * as a deep copy. The same bytes are hashed for the --fast cache
+ * (lsweep_cache.c). See docs/decisions/0006-sweep-points-in-separate-states.md.
  */
 #include "lsweep.h"
 
@@ -24,11 +22,11 @@
 #include <unistd.h>
 
 #include <lauxlib.h>
-#include <lualib.h>
 
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "lsweep_cache.h"
 #include "lsweep_mpi.h"
+#include "ltransport.h"
 #include "ltrace.h"
 #include "sim_uv.h"
 
@@ -67,634 +65,11 @@ static uint64_t fnv_seg(uint64_t h, const void *p, size_t n)
     return fnv(fnv(h, len, 8), p, n);
 }
 
-/* ---- serialisation: Lua values to bytes ------------------------------ */
-
-/* Tags of the byte format. Integers are little-endian whatever the host,
- * so that cache keys do not depend on it. */
-enum {
-    T_NIL = 'n', T_FALSE = 'f', T_TRUE = 't', T_INT = 'i', T_FLOAT = 'd',
-    T_STR = 's', T_TABLE = 'T', T_FUNC = 'F', T_FUNCREF = 'R',
-    T_JOIN = 'J', T_MODULE = 'M', T_MEMBER = 'm',
-};
-
-enum ser_mode {
-    SER_PLAIN, /* numbers, strings, booleans, nil, tables of them */
-    SER_CODE,  /* also Lua functions, modules and their C functions */
-};
-
-struct ser {
-    lua_State *L;
-    struct blob *b;
-    enum ser_mode mode;
-    bool strip;      /* dump functions without debug information */
-    int visiting;    /* tables being written: cycle check */
-    int funcs;       /* function -> id (SER_CODE) */
-    int upids;       /* upvalue id -> id * 256 + index (SER_CODE) */
-    int mods;        /* value -> module name (SER_CODE) */
-    int members;     /* C function -> {module, key} (SER_CODE) */
-    uint32_t nfuncs;
-    int depth;
-    /* Error messages: "<prefix> '<path>'<after> <problem><suffix>". */
-    const char *prefix, *after, *suffix;
-    char path[160];
-    size_t plen;
-};
-
-static int ser_fail(struct ser *s, const char *problem)
-{
-    return luaL_error(s->L, "%s '%s'%s %s%s", s->prefix, s->path, s->after,
-                      problem, s->suffix);
-}
-
-static void ser_add(struct ser *s, const void *p, size_t n)
-{
-    if (!blob_add(s->b, p, n))
-        luaL_error(s->L, "kb.sweep: out of memory");
-}
-
-static void ser_byte(struct ser *s, int c)
-{
-    unsigned char b = (unsigned char)c;
-    ser_add(s, &b, 1);
-}
-
-static void le64(unsigned char *d, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        d[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_le64(const unsigned char *d)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)d[i] << (8 * i);
-    return v;
-}
-
-static void ser_u64(struct ser *s, uint64_t v)
-{
-    unsigned char d[8];
-    le64(d, v);
-    ser_add(s, d, 8);
-}
-
-static void ser_lstr(struct ser *s, const char *p, size_t n)
-{
-    ser_byte(s, T_STR);
-    ser_u64(s, n);
-    ser_add(s, p, n);
-}
-
-static size_t path_push(struct ser *s, const char *part, bool dot)
-{
-    size_t old = s->plen;
-    int n = snprintf(s->path + old, sizeof s->path - old, "%s%s",
-                     dot && old > 0 ? "." : "", part);
-    if (n < 0 || (size_t)n >= sizeof s->path - old)
-        s->path[old] = '\0'; /* too long to say: name the outer part */
-    else
-        s->plen = old + (size_t)n;
-    return old;
-}
-
-/* The key at index k as a path part: ".name" or "[3]". */
-static size_t path_push_key(struct ser *s, int k)
-{
-    lua_State *L = s->L;
-    char tmp[48];
-    if (lua_type(L, k) == LUA_TSTRING)
-        return path_push(s, lua_tostring(L, k), true);
-    if (lua_isinteger(L, k))
-        snprintf(tmp, sizeof tmp, "[%lld]", (long long)lua_tointeger(L, k));
-    else
-        snprintf(tmp, sizeof tmp, "[%s]", luaL_typename(L, k));
-    return path_push(s, tmp, false);
-}
-
-static void path_pop(struct ser *s, size_t old)
-{
-    s->plen = old;
-    s->path[old] = '\0';
-}
-
-static void ser_value(struct ser *s, int idx);
-
-/* One key/value pair of a table's hash part, as offsets into the
- * buffer. */
-struct entry {
-    size_t koff, klen, end;
-};
-
-static int entry_cmp(const void *a, const void *b, void *base)
-{
-    const struct entry *x = a, *y = b;
-    const unsigned char *p = base;
-    size_t n = x->klen < y->klen ? x->klen : y->klen;
-    int c = memcmp(p + x->koff, p + y->koff, n);
-    if (c != 0)
-        return c;
-    return (x->klen > y->klen) - (x->klen < y->klen);
-}
-
-/* A table: its array part 1..n in order, then the other pairs sorted by
- * their encoded keys, so that equal tables give equal bytes whatever
- * their insertion history (the cache key depends on it). */
-static void ser_table(struct ser *s, int idx)
-{
-    lua_State *L = s->L;
-    if (lua_getmetatable(L, idx)) {
-        lua_pop(L, 1);
-        ser_fail(s, "is a table with a metatable");
-    }
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, s->visiting) != LUA_TNIL)
-        ser_fail(s, "is part of a cycle (a table that contains itself)");
-    lua_pop(L, 1);
-    lua_pushvalue(L, idx);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, s->visiting);
-
-    lua_Integer narr = 0;
-    while (lua_rawgeti(L, idx, narr + 1) != LUA_TNIL) {
-        lua_pop(L, 1);
-        narr++;
-    }
-    lua_pop(L, 1);
-    ser_byte(s, T_TABLE);
-    ser_u64(s, (uint64_t)narr);
-    for (lua_Integer i = 1; i <= narr; i++) {
-        lua_rawgeti(L, idx, i);
-        lua_pushinteger(L, i);
-        size_t old = path_push_key(s, -1);
-        lua_pop(L, 1);
-        ser_value(s, -1);
-        path_pop(s, old);
-        lua_pop(L, 1);
-    }
-
-    size_t countoff = s->b->n;
-    ser_u64(s, 0);
-    size_t start = s->b->n;
-    struct blob *ents = newblob(L);
-    int entsidx = lua_gettop(L);
-    uint64_t count = 0;
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        if (lua_isinteger(L, -2)) {
-            lua_Integer k = lua_tointeger(L, -2);
-            if (k >= 1 && k <= narr) {
-                lua_pop(L, 1);
-                continue;
-            }
-        }
-        size_t old = path_push_key(s, -2);
-        int kt = lua_type(L, -2);
-        if (kt != LUA_TSTRING && kt != LUA_TNUMBER && kt != LUA_TBOOLEAN)
-            ser_fail(s, "has a key that is not a string, number or boolean");
-        struct entry e = {.koff = s->b->n};
-        ser_value(s, -2);
-        e.klen = s->b->n - e.koff;
-        ser_value(s, -1);
-        e.end = s->b->n;
-        path_pop(s, old);
-        if (!blob_add(ents, &e, sizeof e))
-            luaL_error(L, "kb.sweep: out of memory");
-        count++;
-        lua_pop(L, 1);
-    }
-    if (count > 1) {
-        struct entry *ev = (struct entry *)ents->p;
-        qsort_r(ev, count, sizeof *ev, entry_cmp, s->b->p);
-        struct blob *copy = newblob(L);
-        if (!blob_add(copy, s->b->p + start, s->b->n - start))
-            luaL_error(L, "kb.sweep: out of memory");
-        size_t at = start;
-        for (uint64_t i = 0; i < count; i++) {
-            size_t len = ev[i].end - ev[i].koff;
-            memcpy(s->b->p + at, copy->p + (ev[i].koff - start), len);
-            at += len;
-        }
-    }
-    lua_settop(L, entsidx - 1);
-    le64(s->b->p + countoff, count);
-
-    lua_pushvalue(L, idx);
-    lua_pushnil(L);
-    lua_rawset(L, s->visiting);
-}
-
-static int dump_writer(lua_State *L, const void *p, size_t n, void *ud)
-{
-    return blob_add(ud, p, n) ? 0 : 1;
-}
-
-/* A Lua function: its bytecode, then each upvalue. Upvalues shared with a
- * function written before are written as a join, so closures that share a
- * variable still share it in the point's state; a function met again
- * (recursion) is a reference. */
-static void ser_function(struct ser *s, int idx)
-{
-    lua_State *L = s->L;
-    lua_pushvalue(L, idx);
-    if (lua_rawget(L, s->funcs) == LUA_TNUMBER) {
-        uint32_t id = (uint32_t)lua_tointeger(L, -1);
-        lua_pop(L, 1);
-        ser_byte(s, T_FUNCREF);
-        ser_u64(s, id);
-        return;
-    }
-    lua_pop(L, 1);
-    uint32_t id = s->nfuncs++;
-    lua_pushvalue(L, idx);
-    lua_pushinteger(L, id);
-    lua_rawset(L, s->funcs);
-
-    ser_byte(s, T_FUNC);
-    ser_u64(s, id);
-    size_t lenoff = s->b->n;
-    ser_u64(s, 0);
-    size_t start = s->b->n;
-    lua_pushvalue(L, idx);
-    if (lua_dump(L, dump_writer, s->b, s->strip) != 0)
-        luaL_error(L, "kb.sweep: out of memory");
-    lua_pop(L, 1);
-    le64(s->b->p + lenoff, s->b->n - start);
-
-    int nup = 0;
-    while (lua_getupvalue(L, idx, nup + 1) != NULL) {
-        lua_pop(L, 1);
-        nup++;
-    }
-    ser_u64(s, (uint64_t)nup);
-    for (int i = 1; i <= nup; i++) {
-        lua_pushlightuserdata(L, lua_upvalueid(L, idx, i));
-        if (lua_rawget(L, s->upids) == LUA_TNUMBER) {
-            lua_Integer at = lua_tointeger(L, -1);
-            lua_pop(L, 1);
-            ser_byte(s, T_JOIN);
-            ser_u64(s, (uint64_t)(at / 256));
-            ser_u64(s, (uint64_t)(at % 256));
-            continue;
-        }
-        lua_pop(L, 1);
-        lua_pushlightuserdata(L, lua_upvalueid(L, idx, i));
-        lua_pushinteger(L, (lua_Integer)id * 256 + i);
-        lua_rawset(L, s->upids);
-        const char *name = lua_getupvalue(L, idx, i);
-        size_t old = path_push(s, name && *name ? name : "?", true);
-        ser_value(s, -1);
-        path_pop(s, old);
-        lua_pop(L, 1);
-    }
-}
-
-static void ser_value(struct ser *s, int idx)
-{
-    lua_State *L = s->L;
-    idx = lua_absindex(L, idx);
-    luaL_checkstack(L, 8, "kb.sweep: value nested too deeply");
-    int t = lua_type(L, idx);
-    if (s->mode == SER_CODE &&
-        (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TUSERDATA)) {
-        lua_pushvalue(L, idx);
-        if (lua_rawget(L, s->mods) == LUA_TSTRING) {
-            size_t n;
-            const char *name = lua_tolstring(L, -1, &n);
-            ser_byte(s, T_MODULE);
-            ser_lstr(s, name, n);
-            lua_pop(L, 1);
-            return;
-        }
-        lua_pop(L, 1);
-        lua_pushvalue(L, idx);
-        if (lua_rawget(L, s->members) == LUA_TTABLE) {
-            size_t n;
-            ser_byte(s, T_MEMBER);
-            lua_rawgeti(L, -1, 1);
-            const char *mod = lua_tolstring(L, -1, &n);
-            ser_lstr(s, mod, n);
-            lua_rawgeti(L, -2, 2);
-            const char *key = lua_tolstring(L, -1, &n);
-            ser_lstr(s, key, n);
-            lua_pop(L, 3);
-            return;
-        }
-        lua_pop(L, 1);
-    }
-    switch (t) {
-    case LUA_TNIL:
-        ser_byte(s, T_NIL);
-        return;
-    case LUA_TBOOLEAN:
-        ser_byte(s, lua_toboolean(L, idx) ? T_TRUE : T_FALSE);
-        return;
-    case LUA_TNUMBER:
-        if (lua_isinteger(L, idx)) {
-            ser_byte(s, T_INT);
-            ser_u64(s, (uint64_t)lua_tointeger(L, idx));
-        } else {
-            double d = (double)lua_tonumber(L, idx);
-            uint64_t bits;
-            memcpy(&bits, &d, sizeof bits);
-            ser_byte(s, T_FLOAT);
-            ser_u64(s, bits);
-        }
-        return;
-    case LUA_TSTRING: {
-        size_t n;
-        const char *p = lua_tolstring(L, idx, &n);
-        ser_lstr(s, p, n);
-        return;
-    }
-    case LUA_TTABLE:
-        if (++s->depth > KB_MAX_DEPTH)
-            ser_fail(s, "is nested too deeply");
-        ser_table(s, idx);
-        s->depth--;
-        return;
-    case LUA_TFUNCTION:
-        if (s->mode != SER_CODE)
-            ser_fail(s, "is a function");
-        if (lua_iscfunction(L, idx))
-            ser_fail(s, "is a C function of no loaded module");
-        if (++s->depth > KB_MAX_DEPTH)
-            ser_fail(s, "is nested too deeply");
-        ser_function(s, idx);
-        s->depth--;
-        return;
-    default:
-        ser_fail(s, lua_pushfstring(L, "is a %s", luaL_typename(L, idx)));
-    }
-}
-
-/* Serialises the value at idx into b, which must not move while this
- * runs (it belongs to a userdata or a struct that outlives the call). */
-static void serialise(lua_State *L, int idx, struct blob *b, struct ser *proto)
-{
-    idx = lua_absindex(L, idx);
-    int top = lua_gettop(L);
-    struct ser s = *proto;
-    s.L = L;
-    s.b = b;
-    s.depth = 0;
-    s.nfuncs = 0;
-    s.plen = strlen(s.path);
-    lua_newtable(L);
-    s.visiting = lua_gettop(L);
-    if (s.mode == SER_CODE) {
-        lua_newtable(L);
-        s.funcs = lua_gettop(L);
-        lua_newtable(L);
-        s.upids = lua_gettop(L);
-    }
-    ser_value(&s, idx);
-    lua_settop(L, top);
-}
-
-/* ---- module maps ------------------------------------------------------ */
-
-static int cmp_cstr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/* Pushes two tables: value -> module name for every value of
- * package.loaded, and function -> {module, key} for the functions that
- * modules export (C functions of any module; Lua functions too, except
- * those of _G, which may be the script's own globals and exist in no
- * other state). Modules are visited in name order, so a value reachable
- * two ways always gets the same name. */
-static void push_module_maps(lua_State *L)
-{
-    int top = lua_gettop(L);
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    int loaded = lua_gettop(L);
-    size_t n = 0;
-    lua_pushnil(L);
-    while (lua_next(L, loaded) != 0) {
-        if (lua_type(L, -2) == LUA_TSTRING)
-            n++;
-        lua_pop(L, 1);
-    }
-    const char **names = lua_newuserdatauv(L, (n ? n : 1) * sizeof *names, 0);
-    size_t k = 0;
-    lua_pushnil(L);
-    while (lua_next(L, loaded) != 0) {
-        if (lua_type(L, -2) == LUA_TSTRING && k < n)
-            names[k++] = lua_tostring(L, -2); /* anchored: a key of loaded */
-        lua_pop(L, 1);
-    }
-    qsort(names, k, sizeof *names, cmp_cstr);
-
-    lua_newtable(L);
-    int mods = lua_gettop(L);
-    lua_newtable(L);
-    int members = lua_gettop(L);
-    for (size_t i = 0; i < k; i++) {
-        int t = lua_getfield(L, loaded, names[i]);
-        if (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TUSERDATA) {
-            lua_pushvalue(L, -1);
-            if (lua_rawget(L, mods) == LUA_TNIL) {
-                lua_pushvalue(L, -2);
-                lua_pushstring(L, names[i]);
-                lua_rawset(L, mods);
-            }
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    for (size_t i = 0; i < k; i++) {
-        bool is_g = strcmp(names[i], "_G") == 0;
-        if (lua_getfield(L, loaded, names[i]) != LUA_TTABLE) {
-            lua_pop(L, 1);
-            continue;
-        }
-        int mod = lua_gettop(L);
-        lua_pushnil(L);
-        while (lua_next(L, mod) != 0) {
-            if (lua_type(L, -2) != LUA_TSTRING || !lua_isfunction(L, -1) ||
-                (is_g && !lua_iscfunction(L, -1))) {
-                lua_pop(L, 1);
-                continue;
-            }
-            /* The smallest key wins within a module, for determinism.
-             * Stack: key fn [entry emod ekey]. */
-            bool take = true;
-            lua_pushvalue(L, -1);
-            if (lua_rawget(L, members) == LUA_TTABLE) {
-                lua_rawgeti(L, -1, 1);
-                lua_rawgeti(L, -2, 2);
-                take = strcmp(lua_tostring(L, -2), names[i]) == 0 &&
-                       strcmp(lua_tostring(L, -5), lua_tostring(L, -1)) < 0;
-                lua_pop(L, 2);
-            }
-            lua_pop(L, 1);
-            if (take) {
-                lua_pushvalue(L, -1);
-                lua_createtable(L, 2, 0);
-                lua_pushstring(L, names[i]);
-                lua_rawseti(L, -2, 1);
-                lua_pushvalue(L, -4);
-                lua_rawseti(L, -2, 2);
-                lua_rawset(L, members);
-            }
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    lua_copy(L, mods, top + 1);
-    lua_copy(L, members, top + 2);
-    lua_settop(L, top + 2);
-}
-
-/* ---- deserialisation: bytes to Lua values ----------------------------- */
-
-struct des {
-    lua_State *L;
-    const unsigned char *p, *end;
-    int funcs; /* id -> function */
-};
-
-static const unsigned char *des_take(struct des *d, size_t n)
-{
-    if ((size_t)(d->end - d->p) < n)
-        luaL_error(d->L, "kb.sweep: truncated value (internal error)");
-    const unsigned char *at = d->p;
-    d->p += n;
-    return at;
-}
-
-static uint64_t des_u64(struct des *d)
-{
-    return get_le64(des_take(d, 8));
-}
-
-static const char *des_str(struct des *d, size_t *n)
-{
-    if (*des_take(d, 1) != T_STR)
-        luaL_error(d->L, "kb.sweep: bad value (internal error)");
-    *n = (size_t)des_u64(d);
-    return (const char *)des_take(d, *n);
-}
-
-/* package.loaded[name], or require(name) in this state. */
-static void push_module(lua_State *L, const char *name, size_t n)
-{
-    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
-    lua_pushlstring(L, name, n);
-    if (lua_rawget(L, -2) == LUA_TNIL) {
-        lua_pop(L, 1);
-        lua_getglobal(L, "require");
-        lua_pushlstring(L, name, n);
-        lua_call(L, 1, 1);
-    }
-    lua_remove(L, -2);
-}
-
-static void des_value(struct des *d)
-{
-    lua_State *L = d->L;
-    luaL_checkstack(L, 8, "kb.sweep: value nested too deeply");
-    int tag = *des_take(d, 1);
-    switch (tag) {
-    case T_NIL: lua_pushnil(L); return;
-    case T_FALSE: lua_pushboolean(L, 0); return;
-    case T_TRUE: lua_pushboolean(L, 1); return;
-    case T_INT: lua_pushinteger(L, (lua_Integer)des_u64(d)); return;
-    case T_FLOAT: {
-        uint64_t bits = des_u64(d);
-        double v;
-        memcpy(&v, &bits, sizeof v);
-        lua_pushnumber(L, (lua_Number)v);
-        return;
-    }
-    case T_STR: {
-        size_t n = (size_t)des_u64(d);
-        lua_pushlstring(L, (const char *)des_take(d, n), n);
-        return;
-    }
-    case T_TABLE: {
-        uint64_t narr = des_u64(d);
-        lua_createtable(L, narr < INT32_MAX ? (int)narr : 0, 0);
-        for (uint64_t i = 1; i <= narr; i++) {
-            des_value(d);
-            lua_rawseti(L, -2, (lua_Integer)i);
-        }
-        uint64_t nhash = des_u64(d);
-        for (uint64_t i = 0; i < nhash; i++) {
-            des_value(d);
-            des_value(d);
-            lua_rawset(L, -3);
-        }
-        return;
-    }
-    case T_FUNC: {
-        lua_Integer id = (lua_Integer)des_u64(d);
-        size_t n = (size_t)des_u64(d);
-        const char *code = (const char *)des_take(d, n);
-        if (luaL_loadbufferx(L, code, n, "=kb.sweep", "b") != LUA_OK)
-            lua_error(L);
-        int f = lua_gettop(L);
-        lua_pushvalue(L, f);
-        lua_rawseti(L, d->funcs, id);
-        int nup = (int)des_u64(d);
-        for (int i = 1; i <= nup; i++) {
-            if (d->p < d->end && *d->p == T_JOIN) {
-                d->p++;
-                lua_Integer fid = (lua_Integer)des_u64(d);
-                int j = (int)des_u64(d);
-                lua_rawgeti(L, d->funcs, fid);
-                lua_upvaluejoin(L, f, i, -1, j);
-                lua_pop(L, 1);
-                continue;
-            }
-            des_value(d);
-            if (lua_setupvalue(L, f, i) == NULL)
-                lua_pop(L, 1);
-        }
-        return;
-    }
-    case T_FUNCREF:
-        lua_rawgeti(L, d->funcs, (lua_Integer)des_u64(d));
-        return;
-    case T_MODULE: {
-        size_t n;
-        const char *name = des_str(d, &n);
-        push_module(L, name, n);
-        return;
-    }
-    case T_MEMBER: {
-        size_t mn, kn;
-        const char *mod = des_str(d, &mn);
-        const char *key = des_str(d, &kn);
-        push_module(L, mod, mn);
-        lua_pushlstring(L, key, kn);
-        if (!lua_istable(L, -2) || lua_rawget(L, -2) == LUA_TNIL)
-            luaL_error(L, "kb.sweep: '%s.%s' does not exist in the point's Lua state",
-                       mod, key);
-        lua_remove(L, -2);
-        return;
-    }
-    default:
-        luaL_error(L, "kb.sweep: bad value tag %d (internal error)", tag);
-    }
-}
-
-/* Pushes the value held in b. */
-static void deserialise(lua_State *L, const struct blob *b)
-{
-    lua_newtable(L);
-    struct des d = {L, b->p, b->p + b->n, lua_gettop(L)};
-    des_value(&d);
-    lua_remove(L, d.funcs);
-}
-
 /* ---- points and their states ----------------------------------------- */
 
 struct point {
-    struct blob params; /* plain, canonical: shipped and hashed */
-    struct blob result; /* the returned row, filled by the worker */
+    struct lkb_blob params; /* plain, canonical: shipped and hashed */
+    struct lkb_blob result; /* the returned row, filled by the worker */
     bool has_result;
     bool reused;        /* taken from the cache, not simulated */
     uint64_t key;
@@ -714,9 +89,9 @@ struct sweep {
     atomic_int refs;     /* the userdata, and the runner while it may run points */
     char *name;
     char *cachedir;      /* where points write their cache file, or NULL */
-    struct blob fn;      /* the point function and its upvalues */
-    struct blob options; /* kb.options */
-    struct blob arg;     /* the global `arg` */
+    struct lkb_blob fn;      /* the point function and its upvalues */
+    struct lkb_blob options; /* kb.options */
+    struct lkb_blob arg;     /* the global `arg` */
     char *path, *cpath;
     size_t n;
     struct point *pts;
@@ -750,14 +125,14 @@ static void sweep_free(struct sweep *sw)
 {
     free(sw->name);
     free(sw->cachedir);
-    blob_free(&sw->fn);
-    blob_free(&sw->options);
-    blob_free(&sw->arg);
+    lkb_blob_free(&sw->fn);
+    lkb_blob_free(&sw->options);
+    lkb_blob_free(&sw->arg);
     free(sw->path);
     free(sw->cpath);
     for (size_t i = 0; sw->pts && i < sw->n; i++) {
-        blob_free(&sw->pts[i].params);
-        blob_free(&sw->pts[i].result);
+        lkb_blob_free(&sw->pts[i].params);
+        lkb_blob_free(&sw->pts[i].result);
         free(sw->pts[i].err);
         free(sw->pts[i].trace);
         free(sw->pts[i].cache_err);
@@ -837,14 +212,14 @@ static void cache_point(lua_State *W, struct worker *wk, int row)
     struct point *pt = wk->pt;
     char why[512];
     row = lua_absindex(W, row);
-    deserialise(W, &pt->params);
-    if (kb_cache_store(W, sw->cachedir, sw->name, wk->index, pt->key, -1, row, why,
+    lkb_unpack(W, &pt->params);
+    if (lkb_cache_store(W, sw->cachedir, sw->name, wk->index, pt->key, -1, row, why,
                        sizeof why) < 0)
         pt->cache_err = dupstr(why, strlen(why));
     lua_pop(W, 1);
 }
 
-/* In a fresh state on a thread of its own: the standard libraries, the same
+/* In a fresh state (lkb_new_state) on a thread of its own: the same
  * package paths, the kbsim module with the caller's kb.options and `arg`;
  * then run(p), and its row serialised back. */
 static int worker_main(lua_State *W)
@@ -852,7 +227,6 @@ static int worker_main(lua_State *W)
     struct worker *wk = lua_touserdata(W, 1);
     struct sweep *sw = wk->sw;
     struct point *pt = wk->pt;
-    luaL_openlibs(W);
     lua_getglobal(W, "os");
     lua_pushcfunction(W, point_exit);
     lua_setfield(W, -2, "exit");
@@ -866,15 +240,11 @@ static int worker_main(lua_State *W)
     lua_pushlightuserdata(W, wk);
     lua_rawsetp(W, LUA_REGISTRYINDEX, &kb_point_key);
 
-    /* As the CLI does it, so that every module it preloads is there;
-     * kb.options is then replaced by the caller's. */
-    const char *noset[1] = {NULL};
-    struct kb_options o = {.out = "", .jobs = 1, .set = noset};
-    kb_preload(W, &o);
+    /* kb.options (empty from lkb_new_state) is replaced by the caller's */
     lua_getglobal(W, "require");
     lua_pushliteral(W, "kbsim");
     lua_call(W, 1, 1);
-    deserialise(W, &sw->options);
+    lkb_unpack(W, &sw->options);
     /* --trace goes to one point, which traces its first simulation */
     if ((long)wk->index == sw->trace_index) {
         lua_pushinteger(W, 1);
@@ -887,14 +257,14 @@ static int worker_main(lua_State *W)
     lua_setfield(W, -2, "shard");
     lua_setfield(W, -2, "options");
     lua_pop(W, 1);
-    deserialise(W, &sw->arg);
+    lkb_unpack(W, &sw->arg);
     lua_setglobal(W, "arg");
 
     lua_sethook(W, stop_hook, LUA_MASKCOUNT, KB_STOP_HOOK_COUNT);
-    lua_pushcfunction(W, kb_traceback);
+    lua_pushcfunction(W, lkb_traceback);
     int msgh = lua_gettop(W);
-    deserialise(W, &sw->fn);
-    deserialise(W, &pt->params);
+    lkb_unpack(W, &sw->fn);
+    lkb_unpack(W, &pt->params);
     if (lua_pcall(W, 1, 1, msgh) != LUA_OK) {
         size_t n;
         const char *msg = lua_tolstring(W, -1, &n);
@@ -906,8 +276,8 @@ static int worker_main(lua_State *W)
         if (pt->err == NULL)
             return luaL_error(W, "out of memory");
     } else {
-        struct ser proto = {
-            .mode = SER_PLAIN,
+        struct lkb_pack_how proto = {
+            .mode = LKB_PACK_PLAIN,
             .prefix = lua_pushfstring(W, "kb.sweep: point %d returned a row whose",
                                       (int)wk->index + 1),
             .after = "",
@@ -916,10 +286,10 @@ static int worker_main(lua_State *W)
             .path = "row",
         };
         pt->result.n = 0;
-        serialise(W, -2, &pt->result, &proto);
+        lkb_pack(W, -2, &pt->result, &proto);
         pt->has_result = true;
     }
-    pt->checks_failed = kb_failed_checks(W);
+    pt->checks_failed = lkb_failed_checks(W);
     /* a point asked to stop (timed out, Ctrl-C) may be reported as not
      * done: it is not cached, so no later --fast reuses it */
     if (pt->has_result && pt->checks_failed == 0 && sw->cachedir &&
@@ -933,13 +303,16 @@ static int run_point(struct sim_sweep_point *sp, struct sweep *sw, size_t index)
 {
     struct point *pt = &sw->pts[index];
     struct worker wk = {sw, pt, sp, index};
-    lua_State *W = luaL_newstate();
+    /* As the CLI makes its own, so that every module it preloads is
+     * there */
+    const char *noset[1] = {NULL};
+    struct lkb_options o = {.out = "", .jobs = 1, .set = noset};
+    char err[256];
+    lua_State *W = lkb_new_state(&o, err, sizeof err);
     if (W == NULL) {
-        pt->err = dupstr("cannot create a Lua state (out of memory)", 41);
+        pt->err = dupstr(err, strlen(err));
         return 1;
     }
-    /* As in kbsim.c: the kbsim module keeps its state pointer there. */
-    memset(lua_getextraspace(W), 0, LUA_EXTRASPACE);
     lua_pushcfunction(W, worker_main);
     lua_pushlightuserdata(W, &wk);
     if (lua_pcall(W, 1, 0, 0) != LUA_OK && pt->err == NULL) {
@@ -1017,14 +390,14 @@ static int point_run_worker(struct sim_sweep_point *sp, size_t k, void *ud)
     struct sweep *sw = ud;
     if (atomic_load(&sw->exhausted) || sim_sweep_point_stopping(sp))
         return 0;
-    long i = kb_mpi_request(k);
+    long i = lkb_mpi_request(k);
     if (i < 0 || (size_t)i >= sw->n) {
         atomic_store(&sw->exhausted, true);
         return 0;
     }
     sw->slot_pt[k] = (size_t)i;
     int rc = run_point(sp, sw, (size_t)i);
-    kb_mpi_ended((size_t)i);
+    lkb_mpi_ended((size_t)i);
     return rc;
 }
 
@@ -1032,24 +405,24 @@ static int point_run_worker(struct sim_sweep_point *sp, size_t k, void *ud)
  * point u64 index, u8 status, u8 has_result, i64 checks_failed, the
  * strings err, trace, cache_err and the row's bytes, each as u64 length
  * (UINT64_MAX: none) and bytes. */
-static bool put_u64(struct blob *b, uint64_t v)
+static bool put_u64(struct lkb_blob *b, uint64_t v)
 {
     unsigned char d[8];
-    le64(d, v);
-    return blob_add(b, d, 8);
+    lkb_put_le64(d, v);
+    return lkb_blob_add(b, d, 8);
 }
 
-static bool put_bytes(struct blob *b, const void *p, size_t n, bool none)
+static bool put_bytes(struct lkb_blob *b, const void *p, size_t n, bool none)
 {
-    return put_u64(b, none ? UINT64_MAX : n) && (none || blob_add(b, p, n));
+    return put_u64(b, none ? UINT64_MAX : n) && (none || lkb_blob_add(b, p, n));
 }
 
-static bool put_str(struct blob *b, const char *s)
+static bool put_str(struct lkb_blob *b, const char *s)
 {
     return put_bytes(b, s, s ? strlen(s) : 0, s == NULL);
 }
 
-static bool pack_results(const struct sweep *sw, size_t nslots, struct blob *b)
+static bool pack_results(const struct sweep *sw, size_t nslots, struct lkb_blob *b)
 {
     uint64_t count = 0;
     for (size_t k = 0; k < nslots; k++)
@@ -1064,7 +437,7 @@ static bool pack_results(const struct sweep *sw, size_t nslots, struct blob *b)
         /* an abandoned point's thread may still write *pt: not read */
         bool gone = sim_sweep_abandoned(st);
         unsigned char head[2] = {st, !gone && pt->has_result};
-        ok = put_u64(b, i) && blob_add(b, head, 2) &&
+        ok = put_u64(b, i) && lkb_blob_add(b, head, 2) &&
              put_u64(b, gone ? 0 : (uint64_t)pt->checks_failed) &&
              put_str(b, gone ? NULL : pt->err) && put_str(b, gone ? NULL : pt->trace) &&
              put_str(b, gone ? NULL : pt->cache_err) &&
@@ -1092,7 +465,7 @@ static bool take_u64(const unsigned char **p, const unsigned char *end, uint64_t
     unsigned char d[8];
     if (!take(p, end, d, 8))
         return false;
-    *v = get_le64(d);
+    *v = lkb_get_le64(d);
     return true;
 }
 
@@ -1116,7 +489,7 @@ static bool take_bytes(const unsigned char **p, const unsigned char *end, char *
     return true;
 }
 
-/* kb_results_fn: a rank's results into the sweep's points. */
+/* lkb_results_fn: a rank's results into the sweep's points. */
 static void unpack_results(void *ud, int rank, const unsigned char *p, size_t n)
 {
     struct unpack *u = ud;
@@ -1151,7 +524,7 @@ static void unpack_results(void *ud, int rank, const unsigned char *p, size_t n)
         pt->checks_failed = (long)checks;
         pt->has_result = head[1] && row != NULL;
         if (row) {
-            blob_free(&pt->result);
+            lkb_blob_free(&pt->result);
             pt->result.p = (unsigned char *)row;
             pt->result.n = rowlen;
             pt->result.cap = rowlen + 1;
@@ -1168,7 +541,7 @@ static uint64_t sweep_digest(const struct sweep *sw)
     uint64_t h = fnv_seg(FNV_OFFSET, sw->name, strlen(sw->name));
     for (size_t i = 0; i < sw->n; i++) {
         unsigned char d[8];
-        le64(d, sw->pts[i].key);
+        lkb_put_le64(d, sw->pts[i].key);
         h = fnv(h, d, 8);
     }
     return h;
@@ -1280,7 +653,7 @@ static const char *open_cache(lua_State *L, struct sweep *sw, const char *out)
     if ((mkdir(top, 0777) != 0 && errno != EEXIST) || (mkdir(dir, 0777) != 0 && errno != EEXIST))
         e = errno;
     if (e == 0)
-        e = kb_cache_probe(dir);
+        e = lkb_cache_probe(dir);
     if (e != 0) {
         fprintf(stderr, "kb.sweep '%s': warning: cannot write the cache in '%s': %s; "
                 "no point of this sweep is cached\n", sw->name, dir, strerror(e));
@@ -1294,9 +667,9 @@ static const char *open_cache(lua_State *L, struct sweep *sw, const char *out)
 
 static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
 {
-    struct blob *b = newblob(L);
+    struct lkb_blob *b = lkb_newblob(L);
     h = fnv_seg(h, path, strlen(path));
-    if (blob_read_file(path, b, SIZE_MAX))
+    if (lkb_blob_read_file(path, b, SIZE_MAX))
         h = fnv_seg(h, b->p, b->n);
     else
         h = fnv_seg(h, "(unreadable)", 12);
@@ -1310,7 +683,7 @@ static uint64_t fnv_file(lua_State *L, uint64_t h, const char *path)
  * configuration files, and the sweep's key_extra. l_sweep adds the
  * script's arguments. */
 static uint64_t base_key(lua_State *L, int fn, int options, int extra,
-                         const struct ser *code)
+                         const struct lkb_pack_how *code)
 {
     static const char *const ignored[] = {"out", "jobs", "quiet", "fast", "trace", "point_timeout",
                                           "trace_point", "shard", "merge", NULL};
@@ -1318,10 +691,10 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
     int top = lua_gettop(L);
     uint64_t h = fnv_seg(FNV_OFFSET, "kbsim " KBSIM_VERSION,
                          strlen("kbsim " KBSIM_VERSION));
-    struct blob *b = newblob(L);
-    struct ser proto = *code;
+    struct lkb_blob *b = lkb_newblob(L);
+    struct lkb_pack_how proto = *code;
     proto.strip = true;
-    serialise(L, fn, b, &proto);
+    lkb_pack(L, fn, b, &proto);
     h = fnv_seg(h, b->p, b->n);
 
     lua_newtable(L);
@@ -1338,11 +711,11 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
         lua_insert(L, -2);
         lua_rawset(L, -4);
     }
-    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: kb.options field",
+    struct lkb_pack_how plain = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: kb.options field",
                         .after = "", .suffix = "; kb.options must be plain data",
                         .path = "options"};
     b->n = 0;
-    serialise(L, -1, b, &plain);
+    lkb_pack(L, -1, b, &plain);
     h = fnv_seg(h, b->p, b->n);
     lua_pop(L, 1);
 
@@ -1356,11 +729,11 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
     h = fnv_file(L, h, KBSIM_CONFIG_DIR "/ccl.yaml");
 #endif
 
-    struct ser xp = {.mode = SER_PLAIN, .prefix = "kb.sweep: key_extra field",
+    struct lkb_pack_how xp = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: key_extra field",
                      .after = "", .suffix = "; key_extra must be plain data",
                      .path = "key_extra"};
     b->n = 0;
-    serialise(L, extra, b, &xp);
+    lkb_pack(L, extra, b, &xp);
     h = fnv_seg(h, b->p, b->n);
     lua_settop(L, top);
     return h;
@@ -1429,18 +802,18 @@ static void load_cached(lua_State *L, struct sweep *sw, const char *cachedir, bo
 {
     for (size_t i = 0; i < sw->n; i++) {
         /* a cached point writes no trace: the traced one runs */
-        enum kb_cache_found found = KB_CACHE_MISS;
+        enum lkb_cache_found found = LKB_CACHE_MISS;
         if (fast && cachedir && (long)i != sw->trace_index)
-            found = kb_cache_load(L, cachedir, sw->pts[i].key);
-        if (found == KB_CACHE_HIT) {
+            found = lkb_cache_load(L, cachedir, sw->pts[i].key);
+        if (found == LKB_CACHE_HIT) {
             lua_rawseti(L, cached, (lua_Integer)i + 1);
             sw->pts[i].reused = true;
             sw->nreused++;
             continue;
         }
-        if (found == KB_CACHE_CORRUPT) {
+        if (found == LKB_CACHE_CORRUPT) {
             char path[4200];
-            kb_cache_path(path, sizeof path, cachedir, sw->pts[i].key);
+            lkb_cache_path(path, sizeof path, cachedir, sw->pts[i].key);
             fprintf(stderr, "kb.sweep '%s': warning: point %zu: ignoring the cache file "
                     "'%s', which is not a valid entry; the point runs again\n",
                     sw->name, i + 1, path);
@@ -1470,7 +843,7 @@ static void warn_uncached(const struct sweep *sw, const unsigned char *state)
 /* Tells now what failed: the first failure in full (its traceback), the
  * others by their first line, as many points often fail the same way;
  * records the summary that the end of the script repeats
- * (kb_sweep_status). plist: the summary's points. */
+ * (lkb_sweep_status). plist: the summary's points. */
 static void report_failures(lua_State *L, const struct sweep *sw, const unsigned char *state,
                             int plist, size_t ndone, size_t nfailed, bool interrupted)
 {
@@ -1494,7 +867,7 @@ static void report_failures(lua_State *L, const struct sweep *sw, const unsigned
         char where[128] = "";
         if (sw->mpi)
             snprintf(where, sizeof where, " on rank %d (%s)", sw->prank[i],
-                     kb_mpi_host(sw->prank[i]));
+                     lkb_mpi_host(sw->prank[i]));
         if (told++ == 0)
             fprintf(stderr, "kb.sweep '%s': point %d failed%s: %s\n", sw->name,
                     (int)i + 1, where, state[i] == P_FAILED && pt->trace ? pt->trace : msg);
@@ -1556,7 +929,7 @@ static void push_point_list(lua_State *L, const bool *want, size_t n)
     luaL_pushresult(&b);
 }
 
-/* Ends the script here with exit status `status` (kb_sweep_end_status):
+/* Ends the script here with exit status `status` (lkb_sweep_end_status):
  * raises an error that kbsim does not print (having said why). A script that catches it
  * gets it again from its next kb.sweep. */
 static int end_run(lua_State *L, int status)
@@ -1598,7 +971,7 @@ static void refuse_missing(lua_State *L, const struct sweep *sw)
 /* After a shard ran its share of a sweep whose points were not all in
  * the cache: says which points of the share are in the cache now, and
  * ends the run (status 0; failed points are reported by
- * kb_sweep_status). */
+ * lkb_sweep_status). */
 static void end_shard(lua_State *L, const struct sweep *sw, const unsigned char *state,
                       lua_Integer shard, lua_Integer shards)
 {
@@ -1626,12 +999,12 @@ static void end_shard(lua_State *L, const struct sweep *sw, const unsigned char 
     end_run(L, 0);
 }
 
-bool kb_sweep_is_end(lua_State *L, int idx)
+bool lkb_sweep_is_end(lua_State *L, int idx)
 {
     return lua_touserdata(L, idx) == (void *)&kb_end_key;
 }
 
-int kb_sweep_end_status(lua_State *L)
+int lkb_sweep_end_status(lua_State *L)
 {
     int status = -1;
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_end_key) == LUA_TNUMBER)
@@ -1649,15 +1022,15 @@ static bool mpi_start(struct sweep *sw)
 {
     uint64_t head[2] = {sweep_digest(sw), sw->n_pending};
     uint64_t mine = head[0];
-    if (!kb_mpi_bcast(head, sizeof head))
+    if (!lkb_mpi_bcast(head, sizeof head))
         return false;
     if (head[0] != mine) {
         fprintf(stderr, "kbsim: rank %d on %s: sweep '%s' has other points than on rank 0 (their "
                 "parameters, the point function or the options differ): under MPI the script "
-                "must build the same sweeps on every rank\n", kb_mpi_rank(),
-                kb_mpi_host(kb_mpi_rank()), sw->name);
+                "must build the same sweeps on every rank\n", lkb_mpi_rank(),
+                lkb_mpi_host(lkb_mpi_rank()), sw->name);
         fflush(stderr);
-        kb_mpi_abort(2);
+        lkb_mpi_abort(2);
     }
     sw->n_pending = (size_t)head[1];
     return true;
@@ -1666,11 +1039,11 @@ static bool mpi_start(struct sweep *sw)
 /* Rank 0: the summary at index idx to every other rank. */
 static bool bcast_summary(lua_State *L, int idx)
 {
-    struct blob *b = newblob(L);
-    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: summary field", .after = "",
+    struct lkb_blob *b = lkb_newblob(L);
+    struct lkb_pack_how plain = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: summary field", .after = "",
                         .suffix = "", .path = "summary"};
-    serialise(L, idx, b, &plain);
-    bool ok = kb_mpi_bcast_blob(b);
+    lkb_pack(L, idx, b, &plain);
+    bool ok = lkb_mpi_bcast_blob(b);
     lua_pop(L, 1);
     return ok;
 }
@@ -1681,10 +1054,10 @@ static bool bcast_summary(lua_State *L, int idx)
  * status (rank 0 reports it). Returns rows, summary. */
 static int worker_result(lua_State *L)
 {
-    struct blob *b = newblob(L);
-    if (!kb_mpi_bcast_blob(b))
+    struct lkb_blob *b = lkb_newblob(L);
+    if (!lkb_mpi_bcast_blob(b))
         return luaL_error(L, "kb.sweep: MPI failed");
-    deserialise(L, b);
+    lkb_unpack(L, b);
     int summary = lua_gettop(L);
     lua_newtable(L);
     int rows = lua_gettop(L);
@@ -1721,72 +1094,86 @@ static int worker_result(lua_State *L)
     return 2;
 }
 
-/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
- * -> rows, summary */
-static int l_sweep(lua_State *L)
+/* ---- kb.sweep, step by step -------------------------------------------- */
+
+/* What a kb.sweep call asks for: its spec and kb.options. */
+struct sweep_spec {
+    const char *name;    /* the string at A_NAME */
+    bool use_cache;      /* spec.cache (default true) */
+    double timeout;      /* per point, seconds (0: none) */
+    bool fast, quiet, merge;
+    lua_Integer jobs;    /* 1..1024 */
+    bool want_trace;     /* --trace was given */
+    lua_Integer trace_point;
+    lua_Integer shard, shards; /* --shard I/N, or 0/0 */
+};
+
+/* Step 1: checks the spec at A_SPEC and leaves its fields and kb.options
+ * in the stack slots A_POINTS .. A_OPTIONS; the rest goes into *sp. */
+static void read_spec(lua_State *L, struct sweep_spec *sp)
 {
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
-        return luaL_error(L, "kb.sweep: a sweep cannot run inside a sweep point");
-    lua_pop(L, 1);
-    int ended = kb_sweep_end_status(L);
-    if (ended >= 0)
-        return end_run(L, ended);
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     if (lua_getfield(L, A_SPEC, "points") != LUA_TTABLE)
-        return luaL_error(L, "kb.sweep: 'points' must be a table of point parameters");
+        luaL_error(L, "kb.sweep: 'points' must be a table of point parameters");
     if (lua_getfield(L, A_SPEC, "run") != LUA_TFUNCTION || lua_iscfunction(L, A_RUN))
-        return luaL_error(L, "kb.sweep: 'run' must be a Lua function");
+        luaL_error(L, "kb.sweep: 'run' must be a Lua function");
     if (lua_getfield(L, A_SPEC, "name") == LUA_TNIL) {
         lua_pop(L, 1);
         lua_pushliteral(L, "sweep");
     } else if (lua_type(L, A_NAME) != LUA_TSTRING) {
-        return luaL_error(L, "kb.sweep: 'name' must be a string");
+        luaL_error(L, "kb.sweep: 'name' must be a string");
     }
-    const char *name = lua_tostring(L, A_NAME);
+    sp->name = lua_tostring(L, A_NAME);
     lua_getfield(L, A_SPEC, "key_extra");
     lua_getfield(L, A_SPEC, "jobs");
     lua_getfield(L, A_SPEC, "cache");
-    bool use_cache = lua_isnil(L, A_CACHE) || lua_toboolean(L, A_CACHE);
+    sp->use_cache = lua_isnil(L, A_CACHE) || lua_toboolean(L, A_CACHE);
     lua_getfield(L, A_SPEC, "timeout");
     if (lua_getfield(L, lua_upvalueindex(1), "options") != LUA_TTABLE)
-        return luaL_error(L, "kb.sweep: kb.options must be a table");
-    double timeout = point_timeout(L, A_TIMEOUT, A_OPTIONS);
+        luaL_error(L, "kb.sweep: kb.options must be a table");
+    sp->timeout = point_timeout(L, A_TIMEOUT, A_OPTIONS);
     lua_getfield(L, A_OPTIONS, "fast");
-    bool fast = lua_toboolean(L, -1);
+    sp->fast = lua_toboolean(L, -1);
     lua_getfield(L, A_OPTIONS, "quiet");
-    bool quiet = lua_toboolean(L, -1);
+    sp->quiet = lua_toboolean(L, -1);
     lua_getfield(L, A_OPTIONS, "jobs");
-    lua_Integer jobs = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
+    sp->jobs = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
     lua_getfield(L, A_OPTIONS, "trace");
-    bool want_trace = lua_type(L, -1) == LUA_TSTRING;
+    sp->want_trace = lua_type(L, -1) == LUA_TSTRING;
     lua_getfield(L, A_OPTIONS, "trace_point");
-    lua_Integer trace_point = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
+    sp->trace_point = lua_isinteger(L, -1) ? lua_tointeger(L, -1) : 1;
     lua_getfield(L, A_OPTIONS, "merge");
-    bool merge = lua_toboolean(L, -1);
-    lua_Integer shard = 0, shards = 0;
+    sp->merge = lua_toboolean(L, -1);
+    sp->shard = sp->shards = 0;
     if (lua_getfield(L, A_OPTIONS, "shard") == LUA_TTABLE) {
         lua_getfield(L, -1, "index");
         lua_getfield(L, -2, "count");
-        shard = lua_tointeger(L, -2);
-        shards = lua_tointeger(L, -1);
+        sp->shard = lua_tointeger(L, -2);
+        sp->shards = lua_tointeger(L, -1);
         lua_pop(L, 2);
-        if (shards < 1 || shard < 1 || shard > shards)
-            return luaL_error(L, "kb.sweep: kb.options.shard must be {index = I, count = N}, "
-                              "1 <= I <= N");
+        if (sp->shards < 1 || sp->shard < 1 || sp->shard > sp->shards)
+            luaL_error(L, "kb.sweep: kb.options.shard must be {index = I, count = N}, "
+                          "1 <= I <= N");
     }
     lua_pop(L, 7);
     if (!lua_isnil(L, A_JOBS)) {
         int isint;
-        jobs = lua_tointegerx(L, A_JOBS, &isint);
-        if (!isint || jobs <= 0)
-            return luaL_error(L, "kb.sweep: 'jobs' must be a positive integer");
+        sp->jobs = lua_tointegerx(L, A_JOBS, &isint);
+        if (!isint || sp->jobs <= 0)
+            luaL_error(L, "kb.sweep: 'jobs' must be a positive integer");
     }
-    if (jobs <= 0)
-        jobs = 1;
-    if (jobs > 1024)
-        jobs = 1024;
+    if (sp->jobs <= 0)
+        sp->jobs = 1;
+    if (sp->jobs > 1024)
+        sp->jobs = 1024;
+}
 
+/* Step 2: the sweep and its points, held by a userdata pushed at A_SWEEP;
+ * the traced point (--trace), and the package paths a point's state
+ * gets. */
+static struct sweep *new_sweep(lua_State *L, const struct sweep_spec *sp)
+{
     struct sweep **box = lua_newuserdatauv(L, sizeof *box, 0);
     *box = NULL;
     if (luaL_newmetatable(L, KB_SWEEP)) {
@@ -1796,24 +1183,24 @@ static int l_sweep(lua_State *L)
     lua_setmetatable(L, -2);
     struct sweep *sw = *box = calloc(1, sizeof *sw);
     if (sw == NULL)
-        return luaL_error(L, "kb.sweep: out of memory");
+        luaL_error(L, "kb.sweep: out of memory");
     atomic_init(&sw->refs, 1);
-    sw->name = dupstr(name, strlen(name));
+    sw->name = dupstr(sp->name, strlen(sp->name));
     sw->n = (size_t)lua_rawlen(L, A_POINTS);
     sw->trace_index = -1;
-    if (want_trace && kb_trace_take(L)) {
-        if (trace_point < 1 || (lua_Unsigned)trace_point > sw->n)
-            return luaL_error(L, "kb.sweep '%s': --trace-point %I but the sweep has %I "
-                              "point%s", name, trace_point, (lua_Integer)sw->n,
-                              sw->n == 1 ? "" : "s");
-        sw->trace_index = (long)trace_point - 1;
+    if (sp->want_trace && lkb_trace_take(L)) {
+        if (sp->trace_point < 1 || (lua_Unsigned)sp->trace_point > sw->n)
+            luaL_error(L, "kb.sweep '%s': --trace-point %I but the sweep has %I "
+                          "point%s", sp->name, sp->trace_point, (lua_Integer)sw->n,
+                       sw->n == 1 ? "" : "s");
+        sw->trace_index = (long)sp->trace_point - 1;
     }
     size_t nalloc = sw->n ? sw->n : 1;
     sw->pts = calloc(nalloc, sizeof *sw->pts);
     sw->pending_pts = calloc(nalloc, sizeof *sw->pending_pts);
     sw->status = calloc(nalloc, 1);
     if (!sw->name || !sw->pts || !sw->pending_pts || !sw->status)
-        return luaL_error(L, "kb.sweep: out of memory");
+        luaL_error(L, "kb.sweep: out of memory");
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "path");
     lua_getfield(L, -2, "cpath");
@@ -1822,24 +1209,30 @@ static int l_sweep(lua_State *L)
     sw->cpath = dupstr(cp ? cp : "", cp ? strlen(cp) : 0);
     lua_pop(L, 3);
     if (!sw->path || !sw->cpath)
-        return luaL_error(L, "kb.sweep: out of memory");
+        luaL_error(L, "kb.sweep: out of memory");
+    return sw;
+}
 
-    /* What travels to every point's state. */
-    push_module_maps(L);
-    struct ser code = {.mode = SER_CODE, .mods = A_MODS, .members = A_MEMBERS,
-                       .prefix = "kb.sweep: upvalue",
-                       .after = " of the point function",
-                       .suffix = "; create it inside the function"};
-    serialise(L, A_RUN, &sw->fn, &code);
-    struct ser plain = {.mode = SER_PLAIN, .prefix = "kb.sweep: kb.options field",
-                        .after = "", .suffix = "; kb.options must be plain data",
-                        .path = "options"};
-    serialise(L, A_OPTIONS, &sw->options, &plain);
+/* Step 3: what travels to every point's state (the point function,
+ * kb.options, `arg`, each point's parameters), as bytes, and each point's
+ * cache key. Leaves the module maps at A_MODS and A_MEMBERS. */
+static void pack_inputs(lua_State *L, struct sweep *sw)
+{
+    lkb_push_module_maps(L);
+    struct lkb_pack_how code = {.mode = LKB_PACK_CODE, .mods = A_MODS, .members = A_MEMBERS,
+                                .prefix = "kb.sweep: upvalue",
+                                .after = " of the point function",
+                                .suffix = "; create it inside the function"};
+    lkb_pack(L, A_RUN, &sw->fn, &code);
+    struct lkb_pack_how plain = {.mode = LKB_PACK_PLAIN, .prefix = "kb.sweep: kb.options field",
+                                 .after = "", .suffix = "; kb.options must be plain data",
+                                 .path = "options"};
+    lkb_pack(L, A_OPTIONS, &sw->options, &plain);
     lua_getglobal(L, "arg");
     plain.prefix = "kb.sweep: global";
     plain.suffix = "; arg must be plain data";
     strcpy(plain.path, "arg");
-    serialise(L, -1, &sw->arg, &plain);
+    lkb_pack(L, -1, &sw->arg, &plain);
     lua_pop(L, 1);
 
     uint64_t h = base_key(L, A_RUN, A_OPTIONS, A_EXTRA, &code);
@@ -1852,8 +1245,8 @@ static int l_sweep(lua_State *L)
             lua_rawseti(L, -2, i);
         lua_pop(L, 1);
     }
-    struct blob *ab = newblob(L);
-    serialise(L, -2, ab, &plain);
+    struct lkb_blob *ab = lkb_newblob(L);
+    lkb_pack(L, -2, ab, &plain);
     h = fnv_seg(h, ab->p, ab->n);
     lua_pop(L, 3);
     plain.suffix = "; parameters must be plain data (numbers, strings, "
@@ -1862,97 +1255,119 @@ static int l_sweep(lua_State *L)
     for (size_t i = 0; i < sw->n; i++) {
         plain.prefix = lua_pushfstring(L, "kb.sweep: point %d parameter", (int)i + 1);
         lua_rawgeti(L, A_POINTS, (lua_Integer)i + 1);
-        serialise(L, -1, &sw->pts[i].params, &plain);
+        lkb_pack(L, -1, &sw->pts[i].params, &plain);
         lua_pop(L, 2);
         sw->pts[i].key = fnv_seg(h, sw->pts[i].params.p, sw->pts[i].params.n);
     }
+}
 
-    bool mpi = kb_mpi_size() > 1, root = kb_mpi_rank() == 0;
+/* Step 4: what became of each point (pstatus) and, across MPI ranks,
+ * the slots' points and the ranks that ran them. */
+static void prepare_ranks(lua_State *L, struct sweep *sw, bool mpi)
+{
+    size_t nalloc = sw->n ? sw->n : 1;
     sw->mpi = mpi;
     atomic_init(&sw->exhausted, false);
     atomic_init(&sw->nfinished, 0);
     sw->pstatus = calloc(nalloc, 1); /* SIM_SWEEP_NOT_RUN */
     if (sw->pstatus == NULL)
-        return luaL_error(L, "kb.sweep: out of memory");
+        luaL_error(L, "kb.sweep: out of memory");
     if (mpi) {
         sw->slot_pt = malloc(nalloc * sizeof *sw->slot_pt);
         sw->prank = calloc(nalloc, sizeof *sw->prank);
         if (!sw->slot_pt || !sw->prank || uv_mutex_init(&sw->qlock) != 0)
-            return luaL_error(L, "kb.sweep: out of memory");
+            luaL_error(L, "kb.sweep: out of memory");
         sw->qlock_ok = true;
         for (size_t k = 0; k < nalloc; k++)
             sw->slot_pt[k] = KB_NO_POINT;
     }
+}
 
-    /* The cache folder is made (and probed) before any point runs. */
+/* What the plan of a sweep decided (step 5). */
+struct sweep_plan {
+    int cached;          /* stack index: point -> its cache entry */
+    bool stopped_before; /* an earlier sweep was stopped by Ctrl-C */
+    bool shard_ends;     /* --shard: the run ends after this sweep's share */
+};
+
+/* Step 5: which points run here. The cache folder is made (and probed)
+ * before any point runs; with --fast the cached points are taken from it;
+ * --merge ends the run if any is missing, --shard keeps its share. */
+static void plan_points(lua_State *L, struct sweep *sw, const struct sweep_spec *sp, bool root,
+                        struct sweep_plan *plan)
+{
     const char *cachedir = NULL;
-    if (use_cache) {
+    if (sp->use_cache) {
         /* the real folder, not the scratch kb.outdir() of a shard */
-        cachedir = open_cache(L, sw, kb_push_outdir(L, A_OPTIONS));
+        cachedir = open_cache(L, sw, lkb_push_outdir(L, A_OPTIONS));
     }
-    int cached = lua_gettop(L) + 1;
+    plan->cached = lua_gettop(L) + 1;
     lua_newtable(L);
 
     push_record(L);
     lua_getfield(L, -1, "interrupted");
-    bool stopped_before = lua_toboolean(L, -1);
+    plan->stopped_before = lua_toboolean(L, -1);
     lua_pop(L, 2);
     /* under MPI, rank 0 alone decides what runs */
     if (root)
-        load_cached(L, sw, cachedir, fast, cached, stopped_before);
+        load_cached(L, sw, cachedir, sp->fast, plan->cached, plan->stopped_before);
     /* A sweep without a cache (cache = false) runs whole, as in any run:
      * no other process can see its points. */
-    if (merge && use_cache && sw->n_pending > 0)
+    if (sp->merge && sp->use_cache && sw->n_pending > 0)
         refuse_missing(L, sw);
     /* a shard goes past a sweep only when the cache holds all of it */
-    bool shard_ends = shards > 0 && use_cache && sw->n_pending > 0;
-    if (shard_ends)
-        keep_share(sw, shard, shards);
-    sw->bar = root && !quiet && sw->n_pending > 0 && isatty(2);
-    if (mpi && !mpi_start(sw))
-        return luaL_error(L, "kb.sweep: MPI failed");
+    plan->shard_ends = sp->shards > 0 && sp->use_cache && sw->n_pending > 0;
+    if (plan->shard_ends)
+        keep_share(sw, sp->shard, sp->shards);
+    sw->bar = root && !sp->quiet && sw->n_pending > 0 && isatty(2);
+}
 
-    uint64_t t0 = uv_hrtime();
+/* Step 6: runs the pending points, here (one rank), or handing them out
+ * (rank 0 of several), or taking them from rank 0 and sending the results
+ * back (the other ranks). Returns sim_sweep_run's status. */
+static int simulate(lua_State *L, struct sweep *sw, const struct sweep_spec *sp, bool root)
+{
     int rc = 0;
-    if (sw->n_pending > 0 && !mpi) {
-        rc = run_points(sw, (int)jobs, timeout, point_run, sw->n_pending);
+    int jobs = (int)sp->jobs;
+    if (sw->n_pending > 0 && !sw->mpi) {
+        rc = run_points(sw, jobs, sp->timeout, point_run, sw->n_pending);
     } else if (sw->n_pending > 0 && root) {
-        struct kb_dispatch *d = kb_dispatch_start(claim_remote, remote_ended, sw);
+        struct lkb_dispatch *d = lkb_dispatch_start(claim_remote, remote_ended, sw);
         if (d == NULL)
-            return luaL_error(L, "kb.sweep: cannot start the MPI dispatcher (out of memory)");
-        rc = run_points(sw, (int)jobs, timeout, point_run_root, sw->n_pending);
+            luaL_error(L, "kb.sweep: cannot start the MPI dispatcher (out of memory)");
+        rc = run_points(sw, jobs, sp->timeout, point_run_root, sw->n_pending);
         struct unpack u = {sw, NULL};
-        kb_dispatch_finish(d, unpack_results, &u);
+        lkb_dispatch_finish(d, unpack_results, &u);
         if (u.bad) {
             fprintf(stderr, "kbsim: rank 0: sweep '%s': bad results from a rank (%s)\n",
-                    name, u.bad);
-            kb_mpi_abort(2);
+                    sp->name, u.bad);
+            lkb_mpi_abort(2);
         }
     } else if (sw->n_pending > 0) {
-        rc = run_points(sw, (int)jobs, timeout, point_run_worker, sw->n_pending);
-        struct blob *b = newblob(L);
+        rc = run_points(sw, jobs, sp->timeout, point_run_worker, sw->n_pending);
+        struct lkb_blob *b = lkb_newblob(L);
         if (!pack_results(sw, sw->n_pending, b))
-            return luaL_error(L, "kb.sweep: out of memory");
-        kb_mpi_send_results(b);
+            luaL_error(L, "kb.sweep: out of memory");
+        lkb_mpi_send_results(b);
         lua_pop(L, 1);
     }
     if (rc == SIM_EINVAL || rc == SIM_ENOMEM)
-        return luaL_error(L, "kb.sweep: cannot start the sweep (out of memory)");
-    if (mpi && !root)
-        return worker_result(L);
-    bool interrupted = stopped_before || rc == SIM_STOPPED;
-    double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
+        luaL_error(L, "kb.sweep: cannot start the sweep (out of memory)");
+    return rc;
+}
 
-    /* What became of each point run here, or on another rank (pstatus is
-     * filled by unpack_results then). */
-    for (size_t k = 0; k < sw->n_pending && !mpi; k++)
+/* Step 7: what became of each point (P_*), run here or on another rank
+ * (pstatus is filled by unpack_results then), in a userdata pushed on the
+ * stack; warns of the points whose cache file could not be written. */
+static unsigned char *point_states(lua_State *L, struct sweep *sw)
+{
+    for (size_t k = 0; k < sw->n_pending && !sw->mpi; k++)
         sw->pstatus[sw->pending_pts[k]] = sw->status[k];
-    for (size_t k = 0; k < sw->n_pending && mpi; k++)
+    for (size_t k = 0; k < sw->n_pending && sw->mpi; k++)
         if (sw->slot_pt[k] != KB_NO_POINT)
             sw->pstatus[sw->slot_pt[k]] = sw->status[k];
 
-    /* Point states, rows in input order. */
-    unsigned char *state = lua_newuserdatauv(L, nalloc, 0);
+    unsigned char *state = lua_newuserdatauv(L, sw->n ? sw->n : 1, 0);
     for (size_t i = 0; i < sw->n; i++) {
         struct point *pt = &sw->pts[i];
         unsigned char st = sw->pstatus[i];
@@ -1968,14 +1383,23 @@ static int l_sweep(lua_State *L)
             state[i] = P_FAILED;
     }
     warn_uncached(sw, state);
+    return state;
+}
 
+/* Step 8: pushes the rows of the done points, in input order, and the
+ * summary's list of points ({status, reused, row, error}); counts the
+ * done and the failed ones. */
+static void push_points(lua_State *L, const struct sweep *sw, const unsigned char *state,
+                        int cached, double timeout, size_t *ndone, size_t *nfailed)
+{
     lua_newtable(L);
     int rows = lua_gettop(L);
     lua_createtable(L, (int)sw->n, 0);
     int plist = lua_gettop(L);
-    size_t ndone = 0, nfailed = 0, nrows = 0;
+    size_t nrows = 0;
+    *ndone = *nfailed = 0;
     for (size_t i = 0; i < sw->n; i++) {
-        struct point *pt = &sw->pts[i];
+        const struct point *pt = &sw->pts[i];
         static const char *const names[] = {"done", "failed", "failed", "not run"};
         lua_createtable(L, 0, 4);
         lua_pushstring(L, names[state[i]]);
@@ -1987,7 +1411,7 @@ static int l_sweep(lua_State *L)
             lua_getfield(L, -1, "row");
             lua_remove(L, -2);
         } else if (pt->has_result && (state[i] == P_DONE || state[i] == P_FAILED)) {
-            deserialise(L, &pt->result);
+            lkb_unpack(L, &pt->result);
         } else {
             lua_pushnil(L);
         }
@@ -1997,12 +1421,12 @@ static int l_sweep(lua_State *L)
         }
         lua_setfield(L, -2, "row");
         if (state[i] == P_TIMED_OUT) {
-            nfailed++;
+            (*nfailed)++;
             lua_pushfstring(L, "timed out: still running after its timeout of %f s",
                             (lua_Number)timeout);
             lua_setfield(L, -2, "error");
         } else if (state[i] == P_FAILED) {
-            nfailed++;
+            (*nfailed)++;
             if (pt->err)
                 lua_pushstring(L, pt->err);
             else
@@ -2011,20 +1435,17 @@ static int l_sweep(lua_State *L)
                                 pt->checks_failed == 1 ? "" : "s");
             lua_setfield(L, -2, "error");
         }
-        ndone += state[i] == P_DONE;
+        *ndone += state[i] == P_DONE;
         lua_rawseti(L, plist, (lua_Integer)i + 1);
     }
+}
 
-    report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
-    if (shard_ends)
-        end_shard(L, sw, state, shard, shards);
-    if (fast && !quiet && root)
-        fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
-                name, sw->nreused, sw->n);
-    fflush(stderr);
-
+/* Step 9: pushes the summary table (the list of points at plist). */
+static void push_summary(lua_State *L, const struct sweep *sw, size_t ndone, size_t nfailed,
+                         bool interrupted, double elapsed, int plist)
+{
     lua_createtable(L, 0, 9);
-    lua_pushstring(L, name);
+    lua_pushstring(L, sw->name);
     lua_setfield(L, -2, "name");
     setint(L, "total", (lua_Integer)sw->n);
     setint(L, "done", (lua_Integer)ndone);
@@ -2037,6 +1458,49 @@ static int l_sweep(lua_State *L)
     lua_setfield(L, -2, "elapsed");
     lua_pushvalue(L, plist);
     lua_setfield(L, -2, "points");
+}
+
+/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
+ * -> rows, summary */
+static int l_sweep(lua_State *L)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
+        return luaL_error(L, "kb.sweep: a sweep cannot run inside a sweep point");
+    lua_pop(L, 1);
+    int ended = lkb_sweep_end_status(L);
+    if (ended >= 0)
+        return end_run(L, ended);
+    struct sweep_spec sp;
+    read_spec(L, &sp);
+    struct sweep *sw = new_sweep(L, &sp);
+    pack_inputs(L, sw);
+    bool mpi = lkb_mpi_size() > 1, root = lkb_mpi_rank() == 0;
+    prepare_ranks(L, sw, mpi);
+    struct sweep_plan plan;
+    plan_points(L, sw, &sp, root, &plan);
+    if (mpi && !mpi_start(sw))
+        return luaL_error(L, "kb.sweep: MPI failed");
+
+    uint64_t t0 = uv_hrtime();
+    int rc = simulate(L, sw, &sp, root);
+    if (mpi && !root)
+        return worker_result(L);
+    bool interrupted = plan.stopped_before || rc == SIM_STOPPED;
+    double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
+
+    const unsigned char *state = point_states(L, sw);
+    size_t ndone, nfailed;
+    push_points(L, sw, state, plan.cached, sp.timeout, &ndone, &nfailed);
+    int rows = lua_gettop(L) - 1, plist = lua_gettop(L);
+    report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
+    if (plan.shard_ends)
+        end_shard(L, sw, state, sp.shard, sp.shards);
+    if (sp.fast && !sp.quiet && root)
+        fprintf(stderr, "kb.sweep '%s': reused %zu of %zu points from the cache\n",
+                sp.name, sw->nreused, sw->n);
+    fflush(stderr);
+
+    push_summary(L, sw, ndone, nfailed, interrupted, elapsed, plist);
     if (mpi && !bcast_summary(L, lua_gettop(L)))
         return luaL_error(L, "kb.sweep: MPI failed");
     lua_pushvalue(L, rows);
@@ -2044,7 +1508,7 @@ static int l_sweep(lua_State *L)
     return 2;
 }
 
-int kb_sweep_status(lua_State *L)
+int lkb_sweep_status(lua_State *L)
 {
     int status = 0;
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key) != LUA_TTABLE) {
@@ -2055,20 +1519,20 @@ int kb_sweep_status(lua_State *L)
     lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
     for (lua_Integer i = 1; i <= n; i++) {
         lua_rawgeti(L, -1, i);
-        if (kb_mpi_rank() == 0) /* the other ranks' copy of rank 0's */
+        if (lkb_mpi_rank() == 0) /* the other ranks' copy of rank 0's */
             fprintf(stderr, "%s\n", lua_tostring(L, -1));
         lua_pop(L, 1);
         status = 1;
     }
     lua_getfield(L, -2, "interrupted");
     if (lua_toboolean(L, -1))
-        status = KB_EXIT_INTERRUPTED;
+        status = LKB_EXIT_INTERRUPTED;
     lua_pop(L, 3);
     fflush(stderr);
     return status;
 }
 
-void kb_open_sweep(lua_State *L)
+void lkb_open_sweep(lua_State *L)
 {
     lua_pushvalue(L, -1);
     lua_pushcclosure(L, l_sweep, 1); /* upvalue: the module, for options */

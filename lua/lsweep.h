@@ -11,25 +11,25 @@
 #include <lua.h>
 
 /* Exit status for a sweep stopped by Ctrl-C (128 + SIGINT, as shells do). */
-#define KB_EXIT_INTERRUPTED 130
+#define LKB_EXIT_INTERRUPTED 130
 
 /* Adds kb.sweep to the module table on top of the stack. */
-void kb_open_sweep(lua_State *L);
+void lkb_open_sweep(lua_State *L);
 
 /* At the end of a script: prints, on stderr, one summary per sweep of this
  * state that had failed points or was stopped, and returns the exit status
- * they call for: 0 none, 1 a point failed, KB_EXIT_INTERRUPTED a sweep was
+ * they call for: 0 none, 1 a point failed, LKB_EXIT_INTERRUPTED a sweep was
  * stopped by Ctrl-C. */
-int kb_sweep_status(lua_State *L);
+int lkb_sweep_status(lua_State *L);
 
 /* After the script: -1, or the exit status a kb.sweep that ended the run
  * asked for (--shard: 0 after its share; --merge: 1, points missing from
  * the cache), the kb.sweep having said why on stderr. The script then
  * ended with an error that kbsim does not print. */
-int kb_sweep_end_status(lua_State *L);
+int lkb_sweep_end_status(lua_State *L);
 
 /* True if the error value at idx is that end of the run (a script that
  * catches it and then fails otherwise has its own error printed). */
-bool kb_sweep_is_end(lua_State *L, int idx);
+bool lkb_sweep_is_end(lua_State *L, int idx);
 
 #endif

@@ -89,7 +89,7 @@ static bool under_launcher(void)
     return false;
 }
 
-int kb_mpi_init(int *argc, char ***argv)
+int lkb_mpi_init(int *argc, char ***argv)
 {
     if (!under_launcher())
         return 0;
@@ -128,7 +128,7 @@ int kb_mpi_init(int *argc, char ***argv)
     return 0;
 }
 
-void kb_mpi_finalize(void)
+void lkb_mpi_finalize(void)
 {
     if (!started)
         return;
@@ -137,7 +137,7 @@ void kb_mpi_finalize(void)
     MPI_Ibarrier(comm, &req);
     wait_req(&req);
     /* under the lock: an abandoned point's thread (its timeout) may still
-     * report its end (kb_mpi_ended) */
+     * report its end (lkb_mpi_ended) */
     pthread_mutex_lock(&mpi_lock);
     started = false;
     MPI_Comm_free(&comm);
@@ -147,24 +147,24 @@ void kb_mpi_finalize(void)
     hosts = NULL;
 }
 
-void kb_mpi_abort(int status)
+void lkb_mpi_abort(int status)
 {
     if (started)
         MPI_Abort(MPI_COMM_WORLD, status);
     exit(status);
 }
 
-int kb_mpi_rank(void) { return rank; }
-int kb_mpi_size(void) { return size; }
+int lkb_mpi_rank(void) { return rank; }
+int lkb_mpi_size(void) { return size; }
 
-const char *kb_mpi_host(int r)
+const char *lkb_mpi_host(int r)
 {
     return hosts && r >= 0 && r < size ? hosts[r] : "?";
 }
 
 /* ---- collectives ------------------------------------------------------- */
 
-bool kb_mpi_bcast(void *buf, size_t n)
+bool lkb_mpi_bcast(void *buf, size_t n)
 {
     if (!started)
         return true;
@@ -184,26 +184,26 @@ bool kb_mpi_bcast(void *buf, size_t n)
     return true;
 }
 
-bool kb_mpi_bcast_blob(struct blob *b)
+bool lkb_mpi_bcast_blob(struct lkb_blob *b)
 {
     uint64_t n = b->n;
-    if (!kb_mpi_bcast(&n, sizeof n))
+    if (!lkb_mpi_bcast(&n, sizeof n))
         return false;
     if (rank != 0) {
         b->n = 0;
-        if (!blob_reserve(b, (size_t)n))
-            kb_mpi_abort(2);
+        if (!lkb_blob_reserve(b, (size_t)n))
+            lkb_mpi_abort(2);
         b->n = (size_t)n;
     }
-    return kb_mpi_bcast(b->p, (size_t)n);
+    return lkb_mpi_bcast(b->p, (size_t)n);
 }
 
 /* ---- rank 0: the dispatcher -------------------------------------------- */
 
-struct kb_dispatch {
+struct lkb_dispatch {
     pthread_t thread;
-    kb_claim_fn claim;
-    kb_ended_fn ended;
+    lkb_claim_fn claim;
+    lkb_ended_fn ended;
     void *ud;
     unsigned char **results; /* per rank */
     size_t *nresults;
@@ -216,7 +216,7 @@ static unsigned char *recv_probed(MPI_Status *st, size_t *n)
     MPI_Get_count(st, MPI_BYTE, &count);
     unsigned char *p = malloc(count > 0 ? (size_t)count : 1);
     if (p == NULL)
-        kb_mpi_abort(2);
+        lkb_mpi_abort(2);
     MPI_Recv(p, count, MPI_BYTE, st->MPI_SOURCE, st->MPI_TAG, comm, MPI_STATUS_IGNORE);
     *n = (size_t)count;
     return p;
@@ -224,7 +224,7 @@ static unsigned char *recv_probed(MPI_Status *st, size_t *n)
 
 static void *dispatch_main(void *arg)
 {
-    struct kb_dispatch *d = arg;
+    struct lkb_dispatch *d = arg;
     int left = size - 1;
     unsigned us = KB_POLL_MIN_US;
     while (left > 0) {
@@ -260,18 +260,18 @@ static void *dispatch_main(void *arg)
         } else {
             fprintf(stderr, "kbsim: rank 0: unexpected message (tag %d) from rank %d\n",
                     st.MPI_TAG, src);
-            kb_mpi_abort(2);
+            lkb_mpi_abort(2);
         }
     }
     return NULL;
 }
 
-struct kb_dispatch *kb_dispatch_start(kb_claim_fn claim, kb_ended_fn ended, void *ud)
+struct lkb_dispatch *lkb_dispatch_start(lkb_claim_fn claim, lkb_ended_fn ended, void *ud)
 {
-    struct kb_dispatch *d = calloc(1, sizeof *d);
+    struct lkb_dispatch *d = calloc(1, sizeof *d);
     if (d == NULL)
         return NULL;
-    *d = (struct kb_dispatch){.claim = claim, .ended = ended, .ud = ud};
+    *d = (struct lkb_dispatch){.claim = claim, .ended = ended, .ud = ud};
     d->results = calloc((size_t)size, sizeof *d->results);
     d->nresults = calloc((size_t)size, sizeof *d->nresults);
     if (!d->results || !d->nresults || pthread_create(&d->thread, NULL, dispatch_main, d) != 0) {
@@ -283,7 +283,7 @@ struct kb_dispatch *kb_dispatch_start(kb_claim_fn claim, kb_ended_fn ended, void
     return d;
 }
 
-void kb_dispatch_finish(struct kb_dispatch *d, kb_results_fn got, void *ud)
+void lkb_dispatch_finish(struct lkb_dispatch *d, lkb_results_fn got, void *ud)
 {
     pthread_join(d->thread, NULL);
     for (int r = 1; r < size; r++) {
@@ -297,7 +297,7 @@ void kb_dispatch_finish(struct kb_dispatch *d, kb_results_fn got, void *ud)
 
 /* ---- worker ranks ------------------------------------------------------ */
 
-long kb_mpi_request(size_t slot)
+long lkb_mpi_request(size_t slot)
 {
     uint64_t s = slot;
     int tag = TAG_REPLY + (int)(slot % KB_REPLY_TAGS);
@@ -319,7 +319,7 @@ long kb_mpi_request(size_t slot)
     }
 }
 
-void kb_mpi_ended(size_t index)
+void lkb_mpi_ended(size_t index)
 {
     uint64_t i = index;
     pthread_mutex_lock(&mpi_lock);
@@ -328,11 +328,11 @@ void kb_mpi_ended(size_t index)
     pthread_mutex_unlock(&mpi_lock);
 }
 
-void kb_mpi_send_results(const struct blob *b)
+void lkb_mpi_send_results(const struct lkb_blob *b)
 {
     if (b->n > INT_MAX) {
         fprintf(stderr, "kbsim: rank %d: the rows of this sweep exceed 2 GiB\n", rank);
-        kb_mpi_abort(2);
+        lkb_mpi_abort(2);
     }
     MPI_Request req;
     pthread_mutex_lock(&mpi_lock);

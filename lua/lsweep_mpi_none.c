@@ -1,5 +1,5 @@
 /* lsweep_mpi_none.c — lsweep_mpi.h for a build without MPI: one rank.
- * kb.sweep calls nothing here but kb_mpi_rank and kb_mpi_size. */
+ * kb.sweep calls nothing here but lkb_mpi_rank and lkb_mpi_size. */
 #include "lsweep_mpi.h"
 
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 /* Started by mpirun as one of several ranks, this build would run the
  * whole script in every rank, all writing the same outputs: refused. */
-int kb_mpi_init(int *argc, char ***argv)
+int lkb_mpi_init(int *argc, char ***argv)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
     (void)argc, (void)argv;
@@ -23,12 +23,12 @@ int kb_mpi_init(int *argc, char ***argv)
     return 0;
 }
 
-void kb_mpi_finalize(void) {}
-void kb_mpi_abort(int status) { exit(status); }
-int kb_mpi_rank(void) { return 0; }
-int kb_mpi_size(void) { return 1; }
+void lkb_mpi_finalize(void) {}
+void lkb_mpi_abort(int status) { exit(status); }
+int lkb_mpi_rank(void) { return 0; }
+int lkb_mpi_size(void) { return 1; }
 
-const char *kb_mpi_host(int rank)
+const char *lkb_mpi_host(int rank)
 {
     static char host[256];
     (void)rank;
@@ -37,34 +37,34 @@ const char *kb_mpi_host(int rank)
     return host;
 }
 
-bool kb_mpi_bcast(void *buf, size_t n)
+bool lkb_mpi_bcast(void *buf, size_t n)
 {
     (void)buf, (void)n;
     return true;
 }
 
-bool kb_mpi_bcast_blob(struct blob *b)
+bool lkb_mpi_bcast_blob(struct lkb_blob *b)
 {
     (void)b;
     return true;
 }
 
-struct kb_dispatch *kb_dispatch_start(kb_claim_fn claim, kb_ended_fn ended, void *ud)
+struct lkb_dispatch *lkb_dispatch_start(lkb_claim_fn claim, lkb_ended_fn ended, void *ud)
 {
     (void)claim, (void)ended, (void)ud;
     return NULL;
 }
 
-void kb_dispatch_finish(struct kb_dispatch *d, kb_results_fn got, void *ud)
+void lkb_dispatch_finish(struct lkb_dispatch *d, lkb_results_fn got, void *ud)
 {
     (void)d, (void)got, (void)ud;
 }
 
-long kb_mpi_request(size_t slot)
+long lkb_mpi_request(size_t slot)
 {
     (void)slot;
     return -1;
 }
 
-void kb_mpi_ended(size_t index) { (void)index; }
-void kb_mpi_send_results(const struct blob *b) { (void)b; }
+void lkb_mpi_ended(size_t index) { (void)index; }
+void lkb_mpi_send_results(const struct lkb_blob *b) { (void)b; }

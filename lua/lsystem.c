@@ -19,7 +19,7 @@
 
 #include "ccl_schema.h"
 #include "graph_topology.h"
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "system.h"
 #include "topology_schema.h"
 
@@ -303,7 +303,7 @@ static void push_errors(lua_State *L, const struct kb_config_errors *errs)
 /* kb.system(sim, spec, {timing_only = bool}) -> system */
 static int l_system(lua_State *L)
 {
-    struct sim *s = kb_checksim(L, 1);
+    struct sim *s = lkb_checksim(L, 1);
     lua_settop(L, 3); /* fixed places for spec and opts below what we push */
     int t = lua_type(L, 2);
     luaL_argexpected(L, t == LUA_TNIL || t == LUA_TSTRING || t == LUA_TTABLE,
@@ -312,7 +312,7 @@ static int l_system(lua_State *L)
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
         static const char *const known[] = {"timing_only", NULL};
-        kb_check_keys(L, 3, "kb.system", known);
+        lkb_check_keys(L, 3, "kb.system", known);
         lua_getfield(L, 3, "timing_only");
         opts.timing_only = lua_toboolean(L, -1);
         lua_pop(L, 1);
@@ -349,7 +349,7 @@ static int l_system(lua_State *L)
     if (!h->sys)
         return lua_error(L);
     lua_pop(L, 1);
-    kb_anchor(L, 1, -1);
+    lkb_anchor(L, 1, -1);
     return 1;
 }
 
@@ -435,28 +435,28 @@ static struct lsys *checksys(lua_State *L, int i)
     if (!h->sys)
         luaL_error(L, "attempt to use a closed system");
     lua_getiuservalue(L, i, 1);
-    kb_checksim(L, -1);
+    lkb_checksim(L, -1);
     lua_pop(L, 1);
     return h;
 }
 
-struct kb_system *kb_checksystem(lua_State *L, int i)
+struct kb_system *lkb_checksystem(lua_State *L, int i)
 {
     return checksys(L, i)->sys;
 }
 
-struct kb_system *kb_checksystem_known(lua_State *L, int i)
+struct kb_system *lkb_checksystem_known(lua_State *L, int i)
 {
     struct lsys *h = lua_touserdata(L, i);
     if (!h->sys)
         luaL_error(L, "attempt to use a closed system");
     lua_getiuservalue(L, i, 1);
-    kb_checksim_known(L, -1);
+    lkb_checksim_known(L, -1);
     lua_pop(L, 1);
     return h->sys;
 }
 
-struct kb_system *const *kb_system_open_slot(lua_State *L, int i)
+struct kb_system *const *lkb_system_open_slot(lua_State *L, int i)
 {
     return &((struct lsys *)lua_touserdata(L, i))->sys;
 }
@@ -503,7 +503,7 @@ static int ipcq_option(lua_State *L, const char *key, const char *const names[])
             lua_pop(L, 1);
             return i;
         }
-    kb_push_names(L, names);
+    lkb_push_names(L, names);
     return luaL_error(L, "sys:set_ipcq: '%s' must be one of %s, got %s", key, lua_tostring(L, -1),
                       v ? v : luaL_typename(L, -2));
 }
@@ -514,7 +514,7 @@ static int sys_set_ipcq(lua_State *L)
     struct lsys *h = checksys(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     static const char *const known[] = {"buffer_kind", "backpressure", NULL};
-    kb_check_keys(L, 2, "sys:set_ipcq", known);
+    lkb_check_keys(L, 2, "sys:set_ipcq", known);
     int kind = ipcq_option(L, "buffer_kind", kb_topo_buffer_kind_names);
     int bp = ipcq_option(L, "backpressure", kb_topo_backpressure_names);
     if (kb_system_set_ipcq(h->sys, (enum kb_topo_buffer_kind)kind,
@@ -1060,10 +1060,10 @@ static int sys_transfer(lua_State *L)
     uint64_t bytes = checkbytes(L, 4);
     uint64_t sa = optaddr(L, 5, "src_addr"), da = optaddr(L, 5, "dst_addr");
     struct sim *s = kb_fabric_sim(kb_system_fabric(h->sys));
-    void *proc = kb_block_begin(L, s, "sys:transfer");
+    void *proc = lkb_block_begin(L, s, "sys:transfer");
     sim_time t0 = sim_now(s);
     int rc = kb_system_transfer(h->sys, a, sa, b, da, bytes);
-    kb_block_end(proc);
+    lkb_block_end(proc);
     if (rc < 0)
         return luaL_error(L, "sys:transfer: %s", kb_system_errmsg(h->sys));
     lua_pushnumber(L, (lua_Number)(sim_now(s) - t0) / 1000.0);
@@ -1109,13 +1109,13 @@ static int sys_dma(lua_State *L)
     src.addr = optaddr(L, 5, "src_addr");
     dst.addr = optaddr(L, 5, "dst_addr");
     struct sim *s = kb_fabric_sim(kb_system_fabric(h->sys));
-    void *proc = kb_block_begin(L, s, "sys:dma");
+    void *proc = lkb_block_begin(L, s, "sys:dma");
     /* through the PE_CPU's port "dma", as a kernel's op would go */
     const struct kb_dma_if *d = kb_cpu_dma(pa->cpu);
     sim_time formula = d->time(d->ctx, src, dst, bytes);
     sim_time t0 = sim_now(s);
     int rc = d->copy(d->ctx, cl, src, dst, bytes);
-    kb_block_end(proc);
+    lkb_block_end(proc);
     if (rc < 0)
         return luaL_error(L, "sys:dma: %s", d->errmsg(d->ctx));
     lua_pushnumber(L, (lua_Number)(sim_now(s) - t0) / 1000.0);
@@ -1163,7 +1163,7 @@ static int sys_close(lua_State *L)
      * is only hidden, and freed when the simulation lets it go (it anchors
      * the system). */
     lua_getiuservalue(L, 1, 1);
-    if (kb_sim_is_open(L, -1))
+    if (lkb_sim_is_open(L, -1))
         h->parked = h->sys;
     else
         kb_system_free(h->sys);
@@ -1195,16 +1195,16 @@ static int sys_tostring(lua_State *L)
 static const luaL_Reg sys_methods[] = {
     {"counts", sys_counts},       {"set_ipcq", sys_set_ipcq},       {"pe", sys_pe},           {"neighbor", sys_neighbor},
     {"path", sys_path},           {"describe", sys_describe}, {"config", sys_config}, {"transfer", sys_transfer},
-    {"links", sys_links},         {"inject", kb_sys_inject},
+    {"links", sys_links},         {"inject", lkb_sys_inject},
     {"dma", sys_dma}, {"tcm_write", sys_tcm_write}, {"tcm_read", sys_tcm_read}, {"close", sys_close},
     {NULL, NULL}};
 static const luaL_Reg sys_meta[] = {
     {"__gc", sys_gc}, {"__close", sys_close}, {"__tostring", sys_tostring}, {NULL, NULL}};
 
-void kb_open_system(lua_State *L)
+void lkb_open_system(lua_State *L)
 {
-    kb_open_traffic(L);
-    kb_newmetatable(L, KB_SYSTEM);
+    lkb_open_traffic(L);
+    lkb_newmetatable(L, KB_SYSTEM);
     luaL_setfuncs(L, sys_meta, 0);
     lua_newtable(L);
     luaL_setfuncs(L, sys_methods, 0);
@@ -1220,7 +1220,7 @@ void kb_open_system(lua_State *L)
 
 /* ---- the command line's check ------------------------------------------- */
 
-int kb_check_config(const struct kb_options *opt)
+int lkb_check_config(const struct lkb_options *opt)
 {
     struct kb_config_errors errs;
     kb_config_errors_init(&errs);

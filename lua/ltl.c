@@ -11,7 +11,7 @@
  *
  * Every kernel call first charges PE_CPU dispatch, then the unit that does
  * the work (docs/kernel_api.md). Blocking calls go through
- * kb_block_begin/kb_block_end so the binding knows which Lua process runs.
+ * lkb_block_begin/lkb_block_end so the binding knows which Lua process runs.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@
 #include "config.h"
 #include "config_schema.h"
 #include "dtype.h"
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "pe.h"
 #include "pe_cpu.h"
 #include "pe_dma.h"
@@ -52,7 +52,7 @@ static const char handle_tag = 'h', future_tag = 'u';
  * context without a look-up keyed by its thread. */
 enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, N_UV = UV_FUTURES };
 
-/* kb_tl_slots: what the running Lua thread process keeps for this module */
+/* lkb_tl_slots: what the running Lua thread process keeps for this module */
 enum { SLOT_CTX, SLOT_SCRATCH };
 
 /* Host-side buffers of one Lua thread: operand snapshots and results on
@@ -192,9 +192,9 @@ static enum kb_mem_kind optkind(lua_State *L, int i, struct kb_pe *pe)
  * the rank at rankidx, the kind at kindidx (default HBM, or TCM where there
  * is none). It makes none of the PE's units: those fix the IPCQ settings,
  * which init_process_group may still choose. */
-struct kb_mem *kb_check_pe_mem(lua_State *L, int sysidx, int rankidx, int kindidx)
+struct kb_mem *lkb_check_pe_mem(lua_State *L, int sysidx, int rankidx, int kindidx)
 {
-    struct kb_system *sys = kb_checksystem(L, sysidx);
+    struct kb_system *sys = lkb_checksystem(L, sysidx);
     lua_Integer r = luaL_checkinteger(L, rankidx);
     struct kb_system_counts c;
     kb_system_get_counts(sys, &c);
@@ -242,7 +242,7 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
 {
     /* the running thread process keeps its scratch's address (the weak
      * table keeps the scratch while the thread lives) */
-    void **slots = kb_tl_slots(L);
+    void **slots = lkb_tl_slots(L);
     struct scratch *sc = slots ? slots[SLOT_SCRATCH] : NULL;
     if (!sc) {
         push_weak_table(L, &scratch_table_key);
@@ -277,7 +277,7 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
  * now rather than when the collector finds the thread. */
 static void scratch_drop(lua_State *L)
 {
-    void **slots = kb_tl_slots(L);
+    void **slots = lkb_tl_slots(L);
     if (slots) { /* a thread process records its scratch when it makes it */
         if (slots[SLOT_SCRATCH])
             scratch_release(slots[SLOT_SCRATCH]);
@@ -298,7 +298,7 @@ static void scratch_drop(lua_State *L)
 static int l_alloc(lua_State *L)
 {
     checkkind(L, 3);
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 3);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 3);
     lua_Integer bytes = luaL_checkinteger(L, 4);
     luaL_argcheck(L, bytes > 0, 4, "byte count must be positive");
     uint64_t addr;
@@ -311,7 +311,7 @@ static int l_alloc(lua_State *L)
 /* host_write(sys, rank, addr, dtype, values [, kind]) */
 static int l_host_write(lua_State *L)
 {
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 6);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 6);
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
     luaL_checktype(L, 5, LUA_TTABLE);
@@ -337,7 +337,7 @@ static int l_host_write(lua_State *L)
 /* host_read(sys, rank, addr, dtype, n [, kind]) -> values */
 static int l_host_read(lua_State *L)
 {
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 6);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 6);
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
     uint32_t n = checkcount(L, 5);
@@ -357,7 +357,7 @@ static int l_host_read(lua_State *L)
 /* wire(sys, a, dir_a, b, dir_b): a's tx dir_a into b's rx dir_b */
 static int l_wire(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *a = checkpe(L, sys, 2);
     const char *da = luaL_checkstring(L, 3);
     struct kb_pe *b = checkpe(L, sys, 4);
@@ -370,7 +370,7 @@ static int l_wire(lua_State *L)
 /* wired(sys, rank, dir, tx) -> boolean */
 static int l_wired(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *pe = checkpe(L, sys, 2);
     lua_pushboolean(L, kb_ipcq_wired(pe->ipcq, luaL_checkstring(L, 3), lua_toboolean(L, 4)));
     return 1;
@@ -379,7 +379,7 @@ static int l_wired(lua_State *L)
 /* sim_of(sys) -> the kbsim.sim the system belongs to */
 static int l_sim_of(lua_State *L)
 {
-    kb_checksystem(L, 1);
+    lkb_checksystem(L, 1);
     lua_getiuservalue(L, 1, 1);
     return 1;
 }
@@ -414,7 +414,7 @@ static void push_current_ctx(lua_State *L)
 static void check_ctx_system(lua_State *L, int i)
 {
     lua_getiuservalue(L, i, 1); /* l_bind stored a kbsim.system there */
-    kb_checksystem_known(L, -1);
+    lkb_checksystem_known(L, -1);
     lua_pop(L, 1);
 }
 
@@ -431,12 +431,12 @@ static void push_ctx(lua_State *L, const struct kctx *c)
     push_current_ctx(L);
 }
 
-/* The context the running thread process recorded at bind (kb_tl_slots),
+/* The context the running thread process recorded at bind (lkb_tl_slots),
  * if its kernel runs and its system is open: what current() would
  * return without an error; else NULL. */
 static struct kctx *fast_ctx(lua_State *L)
 {
-    void **slots = kb_tl_slots(L);
+    void **slots = lkb_tl_slots(L);
     struct kctx *c = slots ? slots[SLOT_CTX] : NULL;
     return c && !c->ended && *c->sys_open ? c : NULL;
 }
@@ -446,7 +446,7 @@ static struct kctx *fast_ctx(lua_State *L)
  * system can have been closed); anything else looks it up by thread. */
 static struct kctx *current(lua_State *L, const char *what)
 {
-    void **slots = kb_tl_slots(L);
+    void **slots = lkb_tl_slots(L);
     struct kctx *fc = slots ? slots[SLOT_CTX] : NULL;
     if (fc) {
         if (!*fc->sys_open)
@@ -503,12 +503,12 @@ static int ctx_gc(lua_State *L)
 /* bind(sys, program_id, rank, world): binds the running thread to a PE */
 static int l_bind(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *pe = checkpe(L, sys, 2);
     lua_getiuservalue(L, 1, 1);
-    struct sim *s = kb_checksim(L, -1);
+    struct sim *s = lkb_checksim(L, -1);
     lua_pop(L, 1);
-    kb_block_end(kb_block_begin(L, s, "tl.launch")); /* must be a thread process */
+    lkb_block_end(lkb_block_begin(L, s, "tl.launch")); /* must be a thread process */
     if (!pe->tcm)
         return luaL_error(L, "PE '%s' has no TCM for kernel handles", pe->name);
     struct kctx *c = lua_newuserdatauv(L, sizeof *c, 1);
@@ -521,7 +521,7 @@ static int l_bind(lua_State *L)
     c->no_data = kb_system_timing_only(sys);
     c->rank = (int)luaL_checkinteger(L, 3);
     c->world = (int)luaL_checkinteger(L, 4);
-    c->sys_open = kb_system_open_slot(L, 1);
+    c->sys_open = lkb_system_open_slot(L, 1);
     lua_pushvalue(L, 1); /* the system outlives its kernels */
     lua_setiuservalue(L, -2, 1);
     push_ctx_table(L);
@@ -531,7 +531,7 @@ static int l_bind(lua_State *L)
     lua_pop(L, 1);
     lua_pushvalue(L, -1);
     c->anchor = luaL_ref(L, lua_upvalueindex(UV_CTXS));
-    void **slots = kb_tl_slots(L);
+    void **slots = lkb_tl_slots(L);
     if (slots)
         slots[SLOT_CTX] = c;
     return 1;
@@ -547,7 +547,7 @@ static int l_unbind(lua_State *L)
     if (c->anchor > 0)
         luaL_unref(L, lua_upvalueindex(UV_CTXS), c->anchor);
     c->anchor = 0;
-    void **slots = kb_tl_slots(L);
+    void **slots = lkb_tl_slots(L);
     if (slots && slots[SLOT_CTX] == c)
         slots[SLOT_CTX] = NULL;
     push_ctx_table(L);
@@ -579,12 +579,12 @@ static int l_adopt(lua_State *L)
     check_ctx_system(L, 1);
     if (c->ended)
         return luaL_error(L, "tl.spawn: the kernel on PE '%s' has ended", c->pe->name);
-    kb_block_end(kb_block_begin(L, c->s, "tl.spawn")); /* must be a thread process */
+    lkb_block_end(lkb_block_begin(L, c->s, "tl.spawn")); /* must be a thread process */
     push_ctx_table(L);
     lua_pushthread(L);
     lua_pushvalue(L, 1);
     lua_rawset(L, -3);
-    void **slots = kb_tl_slots(L);
+    void **slots = lkb_tl_slots(L);
     if (slots)
         slots[SLOT_CTX] = c;
     return 0;
@@ -594,7 +594,7 @@ static int l_adopt(lua_State *L)
 static int l_unadopt(lua_State *L)
 {
     scratch_drop(L);
-    void **slots = kb_tl_slots(L);
+    void **slots = lkb_tl_slots(L);
     if (slots)
         slots[SLOT_CTX] = NULL;
     push_ctx_table(L);
@@ -607,9 +607,9 @@ static int l_unadopt(lua_State *L)
 /* Runs the PE_CPU dispatch of one kernel op. */
 static void dispatch(lua_State *L, struct kctx *c, const char *what)
 {
-    void *bp = kb_block_begin(L, c->s, what);
+    void *bp = lkb_block_begin(L, c->s, what);
     int rc = kb_cpu_dispatch(c->pe->cpu);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         luaL_error(L, "%s on PE '%s': dispatch failed (%d)", what, c->pe->name, rc);
 }
@@ -831,9 +831,9 @@ static int l_load(lua_State *L)
     dispatch(L, c, "tl.load");
     struct handle *h = newhandle(L, c, n, dt);
     struct kb_dma_end src = {m, (uint64_t)addr, node}, dst = {c->pe->tcm, h->addr, c->pe->node};
-    void *bp = kb_block_begin(L, c->s, "tl.load");
+    void *bp = lkb_block_begin(L, c->s, "tl.load");
     int rc = kb_dma_copy(c->pe->dma, KB_DMA_READ, src, dst, hbytes(h));
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.load on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
     return 1;
@@ -850,9 +850,9 @@ static int l_store(lua_State *L)
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
     dispatch(L, c, "tl.store");
     struct kb_dma_end src = {c->pe->tcm, h->addr, c->pe->node}, dst = {m, (uint64_t)addr, node};
-    void *bp = kb_block_begin(L, c->s, "tl.store");
+    void *bp = lkb_block_begin(L, c->s, "tl.store");
     int rc = kb_dma_copy(c->pe->dma, KB_DMA_WRITE, src, dst, hbytes(h));
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
     return 0;
@@ -911,9 +911,9 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
     void *obuf = c->no_data ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
-    void *bp = kb_block_begin(L, c->s, what);
+    void *bp = lkb_block_begin(L, c->s, what);
     int rc = kb_math_run(c->pe->math, op, ops[0], ops[1], ops[2], obuf, n, dt);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, kb_math_errmsg(c->pe->math));
     hwrite(L, out, obuf);
@@ -941,9 +941,9 @@ static int fill(lua_State *L, struct kctx *c, uint32_t n, lua_Number v, enum kb_
 {
     dispatch(L, c, what);
     const struct kb_math_params *mp = kb_math_params(c->pe->math);
-    void *bp = kb_block_begin(L, c->s, what);
+    void *bp = lkb_block_begin(L, c->s, what);
     int rc = sim_wait(c->s, kb_math_time(mp, KB_MATH_ADD, n, dt));
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "%s: %s", what, sim_errmsg(c->s));
     struct handle *h = newhandle(L, c, n, dt);
@@ -1006,10 +1006,10 @@ static int l_dot(lua_State *L)
     dispatch(L, c, "tl.dot");
     struct handle *out = newhandle(L, c, (uint32_t)mn, odt);
     void *cb = c->no_data ? NULL : scratch(L, RESULT, hbytes(out));
-    void *bp = kb_block_begin(L, c->s, "tl.dot");
+    void *bp = lkb_block_begin(L, c->s, "tl.dot");
     int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
                          (size_t)n, cb, (size_t)n, a->dt, odt, false);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.dot on PE '%s': gemm failed (%d)", c->pe->name, rc);
     hwrite(L, out, cb);
@@ -1099,9 +1099,9 @@ static int l_gemm_tile(lua_State *L)
                           kb_gemm_errmsg(c->pe->gemm));
     sim_time now = sim_now(c->s), start = c->gemm_free_ps > now ? c->gemm_free_ps : now;
     c->gemm_free_ps = start + kb_gemm_cycles_to_ps(p, (uint64_t)cycles);
-    void *bp = kb_block_begin(L, c->s, "tl.gemm_tile");
+    void *bp = lkb_block_begin(L, c->s, "tl.gemm_tile");
     int rc = sim_wait(c->s, c->gemm_free_ps - now);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.gemm_tile: %s", sim_errmsg(c->s));
     if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)c_n * sizeof(float)) != 0)
@@ -1124,9 +1124,9 @@ static int l_fetch(lua_State *L)
     struct handle *h = checkrange(L, 1, c, off, n, "tl.fetch");
     size_t es = kb_dtype_size(h->dt);
     dispatch(L, c, "tl.fetch");
-    void *bp = kb_block_begin(L, c->s, "tl.fetch");
+    void *bp = lkb_block_begin(L, c->s, "tl.fetch");
     int rc = kb_mem_access(c->pe->tcm, h->addr + (uint64_t)off * es, (uint64_t)n * es, false);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.fetch on PE '%s': %s", c->pe->name, kb_mem_errmsg(c->pe->tcm));
     return 0;
@@ -1146,9 +1146,9 @@ static int l_accumulate(lua_State *L)
     void *ab = c->no_data ? NULL : hread(L, acc, 0);
     const void *xb = c->no_data ? NULL : hread(L, x, 1);
     dispatch(L, c, "tl.accumulate");
-    void *bp = kb_block_begin(L, c->s, "tl.accumulate");
+    void *bp = lkb_block_begin(L, c->s, "tl.accumulate");
     int rc = kb_math_run(c->pe->math, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.accumulate on PE '%s': %s", c->pe->name,
                           kb_math_errmsg(c->pe->math));
@@ -1170,9 +1170,9 @@ static int l_cast(lua_State *L)
     void *buf = c->no_data ? NULL : hread(L, h, 0);
     dispatch(L, c, "tl.cast");
     struct handle *out = newhandle(L, c, h->n, dt);
-    void *bp = kb_block_begin(L, c->s, "tl.cast");
+    void *bp = lkb_block_begin(L, c->s, "tl.cast");
     int rc = kb_math_run(c->pe->math, KB_MATH_MAXIMUM, buf, buf, NULL, buf, h->n, h->dt);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, kb_math_errmsg(c->pe->math));
     if (c->no_data)
@@ -1191,7 +1191,7 @@ static int l_cast(lua_State *L)
  * form for an M×N×K GEMM on the PE's engine (rank 0 by default) */
 static int l_gemm_time(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     lua_Integer m = luaL_checkinteger(L, 2), n = luaL_checkinteger(L, 3),
                 k = luaL_checkinteger(L, 4);
     luaL_argcheck(L, m > 0 && n > 0 && k > 0, 2, "m, n and k must be positive");
@@ -1213,7 +1213,7 @@ static int l_gemm_time(lua_State *L)
  * elements on the PE's PE_MATH (rank 0 by default) */
 static int l_math_time(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     const char *name = luaL_checkstring(L, 2);
     lua_Integer n = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdtype(L, 4);
@@ -1243,7 +1243,7 @@ static void setint(lua_State *L, const char *k, uint64_t v)
  * integer ps, plus what a reader needs to turn them into occupancies */
 static int l_pe_stats(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *pe = checkpe(L, sys, 2);
     const struct kb_gemm_params *gp = kb_gemm_params(pe->gemm);
     struct kb_cpu_stats cs;
@@ -1321,9 +1321,9 @@ static int l_send(lua_State *L)
     const void *buf = c->no_data ? NULL : hread(L, h, 0);
     dispatch(L, c, "tl.send");
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
-    void *bp = kb_block_begin(L, c->s, "tl.send");
+    void *bp = lkb_block_begin(L, c->s, "tl.send");
     int rc = kb_ipcq_send(c->pe->ipcq, dir, buf, hbytes(h), &meta);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.send: %s", kb_ipcq_errmsg(c->pe->ipcq));
     scratch_drop(L);
@@ -1372,14 +1372,14 @@ static int l_recv(lua_State *L)
     struct kb_ipcq_meta meta;
     /* a timing-only run receives no bytes: no buffer */
     void *buf = c->no_data ? NULL : scratch(L, 0, bytes);
-    void *bp = kb_block_begin(L, c->s, "tl.recv");
+    void *bp = lkb_block_begin(L, c->s, "tl.recv");
     int64_t got = recv_sized(c->pe->ipcq, dir, buf, bytes, &meta);
-    kb_block_end(bp);
+    lkb_block_end(bp);
     if (got == RECV_LONGER) {
         buf = c->no_data ? NULL : scratch(L, 0, recv_room(bytes));
-        bp = kb_block_begin(L, c->s, "tl.recv");
+        bp = lkb_block_begin(L, c->s, "tl.recv");
         got = kb_ipcq_recv(c->pe->ipcq, dir, buf, recv_room(bytes), &meta);
-        kb_block_end(bp);
+        lkb_block_end(bp);
     }
     if (got < 0)
         return luaL_error(L, "tl.recv: %s", kb_ipcq_errmsg(c->pe->ipcq));
@@ -1544,9 +1544,9 @@ static int l_wait(lua_State *L)
                           f->ctx->pe->name, c->pe->name);
     }
     while (!f->done) {
-        void *bp = kb_block_begin(L, c->s, "tl.wait");
+        void *bp = lkb_block_begin(L, c->s, "tl.wait");
         int rc = sim_wait_event(c->s, f->done_ev);
-        kb_block_end(bp);
+        lkb_block_end(bp);
         if (rc < 0)
             return luaL_error(L, "tl.wait: %s", sim_errmsg(c->s));
     }
@@ -1603,30 +1603,30 @@ static void push_upvalues(lua_State *L)
 
 static int luaopen_tlcore(lua_State *L)
 {
-    kb_newmetatable(L, KB_HANDLE);
+    lkb_newmetatable(L, KB_HANDLE);
     push_upvalues(L);
     luaL_setfuncs(L, handle_meta, N_UV);
     lua_pop(L, 1);
-    kb_newmetatable(L, KB_CTX);
+    lkb_newmetatable(L, KB_CTX);
     lua_pushcfunction(L, ctx_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    kb_newmetatable(L, KB_SCRATCH);
+    lkb_newmetatable(L, KB_SCRATCH);
     lua_pushcfunction(L, scratch_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
-    kb_newmetatable(L, KB_FUTURE);
+    lkb_newmetatable(L, KB_FUTURE);
     lua_pushcfunction(L, fut_gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
     luaL_newlibtable(L, funcs);
     push_upvalues(L);
     luaL_setfuncs(L, funcs, N_UV);
-    kb_open_vec(L);
+    lkb_open_vec(L);
     return 1;
 }
 
-void kb_open_tl(lua_State *L)
+void lkb_open_tl(lua_State *L)
 {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_PRELOAD_TABLE);
     lua_pushcfunction(L, luaopen_tlcore);

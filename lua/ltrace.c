@@ -13,7 +13,7 @@
 
 #include <lauxlib.h>
 
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "sim.h"
 #include "trace.h"
 
@@ -64,7 +64,7 @@ static bool wanted(lua_State *L, int module, const char **path,
     return want;
 }
 
-void kb_trace_sim_created(lua_State *L, int module, struct sim *s)
+void lkb_trace_sim_created(lua_State *L, int module, struct sim *s)
 {
     struct tstate *st = getstate(L);
     st->sims++;
@@ -78,14 +78,14 @@ void kb_trace_sim_created(lua_State *L, int module, struct sim *s)
         luaL_error(L, "%s", err);
 }
 
-void kb_trace_sim_closing(struct sim *s)
+void lkb_trace_sim_closing(struct sim *s)
 {
     char err[512];
     if (sim_trace_close(s, err, sizeof err) < 0)
         fprintf(stderr, "kbsim: %s\n", err);
 }
 
-bool kb_trace_take(lua_State *L)
+bool lkb_trace_take(lua_State *L)
 {
     struct tstate *st = getstate(L);
     bool had = !st->taken;
@@ -93,7 +93,7 @@ bool kb_trace_take(lua_State *L)
     return had;
 }
 
-bool kb_trace_taken(lua_State *L) { return getstate(L)->taken; }
+bool lkb_trace_taken(lua_State *L) { return getstate(L)->taken; }
 
 /* ---- methods --------------------------------------------------------- */
 
@@ -111,7 +111,7 @@ static sim_time checkns(lua_State *L, int arg)
  * without a trace. */
 static int l_trace_track(lua_State *L)
 {
-    struct sim *s = kb_checksim(L, 1);
+    struct sim *s = lkb_checksim(L, 1);
     const char *name = luaL_checkstring(L, 2);
     struct sim_trace *t = sim_tracer(s);
     if (t)
@@ -131,7 +131,7 @@ static int cmpkey(const void *a, const void *b)
  * the same from run to run). A no-op without a trace. */
 static int l_trace_span(lua_State *L)
 {
-    struct sim *s = kb_checksim(L, 1);
+    struct sim *s = lkb_checksim(L, 1);
     const char *track = luaL_checkstring(L, 2);
     const char *cat = luaL_checkstring(L, 3);
     const char *name = luaL_checkstring(L, 4);
@@ -169,7 +169,7 @@ static int l_trace_span(lua_State *L)
     return 0;
 }
 
-void kb_open_trace(lua_State *L)
+void lkb_open_trace(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"trace_track", l_trace_track},
                                        {"trace_span", l_trace_span},

@@ -18,23 +18,23 @@ struct sim;
 
 /* Adds trace_track and trace_span to the kbsim.sim methods (the class
  * must exist). */
-void kb_open_trace(lua_State *L);
+void lkb_open_trace(lua_State *L);
 
 /* kb.sim made simulation s: counts it, and if it is the one to trace
  * opens the trace; raises an error naming the file when that fails.
  * `module` is the index of the kbsim module table (for kb.options). */
-void kb_trace_sim_created(lua_State *L, int module, struct sim *s);
+void lkb_trace_sim_created(lua_State *L, int module, struct sim *s);
 
 /* Before s is freed: ends its trace, printing on stderr why if the file
  * could not be written (this runs from __gc, where raising is no use). */
-void kb_trace_sim_closing(struct sim *s);
+void lkb_trace_sim_closing(struct sim *s);
 
 /* For kb.sweep: true if this state still holds the trace (it then no
  * longer does: the sweep gives it to a point). */
-bool kb_trace_take(lua_State *L);
+bool lkb_trace_take(lua_State *L);
 
 /* After the script: true if the trace was handed out (to a simulation of
  * this state or to a sweep point). */
-bool kb_trace_taken(lua_State *L);
+bool lkb_trace_taken(lua_State *L);
 
 #endif

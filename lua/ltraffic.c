@@ -14,7 +14,7 @@
 
 #include <lauxlib.h>
 
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "system.h"
 
 #define KB_TRAFFIC "kbsim.traffic"
@@ -62,10 +62,10 @@ static size_t field_len(lua_State *L, int idx, const char *key)
 
 static int sys_inject(lua_State *L)
 {
-    struct kb_system *sys = kb_checksystem(L, 1);
+    struct kb_system *sys = lkb_checksystem(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     static const char *const known[] = {"src", "dst", "t_ns", "bytes", NULL};
-    kb_check_keys(L, 2, "sys:inject", known);
+    lkb_check_keys(L, 2, "sys:inject", known);
     size_t n = field_len(L, 2, "src");
     if (field_len(L, 2, "dst") != n || field_len(L, 2, "t_ns") != n)
         return luaL_error(L, "sys:inject: src, dst and t_ns must have the same length");
@@ -78,7 +78,7 @@ static int sys_inject(lua_State *L)
 
     lua_getiuservalue(L, 1, 1); /* the simulation */
     int simidx = lua_gettop(L);
-    struct sim *s = kb_checksim(L, simidx);
+    struct sim *s = lkb_checksim(L, simidx);
     size_t sz = sizeof(struct traffic) + n * (2 * sizeof(int) + 2 * sizeof(sim_time));
     struct traffic *tr = lua_newuserdatauv(L, sz, 0);
     int tridx = lua_gettop(L);
@@ -125,7 +125,7 @@ static int sys_inject(lua_State *L)
         return luaL_error(L, "sys:inject: %s", sim_errmsg(s));
     if (n)
         sim_notify_at(tr->ev, tr->t[0] - now);
-    kb_anchor(L, simidx, tridx);
+    lkb_anchor(L, simidx, tridx);
     luaL_setmetatable(L, KB_TRAFFIC);
     return 1;
 }
@@ -152,13 +152,13 @@ static int traffic_results(lua_State *L)
     return 1;
 }
 
-void kb_open_traffic(lua_State *L)
+void lkb_open_traffic(lua_State *L)
 {
     static const luaL_Reg methods[] = {{"results", traffic_results}, {NULL, NULL}};
-    kb_newmetatable(L, KB_TRAFFIC);
+    lkb_newmetatable(L, KB_TRAFFIC);
     luaL_newlib(L, methods);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 }
 
-int kb_sys_inject(lua_State *L) { return sys_inject(L); }
+int lkb_sys_inject(lua_State *L) { return sys_inject(L); }

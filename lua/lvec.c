@@ -14,7 +14,7 @@
 #include <lua.h>
 
 #include "dtype.h"
-#include "lkbsim.h"
+#include "lkb_internal.h"
 #include "pe.h"
 #include "system.h"
 
@@ -104,7 +104,7 @@ static int l_from(lua_State *L)
 /* vec_read(sys, rank, addr, dtype, n [, kind]) */
 static int l_read(lua_State *L)
 {
-    struct kb_mem *m = kb_check_pe_mem(L, 1, 2, 6);
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 6);
     lua_Integer addr = luaL_checkinteger(L, 3);
     enum kb_dtype dt = checkdt(L, 4);
     size_t n = checksize(L, 5), es = kb_dtype_size(dt);
@@ -140,11 +140,11 @@ static int l_read(lua_State *L)
 static int v_write(lua_State *L)
 {
     struct vec *x = checkvec(L, 1);
-    struct kb_mem *m = kb_check_pe_mem(L, 2, 3, 6);
+    struct kb_mem *m = lkb_check_pe_mem(L, 2, 3, 6);
     lua_Integer addr = luaL_checkinteger(L, 4);
     enum kb_dtype dt = checkdt(L, 5);
     size_t es = kb_dtype_size(dt);
-    if (kb_system_timing_only(kb_checksystem(L, 2)))
+    if (kb_system_timing_only(lkb_checksystem(L, 2)))
         return 0; /* a timing-only system carries no payload, host writes included */
     /* rounded straight into the memory's pages; the first span checks the
      * whole range, so an error names it as kb_mem_write would */
@@ -409,9 +409,9 @@ static const luaL_Reg vec_funcs[] = {
     {"vec_new", l_new}, {"vec_affine", l_affine}, {"vec_from", l_from},
     {"vec_read", l_read}, {"vec_matmul", l_matmul}, {NULL, NULL}};
 
-void kb_open_vec(lua_State *L)
+void lkb_open_vec(lua_State *L)
 {
-    if (kb_newmetatable(L, KB_VEC)) {
+    if (lkb_newmetatable(L, KB_VEC)) {
         luaL_newlib(L, vec_methods);
         lua_setfield(L, -2, "__index");
         lua_pushcfunction(L, v_len);
