@@ -254,8 +254,8 @@ struct kb_config_node *kb_config_lookup(const struct kb_config_node *root, const
 void kb_config_map_set(struct kb_config *c, struct kb_config_node *map, const char *key,
                        struct kb_config_node *value)
 {
-    if (!value)
-        return; /* its allocation failed: c->nomem is set */
+    if (!map || !value)
+        return; /* an allocation failed: c->nomem is set */
     const char *k = kb_config_strdup(c, key, strlen(key));
     if (!k)
         return;

@@ -106,7 +106,7 @@ struct kb_config_node *kb_config_merge(struct kb_config *c, struct kb_config_nod
 
 /* Node construction, for overrides made by code (--set). Out of memory,
  * they return NULL with c->nomem set and the error recorded;
- * kb_config_map_set then does nothing (a NULL value is ignored). */
+ * kb_config_map_set then does nothing (a NULL map or value is ignored). */
 struct kb_config_node *kb_config_new_node(struct kb_config *c, enum kb_config_kind kind,
                                           const char *file, int line, int col);
 const char *kb_config_strdup(struct kb_config *c, const char *s, size_t len);

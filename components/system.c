@@ -58,7 +58,16 @@ struct kb_system {
     struct node_info *info;
     int n_info;
     int *route_buf; /* max_hops links, for callers with a shorter buffer */
+    /* the route and bytes of every kb_system_transfer under way: freed by
+     * kb_system_free when the simulation ends with the thread blocked */
+    struct xfer_block *xfers;
     char err[256];
+};
+
+/* One transfer's memory: the route, then (not timing only) the bytes. */
+struct xfer_block {
+    struct xfer_block *prev, *next;
+    int links[];
 };
 
 static int seterr(struct kb_system *sys, int code, const char *fmt, ...)
@@ -349,6 +358,10 @@ void kb_system_free(struct kb_system *sys)
         }
     kb_graph_free(sys->graph);
     kb_fabric_free(sys->f);
+    for (struct xfer_block *x = sys->xfers, *next; x; x = next) {
+        next = x->next;
+        free(x);
+    }
     free(sys->cubes);
     free(sys->pes);
     free(sys->pl);
@@ -644,36 +657,40 @@ int kb_system_transfer(struct kb_system *sys, int src_rank, uint64_t src_addr, i
         return seterr(sys, SIM_EINVAL, "transfer of %" PRIu64 " bytes from tcm of '%s' at %"
                       PRIu64 " to tcm of '%s' at %" PRIu64 ": beyond the capacity (%" PRIu64
                       " bytes)", bytes, a->name, src_addr, b->name, dst_addr, pa->capacity);
-    int *links = malloc(((size_t)sys->max_hops + 1) * sizeof *links);
-    if (!links)
-        return seterr(sys, SIM_ENOMEM, "transfer: out of memory");
-    int k = kb_system_route(sys, a->node, b->node, links, sys->max_hops);
-    if (k < 0) {
-        free(links);
-        return k;
-    }
+    /* route and bytes in one block, listed in sys->xfers while the thread
+     * waits (bytes <= a TCM's capacity, at most 1 TiB: no overflow) */
+    size_t route = ((size_t)sys->max_hops + 1) * sizeof(int);
+    uint64_t data = !sys->timing_only ? bytes : 0;
+    struct xfer_block *x = malloc(sizeof *x + route + data);
+    if (!x)
+        return seterr(sys, SIM_ENOMEM, "transfer of %" PRIu64 " bytes: out of memory", bytes);
+    unsigned char *buf = data ? (unsigned char *)x->links + route : NULL;
+    int k = kb_system_route(sys, a->node, b->node, x->links, sys->max_hops);
     /* the bytes leave the source when the transfer starts */
-    unsigned char *buf = NULL;
-    if (!sys->timing_only && bytes) {
-        buf = malloc(bytes);
-        if (!buf || kb_mem_read(a->tcm, src_addr, buf, bytes) < 0) {
-            free(buf);
-            free(links);
-            return seterr(sys, SIM_ENOMEM, "transfer of %" PRIu64 " bytes: out of memory",
-                          bytes);
-        }
-    }
-    int rc = kb_fabric_transfer(sys->f, links, k, bytes);
-    free(links);
+    int rc = k < 0 || !buf ? k : kb_mem_read(a->tcm, src_addr, buf, bytes);
     if (rc < 0) {
-        free(buf);
-        return seterr(sys, rc, "transfer from '%s' to '%s': %s", a->name, b->name,
-                      rc == SIM_EPERM ? "not in a thread process" : kb_fabric_errmsg(sys->f));
+        free(x);
+        return k < 0 ? k : seterr(sys, rc, "%s", kb_mem_errmsg(a->tcm));
     }
-    if (buf)
-        rc = kb_mem_write(b->tcm, dst_addr, buf, bytes);
-    free(buf);
-    return rc < 0 ? seterr(sys, rc, "%s", kb_mem_errmsg(b->tcm)) : 0;
+    x->prev = NULL;
+    x->next = sys->xfers;
+    if (x->next)
+        x->next->prev = x;
+    sys->xfers = x;
+    rc = kb_fabric_transfer(sys->f, x->links, k, bytes);
+    if (rc < 0)
+        seterr(sys, rc, "transfer from '%s' to '%s': %s", a->name, b->name,
+               rc == SIM_EPERM ? "not in a thread process" : kb_fabric_errmsg(sys->f));
+    else if (buf && (rc = kb_mem_write(b->tcm, dst_addr, buf, bytes)) < 0)
+        seterr(sys, rc, "%s", kb_mem_errmsg(b->tcm));
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        sys->xfers = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    free(x);
+    return rc < 0 ? rc : 0;
 }
 
 /* ---- describe ------------------------------------------------------------ */
