@@ -201,7 +201,8 @@ void *sim_proc_userdata(const struct sim_proc *p);
  * for a time (0: one delta cycle), until an event is notified, or until
  * any of n events or a timeout (SIM_FOREVER: none). sim_wait_any returns
  * the index of the event that woke it, or -1 on timeout. A delay or
- * timeout past SIM_TIME_MAX is SIM_EINVAL, returned without blocking. */
+ * timeout past SIM_TIME_MAX is SIM_EINVAL, returned without blocking, as
+ * is a NULL event. */
 int sim_wait(struct sim *s, sim_time delay);
 int sim_wait_event(struct sim *s, struct sim_event *e);
 int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,
