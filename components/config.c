@@ -127,6 +127,15 @@ void kb_config_error_at(struct kb_config *c, const struct kb_config_node *n, con
 
 /* ---- context, nodes, strings ----------------------------------------- */
 
+/* Out of memory: one "out of memory" error in the list (the first time),
+ * and c->nomem stays set so that the parse stops and callers see it. */
+static void config_nomem(struct kb_config *c, const char *doing)
+{
+    if (!c->nomem)
+        kb_config_errors_add(c->errors, "out of memory (%s)", doing);
+    c->nomem = true;
+}
+
 void kb_config_init(struct kb_config *c, struct kb_config_errors *errors)
 {
     memset(c, 0, sizeof *c);
@@ -155,14 +164,18 @@ const char *kb_config_strdup(struct kb_config *c, const char *s, size_t len)
     if (c->n_strings == c->cap_strings) {
         size_t cap = c->cap_strings ? 2 * c->cap_strings : 64;
         char **v = realloc(c->strings, cap * sizeof *v);
-        if (!v)
-            abort();
+        if (!v) {
+            config_nomem(c, "reading a configuration");
+            return NULL;
+        }
         c->strings = v;
         c->cap_strings = cap;
     }
     char *d = malloc(len + 1);
-    if (!d)
-        abort();
+    if (!d) {
+        config_nomem(c, "reading a configuration");
+        return NULL;
+    }
     memcpy(d, s, len);
     d[len] = 0;
     c->strings[c->n_strings++] = d;
@@ -173,8 +186,10 @@ struct kb_config_node *kb_config_new_node(struct kb_config *c, enum kb_config_ki
                                           const char *file, int line, int col)
 {
     struct kb_config_node *n = calloc(1, sizeof *n);
-    if (!n)
-        abort();
+    if (!n) {
+        config_nomem(c, "reading a configuration");
+        return NULL;
+    }
     n->kind = kind;
     n->file = file;
     n->line = line;
@@ -185,17 +200,28 @@ struct kb_config_node *kb_config_new_node(struct kb_config *c, enum kb_config_ki
     return n;
 }
 
-static void add_kid(struct kb_config_node *parent, struct kb_config_node *kid)
+/* false (and c->nomem) when the parent cannot grow */
+static bool add_kid(struct kb_config *c, struct kb_config_node *parent,
+                    struct kb_config_node *kid)
 {
     if (parent->n == parent->cap) {
         size_t cap = parent->cap ? 2 * parent->cap : 8;
         struct kb_config_node **k = realloc(parent->kids, cap * sizeof *k);
-        if (!k)
-            abort();
+        if (!k) {
+            config_nomem(c, "reading a configuration");
+            return false;
+        }
         parent->kids = k;
         parent->cap = cap;
     }
     parent->kids[parent->n++] = kid;
+    return true;
+}
+
+bool kb_config_seq_append(struct kb_config *c, struct kb_config_node *seq,
+                          struct kb_config_node *item)
+{
+    return item && add_kid(c, seq, item);
 }
 
 struct kb_config_node *kb_config_get(const struct kb_config_node *map, const char *key)
@@ -228,7 +254,12 @@ struct kb_config_node *kb_config_lookup(const struct kb_config_node *root, const
 void kb_config_map_set(struct kb_config *c, struct kb_config_node *map, const char *key,
                        struct kb_config_node *value)
 {
-    value->key = kb_config_strdup(c, key, strlen(key));
+    if (!map || !value)
+        return; /* an allocation failed: c->nomem is set */
+    const char *k = kb_config_strdup(c, key, strlen(key));
+    if (!k)
+        return;
+    value->key = k;
     if (!value->key_line) {
         value->key_line = value->line;
         value->key_col = value->col;
@@ -239,7 +270,7 @@ void kb_config_map_set(struct kb_config *c, struct kb_config_node *map, const ch
             return;
         }
     }
-    add_kid(map, value);
+    add_kid(c, map, value);
 }
 
 struct kb_config_node *kb_config_merge(struct kb_config *c, struct kb_config_node *base,
@@ -274,7 +305,7 @@ struct kb_config_node *kb_config_merge(struct kb_config *c, struct kb_config_nod
             }
             base->kids[j] = m;
         } else {
-            add_kid(base, o);
+            add_kid(c, base, o);
         }
     }
     return base;
@@ -323,8 +354,12 @@ static void check_duplicates(struct parse *p, struct kb_config_node *map)
         return;
     struct key_index *order = malloc(map->n * sizeof *order);
     size_t *first = malloc(map->n * sizeof *first);
-    if (!order || !first)
-        abort();
+    if (!order || !first) {
+        free(order);
+        free(first);
+        config_nomem(p->c, "checking for duplicate keys");
+        return;
+    }
     for (size_t i = 0; i < map->n; i++) {
         order[i] = (struct key_index){map->kids[i]->key, i};
         first[i] = i;
@@ -390,6 +425,8 @@ static void reject_decorations(struct parse *p, yaml_mark_t m, const yaml_char_t
 /* Hang a finished or starting node under the innermost open container. */
 static void attach(struct parse *p, struct kb_config_node *n)
 {
+    if (!n)
+        return; /* its allocation failed: the parse stops (c->nomem) */
     if (p->depth == 0) {
         p->root = n;
         return;
@@ -398,7 +435,7 @@ static void attach(struct parse *p, struct kb_config_node *n)
     if (!f->node)
         return; /* inside a skipped complex key */
     if (f->node->kind == KB_CONFIG_SEQ) {
-        add_kid(f->node, n);
+        add_kid(p->c, f->node, n);
         return;
     }
     if (!f->have_key) {
@@ -411,7 +448,7 @@ static void attach(struct parse *p, struct kb_config_node *n)
     n->key = f->key;
     n->key_line = f->key_line;
     n->key_col = f->key_col;
-    add_kid(f->node, n);
+    add_kid(p->c, f->node, n);
 }
 
 /* True when the next node is a map key (the innermost container is a map
@@ -503,11 +540,15 @@ static int on_event(struct parse *p, yaml_event_t *ev)
             bad = true;
         }
         const char *text = kb_config_strdup(p->c, v, len);
+        if (!text)
+            return -1; /* out of memory */
         if (expecting_key(p)) {
             set_key(p, text, m, bad);
             return 1;
         }
         struct kb_config_node *n = kb_config_new_node(p->c, KB_CONFIG_SCALAR, p->file, line, col);
+        if (!n)
+            return -1;
         n->text = text;
         n->quoted = ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE;
         attach(p, n);
@@ -557,6 +598,8 @@ struct kb_config_node *kb_config_parse_string(struct kb_config *c, const char *n
                                               const char *text, size_t len)
 {
     const char *file = kb_config_strdup(c, name, strlen(name));
+    if (!file)
+        return NULL;
     if (len > c->max_bytes) {
         kb_config_error_loc(c, file, 1, 1, "file too large: %zu bytes, the limit is %zu", len,
                             c->max_bytes);
@@ -564,11 +607,16 @@ struct kb_config_node *kb_config_parse_string(struct kb_config *c, const char *n
     }
     struct parse p = {.c = c, .file = file, .text = text};
     p.stack = calloc((size_t)c->max_depth + 1, sizeof *p.stack);
-    if (!p.stack)
-        abort();
+    if (!p.stack) {
+        config_nomem(c, "reading a configuration");
+        return NULL;
+    }
     yaml_parser_t y;
-    if (!yaml_parser_initialize(&y))
-        abort();
+    if (!yaml_parser_initialize(&y)) {
+        free(p.stack);
+        config_nomem(c, "reading a configuration");
+        return NULL;
+    }
     yaml_parser_set_input_string(&y, (const unsigned char *)text, len);
     yaml_parser_set_encoding(&y, YAML_UTF8_ENCODING);
     bool ok = true;
@@ -581,6 +629,8 @@ struct kb_config_node *kb_config_parse_string(struct kb_config *c, const char *n
         }
         int r = on_event(&p, &ev);
         yaml_event_delete(&ev);
+        if (c->nomem)
+            r = -1; /* an allocation failed: the tree is incomplete */
         if (r < 0)
             ok = false;
         if (r <= 0)
@@ -613,14 +663,21 @@ struct kb_config_node *kb_config_parse_file(struct kb_config *c, const char *pat
     /* read at most one byte past the limit: pipes have no size to stat */
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
-    if (!buf)
-        abort();
+    if (!buf) {
+        fclose(f);
+        config_nomem(c, "reading a configuration");
+        return NULL;
+    }
     for (;;) {
         if (len == cap) {
             cap *= 2;
             char *b = realloc(buf, cap);
-            if (!b)
-                abort();
+            if (!b) {
+                free(buf);
+                fclose(f);
+                config_nomem(c, "reading a configuration");
+                return NULL;
+            }
             buf = b;
         }
         size_t want = cap - len;

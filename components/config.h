@@ -69,6 +69,9 @@ struct kb_config {
     struct kb_config_node *nodes;
     char **strings;
     size_t n_strings, cap_strings;
+    /* An allocation failed: "out of memory (...)" is in the error list
+     * (once), and a parse in progress stops with NULL. */
+    bool nomem;
 };
 
 void kb_config_init(struct kb_config *c, struct kb_config_errors *errors);
@@ -101,13 +104,18 @@ struct kb_config_node *kb_config_lookup(const struct kb_config_node *root, const
 struct kb_config_node *kb_config_merge(struct kb_config *c, struct kb_config_node *base,
                                        struct kb_config_node *over);
 
-/* Node construction, for overrides made by code (--set). */
+/* Node construction, for overrides made by code (--set). Out of memory,
+ * they return NULL with c->nomem set and the error recorded;
+ * kb_config_map_set then does nothing (a NULL map or value is ignored). */
 struct kb_config_node *kb_config_new_node(struct kb_config *c, enum kb_config_kind kind,
                                           const char *file, int line, int col);
 const char *kb_config_strdup(struct kb_config *c, const char *s, size_t len);
 /* Put `value` under `key` in a map, replacing an existing member. */
 void kb_config_map_set(struct kb_config *c, struct kb_config_node *map, const char *key,
                        struct kb_config_node *value);
+/* Append `item` to a sequence; false when out of memory or item is NULL. */
+bool kb_config_seq_append(struct kb_config *c, struct kb_config_node *seq,
+                          struct kb_config_node *item);
 
 /* Strict scalar readers. `what` names the value in messages (the key).
  * On a bad value they add "file:line:col: expected ... for 'what', got '...'"

@@ -300,8 +300,9 @@ const struct kb_config_key *kb_config_schema_find(const struct kb_config_key *sc
     return any_name || on_name ? NULL : k;
 }
 
-/* Every leaf path of a schema, for "nearest" lists. */
-static void leaf_paths(const struct kb_config_key *t, const char *prefix, char ***v, size_t *n,
+/* Every leaf path of a schema, for "nearest" lists; false when out of
+ * memory (the paths so far stay in *v for the caller to free). */
+static bool leaf_paths(const struct kb_config_key *t, const char *prefix, char ***v, size_t *n,
                        size_t *cap)
 {
     for (; t->name; t++) {
@@ -310,18 +311,23 @@ static void leaf_paths(const struct kb_config_key *t, const char *prefix, char *
         if (t->type == KB_CONFIG_T_MAP || t->type == KB_CONFIG_T_DICT) {
             if (t->type == KB_CONFIG_T_DICT)
                 strncat(path, ".NAME", sizeof path - strlen(path) - 1);
-            leaf_paths(t->sub, path, v, n, cap);
+            if (!leaf_paths(t->sub, path, v, n, cap))
+                return false;
             continue;
         }
         if (*n == *cap) {
-            *cap = *cap ? 2 * *cap : 64;
-            char **nv = realloc(*v, *cap * sizeof *nv);
+            size_t nc = *cap ? 2 * *cap : 64;
+            char **nv = realloc(*v, nc * sizeof *nv);
             if (!nv)
-                abort();
+                return false;
             *v = nv;
+            *cap = nc;
         }
-        (*v)[(*n)++] = strdup(path);
+        if (!((*v)[*n] = strdup(path)))
+            return false;
+        (*n)++;
     }
+    return true;
 }
 
 /* A dotted key against a known path: the whole path, or as many of its
@@ -348,18 +354,24 @@ static int path_score(const char *key, const char *path)
     return best;
 }
 
-/* "sips.cuont" → "sips.count" (up to three equally near keys). */
-static void nearest_keys(const struct kb_config_key *const *schemas, size_t n_schemas,
+/* "sips.cuont" → "sips.count" (up to three equally near keys); false
+ * when out of memory. */
+static bool nearest_keys(const struct kb_config_key *const *schemas, size_t n_schemas,
                          const char *key, char *buf, size_t size)
 {
     char **paths = NULL;
     size_t n = 0, cap = 0;
-    for (size_t s = 0; s < n_schemas; s++)
-        leaf_paths(schemas[s], "", &paths, &n, &cap);
+    bool ok = true;
+    for (size_t s = 0; s < n_schemas && ok; s++)
+        ok = leaf_paths(schemas[s], "", &paths, &n, &cap);
     int best = INT_MAX;
-    int *score = malloc((n ? n : 1) * sizeof *score);
-    if (!score)
-        abort();
+    int *score = ok ? malloc((n ? n : 1) * sizeof *score) : NULL;
+    if (!score) {
+        for (size_t i = 0; i < n; i++)
+            free(paths[i]);
+        free(paths);
+        return false;
+    }
     for (size_t i = 0; i < n; i++) {
         score[i] = path_score(key, paths[i]);
         if (score[i] < best)
@@ -376,6 +388,7 @@ static void nearest_keys(const struct kb_config_key *const *schemas, size_t n_sc
     }
     free(paths);
     free(score);
+    return true;
 }
 
 /* Split "KEY=VALUE"; false when there is no '=' or no key. */
@@ -406,8 +419,11 @@ static void report_unknown_set(struct kb_config_errors *e,
     if (e->truncated)
         return;
     char near[512];
-    nearest_keys(schemas, n_schemas, key, near, sizeof near);
-    kb_config_errors_add(e, "--set: unknown key '%s' (nearest: %s)", key, near);
+    if (nearest_keys(schemas, n_schemas, key, near, sizeof near))
+        kb_config_errors_add(e, "--set: unknown key '%s' (nearest: %s)", key, near);
+    else
+        kb_config_errors_add(e, "--set: unknown key '%s' (out of memory finding the nearest)",
+                             key);
 }
 
 static bool set_is_section(struct kb_config_errors *e, const struct kb_config_key *k,
@@ -446,7 +462,7 @@ void kb_config_apply_sets(struct kb_config *c, struct kb_config_node *root,
         const char *file = kb_config_strdup(c, label, strlen(label));
         struct kb_config_node *map = root;
         char *part = key;
-        for (char *dot; (dot = strchr(part, '.')); part = dot + 1) {
+        for (char *dot; file && map && (dot = strchr(part, '.')); part = dot + 1) {
             *dot = 0;
             struct kb_config_node *next = kb_config_get(map, part);
             if (!next || next->kind != KB_CONFIG_MAP) {
@@ -455,9 +471,12 @@ void kb_config_apply_sets(struct kb_config *c, struct kb_config_node *root,
             }
             map = next;
         }
-        struct kb_config_node *v = kb_config_new_node(c, KB_CONFIG_SCALAR, file, 0, 0);
-        v->text = kb_config_strdup(c, value, strlen(value));
-        kb_config_map_set(c, map, part, v);
+        struct kb_config_node *v =
+            file && map ? kb_config_new_node(c, KB_CONFIG_SCALAR, file, 0, 0) : NULL;
+        if (v && (v->text = kb_config_strdup(c, value, strlen(value))))
+            kb_config_map_set(c, map, part, v);
+        if (c->nomem)
+            return; /* "out of memory" is in the errors */
     }
 }
 

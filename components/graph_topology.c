@@ -194,6 +194,8 @@ static void add_direction(struct kb_config *c, struct kb_graph_cfg *g, const cha
     char buf[512];
     place(item, buf, sizeof buf);
     where[g->n_links] = kb_config_strdup(c, buf, strlen(buf));
+    if (!where[g->n_links])
+        return; /* out of memory: c->nomem, the error recorded */
     g->links[g->n_links++] = (struct kb_graph_link_cfg){
         a, b, {.bw_gbps = r->bw, .latency_ns = r->latency, .overhead_ns = r->overhead},
         r->bidirectional};
@@ -320,8 +322,12 @@ int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *roo
     /* a bidirectional link is two directions */
     g->links = calloc(2 * links->n + 1, sizeof *g->links);
     const char **where = calloc(2 * links->n + 1, sizeof *where);
-    if (!g->nodes || !g->links || !where)
-        abort();
+    if (!g->nodes || !g->links || !where) {
+        free(where);
+        kb_graph_cfg_release(g);
+        kb_config_error_at(c, root, "out of memory reading the graph");
+        return -1;
+    }
     char what[64];
     for (size_t i = 0; i < nodes->n; i++) {
         const struct kb_config_node *item = nodes->kids[i];
@@ -342,10 +348,13 @@ int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *roo
                                g->nodes[dup].where);
             continue;
         }
-        struct kb_graph_node_cfg *n = &g->nodes[g->n_nodes++];
+        struct kb_graph_node_cfg *n = &g->nodes[g->n_nodes];
         n->name = strdup(r.name.text);
-        if (!n->name)
-            abort();
+        if (!n->name) {
+            kb_config_error_at(c, nn, "out of memory reading the graph");
+            break;
+        }
+        g->n_nodes++;
         n->pe = r.pe;
         g->n_pes += r.pe;
         place(nn, n->where, sizeof n->where);
@@ -375,9 +384,9 @@ int kb_graph_cfg_from_tree(struct kb_config *c, const struct kb_config_node *roo
         kb_config_error_at(c, nodes, "the graph has no PE (mark nodes with 'pe: true')");
     for (size_t j = 0; j < g->n_links; j++)
         g->links[j].p.flit_bytes = flit;
-    if (c->errors->n == before)
+    if (c->errors->n == before && !c->nomem)
         read_routes(c, kb_config_get(root, "routes"), g);
-    if (c->errors->n != before) {
+    if (c->errors->n != before || c->nomem) {
         kb_graph_cfg_release(g);
         return -1;
     }
@@ -415,7 +424,7 @@ int kb_graph_system_from_tree(struct kb_config *c, struct kb_config_node *topo_r
             g->links[j].p.vc_classes = 1;
             g->links[j].p.credit_ns = topo->fabric.credit_ns;
         }
-    if (rt < 0 || rg < 0 || c->errors->n != before) {
+    if (rt < 0 || rg < 0 || c->errors->n != before || c->nomem) {
         kb_graph_cfg_release(g);
         return -1;
     }

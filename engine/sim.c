@@ -935,6 +935,9 @@ static inline int wait_event_why(struct sim *s, struct sim_event *e,
 
 int sim_wait_event(struct sim *s, struct sim_event *e)
 {
+    /* NULL: say, an event whose sim_event_new failed, unchecked */
+    if (!e)
+        return seterr(s, SIM_EINVAL, "sim_wait_event: no event (NULL)");
     return wait_event_why(s, e, W_EVENT, e);
 }
 
@@ -946,6 +949,9 @@ int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,
         return SIM_EPERM;
     if (n < 0 || (n > 0 && !evs))
         return seterr(s, SIM_EINVAL, "sim_wait_any: bad event list");
+    for (int i = 0; i < n; i++)
+        if (!evs[i])
+            return seterr(s, SIM_EINVAL, "sim_wait_any: event %d is NULL", i);
     if (timeout != SIM_FOREVER) {
         int rc = check_delay(s, timeout, "a timeout");
         if (rc < 0)

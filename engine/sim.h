@@ -41,9 +41,10 @@
  *    runs out fails alone: the other points and their rows are kept.
  *  - The command line (lua/kbsim.c): prints "kbsim: ..." and exits with
  *    status 2.
- * Known exceptions, still to fix: the configuration readers
- * (components/config.c, config_schema.c, graph_topology.c, the Lua-table
- * reader of lua/lsystem.c) abort. tests/failalloc/ fails every allocation
+ *  - The configuration readers (components/config.c, config_schema.c,
+ *    graph_topology.c, the Lua-table reader of lua/lsystem.c) add one
+ *    "out of memory (reading a configuration)" error and return NULL/-1.
+ * tests/failalloc/ fails every allocation
  * of a unit test in turn to hold the engine and components to this
  * (docs/decisions/0024-allocation-failure-testing.md).
  */
@@ -220,7 +221,8 @@ void *sim_proc_userdata(const struct sim_proc *p);
  * for a time (0: one delta cycle), until an event is notified, or until
  * any of n events or a timeout (SIM_FOREVER: none). sim_wait_any returns
  * the index of the event that woke it, or -1 on timeout. A delay or
- * timeout past SIM_TIME_MAX is SIM_EINVAL, returned without blocking. */
+ * timeout past SIM_TIME_MAX is SIM_EINVAL, returned without blocking, as
+ * is a NULL event. */
 int sim_wait(struct sim *s, sim_time delay);
 int sim_wait_event(struct sim *s, struct sim_event *e);
 int sim_wait_any(struct sim *s, struct sim_event *const *evs, int n,

@@ -34,19 +34,6 @@ struct lsys {
 
 /* ---- Lua table -> configuration tree ------------------------------------ */
 
-static void append(struct kb_config_node *seq, struct kb_config_node *kid)
-{
-    if (seq->n == seq->cap) {
-        size_t cap = seq->cap ? 2 * seq->cap : 8;
-        struct kb_config_node **k = realloc(seq->kids, cap * sizeof *k);
-        if (!k)
-            abort();
-        seq->kids = k;
-        seq->cap = cap;
-    }
-    seq->kids[seq->n++] = kid;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -66,7 +53,8 @@ static void shortest_double(char *buf, size_t len, double v)
 
 /* The value at idx as a node located at "where: path". Tables with keys
  * 1..n only are sequences, others maps with string keys (read in sorted
- * order, so messages come in a stable order); an empty table is a map. */
+ * order, so messages come in a stable order); an empty table is a map.
+ * NULL when out of memory (c->nomem, the error recorded). */
 static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int idx,
                                        const char *where, const char *path, int depth)
 {
@@ -74,6 +62,8 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
     char buf[512];
     snprintf(buf, sizeof buf, "%s: %s", where, *path ? path : "the table");
     const char *file = kb_config_strdup(c, buf, strlen(buf));
+    if (!file)
+        return NULL;
     int t = lua_type(L, idx);
     if (t == LUA_TTABLE) {
         if (depth >= KB_CONFIG_MAX_DEPTH) {
@@ -91,19 +81,26 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
         char sub[512];
         if (count > 0 && all_ints && count == len) {
             struct kb_config_node *seq = kb_config_new_node(c, KB_CONFIG_SEQ, file, 0, 0);
-            for (lua_Integer i = 1; i <= len; i++) {
+            for (lua_Integer i = 1; seq && i <= len; i++) {
                 lua_rawgeti(L, idx, i);
                 snprintf(sub, sizeof sub, "%s[%lld]", path, (long long)i);
-                append(seq, from_lua(L, c, -1, where, sub, depth + 1));
+                bool ok = kb_config_seq_append(c, seq, from_lua(L, c, -1, where, sub, depth + 1));
                 lua_pop(L, 1);
+                if (!ok)
+                    return NULL;
             }
             return seq;
         }
         struct kb_config_node *map = kb_config_new_node(c, KB_CONFIG_MAP, file, 0, 0);
+        if (!map)
+            return NULL;
         const char **keys = calloc((size_t)count + 1, sizeof *keys);
         size_t n = 0;
-        if (!keys)
-            abort();
+        if (!keys) {
+            kb_config_errors_add(c->errors, "%s: out of memory", file);
+            c->nomem = true;
+            return NULL;
+        }
         for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
             if (lua_type(L, -2) != LUA_TSTRING) {
                 kb_config_error_loc(c, file, 0, 0, "a key of type %s (names are strings)",
@@ -112,7 +109,11 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
             }
             size_t kl;
             const char *k = lua_tolstring(L, -2, &kl);
-            keys[n++] = kb_config_strdup(c, k, kl);
+            if (!(keys[n++] = kb_config_strdup(c, k, kl))) {
+                lua_pop(L, 2);
+                free(keys);
+                return NULL;
+            }
         }
         qsort(keys, n, sizeof *keys, cmp_str);
         for (size_t i = 0; i < n; i++) {
@@ -122,9 +123,11 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
             lua_pop(L, 1);
         }
         free(keys);
-        return map;
+        return c->nomem ? NULL : map;
     }
     struct kb_config_node *s = kb_config_new_node(c, KB_CONFIG_SCALAR, file, 0, 0);
+    if (!s)
+        return NULL;
     switch (t) {
     case LUA_TNUMBER:
         if (lua_isinteger(L, idx))
@@ -132,6 +135,8 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
         else
             shortest_double(buf, sizeof buf, (double)lua_tonumber(L, idx));
         s->text = kb_config_strdup(c, buf, strlen(buf));
+        if (!s->text)
+            return NULL;
         break;
     case LUA_TBOOLEAN:
         s->text = lua_toboolean(L, idx) ? "true" : "false";
@@ -140,6 +145,8 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
         size_t len;
         const char *v = lua_tolstring(L, idx, &len);
         s->text = kb_config_strdup(c, v, len);
+        if (!s->text)
+            return NULL;
         s->quoted = true; /* "8" stays a string, as in YAML */
         break;
     }
@@ -244,6 +251,8 @@ static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
             return -1;
     } else if (lua_type(L, spec) == LUA_TTABLE) {
         user = from_lua(L, c, spec, where, "", 0);
+        if (!user)
+            return -1; /* out of memory, in the errors */
     }
     /* a table is laid over a grid --topology file, as the file is over the defaults */
     struct kb_config_node *base = NULL;

@@ -45,6 +45,10 @@
 
 static int test__failed;
 static int test__stopped; /* stopped at the error an injected failure owed */
+/* Running under --failalloc: a test of many random rounds may run fewer
+ * (every round takes the same code paths; each failing run repeats the
+ * test up to the failure). */
+static bool test_failalloc_mode;
 
 /* ---- what a test built, freed by the harness after an early return ---- */
 
@@ -362,6 +366,7 @@ static void test__failalloc_setup(void)
         const char *p = names;                                            \
         int fa = TEST__FAILALLOC_ARG(argc, argv);                         \
         if (fa) {                                                         \
+            test_failalloc_mode = true;                                   \
             test__failalloc_setup();                                      \
             argc--;                                                       \
             argv++;                                                       \
