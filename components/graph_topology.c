@@ -413,7 +413,7 @@ int kb_graph_system_from_tree(struct kb_config *c, struct kb_config_node *topo_r
     }
     kb_config_apply_sets(c, topo_root, kb_topo_schema(), sets, n_sets, true);
     size_t before = c->errors->n;
-    int rt = kb_topo_cfg_from_tree(c, topo_root, topo);
+    int rt = kb_topo_cfg_from_tree_graph(c, topo_root, topo);
     int rg = kb_graph_cfg_from_tree(c, graph_root, rt == 0 ? (unsigned)topo->flit_bytes : 1, g);
     /* fabric.flow_control: credit on every link, one VC class (a graph's
      * routes carry no deadlock-freedom argument; docs/components/noc.md) */

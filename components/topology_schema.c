@@ -349,8 +349,8 @@ static void check_vcs(struct kb_config *c, const struct kb_config_node *root,
                            need);
 }
 
-int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
-                          struct kb_topology_cfg *cfg)
+static int cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
+                         struct kb_topology_cfg *cfg, bool grid)
 {
     size_t before = c->errors->n;
     memset(cfg, 0, sizeof *cfg);
@@ -367,12 +367,24 @@ int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root
     check_tile(c, root, "n", cfg->pe.gemm.tile.n, cfg->pe.gemm.mac.n);
     check_tile(c, root, "k", cfg->pe.gemm.tile.k, cfg->pe.gemm.mac.k);
     check_products(c, root, cfg);
-    if (cfg->sips.topology >= 0)
+    if (grid && cfg->sips.topology >= 0)
         check_vcs(c, root, cfg);
     cfg->pes_per_cube = cfg->cube.pes_per_corner * cfg->cube.corners;
     cfg->cubes_per_sip = cfg->sip.cube_mesh.w * cfg->sip.cube_mesh.h;
     cfg->n_pes = (int64_t)cfg->sips.count * cfg->cubes_per_sip * cfg->pes_per_cube;
     return c->errors->n == before ? 0 : -1;
+}
+
+int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
+                          struct kb_topology_cfg *cfg)
+{
+    return cfg_from_tree(c, root, cfg, true);
+}
+
+int kb_topo_cfg_from_tree_graph(struct kb_config *c, const struct kb_config_node *root,
+                                struct kb_topology_cfg *cfg)
+{
+    return cfg_from_tree(c, root, cfg, false);
 }
 
 int kb_topo_cfg_load(struct kb_topology_cfg *cfg, const struct kb_config_src *src,

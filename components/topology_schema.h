@@ -128,5 +128,10 @@ int kb_topo_cfg_load(struct kb_topology_cfg *cfg, const struct kb_config_src *sr
  * Returns 0 or -1; problems go to c->errors. */
 int kb_topo_cfg_from_tree(struct kb_config *c, const struct kb_config_node *root,
                           struct kb_topology_cfg *cfg);
+/* The same for the PE and fabric settings of a graph system: the checks
+ * that concern the grid of SIPs (the VC classes its routing needs) are
+ * left out, since a graph has its own routes and one VC class. */
+int kb_topo_cfg_from_tree_graph(struct kb_config *c, const struct kb_config_node *root,
+                                struct kb_topology_cfg *cfg);
 
 #endif

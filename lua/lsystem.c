@@ -188,9 +188,11 @@ static const char **option_sets(lua_State *L, size_t *n)
 /* A system's configuration from the user's tree (NULL: none): a graph,
  * with its system keys over the topology defaults, or a topology laid over
  * them (over BASE first, a grid --topology file under a Lua table, when not
- * NULL); then --set. Returns 0 or -1 with the problems in c->errors. */
+ * NULL); then --set. GRID: the checks of a grid's own (the VC classes its
+ * routing needs) are made too. Returns 0 or -1 with the problems in
+ * c->errors. */
 static int system_cfg(struct kb_config *c, struct kb_config_node *base,
-                      struct kb_config_node *user,
+                      struct kb_config_node *user, bool grid,
                       const char *const *sets, size_t n_sets, struct kb_topology_cfg *topo,
                       struct kb_graph_cfg *graph, bool *is_graph)
 {
@@ -209,7 +211,8 @@ static int system_cfg(struct kb_config *c, struct kb_config_node *base,
         root = kb_config_merge(c, root, base);
     root = kb_config_merge(c, root, user);
     kb_config_apply_sets(c, root, kb_topo_schema(), sets, n_sets, true);
-    return kb_topo_cfg_from_tree(c, root, topo) < 0 || c->errors->n != before ? -1 : 0;
+    int rt = grid ? kb_topo_cfg_from_tree(c, root, topo) : kb_topo_cfg_from_tree_graph(c, root, topo);
+    return rt < 0 || c->errors->n != before ? -1 : 0;
 }
 
 /* Everything a build needs, freed in one place whatever happened. */
@@ -264,7 +267,7 @@ static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
         if (kb_graph_tree_is_graph(base))
             base = NULL;
     }
-    return system_cfg(c, base, user, sets, n_sets, &b->topo, &b->graph, &b->is_graph);
+    return system_cfg(c, base, user, true, sets, n_sets, &b->topo, &b->graph, &b->is_graph);
 }
 
 /* True for a chunk of the kbsim Lua library (lua/kbsim/). */
@@ -1242,7 +1245,9 @@ int lkb_check_config(const struct lkb_options *opt)
         struct kb_topology_cfg topo;
         struct kb_graph_cfg graph = {0};
         bool is_graph;
-        system_cfg(&c, NULL, user, sets, n, &topo, &graph, &is_graph);
+        /* without --topology the script may build a graph: the grid's
+         * own checks wait for kb.system */
+        system_cfg(&c, NULL, user, user != NULL, sets, n, &topo, &graph, &is_graph);
         kb_graph_cfg_release(&graph);
     }
     kb_config_release(&c);
