@@ -1322,6 +1322,56 @@ static void plan_points(lua_State *L, struct sweep *sw, const struct sweep_spec 
     sw->bar = root && !sp->quiet && sw->n_pending > 0 && isatty(2);
 }
 
+/* Step 5b: the order in which the pending points are handed out. In
+ * input order, unless the spec gives `cost`, a function of a point's
+ * parameters returning a number: then the dearest first (ties in input
+ * order), so that the longest points do not start last and leave the
+ * other threads or ranks idle at the end of the sweep. Only when points
+ * run changes: rows, the cache and every output stay as in input order. */
+struct ranked {
+    double cost;
+    size_t index;
+};
+
+static int by_cost(const void *a, const void *b)
+{
+    const struct ranked *x = a, *y = b;
+    if (x->cost != y->cost)
+        return x->cost > y->cost ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static void order_points(lua_State *L, struct sweep *sw, const struct sweep_spec *sp)
+{
+    int t = lua_getfield(L, A_SPEC, "cost");
+    if (t == LUA_TNIL || sw->n_pending < 2) {
+        if (t != LUA_TNIL && t != LUA_TFUNCTION)
+            luaL_error(L, "kb.sweep '%s': 'cost' must be a function of a point", sp->name);
+        lua_pop(L, 1);
+        return;
+    }
+    if (t != LUA_TFUNCTION)
+        luaL_error(L, "kb.sweep '%s': 'cost' must be a function of a point", sp->name);
+    struct ranked *r = lua_newuserdatauv(L, sw->n_pending * sizeof *r, 0);
+    for (size_t k = 0; k < sw->n_pending; k++) {
+        size_t i = sw->pending_pts[k];
+        lua_pushvalue(L, -2);
+        lua_rawgeti(L, A_POINTS, (lua_Integer)i + 1);
+        lua_call(L, 1, 1);
+        int isnum;
+        lua_Number c = lua_tonumberx(L, -1, &isnum);
+        if (!isnum || c != c)
+            luaL_error(L, "kb.sweep '%s': cost of point %d must be a number, got %s",
+                       sp->name, (int)i + 1, isnum ? "nan" : luaL_typename(L, -1));
+        lua_pop(L, 1);
+        r[k] = (struct ranked){(double)c, i};
+    }
+    qsort(r, sw->n_pending, sizeof *r, by_cost);
+    for (size_t k = 0; k < sw->n_pending; k++)
+        sw->pending_pts[k] = r[k].index;
+    lua_pop(L, 2);
+}
+
 /* Step 6: runs the pending points, here (one rank), or handing them out
  * (rank 0 of several), or taking them from rank 0 and sending the results
  * back (the other ranks). Returns sim_sweep_run's status. */
@@ -1460,7 +1510,7 @@ static void push_summary(lua_State *L, const struct sweep *sw, size_t ndone, siz
     lua_setfield(L, -2, "points");
 }
 
-/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=}
+/* kb.sweep{points=, run=, name=, jobs=, key_extra=, cache=, timeout=, cost=}
  * -> rows, summary */
 static int l_sweep(lua_State *L)
 {
@@ -1478,6 +1528,7 @@ static int l_sweep(lua_State *L)
     prepare_ranks(L, sw, mpi);
     struct sweep_plan plan;
     plan_points(L, sw, &sp, root, &plan);
+    order_points(L, sw, &sp);
     if (mpi && !mpi_start(sw))
         return luaL_error(L, "kb.sweep: MPI failed");
 

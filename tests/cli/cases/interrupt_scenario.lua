@@ -2,7 +2,8 @@
 -- with its KEY=VALUE parameters as kbsim would, but point N of its sweep
 -- SWEEP sends Ctrl-C (SIGINT) to kbsim and waits to be interrupted
 -- (ctrl_c.lua, as in sweep_interrupt.lua): with -j 1 the points before it
--- are done, it and every later point (of any sweep) not run. The
+-- are done, it and every later point (of any sweep) not run (the sweeps
+-- run in input order: a scenario's `cost` ordering is dropped). The
 -- scenario's summary line must then count what ran.
 local kb = require("kbsim")
 local ctrl_c = require("ctrl_c")
@@ -13,6 +14,7 @@ stop_index = math.tointeger(tonumber(stop_index))
 
 local sweep = kb.sweep
 kb.sweep = function(spec)
+  spec.cost = nil
   if spec.name == stop_sweep then
     spec.points[stop_index].kb_test_stop = true
     local run = spec.run
