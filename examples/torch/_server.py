@@ -49,3 +49,26 @@ class Server:
             self.proc.kill()
             self.proc.wait()
         self.stop()
+
+
+def run_ranks(kbsim, server_args, rank_main, a, prefix):
+    """Starts `kbsim serve SERVER_ARGS`, runs rank_main(rank, a, address, outdir)
+    in a.ws processes (a.start_method), and returns what each rank wrote to
+    OUTDIR/rankR.json, in rank order."""
+    import json
+    import torch.multiprocessing as mp
+    outdir = tempfile.mkdtemp(prefix=prefix)
+    try:
+        with Server(kbsim, *server_args) as srv:
+            if a.start_method == "spawn":
+                mp.spawn(rank_main, args=(a, srv.address, outdir), nprocs=a.ws, join=True)
+            else:  # fork: the ranks do not import torch again (the tests use it: time)
+                mp.start_processes(rank_main, args=(a, srv.address, outdir), nprocs=a.ws,
+                                   join=True, start_method=a.start_method)
+        ranks = []
+        for r in range(a.ws):
+            with open(os.path.join(outdir, "rank%d.json" % r)) as f:
+                ranks.append(json.load(f))
+        return ranks
+    finally:
+        shutil.rmtree(outdir, ignore_errors=True)

@@ -16,13 +16,11 @@ simulated time of each step's gradient all-reduce.
 import argparse
 import json
 import os
-import tempfile
 
 import _server
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 IN, HID, OUT = 16, 32, 8
 LR = 0.125
@@ -106,14 +104,7 @@ def main(argv=None):
                    help="exit 1 unless the gradients equal the one-process model's")
     a = p.parse_args(argv)
     kbsim = _server.find_kbsim(a.kbsim)
-    outdir = tempfile.mkdtemp(prefix="kbsim-ddp")
-    with _server.Server(kbsim, "--set", "ccl.algorithm=ring_allreduce") as srv:
-        if a.start_method == "spawn":
-            mp.spawn(rank_main, args=(a, srv.address, outdir), nprocs=a.ws, join=True)
-        else:  # fork: the ranks do not import torch again (the tests use it: time)
-            mp.start_processes(rank_main, args=(a, srv.address, outdir), nprocs=a.ws,
-                               join=True, start_method=a.start_method)
-    ranks = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(a.ws)]
+    ranks = _server.run_ranks(kbsim, ("--set", "ccl.algorithm=ring_allreduce"), rank_main, a, "kbsim-ddp")
     ref = reference(a)
     bad = []
     print("%5s %12s %8s %14s %12s %12s %14s" % ("step", "all_reduces", "bytes", "all_reduce_ns",

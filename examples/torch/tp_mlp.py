@@ -26,7 +26,6 @@ import _server
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 
 def weights(n_in, hidden, n_out):
@@ -119,14 +118,7 @@ def main(argv=None):
     if a.hidden % a.ws:
         p.error("hidden size %d does not divide over %d ranks" % (a.hidden, a.ws))
     kbsim = _server.find_kbsim(a.kbsim)
-    outdir = tempfile.mkdtemp(prefix="kbsim-tp")
-    with _server.Server(kbsim, "--set", "ccl.algorithm=ring_rs_ag_allreduce") as srv:
-        if a.start_method == "spawn":
-            mp.spawn(rank_main, args=(a, srv.address, outdir), nprocs=a.ws, join=True)
-        else:  # fork: the ranks do not import torch again (the tests use it: time)
-            mp.start_processes(rank_main, args=(a, srv.address, outdir), nprocs=a.ws,
-                               join=True, start_method=a.start_method)
-    ranks = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(a.ws)]
+    ranks = _server.run_ranks(kbsim, ("--set", "ccl.algorithm=ring_rs_ag_allreduce"), rank_main, a, "kbsim-tp")
 
     # the one-process model
     w1, w2 = weights(a.n_in, a.hidden, a.n_out)

@@ -193,6 +193,11 @@ TEST(size_limit_file)
     int fd = mkstemp(tmpl);
     ASSERT_TRUE(fd >= 0);
     FILE *fp = fdopen(fd, "w");
+    if (!fp) {
+        close(fd);
+        remove(tmpl);
+    }
+    ASSERT_TRUE(fp);
     fputs("a: 1\n", fp);
     for (int i = 0; i < 1000; i++)
         fputs("# padding padding padding padding padding padding padding padding\n", fp);

@@ -95,6 +95,17 @@ function M.combine(op, x, y)
   return f(x, y)
 end
 
+-- The root of a rooted collective (reduce, gather, scatter): opts.root, a
+-- launch index in 0..world_size-1, default 0; otherwise an error naming
+-- the algorithm.
+function M.root(name, world_size, opts)
+  local root = opts.root or 0
+  if math.type(root) ~= "integer" or root < 0 or root >= world_size then
+    error(("'%s': root rank %s is not in 0..%d"):format(name, tostring(root), world_size - 1), 0)
+  end
+  return root
+end
+
 -- As find, raising the message.
 function M.get(name, where)
   local algo, msg = M.find(name, where)

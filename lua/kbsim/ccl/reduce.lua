@@ -12,10 +12,7 @@ local tl = require("kbsim.tl")
 local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
-  local root = opts.root or 0
-  if math.type(root) ~= "integer" or root < 0 or root >= world_size then
-    error(("'reduce': root rank %s is not in 0..%d"):format(tostring(root), world_size - 1), 0)
-  end
+  local root = ccl.root("reduce", world_size, opts)
   if opts.op ~= nil and opts.op ~= "sum" and opts.op ~= "max" and opts.op ~= "min" then
     error(("'reduce': unknown reduction '%s' (sum, max, min)"):format(tostring(opts.op)), 0)
   end

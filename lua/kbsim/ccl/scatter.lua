@@ -7,12 +7,10 @@
 -- last, its own. The root copies its own block locally. The first link
 -- carries N-1 blocks: about (N-1) block times plus N-1 hops of latency.
 local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
-  local root = opts.root or 0
-  if math.type(root) ~= "integer" or root < 0 or root >= world_size then
-    error(("'scatter': root rank %s is not in 0..%d"):format(tostring(root), world_size - 1), 0)
-  end
+  local root = ccl.root("scatter", world_size, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, root = root}
 end
 
