@@ -243,6 +243,9 @@ function M.params(spec, opts)
     end
     if e.list then
       local l = {}
+      if s ~= "" and (s:find(",,", 1, true) or s:sub(1, 1) == "," or s:sub(-1) == ",") then
+        bad_argument("%s: '%s' has an empty item", k, s)
+      end
       for x in s:gmatch("[^,]+") do
         local v, why = convert(e, x)
         if v == nil then bad_argument("%s: '%s' %s", k, x, why) end
