@@ -1157,6 +1157,117 @@ def case_inject():
     srv.stop()
 
 
+def until_events(c, want, quantum=50.0):
+    """Advances c until `want` events came; -> {id: Event}."""
+    got = {}
+    for _ in range(2000):
+        if len(got) >= want:
+            return got
+        now, evs = c.advance(quantum)
+        if os.environ.get("KB_DEBUG"):
+            print("advance", now, evs, file=sys.stderr)
+        for e in evs:
+            got[e.id] = e
+    raise AssertionError("events never came: %r" % got)
+
+
+def case_inject_kinds():
+    """inject_ex (operation 28), inject_cancel (29), advance's events in protocol 3:
+    a DMA read at one PE (timed as the same load in a kernel), a raw message on the
+    fabric (timed as sys:inject from Lua), a transfer in pieces, one cancelled
+    mid-way and before it starts, one lost when a failed kernel has the machine
+    rebuilt (and one not yet started then, started again); a version 2 client; the
+    refusals."""
+    kernels = os.path.join(SRCDIR, "tests/cli/cosim_kernels.lua")
+    srv = Server("-q", "--kernels", kernels)
+    m = Client(srv.address)
+    KiB = 1024
+    # a read at PE 2 against a kernel's load of the same bytes on PE 2
+    with Client(srv.address, rank=2) as c2:
+        t = c2.alloc(16 * KiB)
+        ref = c2.launch([2], "read", t)
+        now = c2.now()[0]
+        eid = m.inject(2, 2, 64 * KiB, now + 10, tag=1, kind="read")
+        e = until_events(m, 1)[eid]
+        check(e.status == "done" and e.bytes == 64 * KiB and e.start_ns == now + 10
+              and ps(e.end_ns - e.start_ns) == ps(ref.end_ns - ref.start_ns),
+              "a read: %r, the kernel's load took %r ns" % (e, ref.end_ns - ref.start_ns))
+    # a raw message from PE 0 to PE 5 against sys:inject from Lua
+    out = subprocess.run([KBSIM, "-q", os.path.join(SRCDIR, "tests/cli/cosim_message_ref.lua"),
+                          "src=0", "dst=5", "bytes=4096"], capture_output=True, text=True,
+                         cwd=WORKDIR, check=True).stdout
+    lat = float(out.split("latency_ns=")[1])
+    now = m.now()[0]
+    eid = m.inject(0, 5, 4096, now + 5, tag=2, kind="message")
+    e = until_events(m, 1)[eid]
+    check(e.status == "done" and e.bytes == 4096 and ps(e.end_ns - e.start_ns) == ps(lat),
+          "a message: %r, Lua's %r ns" % (e, lat))
+    # a transfer of 1 MiB in 64 KiB pieces, whole
+    now = m.now()[0]
+    eid = m.inject(0, 1, 1 << 20, now, chunk=64 * KiB)
+    whole = until_events(m, 1)[eid]
+    dur = whole.end_ns - whole.start_ns
+    check(whole.status == "done" and whole.bytes == 1 << 20 and dur > 0, repr(whole))
+    # the same cancelled at half its time: it stops at the next piece boundary
+    now = m.now()[0]
+    eid = m.inject(0, 1, 1 << 20, now, tag=3, chunk=64 * KiB)
+    check(m.inject_cancel(eid, now + dur / 2) is True, "cancel a pending transfer")
+    e = until_events(m, 1)[eid]
+    check(e.status == "cancelled" and 0 < e.bytes < 1 << 20 and e.bytes % (64 * KiB) == 0
+          and now + dur / 2 <= e.end_ns < now + dur, "cancelled mid-way: %r (whole %r ns)"
+          % (e, dur))
+    # cancelled before it starts: nothing moves; a message likewise
+    now = m.now()[0]
+    a = m.inject(0, 1, 1 << 20, now + 100, chunk=64 * KiB)
+    b = m.inject(0, 5, 4096, now + 100, kind="message")
+    check(m.inject_cancel(a, now) and m.inject_cancel(b, now + 50), "cancels before the start")
+    ev = until_events(m, 2)
+    for x in (a, b):
+        check(ev[x].status == "cancelled" and ev[x].bytes == 0 and ev[x].end_ns == now + 100,
+              "cancelled before its start: %r" % ev[x])
+    check(m.inject_cancel(a, m.now()[0]) is False, "a cancel of an ended injection")
+    # a failed kernel while a transfer is under way: the machine is rebuilt, the
+    # transfer is lost (with what it had stored), one not yet started starts again
+    now = m.now()[0]
+    lost = m.inject(0, 1, 1 << 20, now, tag=4, chunk=64 * KiB)
+    later = m.inject(0, 1, 1 << 20, now + 10 * dur, tag=5, chunk=64 * KiB)
+    m.advance(dur / 2)
+    with Client(srv.address, rank=3) as c3:
+        err = error_of(lambda: c3.launch([3], "fails", args={"bad": 0, "why": "now"}))
+        check(err.status == "sim_error" and "on purpose (now)" in err.message, str(err))
+    ev = until_events(m, 2, quantum=dur)
+    check(ev[lost].status == "lost" and ev[lost].end_ns == now + dur / 2
+          and 0 < ev[lost].bytes < 1 << 20, "lost in the rebuild: %r" % ev[lost])
+    check(ev[later].status == "done" and ev[later].start_ns == now + 10 * dur
+          and ps(ev[later].end_ns - ev[later].start_ns) == ps(dur),
+          "started again after the rebuild: %r, whole %r ns" % (ev[later], dur))
+    # a version 2 client: operation 28 is unknown, events in version 2's layout
+    old = Client(srv.address, version=2)
+    st, msg = raw_reply(old, OP["inject_ex"], struct.pack("<BIIQdIQ", 0, 0, 1, 64, 0.0, 0, 0))
+    check(st == 2 and "operation 28 (inject_ex) is protocol 3" in msg, msg)
+    now = old.now()[0]
+    eid = old.inject(0, 1, 4096, now)
+    e = until_events(old, 1)[eid]
+    check(e.status == "done" and e.bytes is None and e.end_ns > e.start_ns == now, repr(e))
+    old.close()
+    # refusals
+    now = m.now()[0]
+    for args, kw, text in [((0, 1, 64, now), {"kind": "read"}, "a read is at one PE"),
+                           ((0, 1, 64, now), {"chunk": 6}, "pieces of 6 bytes"),
+                           ((0, 1, 64, now), {"kind": "message", "chunk": 32},
+                            "a message is one piece")]:
+        e = error_of(lambda: m.inject(*args, **kw))
+        check(e.status == "bad_argument" and text in e.message, "%s: %s" % (text, e))
+    st, msg = raw_reply(m, OP["inject_ex"], struct.pack("<BIIQdIQ", 7, 0, 1, 64, now, 0, 0))
+    check(st == 8 and "inject_ex: kind 7" in msg, msg)
+    e = error_of(lambda: m.inject_cancel(1, now - 1))
+    check(e.status == "bad_argument" and "before the machine's time" in e.message, str(e))
+    st, msg = raw_reply(m, OP["inject_cancel"], b"\0\0")
+    check(st == 1 and "malformed" in msg, msg)
+    m.close()
+    srv.stop()
+
+
 def _group_bytes(ranks):
     return struct.pack("<I%dI" % len(ranks), len(ranks), *ranks)
 
