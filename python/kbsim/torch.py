@@ -34,7 +34,7 @@ from torch.futures import Future
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .client import HEADER, MAGIC, OP, PROTOCOL_VERSION, ServerError
-from .client import FLAG_RETURN_DATA, _group, _s2
+from .client import ANY_SOURCE, FLAG_RETURN_DATA, _group, _s2
 
 BACKEND = "kbsim"
 _WIRE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -506,6 +506,7 @@ class _Work(dist.Work):
         super().__init__()
         self.fut, self.kind, self.error = fut, kind, None
         self.cost, self.model_end_ns = None, None
+        self.source = None  # recv from any source: the sender's rank in the group
 
     def wait(self, timeout=None):
         try:
@@ -520,6 +521,13 @@ class _Work(dist.Work):
 
     def get_future(self):
         return self.fut
+
+    def _source_rank(self):
+        """The sender of a receive from any source (dist.recv without src asks it)."""
+        self.wait()
+        if self.source is None:
+            raise RuntimeError("kbsim: not a receive from any source")
+        return self.source
 
     def is_completed(self):
         return self.fut.done()
@@ -599,10 +607,19 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                 conn.give(n, dt, tid)
             try:
                 rmeta, rdata = _result(status, rmeta, rdata)
-                start, end, lat = struct.unpack("<ddd", rmeta)
+                start, end, lat = struct.unpack_from("<ddd", rmeta)
+                members = list(group)
+                if len(rmeta) == 28:  # a receive from any source: who sent
+                    (src,) = struct.unpack_from("<I", rmeta, 24)
+                    if src not in self._group():
+                        raise RuntimeError("recv from any source: rank %d, outside the group %s, "
+                                           "sent it" % (src, self._group()))
+                    members[0] = src
+                    if work:
+                        work.source = self._group().index(src)
                 if on_data:
                     on_data(rdata)
-                rec = dict(op=kind, group=list(group), bytes=nbytes, start_ns=start,
+                rec = dict(op=kind, group=members, bytes=nbytes, start_ns=start,
                            end_ns=end, latency_ns=lat)
                 if cost is not None:
                     cost._completed(rec, issue_ns)
@@ -855,7 +872,16 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                          len(raw), group=[peer, me])
 
     def recv_anysource(self, tensors, tag=0):
-        raise RuntimeError("kbsim recv: a source rank is needed (no receive from any source)")
+        """A receive from whichever rank sends to this one first (the server matches
+        it with the oldest send not yet received); the Work's _source_rank() is the
+        sender's rank in the group (dist.recv returns it as a global rank). Tags are
+        not matched."""
+        t = self._one(tensors, "recv")
+        me = self._group()[self.rank()]
+        dt, n, raw = _wire(t, False)
+        return self._run("recv", lambda tid: struct.pack("<IIQ", ANY_SOURCE, tid[0], n),
+                         [(dt, n, None)], None, tensors, lambda d: _store(t, d),
+                         len(raw), group=[None, me])
 
     def barrier(self, opts=None):
         algo = _ALGORITHMS.get("barrier", "")

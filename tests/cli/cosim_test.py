@@ -1268,6 +1268,62 @@ def case_inject_kinds():
     srv.stop()
 
 
+def case_recv_any():
+    """recv from any source (protocol 3: source 0xFFFFFFFF): the oldest send to the
+    rank not yet received, or the next one; the reply names the sender; the pair's
+    later receives stay in order; cancel; a version 2 client is refused."""
+    srv = Server("-q", "--timeout", "2")
+    n = 64
+    cs = {r: Client(srv.address, rank=r) for r in range(4)}
+    ts = {r: cs[r].alloc(n) for r in range(4)}
+    for r in range(4):
+        cs[r].write(ts[r], inputs(r, n))
+    # rank 1 sends first, then rank 3; rank 0 receives from any source twice
+    sends = {}
+    sends[1] = cs[1].send_frame(OP["send"], struct.pack("<IIQ", 0, ts[1], n))
+    wait_issued(srv, 1)
+    sends[3] = cs[3].send_frame(OP["send"], struct.pack("<IIQ", 0, ts[3], n))
+    wait_issued(srv, 2)
+    a = cs[0].recv(None, ts[0])
+    check(a.source == 1 and np.array_equal(a.data, inputs(1, n)), "first: %r" % a.source)
+    b = cs[0].recv(None, ts[0])
+    check(b.source == 3 and np.array_equal(b.data, inputs(3, n)) and b.start_ns >= a.end_ns,
+          "second: %r" % b.source)
+    for r in (1, 3):
+        _op, rid, st, meta, _ = cs[r].recv_frame()
+        check(rid == sends[r] and st == 0 and len(meta) == 24, "sender %d answered" % r)
+    # a receive from any source that waits, then a send from rank 2; then the pair
+    # {2, 0}'s next receive (named) matches rank 2's next send
+    rid = cs[0].send_frame(OP["recv"], struct.pack("<IIQB", 0xFFFFFFFF, ts[0], n, 1))
+    res = on_ranks(1, lambda _: cs[2].send(0, ts[2]))
+    _op, got, st, meta, data = cs[0].recv_frame()
+    check(got == rid and st == 0 and struct.unpack_from("<I", meta, 24)[0] == 2
+          and np.array_equal(np.frombuffer(data, np.float32), inputs(2, n))
+          and struct.unpack_from("<d", meta)[0] == res[0].start_ns,
+          "a waiting receive from any source: %r, the send's %r" % (
+              struct.unpack_from("<dddI", meta), (res[0].start_ns, res[0].end_ns)))
+    cs[2].write(ts[2], inputs(7, n))
+    res = on_ranks(2, lambda r: cs[2].send(0, ts[2]) if r else cs[0].recv(2, ts[0]))
+    check(np.array_equal(res[0].data, inputs(7, n)) and res[0].source == 2, "the pair goes on")
+    # cancel a waiting one; a waiting one that no send reaches fails after --timeout
+    rid = cs[0].send_frame(OP["recv"], struct.pack("<IIQB", 0xFFFFFFFF, ts[0], n, 1))
+    ok, before = cs[0].cancel(rid)
+    check(ok and before[0][1] == rid and before[0][2] == 12, "cancelled: %r" % (before,))
+    e = error_of(lambda: cs[0].recv(None, ts[0]))
+    check(e.status == "collective_failed" and "recv from any source on rank 0: no send to it "
+          "within 2 s" in e.message, str(e))
+    st, msg = raw_reply(cs[0], OP["recv"], struct.pack("<IIQB", 0xFFFFFFFF, 99, n, 1))
+    check(st == 7 and "rank 0 has no tensor 99" in msg, msg)
+    for c in cs.values():
+        c.close()
+    with Client(srv.address, rank=0, version=2) as old:
+        t = old.alloc(n)
+        e = error_of(lambda: old.recv(None, t))
+        check(e.status == "bad_argument" and "cannot receive from rank 4294967295" in e.message,
+              str(e))
+    srv.stop()
+
+
 def _group_bytes(ranks):
     return struct.pack("<I%dI" % len(ranks), len(ranks), *ranks)
 

@@ -160,6 +160,24 @@ def rank_ops(rank, world, address, outdir):
     for w in ws:
         w.wait()
     check(torch.equal(got, inp((rank - 1) % N)[:n // 2].to(torch.bfloat16)), "isend/irecv")
+    # recv from any source: rank 0 takes one message from each other rank, in the
+    # order they come (the server matches the oldest send); irecv without src too
+    if rank == 0:
+        seen = set()
+        for _ in range(N - 1):
+            t = torch.zeros(n)
+            src = dist.recv(t)
+            check(src in range(1, N) and src not in seen and torch.equal(t, inp(src)),
+                  "recv from any source: rank %r, %s" % (src, t[:3]))
+            seen.add(src)
+        w = dist.irecv(got)
+        w.wait()
+        check(w._source_rank() == 2 and torch.equal(got, inp(2)[:n // 2].to(torch.bfloat16)),
+              "irecv from any source: %r" % w._source_rank())
+    else:
+        dist.send(inp(rank), 0)
+        if rank == 2:
+            dist.isend(inp(2)[:n // 2].to(torch.bfloat16), 0).wait()
     # a subgroup of ranks {1, 3}
     sub = dist.new_group([1, 3])
     if rank in (1, 3):
@@ -282,6 +300,9 @@ def case_ops():
           and kinds.count("reduce") == 3 and kinds.count("gather") == 2
           and kinds.count("scatter") == 2,
           "records: %s" % kinds)
+    anyrecv = [x for x in recs[0] if x["op"] == "recv"][-4:]  # from any source
+    check(sorted(x["group"][0] for x in anyrecv) == [1, 2, 2, 3]
+          and all(x["group"][1] == 0 for x in anyrecv), "recv from any source: %s" % anyrecv)
     for r in range(world):
         prev_end = 0.0
         for x in recs[r]:
