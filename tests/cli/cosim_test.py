@@ -1119,18 +1119,45 @@ def case_inject():
     srv.stop()
 
     srv = Server("-q")
-    log, steps = host_model.run(srv.address, q, [1, 2, 3], chunks, nbytes)
+    log, steps, _ = host_model.run(srv.address, q, [1, 2, 3], chunks, nbytes)
     check(len(log) == 3 * chunks, "%d transfers" % len(log))
     for k, (now, _) in enumerate(steps):
         check(now == q * (k + 1), "advance %d reached %r ns, not %r" % (k, now, q * (k + 1)))
     last = {}
-    for dst, start, end in log:  # PE 0 feeds three PEs at once: never faster than alone
+    for dst, start, end, status, moved in log:  # PE 0 feeds three PEs: never faster than alone
+        check(status == "done" and moved == nbytes, "an event: %r %r" % (status, moved))
         check(end - start >= lat[dst] - 1e-6,
               "transfer to %d took %r ns, a send/recv alone %r" % (dst, end - start, lat[dst]))
         if dst in last:  # closed loop: the next chunk at the first quantum after the landing
             check(start == math.ceil(last[dst] / q) * q,
                   "to %d: started %r after a landing at %r" % (dst, start, last[dst]))
         last[dst] = end
+    # with doorbells (raw messages back to PE 0): the next chunk starts at the first
+    # quantum after the doorbell arrived, which starts when the host learned of the
+    # landing; with a deadline, what is in flight stops at a piece boundary
+    t0 = Client(srv.address).now()[0]
+    log, steps, host = host_model.run(srv.address, q, [1, 2, 3], chunks, nbytes,
+                                      doorbell=True, deadline=t0 + 500, piece=1024)
+    bells = sorted(host.bells, key=lambda b: b[1])
+    check(bells and all(e > s for _, s, e in bells), "doorbells: %r" % bells)
+    learned = dict(host.learned)
+    for dst, start, end, status, moved in log:
+        if status == "done":
+            check(moved == nbytes and any(s == learned[end] and t == dst for t, s, _ in bells),
+                  "a doorbell from %d at %r after its chunk ended %r" % (dst, learned.get(end),
+                                                                          end))
+        else:
+            check(status == "cancelled" and moved % 1024 == 0 and moved < nbytes
+                  and end >= t0 + 500, "aborted at the deadline: %r" % ((dst, end, moved),))
+    check(any(x[3] == "cancelled" for x in log) and all(x[1] < t0 + 500 for x in log),
+          "the deadline aborted transfers and started none: %r" % log)
+    for dst, start, end, status, moved in log:
+        nxt = [x for x in log if x[0] == dst and x[1] > start]
+        bell = [b for b in bells if b[0] == dst and b[1] == learned.get(end)]
+        if nxt and bell:
+            check(min(x[1] for x in nxt) == math.ceil(bell[0][2] / q) * q,
+                  "to %d: the next chunk at %r, the doorbell arrived at %r"
+                  % (dst, min(x[1] for x in nxt), bell[0][2]))
     # bad arguments: refused, the connection goes on
     with Client(srv.address) as c:
         # alone, an injected transfer takes what the same send/recv takes
