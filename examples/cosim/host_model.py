@@ -129,9 +129,11 @@ def main(argv=None):
     for t, s, e in host.bells:
         print("%6d %12.3f %12.3f %10.3f %10s %8d" % (t, s, e, e - s, "doorbell", DOORBELL_BYTES))
     end = max(e for _, _, e, _, _ in log)
-    print("host_model: %d transfers of %d bytes in %d quanta of %g ns; last landed at %.3f ns "
-          "(%.2f GB/s)" % (len(log), a.bytes, len(steps), a.quantum, end,
-                           len(log) * a.bytes / end))
+    moved = sum(b for _, _, _, _, b in log)
+    print("host_model: %d transfers of %d bytes (%d cancelled) in %d quanta of %g ns; last "
+          "landed at %.3f ns (%.2f GB/s)" % (len(log), a.bytes,
+                                             sum(x[3] == "cancelled" for x in log), len(steps),
+                                             a.quantum, end, moved / end))
     return {"log": log, "steps": steps, "quantum": a.quantum,
             "quanta_needed": math.ceil(end / a.quantum)}
 

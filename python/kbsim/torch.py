@@ -375,12 +375,14 @@ class costing(torch.overrides.TorchFunctionMode):
     issued at clock t starts at max(t, the rank's previous collective's
     end) and lasts its simulated latency; wait() (and a sync call) moves
     the clock to its end, so an async collective overlaps the compute done
-    before its wait. loss.backward() (Tensor.backward) is charged too: autograd's
-    aten operations (mm, bmm, addmm, element-wise, sum, threshold_backward) as
-    'backward.<op>', seen by a TorchDispatchMode while it runs (backward=False
-    turns that off); collectives C++ issues meanwhile (DDP's gradient buckets)
-    overlap the rest of the backward and are waited at its end.
-    torch.autograd.backward / grad called directly are not seen."""
+    before its wait. loss.backward() (Tensor.backward), torch.autograd.backward
+    and torch.autograd.grad are charged too: autograd's aten operations (mm,
+    bmm, addmm, element-wise, sum, threshold_backward) as 'backward.<op>', seen
+    by a TorchDispatchMode while they run (backward=False turns that off);
+    collectives C++ issues meanwhile (DDP's gradient buckets) overlap the rest
+    of the backward and are waited at its end. The two autograd functions are
+    seen as attributes of torch.autograd while a costing context is open (a
+    name imported from it earlier is the original)."""
 
     def __init__(self, backward=True):
         super().__init__()
@@ -396,11 +398,15 @@ class costing(torch.overrides.TorchFunctionMode):
         self.lock = threading.Lock()
 
     def __enter__(self):
+        if not _COSTING:  # torch.autograd.backward / grad: not torch functions
+            torch.autograd.backward, torch.autograd.grad = _autograd_backward, _autograd_grad
         _COSTING.append(self)
         return super().__enter__()
 
     def __exit__(self, *exc):
         _COSTING.remove(self)
+        if not _COSTING:
+            torch.autograd.backward, torch.autograd.grad = _AUTOGRAD
         return super().__exit__(*exc)
 
     def _charge(self, name, ns):
@@ -453,6 +459,12 @@ class costing(torch.overrides.TorchFunctionMode):
         if self.cpp_end_ns is not None:
             self._waited(self.cpp_end_ns)
         return out
+
+    def _autograd(self, func, args, kwargs):
+        """torch.autograd.backward / grad under this costing."""
+        if not self.backward or self.in_backward:  # (Tensor.backward calls it)
+            return func(*args, **kwargs)
+        return self._backward(func, args, kwargs)
 
     # collectives (called by the process group)
     def _completed(self, rec, issue_ns):
@@ -886,6 +898,21 @@ class ProcessGroupKbsim(dist.ProcessGroup):
     def barrier(self, opts=None):
         algo = _ALGORITHMS.get("barrier", "")
         return self._run("barrier", lambda tid: _s2(algo), [], None, [], None, 0, flags=False)
+
+
+_AUTOGRAD = (torch.autograd.backward, torch.autograd.grad)
+
+
+def _autograd_backward(*args, **kwargs):
+    if _COSTING:
+        return _COSTING[-1]._autograd(_AUTOGRAD[0], args, kwargs)
+    return _AUTOGRAD[0](*args, **kwargs)
+
+
+def _autograd_grad(*args, **kwargs):
+    if _COSTING:
+        return _COSTING[-1]._autograd(_AUTOGRAD[1], args, kwargs)
+    return _AUTOGRAD[1](*args, **kwargs)
 
 
 def _create(store, rank, size, timeout):
