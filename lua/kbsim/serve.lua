@@ -935,7 +935,7 @@ local function inject(c, kind, src, dst, bytes, at, tag, chunk)
   if bytes < 4 or bytes % 4 ~= 0 or bytes > S.max_payload then
     refuse("bad_argument", "inject: %d bytes (a multiple of 4, 4 .. %d)", bytes, S.max_payload)
   end
-  if chunk % 4 ~= 0 or (chunk > 0 and bytes // math.max(chunk, 4) > 65536) then
+  if chunk < 0 or chunk % 4 ~= 0 or (chunk > 0 and bytes // math.max(chunk, 4) > 65536) then
     refuse("bad_argument", "inject: pieces of %d bytes (a multiple of 4; 0: one piece; at "
       .. "most 65536 pieces)", chunk)
   end
@@ -1069,16 +1069,17 @@ function rebuild(why)
     sim:run()
   end
   assert(sim:now_ps() == cut_ps, "the rebuilt machine's clock")
-  -- the tensors at their addresses: in address order, a filler takes any
+  -- the tensors at their addresses: in address order per memory (a cube's
+  -- SRAM is shared by its PEs: by kind, then address), a filler takes any
   -- gap below a tensor (first fit), then they are freed
   local list = {}
   for _, c in pairs(S.clients) do
     for _, t in pairs(c.tensors) do list[#list + 1] = t end
   end
   table.sort(list, function(a, b)
-    if a.rank ~= b.rank then return a.rank < b.rank end
     if a.kind ~= b.kind then return a.kind < b.kind end
-    return a.addr < b.addr
+    if a.addr ~= b.addr then return a.addr < b.addr end
+    return a.rank < b.rank
   end)
   local fillers = {}
   for _, t in ipairs(list) do

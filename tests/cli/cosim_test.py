@@ -497,8 +497,16 @@ def case_recover():
             out = {"first": c.launch(group, "ring_shift", t, o)}
             if r == 0:
                 out["tcm"] = largest_block(c)
+            # tensors in the cube's shared SRAM and in the TCM: kept across the rebuild
+            kept = {mem: c.alloc(64 + r, "f32", mem) for mem in ("sram", "tcm")}
+            for mem, k in kept.items():
+                c.write(k, inputs(r + 20, 64 + r))
             c.launch(group, "scale", t, args={"scale": 1.0})  # all have measured
             out["fail"] = error_of(lambda: c.launch(group, *fail))
+            for mem, k in kept.items():
+                check(np.array_equal(c.read(k), inputs(r + 20, 64 + r)),
+                      "rank %d's %s tensor after the rebuild" % (r, mem))
+                c.free(k)
             out["now"] = c.now()[0]
             out["again"] = c.launch(group, "ring_shift", t, o)
             c.write(t, inputs(r + 10, n))
@@ -1287,6 +1295,9 @@ def case_inject_kinds():
         check(e.status == "bad_argument" and text in e.message, "%s: %s" % (text, e))
     st, msg = raw_reply(m, OP["inject_ex"], struct.pack("<BIIQdIQ", 7, 0, 1, 64, now, 0, 0))
     check(st == 8 and "inject_ex: kind 7" in msg, msg)
+    st, msg = raw_reply(m, OP["inject_ex"], struct.pack("<BIIQdIQ", 0, 0, 1, 64, now, 0,
+                                                        (1 << 64) - 4))
+    check(st == 8 and "pieces of -4 bytes" in msg, msg)
     e = error_of(lambda: m.inject_cancel(1, now - 1))
     check(e.status == "bad_argument" and "before the machine's time" in e.message, str(e))
     st, msg = raw_reply(m, OP["inject_cancel"], b"\0\0")
