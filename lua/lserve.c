@@ -80,6 +80,7 @@ struct server {
     struct conn *conns;
     bool stopping;
     const char *stop_reason;
+    bool interrupting;         /* srv:interrupt() asked the running simulation to stop */
 };
 
 /* ---- little-endian fields -------------------------------------------- */
@@ -780,7 +781,44 @@ static int srv_simulate(lua_State *L)
         luaL_argcheck(L, ns >= 0 && ns < 9.2e15, 3, "until_ns out of range");
         until = (sim_time)llround(ns * 1000.0);
     }
-    return lkb_sim_run_uv(L, 2, &srv->loop, 0, until);
+    srv->interrupting = false;
+    int n = lkb_sim_run_uv(L, 2, &srv->loop, 0, until);
+    if (srv->interrupting) {
+        srv->interrupting = false;
+        const char *res = lua_tostring(L, -1);
+        if (res && strcmp(res, "stopped") == 0 && !srv->stopping) {
+            lua_pop(L, 1);
+            lua_pushliteral(L, "interrupted");
+        } else if (res && strcmp(res, "stopped") != 0) {
+            /* the run ended before it saw the request: the engine keeps it
+             * for the next run, which must not stop at once. sim_step sees
+             * the request first and consumes it, doing nothing else. */
+            sim_step(srv->sim, sim_now(srv->sim), 0);
+        }
+    }
+    return n;
+}
+
+/* srv:interrupt(): the running simulation (srv:simulate) stops at its next
+ * batch and returns "interrupted"; the machine is then mid-way and the
+ * caller replaces it (serve.lua's rebuild). A no-op when nothing runs. */
+static int srv_interrupt(lua_State *L)
+{
+    struct server *srv = checkserver(L);
+    srv->interrupting = true;
+    sim_request_stop(srv->sim);
+    return 0;
+}
+
+/* srv:set_sim(sim): the machine the server serves from now on (after a
+ * rebuild); the old one may then be closed. */
+static int srv_set_sim(lua_State *L)
+{
+    struct server *srv = checkserver(L);
+    srv->sim = lkb_checksim(L, 2);
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, 1, 1);
+    return 0;
 }
 
 /* srv:send(conn, version, op, id, status, meta [, data]) -> sent */
@@ -871,6 +909,20 @@ static int l_mem_write(lua_State *L)
     return 0;
 }
 
+/* mem_copy(to_sys, rank, kind, to_addr, from_sys, from_addr, bytes): a
+ * tensor's bytes from one machine's PE memory to another's (a rebuild) */
+static int l_mem_copy(lua_State *L)
+{
+    struct kb_mem *to = lkb_check_pe_mem(L, 1, 2, 3);
+    struct kb_mem *from = lkb_check_pe_mem(L, 5, 2, 3);
+    lua_Integer ta = luaL_checkinteger(L, 4), fa = luaL_checkinteger(L, 6);
+    lua_Integer n = luaL_checkinteger(L, 7);
+    luaL_argcheck(L, ta >= 0 && fa >= 0 && n >= 0, 7, "negative address or size");
+    if (n && kb_mem_copy(to, (uint64_t)ta, from, (uint64_t)fa, (uint64_t)n) != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(to));
+    return 0;
+}
+
 /* mem_free(sys, rank, addr, kind): a block of tl.alloc back */
 static int l_mem_free(lua_State *L)
 {
@@ -883,10 +935,11 @@ static int l_mem_free(lua_State *L)
 
 static const luaL_Reg server_methods[] = {
     {"run", srv_run}, {"simulate", srv_simulate}, {"send", srv_send}, {"send_mem", srv_send_mem},
-    {"now_ms", srv_now_ms}, {"trace", srv_trace}, {NULL, NULL}};
+    {"now_ms", srv_now_ms}, {"trace", srv_trace}, {"interrupt", srv_interrupt},
+    {"set_sim", srv_set_sim}, {NULL, NULL}};
 
 static const luaL_Reg io_funcs[] = {
-    {"open", l_open}, {"mem_write", l_mem_write},
+    {"open", l_open}, {"mem_write", l_mem_write}, {"mem_copy", l_mem_copy},
     {"mem_free", l_mem_free}, {NULL, NULL}};
 
 static int luaopen_serve_io(lua_State *L)

@@ -16,18 +16,20 @@ local io_ = require("kbsim.serve_io")
 local M = {}
 
 -- Protocol versions: 2 added operations 22-27 (reduce, gather, scatter,
--- cancel, trace, launch) and status 12; a connection speaks the version of
--- its hello, and its replies carry it.
-M.VERSION = 2
+-- cancel, trace, launch) and status 12; 3 added operations 28-29
+-- (inject_ex, inject_cancel), an event's status and bytes in advance's
+-- reply, and recv from any source. A connection speaks the version of its
+-- hello, and its replies carry it.
+M.VERSION = 3
 M.MIN_VERSION = 1
-local OP_SINCE = {[22] = 2, [23] = 2, [24] = 2, [25] = 2, [26] = 2, [27] = 2}
+local OP_SINCE = {[22] = 2, [23] = 2, [24] = 2, [25] = 2, [26] = 2, [27] = 2, [28] = 3, [29] = 3}
 
 M.OP = {
   hello = 1, ping = 2, alloc = 3, free = 4, write = 5, read = 6,
   all_reduce = 7, all_gather = 8, broadcast = 9, barrier = 10,
   run = 11, now = 12, stats = 13, reduce_scatter = 14, all_to_all = 15, all_to_allv = 16,
   send = 17, recv = 18, cost = 19, inject = 20, advance = 21, reduce = 22, gather = 23,
-  scatter = 24, cancel = 25, trace = 26, launch = 27,
+  scatter = 24, cancel = 25, trace = 26, launch = 27, inject_ex = 28, inject_cancel = 29,
 }
 
 M.STATUS = {
@@ -38,6 +40,7 @@ M.STATUS = {
 
 local ESIZE = {f32 = 4, f16 = 2, bf16 = 2}
 local NO_RANK = 0xFFFFFFFF
+local ANY_SOURCE = 0xFFFFFFFF
 local FLAG_RETURN_DATA = 1
 
 -- A request's failure: the status and message its error reply carries.
@@ -283,14 +286,18 @@ function handle.stats(_, r)
   for _ in pairs(S.clients) do clients = clients + 1 end
   local pending, issued = 0, 0
   for _, inst in pairs(S.pending) do pending, issued = pending + 1, issued + inst.count end
-  return string.pack("<dI8I8I8I8I4I8BI4I4", S.sim:now(), st.activations, st.timed_events,
-    st.deltas, st.switches, clients, S.done, S.running and 1 or 0, pending, issued)
+  local b = S.stats_base
+  return string.pack("<dI8I8I8I8I4I8BI4I4", S.sim:now(), b.activations + st.activations,
+    b.timed_events + st.timed_events, b.deltas + st.deltas, b.switches + st.switches, clients,
+    S.done, S.running and 1 or 0, pending, issued)
 end
 
 --------------------------------------------------------------------------
 -- Collectives: rendezvous, checks, the run
 
-local fail_instance, elements_per_rank
+local fail_instance, elements_per_rank, rebuild
+
+local function fmt_ns(ns) return ("%.10g"):format(ns) end
 
 -- What every member must agree on, and how to say it.
 local function signature(kind, p, t, out)
@@ -385,9 +392,11 @@ local function issue(c, op, id, kind, p)
   end
   local inst = S.pending[key]
   local sig = signature(kind, p, t, out)
+  local fresh = not inst
   if not inst then
+    S.order = S.order + 1
     inst = {key = key, kind = kind, group = p.group, members = {}, count = 0, sig = sig,
-            first = rank, deadline = S.srv:now_ms() + S.timeout_ms, p = p}
+            first = rank, deadline = S.srv:now_ms() + S.timeout_ms, p = p, order = S.order}
     S.pending[key] = inst
   elseif inst.sig ~= sig then
     local msg = ("collective mismatch over ranks %s: rank %d issued %s, rank %d issued %s")
@@ -401,6 +410,19 @@ local function issue(c, op, id, kind, p)
   if inst.count == #inst.group then
     S.pending[key] = nil
     S.ready[#S.ready + 1] = inst
+  end
+  -- a new send to a rank that waits in a receive from any source: that
+  -- receive takes it (its refusal goes to its own request)
+  local to = kind == "send_recv" and fresh and p.role == "send" and S.ranks[p.group[2]]
+  while to and #to.any_recvs > 0 and not inst.members[to.rank] do
+    local x = table.remove(to.any_recvs, 1)
+    x.p.group = p.group
+    to.seq[gk] = seq - 1
+    local ok, err = pcall(issue, to, x.op, x.id, "send_recv", x.p)
+    if not ok then
+      if getmetatable(err) == Refusal then reply_error(to, x.op, x.id, err.status, err.msg)
+      else error(err, 0) end
+    end
   end
 end
 
@@ -558,13 +580,15 @@ local function launch(inst)
 end
 
 local STOPPING = "the server is stopping"
-local BROKEN = "the machine failed earlier and cannot run again (restart the server): "
+local INTERRUPTED = {} -- srv:interrupt() stopped the run mid-way (a cancel)
 
--- The simulation to its end; false and a message if it failed.
+-- The simulation to its end; false and a message if it failed (or
+-- INTERRUPTED).
 local function simulate()
   local ok, res = pcall(S.srv.simulate, S.srv, S.sim)
   if not ok then return false, tostring(res) end
   if res == "stopped" then return false, STOPPING end
+  if res == "interrupted" then return false, INTERRUPTED end
   return true
 end
 
@@ -578,24 +602,23 @@ local function reply_results(inst, runs)
     local lat = 0
     for _, run in ipairs(runs) do lat = lat + run:latency_ns() end
     local data
+    local src = m.p.any and string.pack("<I4", inst.group[1]) or ""
     local x = m.out or m.t
     if inst.kind == "gather" and r ~= m.p.root then x = nil end
     if x and m.p.flags & FLAG_RETURN_DATA ~= 0 then
       local n = inst.kind == "send_recv" and m.p.count or x.n
       data = {t = x, addr = x.addr, n = n * ESIZE[x.dtype]}
     end
-    send(m.client, m.op, m.id, M.STATUS.ok, string.pack("<ddd", t0, t1, lat), data)
+    send(m.client, m.op, m.id, M.STATUS.ok, string.pack("<ddd", t0, t1, lat) .. src, data)
   end
 end
 
--- Runs one ready collective; the loop serves the sockets meanwhile.
+-- Runs one ready collective; the loop serves the sockets meanwhile. A
+-- failed simulation, or one a cancel interrupted, leaves the machine
+-- mid-way: it is rebuilt (rebuild) after the members are told.
 local function run_instance(inst)
-  if S.broken then
-    fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind, group_text(inst.group),
-      BROKEN .. S.broken), M.STATUS.sim_error)
-    return
-  end
   S.running = inst
+  local reset
   local ok, runs = pcall(function()
     local run, view = launch(inst)
     local runs = {run}
@@ -606,26 +629,45 @@ local function run_instance(inst)
         {n = elements_per_rank(inst), factor = 1 / #inst.group}, view)
       sim_ok, msg = simulate()
     end
+    if msg == INTERRUPTED then
+      reset = "cancelled"
+      local ns = S.sim:now()
+      refuse("cancelled", "%s over ranks %s cancelled by rank %d while running (at %s ns; "
+        .. "the machine was reset: its tensors hold what the run had stored)", inst.kind,
+        group_text(inst.group), inst.cancel.by, fmt_ns(ns))
+    end
     if not sim_ok then
-      -- the engine's failure is sticky: the machine cannot run again
-      if msg ~= STOPPING then S.broken = msg end
+      if msg ~= STOPPING then reset = "failed" end
       refuse(msg == STOPPING and "stopping" or "sim_error", "%s", msg)
     end
     return runs
   end)
   S.running = nil
+  if reset then
+    rebuild(reset == "cancelled" and ("a cancelled " .. inst.kind) or ("a failed " .. inst.kind))
+  end
   for _, t in ipairs(S.orphans) do io_.mem_free(S.sys, t.rank, t.addr, t.kind) end
   S.orphans = {}
-  if inst.failed then return end -- a member left: the others were told
+  local function answer_cancels()
+    for _, x in ipairs(inst.cancels or {}) do
+      if S.clients[x.client.id] then
+        send(x.client, x.op, x.id, M.STATUS.ok, string.pack("<B", reset == "cancelled" and 1 or 0))
+      end
+    end
+  end
+  if inst.failed then answer_cancels() return end -- a member left: the others were told
   if not ok then
     local refusal = getmetatable(runs) == Refusal
-    fail_instance(inst, ("%s over ranks %s failed: %s"):format(inst.kind,
+    fail_instance(inst, refusal and runs.status == M.STATUS.cancelled and runs.msg
+      or ("%s over ranks %s failed: %s"):format(inst.kind,
       group_text(inst.group), refusal and runs.msg or tostring(runs)),
       refusal and runs.status or M.STATUS.sim_error)
+    answer_cancels()
     return
   end
   S.done = S.done + 1
   reply_results(inst, runs)
+  answer_cancels()
 end
 
 local REDUCTIONS = {sum = true, max = true, min = true, avg = true}
@@ -638,6 +680,9 @@ local function parse_p2p(c, role, r)
   local flags = role == "recv" and r:int("B") or 0
   r:done()
   local me = my_rank(c)
+  if role == "recv" and peer == ANY_SOURCE and c.version >= 3 then
+    return {any = true, tid = tid, count = count, flags = flags, role = role, algorithm = ""}
+  end
   if peer >= S.n_pes or peer == me then
     refuse("bad_argument", "%s: rank %d cannot %s rank %d (ranks 0..%d, not itself)", role, me,
       role == "send" and "send to" or "receive from", peer, S.n_pes - 1)
@@ -720,31 +765,101 @@ for _, kind in ipairs{"all_reduce", "all_gather", "reduce_scatter", "broadcast",
   end
 end
 
+-- A receive from any source (protocol 3: source 0xFFFFFFFF) takes the
+-- oldest send to this rank that no receive has taken yet, or waits for the
+-- next one; it then is that pair's receive (the pair's next in order).
+local function recv_any(c, op, id, p)
+  local t = tensor_of(c, p.tid)
+  if p.count < 1 or p.count > t.n then
+    refuse("bad_argument", "recv: %d elements, tensor %d holds %d", p.count, p.tid, t.n)
+  end
+  local best
+  for _, inst in pairs(S.pending) do
+    if inst.kind == "send_recv" and inst.group[2] == c.rank and not inst.members[c.rank]
+        and (not best or inst.order < best.order) then
+      best = inst
+    end
+  end
+  if best then
+    p.group = best.group
+    local gk = "p2p:" .. group_key(best.group)
+    c.seq[gk] = tonumber(best.key:match("#(%d+)$")) - 1
+    issue(c, op, id, "send_recv", p)
+  else
+    local q = c.any_recvs
+    q[#q + 1] = {op = op, id = id, p = p, deadline = S.srv:now_ms() + S.timeout_ms}
+  end
+end
+
 for _, role in ipairs{"send", "recv"} do
   handle[role] = function(c, r, _, op, id)
-    issue(c, op, id, "send_recv", parse_p2p(c, role, r))
+    local p = parse_p2p(c, role, r)
+    if p.any then recv_any(c, op, id, p) return nil end
+    issue(c, op, id, "send_recv", p)
     return nil -- answered once the peer has issued its half and it has run
   end
 end
 
 --------------------------------------------------------------------------
--- External models: timed transfers and advancing by a quantum
+-- External models: timed injections, their cancellation, advancing by a
+-- quantum
 
--- An injected transfer: both PEs wait until `at`, then src's PE_DMA loads
--- the bytes from its memory, sends them over the IPCQ channel "x<dst>" and
--- dst stores them (channels of their own: never those of send/recv or of
--- lua/kbsim/ccl/).
+-- What an injection does (operation 28's kind; operation 20 is a
+-- transfer in one piece).
+local INJECT_KINDS = {[0] = "transfer", [1] = "read", [2] = "message"}
+-- How an injection ended (an event's status, protocol 3).
+local EV_DONE, EV_CANCELLED, EV_LOST = 0, 1, 2
+
+-- A transfer or a read runs as a kernel that sleeps until `at`, then
+-- works in pieces of a.chunk_elem elements. Before each piece the source
+-- looks at the injection's cancel time: a cancel takes effect at the first
+-- piece boundary at or after it (the piece under way completes, as a DMA
+-- engine finishes its current descriptor). transfer: src's PE_DMA loads a
+-- piece from its memory (HBM, or TCM without), sends it over the IPCQ
+-- channel "x<dst>" (channels of their own: never those of send/recv or of
+-- lua/kbsim/ccl/) and dst stores it; the source tells the destination
+-- through a fifo what comes (a piece's size, negative for the last one;
+-- false: cancelled). read: PE_DMA loads the pieces from the PE's memory
+-- into its TCM (a memory access at the PE; nothing moves further).
 local function inject_kernel(a, input, output)
+  local st = a.state
   local wait = a.at_ns - kb.now()
   if wait > 0 then kb.wait(wait) end
-  if tl.rank() == 0 then
-    local h = tl.load(input, 0, a.n_elem)
-    tl.send("x" .. a.dst, h)
-    tl.free(h)
+  local n, step = a.n_elem, a.chunk_elem
+  local function cancelled() return st.cancel_at and kb.now() >= st.cancel_at end
+  if a.kind == "read" then
+    local off = 0
+    while off < n and not cancelled() do
+      local k = math.min(step, n - off)
+      tl.free(tl.load(input, off, k))
+      off = off + k
+      st.done_elem = off
+    end
+    st.end_ns, st.cancelled = kb.now(), off < n
+  elseif tl.rank() == 0 then
+    local off = 0
+    while off < n do
+      if cancelled() then st.fifo:write(false) break end
+      local k = math.min(step, n - off)
+      st.fifo:write(off + k < n and k or -k)
+      local h = tl.load(input, off, k)
+      tl.send("x" .. a.dst, h)
+      tl.free(h)
+      off = off + k
+    end
   else
-    local got = tl.recv("x" .. a.src, a.n_elem, "f32")
-    tl.store(output, 0, got)
-    tl.free(got)
+    local off = 0
+    while true do
+      local k = st.fifo:read()
+      if not k then st.cancelled = true break end
+      local got = tl.recv("x" .. a.src, math.abs(k), "f32")
+      tl.store(output, off, got)
+      tl.free(got)
+      off = off + math.abs(k)
+      st.done_elem = off
+      if k < 0 then break end
+    end
+    st.end_ns = kb.now()
   end
 end
 tl.name(inject_kernel, "injected_transfer")
@@ -754,57 +869,174 @@ local INJECT = {
   wire = function(sys, ranks) tl.wire(sys, ranks[1], "x" .. ranks[2], ranks[2], "x" .. ranks[1]) end,
 }
 
--- inject: u32 src, u32 dst, u64 bytes (a multiple of 4), f64 at_ns (not
--- before the machine's time), u32 tag -> u32 event id.
-function handle.inject(c, r)
-  local src, dst, bytes, at, tag = r:int("I4"), r:int("I4"), r:int("I8"), r:field("d"),
-    r:int("I4")
-  r:done()
+-- A raw message: at `at`, unless cancelled by then, sys:inject puts it on
+-- the fabric from src's node to dst's (routed as fabric.routing says;
+-- timing only: no memory is read or written). Once on the fabric it
+-- cannot be called back.
+local function message_process(inj)
+  return function()
+    local st = inj.state
+    local wait = inj.at - kb.now()
+    if wait > 0 then kb.wait(wait) end
+    if st.cancel_at and kb.now() >= st.cancel_at then
+      st.end_ns, st.cancelled = kb.now(), true
+      return
+    end
+    st.h = inj.sys:inject{src = {inj.src}, dst = {inj.dst}, t_ns = {0}, bytes = inj.bytes}
+  end
+end
+
+-- Starts (or, after a rebuild, starts again) injection inj on the machine
+-- S.sys: its buffers, wiring and kernel.
+local function start_injection(inj)
+  inj.sys, inj.state = S.sys, {cancel_at = inj.state and inj.state.cancel_at, done_elem = 0}
+  if inj.kind == "message" then
+    S.sim:spawn("inject_message", message_process(inj))
+    return
+  end
+  local ranks = inj.kind == "read" and {inj.src} or {inj.src, inj.dst}
+  local bufs = {}
+  for i, x in ipairs(ranks) do
+    local kind = S.sys:pe(x).hbm and "hbm" or "tcm"
+    local ok, addr = pcall(tl.alloc, S.sys, x, kind, inj.bytes)
+    if not ok then
+      for _, b in ipairs(bufs) do io_.mem_free(S.sys, b.rank, b.addr, b.kind) end
+      refuse("bad_argument", "inject: %s", tostring(addr))
+    end
+    bufs[i] = {rank = x, addr = addr, n = inj.bytes // 4, kind = kind, dtype = "f32"}
+  end
+  local n = inj.bytes // 4
+  local step = inj.chunk > 0 and inj.chunk // 4 or n
+  local a = {at_ns = inj.at, n_elem = n, chunk_elem = step, src = inj.src, dst = inj.dst,
+             kind = inj.kind, state = inj.state}
+  if inj.kind == "transfer" then
+    inj.state.fifo = S.sim:fifo("inject_" .. inj.id, (n + step - 1) // step + 1)
+    torch.wire_once(S.wiring, INJECT, ranks, a)
+  end
+  local view = {shard = function(_, x) return x == inj.src and bufs[1] or bufs[2] end}
+  inj.bufs = bufs
+  inj.run = tl.launch(S.sys, ranks, inject_kernel, a, view, view)
+end
+
+-- Checks and starts an injection; -> its event id.
+local function inject(c, kind, src, dst, bytes, at, tag, chunk)
   for _, x in ipairs{src, dst} do
     if x >= S.n_pes then
       refuse("bad_argument", "inject: no rank %d (ranks 0..%d)", x, S.n_pes - 1)
     end
   end
-  if src == dst then refuse("bad_argument", "inject: rank %d to itself", src) end
+  if kind == "read" then
+    if src ~= dst then
+      refuse("bad_argument", "inject: a read is at one PE (source %d, destination %d)", src, dst)
+    end
+  elseif src == dst then
+    refuse("bad_argument", "inject: rank %d to itself", src)
+  end
   if bytes < 4 or bytes % 4 ~= 0 or bytes > S.max_payload then
     refuse("bad_argument", "inject: %d bytes (a multiple of 4, 4 .. %d)", bytes, S.max_payload)
+  end
+  if chunk < 0 or chunk % 4 ~= 0 or (chunk > 0 and bytes // math.max(chunk, 4) > 65536) then
+    refuse("bad_argument", "inject: pieces of %d bytes (a multiple of 4; 0: one piece; at "
+      .. "most 65536 pieces)", chunk)
+  end
+  if kind == "message" and chunk ~= 0 then
+    refuse("bad_argument", "inject: a message is one piece (chunk 0)")
   end
   local horizon = S.sim:now()
   if at ~= at or at < horizon or at > 9e15 then
     refuse("bad_argument", "inject: at %s ns is before the machine's time %s ns", tostring(at),
       tostring(horizon))
   end
-  local bufs = {}
-  for i, x in ipairs{src, dst} do
-    local kind = S.sys:pe(x).hbm and "hbm" or "tcm"
-    local ok, addr = pcall(tl.alloc, S.sys, x, kind, bytes)
-    if not ok then
-      for _, b in ipairs(bufs) do io_.mem_free(S.sys, b.rank, b.addr, b.kind) end
-      refuse("bad_argument", "inject: %s", tostring(addr))
-    end
-    bufs[i] = {rank = x, addr = addr, n = bytes // 4, kind = kind, dtype = "f32"}
+  local inj = {id = S.next_event + 1, tag = tag, client = c, kind = kind, src = src, dst = dst,
+               bytes = bytes, at = at, chunk = chunk}
+  start_injection(inj)
+  S.next_event = inj.id
+  S.injections[#S.injections + 1] = inj
+  return inj.id
+end
+
+-- inject: u32 src, u32 dst, u64 bytes (a multiple of 4), f64 at_ns (not
+-- before the machine's time), u32 tag -> u32 event id. A transfer from
+-- src's memory to dst's, in one piece.
+function handle.inject(c, r)
+  local src, dst, bytes, at, tag = r:int("I4"), r:int("I4"), r:int("I8"), r:field("d"),
+    r:int("I4")
+  r:done()
+  return string.pack("<I4", inject(c, "transfer", src, dst, bytes, at, tag, 0))
+end
+
+-- inject_ex (protocol 3): u8 kind (0 transfer, 1 read, 2 message), u32
+-- src, u32 dst, u64 bytes, f64 at_ns, u32 tag, u64 chunk bytes (0: one
+-- piece) -> u32 event id.
+function handle.inject_ex(c, r)
+  local k, src, dst, bytes = r:int("B"), r:int("I4"), r:int("I4"), r:int("I8")
+  local at, tag, chunk = r:field("d"), r:int("I4"), r:int("I8")
+  r:done()
+  local kind = INJECT_KINDS[k]
+  if not kind then
+    refuse("bad_argument", "inject_ex: kind %d (0 transfer, 1 read, 2 message)", k)
   end
-  local a = {at_ns = at, n_elem = bytes // 4, src = src, dst = dst}
-  torch.wire_once(S.wiring, INJECT, {src, dst}, a)
-  local view = {shard = function(_, x) return x == src and bufs[1] or bufs[2] end}
-  local run = tl.launch(S.sys, {src, dst}, inject_kernel, a, view, view)
-  S.next_event = S.next_event + 1
-  S.injections[#S.injections + 1] = {id = S.next_event, tag = tag, client = c, run = run,
-                                     bufs = bufs, at = at, dst = dst}
-  return string.pack("<I4", S.next_event)
+  return string.pack("<I4", inject(c, kind, src, dst, bytes, at, tag, chunk))
+end
+
+-- inject_cancel (protocol 3): u32 event id, f64 at_ns (not before the
+-- machine's time) -> u8 1 (the injection is pending: it stops at its
+-- first piece boundary at or after at_ns; its event says whether it ended
+-- first) or 0 (no such injection pending: ended, or not this client's).
+function handle.inject_cancel(c, r)
+  local eid, at = r:int("I4"), r:field("d")
+  r:done()
+  local horizon = S.sim:now()
+  if at ~= at or at < horizon or at > 9e15 then
+    refuse("bad_argument", "inject_cancel: at %s ns is before the machine's time %s ns",
+      tostring(at), tostring(horizon))
+  end
+  for _, inj in ipairs(S.injections) do
+    if inj.id == eid and inj.client == c then
+      local st = inj.state
+      st.cancel_at = math.min(st.cancel_at or at, at)
+      return string.pack("<B", 1)
+    end
+  end
+  return string.pack("<B", 0)
+end
+
+-- Whether inj has ended; then its status, end and bytes moved.
+local function injection_end(inj)
+  local st = inj.state
+  if inj.kind == "message" then
+    if st.cancelled then return EV_CANCELLED, st.end_ns, 0 end
+    local lat = st.h and st.h:results().latency_ns[1]
+    if lat and lat >= 0 then return EV_DONE, inj.at + lat, inj.bytes end
+    return nil
+  end
+  if not inj.run:latency_ns() then return nil end
+  if st.cancelled then return EV_CANCELLED, st.end_ns, st.done_elem * 4 end
+  local me = inj.kind == "read" and inj.src or inj.dst
+  return EV_DONE, inj.run:times()[me].end_ns, inj.bytes
+end
+
+local function add_event(inj, status, end_ns, moved)
+  if S.clients[inj.client.id] then
+    local ev = inj.client.events
+    ev[#ev + 1] = {id = inj.id, tag = inj.tag, start_ns = inj.at, end_ns = end_ns,
+                   status = status, bytes = moved}
+  end
+end
+
+local function free_buffers(inj)
+  for _, b in ipairs(inj.bufs or {}) do io_.mem_free(S.sys, b.rank, b.addr, b.kind) end
+  inj.bufs = nil
 end
 
 -- Injections that ended go to their client's events; their buffers are freed.
 local function collect_injections()
   local left = {}
   for _, inj in ipairs(S.injections) do
-    if inj.run:latency_ns() then
-      for _, b in ipairs(inj.bufs) do io_.mem_free(S.sys, b.rank, b.addr, b.kind) end
-      if S.clients[inj.client.id] then
-        local ev = inj.client.events
-        ev[#ev + 1] = {id = inj.id, tag = inj.tag, start_ns = inj.at,
-                       end_ns = inj.run:times()[inj.dst].end_ns}
-      end
+    local status, end_ns, moved = injection_end(inj)
+    if status then
+      free_buffers(inj)
+      add_event(inj, status, end_ns, moved)
     else
       left[#left + 1] = inj
     end
@@ -812,9 +1044,84 @@ local function collect_injections()
   S.injections = left
 end
 
+-- A new machine in place of one a failed or cancelled run left mid-way
+-- (decision 0037). What survives: the clock (the new machine starts where
+-- the old one stopped), every client's tensors (same memories, same
+-- addresses, same bytes: those of the interrupted collective's members
+-- hold what the run had stored), the ranks and connections, queued
+-- collectives, and injections that had not started (started again).
+-- What does not: the IPCQ channels (wired again by the next collective of
+-- each algorithm), kernel scratch, injections under way (event status
+-- lost), and the trace (it ends at the first rebuild).
+function rebuild(why)
+  local old_sim, old_sys = S.sim, S.sys
+  collect_injections()
+  local cut_ps = old_sim:now_ps()
+  local st = old_sim:stats()
+  for _, k in ipairs{"activations", "timed_events", "deltas", "switches"} do
+    S.stats_base[k] = S.stats_base[k] + st[k]
+  end
+  local sim = kb.sim{trace = false}
+  local sys = kb.system(sim)
+  sys:set_ipcq{buffer_kind = S.cfg.buffer_kind, backpressure = S.cfg.backpressure}
+  if cut_ps > 0 then
+    sim:spawn("clock", function() kb.wait(cut_ps / 1000) end)
+    sim:run()
+  end
+  assert(sim:now_ps() == cut_ps, "the rebuilt machine's clock")
+  -- the tensors at their addresses: in address order per memory (a cube's
+  -- SRAM is shared by its PEs: by kind, then address), a filler takes any
+  -- gap below a tensor (first fit), then they are freed
+  local list = {}
+  for _, c in pairs(S.clients) do
+    for _, t in pairs(c.tensors) do list[#list + 1] = t end
+  end
+  table.sort(list, function(a, b)
+    if a.kind ~= b.kind then return a.kind < b.kind end
+    if a.addr ~= b.addr then return a.addr < b.addr end
+    return a.rank < b.rank
+  end)
+  local fillers = {}
+  for _, t in ipairs(list) do
+    local bytes = t.n * ESIZE[t.dtype]
+    local addr = tl.alloc(sys, t.rank, t.kind, bytes)
+    for _ = 1, 64 do
+      if addr >= t.addr then break end
+      io_.mem_free(sys, t.rank, addr, t.kind)
+      fillers[#fillers + 1] = {t.rank, tl.alloc(sys, t.rank, t.kind, t.addr - addr), t.kind}
+      addr = tl.alloc(sys, t.rank, t.kind, bytes)
+    end
+    io_.mem_copy(sys, t.rank, t.kind, addr, old_sys, t.addr, bytes)
+    t.addr = addr
+  end
+  for _, f in ipairs(fillers) do io_.mem_free(sys, f[1], f[2], f[3]) end
+  local had_trace = S.srv:trace() ~= nil
+  S.srv:set_sim(sim)
+  S.sim, S.sys, S.topology = sim, sys, torch.topology_of(sys)
+  S.wiring, S.barriers, S.orphans = {sys = sys, wired = {}}, {}, {}
+  S.resets = S.resets + 1
+  if had_trace then S.trace_ended = cut_ps / 1000 end
+  -- injections: those not started begin again on the new machine
+  local cut_ns = cut_ps / 1000
+  local keep = {}
+  for _, inj in ipairs(S.injections) do
+    if inj.at > cut_ns then
+      inj.bufs = nil
+      start_injection(inj)
+      keep[#keep + 1] = inj
+    else
+      add_event(inj, EV_LOST, cut_ns, (inj.state.done_elem or 0) * 4)
+    end
+  end
+  S.injections = keep
+  old_sim:close()
+  log("the machine was rebuilt at %s ns after %s", fmt_ns(cut_ns), why)
+end
+
 -- advance: f64 quantum_ns > 0 -> f64 time reached, u32 count, then per
--- completion event of this client's injections: u32 id, u32 tag, f64
--- start_ns (its at), f64 end_ns. Runs after the ready collectives.
+-- event of this client's injections: u32 id, u32 tag, f64 start_ns (its
+-- at), f64 end_ns (protocol 3: then u8 status 0 done, 1 cancelled, 2 lost
+-- in a rebuild; u64 bytes moved). Runs after the ready collectives.
 function handle.advance(c, r, _, op, id)
   local q = r:field("d")
   r:done()
@@ -832,23 +1139,26 @@ local function run_advance(x)
   local step_ps = math.max(1, math.floor(x.quantum * 1000 + 0.5))
   local target = (now_ps + step_ps) / 1000
   S.sim:spawn("quantum", function() kb.wait(step_ps / 1000) end)
-  local ok, res
-  if S.broken then ok, res = false, BROKEN .. S.broken
-  else ok, res = pcall(S.srv.simulate, S.srv, S.sim, target) end
-  if not ok and not S.broken and res ~= STOPPING then S.broken = tostring(res) end
+  local ok, res = pcall(S.srv.simulate, S.srv, S.sim, target)
+  if not ok and not S.stopping then
+    -- an injection failed: the machine is rebuilt where it stopped
+    reply_error(x.client, x.op, x.id, M.STATUS.sim_error, tostring(res))
+    rebuild("a failed injection")
+    return
+  end
   if not S.clients[x.client.id] then return end
   if not ok or res == "stopped" then
-    local stopping = ok or S.stopping
-    reply_error(x.client, x.op, x.id, stopping and M.STATUS.stopping or M.STATUS.sim_error,
-      stopping and STOPPING or tostring(res))
+    reply_error(x.client, x.op, x.id, M.STATUS.stopping, STOPPING)
     return
   end
   collect_injections()
   local ev = x.client.events
   x.client.events = {}
   local parts = {string.pack("<dI4", S.sim:now(), #ev)}
+  local v3 = x.client.version >= 3
   for _, e in ipairs(ev) do
     parts[#parts + 1] = string.pack("<I4I4dd", e.id, e.tag, e.start_ns, e.end_ns)
+    if v3 then parts[#parts + 1] = string.pack("<BI8", e.status, e.bytes) end
   end
   send(x.client, x.op, x.id, M.STATUS.ok, table.concat(parts))
 end
@@ -967,6 +1277,10 @@ function handle.trace(_, r)
   if want > 2 then refuse("bad_argument", "trace: %d (0 pause, 1 record, 2 ask)", want) end
   local set
   if want < 2 then set = want == 1 end
+  if S.trace_ended then
+    refuse("bad_argument", "trace: the trace ended at %s ns, when the machine was rebuilt",
+      fmt_ns(S.trace_ended))
+  end
   local on, events = S.srv:trace(set)
   if on == nil then
     refuse("bad_argument", "trace: this server has no trace (start it with --trace FILE)")
@@ -978,18 +1292,22 @@ end
 -- -> u8 1 (cancelled: that request got a `cancelled` error first) or 0 (no
 -- such request waits: answered already, or never sent). A collective is
 -- cancelled for every member that issued it (the others get the same error
--- when they issue it); one already running is not (the machine would be
--- left in the middle of it): bad_argument.
-function handle.cancel(c, r)
+-- when they issue it). One already running is stopped at the simulation's
+-- next batch and the machine rebuilt (rebuild); the cancel's reply then
+-- follows the members' errors (0 if the run ended first).
+function handle.cancel(c, r, _, op, id)
   local rid = r:int("I4")
   r:done()
   local function mine(m) return m.client == c and m.id == rid end
-  if S.running then
-    for _, m in pairs(S.running.members) do
+  local inst = S.running
+  if inst and not inst.failed then
+    for _, m in pairs(inst.members) do
       if mine(m) then
-        refuse("bad_argument", "cancel: request %d (%s over ranks %s) is running; a collective "
-          .. "is cancelled only before it starts", rid, S.running.kind,
-          group_text(S.running.group))
+        inst.cancel = inst.cancel or {by = c.rank}
+        inst.cancels = inst.cancels or {}
+        inst.cancels[#inst.cancels + 1] = {client = c, op = op, id = id}
+        S.srv:interrupt()
+        return nil -- answered when the run has stopped
       end
     end
   end
@@ -1005,9 +1323,9 @@ function handle.cancel(c, r)
       group_text(found.group), c.rank), M.STATUS.cancelled)
     return string.pack("<B", 1)
   end
-  for _, list in ipairs{S.waiting_idle, S.advancing} do
+  for _, list in ipairs{S.waiting_idle, S.advancing, c.any_recvs} do
     for i, x in ipairs(list) do
-      if x.client == c and x.id == rid then
+      if (x.client or c) == c and x.id == rid then
         table.remove(list, i)
         reply_error(c, x.op, x.id, M.STATUS.cancelled, ("request %d cancelled"):format(rid))
         return string.pack("<B", 1)
@@ -1026,7 +1344,8 @@ for name, code in pairs(M.OP) do OPNAME[code] = name end
 local H = {}
 
 function H.opened(id)
-  S.clients[id] = {id = id, tensors = {}, next_tid = 0, seq = {}, failed = {}, events = {}}
+  S.clients[id] = {id = id, tensors = {}, next_tid = 0, seq = {}, failed = {}, events = {},
+                   any_recvs = {}}
 end
 
 function H.frame(id, version, op, req, meta, data_ptr, data_len)
@@ -1098,8 +1417,17 @@ function H.closed(id)
   end
 end
 
--- Collectives whose members did not all come within the timeout fail.
+-- Collectives whose members did not all come within the timeout fail; so
+-- does a receive from any source that no send reached.
 function H.tick(now)
+  for _, c in pairs(S.clients) do
+    local q = c.any_recvs
+    while q[1] and now >= q[1].deadline do
+      local x = table.remove(q, 1)
+      reply_error(c, x.op, x.id, M.STATUS.collective_failed, ("recv from any source on rank "
+        .. "%d: no send to it within %g s"):format(c.rank, S.timeout_ms / 1000))
+    end
+  end
   local late = {}
   for _, inst in pairs(S.pending) do
     if now >= inst.deadline then late[#late + 1] = inst end
@@ -1134,6 +1462,10 @@ function H.stopping()
         reply_error(x.client, x.op, x.id, M.STATUS.stopping, STOPPING)
       end
     end
+  end
+  for _, c in pairs(S.clients) do
+    for _, x in ipairs(c.any_recvs) do reply_error(c, x.op, x.id, M.STATUS.stopping, STOPPING) end
+    c.any_recvs = {}
   end
   S.waiting_idle, S.advancing = {}, {}
 end
@@ -1188,7 +1520,8 @@ function M.main(opts)
        timeout_ms = math.floor(timeout * 1000 + 0.5), quiet = kb.options.quiet,
        clients = {}, ranks = {}, pending = {}, ready = {}, barriers = {},
        waiting_idle = {}, orphans = {}, done = 0, injections = {}, advancing = {},
-       next_event = 0, wiring = {sys = sys, wired = {}}}
+       next_event = 0, wiring = {sys = sys, wired = {}}, resets = 0, order = 0,
+       stats_base = {activations = 0, timed_events = 0, deltas = 0, switches = 0}}
   if opts.kernels then
     S.kernels, S.kernels_file = load_kernels(opts.kernels), opts.kernels
   end

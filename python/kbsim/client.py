@@ -15,7 +15,10 @@ import struct
 
 import numpy as np
 
-PROTOCOL_VERSION = 2  # docs/cosim.md: 1 had operations 1-21
+PROTOCOL_VERSION = 3  # docs/cosim.md: 1 had operations 1-21, 2 added 22-27
+ANY_SOURCE = 0xFFFFFFFF
+INJECT_KINDS = {"transfer": 0, "read": 1, "message": 2}
+EVENT_STATUS = {0: "done", 1: "cancelled", 2: "lost"}
 HEADER = struct.Struct("<4sHHIIII")  # magic, version, op, id, status, meta_len, data_len
 MAGIC = b"KBSM"
 NO_RANK = 0xFFFFFFFF
@@ -24,7 +27,7 @@ FLAG_RETURN_DATA = 1
 OP = dict(hello=1, ping=2, alloc=3, free=4, write=5, read=6, all_reduce=7, all_gather=8,
           broadcast=9, barrier=10, run=11, now=12, stats=13, reduce_scatter=14, all_to_all=15,
           all_to_allv=16, send=17, recv=18, cost=19, inject=20, advance=21, reduce=22,
-          gather=23, scatter=24, cancel=25, trace=26, launch=27)
+          gather=23, scatter=24, cancel=25, trace=26, launch=27, inject_ex=28, inject_cancel=29)
 STATUS = dict(ok=0, malformed=1, unknown_op=2, version=3, too_large=4, bad_dtype=5,
               refused=6, not_found=7, bad_argument=8, collective_failed=9, sim_error=10,
               stopping=11, cancelled=12)
@@ -61,19 +64,24 @@ class Result:
     """A collective's reply: simulated start and end (ns) on this rank, the
     collective's latency (ns, slowest member) and, if asked for, the data."""
 
-    def __init__(self, start_ns, end_ns, latency_ns, data):
+    def __init__(self, start_ns, end_ns, latency_ns, data, source=None):
         self.start_ns, self.end_ns, self.latency_ns, self.data = start_ns, end_ns, latency_ns, data
+        self.source = source  # a receive from any source: the sender's rank
 
 
 class Event:
-    """A completed injection: id, tag, start_ns (its at), end_ns (data stored at dst)."""
+    """An injection that ended: id, tag, start_ns (its at), end_ns (the data stored at
+    dst; a read's last piece in TCM; a message's last byte at dst; when it stopped),
+    status ("done", "cancelled", or "lost": the machine was rebuilt while it ran) and
+    the bytes it moved."""
 
-    def __init__(self, eid, tag, start_ns, end_ns):
+    def __init__(self, eid, tag, start_ns, end_ns, status=0, nbytes=None):
         self.id, self.tag, self.start_ns, self.end_ns = eid, tag, start_ns, end_ns
+        self.status, self.bytes = EVENT_STATUS.get(status, status), nbytes
 
     def __repr__(self):
-        return "Event(id=%d, tag=%d, %.3f -> %.3f ns)" % (self.id, self.tag, self.start_ns,
-                                                           self.end_ns)
+        return "Event(id=%d, tag=%d, %.3f -> %.3f ns, %s, %s bytes)" % (
+            self.id, self.tag, self.start_ns, self.end_ns, self.status, self.bytes)
 
 
 def _s2(text):
@@ -87,9 +95,11 @@ def _group(ranks):
 
 
 class Client:
-    def __init__(self, address, rank=None, token="", timeout=None):
+    def __init__(self, address, rank=None, token="", timeout=None, version=PROTOCOL_VERSION):
         """address: a Unix socket path, or "HOST:PORT"; rank: the rank to claim
-        (None: an observer that may ask now/stats/ping)."""
+        (None: an observer that may ask now/stats/ping); version: the protocol to
+        speak (an older one behaves as a client of that version)."""
+        self.version = version
         self.sock = self._connect(address, timeout)
         self.next_id = 0
         self.tensors = {}  # tid -> (n, dtype)
@@ -120,8 +130,10 @@ class Client:
 
     # ---- frames ----------------------------------------------------------
 
-    def send_frame(self, op, meta=b"", data=b"", version=PROTOCOL_VERSION, magic=MAGIC):
+    def send_frame(self, op, meta=b"", data=b"", version=None, magic=MAGIC):
         """Sends one frame; returns its request id."""
+        if version is None:
+            version = self.version
         self.next_id += 1
         data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
         head = HEADER.pack(magic, version, op, self.next_id, 0, len(meta), len(data))
@@ -272,28 +284,47 @@ class Client:
         return Result(*struct.unpack("<ddd", rmeta), None)
 
     def recv(self, src, tid, n_elem=None, return_data=True):
-        """n_elem elements (all of tid) from rank src into tid."""
+        """n_elem elements (all of tid) from rank src into tid; src None: from any
+        source (the oldest send to this rank not yet received), whose rank is the
+        Result's .source."""
         n = self.tensors[tid][0] if n_elem is None else n_elem
-        rmeta, data = self.request(OP["recv"], struct.pack("<IIQB", src, tid, n,
-                                                           FLAG_RETURN_DATA if return_data else 0))
+        rmeta, data = self.request(OP["recv"], struct.pack(
+            "<IIQB", ANY_SOURCE if src is None else src, tid, n,
+            FLAG_RETURN_DATA if return_data else 0))
         arr = np.frombuffer(data, dtype=_NP[self.tensors[tid][1]]) if data else None
-        return Result(*struct.unpack("<ddd", rmeta), arr)
+        source = struct.unpack_from("<I", rmeta, 24)[0] if len(rmeta) == 28 else src
+        return Result(*struct.unpack_from("<ddd", rmeta), arr, source=source)
 
     def barrier(self, group, algorithm=""):
         return self._collective("barrier", group, _s2(algorithm), None, flags=False)
 
-    def inject(self, src, dst, nbytes, at_ns, tag=0):
-        """A timed transfer of nbytes (a multiple of 4) from PE src's memory to PE dst's,
-        starting at simulated time at_ns (not before the time advanced to). -> event id"""
-        meta, _ = self.request(OP["inject"], struct.pack("<IIQdI", src, dst, nbytes, at_ns, tag))
+    def inject(self, src, dst, nbytes, at_ns, tag=0, kind="transfer", chunk=0):
+        """A timed injection of nbytes (a multiple of 4) starting at simulated time at_ns
+        (not before the time advanced to). kind "transfer": from PE src's memory to PE
+        dst's; "read": PE src's PE_DMA reads its memory (dst = src); "message": a raw
+        message from src's node to dst's on the fabric. chunk: bytes per piece (0: one),
+        the grain of a cancel. -> event id"""
+        if kind == "transfer" and chunk == 0:
+            meta, _ = self.request(OP["inject"], struct.pack("<IIQdI", src, dst, nbytes,
+                                                             at_ns, tag))
+        else:
+            meta, _ = self.request(OP["inject_ex"], struct.pack(
+                "<BIIQdIQ", INJECT_KINDS[kind], src, dst, nbytes, at_ns, tag, chunk))
         return struct.unpack("<I", meta)[0]
 
+    def inject_cancel(self, event_id, at_ns):
+        """Stops an injection of this client at its first piece boundary at or after
+        at_ns. -> True if it was pending (its event says how it ended)."""
+        meta, _ = self.request(OP["inject_cancel"], struct.pack("<Id", event_id, at_ns))
+        return meta == b"\x01"
+
     def advance(self, quantum_ns):
-        """Runs the machine quantum_ns further. -> (time reached in ns, [Event]): the
-        completions of this client's injections since the last advance."""
+        """Runs the machine quantum_ns further. -> (time reached in ns, [Event]): this
+        client's injections that ended since the last advance."""
         meta, _ = self.request(OP["advance"], struct.pack("<d", quantum_ns))
         now, n = struct.unpack_from("<dI", meta)
-        events = [Event(*struct.unpack_from("<IIdd", meta, 12 + 24 * i)) for i in range(n)]
+        size, fmt = (33, "<IIddBQ") if self.version >= 3 else (24, "<IIdd")
+        events = [Event(*struct.unpack_from(fmt, meta, 12 + size * i)) for i in range(n)]
         return now, events
 
     def launch(self, group, kernel, in_tid=None, out_tid=None, args=None, return_data=True):

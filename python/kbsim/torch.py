@@ -34,7 +34,7 @@ from torch.futures import Future
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .client import HEADER, MAGIC, OP, PROTOCOL_VERSION, ServerError
-from .client import FLAG_RETURN_DATA, _group, _s2
+from .client import ANY_SOURCE, FLAG_RETURN_DATA, _group, _s2
 
 BACKEND = "kbsim"
 _WIRE = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -375,12 +375,14 @@ class costing(torch.overrides.TorchFunctionMode):
     issued at clock t starts at max(t, the rank's previous collective's
     end) and lasts its simulated latency; wait() (and a sync call) moves
     the clock to its end, so an async collective overlaps the compute done
-    before its wait. loss.backward() (Tensor.backward) is charged too: autograd's
-    aten operations (mm, bmm, addmm, element-wise, sum, threshold_backward) as
-    'backward.<op>', seen by a TorchDispatchMode while it runs (backward=False
-    turns that off); collectives C++ issues meanwhile (DDP's gradient buckets)
-    overlap the rest of the backward and are waited at its end.
-    torch.autograd.backward / grad called directly are not seen."""
+    before its wait. loss.backward() (Tensor.backward), torch.autograd.backward
+    and torch.autograd.grad are charged too: autograd's aten operations (mm,
+    bmm, addmm, element-wise, sum, threshold_backward) as 'backward.<op>', seen
+    by a TorchDispatchMode while they run (backward=False turns that off);
+    collectives C++ issues meanwhile (DDP's gradient buckets) overlap the rest
+    of the backward and are waited at its end. The two autograd functions are
+    seen as attributes of torch.autograd while a costing context is open (a
+    name imported from it earlier is the original)."""
 
     def __init__(self, backward=True):
         super().__init__()
@@ -396,11 +398,15 @@ class costing(torch.overrides.TorchFunctionMode):
         self.lock = threading.Lock()
 
     def __enter__(self):
+        if not _COSTING:  # torch.autograd.backward / grad: not torch functions
+            torch.autograd.backward, torch.autograd.grad = _autograd_backward, _autograd_grad
         _COSTING.append(self)
         return super().__enter__()
 
     def __exit__(self, *exc):
         _COSTING.remove(self)
+        if not _COSTING:
+            torch.autograd.backward, torch.autograd.grad = _AUTOGRAD
         return super().__exit__(*exc)
 
     def _charge(self, name, ns):
@@ -454,6 +460,12 @@ class costing(torch.overrides.TorchFunctionMode):
             self._waited(self.cpp_end_ns)
         return out
 
+    def _autograd(self, func, args, kwargs):
+        """torch.autograd.backward / grad under this costing."""
+        if not self.backward or self.in_backward:  # (Tensor.backward calls it)
+            return func(*args, **kwargs)
+        return self._backward(func, args, kwargs)
+
     # collectives (called by the process group)
     def _completed(self, rec, issue_ns):
         with self.lock:
@@ -506,6 +518,7 @@ class _Work(dist.Work):
         super().__init__()
         self.fut, self.kind, self.error = fut, kind, None
         self.cost, self.model_end_ns = None, None
+        self.source = None  # recv from any source: the sender's rank in the group
 
     def wait(self, timeout=None):
         try:
@@ -520,6 +533,13 @@ class _Work(dist.Work):
 
     def get_future(self):
         return self.fut
+
+    def _source_rank(self):
+        """The sender of a receive from any source (dist.recv without src asks it)."""
+        self.wait()
+        if self.source is None:
+            raise RuntimeError("kbsim: not a receive from any source")
+        return self.source
 
     def is_completed(self):
         return self.fut.done()
@@ -599,10 +619,19 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                 conn.give(n, dt, tid)
             try:
                 rmeta, rdata = _result(status, rmeta, rdata)
-                start, end, lat = struct.unpack("<ddd", rmeta)
+                start, end, lat = struct.unpack_from("<ddd", rmeta)
+                members = list(group)
+                if len(rmeta) == 28:  # a receive from any source: who sent
+                    (src,) = struct.unpack_from("<I", rmeta, 24)
+                    if src not in self._group():
+                        raise RuntimeError("recv from any source: rank %d, outside the group %s, "
+                                           "sent it" % (src, self._group()))
+                    members[0] = src
+                    if work:
+                        work.source = self._group().index(src)
                 if on_data:
                     on_data(rdata)
-                rec = dict(op=kind, group=list(group), bytes=nbytes, start_ns=start,
+                rec = dict(op=kind, group=members, bytes=nbytes, start_ns=start,
                            end_ns=end, latency_ns=lat)
                 if cost is not None:
                     cost._completed(rec, issue_ns)
@@ -855,11 +884,35 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                          len(raw), group=[peer, me])
 
     def recv_anysource(self, tensors, tag=0):
-        raise RuntimeError("kbsim recv: a source rank is needed (no receive from any source)")
+        """A receive from whichever rank sends to this one first (the server matches
+        it with the oldest send not yet received); the Work's _source_rank() is the
+        sender's rank in the group (dist.recv returns it as a global rank). Tags are
+        not matched."""
+        t = self._one(tensors, "recv")
+        me = self._group()[self.rank()]
+        dt, n, raw = _wire(t, False)
+        return self._run("recv", lambda tid: struct.pack("<IIQ", ANY_SOURCE, tid[0], n),
+                         [(dt, n, None)], None, tensors, lambda d: _store(t, d),
+                         len(raw), group=[None, me])
 
     def barrier(self, opts=None):
         algo = _ALGORITHMS.get("barrier", "")
         return self._run("barrier", lambda tid: _s2(algo), [], None, [], None, 0, flags=False)
+
+
+_AUTOGRAD = (torch.autograd.backward, torch.autograd.grad)
+
+
+def _autograd_backward(*args, **kwargs):
+    if _COSTING:
+        return _COSTING[-1]._autograd(_AUTOGRAD[0], args, kwargs)
+    return _AUTOGRAD[0](*args, **kwargs)
+
+
+def _autograd_grad(*args, **kwargs):
+    if _COSTING:
+        return _COSTING[-1]._autograd(_AUTOGRAD[1], args, kwargs)
+    return _AUTOGRAD[1](*args, **kwargs)
 
 
 def _create(store, rank, size, timeout):

@@ -27,4 +27,13 @@ return {
   fails = function(a)
     if tl.rank() == a.bad then error("kernel failure on purpose (" .. a.why .. ")") end
   end,
+  -- loads its input again and again without freeing it: the TCM runs out
+  hog = function(a, input)
+    local held = {}
+    for i = 1, 1000 do held[i] = tl.load(input, 0, a.n_elem) end
+  end,
+  -- one PE_DMA read of the input into the TCM: an injected read's reference
+  read = function(a, input)
+    tl.free(tl.load(input, 0, a.n_elem))
+  end,
 }

@@ -20,7 +20,7 @@ KBSIM, SRCDIR, WORKDIR, CASE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(SRCDIR, "python"))
 import numpy as np  # noqa: E402
 from kbsim import Client, ServerError, OP  # noqa: E402
-from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER, _s2  # noqa: E402
+from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER, _s2, _group  # noqa: E402
 
 os.makedirs(WORKDIR, exist_ok=True)
 
@@ -395,29 +395,165 @@ def case_cancel():
           "all_reduce after a cancel")
     c0.close()
     c1.close()
-    # a running collective is not cancelled: it ends and answers (ranks 4..7: the
-    # ring of {0,1} took ranks 0 and 1's ports)
-    N, n = 4, 1 << 20
-    group = list(range(4, 4 + N))
+    srv.stop()
+
+
+def largest_block(c, memory="tcm"):
+    """The most f32 elements one alloc in `memory` of c's rank gets (to 16 elements)."""
+    lo, hi = 0, 1 << 23  # 32 MiB: more than a TCM
+    while hi - lo > 16:
+        mid = (lo + hi) // 2
+        try:
+            c.free(c.alloc(mid, "f32", memory))
+            lo = mid
+        except ServerError:
+            hi = mid
+    return lo
+
+
+def case_cancel_running():
+    """cancel (operation 25) of a collective that is running: every member gets
+    `cancelled` naming the rank and the time, the machine is rebuilt where it stopped
+    (docs/cosim.md, Recovery), and the next collective of the group gives the right
+    values and the same times as before, with the same TCM free."""
+    srv = Server("-q")
+    N, n, big = 4, 4096, 1 << 20
+    group = list(range(N))
     cs = [Client(srv.address, rank=r) for r in group]
     ts = [c.alloc(n) for c in cs]
-    rids = [c.send_frame(OP["all_reduce"], struct.pack("<I%dI" % N, N, *group)
-                         + struct.pack("<I", t) + _s2("sum") + _s2("ring_allreduce") + b"\0")
-            for c, t in zip(cs, ts)]
+    bs = [c.alloc(big) for c in cs]
+    for r, c in enumerate(cs):
+        c.write(ts[r], inputs(r, n))
+        c.write(bs[r], inputs(r, big))
+    ring = "ring_allreduce"
+    first = on_ranks(N, lambda r: cs[r].all_reduce(group, ts[r], algorithm=ring))
+    full = on_ranks(N, lambda r: cs[r].all_reduce(group, bs[r], algorithm=ring))
+    free_tcm = largest_block(cs[0])
+    for r, c in enumerate(cs):
+        c.write(bs[r], inputs(r, big))
+    rids = [c.send_frame(OP["all_reduce"], _group(group) + struct.pack("<I", t) + _s2("sum")
+                         + _s2(ring) + b"\0") for c, t in zip(cs, bs)]
     with Client(srv.address) as obs:
         deadline = time.time() + 60
         while not obs.stats()["simulating"]:
-            check(obs.stats()["collectives_done"] < 2 and time.time() < deadline,
-                  "the 4-rank all_reduce never ran")
-    e = error_of(lambda: cs[2].cancel(rids[2]))
-    check(e.status == "bad_argument" and "is running; a collective is cancelled only before "
-          "it starts" in e.message, str(e))
-    for c, rid in zip(cs, rids):
-        _op, got, status, meta, _ = c.recv_frame()
-        check(got == rid and status == 0 and struct.unpack("<ddd", meta)[2] > 0,
-              "the running all_reduce answered after the refused cancel: %r" % ((got, status,
-                                                                               meta),))
+            check(time.time() < deadline, "the 4-rank all_reduce never ran")
+        ok, before = cs[2].cancel(rids[2])
+        check(ok and len(before) == 1 and before[0][1] == rids[2] and before[0][2] == 12,
+              "the cancelled all_reduce's reply on rank 2: %r" % (before,))
+        msg = before[0][3][2:].decode()
+        check(msg.startswith("all_reduce over ranks {0,1,2,3} cancelled by rank 2 while running "
+                             "(at ") and "the machine was reset" in msg, msg)
+        cut = float(msg.split("(at ")[1].split(" ns")[0])
+        started = full[0].end_ns
+        check(started < cut < started + full[0].latency_ns,
+              "cancelled mid-way: at %r ns, the run started at %r and takes %r ns"
+              % (cut, started, full[0].latency_ns))
+        for r in (0, 1, 3):
+            _op, got, status, meta, _ = cs[r].recv_frame()
+            check(got == rids[r] and status == 12 and meta[2:].decode() == msg,
+                  "rank %d told: %r" % (r, (got, status, meta)))
+        now_ns, now_ps = obs.now()
+        check(abs(now_ns - cut) < 1e-3, "the clock after the rebuild: %r, cut at %r" % (now_ns,
+                                                                                         cut))
+        st = obs.stats()
+        check(st["simulating"] == 0 and st["collectives_done"] == 2, "stats: %r" % st)
+    # the same collective as the first: right values, the same durations, started at
+    # the cut; the tensors of other collectives kept their values
+    for r, c in enumerate(cs):
+        check(np.array_equal(c.read(ts[r]), first[r].data), "rank %d's tensor kept" % r)
+        c.write(ts[r], inputs(r, n))
+    again = on_ranks(N, lambda r: cs[r].all_reduce(group, ts[r], algorithm=ring))
+    want = sum(inputs(r, n) for r in group)
+    for r in group:
+        x, y = again[r], first[r]
+        check(np.array_equal(x.data, want), "values after the cancel on rank %d" % r)
+        check(x.start_ns == now_ns and ps(x.end_ns - x.start_ns) == ps(y.end_ns - y.start_ns)
+              and ps(x.latency_ns) == ps(y.latency_ns),
+              "times after the cancel on rank %d: %r..%r (%r), first %r..%r (%r)"
+              % (r, x.start_ns, x.end_ns, x.latency_ns, y.start_ns, y.end_ns, y.latency_ns))
+    check(largest_block(cs[0]) == free_tcm, "rank 0's free TCM after the cancel")
+    # a cancel that comes after the run ended finds nothing
+    rid = cs[0].send_frame(OP["ping"])
+    check(cs[0].cancel(rid)[0] is False, "a cancel of an answered request")
+    for c in cs:
         c.close()
+    srv.stop()
+
+
+def case_recover():
+    """A failed simulation (a kernel that raises; the TCM running out) fails the
+    collective for every member with its cause; the machine is rebuilt where it
+    stopped, so the same session and the next one run collectives with the right
+    values and times, with the same TCM free (docs/cosim.md, Recovery)."""
+    kernels = os.path.join(SRCDIR, "tests/cli/cosim_kernels.lua")
+    srv = Server("-q", "--kernels", kernels)
+    N, n = 4, 4096
+    group = list(range(N))
+
+    def session(r, fail):
+        with Client(srv.address, rank=r) as c:
+            t, o = c.alloc(n), c.alloc(n)
+            c.write(t, inputs(r, n))
+            out = {"first": c.launch(group, "ring_shift", t, o)}
+            if r == 0:
+                out["tcm"] = largest_block(c)
+            # tensors in the cube's shared SRAM and in the TCM: kept across the rebuild
+            kept = {mem: c.alloc(64 + r, "f32", mem) for mem in ("sram", "tcm")}
+            for mem, k in kept.items():
+                c.write(k, inputs(r + 20, 64 + r))
+            c.launch(group, "scale", t, args={"scale": 1.0})  # all have measured
+            out["fail"] = error_of(lambda: c.launch(group, *fail))
+            for mem, k in kept.items():
+                check(np.array_equal(c.read(k), inputs(r + 20, 64 + r)),
+                      "rank %d's %s tensor after the rebuild" % (r, mem))
+                c.free(k)
+            out["now"] = c.now()[0]
+            out["again"] = c.launch(group, "ring_shift", t, o)
+            c.write(t, inputs(r + 10, n))
+            out["third"] = c.launch(group, "ring_shift", t, o)
+            if r == 0:
+                out["tcm_after"] = largest_block(c)
+            return out
+
+    def check_session(res, what):
+        for r in group:
+            x = res[r]
+            prev = group[(r - 1) % N]
+            check(np.array_equal(x["again"].data, inputs(prev, n)),
+                  "%s: values after the failure on rank %d" % (what, r))
+            check(np.array_equal(x["third"].data, inputs(prev + 10, n)),
+                  "%s: values of the next launch on rank %d" % (what, r))
+            a, f = x["again"], x["first"]
+            check(a.start_ns == x["now"] and ps(a.end_ns - a.start_ns) == ps(f.end_ns - f.start_ns)
+                  and ps(a.latency_ns) == ps(f.latency_ns),
+                  "%s: times after the failure on rank %d: %r..%r, first %r..%r"
+                  % (what, r, a.start_ns, a.end_ns, f.start_ns, f.end_ns))
+        check(res[0]["tcm_after"] == res[0]["tcm"], "%s: rank 0's free TCM %d, before %d"
+              % (what, res[0]["tcm_after"], res[0]["tcm"]))
+        return [res[r]["fail"] for r in group]
+
+    # a kernel that raises, then (the next session: new clients on the same
+    # ranks) a kernel that runs out of TCM
+    errs = check_session(on_ranks(N, lambda r: session(r, ("fails", None, None,
+                                                            {"bad": 2, "why": "r2"}))), "raise")
+    for e in errs:
+        check(e.status == "sim_error" and "kernel failure on purpose (r2)" in e.message
+              and e.message.startswith("launch over ranks {0,1,2,3} failed: "), str(e))
+    big = 1 << 20  # 4 MiB: the fifth load does not fit in 16 MiB of TCM
+    def hog(r):
+        with Client(srv.address, rank=r) as c:
+            h = c.alloc(big)
+            e = error_of(lambda: c.launch(group, "hog", h))
+            c.free(h)
+            return e
+    for e in on_ranks(N, hog).values():
+        check(e.status == "sim_error" and "TCM scratch is full (tcm of 'sip0.cube0.pe" in e.message
+              and "4194304 requested" in e.message, str(e))
+    errs = check_session(on_ranks(N, lambda r: session(r, ("fails", None, None,
+                                                            {"bad": 0, "why": "r0"}))),
+                         "after the out-of-memory")
+    with Client(srv.address) as obs:
+        check(obs.stats()["collectives_done"] == 8, "stats: %r" % obs.stats())
     srv.stop()
 
 
@@ -442,11 +578,11 @@ def case_launch():
             out["mismatch"] = error_of(lambda: c.launch(group, "scale", t,
                                                         args={"scale": float(r == 0)}))
             out["after"] = c.launch(group, "scale", t, args={"scale": 0.5})
-            # a kernel that fails: every member hears it; the engine's failure is
-            # sticky, so later runs are refused with it (the server stays up)
+            # a kernel that fails: every member hears it; the machine is rebuilt and
+            # the next launch runs (cli.cosim_recover checks more)
             out["fails"] = error_of(lambda: c.launch(group, "fails",
                                                      args={"bad": 3, "why": "rank %d" % 3}))
-            out["broken"] = error_of(lambda: c.launch(group, "scale", t, args={"scale": 1.0}))
+            out["recovered"] = c.launch(group, "scale", t, args={"scale": 1.0})
             out["ping"] = c.ping()
             return out
     res = on_ranks(N, member)
@@ -461,15 +597,14 @@ def case_launch():
               str(e))
         e = x["unknown"]
         check(e.status == "bad_argument" and "no kernel 'nope'" in e.message
-              and "(known: fails, ring_shift, scale)" in e.message, str(e))
+              and "(known: fails, hog, read, ring_shift, scale)" in e.message, str(e))
         e = x["reserved"]
         check(e.status == "bad_argument" and "argument name 'n_elem'" in e.message, str(e))
         e = x["mismatch"]
         check(e.status == "collective_failed" and "collective mismatch" in e.message, str(e))
         check(np.array_equal(x["after"].data, inputs(r, n) * 2.5 * 0.5), "the server goes on")
-        e = x["broken"]
-        check(e.status == "sim_error" and "the machine failed earlier and cannot run again "
-              "(restart the server)" in e.message and "on purpose (rank 3)" in e.message, str(e))
+        check(np.array_equal(x["recovered"].data, inputs(r, n) * 2.5 * 0.5),
+              "a launch after the failure on rank %d" % r)
     for name, k in (("scale", "scale"), ("ring_shift", "shift")):
         out = subprocess.run([KBSIM, "-q", os.path.join(SRCDIR, "tests/cli/cosim_rooted_ref.lua"),
                               "kernels=" + kernels, "collective=" + name, "ranks=%d" % N,
@@ -582,7 +717,7 @@ def case_errors():
     c.ping()
     # wrong version
     st, msg = raw_reply(c, OP["ping"], version=7)
-    check(st == 3 and "protocol version 7 is not supported (this server speaks 1 to 2)" in msg,
+    check(st == 3 and "protocol version 7 is not supported (this server speaks 1 to 3)" in msg,
           "version: %d %s" % (st, msg))
     # a version 1 client: served, its replies in version 1; version 2's operations
     # are unknown to it
@@ -992,18 +1127,45 @@ def case_inject():
     srv.stop()
 
     srv = Server("-q")
-    log, steps = host_model.run(srv.address, q, [1, 2, 3], chunks, nbytes)
+    log, steps, _ = host_model.run(srv.address, q, [1, 2, 3], chunks, nbytes)
     check(len(log) == 3 * chunks, "%d transfers" % len(log))
     for k, (now, _) in enumerate(steps):
         check(now == q * (k + 1), "advance %d reached %r ns, not %r" % (k, now, q * (k + 1)))
     last = {}
-    for dst, start, end in log:  # PE 0 feeds three PEs at once: never faster than alone
+    for dst, start, end, status, moved in log:  # PE 0 feeds three PEs: never faster than alone
+        check(status == "done" and moved == nbytes, "an event: %r %r" % (status, moved))
         check(end - start >= lat[dst] - 1e-6,
               "transfer to %d took %r ns, a send/recv alone %r" % (dst, end - start, lat[dst]))
         if dst in last:  # closed loop: the next chunk at the first quantum after the landing
             check(start == math.ceil(last[dst] / q) * q,
                   "to %d: started %r after a landing at %r" % (dst, start, last[dst]))
         last[dst] = end
+    # with doorbells (raw messages back to PE 0): the next chunk starts at the first
+    # quantum after the doorbell arrived, which starts when the host learned of the
+    # landing; with a deadline, what is in flight stops at a piece boundary
+    t0 = Client(srv.address).now()[0]
+    log, steps, host = host_model.run(srv.address, q, [1, 2, 3], chunks, nbytes,
+                                      doorbell=True, deadline=t0 + 500, piece=1024)
+    bells = sorted(host.bells, key=lambda b: b[1])
+    check(bells and all(e > s for _, s, e in bells), "doorbells: %r" % bells)
+    learned = dict(host.learned)
+    for dst, start, end, status, moved in log:
+        if status == "done":
+            check(moved == nbytes and any(s == learned[end] and t == dst for t, s, _ in bells),
+                  "a doorbell from %d at %r after its chunk ended %r" % (dst, learned.get(end),
+                                                                          end))
+        else:
+            check(status == "cancelled" and moved % 1024 == 0 and moved < nbytes
+                  and end >= t0 + 500, "aborted at the deadline: %r" % ((dst, end, moved),))
+    check(any(x[3] == "cancelled" for x in log) and all(x[1] < t0 + 500 for x in log),
+          "the deadline aborted transfers and started none: %r" % log)
+    for dst, start, end, status, moved in log:
+        nxt = [x for x in log if x[0] == dst and x[1] > start]
+        bell = [b for b in bells if b[0] == dst and b[1] == learned.get(end)]
+        if nxt and bell:
+            check(min(x[1] for x in nxt) == math.ceil(bell[0][2] / q) * q,
+                  "to %d: the next chunk at %r, the doorbell arrived at %r"
+                  % (dst, min(x[1] for x in nxt), bell[0][2]))
     # bad arguments: refused, the connection goes on
     with Client(srv.address) as c:
         # alone, an injected transfer takes what the same send/recv takes
@@ -1027,6 +1189,176 @@ def case_inject():
             e = error_of(lambda: c.advance(bad))
             check(e.status == "bad_argument" and "advance: a quantum of" in e.message, str(e))
         check(c.advance(q)[0] == now + q, "usable after the refusals")
+    srv.stop()
+
+
+def until_events(c, want, quantum=50.0):
+    """Advances c until `want` events came; -> {id: Event}."""
+    got = {}
+    for _ in range(2000):
+        if len(got) >= want:
+            return got
+        now, evs = c.advance(quantum)
+        if os.environ.get("KB_DEBUG"):
+            print("advance", now, evs, file=sys.stderr)
+        for e in evs:
+            got[e.id] = e
+    raise AssertionError("events never came: %r" % got)
+
+
+def case_inject_kinds():
+    """inject_ex (operation 28), inject_cancel (29), advance's events in protocol 3:
+    a DMA read at one PE (timed as the same load in a kernel), a raw message on the
+    fabric (timed as sys:inject from Lua), a transfer in pieces, one cancelled
+    mid-way and before it starts, one lost when a failed kernel has the machine
+    rebuilt (and one not yet started then, started again); a version 2 client; the
+    refusals."""
+    kernels = os.path.join(SRCDIR, "tests/cli/cosim_kernels.lua")
+    srv = Server("-q", "--kernels", kernels)
+    m = Client(srv.address)
+    KiB = 1024
+    # a read at PE 2 against a kernel's load of the same bytes on PE 2
+    with Client(srv.address, rank=2) as c2:
+        t = c2.alloc(16 * KiB)
+        ref = c2.launch([2], "read", t)
+        now = c2.now()[0]
+        eid = m.inject(2, 2, 64 * KiB, now + 10, tag=1, kind="read")
+        e = until_events(m, 1)[eid]
+        check(e.status == "done" and e.bytes == 64 * KiB and e.start_ns == now + 10
+              and ps(e.end_ns - e.start_ns) == ps(ref.end_ns - ref.start_ns),
+              "a read: %r, the kernel's load took %r ns" % (e, ref.end_ns - ref.start_ns))
+    # a raw message from PE 0 to PE 5 against sys:inject from Lua
+    out = subprocess.run([KBSIM, "-q", os.path.join(SRCDIR, "tests/cli/cosim_message_ref.lua"),
+                          "src=0", "dst=5", "bytes=4096"], capture_output=True, text=True,
+                         cwd=WORKDIR, check=True).stdout
+    lat = float(out.split("latency_ns=")[1])
+    now = m.now()[0]
+    eid = m.inject(0, 5, 4096, now + 5, tag=2, kind="message")
+    e = until_events(m, 1)[eid]
+    check(e.status == "done" and e.bytes == 4096 and ps(e.end_ns - e.start_ns) == ps(lat),
+          "a message: %r, Lua's %r ns" % (e, lat))
+    # a transfer of 1 MiB in 64 KiB pieces, whole
+    now = m.now()[0]
+    eid = m.inject(0, 1, 1 << 20, now, chunk=64 * KiB)
+    whole = until_events(m, 1)[eid]
+    dur = whole.end_ns - whole.start_ns
+    check(whole.status == "done" and whole.bytes == 1 << 20 and dur > 0, repr(whole))
+    # the same cancelled at half its time: it stops at the next piece boundary
+    now = m.now()[0]
+    eid = m.inject(0, 1, 1 << 20, now, tag=3, chunk=64 * KiB)
+    check(m.inject_cancel(eid, now + dur / 2) is True, "cancel a pending transfer")
+    e = until_events(m, 1)[eid]
+    check(e.status == "cancelled" and 0 < e.bytes < 1 << 20 and e.bytes % (64 * KiB) == 0
+          and now + dur / 2 <= e.end_ns < now + dur, "cancelled mid-way: %r (whole %r ns)"
+          % (e, dur))
+    # cancelled before it starts: nothing moves; a message likewise
+    now = m.now()[0]
+    a = m.inject(0, 1, 1 << 20, now + 100, chunk=64 * KiB)
+    b = m.inject(0, 5, 4096, now + 100, kind="message")
+    check(m.inject_cancel(a, now) and m.inject_cancel(b, now + 50), "cancels before the start")
+    ev = until_events(m, 2)
+    for x in (a, b):
+        check(ev[x].status == "cancelled" and ev[x].bytes == 0 and ev[x].end_ns == now + 100,
+              "cancelled before its start: %r" % ev[x])
+    check(m.inject_cancel(a, m.now()[0]) is False, "a cancel of an ended injection")
+    # a failed kernel while a transfer is under way: the machine is rebuilt, the
+    # transfer is lost (with what it had stored), one not yet started starts again
+    now = m.now()[0]
+    lost = m.inject(0, 1, 1 << 20, now, tag=4, chunk=64 * KiB)
+    later = m.inject(0, 1, 1 << 20, now + 10 * dur, tag=5, chunk=64 * KiB)
+    m.advance(dur / 2)
+    with Client(srv.address, rank=3) as c3:
+        err = error_of(lambda: c3.launch([3], "fails", args={"bad": 0, "why": "now"}))
+        check(err.status == "sim_error" and "on purpose (now)" in err.message, str(err))
+    ev = until_events(m, 2, quantum=dur)
+    check(ev[lost].status == "lost" and ev[lost].end_ns == now + dur / 2
+          and 0 < ev[lost].bytes < 1 << 20, "lost in the rebuild: %r" % ev[lost])
+    check(ev[later].status == "done" and ev[later].start_ns == now + 10 * dur
+          and ps(ev[later].end_ns - ev[later].start_ns) == ps(dur),
+          "started again after the rebuild: %r, whole %r ns" % (ev[later], dur))
+    # a version 2 client: operation 28 is unknown, events in version 2's layout
+    old = Client(srv.address, version=2)
+    st, msg = raw_reply(old, OP["inject_ex"], struct.pack("<BIIQdIQ", 0, 0, 1, 64, 0.0, 0, 0))
+    check(st == 2 and "operation 28 (inject_ex) is protocol 3" in msg, msg)
+    now = old.now()[0]
+    eid = old.inject(0, 1, 4096, now)
+    e = until_events(old, 1)[eid]
+    check(e.status == "done" and e.bytes is None and e.end_ns > e.start_ns == now, repr(e))
+    old.close()
+    # refusals
+    now = m.now()[0]
+    for args, kw, text in [((0, 1, 64, now), {"kind": "read"}, "a read is at one PE"),
+                           ((0, 1, 64, now), {"chunk": 6}, "pieces of 6 bytes"),
+                           ((0, 1, 64, now), {"kind": "message", "chunk": 32},
+                            "a message is one piece")]:
+        e = error_of(lambda: m.inject(*args, **kw))
+        check(e.status == "bad_argument" and text in e.message, "%s: %s" % (text, e))
+    st, msg = raw_reply(m, OP["inject_ex"], struct.pack("<BIIQdIQ", 7, 0, 1, 64, now, 0, 0))
+    check(st == 8 and "inject_ex: kind 7" in msg, msg)
+    st, msg = raw_reply(m, OP["inject_ex"], struct.pack("<BIIQdIQ", 0, 0, 1, 64, now, 0,
+                                                        (1 << 64) - 4))
+    check(st == 8 and "pieces of -4 bytes" in msg, msg)
+    e = error_of(lambda: m.inject_cancel(1, now - 1))
+    check(e.status == "bad_argument" and "before the machine's time" in e.message, str(e))
+    st, msg = raw_reply(m, OP["inject_cancel"], b"\0\0")
+    check(st == 1 and "malformed" in msg, msg)
+    m.close()
+    srv.stop()
+
+
+def case_recv_any():
+    """recv from any source (protocol 3: source 0xFFFFFFFF): the oldest send to the
+    rank not yet received, or the next one; the reply names the sender; the pair's
+    later receives stay in order; cancel; a version 2 client is refused."""
+    srv = Server("-q", "--timeout", "2")
+    n = 64
+    cs = {r: Client(srv.address, rank=r) for r in range(4)}
+    ts = {r: cs[r].alloc(n) for r in range(4)}
+    for r in range(4):
+        cs[r].write(ts[r], inputs(r, n))
+    # rank 1 sends first, then rank 3; rank 0 receives from any source twice
+    sends = {}
+    sends[1] = cs[1].send_frame(OP["send"], struct.pack("<IIQ", 0, ts[1], n))
+    wait_issued(srv, 1)
+    sends[3] = cs[3].send_frame(OP["send"], struct.pack("<IIQ", 0, ts[3], n))
+    wait_issued(srv, 2)
+    a = cs[0].recv(None, ts[0])
+    check(a.source == 1 and np.array_equal(a.data, inputs(1, n)), "first: %r" % a.source)
+    b = cs[0].recv(None, ts[0])
+    check(b.source == 3 and np.array_equal(b.data, inputs(3, n)) and b.start_ns >= a.end_ns,
+          "second: %r" % b.source)
+    for r in (1, 3):
+        _op, rid, st, meta, _ = cs[r].recv_frame()
+        check(rid == sends[r] and st == 0 and len(meta) == 24, "sender %d answered" % r)
+    # a receive from any source that waits, then a send from rank 2; then the pair
+    # {2, 0}'s next receive (named) matches rank 2's next send
+    rid = cs[0].send_frame(OP["recv"], struct.pack("<IIQB", 0xFFFFFFFF, ts[0], n, 1))
+    res = on_ranks(1, lambda _: cs[2].send(0, ts[2]))
+    _op, got, st, meta, data = cs[0].recv_frame()
+    check(got == rid and st == 0 and struct.unpack_from("<I", meta, 24)[0] == 2
+          and np.array_equal(np.frombuffer(data, np.float32), inputs(2, n))
+          and struct.unpack_from("<d", meta)[0] == res[0].start_ns,
+          "a waiting receive from any source: %r, the send's %r" % (
+              struct.unpack_from("<dddI", meta), (res[0].start_ns, res[0].end_ns)))
+    cs[2].write(ts[2], inputs(7, n))
+    res = on_ranks(2, lambda r: cs[2].send(0, ts[2]) if r else cs[0].recv(2, ts[0]))
+    check(np.array_equal(res[0].data, inputs(7, n)) and res[0].source == 2, "the pair goes on")
+    # cancel a waiting one; a waiting one that no send reaches fails after --timeout
+    rid = cs[0].send_frame(OP["recv"], struct.pack("<IIQB", 0xFFFFFFFF, ts[0], n, 1))
+    ok, before = cs[0].cancel(rid)
+    check(ok and before[0][1] == rid and before[0][2] == 12, "cancelled: %r" % (before,))
+    e = error_of(lambda: cs[0].recv(None, ts[0]))
+    check(e.status == "collective_failed" and "recv from any source on rank 0: no send to it "
+          "within 2 s" in e.message, str(e))
+    st, msg = raw_reply(cs[0], OP["recv"], struct.pack("<IIQB", 0xFFFFFFFF, 99, n, 1))
+    check(st == 7 and "rank 0 has no tensor 99" in msg, msg)
+    for c in cs.values():
+        c.close()
+    with Client(srv.address, rank=0, version=2) as old:
+        t = old.alloc(n)
+        e = error_of(lambda: old.recv(None, t))
+        check(e.status == "bad_argument" and "cannot receive from rank 4294967295" in e.message,
+              str(e))
     srv.stop()
 
 

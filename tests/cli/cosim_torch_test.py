@@ -160,6 +160,24 @@ def rank_ops(rank, world, address, outdir):
     for w in ws:
         w.wait()
     check(torch.equal(got, inp((rank - 1) % N)[:n // 2].to(torch.bfloat16)), "isend/irecv")
+    # recv from any source: rank 0 takes one message from each other rank, in the
+    # order they come (the server matches the oldest send); irecv without src too
+    if rank == 0:
+        seen = set()
+        for _ in range(N - 1):
+            t = torch.zeros(n)
+            src = dist.recv(t)
+            check(src in range(1, N) and src not in seen and torch.equal(t, inp(src)),
+                  "recv from any source: rank %r, %s" % (src, t[:3]))
+            seen.add(src)
+        w = dist.irecv(got)
+        w.wait()
+        check(w._source_rank() == 2 and torch.equal(got, inp(2)[:n // 2].to(torch.bfloat16)),
+              "irecv from any source: %r" % w._source_rank())
+    else:
+        dist.send(inp(rank), 0)
+        if rank == 2:
+            dist.isend(inp(2)[:n // 2].to(torch.bfloat16), 0).wait()
     # a subgroup of ranks {1, 3}
     sub = dist.new_group([1, 3])
     if rank in (1, 3):
@@ -227,7 +245,7 @@ def rank_costing(rank, world, address, outdir):
         c2 = cost.clock_ns
         loss.backward()
         check(xg.grad is not None and lin.weight.grad.shape == (32, 64), "gradients computed")
-        bw = {k: v for k, v in cost.breakdown.items() if k.startswith("backward.")}
+        bw = {k: dict(v) for k, v in cost.breakdown.items() if k.startswith("backward.")}
         want_mm = kt.op_cost_ns("gemm", "f32", 4, 64, 32) + kt.op_cost_ns("gemm", "f32", 32, 64, 4)
         check(bw.get("backward.mm") == {"count": 2, "ns": want_mm}, "backward mm: %s" % bw)
         check(bw.get("backward.threshold_backward") == {
@@ -236,6 +254,29 @@ def rank_costing(rank, world, address, outdir):
               "bias's sum: %s" % bw)
         check(cost.clock_ns == c2 + sum(v["ns"] for v in bw.values()),
               "backward advances the clock: %r, %r + %s" % (cost.clock_ns, c2, bw))
+        # torch.autograd.backward and torch.autograd.grad called directly: the same
+        # charges as loss.backward()
+        for how in ("backward", "grad"):
+            xg.grad = lin.weight.grad = lin.bias.grad = None  # no accumulation (add_)
+            loss = torch.relu(lin(xg)).sum()
+            before = {k: dict(v) for k, v in cost.breakdown.items()}
+            c3 = cost.clock_ns
+            if how == "backward":
+                torch.autograd.backward(loss)
+            else:
+                gx, gw, gb = torch.autograd.grad(loss, [xg, lin.weight, lin.bias])
+                check(gx.shape == (4, 64) and gw.shape == (32, 64) and gb.shape == (32,)
+                      and torch.equal(gw, lin.weight.grad if lin.weight.grad is not None
+                                      else gw), "grad's gradients")
+            got = {k: {"count": v["count"] - before.get(k, {"count": 0})["count"],
+                       "ns": v["ns"] - before.get(k, {"ns": 0.0})["ns"]}
+                   for k, v in cost.breakdown.items()}
+            got = {k: v for k, v in got.items() if v["count"]}
+            check(set(got) == set(bw) and all(got[k]["count"] == bw[k]["count"]
+                                              and abs(got[k]["ns"] - bw[k]["ns"]) < 1e-9
+                                              for k in bw)
+                  and abs(cost.clock_ns - c3 - sum(v["ns"] for v in bw.values())) < 1e-6,
+                  "torch.autograd.%s: %s, loss.backward() %s" % (how, got, bw))
         report = cost.report()
     check("matmul" in report and "total" in report, report)
     with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
@@ -282,6 +323,9 @@ def case_ops():
           and kinds.count("reduce") == 3 and kinds.count("gather") == 2
           and kinds.count("scatter") == 2,
           "records: %s" % kinds)
+    anyrecv = [x for x in recs[0] if x["op"] == "recv"][-4:]  # from any source
+    check(sorted(x["group"][0] for x in anyrecv) == [1, 2, 2, 3]
+          and all(x["group"][1] == 0 for x in anyrecv), "recv from any source: %s" % anyrecv)
     for r in range(world):
         prev_end = 0.0
         for x in recs[r]:
