@@ -179,9 +179,11 @@ static double optnum(lua_State *L, int t, const char *key, double def, double lo
     }
     int ok;
     double v = lua_tonumberx(L, -1, &ok);
-    if (!ok || !(v >= lo && v <= hi))
-        luaL_error(L, "kb.memory: '%s' must be a number in %g..%g, got %s", key, lo, hi,
-                   ok ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    if (!ok || !(v >= lo && v <= hi)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "kb.memory: '%s' must be a number in %g..%g, got ", key, lo, hi);
+        luaL_error(L, "%s%s", msg, ok ? lua_tostring(L, -1) : luaL_typename(L, -1));
+    }
     lua_pop(L, 1);
     return v;
 }
@@ -196,7 +198,7 @@ static int l_memory(lua_State *L)
     const char *node = luaL_checkstring(L, 2);
     int fnode = kb_fabric_find_node(kb_system_fabric(sys), node);
     if (fnode < 0)
-        return luaL_argerror(L, 2, lua_pushfstring(L, "no node '%s'", node));
+        return luaL_error(L, "kb.memory: no node '%s'", node);
     luaL_checktype(L, 3, LUA_TTABLE);
     static const char *const known[] = {"kind", "capacity", "bandwidth_gbps", "setup_ns",
                                         "channels", "burst_bytes", NULL};
