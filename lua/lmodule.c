@@ -40,6 +40,31 @@
 #define KB_CIF "kbsim.iface"
 #define KB_MEMORY "kbsim.memory"
 
+/* Registry keys of the four metatables, by address: checking a
+ * userdata's type is then a pointer look-up, not the interning of its
+ * name (luaL_checkudata), on every call through a port. */
+static const char mod_key = 'm', port_key = 'q', cif_key = 'c', mem_key = 'y';
+
+/* The userdata at i if its metatable is the one registered at key. */
+static void *testud(lua_State *L, int i, const char *key)
+{
+    void *p = lua_touserdata(L, i);
+    if (!p || !lua_getmetatable(L, i))
+        return NULL;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, key);
+    bool same = lua_rawequal(L, -1, -2);
+    lua_pop(L, 2);
+    return same ? p : NULL;
+}
+
+static void *checkud(lua_State *L, int i, const char *key, const char *tname)
+{
+    void *p = testud(L, i, key);
+    if (!p)
+        luaL_typeerror(L, i, tname);
+    return p;
+}
+
 /* Registry key of the table {system userdata -> {port name -> port
  * handle}} (weak keys): the Lua modules' ports of each system. */
 static const char ports_key = 'p';
@@ -100,14 +125,14 @@ static struct kb_system *sys_of(lua_State *L, int idx)
 
 static struct lmod *checkmod(lua_State *L, int i)
 {
-    struct lmod *m = luaL_checkudata(L, i, KB_MODULE);
+    struct lmod *m = checkud(L, i, &mod_key, KB_MODULE);
     sys_of(L, i);
     return m;
 }
 
 static struct lport *checkport(lua_State *L, int i)
 {
-    struct lport *p = luaL_checkudata(L, i, KB_PORT);
+    struct lport *p = checkud(L, i, &port_key, KB_PORT);
     lua_getiuservalue(L, i, 1);
     sys_of(L, lua_gettop(L));
     lua_pop(L, 1);
@@ -241,7 +266,7 @@ static int l_memory(lua_State *L)
 
 static struct lmem *checkmem(lua_State *L, int i)
 {
-    struct lmem *h = luaL_checkudata(L, i, KB_MEMORY);
+    struct lmem *h = checkud(L, i, &mem_key, KB_MEMORY);
     sys_of(L, i);
     return h;
 }
@@ -304,7 +329,7 @@ static int mem_port(lua_State *L)
 
 static int mem_gc(lua_State *L)
 {
-    struct lmem *h = luaL_checkudata(L, 1, KB_MEMORY);
+    struct lmem *h = checkud(L, 1, &mem_key, KB_MEMORY);
     kb_mem_free(h->m);
     h->m = NULL;
     return 0;
@@ -312,7 +337,7 @@ static int mem_gc(lua_State *L)
 
 static int mem_tostring(lua_State *L)
 {
-    struct lmem *h = luaL_checkudata(L, 1, KB_MEMORY);
+    struct lmem *h = checkud(L, 1, &mem_key, KB_MEMORY);
     lua_pushfstring(L, "memory '%s'", h->port ? sim_port_name(h->port) : "?");
     return 1;
 }
@@ -558,7 +583,7 @@ static int mod_peer(lua_State *L);
 
 static int mod_tostring(lua_State *L)
 {
-    struct lmod *m = luaL_checkudata(L, 1, KB_MODULE);
+    struct lmod *m = checkud(L, 1, &mod_key, KB_MODULE);
     lua_pushfstring(L, "module '%s' (%d ports)", m->name, m->n_ports);
     return 1;
 }
@@ -599,7 +624,7 @@ static int port_bind(lua_State *L)
                 return luaL_error(L, "cannot bind '%s' to '%s': the system has no port '%s'",
                                   sim_port_name(from->p), name, name);
         }
-    } else if (luaL_testudata(L, 2, KB_MEMORY)) {
+    } else if (testud(L, 2, &mem_key)) {
         struct lmem *mh = checkmem(L, 2);
         lua_getiuservalue(L, 2, 1);
         if (!lua_rawequal(L, -1, sysidx))
@@ -608,7 +633,7 @@ static int port_bind(lua_State *L)
         lua_pop(L, 1);
         to = mh->port;
     } else {
-        struct lport *tp = luaL_testudata(L, 2, KB_PORT);
+        struct lport *tp = testud(L, 2, &port_key);
         if (!tp)
             return luaL_typeerror(L, 2, "port, memory or port name");
         checkport(L, 2);
@@ -784,7 +809,7 @@ static int port_count(lua_State *L)
 
 static int port_tostring(lua_State *L)
 {
-    struct lport *p = luaL_checkudata(L, 1, KB_PORT);
+    struct lport *p = checkud(L, 1, &port_key, KB_PORT);
     lua_pushfstring(L, "port '%s' : %s", p->p ? sim_port_name(p->p) : "?",
                     p->p ? sim_port_type(p->p) : "?");
     return 1;
@@ -794,7 +819,7 @@ static int port_tostring(lua_State *L)
 
 static struct lcif *checkcif(lua_State *L, int i, enum cif_kind kind, const char *fn)
 {
-    struct lcif *c = luaL_checkudata(L, i, KB_CIF);
+    struct lcif *c = checkud(L, i, &cif_key, KB_CIF);
     if (c->kind != kind)
         luaL_error(L, "'%s' (%s) has no function '%s'", c->port,
                    c->kind == CIF_DMA ? KB_DMA_IF : KB_MEM_IF, fn);
@@ -815,8 +840,8 @@ static struct kb_dma_end checkend(lua_State *L, int i)
     luaL_checktype(L, i, LUA_TTABLE);
     struct kb_dma_end e = {0};
     lua_getfield(L, i, "mem");
-    struct lcif *c = luaL_testudata(L, -1, KB_CIF);
-    struct lmem *mh = luaL_testudata(L, -1, KB_MEMORY);
+    struct lcif *c = testud(L, -1, &cif_key);
+    struct lmem *mh = testud(L, -1, &mem_key);
     if (c && c->kind == CIF_MEM) {
         sys_of(L, lua_gettop(L));
         const struct kb_mem_if *m = c->iface;
@@ -880,7 +905,7 @@ static int dma_time(lua_State *L)
 /* dma:node(), mem:node() -> the fabric node */
 static int cif_node(lua_State *L)
 {
-    struct lcif *c = luaL_checkudata(L, 1, KB_CIF);
+    struct lcif *c = checkud(L, 1, &cif_key, KB_CIF);
     sys_of(L, 1);
     lua_pushinteger(L, c->kind == CIF_DMA ? ((const struct kb_dma_if *)c->iface)->node
                                           : ((const struct kb_mem_if *)c->iface)->node);
@@ -960,7 +985,7 @@ static int cmem_dealloc(lua_State *L)
 
 static int cif_tostring(lua_State *L)
 {
-    struct lcif *c = luaL_checkudata(L, 1, KB_CIF);
+    struct lcif *c = checkud(L, 1, &cif_key, KB_CIF);
     lua_pushfstring(L, "%s of '%s'", c->kind == CIF_DMA ? KB_DMA_IF : KB_MEM_IF, c->port);
     return 1;
 }
@@ -983,10 +1008,12 @@ static const luaL_Reg mem_methods[] = {{"read", mem_read},   {"write", mem_write
                                        {"stats", mem_stats}, {"port", mem_port},
                                        {NULL, NULL}};
 
-static void newclass(lua_State *L, const char *tname, const luaL_Reg *methods,
-                     lua_CFunction tostring, lua_CFunction gc)
+static void newclass(lua_State *L, const char *tname, const char *key,
+                     const luaL_Reg *methods, lua_CFunction tostring, lua_CFunction gc)
 {
     lkb_newmetatable(L, tname);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, key);
     lua_newtable(L);
     luaL_setfuncs(L, methods, 0);
     lua_setfield(L, -2, "__index");
@@ -1001,10 +1028,10 @@ static void newclass(lua_State *L, const char *tname, const luaL_Reg *methods,
 
 void lkb_open_module(lua_State *L)
 {
-    newclass(L, KB_MODULE, mod_methods, mod_tostring, NULL);
-    newclass(L, KB_PORT, port_methods, port_tostring, NULL);
-    newclass(L, KB_CIF, cif_methods, cif_tostring, NULL);
-    newclass(L, KB_MEMORY, mem_methods, mem_tostring, mem_gc);
+    newclass(L, KB_MODULE, &mod_key, mod_methods, mod_tostring, NULL);
+    newclass(L, KB_PORT, &port_key, port_methods, port_tostring, NULL);
+    newclass(L, KB_CIF, &cif_key, cif_methods, cif_tostring, NULL);
+    newclass(L, KB_MEMORY, &mem_key, mem_methods, mem_tostring, mem_gc);
     lua_newtable(L);
     lua_createtable(L, 0, 1);
     lua_pushliteral(L, "k");

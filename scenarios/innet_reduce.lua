@@ -8,6 +8,7 @@ local kb = require("kbsim")
 local p = kb.params({
   n_elem = {default = 1024, type = "integer", min = 1, help = "f32 elements per rank"},
   lanes = {default = 16, type = "integer", min = 1, help = "f32 adds a cycle of the unit"},
+  ring = {default = true, type = "boolean", help = "also run the ring all-reduce (C kernels)"},
 }, {about = "an all-reduce through an in-network reduction unit written in Lua",
     refuse_topology = "the scenario builds its own graph"})
 
@@ -165,6 +166,11 @@ kb.check(st.bytes_read == P * bytes + P * bytes and st.bytes_written == P * byte
 
 -- 6. The same all-reduce by the C-kernel ring collective (kbsim.ccl) on
 --    the same graph, without the unit: the switch only forwards.
+if not p.ring then
+  print(string.format("all-reduce of %d f32 on %d ranks: %.1f ns through sw.reduce", n_elem, P,
+                      finish[0]))
+  return
+end
 local T = require("kbsim.torch")
 local torch = T.init{topology = group}
 torch.distributed.init_process_group{config = {ccl = {algorithm = "ring_allreduce",
