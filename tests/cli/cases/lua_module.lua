@@ -117,4 +117,8 @@ kb.check(d:find("  in    in    kb_dma_if  0..4  <- a.cpu.dma, a.ipcq.dma, a.arb.
                 "host.direct.dma\n", 1, true), d)
 local g = sys:describe{format = "dot"}
 kb.check(g:find('"host.user":"p_dma" -> "a.arb":"p_in" [label="kb_dma_if"];', 1, true), g)
+-- a module without an owner part: its ports are "NAME.PORT"
+local solo = kb.module(sys, "solo")
+kb.check(solo:out("x", "kb_dma_if", {min = 0}):name() == "solo.x", "owner-less name")
+kb.check(tostring(solo) == "module 'solo' (1 ports)", tostring(solo))
 print("lua_module ok")
