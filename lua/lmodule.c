@@ -377,8 +377,9 @@ static struct lport *newport(lua_State *L, struct lmod *m, const char *pname,
 {
     struct kb_system *sys = sys_of(L, 1);
     struct sim *s = kb_system_sim(sys);
-    if (!*pname || strchr(pname, '.'))
-        luaL_error(L, "module '%s': bad port name '%s' (one part, not empty)", m->name, pname);
+    if (!*pname || strchr(pname, '.') || strlen(pname) > 50)
+        luaL_error(L, "module '%s': bad port name '%s' (one part, not empty, at most 50 "
+                      "characters)", m->name, pname);
     char full[256];
     snprintf(full, sizeof full, "%s.%s", m->name, pname);
     lua_getiuservalue(L, 1, 1);
@@ -476,7 +477,7 @@ static int mod_export(lua_State *L)
     const char *const *fns = c_fns(type);
     for (int i = 0; fns && fns[i]; i++) {
         lua_getfield(L, 3, fns[i]);
-        bool ok = lua_isfunction(L, -1) || (strcmp(fns[i], "node") == 0 && lua_isinteger(L, -1));
+        bool ok = lua_isfunction(L, -1);
         lua_pop(L, 1);
         if (!ok)
         {
