@@ -64,6 +64,13 @@ fails("'x.g.cpu' is bound to 'c.cpu.in' (kb_cpu_if): a Lua module calls the C in
 local d = m:peer("dma")
 fails("'a.dma.in' (kb_dma_if) has no function 'read'", d.read, d, 0, 4)
 fails("'mem' must be a kb_mem_if peer or a kbsim.memory", d.time, d, {mem = 1}, {mem = 2}, 4)
+-- a copy outside a thread process; an address beyond the memory
+m:out("mem", "kb_mem_if", {min = 0})
+m:bind("mem", "a.tcm.in")
+local tcm = m:peer("mem")
+fails("dma:copy called outside a thread process", d.copy, d, {mem = tcm}, {mem = tcm, addr = 4096}, 64)
+fails("read through 'a.tcm.in': read of 4 bytes at 0xfffffe is beyond the 16777216 bytes of " ..
+      "tcm of 'a'", tcm.read, tcm, 16 * 1024 * 1024 - 2, 4)
 fails("kb.memory: no node 'nowhere'", kb.memory, sys, "nowhere", {})
 fails("kb.memory: 'capacity' must be a number in 1..", kb.memory, sys, "sw", {capacity = 0})
 
@@ -95,7 +102,7 @@ end)
 local ok, err = pcall(sim3.run, sim3)
 kb.check(got == 20, "a call that returns")
 kb.check(not ok and err:find("process 'b.client.caller' failed: x.t.svc: go: " ..
-                             "lua_module_errors.lua:82: too many: 3", 1, true), tostring(err))
+                             "lua_module_errors.lua:89: too many: 3", 1, true), tostring(err))
 
 -- unbound at elaboration: the first run of a fresh simulation lists every
 -- port below its minimum, naming it, its direction and type
