@@ -10,7 +10,10 @@ struct sim_port *kb_port_new(struct sim *s, const char *owner, const char *unit,
                              int min_bind, int max_bind, char *err, size_t errlen)
 {
     char name[256];
-    snprintf(name, sizeof name, "%s.%s.%s", owner ? owner : "", unit, port);
+    if (owner && *owner)
+        snprintf(name, sizeof name, "%s.%s.%s", owner, unit, port);
+    else
+        snprintf(name, sizeof name, "%s.%s", unit, port);
     struct sim_port *p = sim_port_new(s, name, dir, type, min_bind, max_bind);
     if (!p)
         kb_errf(err, errlen, "port '%s': %s", name, sim_errmsg(s));

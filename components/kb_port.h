@@ -25,7 +25,7 @@
 /* No upper limit on the bindings of a shared export (an SRAM). */
 #define KB_PORT_MANY 1000000
 
-/* A port "owner.unit.port". NULL with the reason in err (sim_errmsg's,
+/* A port "owner.unit.port" ("unit.port" when owner is NULL or ""). NULL with the reason in err (sim_errmsg's,
  * prefixed with the port's name) on a bad argument or no memory. */
 struct sim_port *kb_port_new(struct sim *s, const char *owner, const char *unit,
                              const char *port, enum sim_port_dir dir, const char *type,

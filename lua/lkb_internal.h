@@ -72,6 +72,10 @@ void lkb_open_system(lua_State *L);
  * lkb_open_traffic (called from lkb_open_system). */
 int lkb_sys_inject(lua_State *L);
 void lkb_open_traffic(lua_State *L);
+/* Adds kb.module and kb.memory, and the types of Lua modules, their
+ * ports and the C interfaces they call, to the module table on top of the
+ * stack (lmodule.c, called from lkb_open_system). */
+void lkb_open_module(lua_State *L);
 /* The open kbsim.system at index i (an error otherwise); its simulation is
  * the userdata's first user value (lsystem.c). */
 struct kb_system *lkb_checksystem(lua_State *L, int i);

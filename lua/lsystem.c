@@ -1216,6 +1216,7 @@ static const luaL_Reg sys_meta[] = {
 void lkb_open_system(lua_State *L)
 {
     lkb_open_traffic(L);
+    lkb_open_module(L);
     lkb_newmetatable(L, KB_SYSTEM);
     luaL_setfuncs(L, sys_meta, 0);
     lua_newtable(L);

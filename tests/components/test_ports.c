@@ -283,6 +283,14 @@ TEST(cpu_if)
                                      t.err, sizeof t.err);
     ASSERT_TRUE(p);
     ASSERT_STREQ(sim_port_name(p), "host.kernel.cpu");
+    /* without an owner (a Lua module "unit"): "unit.port" */
+    struct sim_port *q = kb_port_new(t.s, NULL, "probe", "cpu", SIM_PORT_OUT, KB_CPU_IF, 0, 1,
+                                     t.err, sizeof t.err);
+    ASSERT_TRUE(q);
+    ASSERT_STREQ(sim_port_name(q), "probe.cpu");
+    q = kb_port_new(t.s, "", "probe2", "cpu", SIM_PORT_OUT, KB_CPU_IF, 0, 1, t.err, sizeof t.err);
+    ASSERT_TRUE(q);
+    ASSERT_STREQ(sim_port_name(q), "probe2.cpu");
     sim_port_on_bind(p, user_bound, NULL);
     ASSERT_OK(kb_port_bind(t.s, p, kb_cpu_port(t.pe0->cpu), t.err, sizeof t.err));
     ASSERT_TRUE(user_cpu && user_cpu->ctx == t.pe0->cpu);
