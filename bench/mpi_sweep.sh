@@ -19,7 +19,7 @@ shift $(($# < 2 ? $# : 2))
 script=${1:-$here/scenarios/milestone_1h_ccl.lua}
 [ $# -gt 0 ] && shift
 kbsim=$(cd "$build" && pwd)/kbsim
-mpirun=${MPIRUN:-mpirun}
+read -ra mpirun <<< "${MPIRUN:-mpirun}" # may hold options, e.g. "mpirun --bind-to none"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -46,8 +46,8 @@ col() { cut -d' ' -f"$2" "$work/$1" | median; }
 
 for _ in $(seq "$n"); do
   timed j1 "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
-  timed n1 "$mpirun" --allow-run-as-root --oversubscribe -n 1 "$work/rank.sh" "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
-  timed n2 "$mpirun" --allow-run-as-root --oversubscribe -n 2 "$work/rank.sh" "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
+  timed n1 "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 1 "$work/rank.sh" "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
+  timed n2 "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 2 "$work/rank.sh" "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
 done
 echo "$(basename "$script") $*: medians of $n runs"
 echo "| run | wall s | CPU s (user+sys) | CPU rank 0 | CPU rank 1 | wall speed-up vs mpirun -n 1 |"
@@ -68,8 +68,8 @@ rm -f "$work"/p*
 for _ in $(seq "$n"); do
   timed p1a "$kbsim" -q -j 1 -o "$work/out" "$slow" n=1 ms=0
   timed p1b "$kbsim" -q -j 1 -o "$work/out" "$slow" n=2000 ms=0
-  timed p2a "$mpirun" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$slow" n=1 ms=0
-  timed p2b "$mpirun" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$slow" n=2000 ms=0
+  timed p2a "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$slow" n=1 ms=0
+  timed p2b "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$slow" n=2000 ms=0
 done
 awk -v a="$(col p1a 2)" -v b="$(col p1b 2)" -v c="$(col p2a 2)" -v d="$(col p2b 2)" 'BEGIN {
   one = (b - a) / 1999 * 1000; two = (d - c) / 1999 * 1000
