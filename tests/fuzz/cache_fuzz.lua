@@ -46,9 +46,10 @@ local function sweep()
   return ok, rows, summary
 end
 
--- the entries as written by a first run
-kb.options.fast = true
+-- the entries as written by a first run (not --fast: any left by an earlier run are rewritten)
+kb.options.fast = false
 local ok, base_rows, summary = sweep()
+kb.options.fast = true
 assert(ok and summary.done == #points and summary.reused == 0, "cache_fuzz: first sweep failed")
 local dir = kb.outdir() .. "/cache/fz"
 local files = {}
@@ -95,17 +96,23 @@ for case = 1, cases do
     write(files[i].path, text)
   end
   local ok2, rows, sum = sweep()
-  if not ok2 then error(("%s: kb.sweep raised: %s"):format(where, tostring(rows)), 0) end
-  if sum.done ~= #points or sum.failed ~= 0 or #rows ~= #points then
-    error(("%s: %d of %d points done, %d failed"):format(where, sum.done, #points, sum.failed), 0)
+  -- on failure, the mutants are kept beside the cache for a look
+  local function fail(fmt, ...)
+    for i, text in pairs(texts) do write(("%s/case%d_point%d.json"):format(kb.outdir(), case, i), text) end
+    error(where .. ": " .. fmt:format(...) .. " (mutants in " .. kb.outdir() .. ")", 0)
   end
+  if not ok2 then fail("kb.sweep raised: %s", tostring(rows)) end
+  if sum.done ~= #points or sum.failed ~= 0 then
+    fail("%d of %d points done, %d failed", sum.done, #points, sum.failed)
+  end
+  if #rows ~= #points then fail("%d rows for %d points", #rows, #points) end
   for i, pt in ipairs(sum.points) do
-    if type(pt.row) ~= "table" then error(("%s: point %d has no row"):format(where, i), 0) end
+    if type(pt.row) ~= "table" then fail("point %d has no row (reused: %s)", i, tostring(pt.reused)) end
     local intact = texts[i] == nil or texts[i] == files[i].text
     if pt.reused then reused = reused + (texts[i] and 1 or 0) else rerun = rerun + 1 end
     -- a point that ran again, or whose entry is as written, gives its own row
     if (not pt.reused or intact) and not same(pt.row, base_rows[i]) then
-      error(("%s: point %d: a row other than the point's own"):format(where, i), 0)
+      fail("point %d: a row other than the point's own", i)
     end
   end
   for _, i in ipairs(victims) do write(files[i].path, files[i].text) end
