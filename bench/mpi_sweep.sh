@@ -6,7 +6,8 @@
 # Runs SCRIPT (default scenarios/milestone_1h_ccl.lua) N times (default 3)
 # each as `kbsim -j 1`, `mpirun -n 1 kbsim -j 1` and `mpirun -n 2 kbsim -j 1`,
 # interleaved, and prints the medians of wall time and CPU time (user+sys
-# of mpirun and its ranks). Then the MPI dispatch cost per point: a sweep
+# of mpirun and its ranks, and of each rank alone: rank 0's includes the
+# gnuplot processes it starts). Then the MPI dispatch cost per point: a sweep
 # of 2000 empty points (tests/cli/cases/mpi_slow.lua ms=0) under
 # `mpirun -n 2` against `-j 1`, CPU time per point, the 1-point run's
 # start-up cost taken off both. Needs a build with MPI (KBSIM_MPI).
@@ -18,34 +19,47 @@ shift $(($# < 2 ? $# : 2))
 script=${1:-$here/scenarios/milestone_1h_ccl.lua}
 [ $# -gt 0 ] && shift
 kbsim=$(cd "$build" && pwd)/kbsim
-mpirun=${MPIRUN:-mpirun}
+read -ra mpirun <<< "${MPIRUN:-mpirun}" # may hold options, e.g. "mpirun --bind-to none"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# one timed run: appends "wall cpu" to $work/$1
+# each rank timed alone: its CPU to $work/rank.R
+cat > "$work/rank.sh" <<EOF
+#!/bin/sh
+exec /usr/bin/time -f "%U %S" -o "$work/rank.\${OMPI_COMM_WORLD_RANK:-\${PMIX_RANK:-0}}" "\$@"
+EOF
+chmod +x "$work/rank.sh"
+
+# one timed run: appends "wall cpu cpu_rank0 cpu_rank1" to $work/$1
 timed() {
   local tag=$1; shift
-  rm -rf "$work/out"
+  rm -rf "$work/out" "$work"/rank.[0-9]*
   /usr/bin/time -f "%e %U %S" -o "$work/t" "$@" > /dev/null 2> "$work/err" ||
     { cat "$work/err" >&2; exit 1; }
-  awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' "$work/t" >> "$work/$tag"
+  local r0=- r1=-
+  [ -f "$work/rank.0" ] && r0=$(awk '{ printf "%.3f", $1 + $2 }' "$work/rank.0")
+  [ -f "$work/rank.1" ] && r1=$(awk '{ printf "%.3f", $1 + $2 }' "$work/rank.1")
+  awk -v r0="$r0" -v r1="$r1" '{ printf "%.3f %.3f %s %s\n", $1, $2 + $3, r0, r1 }' "$work/t" >> "$work/$tag"
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 col() { cut -d' ' -f"$2" "$work/$1" | median; }
 
 for _ in $(seq "$n"); do
   timed j1 "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
-  timed n1 "$mpirun" --allow-run-as-root --oversubscribe -n 1 "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
-  timed n2 "$mpirun" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
+  timed n1 "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 1 "$work/rank.sh" "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
+  timed n2 "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 2 "$work/rank.sh" "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
 done
 echo "$(basename "$script") $*: medians of $n runs"
-echo "| run | wall s | CPU s (user+sys) | wall speed-up vs mpirun -n 1 |"
-echo "|---|---|---|---|"
+echo "| run | wall s | CPU s (user+sys) | CPU rank 0 | CPU rank 1 | wall speed-up vs mpirun -n 1 |"
+echo "|---|---|---|---|---|---|"
 base=$(col n1 1)
 for t in j1 n1 n2; do
   case $t in j1) name="kbsim -j 1" ;; n1) name="mpirun -n 1 kbsim -j 1" ;; n2) name="mpirun -n 2 kbsim -j 1" ;; esac
   w=$(col $t 1)
-  echo "| $name | $w | $(col $t 2) | $(awk -v b="$base" -v w="$w" 'BEGIN { printf "%.2f", b / w }') |"
+  r0=-; r1=-
+  [ $t != j1 ] && r0=$(col $t 3)
+  [ $t = n2 ] && r1=$(col $t 4)
+  echo "| $name | $w | $(col $t 2) | $r0 | $r1 | $(awk -v b="$base" -v w="$w" 'BEGIN { printf "%.2f", b / w }') |"
 done
 
 # dispatch cost: CPU per point, MPI against one process
@@ -54,8 +68,8 @@ rm -f "$work"/p*
 for _ in $(seq "$n"); do
   timed p1a "$kbsim" -q -j 1 -o "$work/out" "$slow" n=1 ms=0
   timed p1b "$kbsim" -q -j 1 -o "$work/out" "$slow" n=2000 ms=0
-  timed p2a "$mpirun" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$slow" n=1 ms=0
-  timed p2b "$mpirun" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$slow" n=2000 ms=0
+  timed p2a "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$slow" n=1 ms=0
+  timed p2b "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -j 1 -o "$work/out" "$slow" n=2000 ms=0
 done
 awk -v a="$(col p1a 2)" -v b="$(col p1b 2)" -v c="$(col p2a 2)" -v d="$(col p2b 2)" 'BEGIN {
   one = (b - a) / 1999 * 1000; two = (d - c) / 1999 * 1000

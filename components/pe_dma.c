@@ -182,8 +182,10 @@ static int route_path(struct kb_dma *d, int src, int dst, int **links, int *cap)
         return seterr(d, n, "no route from '%s' to '%s'",
                       kb_fabric_node_name(d->f, src),
                       kb_fabric_node_name(d->f, dst));
-    if (kb_fabric_check_path(d->f, *links, n) < 0)
-        return seterr(d, SIM_EINVAL, "bad route from '%s' to '%s': %s",
+    int rc = kb_fabric_check_path(d->f, *links, n);
+    if (rc < 0) /* SIM_ENOMEM: a link of the route could not be made */
+        return seterr(d, rc, "%s route from '%s' to '%s': %s",
+                      rc == SIM_ENOMEM ? "the" : "bad",
                       kb_fabric_node_name(d->f, src),
                       kb_fabric_node_name(d->f, dst), kb_fabric_errmsg(d->f));
     return n;

@@ -289,6 +289,13 @@ const char *coro_stack_error(char *buf, size_t n, int err)
 
 void coro_stack_put(struct coro_pool *pool, struct coro_stack *st)
 {
+#ifdef CORO_ASAN
+    /* A coroutine that never ended (its process was dropped with its
+     * simulation, or a run stopped early) leaves the redzones of its
+     * frames poisoned: the next coroutine on this stack, or a stack carved
+     * later from the same addresses, would trip on them. */
+    ASAN_UNPOISON_MEMORY_REGION(st->map, st->map_size);
+#endif
     st->next_free = pool->free_list;
     pool->free_list = st;
 }

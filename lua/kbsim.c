@@ -1,5 +1,6 @@
 /* kbsim.c — the kbsim command line: parse options, run one Lua script */
 #include <errno.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@ static const char usage_text[] =
     "options:\n"
     "  -o, --out DIR        output folder (default out/<script name>); created\n"
     "                       only when the script asks for it (kb.outdir())\n"
-    "  -j, --jobs N         parallel sweep points (default: number of cores)\n"
+    "  -j, --jobs N         parallel sweep points (default: the cores kbsim may run on)\n"
     "  --set KEY=VALUE      override a key of configs/topology.yaml or ccl.yaml\n"
     "                       (repeatable; kb.options.set)\n"
     "  --topology FILE      system description used by scenarios\n"
@@ -90,6 +91,19 @@ static const char *optvalue(int argc, char **argv, int *i, const char *name,
     if (*i + 1 >= argc)
         usage_error("option '%s' needs a value", name);
     return argv[++*i];
+}
+
+/* The default -j: the CPUs this process may run on. mpirun binds each
+ * rank to a core or a socket (Open MPI's default), taskset and Slurm's
+ * --cpus-per-task narrow it too: more threads than that would only take
+ * turns on the same CPUs. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
 }
 
 static int parse_jobs(const char *v)
@@ -428,10 +442,8 @@ static int kbsim_main(int argc, char **argv)
     char *out = NULL;
     if (opt.out == NULL)
         opt.out = out = default_out(script);
-    if (opt.jobs == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        opt.jobs = n > 0 ? (int)n : 1;
-    }
+    if (opt.jobs == 0)
+        opt.jobs = usable_cpus();
 
     lua_State *L = new_state(&opt);
     if (L == NULL) {

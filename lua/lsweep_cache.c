@@ -119,6 +119,32 @@ int lkb_cache_probe(const char *dir)
     return ok ? 0 : e;
 }
 
+/* The document at the top has only the keys lkb_cache_store writes, the
+ * sweep's name a string and the point a positive integer. A null row (a
+ * point that returned nothing) reads as no "row": a key renamed or added
+ * is what tells a damaged "row" apart. */
+static bool entry_keys_ok(lua_State *L)
+{
+    static const char *const keys[] = {"kbsim", "sweep", "point", "key", "params", "row", NULL};
+    bool ok = true;
+    lua_pushnil(L);
+    while (ok && lua_next(L, -2) != 0) {
+        ok = false;
+        for (int i = 0; keys[i] && lua_type(L, -2) == LUA_TSTRING; i++)
+            ok = ok || strcmp(lua_tostring(L, -2), keys[i]) == 0;
+        lua_pop(L, 1);
+    }
+    if (!ok) {
+        lua_pop(L, 1); /* the key lua_next left */
+        return false;
+    }
+    lua_getfield(L, -1, "sweep");
+    lua_getfield(L, -2, "point");
+    ok = lua_type(L, -2) == LUA_TSTRING && lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1;
+    lua_pop(L, 2);
+    return ok;
+}
+
 bool lkb_cache_parse(lua_State *L, const char *p, size_t n, const char *hex)
 {
     if (!lkb_json_read(L, p, n))
@@ -132,6 +158,7 @@ bool lkb_cache_parse(lua_State *L, const char *p, size_t n, const char *hex)
         ok = v && k && strcmp(v, KBSIM_VERSION) == 0 && strcmp(k, hex) == 0;
         lua_pop(L, 2);
     }
+    ok = ok && entry_keys_ok(L);
     if (!ok)
         lua_pop(L, 1);
     return ok;

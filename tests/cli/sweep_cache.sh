@@ -161,6 +161,21 @@ corpus)
   "$kbsim" -j 2 --fast -o out "$script" $total > log 2>&1 || fail "second --fast run"
   grep -q "reused $total of $total points" log || fail "rewritten entries"
   ;;
+damaged_keys)
+  # an entry with its own key whose "row" key is damaged (renamed, as
+  # tests/fuzz/cache_fuzz.lua found), or whose point is not a number: not
+  # an entry; the point runs again and keeps its row
+  "$kbsim" -q -j 2 -o out "$script" > log 2>&1 || fail "first run"
+  f=$(ls out/cache/spin | head -1)
+  g=$(ls out/cache/spin | sed -n 2p)
+  sed 's/"row":/"r~ow":/' "out/cache/spin/$f" > tmp && mv tmp "out/cache/spin/$f"
+  sed 's/"point": \([0-9]*\)/"point": "\1"/' "out/cache/spin/$g" > tmp && mv tmp "out/cache/spin/$g"
+  grep -q '"r~ow":' "out/cache/spin/$f" && grep -q '"point": "' "out/cache/spin/$g" || fail "sed"
+  "$kbsim" -j 2 --fast -o out "$script" > log 2>&1 || fail "--fast run: exit status $?"
+  [ "$(grep -c "ignoring the cache file" log)" -eq 2 ] || fail "2 warnings expected"
+  grep -q "reused 4 of 6 points" log || fail "the 4 good entries are reused"
+  grep -q "spin: rows=6 done=6 failed=0" log || fail "every point has its row"
+  ;;
 *)
   fail "unknown case" ;;
 esac

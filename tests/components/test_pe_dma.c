@@ -152,6 +152,8 @@ static sim_time closed_form(struct tsys *t, struct kb_dma_end a,
     sim_time dd = kb_mem_time(b.mem, b.addr, bytes) - ld;
     sim_time tnet = kb_fabric_path_time(t->f, links, n, bytes);
     sim_time lnet = kb_fabric_path_time(t->f, links, n, 0);
+    if (tnet == SIM_FOREVER || lnet == SIM_FOREVER) /* kb_fabric_errmsg says why */
+        return SIM_FOREVER;
     sim_time mid = tnet;
     if (lnet + ds > mid)
         mid = lnet + ds;
@@ -159,6 +161,21 @@ static sim_time closed_form(struct tsys *t, struct kb_dma_end a,
         mid = lnet + dd;
     return ls + mid + ld;
 }
+
+/* closed_form, stopping the test where it fails (out of memory for a
+ * link of the path, made on first use, under --failalloc) */
+#define CLOSED_FORM(var, t, src, dst, bytes)                              \
+    sim_time var = closed_form(t, src, dst, bytes);                      \
+    if (var == SIM_FOREVER)                                              \
+        ASSERT_STREQ(kb_fabric_errmsg((t)->f), "(a time)")
+
+/* kb_dma_time, stopping the test where it fails: SIM_FOREVER is an error
+ * (out of memory under --failalloc, for its route), which its message
+ * says. */
+#define DMA_TIME(var, d, src, dst, bytes)                                 \
+    sim_time var = kb_dma_time(d, src, dst, bytes);                      \
+    if (var == SIM_FOREVER)                                              \
+        ASSERT_STREQ(kb_dma_errmsg(d), "(a time)")
 
 /* A thread doing one blocking copy after `start`. */
 struct job {
@@ -183,7 +200,10 @@ static sim_time run_one(struct tsys *t, struct kb_dma *d, struct kb_dma_end a,
                         struct kb_dma_end b, uint64_t bytes, int *rc)
 {
     struct job j = {d, KB_DMA_READ, a, b, bytes, 0, 0, -1};
-    sim_thread(t->s, "job", job_thread, &j, 0);
+    if (!sim_thread(t->s, "job", job_thread, &j, 0)) {
+        *rc = SIM_ENOMEM;
+        return 0;
+    }
     int r = sim_run(t->s, SIM_FOREVER);
     *rc = r < 0 ? r : j.rc;
     return j.end;
@@ -208,8 +228,10 @@ TEST(closed_form_hops_and_sizes)
             int rc;
             sim_time end = run_one(t, t->dma[0], src, dst, sizes[b], &rc);
             ASSERT_EQ(rc, 0);
-            ASSERT_U64_EQ(end, closed_form(t, src, dst, sizes[b]));
-            ASSERT_U64_EQ(end, kb_dma_time(t->dma[0], src, dst, sizes[b]));
+            CLOSED_FORM(cf, t, src, dst, sizes[b]);
+            ASSERT_U64_EQ(end, cf);
+            DMA_TIME(want, t->dma[0], src, dst, sizes[b]);
+            ASSERT_U64_EQ(end, want);
             T_FREE(tsys_free, t);
         }
     }
@@ -222,12 +244,12 @@ TEST(closed_form_by_hand)
      * T = 6 + max(4.2, 2.2 + 8, 2.2 + 0.5) + 0 = 16.2 ns (memory-bound) */
     struct tsys *t = T_OWN(tsys_new(2, 1, false), tsys_free);
     ASSERT_TRUE(t);
-    ASSERT_U64_EQ(kb_dma_time(t->dma[0], hbm_end(t, 0, 0), tcm_end(t, 1, 0), 256),
-                  16200);
+    DMA_TIME(t1, t->dma[0], hbm_end(t, 0, 0), tcm_end(t, 1, 0), 256);
+    ASSERT_U64_EQ(t1, 16200);
     /* 64 KiB TCM of pe0 -> TCM of pe1: 256 flits over one 256 GB/s hop:
      * Tnet = 1.7 + 256 = 257.7 ns against Ds = Dd = 128 ns: fabric-bound */
-    ASSERT_U64_EQ(kb_dma_time(t->dma[0], tcm_end(t, 0, 0), tcm_end(t, 1, 0), 65536),
-                  257700);
+    DMA_TIME(t2, t->dma[0], tcm_end(t, 0, 0), tcm_end(t, 1, 0), 65536);
+    ASSERT_U64_EQ(t2, 257700);
     T_FREE(tsys_free, t);
 }
 
@@ -243,7 +265,8 @@ TEST(closed_form_sram_bank_hops)
         int rc;
         sim_time end = run_one(t, t->dma[0], src, dst, sizes[b], &rc);
         ASSERT_EQ(rc, 0);
-        ASSERT_U64_EQ(end, closed_form(t, src, dst, sizes[b]));
+        CLOSED_FORM(cf, t, src, dst, sizes[b]);
+        ASSERT_U64_EQ(end, cf);
         T_FREE(tsys_free, t);
     }
 }
@@ -274,8 +297,8 @@ TEST(channel_fifo_and_count)
         ASSERT_TRUE(t);
         struct kb_dma_end a = tcm_end(t, 1, 0), b = tcm_end(t, 1, 0x10000);
         struct kb_dma_end da = tcm_end(t, 0, 0), db = tcm_end(t, 2, 0);
-        sim_time ta = kb_dma_time(t->dma[1], a, da, 16384);
-        sim_time tb = kb_dma_time(t->dma[1], b, db, 16384);
+        DMA_TIME(ta, t->dma[1], a, da, 16384);
+        DMA_TIME(tb, t->dma[1], b, db, 16384);
         struct done_rec ra = {t->s, 0, 1, 0}, rb = {t->s, 0, 1, 0};
         ASSERT_EQ(kb_dma_copy_async(t->dma[1], KB_DMA_READ, a, da, 16384, NULL,
                                     on_done, &ra), 0);
@@ -286,6 +309,7 @@ TEST(channel_fifo_and_count)
         ASSERT_EQ(ra.calls, 1);
         ASSERT_EQ(rb.calls, 1);
         ASSERT_EQ(ra.status, 0);
+        ASSERT_EQ(rb.status, 0);
         ASSERT_U64_EQ(ra.at, ta);
         /* both read the same TCM: the second read's data phase follows the
          * first (0..32 ns, then 32..64 ns), which still keeps ahead of its
@@ -319,8 +343,8 @@ TEST(two_dmas_serialise_on_one_link)
                     n, 0, 0, -1};
     struct job b = {t->dma[1], KB_DMA_WRITE, tcm_end(t, 1, 0), tcm_end(t, 3, 0),
                     n, 0, 0, -1};
-    sim_time ta = kb_dma_time(t->dma[0], a.src, a.dst, n);
-    sim_time tb = kb_dma_time(t->dma[1], b.src, b.dst, n);
+    DMA_TIME(ta, t->dma[0], a.src, a.dst, n);
+    DMA_TIME(tb, t->dma[1], b.src, b.dst, n);
     ASSERT_U64_EQ(ta, tb);
     ASSERT_TRUE(sim_thread(t->s, "a", job_thread, &a, 0));
     ASSERT_TRUE(sim_thread(t->s, "b", job_thread, &b, 0));
@@ -347,7 +371,9 @@ TEST(two_dmas_serialise_on_one_link)
 TEST(real_bytes_and_timing_only)
 {
     uint64_t n = 10000;
-    unsigned char *in = malloc(n), *out = malloc(n), *zero = calloc(1, n);
+    unsigned char *in = T_OWN(malloc(n), free), *out = T_OWN(malloc(n), free);
+    unsigned char *zero = T_OWN(calloc(1, n), free);
+    ASSERT_TRUE(in && out && zero);
     for (uint64_t i = 0; i < n; i++)
         in[i] = (unsigned char)(i * 7 + 3);
     sim_time ends[2];
@@ -361,7 +387,7 @@ TEST(real_bytes_and_timing_only)
                          sram_end(t, 2, 0x40), n, 0, 0, -1};
         struct job j2 = {t->dma[1], KB_DMA_READ, sram_end(t, 2, 0x40),
                          tcm_end(t, 1, 0x11), n, 0, 0, -1};
-        sim_time t1 = closed_form(t, j1.src, j1.dst, n);
+        CLOSED_FORM(t1, t, j1.src, j1.dst, n);
         j2.start = t1;
         ASSERT_TRUE(sim_thread(t->s, "j1", job_thread, &j1, 0));
         ASSERT_TRUE(sim_thread(t->s, "j2", job_thread, &j2, 0));
@@ -393,12 +419,12 @@ TEST(overlapping_copy_in_one_memory)
     unsigned char in[300], out[300];
     for (int i = 0; i < 300; i++)
         in[i] = (unsigned char)i;
-    kb_mem_write(t->tcm[0], 0, in, 300);
+    ASSERT_EQ(kb_mem_write(t->tcm[0], 0, in, 300), 0);
     int rc;
     sim_time end = run_one(t, t->dma[0], tcm_end(t, 0, 0), tcm_end(t, 0, 100),
                            200, &rc);
     ASSERT_EQ(rc, 0);
-    kb_mem_read(t->tcm[0], 100, out, 200);
+    ASSERT_EQ(kb_mem_read(t->tcm[0], 100, out, 200), 0);
     ASSERT_TRUE(memcmp(out, in, 200) == 0);
     /* read 200/512 ns then write 200/512 ns on the one channel */
     ASSERT_U64_EQ(end, 2 * 391);
@@ -413,7 +439,8 @@ TEST(copy_across_pages_unaligned)
     struct tsys *t = T_OWN(tsys_new(2, 1, false), tsys_free);
     ASSERT_TRUE(t);
     uint64_t n = 200000; /* 4 pages and more */
-    unsigned char *in = malloc(n), *out = malloc(n);
+    unsigned char *in = T_OWN(malloc(n), free), *out = T_OWN(malloc(n), free);
+    ASSERT_TRUE(in && out);
     for (uint64_t i = 0; i < n; i++)
         in[i] = (unsigned char)(i * 13 + (i >> 9));
     ASSERT_EQ(kb_mem_write(t->hbm[0], 0x10003, in, n), 0);
@@ -489,11 +516,17 @@ TEST(run_stopped_with_copies_in_service)
 {
     struct tsys *t = T_OWN(tsys_new(2, 1, false), tsys_free);
     ASSERT_TRUE(t);
-    for (int i = 0; i < 3; i++)
+    static struct done_rec r[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = (struct done_rec){t->s, 0, 1, 0};
         ASSERT_EQ(kb_dma_copy_async(t->dma[0], KB_DMA_READ, hbm_end(t, 0, 0),
-                                    tcm_end(t, 1, 0), 65536, NULL, NULL,
-                                    NULL), 0);
+                                    tcm_end(t, 1, 0), 65536, NULL, on_done,
+                                    &r[i]), 0);
+    }
     ASSERT_EQ(sim_run(t->s, 10 * SIM_NS), SIM_UNTIL);
+    for (int i = 0; i < 3; i++) /* a copy that failed (out of memory) ended */
+        if (r[i].calls)
+            ASSERT_EQ(r[i].status, 0);
     ASSERT_U64_EQ(kb_dma_pending(t->dma[0]), 3); /* one in service */
     T_FREE(tsys_free, t);
 }

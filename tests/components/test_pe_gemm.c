@@ -38,8 +38,11 @@ static void *matrix(size_t rows, size_t cols, size_t ld, enum kb_dtype dt)
     return m;
 }
 
+/* m widened to f32; NULL if m is NULL (not allocated) or out of memory. */
 static float *widen(const void *m, size_t n, enum kb_dtype dt)
 {
+    if (!m)
+        return NULL;
     float *f = T_OWN(malloc((n + 1) * sizeof *f), free);
     if (!f)
         return NULL;
@@ -184,11 +187,30 @@ static const struct shape SHAPES[] = {
     {64, 64, 64, 0}, {128, 128, 128, 0}, {256, 256, 256, 0},
     {512, 512, 512, 0}, {32, 32, 3072, 0}, {100, 70, 50, 3}, {1, 1, 1, 0}};
 
+/* Under --failalloc the big squares are left out: they take the paths of
+ * the small ones, and each failing run repeats the test to its failure. */
+static bool shape_runs(const struct shape *sh)
+{
+    return !test_failalloc_mode || sh->M * sh->N * sh->K <= 128 * 128 * 128;
+}
+
 struct ctx {
     struct kb_gemm *g;
     int failed;
+    int oom; /* an allocation or a run failed for want of memory */
     char msg[256];
 };
+
+/* In a thread: a buffer that could not be allocated, or a run that failed
+ * with SIM_ENOMEM, ends the thread; the test body stops at it (run_gemm). */
+#define NEED(cx, cond)                                                    \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            (cx)->oom = 1;                                                \
+            return;                                                       \
+        }                                                                 \
+    } while (0)
+#define RUN_OK(cx, rc) NEED(cx, (rc) != SIM_ENOMEM)
 
 #define CHECK(cx, cond, ...)                                              \
     do {                                                                  \
@@ -205,11 +227,14 @@ static void run_gemm(struct sim **sp, struct ctx *cx, const char *pe,
                      const char *name, sim_proc_fn fn)
 {
     char err[256];
-    struct sim *s = *sp = sim_new(NULL);
-    *cx = (struct ctx){.g = kb_gemm_new(s, pe, &DEF, err, sizeof err)};
+    *cx = (struct ctx){0};
+    struct sim *s = *sp = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    cx->g = T_OWN(kb_gemm_new(s, pe, &DEF, err, sizeof err), kb_gemm_free);
     ASSERT_TRUE(cx->g != NULL);
     ASSERT_TRUE(sim_thread(s, name, fn, cx, 0));
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_TRUE(!cx->oom);
     if (cx->failed)
         TEST__FAIL("%s", cx->msg);
 }
@@ -220,6 +245,8 @@ static void check_gemm_thread(const char *pe, const char *name, sim_proc_fn fn)
     static struct ctx cx;
     struct sim *s;
     run_gemm(&s, &cx, pe, name, fn);
+    if (test__failed || test__stopped)
+        return;
     T_FREE(kb_gemm_free, cx.g);
     T_FREE(sim_free, s);
 }
@@ -235,6 +262,8 @@ static void values_thread(struct sim *s, void *arg)
     static const enum kb_dtype dts[] = {KB_DTYPE_F32, KB_DTYPE_F16, KB_DTYPE_BF16};
     for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {
         const struct shape *sh = &SHAPES[si];
+        if (!shape_runs(sh))
+            continue;
         size_t M = sh->M, N = sh->N, K = sh->K;
         size_t lda = K + sh->pad, ldb = N + sh->pad, ldc = N + sh->pad;
         for (size_t d = 0; d < 3; d++) {
@@ -242,15 +271,16 @@ static void values_thread(struct sim *s, void *arg)
             enum kb_dtype c_dt = d == 2 && si % 2 ? KB_DTYPE_BF16 : KB_DTYPE_F32;
             void *A = matrix(M, K, lda, dt), *B = matrix(K, N, ldb, dt);
             float *a = widen(A, M * lda, dt), *b = widen(B, K * ldb, dt);
+            NEED(cx, A && B && a && b);
             float *want = T_OWN(calloc(M * ldc + 1, sizeof *want), free);
-            ASSERT_TRUE(want);
             void *C = T_OWN(calloc(M * ldc + 1, 4), free);
-            ASSERT_TRUE(C);
+            NEED(cx, want && C);
             naive(M, N, K, a, lda, b, ldb, want, ldc, 0);
 
             sim_time t0 = sim_now(s);
             int rc = kb_gemm_run(cx->g, M, N, K, A, lda, B, ldb, C, ldc, dt,
                                  c_dt, false);
+            RUN_OK(cx, rc);
             CHECK(cx, rc == 0, "run: %s", kb_gemm_errmsg(cx->g));
             CHECK(cx, sim_now(s) - t0 == kb_gemm_time(kb_gemm_params(cx->g), M, N, K),
                   "%zux%zux%zu took %llu ps", M, N, K,
@@ -285,20 +315,23 @@ TEST(values_against_naive)
     static struct ctx cx;
     struct sim *s;
     run_gemm(&s, &cx, "sip0.cube0.pe0", "values", values_thread);
-    if (test__failed)
+    if (test__failed || test__stopped)
         return;
 
     /* every run's tiles, MACs and cycles are the closed forms' */
     struct kb_gemm_stats st;
     kb_gemm_get_stats(cx.g, &st);
-    uint64_t tiles = 0, macs = 0, cycles = 0;
+    uint64_t tiles = 0, macs = 0, cycles = 0, runs = 0;
     for (size_t si = 0; si < sizeof SHAPES / sizeof SHAPES[0]; si++) {
         const struct shape *sh = &SHAPES[si];
+        if (!shape_runs(sh))
+            continue;
+        runs += 3;
         tiles += 3 * kb_gemm_tiles(&DEF, sh->M, sh->N, sh->K);
         macs += 3 * (uint64_t)sh->M * sh->N * sh->K;
         cycles += 3 * kb_gemm_cycles(&DEF, sh->M, sh->N, sh->K);
     }
-    ASSERT_U64_EQ(st.runs, 3 * sizeof SHAPES / sizeof SHAPES[0]);
+    ASSERT_U64_EQ(st.runs, runs);
     ASSERT_U64_EQ(st.tiles, tiles);
     ASSERT_U64_EQ(st.macs, macs);
     ASSERT_U64_EQ(st.cycles, cycles);
@@ -322,10 +355,13 @@ static void accumulate_thread(struct sim *s, void *arg)
     void *A = matrix(M, K, K, KB_DTYPE_F16), *B = matrix(K, N, N, KB_DTYPE_F16);
     void *C = matrix(M, N, N, KB_DTYPE_F16);
     float *a = widen(A, M * K, KB_DTYPE_F16), *b = widen(B, K * N, KB_DTYPE_F16);
+    NEED(cx, A && B && C && a && b);
     float *want = widen(C, M * N, KB_DTYPE_F16);
+    NEED(cx, want);
     naive(M, N, K, a, K, b, N, want, N, 1);
     int rc = kb_gemm_run(cx->g, M, N, K, A, K, B, N, C, N, KB_DTYPE_F16,
                          KB_DTYPE_F16, true);
+    RUN_OK(cx, rc);
     CHECK(cx, rc == 0, "accumulate: %s", kb_gemm_errmsg(cx->g));
     for (size_t i = 0; i < M * N; i++) {
         uint16_t got, w = kb_dtype_f16_from_float(want[i]);
@@ -336,6 +372,7 @@ static void accumulate_thread(struct sim *s, void *arg)
     sim_time t0 = sim_now(s);
     rc = kb_gemm_run(cx->g, M, N, 0, NULL, 0, NULL, 0, C, N, KB_DTYPE_F16,
                      KB_DTYPE_F16, false);
+    RUN_OK(cx, rc);
     CHECK(cx, rc == 0 && sim_now(s) == t0, "empty K");
     for (size_t i = 0; i < M * N; i++)
         CHECK(cx, ((uint16_t *)C)[i] == 0, "empty K: C[%zu] not zero", i);
@@ -352,6 +389,7 @@ static void peak_thread(struct sim *s, void *arg)
             A[i * 64 + k] = i == k, B[i * 64 + k] = (float)(i * 64 + k);
     int rc = kb_gemm_run(cx->g, 64, 64, 64, A, 64, B, 64, C, 64, KB_DTYPE_F32,
                          KB_DTYPE_F32, false);
+    RUN_OK(cx, rc);
     CHECK(cx, rc == 0, "peak: %s", kb_gemm_errmsg(cx->g));
     CHECK(cx, memcmp(B, C, sizeof C) == 0, "identity times B is not B");
 }
@@ -359,13 +397,13 @@ static void peak_thread(struct sim *s, void *arg)
 TEST(accumulate_and_peak)
 {
     check_gemm_thread("pe1", "acc", accumulate_thread);
-    if (test__failed)
+    if (test__failed || test__stopped)
         return;
 
     static struct ctx cx;
     struct sim *s;
     run_gemm(&s, &cx, "pe1", "peak", peak_thread);
-    if (test__failed)
+    if (test__failed || test__stopped)
         return;
     ASSERT_U64_EQ(sim_now(s), 64 * SIM_NS);
     ASSERT_NEAR(kb_gemm_achieved_flops(cx.g, 0), kb_gemm_peak_flops(&DEF), 1);
@@ -384,9 +422,7 @@ static void tiles_thread(struct sim *s, void *arg)
     void *A = matrix(M, K, K, KB_DTYPE_BF16), *B = matrix(K, N, N, KB_DTYPE_BF16);
     float *C = T_OWN(calloc(M * N, sizeof *C), free);
     float *R = T_OWN(calloc(M * N, sizeof *R), free);
-    CHECK(cx, A && B && C && R, "out of memory");
-    if (cx->failed)
-        return;
+    NEED(cx, A && B && C && R);
     uint64_t cycles = 0;
     for (size_t i0 = 0; i0 < M; i0 += p->tile.m)
         for (size_t j0 = 0; j0 < N; j0 += p->tile.n)
@@ -398,6 +434,7 @@ static void tiles_thread(struct sim *s, void *arg)
                                          (char *)B + 2 * (k0 * N + j0), N,
                                          C + i0 * N + j0, N, tm, tn, tk,
                                          KB_DTYPE_BF16, k0 > 0);
+                RUN_OK(cx, c);
                 CHECK(cx, c == (int64_t)kb_gemm_tile_cycles(p, tm, tn, tk),
                       "tile cycles %lld", (long long)c);
                 cycles += (uint64_t)c;
@@ -412,6 +449,7 @@ static void tiles_thread(struct sim *s, void *arg)
           "tile counters");
     int rc = kb_gemm_run(cx->g, M, N, K, A, K, B, N, R, N, KB_DTYPE_BF16,
                          KB_DTYPE_F32, false);
+    RUN_OK(cx, rc);
     CHECK(cx, rc == 0, "run: %s", kb_gemm_errmsg(cx->g));
     CHECK(cx, memcmp(C, R, M * N * sizeof *C) == 0, "tiles differ from run");
     CHECK(cx, sim_now(s) == kb_gemm_time(p, M, N, K), "run time");
@@ -433,6 +471,7 @@ static void time_only_thread(struct sim *s, void *arg)
     size_t M = 100, N = 70, K = 50;
     int rc = kb_gemm_run(cx->g, M, N, K, NULL, K, NULL, N, NULL, N,
                          KB_DTYPE_BF16, KB_DTYPE_F32, false);
+    RUN_OK(cx, rc);
     CHECK(cx, rc == 0, "time-only run: %s", kb_gemm_errmsg(cx->g));
     CHECK(cx, sim_now(s) == kb_gemm_time(p, M, N, K), "time-only run time");
     struct kb_gemm_stats st;
@@ -442,6 +481,7 @@ static void time_only_thread(struct sim *s, void *arg)
           "time-only counters");
     int64_t c = kb_gemm_tile(cx->g, NULL, 8, NULL, 8, NULL, 8, 4, 8, 8,
                              KB_DTYPE_F16, false);
+    RUN_OK(cx, c);
     CHECK(cx, c == (int64_t)kb_gemm_tile_cycles(p, 4, 8, 8), "time-only tile");
     static float C[16];
     rc = kb_gemm_run(cx->g, 4, 4, 4, NULL, 4, NULL, 4, C, 4, KB_DTYPE_F32,

@@ -72,10 +72,12 @@ static int attach(struct tsys *t, int r, const char *what,
     char name[32];
     snprintf(name, sizeof name, "r%d.%s", r, what);
     int node = kb_fabric_add_node(t->f, name);
+    if (node < 0) /* out of memory */
+        return -1;
     t->router[node] = r;
     t->up[node] = kb_fabric_add_link(t->f, node, r, NULL, lp);
     t->down[node] = kb_fabric_add_link(t->f, r, node, NULL, lp);
-    return node;
+    return t->up[node] < 0 || t->down[node] < 0 ? -1 : node;
 }
 
 static struct kb_ipcq_params ipcq_params(enum kb_ipcq_backpressure bp,
@@ -94,9 +96,12 @@ static struct kb_ipcq *ipcq_bound(struct sim *s, const char *name, struct kb_dma
 {
     kb_mem_set_node(mem, node);
     struct kb_ipcq *q = kb_ipcq_new(s, name, qp, err, errlen);
-    if (q && (sim_port_bind(kb_ipcq_port(q, "dma"), kb_dma_port(dma)) < 0 ||
-              sim_port_bind(kb_ipcq_port(q, "buf"), kb_mem_port(mem)) < 0))
-        abort();
+    struct sim_port *mp = q ? kb_mem_port(mem) : NULL; /* made on first use */
+    if (q && (!mp || sim_port_bind(kb_ipcq_port(q, "dma"), kb_dma_port(dma)) < 0 ||
+              sim_port_bind(kb_ipcq_port(q, "buf"), mp) < 0)) {
+        kb_ipcq_free(q); /* out of memory */
+        return NULL;
+    }
     return q;
 }
 
@@ -112,7 +117,7 @@ static struct tsys *tsys_new_traced(int n, enum kb_mem_kind kind,
     if (!t->s)
         return NULL;
     if (trace && sim_trace_open_file(t->s, trace, "trace", NULL, 0) < 0)
-        abort();
+        return NULL; /* out of memory */
     t->f = T_OWN(kb_fabric_new(t->s), kb_fabric_free);
     if (!t->f)
         return NULL;
@@ -134,6 +139,8 @@ static struct tsys *tsys_new_traced(int n, enum kb_mem_kind kind,
         t->mem_node[r][KB_MEM_TCM] = kb_noc_node(t->noc, r);
         t->mem_node[r][KB_MEM_SRAM] = attach(t, r, "sram", &SRAM_LINK);
         t->mem_node[r][KB_MEM_HBM] = attach(t, r, "hbm", &HBM_LINK);
+        if (t->mem_node[r][KB_MEM_SRAM] < 0 || t->mem_node[r][KB_MEM_HBM] < 0)
+            return NULL;
         struct kb_dma_params dp = {r, 1, 1, 1, timing_only};
         t->dma[r] = T_OWN(kb_dma_new(t->s, name, t->f, tsys_route, t, &dp, NULL, 0), kb_dma_free);
         if (!t->dma[r])
@@ -192,8 +199,12 @@ static sim_time slot_time(struct tsys *t, int a, int b, uint64_t bytes,
     if (lnet + dd > mid)
         mid = lnet + dd;
     sim_time dma = ls + mid + ld;
-    sim_time rd = kb_mem_time(md, 0, bytes) + path_time(t, nd, b, bytes);
+    sim_time rp = path_time(t, nd, b, bytes);
+    sim_time rd = kb_mem_time(md, 0, bytes) + rp;
     sim_time cr = path_time(t, b, a, 16);
+    /* a link of a path could not be made (out of memory): kb_fabric_errmsg */
+    if (tnet == SIM_FOREVER || lnet == SIM_FOREVER || rp == SIM_FOREVER || cr == SIM_FOREVER)
+        return SIM_FOREVER;
     if (t_dma)
         *t_dma = dma;
     if (t_read)
@@ -202,6 +213,12 @@ static sim_time slot_time(struct tsys *t, int a, int b, uint64_t bytes,
         *t_credit = cr;
     return dma + rd + cr;
 }
+
+/* A closed form that failed stops the test at its error (out of memory
+ * under --failalloc, which the fabric's message says). */
+#define TIME_OK(t, v)                                                     \
+    if ((v) == SIM_FOREVER)                                               \
+    ASSERT_STREQ(kb_fabric_errmsg((t)->f), "(a time)")
 
 static void fill(unsigned char *p, uint64_t n, unsigned seed)
 {
@@ -261,6 +278,7 @@ static void fifth_send_blocks(enum kb_ipcq_backpressure mode, double poll_ns)
 
     sim_time dma, rd, cr;
     sim_time one = slot_time(t, 0, 1, 4096, &dma, &rd, &cr);
+    TIME_OK(t, one);
     /* TCM -> TCM one hop: 1.7 + 1 + 15 ns of flits; 8 ns TCM read; the
      * credit 1.7 + 16/256 ns */
     ASSERT_U64_EQ(dma, 17700);
@@ -378,6 +396,7 @@ TEST(slot_cost_per_buffer_kind)
         ASSERT_TRUE(memcmp(in, out, sizeof in) == 0);
         sim_time dma;
         sim_time want = slot_time(t, 0, 1, 4096, &dma, NULL, NULL);
+        TIME_OK(t, want);
         ASSERT_U64_EQ(o.end, want);
         ASSERT_U64_EQ(o.end, by_hand[k]);
         struct kb_ipcq_stats st;
@@ -454,7 +473,10 @@ TEST(ping_pong_latency)
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
     ASSERT_EQ(p.rc, 0);
     sim_time one = slot_time(t, 0, 2, 1024, NULL, NULL, NULL);
-    ASSERT_U64_EQ(one, slot_time(t, 2, 0, 1024, NULL, NULL, NULL));
+    TIME_OK(t, one);
+    sim_time back = slot_time(t, 2, 0, 1024, NULL, NULL, NULL);
+    TIME_OK(t, back);
+    ASSERT_U64_EQ(one, back);
     /* dma 2 × 1.7 + 2 × 1 + 3 flits = 8.4; read 2; credit 2 × (1.7 + 0.063),
      * the 16 B serialised (and rounded to the ps) on each hop */
     ASSERT_U64_EQ(one, 8400 + 2000 + 3526);
@@ -469,6 +491,7 @@ struct vis {
     int violations, seen_full;
     sim_time first_full[3];
     bool stop;
+    int rc; /* the sender's first error */
 };
 
 static void vis_sender(struct sim *s, void *arg)
@@ -479,7 +502,8 @@ static void vis_sender(struct sim *s, void *arg)
     for (int i = 0; i < 3; i++) {
         fill(buf, sizeof buf, (unsigned)(i + 1));
         struct kb_ipcq_meta m = {(uint64_t)(i + 1), 9, 4096};
-        kb_ipcq_send(v->t->q[0], "E", buf, sizeof buf, &m);
+        if ((v->rc = kb_ipcq_send(v->t->q[0], "E", buf, sizeof buf, &m)) < 0)
+            return;
     }
 }
 
@@ -517,10 +541,11 @@ TEST(data_and_metadata_visible_together)
     struct tsys *t = T_OWN(tsys_new(2, KB_MEM_TCM, false, &qp), tsys_free);
     ASSERT_TRUE(t);
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
-    struct vis v = {t, 0, 0, {0}, false};
+    struct vis v = {t, 0, 0, {0}, false, 0};
     ASSERT_TRUE(sim_thread(t->s, "send", vis_sender, &v, 0));
     ASSERT_TRUE(sim_thread(t->s, "poll", vis_poller, &v, 0));
     ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_OK(v.rc);
     ASSERT_EQ(v.violations, 0);
     ASSERT_EQ(v.seen_full, 3);
     /* slot i lands at (i + 1) × 17.7 ns; the poller, every 50 ps, sees it
@@ -543,7 +568,9 @@ TEST(split_messages_and_timing_only)
 {
     /* 20000 B = 5 slots of 4096 (the last 3616) through a 4-slot ring */
     uint64_t n = 20000;
-    unsigned char *in = malloc(n), *out = malloc(n), *zero = calloc(1, n);
+    unsigned char *in = T_OWN(malloc(n), free), *out = T_OWN(malloc(n), free);
+    unsigned char *zero = T_OWN(calloc(1, n), free);
+    ASSERT_TRUE(in && out && zero);
     fill(in, n, 42);
     sim_time ends[2];
     for (int mode = 0; mode < 2; mode++) {
@@ -680,12 +707,15 @@ TEST(errors)
     T_FREE(tsys_free, t);
 }
 
+static int five_sends_rc; /* the first error of five_sends */
+
 static void five_sends(struct sim *s, void *arg)
 {
     (void)s;
     struct kb_ipcq *q = arg;
     for (int i = 0; i < 5; i++)
-        kb_ipcq_send(q, "E", NULL, 64, NULL);
+        if ((five_sends_rc = kb_ipcq_send(q, "E", NULL, 64, NULL)) < 0)
+            return;
 }
 
 TEST(sleeping_sender_without_receiver_deadlocks)
@@ -694,8 +724,11 @@ TEST(sleeping_sender_without_receiver_deadlocks)
     struct tsys *t = T_OWN(tsys_new(2, KB_MEM_TCM, false, &qp), tsys_free);
     ASSERT_TRUE(t);
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+    five_sends_rc = 0;
     ASSERT_TRUE(sim_thread(t->s, "sender", five_sends, t->q[0], 0));
-    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_EDEADLOCK);
+    int rc = sim_run(t->s, SIM_FOREVER);
+    ASSERT_OK(five_sends_rc);
+    ASSERT_EQ(rc, SIM_EDEADLOCK);
     ASSERT_CONTAINS(sim_errmsg(t->s), "sender");
     ASSERT_CONTAINS(sim_errmsg(t->s), "pe0.ipcq.E.credit");
     struct kb_ipcq_stats st;
@@ -773,9 +806,10 @@ static void expect_ipcq_span(const char *j, sim_time a, sim_time b,
 TEST(trace_spans)
 {
     struct kb_ipcq_params qp = {2, 4096, KB_IPCQ_SLEEP, 0, 16};
-    FILE *f = tmpfile();
+    FILE *f = T_OWN(tmpfile(), test_fclose);
     ASSERT_TRUE(f != NULL);
-    struct tsys *t = tsys_new_traced(2, KB_MEM_TCM, true, &qp, f);
+    struct tsys *t = T_OWN(tsys_new_traced(2, KB_MEM_TCM, true, &qp, f), tsys_free);
+    ASSERT_TRUE(t);
     ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
     struct tr x = {t, {0}, {0}, {0}, {0}, {0}};
     ASSERT_TRUE(sim_thread(t->s, "sender", tr_sender, &x, 0));
@@ -786,13 +820,15 @@ TEST(trace_spans)
     ASSERT_EQ(x.got[0], 3 * 4096);
     ASSERT_EQ(x.got[1], 100);
     sim_time rd, cr;
-    slot_time(t, 0, 1, 4096, NULL, &rd, &cr);
+    sim_time one = slot_time(t, 0, 1, 4096, NULL, &rd, &cr);
+    TIME_OK(t, one);
     /* the third slot's credit: the first slot's read and credit at 1 us */
     ASSERT_U64_EQ(x.sent[0], 1000 * SIM_NS + rd + cr);
     ASSERT_TRUE(x.sent[1] > x.sent[0]); /* waits for the second slot's */
     ASSERT_EQ(sim_trace_close(t->s, NULL, 0), 0);
-    char *j = test_slurp(f);
-    fclose(f);
+    char *j = T_OWN(test_slurp(f), free);
+    T_FREE(test_fclose, f);
+    ASSERT_TRUE(j);
 
     ASSERT_CONTAINS(j, "\"name\":\"process_name\",\"args\":{\"name\":\"pe0\"}");
     ASSERT_CONTAINS(j, "\"name\":\"thread_name\",\"args\":{\"name\":\"ipcq.E.send\"}");
@@ -811,7 +847,8 @@ TEST(trace_spans)
     ASSERT_EQ(count(j, "\"ph\":\"C\""), 8);
     ASSERT_EQ(count(j, "\"name\":\"ipcq.W.slots\",\"args\":{\"value\":"), 8);
     sim_time dma;
-    slot_time(t, 0, 1, 4096, &dma, NULL, NULL);
+    sim_time two = slot_time(t, 0, 1, 4096, &dma, NULL, NULL);
+    TIME_OK(t, two);
     static const int want_v[8] = {1, 2, 1, 0, 1, 2, 1, 0};
     sim_time ct[8];
     const char *p = j;
