@@ -6,11 +6,141 @@
  */
 #include "lkb_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <lauxlib.h>
 #include <lualib.h>
+
+/* ---- small-object pool (decision 0033) -------------------------------- */
+
+/* Lua objects of up to POOL_BIG bytes (tables, closures, userdata such as
+ * kernel handles and futures, short strings) come from free lists by size
+ * class, carved from one address range reserved at start (POOL_RESERVE,
+ * MAP_NORESERVE: pages are used only as touched); larger blocks, and
+ * everything once the range is used up, from malloc. A block is the
+ * pool's when its address lies in the range, so blocks made before the
+ * pool took over (luaL_newstate's own allocator made the state) are
+ * realloc'd and freed by libc as before. The pool goes with the state: the
+ * last block lua_close frees is the state's main block (its extra space
+ * starts it). Not under ASan, which must see every block to find heap
+ * errors: there the state keeps luaL_newstate's allocator. */
+#if defined(__SANITIZE_ADDRESS__)
+#define KB_LUA_POOL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KB_LUA_POOL 0
+#endif
+#endif
+#ifndef KB_LUA_POOL
+#define KB_LUA_POOL 1
+#endif
+
+#if KB_LUA_POOL
+enum { POOL_GRAIN = 16, POOL_BIG = 256, POOL_CLASSES = POOL_BIG / POOL_GRAIN };
+/* addresses, not memory: 64 GiB, or less where that cannot be had (under
+ * valgrind, say), down to 256 MiB */
+#define POOL_RESERVE_MAX ((size_t)1 << 36)
+#define POOL_RESERVE_MIN ((size_t)1 << 28)
+
+struct lua_pool {
+    char *base, *next, *end;   /* the range, and where the untouched part starts */
+    size_t reserved;           /* end - base */
+    void *free[POOL_CLASSES];  /* freed blocks by class, linked through themselves */
+    void *main_block;          /* the state's main block: its free is the last */
+};
+
+static int pool_class(size_t n) { return (int)((n + POOL_GRAIN - 1) / POOL_GRAIN) - 1; }
+
+static bool pool_owns(const struct lua_pool *p, const void *b)
+{
+    return (const char *)b >= p->base && (const char *)b < p->end;
+}
+
+static void *pool_get(struct lua_pool *p, size_t n)
+{
+    int k = pool_class(n);
+    void *b = p->free[k];
+    if (b) {
+        memcpy(&p->free[k], b, sizeof(void *));
+        return b;
+    }
+    size_t sz = (size_t)(k + 1) * POOL_GRAIN;
+    if ((size_t)(p->end - p->next) < sz)
+        return malloc(n); /* the range is used up */
+    b = p->next;
+    p->next += sz;
+    return b;
+}
+
+/* b (a pool block whose size the caller knew as n) back to its class:
+ * a block of class k holds at least n bytes. */
+static void pool_put(struct lua_pool *p, void *b, size_t n)
+{
+    int k = pool_class(n ? n : 1);
+    memcpy(b, &p->free[k], sizeof(void *));
+    p->free[k] = b;
+}
+
+static void *pool_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    struct lua_pool *p = ud;
+    if (ptr && !pool_owns(p, ptr)) { /* libc's block (the big ones, and the first) */
+        if (nsize == 0) {
+            free(ptr);
+            if (ptr == p->main_block) { /* lua_close's last free */
+                munmap(p->base, p->reserved);
+                free(p);
+            }
+            return NULL;
+        }
+        if (nsize <= POOL_BIG && nsize <= osize)
+            return ptr; /* shrinking must not fail: it stays libc's */
+        return realloc(ptr, nsize);
+    }
+    if (nsize == 0) {
+        if (ptr)
+            pool_put(p, ptr, osize);
+        return NULL;
+    }
+    if (ptr && nsize <= osize)
+        return ptr; /* shrinks in place (its class is at least as large) */
+    if (ptr && pool_class(nsize) == pool_class(osize))
+        return ptr;
+    void *b = nsize <= POOL_BIG ? pool_get(p, nsize) : malloc(nsize);
+    if (b && ptr) {
+        memcpy(b, ptr, osize < nsize ? osize : nsize);
+        pool_put(p, ptr, osize);
+    }
+    return b;
+}
+
+/* Hands L's allocations to a new pool; L keeps its allocator when no
+ * range can be reserved. */
+static void use_pool(lua_State *L)
+{
+    struct lua_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return;
+    void *m = MAP_FAILED;
+    size_t size = POOL_RESERVE_MAX;
+    for (; m == MAP_FAILED && size >= POOL_RESERVE_MIN; size /= 4)
+        m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+    if (m == MAP_FAILED) {
+        free(p);
+        return;
+    }
+    p->reserved = size * 4; /* the loop divided once more */
+    p->base = p->next = m;
+    p->end = p->base + p->reserved;
+    p->main_block = lua_getextraspace(L);
+    lua_setallocf(L, pool_alloc, p);
+}
+#endif
 
 /* Lets scripts require the Lua library (require "kbsim.x" finds
  * lua/kbsim/x.lua) from the source tree without installing it. */
@@ -46,6 +176,9 @@ lua_State *lkb_new_state(const struct lkb_options *opt, char *err, size_t errsiz
     /* Lua leaves the main thread's extra space uninitialised; the kbsim
      * module keeps its state pointer there (see getstate in lkbsim.c). */
     memset(lua_getextraspace(L), 0, LUA_EXTRASPACE);
+#if KB_LUA_POOL
+    use_pool(L);
+#endif
     lua_pushcfunction(L, setup);
     lua_pushlightuserdata(L, (void *)opt);
     if (lua_pcall(L, 1, 0, 0) != LUA_OK) {

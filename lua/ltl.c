@@ -38,19 +38,21 @@
 #define KB_HANDLE "kbsim.handle"
 #define KB_FUTURE "kbsim.future"
 #define KB_SCRATCH "kbsim.scratch"
+#define KB_POOL "kbsim.scratch_pool"
 #define HANDLE_ALIGN 64
 
 static const char ctx_table_key = 'k'; /* registry: thread -> context */
 static const char scratch_table_key = 's'; /* registry: thread -> scratch */
 static const char future_table_key = 'f'; /* registry: receives not yet waited for */
-static const char ctx_anchor_key = 'a'; /* registry: bound contexts (upvalue UV_CTXS) */
+static const char ctx_anchor_key = 'a';
+static const char pool_key = 'p'; /* registry: the state's buffer pool (upvalue UV_POOL) */ /* registry: bound contexts (upvalue UV_CTXS) */
 static const char handle_tag = 'h', future_tag = 'u';
 
 /* Upvalues of every function of the module and of the handle metatable:
  * the two metatables new objects get, and an array holding each bound
  * context (its `anchor`), so that a call can push the running kernel's
  * context without a look-up keyed by its thread. */
-enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, N_UV = UV_FUTURES };
+enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, UV_POOL, N_UV = UV_POOL };
 
 /* lkb_tl_slots: what the running Lua thread process keeps for this module */
 enum { SLOT_CTX, SLOT_SCRATCH };
@@ -72,6 +74,67 @@ struct scratch {
     void *p[SCRATCH_SLOTS];
     size_t cap[SCRATCH_SLOTS];
 };
+
+/* Buffers a call gave back (scratch_drop, a waited-for receive), kept for
+ * the next call of any kernel of the Lua state, so that a call does not
+ * malloc and free its payload-sized buffers each time (glibc serves
+ * blocks above 1 KiB from its bins, not its per-thread cache: ~6 such
+ * pairs a ring step were ~3 % of a flat ring's instructions). Bounded: at
+ * most POOL_SLOTS buffers of at most POOL_MAX bytes a state, so an idle
+ * kernel still holds nothing (decision 0017). One per state (an upvalue
+ * of the module's functions); a function without it frees at once. */
+enum { POOL_SLOTS = 16, POOL_MAX = 1 << 20 };
+
+struct buf_pool {
+    void *p[POOL_SLOTS];
+    size_t cap[POOL_SLOTS];
+    int n;
+};
+
+/* The smallest kept buffer of at least `bytes`, out of the pool, or NULL. */
+static void *pool_take(struct buf_pool *bp, size_t bytes, size_t *cap)
+{
+    int best = -1;
+    for (int i = 0; bp && i < bp->n; i++)
+        if (bp->cap[i] >= bytes && (best < 0 || bp->cap[i] < bp->cap[best]))
+            best = i;
+    if (best < 0)
+        return NULL;
+    void *p = bp->p[best];
+    *cap = bp->cap[best];
+    bp->n--;
+    bp->p[best] = bp->p[bp->n];
+    bp->cap[best] = bp->cap[bp->n];
+    return p;
+}
+
+/* Keeps p (of cap bytes) for a later pool_take, or frees it. */
+static void pool_give(struct buf_pool *bp, void *p, size_t cap)
+{
+    if (!p)
+        return;
+    if (!bp || bp->n == POOL_SLOTS || cap > POOL_MAX || cap == 0) {
+        free(p);
+        return;
+    }
+    bp->p[bp->n] = p;
+    bp->cap[bp->n] = cap;
+    bp->n++;
+}
+
+static int pool_gc(lua_State *L)
+{
+    struct buf_pool *bp = luaL_checkudata(L, 1, KB_POOL);
+    while (bp->n > 0)
+        free(bp->p[--bp->n]);
+    return 0;
+}
+
+/* The running function's pool: NULL where it has no such upvalue. */
+static struct buf_pool *fn_pool(lua_State *L)
+{
+    return lua_touserdata(L, lua_upvalueindex(UV_POOL));
+}
 
 struct kctx {
     struct kb_system *sys;
@@ -127,6 +190,7 @@ struct future {
     uint32_t n;
     enum kb_dtype dt;
     void *buf;
+    size_t buf_cap; /* buf's size, for the pool */
     int64_t got;
     struct kb_ipcq_meta meta;
     bool done, waited;
@@ -221,10 +285,10 @@ static void push_weak_table(lua_State *L, const void *key)
     }
 }
 
-static void scratch_release(struct scratch *sc)
+static void scratch_release(struct scratch *sc, struct buf_pool *bp)
 {
     for (int i = 0; i < SCRATCH_SLOTS; i++) {
-        free(sc->p[i]);
+        pool_give(bp, sc->p[i], sc->cap[i]);
         sc->p[i] = NULL;
         sc->cap[i] = 0;
     }
@@ -232,7 +296,7 @@ static void scratch_release(struct scratch *sc)
 
 static int scratch_gc(lua_State *L)
 {
-    scratch_release(luaL_checkudata(L, 1, KB_SCRATCH));
+    scratch_release(luaL_checkudata(L, 1, KB_SCRATCH), NULL);
     return 0;
 }
 
@@ -263,12 +327,21 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
             slots[SLOT_SCRATCH] = sc;
     }
     if (bytes > sc->cap[slot] || !sc->p[slot]) {
+        struct buf_pool *bp = fn_pool(L);
         size_t cap = bytes > 2 * sc->cap[slot] ? bytes : 2 * sc->cap[slot];
-        free(sc->p[slot]);
+        pool_give(bp, sc->p[slot], sc->cap[slot]);
+        sc->p[slot] = NULL;
         sc->cap[slot] = 0;
-        if (!(sc->p[slot] = malloc(cap ? cap : 1)))
-            luaL_error(L, "out of memory");
-        sc->cap[slot] = cap;
+        size_t got;
+        void *p = pool_take(bp, bytes ? bytes : 1, &got);
+        if (p) {
+            sc->p[slot] = p;
+            sc->cap[slot] = got;
+        } else {
+            if (!(sc->p[slot] = malloc(cap ? cap : 1)))
+                luaL_error(L, "out of memory");
+            sc->cap[slot] = cap ? cap : 1;
+        }
     }
     return sc->p[slot];
 }
@@ -280,7 +353,7 @@ static void scratch_drop(lua_State *L)
     void **slots = lkb_tl_slots(L);
     if (slots) { /* a thread process records its scratch when it makes it */
         if (slots[SLOT_SCRATCH])
-            scratch_release(slots[SLOT_SCRATCH]);
+            scratch_release(slots[SLOT_SCRATCH], fn_pool(L));
         return;
     }
     push_weak_table(L, &scratch_table_key);
@@ -288,7 +361,7 @@ static void scratch_drop(lua_State *L)
     lua_rawget(L, -2);
     struct scratch *sc = lua_touserdata(L, -1);
     if (sc)
-        scratch_release(sc);
+        scratch_release(sc, fn_pool(L));
     lua_pop(L, 2);
 }
 
@@ -1401,6 +1474,7 @@ static void future_proc(struct sim *s, void *arg)
         void *room = realloc(f->buf, recv_room(bytes));
         if (room) {
             f->buf = room;
+            f->buf_cap = recv_room(bytes);
             f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, f->buf, recv_room(bytes), &f->meta);
         } else {
             f->got = SIM_ENOMEM;
@@ -1478,7 +1552,12 @@ static int l_recv_async(lua_State *L)
     f->dir = intern_dir(c, dir);
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
-    f->buf = c->no_data ? NULL : malloc((size_t)n * kb_dtype_size(dt));
+    if (!c->no_data) {
+        size_t bytes = (size_t)n * kb_dtype_size(dt);
+        f->buf = pool_take(fn_pool(L), bytes, &f->buf_cap);
+        if (!f->buf && (f->buf = malloc(bytes)))
+            f->buf_cap = bytes;
+    }
     if (!f->dir || (!f->buf && !c->no_data))
         return luaL_error(L, "out of memory");
     /* an ended receive of this direction starts again: the same name, so
@@ -1560,7 +1639,7 @@ static int l_wait(lua_State *L)
     hwrite(L, h, f->buf);
     /* the bytes are in TCM now: the buffer goes at once, not when the
      * future is collected (a long ring would hold one per step) */
-    free(f->buf);
+    pool_give(fn_pool(L), f->buf, f->buf_cap);
     f->buf = NULL;
     return 1;
 }
@@ -1599,10 +1678,22 @@ static void push_upvalues(lua_State *L)
     luaL_getmetatable(L, KB_FUTURE);
     push_registry_table(L, &ctx_anchor_key);
     push_registry_table(L, &future_table_key);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &pool_key) != LUA_TUSERDATA) {
+        lua_pop(L, 1);
+        struct buf_pool *bp = lua_newuserdatauv(L, sizeof *bp, 0);
+        memset(bp, 0, sizeof *bp);
+        luaL_setmetatable(L, KB_POOL);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &pool_key);
+    }
 }
 
 static int luaopen_tlcore(lua_State *L)
 {
+    lkb_newmetatable(L, KB_POOL);
+    lua_pushcfunction(L, pool_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pop(L, 1);
     lkb_newmetatable(L, KB_HANDLE);
     push_upvalues(L);
     luaL_setfuncs(L, handle_meta, N_UV);

@@ -34,6 +34,35 @@ tl.launch(sys, {0}, function()
   expect_error("fetch maxinteger", "outside a handle of 4", tl.fetch, a, 1, MAXI)
   expect_error("load", "outside the shard of 16", tl.load, tensor, MAXI, 1)
   expect_error("store", "outside the shard of 16", tl.store, tensor, MAXI, a)
+  -- tl.load / tl.store errors name the caller's line (not a tail call: that frame would
+  -- be gone), with either kind of tensor
+  local placed = {shard = tensor.shard}
+  function placed:shard_place() return addr, 16, "hbm", "f32" end
+  for _, t in ipairs({tensor, placed}) do
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(function() local x = tl.load(t, 15, 2); return x end)
+    kb.check(not ok and tostring(err):find("tl_sizes.lua:" .. line .. ": tl.load: elements [15, 15+2) "
+                                           .. "are outside the shard of 16", 1, true),
+             "load error position: " .. tostring(err))
+    line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(function() tl.store(t, 13, a); return 1 end)
+    kb.check(not ok and tostring(err):find("tl_sizes.lua:" .. line .. ": tl.store: elements [13, 13+4) "
+                                           .. "are outside the shard of 16", 1, true),
+             "store error position: " .. tostring(err))
+    line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(function() local x = tl.load(7); return x end)
+    kb.check(not ok and tostring(err):find("tl_sizes.lua:" .. line .. ": tl.load: a tensor is "
+                                           .. "expected, got number", 1, true),
+             "load tensor error position: " .. tostring(err))
+    line = debug.getinfo(1, "l").currentline + 1
+    ok, err = pcall(function() tl.store(t, 0, tl.full(4, 1, "f16")); return 1 end)
+    kb.check(not ok and tostring(err):find("tl_sizes.lua:" .. line .. ": tl.store: a f16 handle "
+                                           .. "into a f32 tensor", 1, true),
+             "store dtype error position: " .. tostring(err))
+    local h = tl.load(t, 12, 4)
+    tl.store(t, 0, h)
+    kb.check(#h == 4 and h.dtype == "f32", "load and store in range")
+  end
   -- called by name (through pcall, Lua names a function by where it finds it in a module)
   expect_error("zeros", "bad argument #1 to 'zeros' (element count",
                function() return tl.zeros(1e12, "f32") end)
