@@ -8,8 +8,9 @@
  * entries that arrive in non-decreasing time order while the wheel is
  * empty (the common case: every process waits the same delay, or one
  * clock); a timing wheel for the near
- * future (1024 buckets of 2^wshift ps each, a bucket a sorted list, the
- * width adapted to the traffic); a radix heap for the rest (simulated time
+ * future (1024 buckets of 2^wshift ps each, a bucket a list sorted by
+ * time and, among equal times, by insertion, the width adapted to the
+ * traffic); a radix heap for the rest (simulated time
  * never goes back, so a push is an append to the bucket of the highest bit
  * in which the time differs from the last minimum taken); and a 4-ary
  * heap for the rare entries earlier than that minimum (pushed between
@@ -52,6 +53,7 @@ struct evq {
      * whose time first differs from rlast in bit i-1 (from the top) */
     struct evq_bucket *rb; /* 65 buckets, allocated on first use */
     uint64_t rlast, rmask; /* rmask bit i-1: bucket i not empty */
+    size_t r0_head; /* bucket 0's next entry: it is taken from the front */
     size_t rlen;
     struct evq_entry *heap; /* the rare entries earlier than rlast */
     size_t heap_len, heap_cap;
@@ -59,6 +61,8 @@ struct evq {
      * (t >> wshift) in [floor slot, floor slot + EVQ_WBUCKETS) that is b
      * modulo EVQ_WBUCKETS */
     uint32_t *whead;        /* first node of each bucket; on first use */
+    uint32_t *wtail;        /* last node of each non-empty bucket (same
+                               allocation as whead) */
     uint64_t wbits[EVQ_WBUCKETS / 64]; /* non-empty buckets */
     uint32_t wsum;          /* non-zero words of wbits */
     unsigned wshift;        /* bucket width: 2^wshift ps */
