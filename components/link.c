@@ -204,18 +204,18 @@ static struct arrival heap_pop(struct kb_link *l)
 static int fifo_push(struct kb_link *l, struct kb_link_msg *m, uint32_t hop)
 {
     if (l->n_fifo == l->cap_fifo) {
-        size_t cap = l->cap_fifo ? 2 * l->cap_fifo : 8;
+        size_t cap = l->cap_fifo ? 2 * l->cap_fifo : 8; /* a power of two: indices are masked */
         struct waiting *w = malloc(cap * sizeof *w);
         if (!w)
             return SIM_ENOMEM;
         for (size_t i = 0; i < l->n_fifo; i++)
-            w[i] = l->fifo[(l->fifo_head + i) % l->cap_fifo];
+            w[i] = l->fifo[(l->fifo_head + i) & (l->cap_fifo - 1)];
         free(l->fifo);
         l->fifo = w;
         l->cap_fifo = cap;
         l->fifo_head = 0;
     }
-    l->fifo[(l->fifo_head + l->n_fifo++) % l->cap_fifo] =
+    l->fifo[(l->fifo_head + l->n_fifo++) & (l->cap_fifo - 1)] =
         (struct waiting){m, hop};
     return 0;
 }
@@ -389,7 +389,7 @@ static void link_serve(struct sim *s, void *arg)
         if (l->free_at > now || !l->n_fifo)
             break;
         struct waiting w = l->fifo[l->fifo_head];
-        l->fifo_head = (l->fifo_head + 1) % l->cap_fifo;
+        l->fifo_head = (l->fifo_head + 1) & (l->cap_fifo - 1);
         l->n_fifo--;
         if (acquire(l, w.m, w.hop, now) < 0) {
             sim_fail(s, "link '%s': out of memory",

@@ -26,12 +26,12 @@ static inline bool key_less(const struct evq_entry *a,
 /* pushes between two looks at the wheel's width, and the looks after a
  * narrowing during which it does not widen again (a mix of very short and
  * very long delays would otherwise flip it back and forth) */
-#define ADAPT_EVERY 1024
+#define ADAPT_EVERY EVQ_ADAPT_EVERY
 /* With more entries pending than this, 1024 buckets cannot be both narrow
  * enough to stay short and wide enough to hold the near future: new
  * entries go to the radix heap, whose cost grows only with the bits of
  * the delays (measured: 100,000 pending, the wheel 1.5-2x slower). */
-#define WHEEL_MAX_LEN (4 * EVQ_WBUCKETS)
+#define WHEEL_MAX_LEN EVQ_WHEEL_MAX_LEN
 #define ADAPT_HOLD 8
 
 void evq_init(struct evq *q)
@@ -443,7 +443,7 @@ static void wheel_adapt(struct evq *q)
         wheel_rewidth(q, shift);
 }
 
-bool evq_push(struct evq *q, const struct evq_entry *e)
+bool evq_push_any(struct evq *q, const struct evq_entry *e)
 {
     /* An entry no earlier than the remembered head leaves it the head:
      * every structure keeps its head in place when a later entry joins.

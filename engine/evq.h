@@ -86,8 +86,41 @@ enum { EVQ_UNKNOWN = -2, EVQ_NONE = -1, EVQ_FIFO, EVQ_WHEEL, EVQ_RADIX,
 void evq_init(struct evq *q);
 void evq_release(struct evq *q);
 
-/* false when memory ran out */
-bool evq_push(struct evq *q, const struct evq_entry *e);
+/* evq_push's every case (evq.c) */
+bool evq_push_any(struct evq *q, const struct evq_entry *e);
+
+/* as in evq.c */
+#define EVQ_ADAPT_EVERY 1024
+#define EVQ_WHEEL_MAX_LEN (4 * EVQ_WBUCKETS)
+
+/* Adds an entry; false when memory ran out. The common case while the
+ * wheel is in use, an entry that falls in the window at or after the last
+ * of its bucket (a node free, no adaptation due), inline: a push there
+ * costs a few loads and stores, without the call and the registers the
+ * other cases need saved. The rest is evq_push_any. */
+static inline bool evq_push(struct evq *q, const struct evq_entry *e)
+{
+    uint64_t t = e->t;
+    uint32_t i = q->free_node, b, tl;
+    if (q->wlen && i != EVQ_NIL && q->a_in + q->a_out < EVQ_ADAPT_EVERY &&
+        q->fifo_len + q->wlen + q->rlen + q->heap_len < EVQ_WHEEL_MAX_LEN && t >= q->floor &&
+        (t >> q->wshift) - (q->floor >> q->wshift) < EVQ_WBUCKETS &&
+        q->whead[b = (uint32_t)(t >> q->wshift) & (EVQ_WBUCKETS - 1)] != EVQ_NIL &&
+        q->nodes[tl = q->wtail[b]].e.t <= t) {
+        /* a later entry leaves the remembered head where it is */
+        if (!(q->head_src >= 0 && t >= q->head_t))
+            q->head_src = EVQ_UNKNOWN;
+        q->free_node = q->nodes[i].next;
+        q->nodes[i].e = *e;
+        q->nodes[i].next = EVQ_NIL;
+        q->nodes[tl].next = i;
+        q->wtail[b] = i;
+        q->wlen++;
+        q->a_in++;
+        return true;
+    }
+    return evq_push_any(q, e);
+}
 
 static inline size_t evq_size(const struct evq *q)
 {
