@@ -593,3 +593,23 @@ bool evq_pop_at(struct evq *q, uint64_t t, struct evq_entry *out)
         return false;
     return evq_pop(q, out);
 }
+
+bool evq_pop_wheel_at(struct evq *q, uint64_t t, struct evq_entry *out)
+{
+    if (!q->wlen || q->fifo_len || q->rlen || q->heap_len)
+        return false;
+    uint32_t b = q->head_src == EVQ_WHEEL ? q->head_bucket : wheel_first(q);
+    if (q->nodes[q->whead[b]].e.t != t)
+        return false;
+    wheel_pop_head(q, b, out);
+    q->head_src = EVQ_UNKNOWN;
+    if (q->whead[b] != EVQ_NIL) {
+        /* the wheel alone: its first bucket still holds the head */
+        q->head_src = EVQ_WHEEL;
+        q->head_bucket = b;
+        q->head_t = q->nodes[q->whead[b]].e.t;
+    }
+    if (t > q->floor)
+        q->floor = t;
+    return true;
+}

@@ -163,4 +163,10 @@ static inline bool evq_pop_fifo_at(struct evq *q, uint64_t t,
     return true;
 }
 
+/* evq_pop_at for the case of a queue that is the wheel alone: pops the
+ * head into *out if the wheel is the only structure in use and its head is
+ * at time t, else returns false and changes nothing. Entries of one time
+ * share a bucket in insertion order, so they then come out in that order. */
+bool evq_pop_wheel_at(struct evq *q, uint64_t t, struct evq_entry *out);
+
 #endif

@@ -1686,6 +1686,15 @@ static void fire_time(struct sim *s, sim_time t)
         } while (evq_pop_fifo_at(&s->timed, t, &one));
         return;
     }
+    if (evq_pop_wheel_at(&s->timed, t, &one)) {
+        /* the wheel alone: as the FIFO, its entries at t come out in
+         * insertion order */
+        do {
+            if (entry_live(&one))
+                fire_timed(s, &one);
+        } while (evq_pop_wheel_at(&s->timed, t, &one));
+        return;
+    }
     evq_pop(&s->timed, &one);
     if (!evq_pop_at(&s->timed, t, &two)) {
         /* the common case with scattered times: one entry */
