@@ -160,7 +160,7 @@ static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
                      uint32_t hop)
 {
     if (l->n_heap == l->cap_heap) {
-        size_t cap = l->cap_heap ? 2 * l->cap_heap : 4; /* most links see few heads at once */
+        size_t cap = l->cap_heap ? 2 * l->cap_heap : 2; /* most links see few heads at once */
         struct arrival *h = realloc(l->heap, cap * sizeof *h);
         if (!h)
             return SIM_ENOMEM;
@@ -204,7 +204,7 @@ static struct arrival heap_pop(struct kb_link *l)
 static int fifo_push(struct kb_link *l, struct kb_link_msg *m, uint32_t hop)
 {
     if (l->n_fifo == l->cap_fifo) {
-        size_t cap = l->cap_fifo ? 2 * l->cap_fifo : 8; /* a power of two: indices are masked */
+        size_t cap = l->cap_fifo ? 2 * l->cap_fifo : 2; /* a power of two: indices are masked */
         struct waiting *w = malloc(cap * sizeof *w);
         if (!w)
             return SIM_ENOMEM;
