@@ -303,6 +303,7 @@ TEST(equal_times_keep_insertion_order)
         prev = cur;
         n++;
     }
+    ASSERT_TRUE(!evq_nomem(q)); /* a pop that could not reorganise */
     ASSERT_EQ(n, 6001);
 
     /* the wheel alone: pop_wheel_at takes a time's entries in order, and
