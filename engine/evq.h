@@ -93,16 +93,31 @@ bool evq_push_any(struct evq *q, const struct evq_entry *e);
 #define EVQ_ADAPT_EVERY 1024
 #define EVQ_WHEEL_MAX_LEN (4 * EVQ_WBUCKETS)
 
-/* Adds an entry; false when memory ran out. The common case while the
- * wheel is in use, an entry that falls in the window at or after the last
- * of its bucket (a node free, no adaptation due), inline: a push there
+/* Adds an entry; false when memory ran out. The two common cases inline:
+ * an entry that extends the FIFO's monotone run while the wheel is empty,
+ * and, while the wheel is in use, one that falls in the window at or
+ * after the last of its bucket (a node free, no adaptation due): a push there
  * costs a few loads and stores, without the call and the registers the
  * other cases need saved. The rest is evq_push_any. */
 static inline bool evq_push(struct evq *q, const struct evq_entry *e)
 {
     uint64_t t = e->t;
+    if (q->wlen == 0) {
+        /* the FIFO takes a monotone run while the wheel is empty (as in
+         * evq_push_any, which also grows it) */
+        size_t n = q->fifo_len;
+        if (n < q->fifo_cap &&
+            (n == 0 || t >= q->fifo[(q->fifo_head + n - 1) & (q->fifo_cap - 1)].t)) {
+            if (q->head_src != EVQ_FIFO && !(q->head_src >= 0 && t >= q->head_t))
+                q->head_src = EVQ_UNKNOWN; /* an append leaves the FIFO's head */
+            q->fifo[(q->fifo_head + n) & (q->fifo_cap - 1)] = *e;
+            q->fifo_len = n + 1;
+            return true;
+        }
+        return evq_push_any(q, e);
+    }
     uint32_t i = q->free_node, b, tl;
-    if (q->wlen && i != EVQ_NIL && q->a_in + q->a_out < EVQ_ADAPT_EVERY &&
+    if (i != EVQ_NIL && q->a_in + q->a_out < EVQ_ADAPT_EVERY &&
         q->fifo_len + q->wlen + q->rlen + q->heap_len < EVQ_WHEEL_MAX_LEN && t >= q->floor &&
         (t >> q->wshift) - (q->floor >> q->wshift) < EVQ_WBUCKETS &&
         q->whead[b = (uint32_t)(t >> q->wshift) & (EVQ_WBUCKETS - 1)] != EVQ_NIL &&
