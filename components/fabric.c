@@ -33,7 +33,9 @@ struct node {
  * pays only for the links its runs use. */
 struct flink {
     struct kb_link *l; /* NULL until first used */
-    char *name;        /* NULL: "src->dst", made with the link */
+    char *name;        /* NULL: "<src>.<suffix>", or "src->dst" without a
+                          suffix, made with the link */
+    const char *suffix; /* kb_fabric_add_link_suffixed's, not owned */
     int src, dst;
     int params;        /* index into kb_fabric.params */
 };
@@ -217,9 +219,9 @@ int kb_fabric_node_count(const struct kb_fabric *f) { return f->n_nodes; }
 
 /* ---- links ------------------------------------------------------------- */
 
-/* The index of params *p in f->params, added when new; a few recent ones
- * are compared, enough for builders that add links of one kind at a time. */
-static int params_index(struct kb_fabric *f, const struct kb_link_params *p)
+/* The index of params *p among the last few of f->params (links added
+ * together mostly share them), or -1. */
+static int params_find(const struct kb_fabric *f, const struct kb_link_params *p)
 {
     for (int i = f->n_params - 1; i >= 0 && i >= f->n_params - 8; i--) {
         const struct kb_link_params *q = &f->params[i];
@@ -230,6 +232,12 @@ static int params_index(struct kb_fabric *f, const struct kb_link_params *p)
             q->dateline == p->dateline)
             return i;
     }
+    return -1;
+}
+
+/* Adds params *p (checked) to f->params; its index, or SIM_ENOMEM. */
+static int params_add(struct kb_fabric *f, const struct kb_link_params *p)
+{
     if (f->n_params == f->cap_params) {
         int cap = f->cap_params ? 2 * f->cap_params : 8;
         struct kb_link_params *a = realloc(f->params, (size_t)cap * sizeof *a);
@@ -242,47 +250,72 @@ static int params_index(struct kb_fabric *f, const struct kb_link_params *p)
     return f->n_params++;
 }
 
-/* The name of link `id` into buf: its own, or "src->dst". */
-static const char *link_name(const struct kb_fabric *f, int id, char *buf, size_t len)
+/* The name of a link from src to dst with its own name, suffix or neither
+ * into buf (see struct flink). */
+static const char *name_of(const struct kb_fabric *f, const char *name, const char *suffix,
+                           int src, int dst, char *buf, size_t len)
 {
-    const struct flink *fl = &f->links[id];
-    if (fl->name)
-        return fl->name;
-    snprintf(buf, len, "%s->%s", f->nodes[fl->src].name, f->nodes[fl->dst].name);
+    if (name)
+        return name;
+    if (suffix)
+        snprintf(buf, len, "%s.%s", f->nodes[src].name, suffix);
+    else
+        snprintf(buf, len, "%s->%s", f->nodes[src].name, f->nodes[dst].name);
     return buf;
 }
 
-int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
-                       const char *name, const struct kb_link_params *p)
+/* The name of link `id` into buf: its own, or made as above. */
+static const char *link_name(const struct kb_fabric *f, int id, char *buf, size_t len)
+{
+    const struct flink *fl = &f->links[id];
+    return name_of(f, fl->name, fl->suffix, fl->src, fl->dst, buf, len);
+}
+
+/* A link's name is formatted only for an error: parameters equal to a
+ * recent link's were checked with it. */
+static int add_link(struct kb_fabric *f, int src, int dst, const char *name,
+                    const char *suffix, const struct kb_link_params *p)
 {
     if (src < 0 || src >= f->n_nodes || dst < 0 || dst >= f->n_nodes)
         return seterr(f, SIM_EINVAL, "link from node %d to node %d: no such "
                       "node (fabric has %d)", src, dst, f->n_nodes);
-    char autoname[512];
-    if (!name)
-        snprintf(autoname, sizeof autoname, "%s->%s", f->nodes[src].name,
-                 f->nodes[dst].name);
-    if (kb_link_params_check(p, name ? name : autoname, f->err, sizeof f->err) < 0)
+    char buf[512];
+    int pi = params_find(f, p);
+    if (pi < 0 && kb_link_params_check(p, name_of(f, name, suffix, src, dst, buf, sizeof buf),
+                                       f->err, sizeof f->err) < 0)
         return SIM_EINVAL;
     if (f->n_links == f->cap_links) {
         int cap = f->cap_links ? 2 * f->cap_links : 16;
         struct flink *l = realloc(f->links, (size_t)cap * sizeof *l);
         if (!l)
             return seterr(f, SIM_ENOMEM, "link '%s': out of memory",
-                          name ? name : autoname);
+                          name_of(f, name, suffix, src, dst, buf, sizeof buf));
         f->links = l;
         f->cap_links = cap;
     }
-    int pi = params_index(f, p);
+    if (pi < 0)
+        pi = params_add(f, p);
     char *copy = name ? strdup(name) : NULL;
     if (pi < 0 || (name && !copy)) {
         free(copy);
         return seterr(f, SIM_ENOMEM, "link '%s': out of memory",
-                      name ? name : autoname);
+                      name_of(f, name, suffix, src, dst, buf, sizeof buf));
     }
     int id = f->n_links++;
-    f->links[id] = (struct flink){NULL, copy, src, dst, pi};
+    f->links[id] = (struct flink){NULL, copy, suffix, src, dst, pi};
     return id;
+}
+
+int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
+                       const char *name, const struct kb_link_params *p)
+{
+    return add_link(f, src, dst, name, NULL, p);
+}
+
+int kb_fabric_add_link_suffixed(struct kb_fabric *f, int src, int dst, const char *suffix,
+                                const struct kb_link_params *p)
+{
+    return add_link(f, src, dst, NULL, suffix, p);
 }
 
 /* Link `id`'s kb_link, made on first use; NULL when out of memory. */

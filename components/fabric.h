@@ -45,6 +45,12 @@ int kb_fabric_node_count(const struct kb_fabric *f);
  * its id; a bad parameter is an error naming the link and the value. */
 int kb_fabric_add_link(struct kb_fabric *f, int src, int dst,
                        const char *name, const struct kb_link_params *p);
+/* As kb_fabric_add_link, the link named "<src's name>.<suffix>"; suffix is
+ * kept, not copied (a string literal, say), and the name is made only when
+ * it is asked for, so that a large regular network (a NoC's mesh) holds no
+ * string a link. */
+int kb_fabric_add_link_suffixed(struct kb_fabric *f, int src, int dst, const char *suffix,
+                                const struct kb_link_params *p);
 int kb_fabric_link_count(const struct kb_fabric *f);
 /* The link itself, made on its first use (NULL when out of memory). */
 struct kb_link *kb_fabric_link(struct kb_fabric *f, int link);

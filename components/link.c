@@ -96,8 +96,7 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
     if (kb_link_params_check(p, name, err, errlen) < 0)
         return NULL;
     struct kb_link *l = calloc(1, sizeof *l);
-    if (!l || !(l->name = strdup(name))) {
-        free(l);
+    if (!l) {
         kb_errf(err, errlen, "link '%s': out of memory", name);
         return NULL;
     }
@@ -115,11 +114,10 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
         kb_link_free(l);
         return NULL;
     }
-    l->wake = sim_event_new(s, name);
-    l->proc = l->wake ? sim_method(s, name, l->cr ? kb_link_credit_serve : link_serve, l,
-                                   true)
-                      : NULL;
-    if (!l->proc || sim_sensitive(l->proc, l->wake) < 0) {
+    /* the process keeps the link's name; its wake-ups are timed
+     * activations of the process itself (sim_method_wake), no event */
+    l->proc = sim_method(s, name, l->cr ? kb_link_credit_serve : link_serve, l, true);
+    if (!l->proc) {
         kb_errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
         kb_link_free(l);
         return NULL;
@@ -134,11 +132,10 @@ void kb_link_free(struct kb_link *l)
     kb_link_credit_free(l->cr);
     free(l->heap);
     free(l->fifo);
-    free(l->name);
     free(l);
 }
 
-const char *kb_link_name(const struct kb_link *l) { return l->name; }
+const char *kb_link_name(const struct kb_link *l) { return sim_proc_name(l->proc); }
 const struct kb_link_params *kb_link_params(const struct kb_link *l)
 {
     return &l->p;
@@ -146,7 +143,7 @@ const struct kb_link_params *kb_link_params(const struct kb_link *l)
 
 sim_time kb_link_ser_ps(const struct kb_link *l, uint64_t bytes)
 {
-    return (sim_time)llround((double)bytes * l->ps_per_byte);
+    return sim_round_ps((double)bytes * l->ps_per_byte);
 }
 
 sim_time kb_link_latency_ps(const struct kb_link *l) { return l->lat_ps; }
@@ -163,7 +160,7 @@ static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
                      uint32_t hop)
 {
     if (l->n_heap == l->cap_heap) {
-        size_t cap = l->cap_heap ? 2 * l->cap_heap : 4; /* most links see few heads at once */
+        size_t cap = l->cap_heap ? 2 * l->cap_heap : 2; /* most links see few heads at once */
         struct arrival *h = realloc(l->heap, cap * sizeof *h);
         if (!h)
             return SIM_ENOMEM;
@@ -207,35 +204,37 @@ static struct arrival heap_pop(struct kb_link *l)
 static int fifo_push(struct kb_link *l, struct kb_link_msg *m, uint32_t hop)
 {
     if (l->n_fifo == l->cap_fifo) {
-        size_t cap = l->cap_fifo ? 2 * l->cap_fifo : 8;
+        size_t cap = l->cap_fifo ? 2 * l->cap_fifo : 2; /* a power of two: indices are masked */
         struct waiting *w = malloc(cap * sizeof *w);
         if (!w)
             return SIM_ENOMEM;
         for (size_t i = 0; i < l->n_fifo; i++)
-            w[i] = l->fifo[(l->fifo_head + i) % l->cap_fifo];
+            w[i] = l->fifo[(l->fifo_head + i) & (l->cap_fifo - 1)];
         free(l->fifo);
         l->fifo = w;
         l->cap_fifo = cap;
         l->fifo_head = 0;
     }
-    l->fifo[(l->fifo_head + l->n_fifo++) % l->cap_fifo] =
+    l->fifo[(l->fifo_head + l->n_fifo++) & (l->cap_fifo - 1)] =
         (struct waiting){m, hop};
     return 0;
 }
 
 /* ---- worm movement ----------------------------------------------------- */
 
-/* Makes `t` (absolute, >= now) a wake-up time of l; the kernel keeps only
- * the earliest pending notification, and link_serve asks again for the
- * next one each time it runs, so no due time is lost. Only the link's own
- * code notifies l->wake, so wake_req mirrors the kernel's pending time and
- * spares the call when a head arrives as the link frees up. */
+/* Makes `t` (absolute, >= now) a wake-up time of l. The link asks the
+ * kernel for a timed activation of its process (sim_method_wake) only when
+ * t is earlier than the one pending, wake_req; the activation served voids
+ * any later one, and link_serve asks again for the next time it needs each
+ * time it runs, so no due time is lost. Only the link's own code wakes its
+ * process, so wake_req mirrors the kernel's pending time and spares the
+ * call when a head arrives as the link frees up. */
 void kb_link_wake_at(struct kb_link *l, sim_time t, sim_time now)
 {
     if (l->wake_req <= t)
         return;
     l->wake_req = t;
-    sim_notify_at(l->wake, t - now);
+    sim_method_wake(l->proc, t - now);
 }
 
 static int post(struct kb_link *l, sim_time t, sim_time now,
@@ -335,7 +334,7 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
 static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
 {
     if (l->trk < 0)
-        l->trk = sim_trace_track_path(l->tr, l->name);
+        l->trk = sim_trace_track_path(l->tr, kb_link_name(l));
     uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
     char name[32];
     snprintf(name, sizeof name, "%" PRIu64 " B", bytes);
@@ -343,8 +342,8 @@ static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
         {"bytes", NULL, bytes},
         {"flits", NULL, m->n_flits},
         {"hop", NULL, l->cur_hop},
-        {"first_link", m->path[0]->name, 0},
-        {"last_link", m->path[m->n_hops - 1]->name, 0},
+        {"first_link", kb_link_name(m->path[0]), 0},
+        {"last_link", kb_link_name(m->path[m->n_hops - 1]), 0},
     };
     sim_trace_span(l->tr, l->trk, "link", name, l->cur_start, l->free_at, a,
                    (int)(sizeof a / sizeof a[0]));
@@ -375,7 +374,7 @@ static void link_serve(struct sim *s, void *arg)
     while (l->n_heap && l->heap[0].t <= now) {
         struct arrival a = heap_pop(l);
         if (fifo_push(l, a.m, a.hop) < 0) {
-            sim_fail(s, "link '%s': out of memory", l->name);
+            sim_fail(s, "link '%s': out of memory", kb_link_name(l));
             return;
         }
     }
@@ -390,11 +389,11 @@ static void link_serve(struct sim *s, void *arg)
         if (l->free_at > now || !l->n_fifo)
             break;
         struct waiting w = l->fifo[l->fifo_head];
-        l->fifo_head = (l->fifo_head + 1) % l->cap_fifo;
+        l->fifo_head = (l->fifo_head + 1) & (l->cap_fifo - 1);
         l->n_fifo--;
         if (acquire(l, w.m, w.hop, now) < 0) {
             sim_fail(s, "link '%s': out of memory",
-                     w.m->path[w.hop + 1]->name);
+                     kb_link_name(w.m->path[w.hop + 1]));
             return;
         }
     }

@@ -343,7 +343,7 @@ void kb_link_credit_serve(struct sim *s, void *arg)
             int err = 0;
             int gone = send_flit(l, i, (uint32_t)vc, now, &err);
             if (err) {
-                sim_fail(s, "link '%s': out of memory", l->name);
+                sim_fail(s, "link '%s': out of memory", kb_link_name(l));
                 return;
             }
             c->rr = gone ? i : i + 1;

@@ -23,15 +23,13 @@ struct waiting {
 #define NO_LINE SIM_FOREVER
 
 struct kb_link {
-    struct sim *sim;
-    char *name;
+    struct sim *sim; /* the name is the process's (kb_link_name) */
     struct kb_link_params p;
     double ps_per_byte;
     sim_time ser_full; /* ser() of a full flit, the common case */
     sim_time lat_ps, ovh_ps;
 
-    struct sim_event *wake;
-    struct sim_proc *proc;
+    struct sim_proc *proc; /* woken with sim_method_wake */
     sim_time wake_req; /* earliest wake-up asked for and not yet served */
 
     /* heads on their way to this link's input, min-heap on (t, seq) */

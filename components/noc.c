@@ -42,10 +42,41 @@ static void join(char *out, size_t len, const char *prefix, const char *rest)
         snprintf(out, len, "%s", rest);
 }
 
-static int add_link(struct kb_noc *n, int src, int dst, const char *name,
+/* A link named name, or, name NULL, "<src's name>.<suffix>" (made when
+ * asked for: the mesh's links hold no string) */
+/* "<prefix>.r<i>" (or "r<i>" without a prefix), as join would make it,
+ * without a printf a router: a system of 1024 SIPs names 262,144 */
+static void router_name(char *out, size_t len, const char *prefix, int i)
+{
+    char digits[16];
+    int nd = 0;
+    unsigned u = (unsigned)i;
+    do
+        digits[nd++] = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    size_t pl = prefix ? strlen(prefix) : 0, k = 0;
+    if (pl + 3 + (size_t)nd > len) { /* does not fit: as join truncates */
+        char rest[16];
+        snprintf(rest, sizeof rest, "r%d", i);
+        join(out, len, prefix, rest);
+        return;
+    }
+    if (pl) {
+        memcpy(out, prefix, pl);
+        out[pl] = '.';
+        k = pl + 1;
+    }
+    out[k++] = 'r';
+    while (nd)
+        out[k++] = digits[--nd];
+    out[k] = 0;
+}
+
+static int add_link(struct kb_noc *n, int src, int dst, const char *name, const char *suffix,
                     const struct kb_link_params *p, char *err, size_t errlen)
 {
-    int id = kb_fabric_add_link(n->f, src, dst, name, p);
+    int id = name ? kb_fabric_add_link(n->f, src, dst, name, p)
+                  : kb_fabric_add_link_suffixed(n->f, src, dst, suffix, p);
     if (id < 0)
         kb_errf(err, errlen, "%s", kb_fabric_errmsg(n->f));
     return id;
@@ -75,14 +106,11 @@ static int neighbour(const struct kb_noc *n, int i, enum kb_noc_dir d)
 static int build_grid(struct kb_noc *n, const struct kb_link_params *p,
                       char *err, size_t errlen)
 {
-    char name[512];
     for (int i = 0; i < n->n; i++) {
         for (int d = 0; d < KB_NOC_NDIRS; d++) {
             int j = neighbour(n, i, (enum kb_noc_dir)d);
             if (j < 0)
                 continue;
-            snprintf(name, sizeof name, "%s.%s",
-                     kb_fabric_node_name(n->f, n->node[i]), dir_name[d]);
             /* credit flow control: a wrap link is its ring's dateline, a
              * message crossing it moves up a VC class (link_credit.c) */
             struct kb_link_params q = *p;
@@ -90,7 +118,7 @@ static int build_grid(struct kb_noc *n, const struct kb_link_params *p,
             bool wrap = (d == KB_NOC_E && xj < xi) || (d == KB_NOC_W && xj > xi) ||
                         (d == KB_NOC_S && yj < yi) || (d == KB_NOC_N && yj > yi);
             q.dateline = wrap && p->buffer_flits && p->vc_classes > 1;
-            int id = add_link(n, n->node[i], n->node[j], name, &q, err, errlen);
+            int id = add_link(n, n->node[i], n->node[j], NULL, dir_name[d], &q, err, errlen);
             if (id < 0)
                 return id;
             n->link[i * KB_NOC_NDIRS + d] = id;
@@ -111,14 +139,12 @@ static int build_switch(struct kb_noc *n, const char *prefix,
         return n->xbar;
     }
     for (int i = 0; i < n->n; i++) {
-        snprintf(name, sizeof name, "%s.up",
-                 kb_fabric_node_name(n->f, n->node[i]));
-        int up = add_link(n, n->node[i], n->xbar, name, p, err, errlen);
+        int up = add_link(n, n->node[i], n->xbar, NULL, "up", p, err, errlen);
         if (up < 0)
             return up;
         snprintf(rest, sizeof rest, "xbar.%d", i);
         join(name, sizeof name, prefix, rest);
-        int down = add_link(n, n->xbar, n->node[i], name, p, err, errlen);
+        int down = add_link(n, n->xbar, n->node[i], name, NULL, p, err, errlen);
         if (down < 0)
             return down;
         n->link[i * KB_NOC_NDIRS + 0] = up;
@@ -148,7 +174,7 @@ struct kb_noc *kb_noc_new(struct kb_fabric *f, const struct kb_noc_params *p,
              p->w, h);
         return NULL;
     }
-    char name[512], rest[32];
+    char name[512];
     join(name, sizeof name, prefix, "*"); /* all the network's links */
     if (kb_link_params_check(&p->link, name, err, errlen) < 0)
         return NULL;
@@ -183,8 +209,7 @@ struct kb_noc *kb_noc_new(struct kb_fabric *f, const struct kb_noc_params *p,
             }
             continue;
         }
-        snprintf(rest, sizeof rest, "r%d", i);
-        join(name, sizeof name, prefix, rest);
+        router_name(name, sizeof name, prefix, i);
         n->node[i] = kb_fabric_add_node(f, name);
         if (n->node[i] < 0) {
             kb_errf(err, errlen, "%s", kb_fabric_errmsg(f));

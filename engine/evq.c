@@ -26,12 +26,12 @@ static inline bool key_less(const struct evq_entry *a,
 /* pushes between two looks at the wheel's width, and the looks after a
  * narrowing during which it does not widen again (a mix of very short and
  * very long delays would otherwise flip it back and forth) */
-#define ADAPT_EVERY 1024
+#define ADAPT_EVERY EVQ_ADAPT_EVERY
 /* With more entries pending than this, 1024 buckets cannot be both narrow
  * enough to stay short and wide enough to hold the near future: new
  * entries go to the radix heap, whose cost grows only with the bits of
  * the delays (measured: 100,000 pending, the wheel 1.5-2x slower). */
-#define WHEEL_MAX_LEN (4 * EVQ_WBUCKETS)
+#define WHEEL_MAX_LEN EVQ_WHEEL_MAX_LEN
 #define ADAPT_HOLD 8
 
 void evq_init(struct evq *q)
@@ -228,8 +228,9 @@ static bool radix_settle(struct evq *q)
  * EVQ_WBUCKETS slots starting at the slot of the last time popped, the
  * floor: every entry left is at or after the floor, so no two slots of the
  * window share a bucket. A bucket is a list sorted by time through a pool
- * of nodes; a push walks past the earlier entries of its slot, and equal
- * times go in front, so a batch of one time costs no walk. A pop takes
+ * of nodes, equal times in insertion order; a push appends at the tail,
+ * or walks past the entries of its slot no later than it, so a batch of
+ * one time costs no walk and comes out in order. A pop takes
  * the head of the first non-empty bucket from the floor's, found with the
  * bitmaps. The width adapts: when pushes walk more than two steps on
  * average the buckets halve; when more than one push in eight lands
@@ -240,9 +241,10 @@ static bool radix_settle(struct evq *q)
 static __attribute__((noinline, cold)) bool wheel_grow(struct evq *q)
 {
     if (!q->whead) {
-        q->whead = malloc(EVQ_WBUCKETS * sizeof *q->whead);
+        q->whead = malloc(2 * EVQ_WBUCKETS * sizeof *q->whead);
         if (!q->whead)
             return false;
+        q->wtail = q->whead + EVQ_WBUCKETS;
         for (int b = 0; b < EVQ_WBUCKETS; b++)
             q->whead[b] = EVQ_NIL;
     }
@@ -273,24 +275,39 @@ static inline bool wheel_fits(const struct evq *q, uint64_t t)
     return fits_at(q, t, q->wshift);
 }
 
-/* Links node i (its time in the window) into its bucket. */
+/* Links node i (its time in the window) into its bucket, after every
+ * entry of its bucket no later than it: entries of one time keep their
+ * insertion order, so the scheduler, which fires them in that order, has
+ * nothing to sort. The common case, a time no earlier than the bucket's
+ * last, appends at the tail without a walk. */
 static inline __attribute__((always_inline)) void wheel_link(struct evq *q,
                                                           uint32_t i)
 {
     uint64_t t = q->nodes[i].e.t;
     uint32_t b = (uint32_t)(t >> q->wshift) & (EVQ_WBUCKETS - 1);
-    uint32_t *link = &q->whead[b];
-    uint32_t walk = 0;
-    while (*link != EVQ_NIL && q->nodes[*link].e.t < t) {
-        link = &q->nodes[*link].next;
-        walk++;
+    uint32_t h = q->whead[b];
+    if (h == EVQ_NIL) {
+        q->nodes[i].next = EVQ_NIL;
+        q->whead[b] = q->wtail[b] = i;
+        q->wbits[b >> 6] |= 1ull << (b & 63);
+        q->wsum |= 1u << (b >> 6);
+    } else if (q->nodes[q->wtail[b]].e.t <= t) {
+        q->nodes[i].next = EVQ_NIL;
+        q->nodes[q->wtail[b]].next = i;
+        q->wtail[b] = i;
+    } else {
+        /* earlier than the tail: the tail stays where it is */
+        uint32_t *link = &q->whead[b];
+        uint32_t walk = 0;
+        while (q->nodes[*link].e.t <= t) {
+            link = &q->nodes[*link].next;
+            walk++;
+        }
+        q->nodes[i].next = *link;
+        *link = i;
+        q->a_walk += walk;
     }
-    q->nodes[i].next = *link;
-    *link = i;
-    q->wbits[b >> 6] |= 1ull << (b & 63);
-    q->wsum |= 1u << (b >> 6);
     q->wlen++;
-    q->a_walk += walk;
 }
 
 static inline __attribute__((always_inline)) bool
@@ -375,16 +392,17 @@ static bool rewidth_reserve(struct evq *q, unsigned shift)
  * window move to the radix heap, which rewidth_reserve made room in. */
 static void wheel_rewidth(struct evq *q, unsigned shift)
 {
-    uint32_t list = EVQ_NIL; /* every node, chained */
+    /* every node, chained bucket by bucket in list order, so that entries
+     * of one time (all in one bucket) are linked again in their order */
+    uint32_t list = EVQ_NIL, *end = &list;
     for (uint32_t b = 0; b < EVQ_WBUCKETS; b++) {
-        for (uint32_t i = q->whead[b]; i != EVQ_NIL;) {
-            uint32_t next = q->nodes[i].next;
-            q->nodes[i].next = list;
-            list = i;
-            i = next;
-        }
+        if (q->whead[b] == EVQ_NIL)
+            continue;
+        *end = q->whead[b];
+        end = &q->nodes[q->wtail[b]].next;
         q->whead[b] = EVQ_NIL;
     }
+    *end = EVQ_NIL;
     for (uint32_t w = 0; w < EVQ_WBUCKETS / 64; w++)
         q->wbits[w] = 0;
     q->wsum = 0;
@@ -425,7 +443,7 @@ static void wheel_adapt(struct evq *q)
         wheel_rewidth(q, shift);
 }
 
-bool evq_push(struct evq *q, const struct evq_entry *e)
+bool evq_push_any(struct evq *q, const struct evq_entry *e)
 {
     /* An entry no earlier than the remembered head leaves it the head:
      * every structure keeps its head in place when a later entry joins.
@@ -517,7 +535,7 @@ const struct evq_entry *evq_peek(struct evq *q)
     case EVQ_WHEEL:
         return &q->nodes[q->whead[q->head_bucket]].e;
     case EVQ_RADIX:
-        return &q->rb[0].v[q->rb[0].n - 1];
+        return &q->rb[0].v[q->r0_head];
     case EVQ_HEAP:
         return &q->heap[0];
     }
@@ -549,7 +567,11 @@ bool evq_pop(struct evq *q, struct evq_entry *out)
         break;
     }
     case EVQ_RADIX:
-        *out = q->rb[0].v[--q->rb[0].n];
+        /* from the front: entries of one time come out in the order
+         * they went in */
+        *out = q->rb[0].v[q->r0_head++];
+        if (q->r0_head == q->rb[0].n)
+            q->rb[0].n = q->r0_head = 0;
         q->rlen--;
         break;
     case EVQ_HEAP:
@@ -570,4 +592,24 @@ bool evq_pop_at(struct evq *q, uint64_t t, struct evq_entry *out)
     if (!e || e->t != t)
         return false;
     return evq_pop(q, out);
+}
+
+bool evq_pop_wheel_at(struct evq *q, uint64_t t, struct evq_entry *out)
+{
+    if (!q->wlen || q->fifo_len || q->rlen || q->heap_len)
+        return false;
+    uint32_t b = q->head_src == EVQ_WHEEL ? q->head_bucket : wheel_first(q);
+    if (q->nodes[q->whead[b]].e.t != t)
+        return false;
+    wheel_pop_head(q, b, out);
+    q->head_src = EVQ_UNKNOWN;
+    if (q->whead[b] != EVQ_NIL) {
+        /* the wheel alone: its first bucket still holds the head */
+        q->head_src = EVQ_WHEEL;
+        q->head_bucket = b;
+        q->head_t = q->nodes[q->whead[b]].e.t;
+    }
+    if (t > q->floor)
+        q->floor = t;
+    return true;
 }

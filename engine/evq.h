@@ -8,8 +8,9 @@
  * entries that arrive in non-decreasing time order while the wheel is
  * empty (the common case: every process waits the same delay, or one
  * clock); a timing wheel for the near
- * future (1024 buckets of 2^wshift ps each, a bucket a sorted list, the
- * width adapted to the traffic); a radix heap for the rest (simulated time
+ * future (1024 buckets of 2^wshift ps each, a bucket a list sorted by
+ * time and, among equal times, by insertion, the width adapted to the
+ * traffic); a radix heap for the rest (simulated time
  * never goes back, so a push is an append to the bucket of the highest bit
  * in which the time differs from the last minimum taken); and a 4-ary
  * heap for the rare entries earlier than that minimum (pushed between
@@ -52,6 +53,7 @@ struct evq {
      * whose time first differs from rlast in bit i-1 (from the top) */
     struct evq_bucket *rb; /* 65 buckets, allocated on first use */
     uint64_t rlast, rmask; /* rmask bit i-1: bucket i not empty */
+    size_t r0_head; /* bucket 0's next entry: it is taken from the front */
     size_t rlen;
     struct evq_entry *heap; /* the rare entries earlier than rlast */
     size_t heap_len, heap_cap;
@@ -59,6 +61,8 @@ struct evq {
      * (t >> wshift) in [floor slot, floor slot + EVQ_WBUCKETS) that is b
      * modulo EVQ_WBUCKETS */
     uint32_t *whead;        /* first node of each bucket; on first use */
+    uint32_t *wtail;        /* last node of each non-empty bucket (same
+                               allocation as whead) */
     uint64_t wbits[EVQ_WBUCKETS / 64]; /* non-empty buckets */
     uint32_t wsum;          /* non-zero words of wbits */
     unsigned wshift;        /* bucket width: 2^wshift ps */
@@ -82,8 +86,56 @@ enum { EVQ_UNKNOWN = -2, EVQ_NONE = -1, EVQ_FIFO, EVQ_WHEEL, EVQ_RADIX,
 void evq_init(struct evq *q);
 void evq_release(struct evq *q);
 
-/* false when memory ran out */
-bool evq_push(struct evq *q, const struct evq_entry *e);
+/* evq_push's every case (evq.c) */
+bool evq_push_any(struct evq *q, const struct evq_entry *e);
+
+/* as in evq.c */
+#define EVQ_ADAPT_EVERY 1024
+#define EVQ_WHEEL_MAX_LEN (4 * EVQ_WBUCKETS)
+
+/* Adds an entry; false when memory ran out. The two common cases inline:
+ * an entry that extends the FIFO's monotone run while the wheel is empty,
+ * and, while the wheel is in use, one that falls in the window at or
+ * after the last of its bucket (a node free, no adaptation due): a push there
+ * costs a few loads and stores, without the call and the registers the
+ * other cases need saved. The rest is evq_push_any. */
+static inline bool evq_push(struct evq *q, const struct evq_entry *e)
+{
+    uint64_t t = e->t;
+    if (q->wlen == 0) {
+        /* the FIFO takes a monotone run while the wheel is empty (as in
+         * evq_push_any, which also grows it) */
+        size_t n = q->fifo_len;
+        if (n < q->fifo_cap &&
+            (n == 0 || t >= q->fifo[(q->fifo_head + n - 1) & (q->fifo_cap - 1)].t)) {
+            if (q->head_src != EVQ_FIFO && !(q->head_src >= 0 && t >= q->head_t))
+                q->head_src = EVQ_UNKNOWN; /* an append leaves the FIFO's head */
+            q->fifo[(q->fifo_head + n) & (q->fifo_cap - 1)] = *e;
+            q->fifo_len = n + 1;
+            return true;
+        }
+        return evq_push_any(q, e);
+    }
+    uint32_t i = q->free_node, b, tl;
+    if (i != EVQ_NIL && q->a_in + q->a_out < EVQ_ADAPT_EVERY &&
+        q->fifo_len + q->wlen + q->rlen + q->heap_len < EVQ_WHEEL_MAX_LEN && t >= q->floor &&
+        (t >> q->wshift) - (q->floor >> q->wshift) < EVQ_WBUCKETS &&
+        q->whead[b = (uint32_t)(t >> q->wshift) & (EVQ_WBUCKETS - 1)] != EVQ_NIL &&
+        q->nodes[tl = q->wtail[b]].e.t <= t) {
+        /* a later entry leaves the remembered head where it is */
+        if (!(q->head_src >= 0 && t >= q->head_t))
+            q->head_src = EVQ_UNKNOWN;
+        q->free_node = q->nodes[i].next;
+        q->nodes[i].e = *e;
+        q->nodes[i].next = EVQ_NIL;
+        q->nodes[tl].next = i;
+        q->wtail[b] = i;
+        q->wlen++;
+        q->a_in++;
+        return true;
+    }
+    return evq_push_any(q, e);
+}
 
 static inline size_t evq_size(const struct evq *q)
 {
@@ -125,5 +177,11 @@ static inline bool evq_pop_fifo_at(struct evq *q, uint64_t t,
         q->floor = t;
     return true;
 }
+
+/* evq_pop_at for the case of a queue that is the wheel alone: pops the
+ * head into *out if the wheel is the only structure in use and its head is
+ * at time t, else returns false and changes nothing. Entries of one time
+ * share a bucket in insertion order, so they then come out in that order. */
+bool evq_pop_wheel_at(struct evq *q, uint64_t t, struct evq_entry *out);
 
 #endif

@@ -787,6 +787,23 @@ struct sim_proc *sim_method(struct sim *s, const char *name, sim_proc_fn fn,
     return p;
 }
 
+int sim_method_wake(struct sim_proc *p, sim_time delay)
+{
+    struct sim *s = p->sim;
+    if (p->kind != PROC_METHOD)
+        return seterr(s, SIM_EINVAL, "sim_method_wake: '%s' is a thread process",
+                      p->name);
+    if (delay == 0) {
+        s->stats.notifications++;
+        return delta_push(s, p, Q_PROC, p->gen) ? 0 : SIM_ENOMEM;
+    }
+    int rc = check_delay(s, delay, "a wake-up");
+    if (rc < 0)
+        return rc;
+    s->stats.notifications++;
+    return timed_push(s, s->now + delay, p, Q_PROC, p->gen) ? 0 : SIM_ENOMEM;
+}
+
 int sim_sensitive(struct sim_proc *p, struct sim_event *e)
 {
     if (p->kind != PROC_METHOD)
@@ -1667,6 +1684,15 @@ static void fire_time(struct sim *s, sim_time t)
             if (entry_live(&one))
                 fire_timed(s, &one);
         } while (evq_pop_fifo_at(&s->timed, t, &one));
+        return;
+    }
+    if (evq_pop_wheel_at(&s->timed, t, &one)) {
+        /* the wheel alone: as the FIFO, its entries at t come out in
+         * insertion order */
+        do {
+            if (entry_live(&one))
+                fire_timed(s, &one);
+        } while (evq_pop_wheel_at(&s->timed, t, &one));
         return;
     }
     evq_pop(&s->timed, &one);

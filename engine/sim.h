@@ -51,6 +51,7 @@
 #ifndef KBSIM_SIM_H
 #define KBSIM_SIM_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,18 @@ typedef uint64_t sim_time; /* picoseconds */
  * timeout or notification whose time (now + delay) would pass it is
  * refused with SIM_EINVAL, and the message names the process that asked. */
 #define SIM_TIME_MAX ((sim_time)INT64_MAX)
+
+/* llround(x) for a time x >= 0 in ps, exactly (halves away from zero), in
+ * a few instructions on the hot paths that turn bytes / bandwidth into
+ * ps. For 0.5 <= x < 2^52, x + 0.5 needs no rounding but, at most, at the
+ * power of two it may cross, which does not move its floor; other x go
+ * to llround. */
+static inline sim_time sim_round_ps(double x)
+{
+    if (x >= 0.5 && x < 4503599627370496.0) /* 2^52 */
+        return (sim_time)(x + 0.5);
+    return (sim_time)llround(x);
+}
 
 /* ---- status and error codes ------------------------------------------ */
 
@@ -199,6 +212,19 @@ int sim_thread_restart(struct sim_proc *p, sim_proc_fn fn, void *arg, size_t sta
  * once in the first evaluate phase unless dont_initialize is set. */
 struct sim_proc *sim_method(struct sim *s, const char *name, sim_proc_fn fn,
                             void *arg, bool dont_initialize);
+
+/* A timed activation of method process p, asked from any process or
+ * from outside the run: p runs `delay` from now (0: in the next delta
+ * cycle), as it would if it were the one process statically sensitive to
+ * an event notified with sim_notify_at(e, delay), and it counts as a
+ * notification. No event is made or kept. Every activation of p voids
+ * every other one pending, so of several requests the earliest is served
+ * and p, when it runs, asks again for the next time it needs: a component
+ * with one method process and a time of its own to keep (a link) uses
+ * this instead of an event, and calls it only for a time earlier than the
+ * one it asked for last. SIM_EINVAL if p is a thread or now + delay passes
+ * SIM_TIME_MAX, SIM_ENOMEM (see "Out of memory"). */
+int sim_method_wake(struct sim_proc *p, sim_time delay);
 
 /* Static sensitivity of a method process (any number of events). */
 int sim_sensitive(struct sim_proc *p, struct sim_event *e);

@@ -274,6 +274,77 @@ TEST(pop_fifo_at)
     T_FREE(q_free, q);
 }
 
+/* Entries of one time come out of the wheel and the radix heap in the
+ * order they went in (the scheduler then need not sort them), whatever
+ * other times are pushed between them; evq_pop_wheel_at takes them while
+ * the wheel is the only structure in use. */
+TEST(equal_times_keep_insertion_order)
+{
+    struct evq *q = T_OWN(q_new(), q_free);
+    ASSERT_TRUE(q);
+    uint64_t x = 7, seq = 0;
+    /* a first entry later than the rest makes the rest go to the wheel */
+    struct evq_entry first = {100000, seq++, NULL, 0, 0};
+    ASSERT_TRUE(evq_push(q, &first));
+    struct evq_entry dummy;
+    for (int i = 0; i < 6000; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        /* 40 distinct times in the wheel's window, and a few far ones */
+        uint64_t t = i % 97 == 0 ? 5000000000ull + (x >> 40) % 3 : 200000 + ((x >> 33) % 40) * 1000;
+        struct evq_entry e = {t, seq++, NULL, 0, 0};
+        ASSERT_TRUE(evq_push(q, &e));
+    }
+    ASSERT_TRUE(evq_pop(q, &dummy));
+    ASSERT_U64_EQ(dummy.t, 100000);
+    struct evq_entry prev = {0}, cur;
+    size_t n = 1;
+    while (evq_pop(q, &cur)) {
+        ASSERT_TRUE(cur.t > prev.t || (cur.t == prev.t && cur.seq > prev.seq));
+        prev = cur;
+        n++;
+    }
+    ASSERT_TRUE(!evq_nomem(q)); /* a pop that could not reorganise */
+    ASSERT_EQ(n, 6001);
+
+    /* the wheel alone: pop_wheel_at takes a time's entries in order, and
+     * refuses another time or a queue with other structures in use */
+    evq_release(q);
+    evq_init(q);
+    seq = 0;
+    /* 1000 goes to the FIFO, 500 (earlier) to the wheel, and from then on
+     * every entry to the wheel */
+    struct evq_entry a = {1000, seq++, NULL, 0, 0}, b = {500, seq++, NULL, 0, 0};
+    ASSERT_TRUE(evq_push(q, &a));
+    ASSERT_TRUE(evq_push(q, &b));
+    for (int i = 0; i < 50; i++) {
+        struct evq_entry e = {(uint64_t)(i % 2 ? 3000 : 2000), seq++, NULL, 0, 0};
+        ASSERT_TRUE(evq_push(q, &e));
+    }
+    ASSERT_TRUE(!evq_pop_wheel_at(q, 500, &cur)); /* the FIFO is in use */
+    ASSERT_TRUE(evq_pop(q, &cur));
+    ASSERT_U64_EQ(cur.t, 500);
+    ASSERT_TRUE(evq_pop(q, &cur));
+    ASSERT_U64_EQ(cur.t, 1000);
+    ASSERT_TRUE(!evq_pop_wheel_at(q, 3000, &cur));
+    uint64_t last = 0;
+    for (int i = 0; i < 25; i++) {
+        ASSERT_TRUE(evq_pop_wheel_at(q, 2000, &cur));
+        ASSERT_U64_EQ(cur.t, 2000);
+        ASSERT_TRUE(cur.seq > last);
+        last = cur.seq;
+    }
+    ASSERT_TRUE(!evq_pop_wheel_at(q, 2000, &cur));
+    last = 0;
+    for (int i = 0; i < 25; i++) {
+        ASSERT_TRUE(evq_pop_wheel_at(q, 3000, &cur));
+        ASSERT_TRUE(cur.seq > last);
+        last = cur.seq;
+    }
+    ASSERT_EQ(evq_size(q), 0);
+    ASSERT_TRUE(!evq_pop_wheel_at(q, 3000, &cur));
+}
+
 TEST_MAIN(pops_in_key_order, interleaved_push_pop, entries_before_the_radix_floor,
           pop_at_and_the_remembered_head, wheel_width_follows_the_delays,
-          remembered_head_against_a_list, pop_fifo_at)
+          remembered_head_against_a_list, pop_fifo_at,
+          equal_times_keep_insertion_order)

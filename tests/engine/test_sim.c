@@ -398,6 +398,58 @@ TEST(method_next_trigger)
     T_FREE(sim_free, s);
 }
 
+/* sim_method_wake: a "link" method woken by a thread at 7 ns and 3 ns
+ * runs once, at 3 ns (the earlier voids the later, as an event's earlier
+ * notification would); it then asks for 7 ns itself; a 0 delay runs it in
+ * the next delta. */
+struct wakectx {
+    struct sim_proc *m;
+    int runs;
+    int rc_thread, rc_far;
+    struct log log;
+};
+
+static void woken(struct sim *s, void *arg)
+{
+    struct wakectx *c = arg;
+    c->runs++;
+    logf_(&c->log, s, "w");
+    if (sim_now(s) == 3 * SIM_NS)
+        ASSERT_EQ(sim_method_wake(c->m, 4 * SIM_NS), 0);
+}
+
+static void waker(struct sim *s, void *arg)
+{
+    struct wakectx *c = arg;
+    ASSERT_EQ(sim_method_wake(c->m, 7 * SIM_NS), 0);
+    ASSERT_EQ(sim_method_wake(c->m, 3 * SIM_NS), 0);
+    c->rc_thread = sim_method_wake(sim_current(s), SIM_NS);
+    sim_wait(s, 10 * SIM_NS);
+    c->rc_far = sim_method_wake(c->m, SIM_TIME_MAX); /* past the end from 10 ns */
+    ASSERT_EQ(sim_method_wake(c->m, 0), 0);
+}
+
+TEST(method_wake_earliest_wins)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct wakectx c = {0};
+    c.m = sim_method(s, "m", woken, &c, true);
+    ASSERT_TRUE(c.m);
+    ASSERT_TRUE(sim_thread(s, "waker", waker, &c, 0));
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(c.rc_thread, SIM_EINVAL);
+    ASSERT_EQ(c.rc_far, SIM_EINVAL);
+    ASSERT_EQ(c.runs, 3);
+    /* 3 ns, the 7 ns it asked for again (the thread's 7 ns entry was
+     * voided by the 3 ns activation), then 10 ns one delta on */
+    ASSERT_STREQ(c.log.buf, "w@3/1 w@7/2 w@10/4 ");
+    struct sim_stats st;
+    sim_get_stats(s, &st);
+    ASSERT_U64_EQ(st.notifications, 4);
+    T_FREE(sim_free, s);
+}
+
 static void bad_wait_in_method(struct sim *s, void *arg)
 {
     int *rc = arg;
@@ -986,6 +1038,7 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           notification_order, earlier_notification_wins_and_cancel,
           fifo_write_blocks_when_full, fifo_read_blocks_when_empty,
           fifo_nonblocking, fifo_several_waiters, method_static_sensitivity, method_next_trigger,
+          method_wake_earliest_wins,
           wait_outside_thread_is_refused, wait_any_and_timeout,
           two_runs_identical_traces, deadlock_report_lists_blocked_processes,
           run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
