@@ -161,8 +161,25 @@ int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
             kb_dtype_load_n((const char *)b + i * es, dt, y, k);
         if (arity > 2)
             kb_dtype_load_n((const char *)c + i * es, dt, z, k);
-        for (size_t j = 0; j < k; j++)
-            r[j] = element(op, x[j], y[j], z[j], dt);
+        /* the commonest ops as loops of their own (the compiler vectorises
+         * them), the same arithmetic as element() */
+        switch (op) {
+        case KB_MATH_ADD:
+            for (size_t j = 0; j < k; j++)
+                r[j] = x[j] + y[j];
+            break;
+        case KB_MATH_SUB:
+            for (size_t j = 0; j < k; j++)
+                r[j] = x[j] - y[j];
+            break;
+        case KB_MATH_MUL:
+            for (size_t j = 0; j < k; j++)
+                r[j] = x[j] * y[j];
+            break;
+        default:
+            for (size_t j = 0; j < k; j++)
+                r[j] = element(op, x[j], y[j], z[j], dt);
+        }
         kb_dtype_store_n((char *)out + i * es, dt, r, k);
     }
     return 0;
