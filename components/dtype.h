@@ -9,6 +9,7 @@
 #ifndef KBSIM_DTYPE_H
 #define KBSIM_DTYPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,10 @@ void kb_dtype_store(void *buf, size_t i, enum kb_dtype dt, double x);
 /* Elements [0, n) of a buffer of `dt`, widened to double (exact), and n
  * doubles each rounded once to `dt` into a buffer: kb_dtype_load and
  * kb_dtype_store over a whole buffer, with the same results. */
+/* Whether this CPU has F16C and AVX (x86-64): the bulk f16 paths of
+ * kb_dtype_load_n / kb_dtype_store_n and PE_MATH use them, bit for bit the
+ * scalar results. */
+bool kb_dtype_have_f16c(void);
 void kb_dtype_load_n(const void *buf, enum kb_dtype dt, double *out, size_t n);
 void kb_dtype_store_n(void *buf, enum kb_dtype dt, const double *x, size_t n);
 

@@ -3,6 +3,11 @@
  *
  * Contents are stored sparsely in 4 KiB pages allocated on first write;
  * untouched bytes read as zero, so a 2 GiB HBM costs nothing until used.
+ * Freed bytes read as zero too: freeing a block gives its pages back (those
+ * wholly in free space; its bytes in a page it shares are cleared), so a
+ * new block always starts as zeros and storage follows what is allocated,
+ * not what ever was. Pages come from a pool the process's memories share
+ * (decision 0034).
  *
  * Timing: an access pays the setup latency, then moves its bytes. The
  * address space is interleaved over n_channels channels (a power of two)
@@ -74,7 +79,8 @@ const struct kb_mem_params *kb_mem_params(const struct kb_mem *m);
  * giving capacity, request and free bytes. */
 int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
                  uint64_t *addr);
-/* Returns a block from kb_mem_alloc; SIM_EINVAL for any other address. */
+/* Returns a block from kb_mem_alloc; SIM_EINVAL for any other address.
+ * Its bytes read as zeros from then on. */
 int kb_mem_dealloc(struct kb_mem *m, uint64_t addr);
 uint64_t kb_mem_free_bytes(const struct kb_mem *m);
 
@@ -110,7 +116,7 @@ int kb_mem_read_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
 int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
                       unsigned char **p, uint64_t *len);
 
-/* Pages of storage allocated so far (4 KiB each). */
+/* Pages of storage held now (4 KiB each): written, not freed since. */
 uint64_t kb_mem_pages(const struct kb_mem *m);
 
 /* ---- timing ------------------------------------------------------------ */

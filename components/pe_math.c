@@ -151,8 +151,25 @@ static void values(enum kb_math_op op, const void *a, const void *b, const void 
             kb_dtype_load_n((const char *)b + i * es, dt, y, k);
         if (arity > 2)
             kb_dtype_load_n((const char *)c + i * es, dt, z, k);
-        for (size_t j = 0; j < k; j++)
-            r[j] = element(op, x[j], y[j], z[j], dt);
+        /* the commonest ops as loops of their own (the compiler vectorises
+         * them), the same arithmetic as element() */
+        switch (op) {
+        case KB_MATH_ADD:
+            for (size_t j = 0; j < k; j++)
+                r[j] = x[j] + y[j];
+            break;
+        case KB_MATH_SUB:
+            for (size_t j = 0; j < k; j++)
+                r[j] = x[j] - y[j];
+            break;
+        case KB_MATH_MUL:
+            for (size_t j = 0; j < k; j++)
+                r[j] = x[j] * y[j];
+            break;
+        default:
+            for (size_t j = 0; j < k; j++)
+                r[j] = element(op, x[j], y[j], z[j], dt);
+        }
         kb_dtype_store_n((char *)out + i * es, dt, r, k);
     }
 }
@@ -193,13 +210,6 @@ __attribute__((target("avx,f16c"))) static size_t f16_binary_f16c(enum kb_math_o
     return i;
 }
 
-static bool have_f16c(void)
-{
-    static int have = -1; /* a benign race: every thread computes the same */
-    if (have < 0)
-        have = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-    return have;
-}
 #endif
 
 int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
@@ -225,7 +235,7 @@ int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
 #ifdef MATH_F16C
     size_t es = kb_dtype_size(dt);
     if (dt == KB_DTYPE_F16 && (op == KB_MATH_ADD || op == KB_MATH_SUB || op == KB_MATH_MUL ||
-                               op == KB_MATH_DIV) && have_f16c()) {
+                               op == KB_MATH_DIV) && kb_dtype_have_f16c()) {
         size_t i = 0;
         while ((i = f16_binary_f16c(op, a, b, out, i, n)) < n) {
             size_t k = n - i < 8 ? n - i : 8; /* the tail, or a block with a NaN */

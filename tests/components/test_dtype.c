@@ -280,6 +280,40 @@ TEST(bulk_load_store)
     }
 }
 
+/* The bulk f16 store (the F16C path where the CPU has it, for groups of
+ * eight exact in float) equals the element store bit for bit: groups all
+ * exact in float (f16 sums, small integers, subnormals, overflow to inf),
+ * groups with one lane that is not (more than 24 significant bits, a NaN,
+ * below float's range), mixed along one buffer, and odd tails. */
+TEST(bulk_f16_store_matches_element_store)
+{
+    enum { N = 8 * 4096 + 5 };
+    static double x[N];
+    static uint16_t bulk[N], one[N];
+    uint64_t r = 99;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        int kind = (int)((r >> 20) % 8), g = i / 8;
+        double f = (double)(float)ldexp((double)(r >> 40) / 0x1p24, (int)(r % 50) - 30);
+        if (g % 3 == 0) /* whole groups exact in float */
+            x[i] = kind == 0 ? 0.0 : kind == 1 ? -0.0 : kind == 2 ? 65520.0 : f;
+        else if (kind == 0 && g % 3 == 1) /* one lane or more not exact */
+            x[i] = 1.0 + 0x1p-40;
+        else if (kind == 1 && g % 3 == 1)
+            x[i] = NAN;
+        else if (kind == 2 && g % 3 == 1)
+            x[i] = 0x1p-200;
+        else
+            x[i] = f;
+    }
+    for (size_t n = N; n + 12 > N; n--) { /* tails of every length mod 8 */
+        kb_dtype_store_n(bulk, KB_DTYPE_F16, x, n);
+        for (size_t i = 0; i < n; i++)
+            kb_dtype_store(one, i, KB_DTYPE_F16, x[i]);
+        ASSERT_TRUE(memcmp(bulk, one, n * 2) == 0);
+    }
+}
+
 /* Every f16 bit pattern through the bulk load (the F16C path where the CPU
  * has it) equals the scalar conversion bit for bit, NaNs included. */
 TEST(bulk_f16_load_all_patterns)
@@ -333,4 +367,5 @@ TEST(names_sizes_buffers)
 TEST_MAIN(f16_known_patterns, f16_nan, bf16_known_patterns,
           round_trips_exhaustive, f16_against_compiler,
           bf16_against_integer_rounding, narrow_fast_path_matches_recipe,
-          bulk_load_store, bulk_f16_load_all_patterns, names_sizes_buffers)
+          bulk_load_store, bulk_f16_load_all_patterns,
+          bulk_f16_store_matches_element_store, names_sizes_buffers)

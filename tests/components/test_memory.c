@@ -444,6 +444,58 @@ TEST(whole_page_writes_keep_zeros_elsewhere)
     T_FREE(sim_free, s);
 }
 
+/* Freeing a block gives back the pages that lie wholly in free space and
+ * clears its bytes in a page it shares with a live block, so a new block
+ * reads as zeros and a page reused by another memory carries nothing. */
+TEST(freed_blocks_read_as_zeros_and_give_pages_back)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem *m = mem(s, &TCM), *other = mem(s, &TCM);
+    ASSERT_TRUE(m && other);
+    unsigned char *buf = T_OWN(malloc(4 * PAGE), free);
+    ASSERT_TRUE(buf);
+    uint64_t a, b, c;
+    ASSERT_EQ(kb_mem_alloc(m, 3 * PAGE + 100, 0, &a), 0);
+    ASSERT_EQ(kb_mem_alloc(m, 200, 0, &b), 0);
+    ASSERT_U64_EQ(a, 0);
+    ASSERT_U64_EQ(b, 3 * PAGE + 100);
+    memset(buf, 0xA5, 4 * PAGE);
+    ASSERT_EQ(kb_mem_write(m, 0, buf, 3 * PAGE + 300), 0);
+    ASSERT_U64_EQ(kb_mem_pages(m), 4);
+    ASSERT_EQ(kb_mem_dealloc(m, a), 0);
+    ASSERT_U64_EQ(kb_mem_pages(m), 1); /* page 3 holds b */
+    ASSERT_EQ(kb_mem_read(m, 0, buf, 4 * PAGE), 0);
+    for (uint64_t j = 0; j < 4 * PAGE; j++)
+        if (buf[j] != (j >= b && j < b + 200 ? 0xA5 : 0))
+            ASSERT_U64_EQ(j, UINT64_MAX);
+    ASSERT_EQ(kb_mem_dealloc(m, b), 0);
+    ASSERT_U64_EQ(kb_mem_pages(m), 0);
+    /* a new block over the same bytes, and another memory's partial
+     * write into pages the first gave back, read as zeros */
+    ASSERT_EQ(kb_mem_alloc(m, 4 * PAGE, 0, &c), 0);
+    ASSERT_U64_EQ(c, 0);
+    memset(buf, 0xFF, 4 * PAGE);
+    ASSERT_EQ(kb_mem_read(m, c, buf, 4 * PAGE), 0);
+    for (uint64_t j = 0; j < 4 * PAGE; j++)
+        if (buf[j])
+            ASSERT_U64_EQ(j, UINT64_MAX);
+    unsigned char one = 7;
+    for (uint64_t pg = 0; pg < 4; pg++)
+        ASSERT_EQ(kb_mem_write(other, pg * PAGE + 5, &one, 1), 0);
+    ASSERT_EQ(kb_mem_read(other, 0, buf, 4 * PAGE), 0);
+    for (uint64_t j = 0; j < 4 * PAGE; j++)
+        if (buf[j] != ((j & (PAGE - 1)) == 5 ? 7 : 0))
+            ASSERT_U64_EQ(j, UINT64_MAX);
+    /* a block freed in a memory that never stored anything */
+    ASSERT_EQ(kb_mem_dealloc(m, c), 0);
+    ASSERT_U64_EQ(kb_mem_pages(m), 0);
+    T_FREE(free, buf);
+    T_FREE(kb_mem_free, m);
+    T_FREE(kb_mem_free, other);
+    T_FREE(sim_free, s);
+}
+
 /* kb_mem_copy against a copy through a buffer: between memories and
  * within one, forwards and backwards overlapping, unaligned, across page
  * boundaries, from never-written pages. */
@@ -512,5 +564,5 @@ TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           schedule_without_waiting, capacity_error,
           first_fit_alignment_and_coalescing, peak_allocation, sparse_storage,
           spans_read_and_write_in_place, whole_page_writes_keep_zeros_elsewhere,
-          copy_page_to_page,
+          copy_page_to_page, freed_blocks_read_as_zeros_and_give_pages_back,
           params_are_checked)
