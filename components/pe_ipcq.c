@@ -329,10 +329,18 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
         ? SIM_FOREVER
         : kb_fabric_path_time(b->dma->fabric, links, n,
                               b->p.credit_bytes);
-    if (credit_ps == SIM_FOREVER)
+    if (credit_ps == SIM_FOREVER) {
+        /* say which way is missing: on a graph that does not join the two
+         * PEs there is no route either way */
+        const int *fwd;
+        if (a->dma->route(a->dma->ctx, a->pe_node, b->pe_node, &fwd) < 0)
+            return KB_SETERR(a, SIM_EINVAL, "cannot wire '%s' '%s' to '%s' '%s': "
+                          "no route from '%s' to '%s' (the fabric does not join "
+                          "them)", a->name, a_dir, b->name, b_dir, a->name, b->name);
         return KB_SETERR(a, SIM_EINVAL, "cannot wire '%s' '%s' to '%s' '%s': no "
                       "credit route back from '%s'", a->name, a_dir, b->name,
                       b_dir, b->name);
+    }
 
     uint32_t ns = a->p.n_slots, sz = a->p.slot_size;
     uint64_t ring = (uint64_t)ns * sz;
