@@ -254,17 +254,22 @@ function tl.launch(sys, ranks, kernel, ...)
   if not ok_sys then
     error(("tl.launch: a system (kb.system) is expected, got %s"):format(type(sys)), 2)
   end
-  local seen = {}
-  for _, r in ipairs(ranks) do
+  local seen, names = {}, {}
+  for i, r in ipairs(ranks) do
     if seen[r] then error(("tl.launch: rank %s listed twice"):format(tostring(r)), 2) end
     seen[r] = true
+    local ok, pe = pcall(sys.pe, sys, r)
+    if not ok then -- the caller's line, not this file's
+      error(("tl.launch: ranks[%d]: %s"):format(i, tostring(pe):gsub("^bad argument #%d+ to '[^']*' %((.*)%)$", "%1")), 2)
+    end
+    names[i] = pe.name
   end
   local args = table.pack(...)
   local run = setmetatable({ranks = ranks, t = {}, sys = sys}, Run)
   local world = #ranks
   local kname = kernel_name(kernel)
   for i, r in ipairs(ranks) do
-    local name = sys:pe(r).name
+    local name = names[i]
     sim:trace_track(name) -- kernel rows first, in rank order
     sim:spawn(name .. ".kernel", function()
       core.bind(sys, r, i - 1, world)
