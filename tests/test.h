@@ -113,6 +113,47 @@ static inline bool test__injected(void)
 #endif
 }
 
+/* A new file holding text (NULL: empty), made with mkstemp in $TMPDIR
+ * (else /tmp) under a name starting with prefix; returns its path
+ * (malloc'd) or NULL with nothing left behind. The caller removes and
+ * frees it: T_OWN(path, test_remove_file). */
+static inline char *test_tmpfile(const char *prefix, const char *text)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    size_t n = strlen(dir) + strlen(prefix) + sizeof "/-XXXXXX";
+    char *path = malloc(n);
+    if (!path)
+        return NULL;
+    snprintf(path, n, "%s/%s-XXXXXX", dir, prefix); /* mkstemp fills the Xs */
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        free(path);
+        return NULL;
+    }
+    size_t len = text ? strlen(text) : 0;
+    bool ok = true;
+    for (size_t off = 0; ok && off < len;) {
+        ssize_t w = write(fd, text + off, len - off);
+        ok = w > 0;
+        off += ok ? (size_t)w : 0;
+    }
+    if (close(fd) != 0 || !ok) {
+        remove(path);
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+/* removes and frees a test_tmpfile path, for T_OWN */
+static inline void test_remove_file(char *path)
+{
+    remove(path);
+    free(path);
+}
+
 /* The whole of stream f, NUL-terminated (caller frees): for tests that
  * write to a tmpfile and check what was written. */
 static inline char *test_slurp(FILE *f)

@@ -180,32 +180,19 @@ TEST(size_limit_string)
     T_FREE(free, big);
 }
 
-/* A temporary file, removed with its name by the harness (T_OWN). */
-static void remove_file(char *path)
-{
-    remove(path);
-    free(path);
-}
-
 TEST(size_limit_file)
 {
-    char tmpl[] = "/tmp/kbsim_test_config_XXXXXX";
-    int fd = mkstemp(tmpl);
-    ASSERT_TRUE(fd >= 0);
-    FILE *fp = fdopen(fd, "w");
-    if (!fp) {
-        close(fd);
-        remove(tmpl);
-    }
-    ASSERT_TRUE(fp);
-    fputs("a: 1\n", fp);
+    static const char pad[] =
+        "# padding padding padding padding padding padding padding padding\n";
+    size_t n = sizeof "a: 1\n" - 1 + 1000 * (sizeof pad - 1);
+    char *text = T_OWN(malloc(n + 1), free);
+    ASSERT_TRUE(text);
+    char *at = text + sprintf(text, "a: 1\n");
     for (int i = 0; i < 1000; i++)
-        fputs("# padding padding padding padding padding padding padding padding\n", fp);
-    fclose(fp);
-    char *path = strdup(tmpl);
-    if (!path)
-        remove(tmpl);
-    ASSERT_TRUE(T_OWN(path, remove_file));
+        at += sprintf(at, "%s", pad);
+    char *path = T_OWN(test_tmpfile("kbsim_test_config", text), test_remove_file);
+    ASSERT_TRUE(path);
+    T_FREE(free, text);
     struct fixture *f = fixture_new();
     ASSERT_TRUE(f);
     f->c.max_bytes = 1024;
@@ -218,7 +205,7 @@ TEST(size_limit_file)
     ASSERT_TRUE(root != NULL);
     ASSERT_STREQ(kb_config_get(root, "a")->text, "1");
     T_FREE(done, f);
-    T_FREE(remove_file, path);
+    T_FREE(test_remove_file, path);
 }
 
 TEST(missing_file)

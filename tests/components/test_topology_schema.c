@@ -87,17 +87,15 @@ TEST(user_file_overrides_one_key)
 
 TEST(user_file_on_disk)
 {
-    char path[] = "/tmp/kbsim_test_topo_XXXXXX";
-    int fd = mkstemp(path);
-    ASSERT_TRUE(fd >= 0);
-    FILE *fp = fdopen(fd, "w");
-    fputs("sips:\n  count: 6\n  topology: torus_2d\n  w: 2\n  h: 3\n", fp);
-    fclose(fp);
+    char *path = T_OWN(test_tmpfile("kbsim_test_topo",
+                                    "sips:\n  count: 6\n  topology: torus_2d\n  w: 2\n  h: 3\n"),
+                       test_remove_file);
+    ASSERT_TRUE(path);
     kb_config_errors_release(&errs);
     struct kb_config_src src = {.defaults_path = TOPO_DEFAULTS, .user_path = path};
     struct kb_topology_cfg cfg;
     ASSERT_EQ(kb_topo_cfg_load(&cfg, &src, &errs), 0);
-    remove(path);
+    T_FREE(test_remove_file, path);
     ASSERT_EQ(cfg.sips.w, 2);
     ASSERT_EQ(cfg.sips.h, 3);
     ASSERT_EQ(cfg.n_pes, 6 * 16 * 8);

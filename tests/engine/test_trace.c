@@ -155,10 +155,8 @@ TEST(disabled_trace_writes_nothing)
 
 TEST(path_open_close_and_free)
 {
-    char path[] = "/tmp/kbsim_test_traceXXXXXX";
-    int fd = mkstemp(path);
-    ASSERT_TRUE(fd >= 0);
-    close(fd);
+    char *path = T_OWN(test_tmpfile("kbsim_test_trace", NULL), test_remove_file);
+    ASSERT_TRUE(path);
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
     char err[256];
@@ -171,12 +169,11 @@ TEST(path_open_close_and_free)
     T_FREE(sim_free, s); /* closes the trace left open */
     char *got = T_OWN(slurp_path(path), free);
     ASSERT_TRUE(got);
-    ASSERT_TRUE(got);
     ASSERT_TRUE(strncmp(got, "{\"traceEvents\":[\n", 17) == 0);
     size_t n = strlen(got);
     ASSERT_STREQ(got + n - 27, "\n],\"displayTimeUnit\":\"ns\"}\n");
     T_FREE(free, got);
-    remove(path);
+    T_FREE(test_remove_file, path);
 
     s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
