@@ -3,14 +3,10 @@
 -- Input: C elements per rank; output: N*C, chunk j = rank j's input.
 -- N-1 steps: pass on the chunk received last, take the west neighbour's.
 local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype}
-end
-
--- A one-way ring: rank i's E sends into rank i+1's W.
-local function wire(sys, ranks, _)
-  tl.wire_ring(sys, ranks)
 end
 
 local function kernel(a, input, output)
@@ -30,6 +26,6 @@ return {
   name = "all_gather",
   collective = "all_gather",
   args = args,
-  wire = wire,
+  wire = ccl.wire_ring, -- a one-way ring
   kernel = kernel,
 }

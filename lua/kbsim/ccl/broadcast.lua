@@ -5,6 +5,7 @@
 -- forwards chunk c while chunk c+1 is still on its way, so the time is
 -- about (N-1+k-1) chunk hops instead of (N-1) whole-tile hops.
 local tl = require("kbsim.tl")
+local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
   local src = opts.src or 0
@@ -14,11 +15,6 @@ local function args(world_size, n_elem, opts)
   local chunks = math.min(opts.chunks or 1, n_elem)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, src = src,
           chunks = chunks}
-end
-
--- A one-way ring: rank i's E sends into rank i+1's W.
-local function wire(sys, ranks, _)
-  tl.wire_ring(sys, ranks)
 end
 
 local function kernel(a, input, output)
@@ -43,6 +39,6 @@ return {
   name = "broadcast",
   collective = "broadcast",
   args = args,
-  wire = wire,
+  wire = ccl.wire_ring, -- a one-way ring
   kernel = kernel,
 }

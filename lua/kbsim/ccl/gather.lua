@@ -15,11 +15,6 @@ local function args(world_size, n_elem, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, root = root}
 end
 
--- A one-way ring: rank i's E sends into rank i+1's W.
-local function wire(sys, ranks, _)
-  tl.wire_ring(sys, ranks)
-end
-
 local function kernel(a, input, output)
   local n, N, root = a.n_elem, a.world_size, a.root
   local u = (tl.rank() - root - 1) % N -- place in the chain; the root is last (N-1)
@@ -42,6 +37,6 @@ return {
   name = "gather",
   collective = "gather",
   args = args,
-  wire = wire,
+  wire = ccl.wire_ring, -- a one-way ring
   kernel = kernel,
 }

@@ -106,6 +106,12 @@ function M.root(name, world_size, opts)
   return root
 end
 
+-- The wiring of a one-way ring, for an algorithm's `wire`: launch index
+-- i's E sends into index i+1's W (the algorithm's args are not needed).
+function M.wire_ring(sys, ranks)
+  require("kbsim.tl").wire_ring(sys, ranks)
+end
+
 -- As find, raising the message.
 function M.get(name, where)
   local algo, msg = M.find(name, where)

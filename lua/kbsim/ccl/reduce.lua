@@ -20,11 +20,6 @@ local function args(world_size, n_elem, opts)
           op = opts.op, chunks = math.min(opts.chunks or 1, n_elem)}
 end
 
--- A one-way ring: rank i's E sends into rank i+1's W.
-local function wire(sys, ranks, _)
-  tl.wire_ring(sys, ranks)
-end
-
 local function kernel(a, input, output)
   local n, N, k = a.n_elem, a.world_size, a.chunks
   local u = (tl.rank() - a.root - 1) % N -- place in the chain; the root is last (N-1)
@@ -47,6 +42,6 @@ return {
   name = "reduce",
   collective = "reduce",
   args = args,
-  wire = wire,
+  wire = ccl.wire_ring, -- a one-way ring
   kernel = kernel,
 }

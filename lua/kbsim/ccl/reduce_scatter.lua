@@ -10,11 +10,6 @@ local function args(world_size, n_elem, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, op = opts.op}
 end
 
--- A one-way ring: rank i's E sends into rank i+1's W.
-local function wire(sys, ranks, _)
-  tl.wire_ring(sys, ranks)
-end
-
 local function kernel(a, input, output)
   local C, N, r = a.n_elem, a.world_size, tl.rank()
   local part = tl.load(input, ((r - 1) % N) * C, C)
@@ -35,6 +30,6 @@ return {
   name = "reduce_scatter",
   collective = "reduce_scatter",
   args = args,
-  wire = wire,
+  wire = ccl.wire_ring, -- a one-way ring
   kernel = kernel,
 }

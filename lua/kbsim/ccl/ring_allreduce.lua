@@ -10,11 +10,6 @@ local function args(world_size, n_elem, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, op = opts.op}
 end
 
--- A one-way ring: rank i's E sends into rank i+1's W.
-local function wire(sys, ranks, _)
-  tl.wire_ring(sys, ranks)
-end
-
 local function kernel(a, input, output)
   local n = a.n_elem
   local acc = tl.load(input, 0, n)
@@ -39,6 +34,6 @@ return {
   name = "ring_allreduce",
   collective = "all_reduce",
   args = args,
-  wire = wire,
+  wire = ccl.wire_ring, -- a one-way ring
   kernel = kernel,
 }

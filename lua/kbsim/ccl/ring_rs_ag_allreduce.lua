@@ -14,11 +14,6 @@ local function args(world_size, n_elem, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, op = opts.op}
 end
 
--- A one-way ring: rank i's E sends into rank i+1's W.
-local function wire(sys, ranks, _)
-  tl.wire_ring(sys, ranks)
-end
-
 local function kernel(a, input, output)
   local n, N, r, dt = a.n_elem, a.world_size, tl.rank(), a.dtype
   -- chunk k covers [off(k), off(k+1)): sizes differ by at most one
@@ -55,6 +50,6 @@ return {
   name = "ring_rs_ag_allreduce",
   collective = "all_reduce",
   args = args,
-  wire = wire,
+  wire = ccl.wire_ring, -- a one-way ring
   kernel = kernel,
 }

@@ -14,11 +14,6 @@ local function args(world_size, n_elem, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, root = root}
 end
 
--- A one-way ring: rank i's E sends into rank i+1's W.
-local function wire(sys, ranks, _)
-  tl.wire_ring(sys, ranks)
-end
-
 local function kernel(a, input, output)
   local n, N, root = a.n_elem, a.world_size, a.root
   local d = (tl.rank() - root) % N -- hops from the root
@@ -47,6 +42,6 @@ return {
   name = "scatter",
   collective = "scatter",
   args = args,
-  wire = wire,
+  wire = ccl.wire_ring, -- a one-way ring
   kernel = kernel,
 }
