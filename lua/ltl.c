@@ -1688,28 +1688,25 @@ static void push_upvalues(lua_State *L)
     }
 }
 
-static int luaopen_tlcore(lua_State *L)
+/* a metatable whose only field is __gc */
+static void gc_metatable(lua_State *L, const char *name, lua_CFunction gc)
 {
-    lkb_newmetatable(L, KB_POOL);
-    lua_pushcfunction(L, pool_gc);
+    lkb_newmetatable(L, name);
+    lua_pushcfunction(L, gc);
     lua_setfield(L, -2, "__gc");
     lua_pop(L, 1);
+}
+
+static int luaopen_tlcore(lua_State *L)
+{
+    gc_metatable(L, KB_POOL, pool_gc);
     lkb_newmetatable(L, KB_HANDLE);
     push_upvalues(L);
     luaL_setfuncs(L, handle_meta, N_UV);
     lua_pop(L, 1);
-    lkb_newmetatable(L, KB_CTX);
-    lua_pushcfunction(L, ctx_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lkb_newmetatable(L, KB_SCRATCH);
-    lua_pushcfunction(L, scratch_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
-    lkb_newmetatable(L, KB_FUTURE);
-    lua_pushcfunction(L, fut_gc);
-    lua_setfield(L, -2, "__gc");
-    lua_pop(L, 1);
+    gc_metatable(L, KB_CTX, ctx_gc);
+    gc_metatable(L, KB_SCRATCH, scratch_gc);
+    gc_metatable(L, KB_FUTURE, fut_gc);
     luaL_newlibtable(L, funcs);
     push_upvalues(L);
     luaL_setfuncs(L, funcs, N_UV);
