@@ -1402,6 +1402,14 @@ def case_inject_kinds():
     e = until_events(m, 1)[eid]
     check(e.status == "done" and e.bytes == 4096 and ps(e.end_ns - e.start_ns) == ps(lat),
           "a message: %r, Lua's %r ns" % (e, lat))
+    # cancelled once on the fabric (half-way): the fabric cannot call it back, so it
+    # arrives whole, at the same time (docs/cosim.md, A message once sent)
+    now = m.now()[0]
+    eid = m.inject(0, 5, 4096, now + 5, tag=4, kind="message")
+    check(m.inject_cancel(eid, now + 5 + lat / 2) is True, "cancel a pending message")
+    e = until_events(m, 1)[eid]
+    check(e.status == "done" and e.bytes == 4096 and ps(e.end_ns - e.start_ns) == ps(lat),
+          "a message cancelled once sent: %r, Lua's %r ns" % (e, lat))
     # a transfer of 1 MiB in 64 KiB pieces, whole
     now = m.now()[0]
     eid = m.inject(0, 1, 1 << 20, now, chunk=64 * KiB)
