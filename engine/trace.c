@@ -308,6 +308,16 @@ void sim__trace_free(struct sim_trace *t)
     free(t);
 }
 
+int sim_trace_move(struct sim *from, struct sim *to)
+{
+    struct sim_trace *t = sim_tracer(from);
+    if (!t || t->closed || sim_tracer(to))
+        return SIM_EINVAL;
+    sim__set_tracer(from, NULL);
+    sim__set_tracer(to, t);
+    return 0;
+}
+
 uint64_t sim_trace_events(const struct sim_trace *t) { return t->events; }
 
 void sim_trace_pause(struct sim_trace *t, bool paused) { t->paused = paused; }

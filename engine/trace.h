@@ -96,6 +96,15 @@ uint64_t sim_trace_events(const struct sim_trace *t);
 void sim_trace_pause(struct sim_trace *t, bool paused);
 bool sim_trace_paused(const struct sim_trace *t);
 
+/* Hands the recorder of `from` to `to`, which has none: the same file goes
+ * on with to's records (tracks are found by name, so a component of `to`
+ * named as one of `from` writes on the same row), and `from` has no trace
+ * any more. Components of `from` that looked the recorder up still hold
+ * it: call this only when `from` will not run again (kbsim serve replaces
+ * a stopped machine by a new one and closes the old one). 0, or
+ * SIM_EINVAL if `from` has no open trace or `to` has one. */
+int sim_trace_move(struct sim *from, struct sim *to);
+
 /* ---- engine internal (sim.c) ----------------------------------------- */
 
 /* Attaches t as the recorder of s (trace.c, on open). */

@@ -933,6 +933,18 @@ static int l_mem_free(lua_State *L)
     return 0;
 }
 
+/* trace_move(from_sim, to_sim): the trace of --trace goes on in the
+ * machine that replaces `from` (serve.lua's rebuild, before the new
+ * machine's components are made, so that they record into it). */
+static int l_trace_move(lua_State *L)
+{
+    struct sim *from = lkb_checksim(L, 1), *to = lkb_checksim(L, 2);
+    if (sim_trace_move(from, to) < 0)
+        return luaL_error(L, "trace_move: the old machine has no open trace, or the new one "
+                             "has one");
+    return 0;
+}
+
 static const luaL_Reg server_methods[] = {
     {"run", srv_run}, {"simulate", srv_simulate}, {"send", srv_send}, {"send_mem", srv_send_mem},
     {"now_ms", srv_now_ms}, {"trace", srv_trace}, {"interrupt", srv_interrupt},
@@ -940,7 +952,7 @@ static const luaL_Reg server_methods[] = {
 
 static const luaL_Reg io_funcs[] = {
     {"open", l_open}, {"mem_write", l_mem_write}, {"mem_copy", l_mem_copy},
-    {"mem_free", l_mem_free}, {NULL, NULL}};
+    {"mem_free", l_mem_free}, {"trace_move", l_trace_move}, {NULL, NULL}};
 
 static int luaopen_serve_io(lua_State *L)
 {

@@ -110,6 +110,11 @@ end
 
 local function reply_error(c, op, id, status, msg)
   if #msg > 65535 then msg = msg:sub(1, 65535) end
+  -- status 12 is protocol 2: a version 1 client hears of a collective
+  -- stopped while it ran as it hears of any other failed one
+  if status == M.STATUS.cancelled and (c.version or M.VERSION) < 2 then
+    status = M.STATUS.collective_failed
+  end
   send(c, op, id, status, string.pack("<s2", msg))
 end
 
@@ -158,6 +163,10 @@ function handle.hello(c, r)
       refuse("refused", "this client already is rank %d", c.rank)
     end
     S.ranks[rank], c.rank = c, rank
+    -- sequence numbers belong to the rank: a client that takes a rank over
+    -- from one that left goes on with its numbering (decision 0042)
+    S.rank_seq[rank] = S.rank_seq[rank] or {}
+    c.seq = S.rank_seq[rank]
   end
   c.hello = true
   return string.pack("<I2I4I4I8", c.version, rank, S.n_pes, S.max_payload)
@@ -297,6 +306,16 @@ end
 
 local fail_instance, elements_per_rank, rebuild
 
+-- A collective (key "group#k") that failed while rank r had no client
+-- counts as issued by r: the rank's next client starts after it, in step
+-- with the members that go on.
+local function skip_seq(r, key)
+  local gk, k = key:match("^(.*)#(%d+)$")
+  local seq = S.rank_seq[r] or {}
+  S.rank_seq[r] = seq
+  seq[gk] = math.max(seq[gk] or 0, tonumber(k))
+end
+
 local function fmt_ns(ns) return ("%.10g"):format(ns) end
 
 -- What every member must agree on, and how to say it.
@@ -432,6 +451,7 @@ function fail_instance(inst, msg, status)
   for _, r in ipairs(inst.group) do
     local c = S.ranks[r]
     if c and not inst.members[r] then c.failed[inst.key] = msg end
+    if not c and not inst.members[r] then skip_seq(r, inst.key) end
   end
   S.pending[inst.key] = nil
   for i = #S.ready, 1, -1 do
@@ -632,6 +652,11 @@ local function run_instance(inst)
     if msg == INTERRUPTED then
       reset = "cancelled"
       local ns = S.sim:now()
+      if inst.cancel.left then
+        refuse("cancelled", "%s over ranks %s cancelled: rank %d disconnected while it ran "
+          .. "(at %s ns; the machine was reset: its tensors hold what the run had stored)",
+          inst.kind, group_text(inst.group), inst.cancel.by, fmt_ns(ns))
+      end
       refuse("cancelled", "%s over ranks %s cancelled by rank %d while running (at %s ns; "
         .. "the machine was reset: its tensors hold what the run had stored)", inst.kind,
         group_text(inst.group), inst.cancel.by, fmt_ns(ns))
@@ -644,7 +669,9 @@ local function run_instance(inst)
   end)
   S.running = nil
   if reset then
-    rebuild(reset == "cancelled" and ("a cancelled " .. inst.kind) or ("a failed " .. inst.kind))
+    rebuild(reset == "failed" and ("a failed " .. inst.kind)
+      or inst.cancel.left and ("rank %d left a running %s"):format(inst.cancel.by, inst.kind)
+      or ("a cancelled " .. inst.kind))
   end
   for _, t in ipairs(S.orphans) do io_.mem_free(S.sys, t.rank, t.addr, t.kind) end
   S.orphans = {}
@@ -1052,7 +1079,9 @@ end
 -- collectives, and injections that had not started (started again).
 -- What does not: the IPCQ channels (wired again by the next collective of
 -- each algorithm), kernel scratch, injections under way (event status
--- lost), and the trace (it ends at the first rebuild).
+-- lost). The trace goes on: the recorder moves to the new machine before
+-- its components are made (their rows are the old ones, found by name),
+-- and a span "machine rebuilt" on row server/machine marks the cut.
 function rebuild(why)
   local old_sim, old_sys = S.sim, S.sys
   collect_injections()
@@ -1062,6 +1091,8 @@ function rebuild(why)
     S.stats_base[k] = S.stats_base[k] + st[k]
   end
   local sim = kb.sim{trace = false}
+  local had_trace = S.srv:trace() ~= nil
+  if had_trace then io_.trace_move(old_sim, sim) end
   local sys = kb.system(sim)
   sys:set_ipcq{buffer_kind = S.cfg.buffer_kind, backpressure = S.cfg.backpressure}
   if cut_ps > 0 then
@@ -1095,12 +1126,14 @@ function rebuild(why)
     t.addr = addr
   end
   for _, f in ipairs(fillers) do io_.mem_free(sys, f[1], f[2], f[3]) end
-  local had_trace = S.srv:trace() ~= nil
   S.srv:set_sim(sim)
   S.sim, S.sys, S.topology = sim, sys, torch.topology_of(sys)
   S.wiring, S.barriers, S.orphans = {sys = sys, wired = {}}, {}, {}
   S.resets = S.resets + 1
-  if had_trace then S.trace_ended = cut_ps / 1000 end
+  if had_trace then
+    sim:trace_span("server.machine", "serve", "machine rebuilt", cut_ps / 1000, cut_ps / 1000,
+      {after = why, machine = S.resets + 1})
+  end
   -- injections: those not started begin again on the new machine
   local cut_ns = cut_ps / 1000
   local keep = {}
@@ -1277,10 +1310,6 @@ function handle.trace(_, r)
   if want > 2 then refuse("bad_argument", "trace: %d (0 pause, 1 record, 2 ask)", want) end
   local set
   if want < 2 then set = want == 1 end
-  if S.trace_ended then
-    refuse("bad_argument", "trace: the trace ended at %s ns, when the machine was rebuilt",
-      fmt_ns(S.trace_ended))
-  end
   local on, events = S.srv:trace(set)
   if on == nil then
     refuse("bad_argument", "trace: this server has no trace (start it with --trace FILE)")
@@ -1389,13 +1418,18 @@ function H.frame(id, version, op, req, meta, data_ptr, data_len)
 end
 
 -- A client that leaves: its rank is free again; every collective of a
--- group it belongs to that has not answered fails, naming it.
+-- group it belongs to that has not answered fails, naming it. One that is
+-- running is stopped at the simulation's next batch, as a cancel stops it
+-- (decision 0042): its members get `cancelled` naming the rank that left,
+-- and the machine is rebuilt without the leaver's tensors.
 function H.closed(id)
   local c = S.clients[id]
   if not c then return end
   S.clients[id] = nil
   if c.rank == nil or S.stopping then return end
   S.ranks[c.rank] = nil
+  -- failures it was to hear of when it issued them: its successor skips them
+  for key in pairs(c.failed) do skip_seq(c.rank, key) end
   local function involves(inst)
     for _, r in ipairs(inst.group) do if r == c.rank then return true end end
     return false
@@ -1403,14 +1437,19 @@ function H.closed(id)
   local doomed = {}
   for _, inst in pairs(S.pending) do if involves(inst) then doomed[#doomed + 1] = inst end end
   for _, inst in ipairs(S.ready) do if involves(inst) then doomed[#doomed + 1] = inst end end
-  if S.running and involves(S.running) then doomed[#doomed + 1] = S.running end
+  local run = S.running
+  if run and involves(run) and not run.failed then
+    run.cancel = run.cancel or {by = c.rank, left = true}
+    S.srv:interrupt()
+  end
   table.sort(doomed, function(a, b) return a.key < b.key end)
   for _, inst in ipairs(doomed) do
     fail_instance(inst, ("rank %d disconnected during %s over ranks %s"):format(c.rank,
       inst.kind, group_text(inst.group)))
   end
   -- its tensors go back to the PE's memory, after the running collective
-  -- if its kernels may still use them
+  -- if its kernels may still use them (a rebuild drops them: only the
+  -- connected clients' tensors move to the new machine)
   for _, t in pairs(c.tensors) do
     if S.running then S.orphans[#S.orphans + 1] = t
     else io_.mem_free(S.sys, t.rank, t.addr, t.kind) end
@@ -1520,7 +1559,7 @@ function M.main(opts)
        timeout_ms = math.floor(timeout * 1000 + 0.5), quiet = kb.options.quiet,
        clients = {}, ranks = {}, pending = {}, ready = {}, barriers = {},
        waiting_idle = {}, orphans = {}, done = 0, injections = {}, advancing = {},
-       next_event = 0, wiring = {sys = sys, wired = {}}, resets = 0, order = 0,
+       next_event = 0, wiring = {sys = sys, wired = {}}, resets = 0, order = 0, rank_seq = {},
        stats_base = {activations = 0, timed_events = 0, deltas = 0, switches = 0}}
   if opts.kernels then
     S.kernels, S.kernels_file = load_kernels(opts.kernels), opts.kernels

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | rooted | cancel | trace | launch | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | rooted | cancel | trace | trace_rebuild | disconnect_running | launch | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
@@ -20,7 +20,7 @@ KBSIM, SRCDIR, WORKDIR, CASE = sys.argv[1:5]
 sys.path.insert(0, os.path.join(SRCDIR, "python"))
 import numpy as np  # noqa: E402
 from kbsim import Client, ServerError, OP  # noqa: E402
-from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER, _s2, _group  # noqa: E402
+from kbsim.client import bf16_from_f32, bf16_to_f32, HEADER, _s2, _group, PROTOCOL_VERSION  # noqa: E402
 
 os.makedirs(WORKDIR, exist_ok=True)
 
@@ -896,6 +896,171 @@ def case_disconnect():
     srv.stop()
 
 
+# A rank's client in a process of its own (killed by the test mid-collective):
+# argv: python dir, address, rank, elements, TCM elements. It allocates a
+# tensor in HBM and one in the TCM, says "issued" and waits in an all_reduce.
+LEAVER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+from kbsim import Client
+r, n, k = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+c = Client(sys.argv[2], rank=r)
+t = c.alloc(n)
+c.write(t, (np.arange(n) % 97 + 100 * r).astype(np.float32))
+c.alloc(k, "f32", "tcm")
+print("issued", flush=True)
+c.all_reduce([0, 1, 2, 3], t, algorithm="ring_allreduce")
+print("answered", flush=True)
+"""
+
+
+def case_disconnect_running():
+    """A member's process killed while its collective runs: the run stops at the
+    next batch, the other members get `cancelled` naming the rank and the time, the
+    machine is rebuilt where it stopped without the leaver's tensors (decision 0042),
+    and a new client on that rank runs the next collective with the right values
+    and the same times as on a fresh server."""
+    srv = Server("-q")
+    N, n, big, tcm = 4, 4096, 1 << 20, 1 << 18
+    group = list(range(N))
+    ring = "ring_allreduce"
+    # rank 2 speaks protocol 1, which has no status 12 (cancelled)
+    cs = [Client(srv.address, rank=r, version=1 if r == 2 else PROTOCOL_VERSION) for r in group]
+    ts = [c.alloc(n) for c in cs]
+    bs = [c.alloc(big) for c in cs]
+    for r, c in enumerate(cs):
+        c.write(ts[r], inputs(r, n))
+        c.write(bs[r], inputs(r, big))
+    first = on_ranks(N, lambda r: cs[r].all_reduce(group, ts[r], algorithm=ring))
+    full = on_ranks(N, lambda r: cs[r].all_reduce(group, bs[r], algorithm=ring))
+    cs[3].close()  # rank 3 goes to a process of its own
+    with Client(srv.address, rank=3) as probe:
+        free_tcm = largest_block(probe)  # rank 3 with no tensors
+    for r in range(3):
+        cs[r].write(bs[r], inputs(r, big))
+    with Client(srv.address) as obs:
+        start = obs.now()[0]
+        done = obs.stats()["collectives_done"]
+        child = subprocess.Popen([sys.executable, "-c", LEAVER, os.path.join(SRCDIR, "python"),
+                                  srv.address, "3", str(big), str(tcm)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        RUNNING.append(child)
+        check(child.stdout.readline().strip() == "issued", "the rank 3 process did not start")
+        rids = [cs[r].send_frame(OP["all_reduce"], _group(group) + struct.pack("<I", bs[r])
+                                 + _s2("sum") + _s2(ring) + b"\0") for r in range(3)]
+        deadline = time.time() + 60
+        while not obs.stats()["simulating"]:
+            check(time.time() < deadline, "the 4-rank all_reduce never ran")
+        child.kill()
+        out, _ = child.communicate(timeout=30)
+        check("answered" not in out, "rank 3 got an answer before it was killed")
+        msgs = []
+        for r in range(3):
+            _op, got, status, meta, _ = cs[r].recv_frame()
+            want = 9 if r == 2 else 12  # collective_failed for the version 1 client
+            check(got == rids[r] and status == want, "rank %d told: %r" % (r, (got, status, meta)))
+            msgs.append(meta[2:].decode())
+        msg = msgs[0]
+        check(msgs == [msg] * 3, "the members' messages differ: %r" % msgs)
+        check(msg.startswith("all_reduce over ranks {0,1,2,3} cancelled: rank 3 disconnected "
+                             "while it ran (at ") and "the machine was reset" in msg, msg)
+        cut = float(msg.split("(at ")[1].split(" ns")[0])
+        check(start < cut < start + full[0].latency_ns,
+              "stopped mid-way: at %r ns, the run started at %r and takes %r ns"
+              % (cut, start, full[0].latency_ns))
+        check(abs(obs.now()[0] - cut) < 1e-3, "the clock after the rebuild: %r, cut at %r"
+              % (obs.now()[0], cut))
+        st = obs.stats()
+        check(st["simulating"] == 0 and st["collectives_done"] == done and st["clients"] == 4,
+              "stats after the rebuild: %r" % st)
+    # rank 3 is free again for a new client
+    cs[3] = c3 = Client(srv.address, rank=3)
+    ts[3] = c3.alloc(n)
+    for r, c in enumerate(cs):
+        c.write(ts[r], inputs(r, n))
+    again = on_ranks(N, lambda r: cs[r].all_reduce(group, ts[r], algorithm=ring))
+    want = sum(inputs(r, n) for r in group)
+    for r in group:
+        x, y = again[r], first[r]
+        check(np.array_equal(x.data, want), "values after the rebuild on rank %d" % r)
+        check(x.start_ns == cut and ps(x.end_ns - x.start_ns) == ps(y.end_ns - y.start_ns)
+              and ps(x.latency_ns) == ps(y.latency_ns),
+              "times after the rebuild on rank %d: %r..%r (%r), first %r..%r (%r)"
+              % (r, x.start_ns, x.end_ns, x.latency_ns, y.start_ns, y.end_ns, y.latency_ns))
+    # the killed process's tensors (HBM and TCM) were freed with it: with the ring
+    # wired again, rank 3's TCM is as free as it was before that process came
+    c3.free(ts[3])
+    check(largest_block(c3) == free_tcm, "rank 3's free TCM after its process was killed: %d, "
+          "before %d" % (largest_block(c3), free_tcm))
+    for c in cs:
+        c.close()
+    srv.stop()
+
+
+def case_trace_rebuild():
+    """--trace goes on across a rebuild (a failed kernel): one file, the kernels'
+    rows kept, a "machine rebuilt" span at the cut, the new machine's kernel, DMA and
+    link spans after it, the trace operation still answers (decision 0042)."""
+    import json
+    path = os.path.join(WORKDIR, "serve_trace_rebuild.json")
+    kernels = os.path.join(SRCDIR, "tests/cli/cosim_kernels.lua")
+    srv = Server("-q", "--trace", path, "--kernels", kernels)
+    N, n = 4, 256
+    group = list(range(N))
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            t = c.alloc(n)
+            c.write(t, inputs(r, n))
+            out = {"first": c.all_reduce(group, t, algorithm="ring_allreduce")}
+            out["fail"] = error_of(lambda: c.launch(group, "fails", None, None,
+                                                    {"bad": 1, "why": "trace"}))
+            out["cut"] = c.now()[0]
+            if r == 0:
+                out["trace"] = c.trace()
+            c.write(t, inputs(r, n))
+            out["again"] = c.all_reduce(group, t, algorithm="ring_allreduce")
+            return out
+    res = on_ranks(N, member)
+    with Client(srv.address) as obs:
+        final = obs.trace()
+    srv.stop()
+    r0 = res[0]
+    cut = r0["cut"]
+    check(r0["fail"].status == "sim_error", str(r0["fail"]))
+    check(r0["trace"][0] is True and final[1] > r0["trace"][1],
+          "the trace after the rebuild: %r, at the end %r" % (r0["trace"], final))
+    for r in group:
+        a = res[r]["again"]
+        check(np.array_equal(a.data, sum(inputs(x, n) for x in group)), "values on rank %d" % r)
+        check(a.start_ns == cut and ps(a.end_ns - a.start_ns) ==
+              ps(res[r]["first"].end_ns - res[r]["first"].start_ns),
+              "rank %d's all_reduce after the rebuild: %r..%r" % (r, a.start_ns, a.end_ns))
+    with open(path) as f:
+        ev = json.load(f)["traceEvents"]   # one file, one JSON document
+    spans = [e for e in ev if e.get("ph") == "X"]
+    ring = [e for e in spans if e.get("name") == "ring_allreduce"]
+    before = [e for e in ring if round(e["ts"] * 1e6) < ps(cut)]
+    after = [e for e in ring if round(e["ts"] * 1e6) >= ps(cut)]
+    check(len(before) == N and len(after) == N, "kernel spans before / after the cut: %d / %d"
+          % (len(before), len(after)))
+    check(sorted((e["pid"], e["tid"]) for e in before) == sorted((e["pid"], e["tid"])
+                                                                  for e in after),
+          "the new machine's kernels are on the old rows")
+    mark = [e for e in spans if e.get("name") == "machine rebuilt"]
+    check(len(mark) == 1 and round(mark[0]["ts"] * 1e6) == ps(cut) and mark[0]["dur"] == 0
+          and mark[0]["args"]["after"] == "a failed launch" and mark[0]["args"]["machine"] == 2,
+          "the rebuild's mark: %r (cut %r)" % (mark, cut))
+    for cat in ("dma", "link"):
+        late = [e for e in spans if e.get("cat") == cat and round(e["ts"] * 1e6) >= ps(cut)]
+        check(late, "no %s span of the new machine" % cat)
+    names = [e["args"]["name"] for e in ev if e.get("ph") == "M" and e["name"] == "thread_name"]
+    check(len(names) == len(set((e["pid"], e["args"]["name"]) for e in ev
+                                if e.get("ph") == "M" and e["name"] == "thread_name")),
+          "a row named twice")
+
+
 def refused(args, text):
     p = subprocess.run([KBSIM, "serve", *args], capture_output=True, text=True, cwd=WORKDIR,
                        timeout=60)
@@ -1237,6 +1402,14 @@ def case_inject_kinds():
     e = until_events(m, 1)[eid]
     check(e.status == "done" and e.bytes == 4096 and ps(e.end_ns - e.start_ns) == ps(lat),
           "a message: %r, Lua's %r ns" % (e, lat))
+    # cancelled once on the fabric (half-way): the fabric cannot call it back, so it
+    # arrives whole, at the same time (docs/cosim.md, A message once sent)
+    now = m.now()[0]
+    eid = m.inject(0, 5, 4096, now + 5, tag=4, kind="message")
+    check(m.inject_cancel(eid, now + 5 + lat / 2) is True, "cancel a pending message")
+    e = until_events(m, 1)[eid]
+    check(e.status == "done" and e.bytes == 4096 and ps(e.end_ns - e.start_ns) == ps(lat),
+          "a message cancelled once sent: %r, Lua's %r ns" % (e, lat))
     # a transfer of 1 MiB in 64 KiB pieces, whole
     now = m.now()[0]
     eid = m.inject(0, 1, 1 << 20, now, chunk=64 * KiB)

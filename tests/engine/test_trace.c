@@ -233,6 +233,44 @@ TEST(write_error_reported)
     T_FREE(test_fclose, f);
 }
 
+/* sim_trace_move: the file goes on in the second simulation, on the same
+ * tracks; the first has no trace any more (freeing it writes nothing). */
+TEST(trace_moves_to_another_sim)
+{
+    FILE *f = T_OWN(tmpfile(), test_fclose);
+    ASSERT_TRUE(f);
+    struct sim *a = T_OWN(sim_new(NULL), sim_free);
+    struct sim *b = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(a && b);
+    ASSERT_EQ(sim_trace_move(a, b), SIM_EINVAL); /* a has no trace */
+    char err[256];
+    ASSERT_EQ(sim_trace_open_file(a, f, "moved", err, sizeof err), 0);
+    struct sim_trace *t = sim_tracer(a);
+    int pe = sim_trace_track_path(t, "sip0.cube0.pe0");
+    ASSERT_EQ(pe, 0);
+    sim_trace_span(t, pe, "kernel", "before", 0, 1, NULL, 0);
+    ASSERT_EQ(sim_trace_move(a, b), 0);
+    ASSERT_TRUE(sim_tracer(a) == NULL && sim_tracer(b) == t);
+    ASSERT_EQ(sim_trace_move(b, b), SIM_EINVAL); /* b has one */
+    ASSERT_EQ(sim_trace_close(a, err, sizeof err), 0); /* nothing to close */
+    T_FREE(sim_free, a);
+    ASSERT_EQ(sim_trace_track_path(sim_tracer(b), "sip0.cube0.pe0"), pe);
+    sim_trace_span(t, pe, "kernel", "after", 2, 3, NULL, 0);
+    ASSERT_EQ(sim_trace_close(b, err, sizeof err), 0);
+    ASSERT_EQ(sim_trace_move(b, b), SIM_EINVAL); /* closed */
+    char *got = T_OWN(test_slurp(f), free);
+    ASSERT_TRUE(got);
+    ASSERT_CONTAINS(got, "\"name\":\"before\"},\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,"
+                         "\"ts\":0.000002,\"dur\":0.000001,\"cat\":\"kernel\",\"name\":\"after\"}\n"
+                         "],\"displayTimeUnit\":\"ns\"}\n");
+    /* one footer, one set of names */
+    ASSERT_TRUE(strstr(strstr(got, "displayTimeUnit") + 1, "displayTimeUnit") == NULL);
+    ASSERT_TRUE(strstr(strstr(got, "thread_name") + 1, "thread_name") == NULL);
+    T_FREE(free, got);
+    T_FREE(sim_free, b);
+    T_FREE(test_fclose, f);
+}
+
 TEST_MAIN(tiny_trace_exact_json, paused_trace_drops_records, escaping, disabled_trace_writes_nothing,
           path_open_close_and_free, large_trace_through_the_buffer,
-          write_error_reported)
+          write_error_reported, trace_moves_to_another_sim)
