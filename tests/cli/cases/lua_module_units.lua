@@ -121,6 +121,16 @@ kb.check(got.recv == got.recv_end, "recv waited from 0")
 kb.check(got.data == string.rep("x", 255) .. "!" and got.meta.tag == 7 and got.meta.count == 64,
          "data and meta")
 
+-- a placed CPU: its own export, the same closed form
+local cpu = kb.unit(sys, "sw", "cpu")
+local u = kb.module(sys, "sw.user")
+u:out("cpu", "kb_cpu_if")
+u:bind("cpu", cpu:port())
+local took
+u:thread("t", function(self) took = self:peer("cpu"):dispatch() end)
+sim:run()
+kb.check(cpu:port() == "sw.cpu.in" and took == 4 and u:peer("cpu"):dispatch_time() == 4, "placed cpu")
+
 -- errors: outside a thread process, bad arguments, misuse
 local ok, err = pcall(function() return k:peer("math"):run("add", "f32", {1}, {2}) end)
 kb.check(not ok and err:find("math:run", 1, true), err)
