@@ -51,9 +51,12 @@ static const char usage_text[] =
     "  --trace-point N      with --trace: the Nth simulation / sweep point instead\n"
     "  --describe           no script: build the system (configs/topology.yaml,\n"
     "                       --topology, --set), make every PE's units and list\n"
-    "                       its modules, their ports and bindings (docs/modules.md)\n"
-    "  --describe-dot FILE  likewise, as a Graphviz graph written to FILE\n"
-    "                       ('dot -Tsvg FILE > wiring.svg' draws it)\n"
+    "                       its modules, their ports and bindings (docs/modules.md);\n"
+    "                       with a script: run it and list every system it makes\n"
+    "                       (Lua modules included), each when it is closed or at\n"
+    "                       the end\n"
+    "  --describe-dot FILE  likewise, as a Graphviz graph written to FILE (with a\n"
+    "                       script: its first system) ('dot -Tsvg FILE > wiring.svg')\n"
     "  -q, --quiet          no progress output\n"
     "  --version            print the version and exit\n"
     "  -h, --help           print this help and exit\n"
@@ -246,11 +249,8 @@ static const char describe_chunk[] =
     "  f:close()\n"
     "end\n";
 
-static int describe_main(struct lkb_options *opt, bool text, const char *dot_file,
-                         const char *extra)
+static int describe_main(struct lkb_options *opt, bool text, const char *dot_file)
 {
-    if (extra != NULL)
-        usage_error("--describe and --describe-dot take no script, got '%s'", extra);
     int status = EXIT_USAGE;
     lua_State *L = lkb_check_config(opt) == 0 ? new_state(opt) : NULL;
     if (L) {
@@ -399,8 +399,10 @@ static int kbsim_main(int argc, char **argv)
     }
     if (serving)
         return serve_main(&opt, &serve, i < argc ? argv[i] : NULL);
-    if (describe || describe_dot)
-        return describe_main(&opt, describe, describe_dot, i < argc ? argv[i] : NULL);
+    if ((describe || describe_dot) && i >= argc)
+        return describe_main(&opt, describe, describe_dot);
+    if ((describe || describe_dot) && (opt.shards > 0 || opt.merge))
+        usage_error("%s", "--describe of a script runs it whole: not with --shard or --merge");
     if (i >= argc)
         usage_error("%s", "no script given");
     if (opt.trace_point && opt.trace == NULL)
@@ -452,6 +454,8 @@ static int kbsim_main(int argc, char **argv)
         return EXIT_USAGE;
     }
     set_arg(L, argc, argv, i);
+    if (describe || describe_dot)
+        lkb_describe_begin(L);
 
     int status = 0;
     if (lkb_loadfile(L, script) != LUA_OK) {
@@ -467,6 +471,10 @@ static int kbsim_main(int argc, char **argv)
             fprintf(stderr, "kbsim: %s\n", msg ? msg : "(error object is not a string)");
             status = EXIT_USAGE;
         }
+    }
+    if (status == 0 && (describe || describe_dot)) {
+        fflush(stdout);
+        status = lkb_describe_end(L, describe ? stdout : NULL, describe_dot);
     }
     int ended = lkb_sweep_end_status(L);
     if (status == 0 && ended < 0 && opt.shards > 0)

@@ -76,6 +76,10 @@ void lkb_open_traffic(lua_State *L);
  * ports and the C interfaces they call, to the module table on top of the
  * stack (lmodule.c, called from lkb_open_system). */
 void lkb_open_module(lua_State *L);
+/* kbsim --describe SCRIPT: describes the systems it collects whose
+ * simulation is the kbsim.sim at index i, before that is closed
+ * (lsystem.c; lkb_describe_begin in lkbsim.h). */
+void lkb_describe_sim_closing(lua_State *L, int i);
 /* The open kbsim.system at index i (an error otherwise); its simulation is
  * the userdata's first user value (lsystem.c). */
 struct kb_system *lkb_checksystem(lua_State *L, int i);

@@ -850,6 +850,7 @@ static int sim_close_l(lua_State *L)
         return 0;
     if (o->running)
         return luaL_error(L, "attempt to close a running simulation");
+    lkb_describe_sim_closing(L, 1);
     closesim(o);
     /* Release the anchored threads and fifo values now, not at the next
      * collection of the handle. */

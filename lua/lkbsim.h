@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include <lua.h>
 
@@ -71,5 +72,16 @@ int lkb_check_config(const struct lkb_options *opt);
  * run writes no outputs; kb.sweep's cache stays in kb.options.out):
  * removes it and everything in it, if it was made. */
 void lkb_remove_scratch(lua_State *L);
+
+/* kbsim --describe SCRIPT: from lkb_describe_begin on, every kb.system
+ * the state makes is kept and described (sys:describe with ports and every
+ * PE's units) when the script closes it or, still open, at
+ * lkb_describe_end, which writes each listing to `text` (NULL: none) after
+ * a line "# system K of N, made at FILE:LINE", and the first system's
+ * Graphviz graph to dot_file (NULL: none). 0, or 2 with the problem on
+ * stderr (no system made, one that cannot be described, a file not
+ * written). Decision 0040. */
+void lkb_describe_begin(lua_State *L);
+int lkb_describe_end(lua_State *L, FILE *text, const char *dot_file);
 
 #endif

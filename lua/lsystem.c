@@ -12,6 +12,8 @@
  *
  * The system lives as long as its simulation (it is anchored there): its
  * links are processes of that simulation. */
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -312,6 +314,184 @@ static void push_errors(lua_State *L, const struct kb_config_errors *errs)
     luaL_pushresult(&msg);
 }
 
+
+/* ---- kbsim --describe SCRIPT: every system a script makes -------------- */
+
+/* Registry key of the list {{sys =, where =, text =, dot =, err =}, ...}
+ * of the systems made while lkb_describe_begin is in force, in the order
+ * made (strong references: a system is described before it is freed). */
+static const char describe_key = 'd';
+
+static void note_for_describe(lua_State *L, int sysidx, const char *where)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &describe_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return;
+    }
+    lua_createtable(L, 0, 4);
+    lua_pushvalue(L, sysidx);
+    lua_setfield(L, -2, "sys");
+    lua_pushstring(L, where);
+    lua_setfield(L, -2, "where");
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    lua_pop(L, 1);
+}
+
+static int sys_describe(lua_State *L);
+
+/* Describes the system of entry `e` (a table at index e) once, while it is
+ * open: its listing (ports, every PE's units made) in e.text, its Graphviz
+ * graph in e.dot, or the failure in e.err. */
+static void describe_entry(lua_State *L, int e)
+{
+    e = lua_absindex(L, e);
+    bool done = lua_getfield(L, e, "text") != LUA_TNIL;
+    done = lua_getfield(L, e, "err") != LUA_TNIL || done;
+    lua_pop(L, 2);
+    if (done)
+        return;
+    static const char *const fields[] = {"text", "dot"};
+    for (int k = 0; k < 2; k++) {
+        lua_pushcfunction(L, sys_describe);
+        lua_getfield(L, e, "sys");
+        lua_createtable(L, 0, 3);
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "ports");
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "units");
+        lua_pushstring(L, k ? "dot" : "text");
+        lua_setfield(L, -2, "format");
+        if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+            lua_setfield(L, e, "err");
+            return;
+        }
+        lua_setfield(L, e, fields[k]);
+    }
+}
+
+/* Describes the systems --describe collects whose simulation is the
+ * kbsim.sim at index i (it is being closed). */
+void lkb_describe_sim_closing(lua_State *L, int i)
+{
+    i = lua_absindex(L, i);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &describe_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return;
+    }
+    int list = lua_gettop(L);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, list);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_rawgeti(L, list, k);
+        lua_getfield(L, -1, "sys");
+        lua_getiuservalue(L, -1, 1);
+        bool same = lua_rawequal(L, -1, i);
+        lua_pop(L, 2);
+        if (same)
+            describe_entry(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* Describes the system at index i now if --describe collects it (it is
+ * being closed). */
+static void describe_before_close(lua_State *L, int i)
+{
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &describe_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        return;
+    }
+    int list = lua_gettop(L);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, list);
+    for (lua_Integer k = 1; k <= n; k++) {
+        lua_rawgeti(L, list, k);
+        lua_getfield(L, -1, "sys");
+        bool same = lua_rawequal(L, -1, i);
+        lua_pop(L, 1);
+        if (same)
+            describe_entry(L, -1);
+        lua_pop(L, 1);
+        if (same)
+            break;
+    }
+    lua_pop(L, 1);
+}
+
+void lkb_describe_begin(lua_State *L)
+{
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &describe_key);
+}
+
+static int describe_end_l(lua_State *L)
+{
+    FILE *text = lua_touserdata(L, 1);
+    const char *dot_file = lua_tostring(L, 2);
+    int status = 0;
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &describe_key) != LUA_TTABLE) {
+        lua_pushinteger(L, 0);
+        return 1;
+    }
+    int list = lua_gettop(L);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, list);
+    if (n == 0) {
+        fprintf(stderr, "kbsim: --describe: the script made no system (kb.system)\n");
+        status = 2;
+    }
+    for (lua_Integer k = 1; k <= n && status == 0; k++) {
+        lua_rawgeti(L, list, k);
+        int e = lua_gettop(L);
+        describe_entry(L, e);
+        lua_getfield(L, e, "where");
+        const char *where = lua_tostring(L, -1);
+        if (lua_getfield(L, e, "err") != LUA_TNIL) {
+            fprintf(stderr, "kbsim: --describe: system %lld (made at %s): %s\n", (long long)k,
+                    where, lua_tostring(L, -1));
+            status = 2;
+        } else if (text) {
+            lua_getfield(L, e, "text");
+            fprintf(text, "# system %lld of %lld, made at %s\n%s", (long long)k, (long long)n,
+                    where, lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+        if (status == 0 && dot_file && k == 1) {
+            lua_getfield(L, e, "dot");
+            FILE *f = fopen(dot_file, "w");
+            if (!f || fputs(lua_tostring(L, -1), f) < 0 || fclose(f) != 0) {
+                fprintf(stderr, "kbsim: --describe-dot: %s: %s\n", dot_file, strerror(errno));
+                status = 2;
+            }
+            if (n > 1 && status == 0)
+                fprintf(stderr, "kbsim: --describe-dot drew system 1 of %lld (made at %s)\n",
+                        (long long)n, where);
+            lua_pop(L, 1);
+        }
+        lua_settop(L, list);
+    }
+    lua_pushnil(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &describe_key);
+    lua_pushinteger(L, status);
+    return 1;
+}
+
+int lkb_describe_end(lua_State *L, FILE *text, const char *dot_file)
+{
+    lua_pushcfunction(L, describe_end_l);
+    lua_pushlightuserdata(L, text);
+    if (dot_file)
+        lua_pushstring(L, dot_file);
+    else
+        lua_pushnil(L);
+    if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+        fprintf(stderr, "kbsim: --describe: %s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return 2;
+    }
+    int status = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    return status;
+}
+
 /* kb.system(sim, spec, {timing_only = bool}) -> system */
 static int l_system(lua_State *L)
 {
@@ -362,6 +542,7 @@ static int l_system(lua_State *L)
         return lua_error(L);
     lua_pop(L, 1);
     lkb_anchor(L, 1, -1);
+    note_for_describe(L, lua_gettop(L), where);
     return 1;
 }
 
@@ -1170,6 +1351,7 @@ static int sys_close(lua_State *L)
         return 0;
     if (kb_fabric_in_flight(kb_system_fabric(h->sys)))
         return luaL_error(L, "attempt to close a system with transfers in flight");
+    describe_before_close(L, 1);
     /* The processes of its PE units (DMA channels, ...) live in the
      * simulation, which may run them again: while it is open, the system
      * is only hidden, and freed when the simulation lets it go (it anchors

@@ -8,7 +8,10 @@
 --
 -- measured: our CSV (collective,algorithm,dtype,bytes_per_pe,measured_ns), a
 -- references CSV (scenarios/refs/ccl_references.csv: its lines are sampled at
--- `sizes`) or PARAM output. With truth=, the "measurements" are simulated at
+-- `sizes`), PARAM output, or DMA probes (case,copies,bytes,measured_ns:
+-- scenarios/refs/probe_original.csv, the original's published latencies).
+-- exclude_misfits=yes fits again without the points the first fit leaves
+-- above misfit, and says for each why (decision 0040). With truth=, the "measurements" are simulated at
 -- those values on the same system first, and the fit, started from the
 -- configured values, must find them again within 1 %. docs/calibrate.md.
 local kb = require("kbsim")
@@ -35,6 +38,10 @@ local P = kb.params({
   max_iter = {default = 30, type = "integer", min = 1, help = "Levenberg–Marquardt iterations"},
   misfit = {default = 0.10, type = "number", min = 0,
             help = "a point whose relative error after the fit exceeds this is reported"},
+  exclude_misfits = {default = false, type = "boolean",
+                     help = "fit again without the points the first fit leaves above misfit"},
+  target = {default = 0.10, type = "number", min = 0,
+            help = "the MAPE after the fit the run reports as reached or not"},
 }, {about = "fit topology.yaml settings to measured collective latencies",
     check = function(p)
       if (p.measured == "") == (p.truth == "") then
@@ -107,8 +114,10 @@ else
   end
 end
 
-local fit = cal.fit{points = points, keys = keys, init = init, ranges = ranges,
-                    max_iter = P.max_iter, misfit = P.misfit}
+local fit = cal.fit_excluding{points = points, keys = keys, init = init, ranges = ranges,
+                              max_iter = P.max_iter, misfit = P.misfit,
+                              exclude_misfits = P.exclude_misfits}
+local probes = points[1].copies ~= nil
 
 -- ---- outputs -----------------------------------------------------------
 local out = kb.outdir()
@@ -122,18 +131,25 @@ end
 local pcsv = results.csv(out .. "/fit.csv", prows,
   {"key", "status", "initial", "fitted", "ci95", "truth", "min", "max", "meaning"})
 local long = {}
-for _, p in ipairs(fit.points) do
+for i, p in ipairs(fit.points) do
+  p.point = i
+  p.excluded = p.excluded or false
+  p.why = p.why or ""
   for _, s in ipairs({{"measured", p.measured_ns}, {"before", p.before_ns}, {"after", p.after_ns}}) do
     long[#long + 1] = {bytes_per_pe = p.bytes_per_pe, series = s[1], ns = s[2],
-                       collective = p.collective}
+                       collective = p.collective, point = i}
   end
 end
-local mcsv = results.csv(out .. "/points.csv", fit.points, {"label", "collective", "algorithm",
-  "dtype", "bytes_per_pe", "measured_ns", "before_ns", "after_ns", "err_before", "err_after",
-  "fitted"})
+local mcsv = results.csv(out .. "/points.csv", fit.points, {"point", "label", "collective",
+  "algorithm", "dtype", "bytes_per_pe", "measured_ns", "before_ns", "after_ns", "err_before",
+  "err_after", "fitted", "excluded", "why"})
 local lcsv = results.csv(out .. "/points_long.csv", long,
-  {"bytes_per_pe", "collective", "series", "ns"})
-local fig = results.figure{name = "calibration", csv = lcsv, x = "bytes_per_pe", y = "ns",
+  {"point", "bytes_per_pe", "collective", "series", "ns"})
+-- DMA probes are cases of one size: latency against the case's number
+local fig = probes and results.figure{name = "calibration", csv = lcsv, x = "point", y = "ns",
+  series = "series", title = "measured, model before and after the fit, per case (points.csv)",
+  xlabel = "case (points.csv)", ylabel = "latency (ns)", logy = 10}
+  or results.figure{name = "calibration", csv = lcsv, x = "bytes_per_pe", y = "ns",
   series = "series", title = "measured, model before and after the fit",
   xlabel = "bytes per PE", ylabel = "latency (ns)", logx = 2, logy = 10}
 local entries = {
@@ -183,24 +199,56 @@ for _, r in ipairs(prows) do
     truth and ("%.6g"):format(r.truth) or ""))
 end
 if not fit.ci then print(("confidence intervals: none (%s)"):format(fit.ci_why)) end
-print(("%-14s %8s %14s %14s %14s %9s %9s"):format("collective", "bytes", "measured_ns",
-  "before_ns", "after_ns", "err_bef", "err_aft"))
+print(("%-22s %8s %14s %14s %14s %9s %9s"):format(probes and "case" or "collective", "bytes",
+  "measured_ns", "before_ns", "after_ns", "err_bef", "err_aft"))
 for _, p in ipairs(fit.points) do
-  print(("%-14s %8d %14.1f %14.1f %14.1f %8.2f%% %8.2f%%%s"):format(p.collective, p.bytes_per_pe,
-    p.measured_ns, p.before_ns, p.after_ns, 100 * p.err_before, 100 * p.err_after,
-    p.fitted and "" or "  not fitted"))
+  print(("%-22s %8d %14.1f %14.1f %14.1f %8.2f%% %8.2f%%%s"):format(
+    probes and p.label or p.collective, p.bytes_per_pe, p.measured_ns, p.before_ns, p.after_ns,
+    100 * p.err_before, 100 * p.err_after,
+    p.excluded and "  excluded" or p.fitted and "" or "  not fitted"))
 end
-print(("MAPE %.2f%% -> %.2f%%, GMAE %.4g -> %.4g; %d iterations, %d simulations"):format(
-  100 * fit.mape_before, 100 * fit.mape_after, fit.gmae_before, fit.gmae_after, fit.iterations,
-  fit.simulations))
+if fit.first then
+  print(("first fit on all %d points: %s, MAPE %.2f%% at %s; fitted again after setting aside "
+    .. "%d point%s above %.0f%%, the worst first"):format(#fit.points, fit.first.status, 100 * fit.first.mape_after,
+    cal.format_values(fit.first.values, keys), fit.excluded, fit.excluded == 1 and "" or "s",
+    100 * P.misfit))
+  print(("MAPE %.2f%% -> %.2f%% on the %d points fitted (%.2f%% on all %d), GMAE %.4g -> %.4g; "
+    .. "%d iterations, %d simulations"):format(100 * fit.mape_before, 100 * fit.mape_after,
+    #fit.points - fit.excluded, 100 * fit.mape_all_after, #fit.points, fit.gmae_before,
+    fit.gmae_after, fit.iterations, fit.simulations))
+else
+  print(("MAPE %.2f%% -> %.2f%%, GMAE %.4g -> %.4g; %d iterations, %d simulations"):format(
+    100 * fit.mape_before, 100 * fit.mape_after, fit.gmae_before, fit.gmae_after, fit.iterations,
+    fit.simulations))
+end
+if fit.exclusion_why then print("no second fit: " .. fit.exclusion_why) end
 local unfit = {}
 for _, p in ipairs(fit.points) do
-  if not p.fitted then unfit[#unfit + 1] = ("%s (%.1f%%)"):format(p.label, 100 * p.err_after) end
+  if not p.fitted then
+    unfit[#unfit + 1] = p
+    print(("%s %s (%.1f%%): %s"):format(p.excluded and "excluded" or "not fitted", p.label,
+      100 * p.err_after, p.why ~= "" and p.why or "?"))
+  end
 end
 if #unfit > 0 then
-  print(("not fitted within %.0f%%: %s — with only %s free, the model's curve cannot pass through "
-    .. "them; another setting (or the algorithm) differs there"):format(100 * P.misfit,
-    table.concat(unfit, ", "), table.concat(keys, ", ")))
+  print(("not fitted within %.0f%%: %d point%s — with only %s free, the model's curve cannot pass "
+    .. "through them; another setting, or the model's structure, differs there"):format(
+    100 * P.misfit, #unfit, #unfit == 1 and "" or "s", table.concat(keys, ", ")))
+end
+if fit.status == "fitted" then
+  local all = fit.mape_all_after or fit.mape_after
+  if fit.mape_after <= P.target and not fit.excluded then
+    print(("target MAPE <= %.0f%%: reached on all points with physical values"):format(
+      100 * P.target))
+  elseif fit.mape_after <= P.target then
+    print(("target MAPE <= %.0f%%: reached with physical values on the %d points the model's "
+      .. "structure allows (%.2f%%); %d set aside (%.2f%% on all): the lines 'excluded' say "
+      .. "why"):format(100 * P.target, #fit.points - (fit.excluded or 0), 100 * fit.mape_after,
+      fit.excluded or 0, 100 * all))
+  else
+    print(("target MAPE <= %.0f%%: NOT reached (%.2f%%) with physical values"):format(
+      100 * P.target, 100 * fit.mape_after))
+  end
 end
 local recovered = truth and true
 if truth then

@@ -9,13 +9,19 @@
 -- Measurements (docs/calibrate.md): a CSV with the header M.HEADER, one point a line,
 --   collective,algorithm,dtype,bytes_per_pe,measured_ns
 -- or a references CSV (kbsim.references: points, and lines sampled at opts.line_sizes),
--- or PARAM COMMS-RES output (kbsim.param_results, µs). Blank lines and # comments are
+-- or PARAM COMMS-RES output (kbsim.param_results, µs), or DMA probes with the header
+-- M.PROBE_HEADER, one case a line,
+--   case,copies,bytes,measured_ns
+-- where copies is "SRC>DST SRC>DST ..." (PE names, e.g. sip0.cube0.pe0>sip0.cube0.pe1):
+-- copies of `bytes` each, TCM to TCM by the source PE's DMA, all started together;
+-- the latency is when the last one ends. Blank lines and # comments are
 -- skipped. Every problem is "FILE:LINE: problem".
 local lm = require("kbsim.lm")
 
 local M = {}
 
 M.HEADER = "collective,algorithm,dtype,bytes_per_pe,measured_ns"
+M.PROBE_HEADER = "case,copies,bytes,measured_ns"
 M.COLLECTIVES = {all_reduce = true, all_gather = true, reduce_scatter = true,
                  all_to_all = true, broadcast = true}
 local DTYPE_BYTES = {f16 = 2, bf16 = 2, f32 = 4}
@@ -43,21 +49,47 @@ local function point(collective, algorithm, dtype, bytes, ns, label)
           measured_ns = ns, label = label}
 end
 
+-- One DMA probe case, checked; nil and why.
+local function probe_point(case, copies, bytes, ns, label)
+  if not case:match("^[%w_ ,()%-]+$") then return nil, ("bad case name '%s'"):format(case) end
+  local list = {}
+  for item in copies:gmatch("%S+") do
+    local a, b = item:match("^([%w_.]+)>([%w_.]+)$")
+    if not a then return nil, ("copy '%s' is not SRC>DST (PE names)"):format(item) end
+    list[#list + 1] = {a, b}
+  end
+  if #list == 0 then return nil, "no copies" end
+  bytes = math.tointeger(tonumber(bytes))
+  if not bytes or bytes <= 0 then return nil, "bytes must be a positive integer" end
+  ns = tonumber(ns)
+  if not finite(ns) or ns <= 0 then return nil, "measured_ns must be a positive number" end
+  return {collective = "dma", algorithm = "-", dtype = "-", bytes = bytes, copies = list,
+          measured_ns = ns, label = label or case, case = case}
+end
+
 -- Our CSV: the header, then one point a line.
-local function parse_points(text, name)
+local function parse_points(text, name, probe)
   local pts, n = {}, 0
+  local header, fields = probe and M.PROBE_HEADER or M.HEADER, probe and 4 or 5
   for line in text:gmatch("([^\n]*)\n?") do
     n = n + 1
     line = line:gsub("\r$", "")
     if n == 1 then
-      if line ~= M.HEADER then
-        return nil, ("%s:1: expected the header '%s'"):format(name, M.HEADER)
+      if line ~= header then
+        return nil, ("%s:1: expected the header '%s'"):format(name, header)
       end
     elseif line ~= "" and not line:match("^%s*#") then
       local c = {}
       for f in (line .. ","):gmatch("([^,]*),") do c[#c + 1] = f end
-      if #c ~= 5 then return nil, ("%s:%d: expected 5 fields, got %d"):format(name, n, #c) end
-      local p, why = point(c[1], c[2], c[3], c[4], c[5], ("%s:%d"):format(name, n))
+      if #c ~= fields then
+        return nil, ("%s:%d: expected %d fields, got %d"):format(name, n, fields, #c)
+      end
+      local p, why
+      if probe then
+        p, why = probe_point(c[1], c[2], c[3], c[4])
+      else
+        p, why = point(c[1], c[2], c[3], c[4], c[5], ("%s:%d"):format(name, n))
+      end
       if not p then return nil, ("%s:%d: %s"):format(name, n, why) end
       pts[#pts + 1] = p
     end
@@ -111,6 +143,8 @@ function M.read(path, opts)
     return pts
   elseif first == M.HEADER then
     return parse_points(text, path)
+  elseif first == M.PROBE_HEADER then
+    return parse_points(text, path, true)
   end
   -- PARAM output: sizes in bytes of each rank's buffer, latencies in µs
   local pr = require("kbsim.param_results")
@@ -152,6 +186,7 @@ end
 -- dtype, bytes, values = {key = value}} -> {latency_ns} or {error}.
 -- timing_only: the calibration needs times, not values.
 function M.run_point(p)
+  if p.copies then return M.run_probe(p) end
   local T = require("kbsim.torch")
   local ok, torch = pcall(T.init, {topology = M.overlay(p.values), timing_only = true})
   if not ok then return {error = tostring(torch)} end
@@ -180,6 +215,35 @@ function M.run_point(p)
   return {latency_ns = rep.latency_ns}
 end
 
+-- A DMA probe case (in a sweep point's own state): {copies = {{SRC, DST}},
+-- bytes, values} -> {latency_ns} (the last copy's end) or {error}.
+function M.run_probe(p)
+  local kb = require("kbsim")
+  local sim = kb.sim{trace = false}
+  local ok, sys = pcall(kb.system, sim, M.overlay(p.values), {timing_only = true})
+  if not ok then return {error = tostring(sys)} end
+  local rank = {}
+  for r = 0, sys:counts().pes - 1 do rank[sys:pe(r).name] = r end
+  for _, c in ipairs(p.copies) do
+    for _, nm in ipairs(c) do
+      if not rank[nm] then
+        sim:close()
+        return {error = ("case '%s': the system has no PE '%s'"):format(p.case, nm)}
+      end
+    end
+  end
+  local last = 0
+  for i, c in ipairs(p.copies) do
+    sim:spawn("copy" .. i, function()
+      local t = sys:dma(rank[c[1]], rank[c[2]], p.bytes, {dst_addr = i * p.bytes})
+      if t > last then last = t end
+    end)
+  end
+  sim:run()
+  sim:close()
+  return {latency_ns = last}
+end
+
 local function run_point(p) return require("kbsim.calibrate").run_point(p) end
 
 -- Simulated latencies of every point at each set of values (one sweep):
@@ -191,7 +255,8 @@ local function simulate(points, sets, name)
   for s, values in ipairs(sets) do
     for i, pt in ipairs(points) do
       sweep[#sweep + 1] = {collective = pt.collective, algorithm = pt.algorithm,
-                           dtype = pt.dtype, bytes = pt.bytes, values = values, set = s, i = i}
+                           dtype = pt.dtype, bytes = pt.bytes, copies = pt.copies,
+                           case = pt.case, values = values, set = s, i = i}
     end
   end
   local _, summary = kb.sweep{name = name, points = sweep, run = run_point}
@@ -288,7 +353,7 @@ function M.fit(o)
     if refused then return nil, refused end
     return lat
   end
-  local first_lat
+  local first_lat, last_J
   local problem = {n = n}
   function problem.project(p)
     local q = {}
@@ -322,6 +387,7 @@ function M.fit(o)
       -- f_i = simulated / measured, so r_i = 1 − f_i; J: ∂f_i/∂p_a
       for a = 1, n do J[i][a] = (lat[a + 1][i] - lat[1][i]) / h[a] / points[i].measured_ns end
     end
+    last_J = J
     return residuals_of(lat[1]), J
   end
   local p0 = {}
@@ -367,10 +433,138 @@ function M.fit(o)
                      before_ns = before, after_ns = after, err_before = eb[i], err_after = ea[i],
                      fitted = math.abs(ea[i]) <= misfit}
   end
+  res.J = last_J
   local perf = require("kbsim.perfmodel")
   res.mape_before, res.mape_after = mean_abs(eb), mean_abs(ea)
   res.gmae_before, res.gmae_after = perf.gmae(eb), perf.gmae(ea)
   res.sweeps, res.simulations = sweeps, sims
+  return res
+end
+
+-- Why a point is off by rel_err (simulated / measured − 1) at `values`:
+-- from its row of a Jacobian (row[a] = ∂(simulated / measured)/∂ keys[a]),
+-- the value each setting would need to fit this point alone (the others
+-- held). Names the setting inside its physical range needing the least
+-- relative change (or says none is). The other points hold the setting at
+-- its fitted value, so a large change means this point and the rest
+-- disagree on how the time grows with it: a difference of the model's
+-- structure, not of a value.
+function M.diagnose(keys, values, row, rel_err, ranges)
+  if not row then return "no Jacobian: the fit took no step" end
+  local best, best_rel, any
+  for a, k in ipairs(keys) do
+    if row[a] ~= 0 then
+      any = true
+      local v = values[k]
+      local need = v - rel_err / row[a]
+      local r = ranges[k] or {}
+      local inside = not ((r.min and need < r.min) or (r.max and need > r.max))
+      local rel = math.abs(need - v) / math.max(math.abs(v), 1e-9)
+      if inside and (not best_rel or rel < best_rel) then
+        best, best_rel = {k = k, v = v, need = need}, rel
+      end
+    end
+  end
+  if not any then
+    return "no fitted setting moves this point: its time is set by parts of the model not fitted"
+  end
+  if not best then
+    return "no fitted setting inside its physical range fits this point alone: the model's "
+      .. "structure differs here"
+  end
+  return ("alone it would need %s = %.4g (fitted %.4g, %.2fx), while the other points hold it "
+    .. "at %.4g: they disagree on how this case grows with it — a difference of the model's "
+    .. "structure, not of a value"):format(best.k, best.need, best.v,
+    best.need / (best.v ~= 0 and best.v or 1), best.v)
+end
+
+-- M.fit, and, with o.exclude_misfits, while a point is off by more than
+-- misfit: the worst one set aside and the fit run again on the rest,
+-- started from the last values (a point far off would otherwise bend the
+-- fit for all the others). Stops when every remaining point fits, or when
+-- no more than #keys would remain. The result is the last fit's, with:
+-- points in the given order (before_ns at the initial values; the set-aside
+-- ones simulated at the final values, excluded = true, why = M.diagnose
+-- with their Jacobian row of the fit that still held them); mape_before
+-- and gmae_before over all points; mape_after over the points kept and
+-- mape_all_after over all; first = the first fit's status, values and
+-- MAPE; excluded = how many were set aside. Without exclusions it is
+-- M.fit's result.
+function M.fit_excluding(o)
+  local first = M.fit(o)
+  for i, p in ipairs(first.points) do
+    if not p.fitted then
+      p.why = M.diagnose(o.keys, first.values, first.J and first.J[i], p.err_after, o.ranges)
+    end
+  end
+  if not o.exclude_misfits or first.status == "refused" then return first end
+  local kept = {}
+  for i = 1, #o.points do kept[i] = i end
+  local out, rows = {}, {}
+  local res = first
+  while true do
+    local worst, worst_j
+    for j, p in ipairs(res.points) do
+      if not p.fitted and (not worst or math.abs(p.err_after) > math.abs(worst.err_after)) then
+        worst, worst_j = p, j
+      end
+    end
+    if not worst then break end
+    if #kept - 1 <= #o.keys then
+      first.exclusion_why = ("setting aside %s would leave %d points for %d settings"):format(
+        worst.label, #kept - 1, #o.keys)
+      break
+    end
+    local i = table.remove(kept, worst_j)
+    out[#out + 1], rows[i] = i, res.J and res.J[worst_j]
+    local o2 = {}
+    for k, v in pairs(o) do o2[k] = v end
+    o2.points, o2.init = {}, res.values
+    for _, k in ipairs(kept) do o2.points[#o2.points + 1] = o.points[k] end
+    local nxt = M.fit(o2)
+    nxt.sweeps, nxt.simulations = nxt.sweeps + res.sweeps, nxt.simulations + res.simulations
+    res = nxt
+    if res.status == "refused" then break end
+  end
+  if #out == 0 then
+    if first.exclusion_why then first.exclusion_why = "no second fit: " .. first.exclusion_why end
+    return first
+  end
+  table.sort(out)
+  local xpts = {}
+  for _, i in ipairs(out) do xpts[#xpts + 1] = o.points[i] end
+  local lat, err = simulate(xpts, {res.values}, "calibrate_excluded")
+  if err then error(("calibrate: a set-aside point failed: %s"):format(tostring(err)), 0) end
+  local merged, eall, ekept = {}, {}, {}
+  for j, i in ipairs(kept) do
+    local p = res.points[j]
+    p.before_ns, p.err_before = first.points[i].before_ns, first.points[i].err_before
+    if not p.fitted then
+      p.why = M.diagnose(o.keys, res.values, res.J and res.J[j], p.err_after, o.ranges)
+    end
+    merged[i] = p
+  end
+  for j, i in ipairs(out) do
+    local q = {}
+    for k, v in pairs(first.points[i]) do q[k] = v end
+    q.after_ns = lat[1][j]
+    q.err_after = (q.after_ns - q.measured_ns) / q.measured_ns
+    q.fitted, q.excluded = false, true
+    q.why = M.diagnose(o.keys, res.values, rows[i], q.err_after, o.ranges)
+    merged[i] = q
+  end
+  for i, p in ipairs(merged) do
+    eall[i] = p.err_after
+    if not p.excluded then ekept[#ekept + 1] = p.err_after end
+  end
+  res.points, res.init = merged, first.init
+  res.mape_before, res.gmae_before = first.mape_before, first.gmae_before
+  res.mape_after, res.mape_all_after = mean_abs(ekept), mean_abs(eall)
+  res.gmae_after = require("kbsim.perfmodel").gmae(ekept)
+  res.first = {status = first.status, values = first.values, mape_after = first.mape_after}
+  res.simulations = res.simulations + #xpts
+  res.excluded = #out
+  res.exclusion_why = first.exclusion_why
   return res
 end
 

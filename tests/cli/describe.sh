@@ -46,10 +46,40 @@ if command -v dot > /dev/null; then
   grep -q "a.ipcq" "$work/g.svg" || fail "svg"
 fi
 
-# errors: a script, a missing memory, a file that cannot be written
-out=$("$kbsim" --describe hello.lua 2>&1); [ $? -eq 2 ] || fail "script accepted"
-printf '%s' "$out" | grep -qF "kbsim: --describe and --describe-dot take no script, got 'hello.lua'" \
-  || fail "script: $out"
+# a script (decision 0040): it runs, then every system it made is listed, one
+# closed by the script as it was then (with its Lua module and placed math
+# unit), one still open at the end; the Graphviz file draws the first
+cases=tests/cli/cases
+(cd $cases && "$kbsim" --describe describe_script.lua) > "$work/sc.txt" 2> "$work/sc.err" \
+  || { cat "$work/sc.txt" "$work/sc.err"; fail "script"; }
+[ ! -s "$work/sc.err" ] || fail "script stderr: $(cat "$work/sc.err")"
+[ "$(head -1 "$work/sc.txt")" = "the script ran: add took 1.0 ns" ] || fail "the script's own output first"
+has "$work/sc.txt" "# system 1 of 2, made at describe_script.lua:6"
+has "$work/sc.txt" "# system 2 of 2, made at describe_script.lua:21"
+# system 1: the 24 modules of 4 PEs + sw.filter + sw.math; 24 + 3 bindings
+has "$work/sc.txt" "modules 26, ports 52, bindings 27"
+has "$work/sc.txt" "  out   math  kb_math_if 1..1  -> sw.math.in"
+has "$work/sc.txt" "  in    in    kb_math_if 0..1  <- sw.filter.math"
+has "$work/sc.txt" "  in    in    kb_dma_if  0..4  <- a.cpu.dma, a.ipcq.dma, sw.filter.dma"
+# system 2: 24 modules + c.probe, its one binding to c's CPU
+has "$work/sc.txt" "modules 25, ports 49, bindings 25"
+has "$work/sc.txt" "  out   cpu   kb_cpu_if  1..1  -> c.cpu.in"
+[ "$(grep -c '^# system' "$work/sc.txt")" = 2 ] || fail "two systems"
+(cd $cases && "$kbsim" --describe-dot "$work/sc.dot" describe_script.lua) > "$work/scd.txt" 2>&1 \
+  || { cat "$work/scd.txt"; fail "script dot"; }
+grep -qxF "kbsim: --describe-dot drew system 1 of 2 (made at describe_script.lua:6)" "$work/scd.txt" \
+  || fail "dot note: $(cat "$work/scd.txt")"
+[ "$(grep -c ' -> ' "$work/sc.dot")" = 27 ] || fail "script dot edges"
+grep -qF '"sw.filter":"p_math" -> "sw.math":"p_in" [label="kb_math_if"];' "$work/sc.dot" \
+  || fail "edge sw.filter.math"
+if command -v dot > /dev/null; then
+  dot -Tsvg "$work/sc.dot" > "$work/sc.svg" || fail "dot -Tsvg of the script's system"
+fi
+
+# errors: a script that makes no system, a missing memory, a file that cannot be written
+out=$(cd $cases && "$kbsim" --describe describe_nosys.lua 2>&1); [ $? -eq 2 ] || fail "no system"
+printf '%s' "$out" | grep -qF "kbsim: --describe: the script made no system (kb.system)" \
+  || fail "no system: $out"
 out=$("$kbsim" --describe --topology $graph --set ipcq.buffer_kind=hbm 2>&1); [ $? -eq 2 ] || fail "hbm"
 [ "$out" = "kbsim: sys:describe: ipcq of 'a': buffer_kind 'hbm' but the PE has no hbm" ] \
   || fail "hbm: $out"

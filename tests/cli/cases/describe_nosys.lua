@@ -1,0 +1,2 @@
+-- describe_nosys.lua — a script that makes no system, for kbsim --describe
+print("no system here")
