@@ -72,9 +72,9 @@ void lkb_open_system(lua_State *L);
  * lkb_open_traffic (called from lkb_open_system). */
 int lkb_sys_inject(lua_State *L);
 void lkb_open_traffic(lua_State *L);
-/* Adds kb.module and kb.memory, and the types of Lua modules, their
- * ports and the C interfaces they call, to the module table on top of the
- * stack (lmodule.c, called from lkb_open_system). */
+/* Adds kb.module, kb.memory and kb.unit, and the types of Lua modules,
+ * their ports and the C interfaces they call, to the module table on top
+ * of the stack (lmodule.c and lmodule_ifs.c, called from lkb_open_system). */
 void lkb_open_module(lua_State *L);
 /* kbsim --describe SCRIPT: describes the systems it collects whose
  * simulation is the kbsim.sim at index i, before that is closed
