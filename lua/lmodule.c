@@ -120,6 +120,14 @@ static void push_sys_ports(lua_State *L, int sysidx)
     lua_remove(L, -2);
 }
 
+bool lkb_is_module_port(lua_State *L, int sysidx, const char *name)
+{
+    push_sys_ports(L, sysidx);
+    bool is = lua_getfield(L, -1, name) != LUA_TNIL;
+    lua_pop(L, 2);
+    return is;
+}
+
 struct sim_port *lkb_find_port(struct sim *s, const char *name)
 {
     for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p))

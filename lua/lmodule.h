@@ -10,6 +10,7 @@
 
 #include <lauxlib.h>
 #include <lua.h>
+#include <stdbool.h>
 
 struct kb_system;
 struct sim;
@@ -25,6 +26,8 @@ void *lkb_checkud(lua_State *L, int i, const char *key, const char *tname);
 /* The system at user value 1 of the userdata at idx, checked open (with
  * its simulation); pushes nothing. */
 struct kb_system *lkb_module_system(lua_State *L, int idx);
+/* Whether `name` is a Lua module's port of the system at sysidx. */
+bool lkb_is_module_port(lua_State *L, int sysidx, const char *name);
 /* The port of sim s named `name`, or NULL. */
 struct sim_port *lkb_find_port(struct sim *s, const char *name);
 /* Makes the PE units' and memories' ports a port name may belong to

@@ -113,7 +113,15 @@ int lkb_module_memory(lua_State *L)
                                         "channels", "burst_bytes", NULL};
     lkb_check_keys(L, 3, "kb.memory", known);
     lua_getfield(L, 3, "kind");
-    int kind = luaL_checkoption(L, -1, "sram", kinds);
+    int kind = 1; /* sram */
+    if (!lua_isnil(L, -1)) {
+        const char *k = lua_tostring(L, -1);
+        for (kind = 0; k && kinds[kind] && strcmp(k, kinds[kind]) != 0; kind++)
+            ;
+        if (!k || !kinds[kind])
+            return luaL_error(L, "kb.memory: 'kind' must be tcm, sram or hbm, got %s",
+                              k ? k : luaL_typename(L, -1));
+    }
     lua_pop(L, 1);
     struct kb_mem_params p = {
         .kind = (enum kb_mem_kind)kind,
@@ -252,14 +260,34 @@ static struct lunit *checkunit(lua_State *L, int i)
     return h;
 }
 
+/* Raises unless the unit's OUT port `what` can bind to C export `to` of
+ * type `type`: checked before the unit is made, so that a refusal leaves
+ * no half-made unit (with unbound ports) in the simulation. */
+static void check_target(lua_State *L, struct sim_port *to, const char *what, const char *type)
+{
+    int mn, mx;
+    sim_port_multiplicity(to, &mn, &mx);
+    if (sim_port_dir(to) != SIM_PORT_IN || strcmp(sim_port_type(to), type) != 0)
+        luaL_error(L, "kb.unit: %s: '%s' is not a %s export (it is %s %s port)", what,
+                   sim_port_name(to), type, sim_port_dir(to) == SIM_PORT_IN ? "an IN" : "an OUT",
+                   sim_port_type(to));
+    if (sim_port_bound_count(to) >= mx)
+        luaL_error(L, "kb.unit: %s: '%s' accepts at most %d binding%s and has them", what,
+                   sim_port_name(to), mx, mx == 1 ? "" : "s");
+}
+
 /* The C port a unit's OUT port binds to: a port name of the system (a
- * PE's units and memories made on first use) or a kbsim.memory. */
+ * PE's units and memories made on first use) or a kbsim.memory; not a Lua
+ * module's export, which has no C struct for a C unit to call. */
 static struct sim_port *c_target(lua_State *L, struct kb_system *sys, int sysidx, int i,
-                                 const char *what)
+                                 const char *what, const char *type)
 {
     struct sim *s = kb_system_sim(sys);
     if (lua_type(L, i) == LUA_TSTRING) {
         const char *name = lua_tostring(L, i);
+        if (lkb_is_module_port(L, sysidx, name))
+            luaL_error(L, "kb.unit: %s: '%s' is a Lua module's port; a C unit binds to C "
+                          "exports only", what, name);
         struct sim_port *to = lkb_find_port(s, name);
         if (!to) {
             lkb_make_ports_for(L, sys, name);
@@ -267,6 +295,7 @@ static struct sim_port *c_target(lua_State *L, struct kb_system *sys, int sysidx
         }
         if (!to)
             luaL_error(L, "kb.unit: %s: the system has no port '%s'", what, name);
+        check_target(L, to, what, type);
         return to;
     }
     struct lmem *mh = lkb_testud(L, i, &mem_key);
@@ -278,6 +307,7 @@ static struct sim_port *c_target(lua_State *L, struct kb_system *sys, int sysidx
     if (!lua_rawequal(L, -1, sysidx))
         luaL_error(L, "kb.unit: %s: another system's memory", what);
     lua_pop(L, 1);
+    check_target(L, mh->port, what, type);
     return mh->port;
 }
 
@@ -317,8 +347,8 @@ int lkb_module_unit(lua_State *L)
         lua_getfield(L, 4, "buf");
         if (lua_isnil(L, 5) || lua_isnil(L, 6))
             return luaL_error(L, "kb.unit: an ipcq needs both 'dma' and 'buf'");
-        dma = c_target(L, sys, 1, 5, "dma");
-        buf = c_target(L, sys, 1, 6, "buf");
+        dma = c_target(L, sys, 1, 5, "dma", KB_DMA_IF);
+        buf = c_target(L, sys, 1, 6, "buf", KB_MEM_IF);
     } else if (!lua_isnil(L, 4) && (lua_getfield(L, 4, "dma") != LUA_TNIL ||
                                     lua_getfield(L, 4, "buf") != LUA_TNIL)) {
         return luaL_error(L, "kb.unit: only an ipcq takes 'dma' and 'buf'");
@@ -628,6 +658,19 @@ static enum kb_dtype checkdtype(lua_State *L, int i, const char *def)
     return dt;
 }
 
+/* gemm:run's option `key` of the table at t, f32 when absent */
+static enum kb_dtype optdtype(lua_State *L, int t, const char *key)
+{
+    enum kb_dtype dt = KB_DTYPE_F32;
+    lua_getfield(L, t, key);
+    const char *name = lua_tostring(L, -1);
+    if (!lua_isnil(L, -1) && (!name || kb_dtype_parse(name, &dt) != 0))
+        luaL_error(L, "gemm:run: '%s' must be f16, bf16 or f32, got %s", key,
+                   name ? name : luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return dt;
+}
+
 static enum kb_math_op checkop(lua_State *L, int i)
 {
     const char *name = luaL_checkstring(L, i);
@@ -654,18 +697,19 @@ static void *pushbuf(lua_State *L, size_t n, enum kb_dtype dt)
 
 /* The array of numbers at i (n of them, n < 0: any length, set) rounded
  * into a new buffer of dt, pushed; `what` names it in errors. */
-static void *checkarray(lua_State *L, int i, lua_Integer *n, enum kb_dtype dt, const char *what)
+static void *checkarray_arg(lua_State *L, int i, int arg, lua_Integer *n, enum kb_dtype dt,
+                            const char *what)
 {
     if (!lua_istable(L, i))
-        luaL_argerror(L, i, lua_pushfstring(L, "%s must be an array of numbers", what));
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must be an array of numbers", what));
     lua_Integer len = (lua_Integer)lua_rawlen(L, i);
     if (*n < 0) {
         if (len < 1 || len > CIF_MAX_ELEMS)
-            luaL_argerror(L, i, lua_pushfstring(L, "%s must have 1..%I numbers, has %I", what,
+            luaL_argerror(L, arg, lua_pushfstring(L, "%s must have 1..%I numbers, has %I", what,
                                                 CIF_MAX_ELEMS, len));
         *n = len;
     } else if (len != *n) {
-        luaL_argerror(L, i, lua_pushfstring(L, "%s must have %I numbers, has %I", what, *n, len));
+        luaL_argerror(L, arg, lua_pushfstring(L, "%s must have %I numbers, has %I", what, *n, len));
     }
     void *buf = pushbuf(L, (size_t)*n, dt);
     for (lua_Integer k = 1; k <= *n; k++) {
@@ -673,11 +717,16 @@ static void *checkarray(lua_State *L, int i, lua_Integer *n, enum kb_dtype dt, c
         lua_rawgeti(L, i, k);
         double v = lua_tonumberx(L, -1, &ok);
         if (!ok)
-            luaL_argerror(L, i, lua_pushfstring(L, "%s[%I] is not a number", what, k));
+            luaL_argerror(L, arg, lua_pushfstring(L, "%s[%I] is not a number", what, k));
         lua_pop(L, 1);
         kb_dtype_store(buf, (size_t)(k - 1), dt, v);
     }
     return buf;
+}
+
+static void *checkarray(lua_State *L, int i, lua_Integer *n, enum kb_dtype dt, const char *what)
+{
+    return checkarray_arg(L, i, i, n, dt, what);
 }
 
 static void pusharray(lua_State *L, const void *buf, size_t n, enum kb_dtype dt)
@@ -765,13 +814,11 @@ static int gemm_run(lua_State *L)
         static const char *const known[] = {"dtype", "c_dtype", "C", "accumulate", NULL};
         lkb_check_keys(L, 7, "gemm:run", known);
         opts = 7;
-        lua_getfield(L, 7, "dtype");
-        dt = checkdtype(L, lua_gettop(L), "f32");
-        lua_getfield(L, 7, "c_dtype");
-        cdt = checkdtype(L, lua_gettop(L), "f32");
+        dt = optdtype(L, 7, "dtype");
+        cdt = optdtype(L, 7, "c_dtype");
         lua_getfield(L, 7, "accumulate");
         acc = lua_toboolean(L, -1);
-        lua_pop(L, 3);
+        lua_pop(L, 1);
     }
     const void *A = NULL, *B = NULL;
     void *C = NULL;
@@ -781,7 +828,7 @@ static int gemm_run(lua_State *L)
         B = checkarray(L, 6, &nb, dt, "B");
         if (acc) {
             lua_getfield(L, opts, "C");
-            C = checkarray(L, lua_gettop(L), &nc, cdt, "C");
+            C = checkarray_arg(L, lua_gettop(L), opts, &nc, cdt, "C");
         } else {
             C = pushbuf(L, (size_t)nc, cdt);
         }
@@ -848,8 +895,18 @@ static int cif_time(lua_State *L)
         uint64_t d[3];
         for (int k = 0; k < 3; k++)
             d[k] = checku64(L, 2 + k);
+        /* M·N·K <= 2^48 keeps the cycle count (at most 8·M·N·K) in 64
+         * bits; the time in ps must fit a sim_time too */
+        if ((double)d[0] * (double)d[1] * (double)d[2] > 281474976710656.0)
+            return luaL_error(L, "gemm:time: M*N*K = %f is more than 2^48",
+                              (double)d[0] * (double)d[1] * (double)d[2]);
         const struct kb_gemm_if *g = c->iface;
-        lua_pushnumber(L, (lua_Number)kb_gemm_time(g->params(g->ctx), d[0], d[1], d[2]) / 1000.0);
+        const struct kb_gemm_params *gp = g->params(g->ctx);
+        if ((double)kb_gemm_cycles(gp, d[0], d[1], d[2]) * 1000.0 / gp->clock_ghz > 9e18)
+            return luaL_error(L, "gemm:time: %I x %I x %I takes longer than a simulation "
+                                 "can count", (lua_Integer)d[0], (lua_Integer)d[1],
+                              (lua_Integer)d[2]);
+        lua_pushnumber(L, (lua_Number)kb_gemm_time(gp, d[0], d[1], d[2]) / 1000.0);
         return 1;
     }
     return dma_time(L);
