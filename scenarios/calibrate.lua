@@ -93,6 +93,12 @@ if P.truth ~= "" then
         :format(k, table.concat(keys, ",")))
       os.exit(2)
     end
+    local r = ranges[k]
+    if (r.min and (v < r.min or (r.above and v == r.min))) or (r.max and v > r.max) then
+      io.stderr:write(("calibrate: truth: %s = %s is outside its range (%s%s..%s)\n"):format(
+        k, v, r.above and "above " or "", r.min or "", r.max or ""))
+      os.exit(2)
+    end
     truth[k] = v
   end
   for _, k in ipairs(keys) do
@@ -109,6 +115,11 @@ else
                                       line_sizes = P.sizes, collective = P.collective,
                                       names = P.references[1] ~= "all" and P.references or nil})
   if not points then
+    io.stderr:write(("calibrate: %s\n"):format(err))
+    os.exit(2)
+  end
+  err = cal.check_points(points, base, P.measured)
+  if err then
     io.stderr:write(("calibrate: %s\n"):format(err))
     os.exit(2)
   end

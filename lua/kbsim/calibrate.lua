@@ -91,6 +91,7 @@ local function parse_points(text, name, probe)
         p, why = point(c[1], c[2], c[3], c[4], c[5], ("%s:%d"):format(name, n))
       end
       if not p then return nil, ("%s:%d: %s"):format(name, n, why) end
+      p.where = ("%s:%d"):format(name, n)
       pts[#pts + 1] = p
     end
   end
@@ -162,6 +163,42 @@ function M.read(path, opts)
   end
   if #pts == 0 then return nil, ("%s: no %s rows"):format(path, want) end
   return pts
+end
+
+-- Checks the points against the system they will run on (kbsim.system
+-- sys), before any simulation: every algorithm is known; a probe's PEs
+-- exist and its copies fit a TCM (copy i lands at i x bytes). Nil, or
+-- "WHERE: problem" (WHERE the file and line of the point, or the file).
+function M.check_points(points, sys, path)
+  local ccl = require("kbsim.ccl")
+  local names, cap
+  for _, p in ipairs(points) do
+    local where = p.where or path
+    if p.copies then
+      if not names then
+        names, cap = {}, sys:config("pe.tcm.capacity")
+        for r = 0, sys:counts().pes - 1 do names[sys:pe(r).name] = true end
+      end
+      for _, c in ipairs(p.copies) do
+        for _, nm in ipairs(c) do
+          if not names[nm] then return ("%s: the system has no PE '%s'"):format(where, nm) end
+        end
+      end
+      if (#p.copies + 1) * p.bytes > cap then
+        return ("%s: %d cop%s of %d bytes need %d bytes of TCM (copy i lands at i x bytes); a "
+          .. "PE's TCM has %d"):format(where, #p.copies, #p.copies == 1 and "y" or "ies", p.bytes,
+                                       (#p.copies + 1) * p.bytes, cap)
+      end
+    else
+      local algo, why = ccl.find(p.algorithm)
+      if not algo then return ("%s: %s"):format(where, why) end
+      local n, ranks = p.bytes // DTYPE_BYTES[p.dtype], sys:counts().pes
+      if p.collective == "all_to_all" and n % ranks ~= 0 then
+        return ("%s: all_to_all: %d elements per rank do not split over %d ranks"):format(
+          where, n, ranks)
+      end
+    end
+  end
 end
 
 -- A nested topology table from dotted keys: {["ucie.port_overhead_ns"] = 9}
