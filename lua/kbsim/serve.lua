@@ -50,6 +50,17 @@ local function refuse(status, fmt, ...)
   error(setmetatable({status = M.STATUS[status], msg = fmt:format(...)}, Refusal), 0)
 end
 
+-- A u64 argument (read as a Lua integer, negative from 2^63 on) in decimal.
+local function u64(n)
+  if n >= 0 then return tostring(n) end
+  local q = (n >> 1) // 5 -- n / 10 as unsigned
+  return tostring(q) .. tostring(n - q * 10)
+end
+
+-- The most elements of a tensor: 2^50 keeps its size in bytes, and any
+-- sum of two offsets, in 64 bits.
+local MAX_ELEMS = 1 << 50
+
 --------------------------------------------------------------------------
 -- Arguments: fixed layouts read with string.unpack (docs/cosim.md)
 
@@ -187,7 +198,9 @@ function handle.alloc(c, r)
   r:done()
   local rank = my_rank(c)
   check_dtype(dt)
-  if n < 1 then refuse("bad_argument", "alloc: %d elements", n) end
+  if n < 1 or n > MAX_ELEMS then
+    refuse("bad_argument", "alloc: %s elements (1 .. 2^50)", u64(n))
+  end
   if mem == "" then mem = S.sys:pe(rank).hbm and "hbm" or "tcm" end
   if mem ~= "hbm" and mem ~= "tcm" and mem ~= "sram" then
     refuse("bad_argument", "alloc: unknown memory '%s' (hbm, tcm, sram)", mem)
@@ -236,9 +249,9 @@ function handle.write(c, r, data)
   if len % es ~= 0 then
     refuse("bad_argument", "write: %d bytes is not a whole number of %s elements", len, t.dtype)
   end
-  if off < 0 or off + len // es > t.n then
-    refuse("bad_argument", "write: elements [%d, %d) are outside tensor %d of %d", off,
-      off + len // es, tid, t.n)
+  if off < 0 or off > t.n or len // es > t.n - off then
+    refuse("bad_argument", "write: %d elements from element %s are outside tensor %d of %d",
+      len // es, u64(off), tid, t.n)
   end
   io_.mem_write(S.sys, t.rank, t.addr + off * es, data.ptr, len, t.kind)
   return ""
@@ -248,9 +261,9 @@ function handle.read(c, r)
   local tid, off, n = r:int("I4"), r:int("I8"), r:int("I8")
   r:done()
   local t = tensor_of(c, tid)
-  if off < 0 or n < 0 or off + n > t.n then
-    refuse("bad_argument", "read: elements [%d, %d) are outside tensor %d of %d", off, off + n,
-      tid, t.n)
+  if off < 0 or n < 0 or off > t.n or n > t.n - off then
+    refuse("bad_argument", "read: %s elements from element %s are outside tensor %d of %d",
+      u64(n), u64(off), tid, t.n)
   end
   if n * ESIZE[t.dtype] > S.max_payload then
     refuse("too_large", "read: %d bytes are over the payload limit of %d", n * ESIZE[t.dtype],
@@ -270,12 +283,15 @@ function handle.cost(c, r)
   check_dtype(dt)
   local ok, ps
   if unit == "gemm" then
-    if a < 1 or b < 1 or k < 1 then
-      refuse("bad_argument", "cost: a GEMM of %d x %d x %d", a, b, k)
+    if a < 1 or b < 1 or k < 1 or (a + 0.0) * b * k > 2.0 ^ 48 then
+      refuse("bad_argument", "cost: a GEMM of %s x %s x %s (each >= 1, M*N*K <= 2^48)", u64(a),
+        u64(b), u64(k))
     end
     ok, ps = pcall(tl.gemm_time, S.sys, a, b, k, rank)
   else
-    if a < 1 then refuse("bad_argument", "cost: %s over %d elements", unit, a) end
+    if a < 1 or a > 1 << 40 then
+      refuse("bad_argument", "cost: %s over %s elements (1 .. 2^40)", unit, u64(a))
+    end
     ok, ps = pcall(tl.math_time, S.sys, unit, a, dt, rank)
   end
   if not ok then refuse("bad_argument", "cost: %s", tostring(ps)) end
@@ -398,7 +414,7 @@ local function issue(c, op, id, kind, p)
       t and t.n or 0, N, out.n, N * out.n)
   end
   if kind == "send_recv" and (p.count < 1 or p.count > t.n) then
-    refuse("bad_argument", "%s: %d elements, tensor %d holds %d", p.role, p.count, p.tid, t.n)
+    refuse("bad_argument", "%s: %s elements, tensor %d holds %d", p.role, u64(p.count), p.tid, t.n)
   end
   local gk = (kind == "send_recv" and "p2p:" or "") .. group_key(p.group)
   local seq = (c.seq[gk] or 0) + 1
@@ -798,7 +814,7 @@ end
 local function recv_any(c, op, id, p)
   local t = tensor_of(c, p.tid)
   if p.count < 1 or p.count > t.n then
-    refuse("bad_argument", "recv: %d elements, tensor %d holds %d", p.count, p.tid, t.n)
+    refuse("bad_argument", "recv: %s elements, tensor %d holds %d", u64(p.count), p.tid, t.n)
   end
   local best
   for _, inst in pairs(S.pending) do

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_test.py KBSIM SRCDIR WORKDIR CASE — `kbsim serve` through python/kbsim's client.
 
-CASE: collectives | rooted | cancel | trace | trace_rebuild | disconnect_running | launch | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
+CASE: collectives | rooted | bounds | cancel | trace | trace_rebuild | disconnect_running | launch | exchange | inject | errors | disconnect | busy | tcp | stop | stop_running. Prints "cosim_CASE ok" when every
 check held; any failed check raises (non-zero exit, the reason on stderr).
 """
 import atexit
@@ -814,6 +814,44 @@ def case_errors():
     with Client(srv.address, rank=0) as again:
         again.ping()
     d.close()
+    srv.stop()
+
+
+def case_bounds():
+    """u64 arguments near 2^63 and 2^64 (offsets, counts, sizes): refused with the
+    number as sent, never wrapped into a read or write outside the tensor (the reply
+    used to never come, or an 'internal error'), nor a cost of 0 ns."""
+    srv = Server("-q")
+    c = Client(srv.address, rank=0, timeout=30)
+    t = c.alloc(16)
+    c.write(t, np.arange(16, dtype=np.float32))
+
+    def refused_with(op, meta, data, text):
+        e = error_of(lambda: c.request(OP[op], meta, data))
+        check(e.status == "bad_argument" and text in e.message, "%s: %s" % (op, e))
+    refused_with("read", struct.pack("<IQQ", t, (1 << 63) - 1, 1), b"",
+                 "read: 1 elements from element 9223372036854775807 are outside tensor")
+    refused_with("read", struct.pack("<IQQ", t, 1 << 62, 1 << 62), b"",
+                 "read: 4611686018427387904 elements from element 4611686018427387904")
+    refused_with("write", struct.pack("<IQ", t, (1 << 63) - 1), b"\0" * 8,
+                 "write: 2 elements from element 9223372036854775807 are outside tensor")
+    refused_with("write", struct.pack("<IQ", t, (1 << 64) - 2), b"\0" * 8,
+                 "write: 2 elements from element 18446744073709551614 are outside tensor")
+    refused_with("alloc", struct.pack("<Q", 1 << 62) + _s2("f32") + _s2(""), b"",
+                 "alloc: 4611686018427387904 elements (1 .. 2^50)")
+    refused_with("alloc", struct.pack("<Q", (1 << 64) - 1) + _s2("f32") + _s2(""), b"",
+                 "alloc: 18446744073709551615 elements (1 .. 2^50)")
+    refused_with("cost", _s2("gemm") + _s2("f32") + struct.pack("<QQQ", 1 << 62, 1 << 62, 4), b"",
+                 "cost: a GEMM of 4611686018427387904 x 4611686018427387904 x 4 (each >= 1, "
+                 "M*N*K <= 2^48)")
+    refused_with("cost", _s2("add") + _s2("f32") + struct.pack("<QQQ", 1 << 60, 0, 0), b"",
+                 "cost: add over 1152921504606846976 elements (1 .. 2^40)")
+    # the largest allowed still answer, with a positive time
+    ns, _ps = struct.unpack("<dQ", c.request(OP["cost"], _s2("gemm") + _s2("f32") +
+                                             struct.pack("<QQQ", 1 << 16, 1 << 16, 1 << 16))[0])
+    check(ns > 0, "gemm cost of 2^48: %r" % ns)
+    check(np.array_equal(c.read(t), np.arange(16, dtype=np.float32)), "tensor untouched")
+    c.close()
     srv.stop()
 
 
