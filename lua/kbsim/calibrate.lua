@@ -154,6 +154,11 @@ function M.read(path, opts)
     return nil, ("%s: neither '%s', a references CSV nor PARAM output (%s)"):format(
       path, M.HEADER, perr)
   end
+  if #rows == 0 then
+    return nil, ("%s: %s; the first line is none of the headers ('%s', '%s', '%s') and "
+      .. "there are no PARAM COMMS-RES rows"):format(path, text == "" and "empty"
+      or "not a measurements file", M.HEADER, M.PROBE_HEADER, refs.HEADER)
+  end
   local want, pts = opts.collective or "all_reduce", {}
   for _, r in ipairs(pr.series(rows, want)) do
     local p, why = point(want, algorithm, dtype, r.size, r.latency * 1000,
