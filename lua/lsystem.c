@@ -435,7 +435,8 @@ static int describe_end_l(lua_State *L)
     int list = lua_gettop(L);
     lua_Integer n = (lua_Integer)lua_rawlen(L, list);
     if (n == 0) {
-        fprintf(stderr, "kbsim: --describe: the script made no system (kb.system)\n");
+        fprintf(stderr, "kbsim: --describe: the script made no system (kb.system; those of kb.sweep "
+                        "points are not listed)\n");
         status = 2;
     }
     for (lua_Integer k = 1; k <= n && status == 0; k++) {
