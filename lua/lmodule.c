@@ -88,6 +88,19 @@ struct kb_system *lkb_module_system(lua_State *L, int idx)
     return sys;
 }
 
+bool lkb_module_system_open(lua_State *L, int idx)
+{
+    lua_getiuservalue(L, idx, 1); /* the system */
+    bool open = *lkb_system_open_slot(L, -1) != NULL;
+    if (open) {
+        lua_getiuservalue(L, -1, 1); /* its simulation */
+        open = lkb_sim_is_open(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return open;
+}
+
 static struct lmod *checkmod(lua_State *L, int i)
 {
     struct lmod *m = lkb_checkud(L, i, &mod_key, KB_MODULE);
@@ -261,6 +274,7 @@ static int mod_out(lua_State *L)
     struct lmod *m = checkmod(L, 1);
     const char *pname = luaL_checkstring(L, 2);
     const char *type = luaL_checkstring(L, 3);
+    luaL_argcheck(L, *type, 3, "an interface type is not empty");
     if (!lua_isnoneornil(L, 4)) {
         luaL_checktype(L, 4, LUA_TTABLE);
         static const char *const known[] = {"min", "max", NULL};
@@ -285,6 +299,7 @@ static int mod_export(lua_State *L)
 {
     struct lmod *m = checkmod(L, 1);
     const char *type = luaL_checkstring(L, 2);
+    luaL_argcheck(L, *type, 2, "an interface type is not empty");
     luaL_checktype(L, 3, LUA_TTABLE);
     const char *pname = "in";
     if (!lua_isnoneornil(L, 4)) {
@@ -385,6 +400,11 @@ static int mod_method(lua_State *L)
     checkmod(L, 1);
     luaL_checkstring(L, 2);
     luaL_checktype(L, 3, LUA_TFUNCTION);
+    if (!lua_isnoneornil(L, 4)) {
+        luaL_checktype(L, 4, LUA_TTABLE);
+        static const char *const known[] = {"sensitive", "dont_initialize", NULL};
+        lkb_check_keys(L, 4, "m:method", known);
+    }
     lua_settop(L, 4);
     lua_pushvalue(L, 3);
     lua_pushvalue(L, 1);
@@ -626,8 +646,12 @@ static int port_count(lua_State *L)
 static int port_tostring(lua_State *L)
 {
     struct lport *p = lkb_checkud(L, 1, &port_key, KB_PORT);
-    lua_pushfstring(L, "port '%s' : %s", p->p ? sim_port_name(p->p) : "?",
-                    p->p ? sim_port_type(p->p) : "?");
+    lua_getiuservalue(L, 1, 1); /* the module */
+    if (!p->p || !lkb_module_system_open(L, -1)) {
+        lua_pushliteral(L, "port of a closed system");
+        return 1;
+    }
+    lua_pushfstring(L, "port '%s' : %s", sim_port_name(p->p), sim_port_type(p->p));
     return 1;
 }
 

@@ -26,6 +26,9 @@ void *lkb_checkud(lua_State *L, int i, const char *key, const char *tname);
 /* The system at user value 1 of the userdata at idx, checked open (with
  * its simulation); pushes nothing. */
 struct kb_system *lkb_module_system(lua_State *L, int idx);
+/* Whether that system and its simulation are still open (raises nothing):
+ * a handle's C pointers into the simulation are valid only then. */
+bool lkb_module_system_open(lua_State *L, int idx);
 /* Whether `name` is a Lua module's port of the system at sysidx. */
 bool lkb_is_module_port(lua_State *L, int sysidx, const char *name);
 /* The port of sim s named `name`, or NULL. */

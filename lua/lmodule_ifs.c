@@ -235,7 +235,10 @@ static int mem_gc(lua_State *L)
 static int mem_tostring(lua_State *L)
 {
     struct lmem *h = lkb_checkud(L, 1, &mem_key, KB_MEMORY);
-    lua_pushfstring(L, "memory '%s'", h->port ? sim_port_name(h->port) : "?");
+    if (!h->port || !lkb_module_system_open(L, 1))
+        lua_pushliteral(L, "memory of a closed system");
+    else
+        lua_pushfstring(L, "memory '%s'", sim_port_name(h->port));
     return 1;
 }
 
@@ -436,7 +439,10 @@ static int unit_gc(lua_State *L)
 static int unit_tostring(lua_State *L)
 {
     struct lunit *h = lkb_checkud(L, 1, &unit_key, KB_UNIT);
-    lua_pushfstring(L, "%s unit '%s'", unit_kinds[h->kind], h->port ? sim_port_name(h->port) : "?");
+    if (!h->port || !lkb_module_system_open(L, 1))
+        lua_pushfstring(L, "%s unit of a closed system", unit_kinds[h->kind]);
+    else
+        lua_pushfstring(L, "%s unit '%s'", unit_kinds[h->kind], sim_port_name(h->port));
     return 1;
 }
 

@@ -60,4 +60,19 @@ kb.check(g:time(64, 64, 64) > 0, "a sane size")
 fails("gemm:time: M*N*K = ", g.time, g, math.maxinteger, math.maxinteger, 2)
 fails("is more than 2^48", g.time, g, 1000000000, 1000000000, 1000000000)
 kb.check(g:time(65536, 65536, 65536) > 0, "2^48 is allowed")
+-- a module's options and types are checked
+fails("m:method: unknown option 'sens' (sensitive, dont_initialize)", k.method, k, "mm",
+      function() end, {sens = {}})
+fails("an interface type is not empty", k.out, k, "p", "")
+fails("an interface type is not empty", k.export, k, "", {})
+
+-- handles outlive their simulation: printing one reads nothing it freed
+local port = k:port("math")
+kb.check(tostring(port) == "port 'a.k.math' : kb_math_if", tostring(port))
+sys:close()
+kb.check(tostring(port) == "port of a closed system", tostring(port))
+sim:close()
+kb.check(tostring(full) == "memory of a closed system", tostring(full))
+kb.check(tostring(vu) == "math unit of a closed system", tostring(vu))
+fails("attempt to use a closed", vu.port, vu)
 print("lua_module_bad_input ok")
