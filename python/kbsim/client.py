@@ -105,7 +105,11 @@ class Client:
         self.tensors = {}  # tid -> (n, dtype)
         self.rank = rank
         self.n_pes = self.max_payload = None
-        self.hello(rank, token)
+        try:
+            self.hello(rank, token)
+        except BaseException:
+            self.sock.close()  # a refused hello leaves no connection behind
+            raise
 
     @staticmethod
     def _connect(address, timeout):

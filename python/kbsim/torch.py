@@ -58,7 +58,11 @@ class _Connection:
         self.rank = rank
         self.reader = threading.Thread(target=self._read_loop, name="kbsim-reader", daemon=True)
         self.reader.start()
-        meta, _ = self.call(OP["hello"], struct.pack("<I", rank) + _s2(token))
+        try:
+            meta, _ = self.call(OP["hello"], struct.pack("<I", rank) + _s2(token))
+        except BaseException:
+            self.close()  # a refused hello leaves no connection or reader behind
+            raise
         _v, _r, self.n_pes, self.max_payload = struct.unpack("<HIIQ", meta)
 
     def submit(self, op, meta, data=b"", callback=None):

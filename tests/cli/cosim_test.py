@@ -820,7 +820,8 @@ def case_errors():
 def case_bounds():
     """u64 arguments near 2^63 and 2^64 (offsets, counts, sizes): refused with the
     number as sent, never wrapped into a read or write outside the tensor (the reply
-    used to never come, or an 'internal error'), nor a cost of 0 ns."""
+    used to never come, or an 'internal error'), nor a cost of 0 ns. A refused hello
+    leaves no connection open."""
     srv = Server("-q")
     c = Client(srv.address, rank=0, timeout=30)
     t = c.alloc(16)
@@ -851,6 +852,17 @@ def case_bounds():
                                              struct.pack("<QQQ", 1 << 16, 1 << 16, 1 << 16))[0])
     check(ns > 0, "gemm cost of 2^48: %r" % ns)
     check(np.array_equal(c.read(t), np.arange(16, dtype=np.float32)), "tensor untouched")
+    # a client whose hello is refused (rank 0 is taken) closes its connection,
+    # even while the error (and its traceback) is kept
+    errors = [error_of(lambda: Client(srv.address, rank=0)) for _ in range(3)]
+    check(all(e.status == "refused" for e in errors), str(errors[0]))
+    with Client(srv.address) as obs:
+        for _ in range(200):
+            if obs.stats()["clients"] == 2:
+                break
+            time.sleep(0.01)
+        check(obs.stats()["clients"] == 2, "connections after refused hellos: %d (want rank 0 "
+              "and the observer)" % obs.stats()["clients"])
     c.close()
     srv.stop()
 

@@ -369,6 +369,37 @@ def case_costing():
               "%s: %r ns, Lua %r" % (k, got[k + "_ns"], ref[k + "_ps"]))
 
 
+def case_refused():
+    """A backend connection whose hello is refused (its rank is taken) raises and
+    leaves neither its connection nor its reader thread behind."""
+    import threading
+    import time
+    from kbsim import Client, ServerError
+    import kbsim.torch as kt
+    srv = Server()
+    try:
+        holder = Client(srv.address, rank=0)
+        before = threading.active_count()
+        for _ in range(3):
+            try:
+                kt._Connection(srv.address, 0)
+                raise AssertionError("a second connection for rank 0 was accepted")
+            except ServerError as e:
+                check(e.status == "refused" and "rank 0 is already claimed" in e.message, str(e))
+        check(threading.active_count() == before, "reader threads left: %d, before %d"
+              % (threading.active_count(), before))
+        with Client(srv.address) as obs:
+            for _ in range(200):
+                if obs.stats()["clients"] == 2:
+                    break
+                time.sleep(0.01)
+            check(obs.stats()["clients"] == 2, "connections after refused hellos: %d"
+                  % obs.stats()["clients"])
+        holder.close()
+    finally:
+        srv.stop()
+
+
 def case_tp_mlp():
     import tp_mlp
     res = tp_mlp.main(["--kbsim", KBSIM, "--check", "--start-method", "fork"])
