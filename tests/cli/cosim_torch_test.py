@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_torch_test.py KBSIM SRCDIR WORKDIR CASE — torch.distributed backend "kbsim" (python/kbsim/torch.py).
 
-CASE: ops | costing | tp_mlp | ddp. Prints "cosim_torch_CASE ok" when every check held, or
+CASE: ops | costing | tp_mlp | ddp | refused. Prints "cosim_torch_CASE ok" when every check held, or
 "cosim_torch_CASE skipped: ..." when python3-torch is not installed (ctest counts
 that as skipped).
 """
