@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -82,6 +83,28 @@ static void usage_error(const char *fmt, const char *subject)
     fputs("\nusage: kbsim [options] SCRIPT.lua [key=value ...] (try 'kbsim --help')\n",
           stderr);
     exit(EXIT_USAGE);
+}
+
+/* --describe-dot FILE is checked before the script runs (which may take
+ * long): a name, not a folder, in a folder that can be written. */
+static void check_dot_file(const char *path)
+{
+    struct stat st;
+    if (!*path)
+        usage_error("%s", "option '--describe-dot' needs a file name");
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        usage_error("--describe-dot: %s is a folder", path);
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (access(dir, W_OK) != 0) {
+        fprintf(stderr, "kbsim: --describe-dot: cannot write %s: %s: %s\n", path, dir,
+                strerror(errno));
+        exit(EXIT_USAGE);
+    }
 }
 
 /* The value of an option: attached ("--out=DIR", "-oDIR") or the next
@@ -399,6 +422,8 @@ static int kbsim_main(int argc, char **argv)
     }
     if (serving)
         return serve_main(&opt, &serve, i < argc ? argv[i] : NULL);
+    if (describe_dot)
+        check_dot_file(describe_dot);
     if ((describe || describe_dot) && i >= argc)
         return describe_main(&opt, describe, describe_dot);
     if ((describe || describe_dot) && (opt.shards > 0 || opt.merge))
