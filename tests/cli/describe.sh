@@ -84,6 +84,6 @@ out=$("$kbsim" --describe --topology $graph --set ipcq.buffer_kind=hbm 2>&1); [ 
 [ "$out" = "kbsim: sys:describe: ipcq of 'a': buffer_kind 'hbm' but the PE has no hbm" ] \
   || fail "hbm: $out"
 out=$("$kbsim" --describe-dot "$work/no/such/dir.dot" --topology $graph 2>&1); [ $? -eq 2 ] || fail "dir"
-printf '%s' "$out" | grep -qF "kbsim: --describe-dot: $work/no/such/dir.dot: No such file or directory" \
+printf '%s' "$out" | grep -qF "kbsim: --describe-dot: cannot write $work/no/such/dir.dot: $work/no/such: No such file or directory" \
   || fail "dir: $out"
 echo "describe ok"
