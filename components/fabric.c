@@ -19,6 +19,8 @@
  * time. */
 #include "fabric.h"
 
+#include "kb_port.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,13 @@ struct flink {
     const char *suffix; /* kb_fabric_add_link_suffixed's, not owned */
     int src, dst;
     int params;        /* index into kb_fabric.params */
+};
+
+/* A node's ports: "NAME.net.in" (0..*, exports kb_fabric.node_if: heads
+ * and flits from the links into the node) and "NAME.net.out" (0..*, bound
+ * to the links out of it). */
+struct nport {
+    struct sim_port *in, *out;
 };
 
 /* A thread blocked in kb_fabric_transfer waits on one of these. */
@@ -84,6 +93,13 @@ struct kb_fabric {
     void *classify_ud;
     uint8_t *classes; /* the classifier's output, cap_classes hops */
     int cap_classes;
+    /* the nodes as modules (decision 0038): node NAME is the module
+     * "NAME.net" (not "NAME": the memory at node sip0.cube0.sram exports
+     * sip0.cube0.sram.in), its ports made with the first link at it (NULL
+     * before), in cap_nport entries; every node exports node_if */
+    struct nport *nport;
+    int cap_nport;
+    struct kb_flit_if node_if;
     char err[256];
 };
 
@@ -98,11 +114,30 @@ static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
     return code;
 }
 
+/* kb_flit_if of every node: a worm's head or flit reaching the node on
+ * hop `hop` goes on to the link its route names for that hop, through
+ * that link's export (one of the links the node's `out` is bound to). */
+static int node_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    (void)ctx;
+    const struct kb_flit_if *in = kb_link_in(m->path[hop]);
+    return in->head(in->ctx, m, hop, t, now);
+}
+
+static void node_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    (void)ctx;
+    const struct kb_flit_if *in = kb_link_in(m->path[hop]);
+    in->flit(in->ctx, m, hop, t, now);
+}
+
 struct kb_fabric *kb_fabric_new(struct sim *s)
 {
     struct kb_fabric *f = calloc(1, sizeof *f);
-    if (f)
+    if (f) {
         f->sim = s;
+        f->node_if = (struct kb_flit_if){f, node_head, node_flit};
+    }
     return f;
 }
 
@@ -133,6 +168,7 @@ void kb_fabric_free(struct kb_fabric *f)
     for (int i = 0; i < f->n_nodes; i++)
         free(f->nodes[i].name);
     free(f->classes);
+    free(f->nport);
     free(f->links);
     free(f->params);
     free(f->nodes);
@@ -318,14 +354,67 @@ int kb_fabric_add_link_suffixed(struct kb_fabric *f, int src, int dst, const cha
     return add_link(f, src, dst, NULL, suffix, p);
 }
 
+/* Node `node`'s ports, made on first use; NULL with f->err set when out
+ * of memory. */
+static struct nport *node_ports(struct kb_fabric *f, int node)
+{
+    if (node >= f->cap_nport) {
+        int cap = f->cap_nport ? f->cap_nport : 16;
+        while (cap <= node)
+            cap *= 2;
+        struct nport *a = realloc(f->nport, (size_t)cap * sizeof *a);
+        if (!a) {
+            seterr(f, SIM_ENOMEM, "node '%s': out of memory", f->nodes[node].name);
+            return NULL;
+        }
+        memset(a + f->cap_nport, 0, (size_t)(cap - f->cap_nport) * sizeof *a);
+        f->nport = a;
+        f->cap_nport = cap;
+    }
+    struct nport *np = &f->nport[node];
+    if (!np->in) {
+        const char *name = f->nodes[node].name;
+        np->in = kb_port_export(f->sim, name, "net", KB_FLIT_IF, &f->node_if, KB_PORT_MANY,
+                                f->err, sizeof f->err);
+        if (!np->in)
+            return NULL;
+    }
+    if (!np->out) {
+        np->out = kb_port_new(f->sim, f->nodes[node].name, "net", "out", SIM_PORT_OUT,
+                              KB_FLIT_IF, 0, KB_PORT_MANY, f->err, sizeof f->err);
+        if (!np->out)
+            return NULL;
+    }
+    return np;
+}
+
+/* Makes link fl's kb_link and binds it: its source node's `out` to the
+ * link's `in`, the link's `out` to its destination node's `in`. */
+static struct kb_link *make_link(struct kb_fabric *f, struct flink *fl, const char *name)
+{
+    /* the nodes' ports first (listings show a node before its links); both
+     * before either is used: making one may move the other */
+    if (!node_ports(f, fl->src) || !node_ports(f, fl->dst))
+        return NULL;
+    struct kb_link *l = kb_link_new(f->sim, name, &f->params[fl->params], f->err, sizeof f->err);
+    if (!l)
+        return NULL;
+    struct nport *src = &f->nport[fl->src], *dst = &f->nport[fl->dst];
+    if (kb_port_bind(f->sim, src->out, kb_link_in_port(l), f->err, sizeof f->err) < 0 ||
+        kb_port_bind(f->sim, kb_link_out_port(l), dst->in, f->err, sizeof f->err) < 0) {
+        kb_link_free(l); /* its ports stay, unbound or half bound, until sim_free */
+        return NULL;
+    }
+    return l;
+}
+
 /* Link `id`'s kb_link, made on first use; NULL when out of memory. */
 static struct kb_link *link_of(struct kb_fabric *f, int id)
 {
     struct flink *fl = &f->links[id];
     if (!fl->l) {
         char buf[512];
-        fl->l = kb_link_new(f->sim, link_name(f, id, buf, sizeof buf),
-                            &f->params[fl->params], f->err, sizeof f->err);
+        fl->l = make_link(f, fl, link_name(f, id, buf, sizeof buf));
         f->n_made += fl->l != NULL;
     }
     return fl->l;
