@@ -114,29 +114,13 @@ static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
     return code;
 }
 
-/* kb_flit_if of every node: a worm's head or flit reaching the node on
- * hop `hop` goes on to the link its route names for that hop, through
- * that link's export (one of the links the node's `out` is bound to). */
-static int node_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
-{
-    (void)ctx;
-    const struct kb_flit_if *in = kb_link_in(m->path[hop]);
-    return in->head(in->ctx, m, hop, t, now);
-}
-
-static void node_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
-{
-    (void)ctx;
-    const struct kb_flit_if *in = kb_link_in(m->path[hop]);
-    in->flit(in->ctx, m, hop, t, now);
-}
-
 struct kb_fabric *kb_fabric_new(struct sim *s)
 {
     struct kb_fabric *f = calloc(1, sizeof *f);
     if (f) {
         f->sim = s;
-        f->node_if = (struct kb_flit_if){f, node_head, node_flit};
+        /* every node forwards a worm to its route's next link (link.h) */
+        f->node_if = (struct kb_flit_if){f, kb_link_route_head, kb_link_route_flit};
     }
     return f;
 }

@@ -285,6 +285,22 @@ static int link_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t,
     return post(ctx, t, now, m, hop);
 }
 
+int kb_link_route_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    (void)ctx;
+    struct kb_link *nl = m->path[hop];
+    if (nl->in_if.head == link_head) /* the common case, without the call */
+        return post(nl, t, now, m, hop);
+    return nl->in_if.head(nl->in_if.ctx, m, hop, t, now);
+}
+
+void kb_link_route_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    (void)ctx;
+    const struct kb_flit_if *in = kb_link_in(m->path[hop]);
+    in->flit(in->ctx, m, hop, t, now);
+}
+
 int kb_link_inject(struct kb_link_msg *m)
 {
     if (m->n_hops == 0 || m->n_flits == 0)

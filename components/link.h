@@ -132,6 +132,14 @@ const char *kb_link_name(const struct kb_link *l);
 struct sim_port *kb_link_in_port(const struct kb_link *l);
 struct sim_port *kb_link_out_port(const struct kb_link *l);
 
+/* The interface a fabric node exports (fabric.c: every node's NODE.net.in):
+ * a head or flit reaching it on hop `hop` goes on to the input of the link
+ * m->path[hop], its route's next link, through that link's export. Here,
+ * beside the links, so a wormhole link's input is reached without a
+ * second indirect call. ctx is unused. */
+int kb_link_route_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
+void kb_link_route_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
+
 /* The interface the link exports on its port `in`: a struct kb_link
  * begins with it, so a node forwarding a worm reaches the next link's
  * input with no call. */

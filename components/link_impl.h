@@ -25,7 +25,6 @@ struct waiting {
 struct kb_link {
     struct kb_flit_if in_if; /* first: kb_link_in (link.h) */
     const struct kb_flit_if *out; /* the peer of port `out`, NULL until bound */
-    struct sim_port *in_port, *out_port;
     struct sim *sim; /* the name is the process's (kb_link_name) */
     struct kb_link_params p;
     double ps_per_byte;
@@ -58,6 +57,8 @@ struct kb_link {
     struct kb_link_stats st;
 
     struct kb_link_credit *cr; /* credit mode (link_credit.c), else NULL */
+
+    struct sim_port *in_port, *out_port; /* "NAME.in", "NAME.out" */
 };
 
 struct kb_link_credit;
