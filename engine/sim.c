@@ -142,18 +142,23 @@ struct sim_signal {
 
 struct sim_port {
     struct sim *sim;
-    char *name; /* name and tag follow the struct, one allocation */
-    enum sim_port_dir dir;
-    char *tag;
-    int min_bind, max_bind;
+    const char *name; /* follows the struct, in its chunk */
+    const char *tag;  /* interned: one copy a type in the simulation */
     void *iface;
     struct sim_port **peers; /* &peer0 until a second binding */
     struct sim_port *peer0;
-    int n_peers, cap_peers;
-    struct sim_port *next_all;     /* newest first */
     struct sim_port *next_created; /* oldest first, for listings */
     sim_port_bound_fn on_bind;
     void *on_bind_ud;
+    int min_bind, max_bind;
+    int n_peers, cap_peers;
+    enum sim_port_dir dir;
+};
+
+/* A port type tag, kept once (a system has a handful of types). */
+struct port_tag {
+    struct port_tag *next;
+    char s[];
 };
 
 struct qent {
@@ -193,7 +198,7 @@ struct sim {
     struct prim_node *prims;
     struct sim_fifo *fifos;
     struct sim_signal *signals;
-    struct sim_port *ports;
+    struct port_tag *port_tags;
     /* ports live in chunks of their own (a chunk begins with the pointer
      * to the previous one), made by the thousand (four a fabric link) and
      * freed together, so they do not spread the links' state in memory */
@@ -383,10 +388,12 @@ void sim_free(struct sim *s)
         free(f->name);
         free(f);
     }
-    for (struct sim_port *p = s->ports, *n; p; p = n) {
-        n = p->next_all;
+    for (struct sim_port *p = s->ports_first; p; p = p->next_created)
         if (p->peers != &p->peer0)
             free(p->peers);
+    for (struct port_tag *t = s->port_tags, *n; t; t = n) {
+        n = t->next;
+        free(t);
     }
     for (char *c = s->port_chunk, *prev; c; c = prev) {
         memcpy(&prev, c, sizeof prev);
@@ -1404,8 +1411,23 @@ struct sim_port *sim_port_new(struct sim *s, const char *name,
         name = "";
     if (!type_tag)
         type_tag = "";
-    size_t ln = strlen(name) + 1, lt = strlen(type_tag) + 1;
-    size_t need = (sizeof(struct sim_port) + ln + lt + 15) & ~(size_t)15;
+    const struct port_tag *tag = s->port_tags;
+    while (tag && strcmp(tag->s, type_tag) != 0)
+        tag = tag->next;
+    if (!tag) {
+        size_t lt = strlen(type_tag) + 1;
+        struct port_tag *t = malloc(sizeof *t + lt);
+        if (!t) {
+            seterr(s, SIM_ENOMEM, "out of memory creating port");
+            return NULL;
+        }
+        memcpy(t->s, type_tag, lt);
+        t->next = s->port_tags;
+        s->port_tags = t;
+        tag = t;
+    }
+    size_t ln = strlen(name) + 1;
+    size_t need = (sizeof(struct sim_port) + ln + 7) & ~(size_t)7;
     if (need > s->port_left) {
         enum { PORT_CHUNK = 16384, HDR = 16 };
         size_t sz = need + HDR > PORT_CHUNK ? need + HDR : PORT_CHUNK;
@@ -1424,15 +1446,13 @@ struct sim_port *sim_port_new(struct sim *s, const char *name,
     s->port_left -= need;
     memset(p, 0, sizeof *p);
     p->name = memcpy((char *)(p + 1), name, ln);
-    p->tag = memcpy(p->name + ln, type_tag, lt);
+    p->tag = tag->s;
     p->peers = &p->peer0;
     p->cap_peers = 1;
     p->sim = s;
     p->dir = dir;
     p->min_bind = min_bind;
     p->max_bind = max_bind;
-    p->next_all = s->ports;
-    s->ports = p;
     if (s->ports_last)
         s->ports_last->next_created = p;
     else
@@ -1518,7 +1538,7 @@ int sim_port_bind(struct sim_port *a, struct sim_port *b)
                       "cannot bind '%s' (%s) to '%s' (%s): directions must "
                       "be out to in, or inout to inout",
                       a->name, dir_name(a->dir), b->name, dir_name(b->dir));
-    if (strcmp(a->tag, b->tag) != 0)
+    if (a->tag != b->tag) /* interned: one copy a type */
         return seterr(s, SIM_EBIND,
                       "cannot bind '%s' (type '%s') to '%s' (type '%s'): "
                       "interface types differ",
