@@ -277,10 +277,19 @@ static const char *name_of(const struct kb_fabric *f, const char *name, const ch
 {
     if (name)
         return name;
-    if (suffix)
-        snprintf(buf, len, "%s.%s", f->nodes[src].name, suffix);
-    else
-        snprintf(buf, len, "%s->%s", f->nodes[src].name, f->nodes[dst].name);
+    /* "a.suffix" or "a->b", truncated to len as snprintf would; no printf:
+     * a link's name is made with the link, thousands a run */
+    const char *part[3] = {f->nodes[src].name, suffix ? "." : "->",
+                           suffix ? suffix : f->nodes[dst].name};
+    size_t k = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t l = strlen(part[i]);
+        if (l > len - 1 - k)
+            l = len - 1 - k;
+        memcpy(buf + k, part[i], l);
+        k += l;
+    }
+    buf[k] = 0;
     return buf;
 }
 
