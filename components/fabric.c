@@ -19,6 +19,8 @@
  * time. */
 #include "fabric.h"
 
+#include "kb_port.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,13 @@ struct flink {
     const char *suffix; /* kb_fabric_add_link_suffixed's, not owned */
     int src, dst;
     int params;        /* index into kb_fabric.params */
+};
+
+/* A node's ports: "NAME.net.in" (0..*, exports kb_fabric.node_if: heads
+ * and flits from the links into the node) and "NAME.net.out" (0..*, bound
+ * to the links out of it). */
+struct nport {
+    struct sim_port *in, *out;
 };
 
 /* A thread blocked in kb_fabric_transfer waits on one of these. */
@@ -84,6 +93,13 @@ struct kb_fabric {
     void *classify_ud;
     uint8_t *classes; /* the classifier's output, cap_classes hops */
     int cap_classes;
+    /* the nodes as modules (decision 0038): node NAME is the module
+     * "NAME.net" (not "NAME": the memory at node sip0.cube0.sram exports
+     * sip0.cube0.sram.in), its ports made with the first link at it (NULL
+     * before), in cap_nport entries; every node exports node_if */
+    struct nport *nport;
+    int cap_nport;
+    struct kb_flit_if node_if;
     char err[256];
 };
 
@@ -101,8 +117,11 @@ static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
 struct kb_fabric *kb_fabric_new(struct sim *s)
 {
     struct kb_fabric *f = calloc(1, sizeof *f);
-    if (f)
+    if (f) {
         f->sim = s;
+        /* every node forwards a worm to its route's next link (link.h) */
+        f->node_if = (struct kb_flit_if){f, kb_link_route_head, kb_link_route_flit};
+    }
     return f;
 }
 
@@ -133,6 +152,7 @@ void kb_fabric_free(struct kb_fabric *f)
     for (int i = 0; i < f->n_nodes; i++)
         free(f->nodes[i].name);
     free(f->classes);
+    free(f->nport);
     free(f->links);
     free(f->params);
     free(f->nodes);
@@ -257,10 +277,19 @@ static const char *name_of(const struct kb_fabric *f, const char *name, const ch
 {
     if (name)
         return name;
-    if (suffix)
-        snprintf(buf, len, "%s.%s", f->nodes[src].name, suffix);
-    else
-        snprintf(buf, len, "%s->%s", f->nodes[src].name, f->nodes[dst].name);
+    /* "a.suffix" or "a->b", truncated to len as snprintf would; no printf:
+     * a link's name is made with the link, thousands a run */
+    const char *part[3] = {f->nodes[src].name, suffix ? "." : "->",
+                           suffix ? suffix : f->nodes[dst].name};
+    size_t k = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t l = strlen(part[i]);
+        if (l > len - 1 - k)
+            l = len - 1 - k;
+        memcpy(buf + k, part[i], l);
+        k += l;
+    }
+    buf[k] = 0;
     return buf;
 }
 
@@ -318,14 +347,67 @@ int kb_fabric_add_link_suffixed(struct kb_fabric *f, int src, int dst, const cha
     return add_link(f, src, dst, NULL, suffix, p);
 }
 
+/* Node `node`'s ports, made on first use; NULL with f->err set when out
+ * of memory. */
+static struct nport *node_ports(struct kb_fabric *f, int node)
+{
+    if (node >= f->cap_nport) {
+        int cap = f->cap_nport ? f->cap_nport : 16;
+        while (cap <= node)
+            cap *= 2;
+        struct nport *a = realloc(f->nport, (size_t)cap * sizeof *a);
+        if (!a) {
+            seterr(f, SIM_ENOMEM, "node '%s': out of memory", f->nodes[node].name);
+            return NULL;
+        }
+        memset(a + f->cap_nport, 0, (size_t)(cap - f->cap_nport) * sizeof *a);
+        f->nport = a;
+        f->cap_nport = cap;
+    }
+    struct nport *np = &f->nport[node];
+    if (!np->in) {
+        const char *name = f->nodes[node].name;
+        np->in = kb_port_export(f->sim, name, "net", KB_FLIT_IF, &f->node_if, KB_PORT_MANY,
+                                f->err, sizeof f->err);
+        if (!np->in)
+            return NULL;
+    }
+    if (!np->out) {
+        np->out = kb_port_new(f->sim, f->nodes[node].name, "net", "out", SIM_PORT_OUT,
+                              KB_FLIT_IF, 0, KB_PORT_MANY, f->err, sizeof f->err);
+        if (!np->out)
+            return NULL;
+    }
+    return np;
+}
+
+/* Makes link fl's kb_link and binds it: its source node's `out` to the
+ * link's `in`, the link's `out` to its destination node's `in`. */
+static struct kb_link *make_link(struct kb_fabric *f, struct flink *fl, const char *name)
+{
+    /* the nodes' ports first (listings show a node before its links); both
+     * before either is used: making one may move the other */
+    if (!node_ports(f, fl->src) || !node_ports(f, fl->dst))
+        return NULL;
+    struct kb_link *l = kb_link_new(f->sim, name, &f->params[fl->params], f->err, sizeof f->err);
+    if (!l)
+        return NULL;
+    struct nport *src = &f->nport[fl->src], *dst = &f->nport[fl->dst];
+    if (kb_port_bind(f->sim, src->out, kb_link_in_port(l), f->err, sizeof f->err) < 0 ||
+        kb_port_bind(f->sim, kb_link_out_port(l), dst->in, f->err, sizeof f->err) < 0) {
+        kb_link_free(l); /* its ports stay, unbound or half bound, until sim_free */
+        return NULL;
+    }
+    return l;
+}
+
 /* Link `id`'s kb_link, made on first use; NULL when out of memory. */
 static struct kb_link *link_of(struct kb_fabric *f, int id)
 {
     struct flink *fl = &f->links[id];
     if (!fl->l) {
         char buf[512];
-        fl->l = kb_link_new(f->sim, link_name(f, id, buf, sizeof buf),
-                            &f->params[fl->params], f->err, sizeof f->err);
+        fl->l = make_link(f, fl, link_name(f, id, buf, sizeof buf));
         f->n_made += fl->l != NULL;
     }
     return fl->l;

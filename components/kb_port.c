@@ -2,6 +2,7 @@
 #include "kb_port.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "kb_err.h"
 
@@ -9,11 +10,23 @@ struct sim_port *kb_port_new(struct sim *s, const char *owner, const char *unit,
                              const char *port, enum sim_port_dir dir, const char *type,
                              int min_bind, int max_bind, char *err, size_t errlen)
 {
+    /* "owner.unit.port", truncated to the buffer as snprintf would; no
+     * printf: the fabric makes four ports a link */
     char name[256];
-    if (owner && *owner)
-        snprintf(name, sizeof name, "%s.%s.%s", owner, unit, port);
-    else
-        snprintf(name, sizeof name, "%s.%s", unit, port);
+    const char *part[3] = {owner && *owner ? owner : NULL, unit, port};
+    size_t k = 0;
+    for (int i = 0; i < 3; i++) {
+        if (!part[i])
+            continue;
+        if (k && k < sizeof name - 1)
+            name[k++] = '.';
+        size_t l = strlen(part[i]);
+        if (l > sizeof name - 1 - k)
+            l = sizeof name - 1 - k;
+        memcpy(name + k, part[i], l);
+        k += l;
+    }
+    name[k] = 0;
     struct sim_port *p = sim_port_new(s, name, dir, type, min_bind, max_bind);
     if (!p)
         kb_errf(err, errlen, "port '%s': %s", name, sim_errmsg(s));

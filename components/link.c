@@ -25,6 +25,7 @@
 #include "link_impl.h"
 
 #include "kb_err.h"
+#include "kb_port.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -88,6 +89,29 @@ int kb_link_params_check(const struct kb_link_params *p, const char *name,
 static sim_time ns_to_ps(double ns) { return (sim_time)llround(ns * 1000.0); }
 
 static void link_serve(struct sim *s, void *arg);
+static int link_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
+
+/* Port `out` was bound: cache the peer's interface (one load a hand-off). */
+static void out_bound(void *ud, struct sim_port *p)
+{
+    struct kb_link *l = ud;
+    l->out = sim_port_peer_iface(p, 0);
+}
+
+/* The link's ports "name.in" (its export) and "name.out" (decision 0038). */
+static int make_ports(struct sim *s, struct kb_link *l, const char *name, char *err,
+                      size_t errlen)
+{
+    l->in_port = kb_port_new(s, NULL, name, "in", SIM_PORT_IN, KB_FLIT_IF, 0, 1, err, errlen);
+    if (!l->in_port)
+        return SIM_ENOMEM;
+    sim_port_set_iface(l->in_port, &l->in_if);
+    l->out_port = kb_port_new(s, NULL, name, "out", SIM_PORT_OUT, KB_FLIT_IF, 1, 1, err, errlen);
+    if (!l->out_port)
+        return SIM_ENOMEM;
+    sim_port_on_bind(l->out_port, out_bound, l);
+    return 0;
+}
 
 struct kb_link *kb_link_new(struct sim *s, const char *name,
                             const struct kb_link_params *p, char *err,
@@ -114,11 +138,17 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
         kb_link_free(l);
         return NULL;
     }
+    l->in_if = l->cr ? (struct kb_flit_if){l, kb_link_credit_head, kb_link_credit_flit}
+                     : (struct kb_flit_if){l, link_head, NULL};
     /* the process keeps the link's name; its wake-ups are timed
      * activations of the process itself (sim_method_wake), no event */
     l->proc = sim_method(s, name, l->cr ? kb_link_credit_serve : link_serve, l, true);
     if (!l->proc) {
         kb_errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
+        kb_link_free(l);
+        return NULL;
+    }
+    if (make_ports(s, l, name, err, errlen) < 0) {
         kb_link_free(l);
         return NULL;
     }
@@ -136,6 +166,8 @@ void kb_link_free(struct kb_link *l)
 }
 
 const char *kb_link_name(const struct kb_link *l) { return sim_proc_name(l->proc); }
+struct sim_port *kb_link_in_port(const struct kb_link *l) { return l->in_port; }
+struct sim_port *kb_link_out_port(const struct kb_link *l) { return l->out_port; }
 const struct kb_link_params *kb_link_params(const struct kb_link *l)
 {
     return &l->p;
@@ -246,6 +278,29 @@ static int post(struct kb_link *l, sim_time t, sim_time now,
     return 0;
 }
 
+/* kb_flit_if.head of a wormhole_unbounded link: the head joins the
+ * arrivals at t. */
+static int link_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    return post(ctx, t, now, m, hop);
+}
+
+int kb_link_route_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    (void)ctx;
+    struct kb_link *nl = m->path[hop];
+    if (nl->in_if.head == link_head) /* the common case, without the call */
+        return post(nl, t, now, m, hop);
+    return nl->in_if.head(nl->in_if.ctx, m, hop, t, now);
+}
+
+void kb_link_route_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    (void)ctx;
+    const struct kb_flit_if *in = kb_link_in(m->path[hop]);
+    in->flit(in->ctx, m, hop, t, now);
+}
+
 int kb_link_inject(struct kb_link_msg *m)
 {
     if (m->n_hops == 0 || m->n_flits == 0)
@@ -324,9 +379,10 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     if (j + 1 == m->n_hops)
         return 0;
     m->body[j + 1] = l->free_at + l->lat_ps;
-    struct kb_link *nl = m->path[j + 1];
-    sim_time head = now + (n == 1 ? dl : d) + l->lat_ps + nl->ovh_ps;
-    return post(nl, head, now, m, j + 1);
+    sim_time head = now + (n == 1 ? dl : d) + l->lat_ps + m->path[j + 1]->ovh_ps;
+    /* through port `out`: the node at the far end hands the head to the
+     * route's next link */
+    return l->out->head(l->out->ctx, m, j + 1, head, now);
 }
 
 /* The worm's occupancy of the link, from its acquisition to the end of

@@ -58,6 +58,31 @@ struct kb_link_stats {
 };
 
 struct kb_link;
+struct kb_link_msg;
+
+/* ---- ports (decision 0038) ----------------------------------------------
+ * A link is a module named after it with two ports of type kb_flit_if:
+ *   in   IN, 0..1   its input; exports the link's kb_flit_if (made with the
+ *                   link; the node upstream, or the previous link, binds it)
+ *   out  OUT, 1..1  where its flits go: the node at its far end (whose
+ *                   export forwards each worm to the next link of its
+ *                   route) or another link; cached at bind, so a hand-off
+ *                   is one load and an indirect call
+ * A worm's route (kb_link_msg.path) names the links it takes, as an address
+ * names a memory: a node picks its output by it. */
+#define KB_FLIT_IF "kb_flit_if"
+
+struct kb_flit_if {
+    void *ctx;
+    /* The head of worm m, on hop `hop` of its path, may ask for the link
+     * of that hop from absolute time t (>= now, the link's overhead paid)
+     * on. 0, or SIM_ENOMEM. */
+    int (*head)(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
+    /* Credit mode: a body flit of m, on hop `hop`, may go on from t (its
+     * time is in the message's state). NULL on a wormhole_unbounded link,
+     * whose body stream follows from its head. */
+    void (*flit)(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
+};
 
 /* credit mode bounds (a bad value is an error naming the link) */
 #define KB_LINK_MAX_BUFFER_FLITS 4096
@@ -102,6 +127,26 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
 void kb_link_free(struct kb_link *l);
 
 const char *kb_link_name(const struct kb_link *l);
+
+/* The link's ports: "NAME.in" (its export) and "NAME.out". */
+struct sim_port *kb_link_in_port(const struct kb_link *l);
+struct sim_port *kb_link_out_port(const struct kb_link *l);
+
+/* The interface a fabric node exports (fabric.c: every node's NODE.net.in):
+ * a head or flit reaching it on hop `hop` goes on to the input of the link
+ * m->path[hop], its route's next link, through that link's export. Here,
+ * beside the links, so a wormhole link's input is reached without a
+ * second indirect call. ctx is unused. */
+int kb_link_route_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
+void kb_link_route_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
+
+/* The interface the link exports on its port `in`: a struct kb_link
+ * begins with it, so a node forwarding a worm reaches the next link's
+ * input with no call. */
+static inline const struct kb_flit_if *kb_link_in(const struct kb_link *l)
+{
+    return (const struct kb_flit_if *)(const void *)l;
+}
 const struct kb_link_params *kb_link_params(const struct kb_link *l);
 
 /* Serialisation time of `bytes` on this link in ps: bytes / bw, rounded to

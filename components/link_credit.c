@@ -286,9 +286,13 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         struct kb_link *nl = m->path[j + 1];
         sim_time ready = at + (k == 0 ? nl->ovh_ps : 0);
         h->ring[(h->head + h->cnt++) % h->cap] = ready;
-        if (k == 0 && cand_add(nl->cr, m, j + 1) < 0)
-            *err = 1;
-        kb_link_wake_at(nl, ready, now);
+        /* through port `out` (decision 0038) */
+        if (k == 0) {
+            if (l->out->head(l->out->ctx, m, j + 1, ready, now) < 0)
+                *err = 1;
+        } else {
+            l->out->flit(l->out->ctx, m, j + 1, ready, now);
+        }
     } else {
         /* the sink takes the flit as it arrives */
         if (credit_push(l, at + c->credit_ps, now, vc, tail) < 0)
@@ -305,6 +309,24 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         m->done(m, at);
     }
     return 1;
+}
+
+/* kb_flit_if of a credit link: a head joins the messages at the input, a
+ * body flit wakes the link when it may go on (decision 0038). */
+int kb_link_credit_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    struct kb_link *l = ctx;
+    if (cand_add(l->cr, m, hop) < 0)
+        return SIM_ENOMEM;
+    kb_link_wake_at(l, t, now);
+    return 0;
+}
+
+void kb_link_credit_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    (void)m;
+    (void)hop;
+    kb_link_wake_at(ctx, t, now);
 }
 
 void kb_link_credit_serve(struct sim *s, void *arg)

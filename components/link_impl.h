@@ -23,6 +23,8 @@ struct waiting {
 #define NO_LINE SIM_FOREVER
 
 struct kb_link {
+    struct kb_flit_if in_if; /* first: kb_link_in (link.h) */
+    const struct kb_flit_if *out; /* the peer of port `out`, NULL until bound */
     struct sim *sim; /* the name is the process's (kb_link_name) */
     struct kb_link_params p;
     double ps_per_byte;
@@ -55,6 +57,8 @@ struct kb_link {
     struct kb_link_stats st;
 
     struct kb_link_credit *cr; /* credit mode (link_credit.c), else NULL */
+
+    struct sim_port *in_port, *out_port; /* "NAME.in", "NAME.out" */
 };
 
 struct kb_link_credit;
@@ -67,6 +71,9 @@ void kb_link_wake_at(struct kb_link *l, sim_time t, sim_time now);
 struct kb_link_credit *kb_link_credit_new(const struct kb_link_params *p);
 void kb_link_credit_free(struct kb_link_credit *c);
 void kb_link_credit_serve(struct sim *s, void *arg);
+/* the credit mode's kb_flit_if functions */
+int kb_link_credit_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
+void kb_link_credit_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
 int kb_link_credit_inject(struct kb_link_msg *m);
 int kb_link_credit_backlog(const struct kb_link_credit *c);
 

@@ -142,17 +142,23 @@ struct sim_signal {
 
 struct sim_port {
     struct sim *sim;
-    char *name;
-    enum sim_port_dir dir;
-    char *tag;
-    int min_bind, max_bind;
+    const char *name; /* follows the struct, in its chunk */
+    const char *tag;  /* interned: one copy a type in the simulation */
     void *iface;
-    struct sim_port **peers;
-    int n_peers, cap_peers;
-    struct sim_port *next_all;     /* newest first */
+    struct sim_port **peers; /* &peer0 until a second binding */
+    struct sim_port *peer0;
     struct sim_port *next_created; /* oldest first, for listings */
     sim_port_bound_fn on_bind;
     void *on_bind_ud;
+    int min_bind, max_bind;
+    int n_peers, cap_peers;
+    enum sim_port_dir dir;
+};
+
+/* A port type tag, kept once (a system has a handful of types). */
+struct port_tag {
+    struct port_tag *next;
+    char s[];
 };
 
 struct qent {
@@ -192,7 +198,12 @@ struct sim {
     struct prim_node *prims;
     struct sim_fifo *fifos;
     struct sim_signal *signals;
-    struct sim_port *ports;
+    struct port_tag *port_tags;
+    /* ports live in chunks of their own (a chunk begins with the pointer
+     * to the previous one), made by the thousand (four a fabric link) and
+     * freed together, so they do not spread the links' state in memory */
+    char *port_chunk, *port_next;
+    size_t port_left;
     struct sim_port *ports_first, *ports_last; /* creation order */
     bool elaborated;
     bool stop_req;
@@ -377,12 +388,16 @@ void sim_free(struct sim *s)
         free(f->name);
         free(f);
     }
-    for (struct sim_port *p = s->ports, *n; p; p = n) {
-        n = p->next_all;
-        free(p->name);
-        free(p->tag);
-        free(p->peers);
-        free(p);
+    for (struct sim_port *p = s->ports_first; p; p = p->next_created)
+        if (p->peers != &p->peer0)
+            free(p->peers);
+    for (struct port_tag *t = s->port_tags, *n; t; t = n) {
+        n = t->next;
+        free(t);
+    }
+    for (char *c = s->port_chunk, *prev; c; c = prev) {
+        memcpy(&prev, c, sizeof prev);
+        free(c);
     }
     sim__trace_free(s->tracer);
     coro_pool_release(&s->pool);
@@ -1390,20 +1405,54 @@ struct sim_port *sim_port_new(struct sim *s, const char *name,
                min_bind, max_bind);
         return NULL;
     }
-    struct sim_port *p = calloc(1, sizeof *p);
-    if (!p || !(p->name = xstrdup(name)) || !(p->tag = xstrdup(type_tag))) {
-        if (p)
-            free(p->name);
-        free(p);
-        seterr(s, SIM_ENOMEM, "out of memory creating port");
-        return NULL;
+    /* one allocation: the port, its name, its type tag (a system makes
+     * ports by the thousand, four a link) */
+    if (!name)
+        name = "";
+    if (!type_tag)
+        type_tag = "";
+    const struct port_tag *tag = s->port_tags;
+    while (tag && strcmp(tag->s, type_tag) != 0)
+        tag = tag->next;
+    if (!tag) {
+        size_t lt = strlen(type_tag) + 1;
+        struct port_tag *t = malloc(sizeof *t + lt);
+        if (!t) {
+            seterr(s, SIM_ENOMEM, "out of memory creating port");
+            return NULL;
+        }
+        memcpy(t->s, type_tag, lt);
+        t->next = s->port_tags;
+        s->port_tags = t;
+        tag = t;
     }
+    size_t ln = strlen(name) + 1;
+    size_t need = (sizeof(struct sim_port) + ln + 7) & ~(size_t)7;
+    if (need > s->port_left) {
+        enum { PORT_CHUNK = 16384, HDR = 16 };
+        size_t sz = need + HDR > PORT_CHUNK ? need + HDR : PORT_CHUNK;
+        char *c = malloc(sz);
+        if (!c) {
+            seterr(s, SIM_ENOMEM, "out of memory creating port");
+            return NULL;
+        }
+        memcpy(c, &s->port_chunk, sizeof s->port_chunk);
+        s->port_chunk = c;
+        s->port_next = c + HDR;
+        s->port_left = sz - HDR;
+    }
+    struct sim_port *p = (struct sim_port *)(void *)s->port_next;
+    s->port_next += need;
+    s->port_left -= need;
+    memset(p, 0, sizeof *p);
+    p->name = memcpy((char *)(p + 1), name, ln);
+    p->tag = tag->s;
+    p->peers = &p->peer0;
+    p->cap_peers = 1;
     p->sim = s;
     p->dir = dir;
     p->min_bind = min_bind;
     p->max_bind = max_bind;
-    p->next_all = s->ports;
-    s->ports = p;
     if (s->ports_last)
         s->ports_last->next_created = p;
     else
@@ -1450,8 +1499,20 @@ void *sim_port_peer_iface(const struct sim_port *p, int i)
 }
 
 /* Room for one more peer of p. */
+/* Room for one more peer: the first fits in the port (peer0). */
 static bool reserve_peer(struct sim_port *p)
 {
+    if (p->n_peers < p->cap_peers)
+        return true;
+    if (p->peers == &p->peer0) {
+        struct sim_port **a = malloc(4 * sizeof *a);
+        if (!a)
+            return false;
+        a[0] = p->peer0;
+        p->peers = a;
+        p->cap_peers = 4;
+        return true;
+    }
     size_t cap = (size_t)p->cap_peers;
     if (!grow(&p->peers, &cap, (size_t)p->n_peers + 1, sizeof *p->peers))
         return false;
@@ -1477,7 +1538,7 @@ int sim_port_bind(struct sim_port *a, struct sim_port *b)
                       "cannot bind '%s' (%s) to '%s' (%s): directions must "
                       "be out to in, or inout to inout",
                       a->name, dir_name(a->dir), b->name, dir_name(b->dir));
-    if (strcmp(a->tag, b->tag) != 0)
+    if (a->tag != b->tag) /* interned: one copy a type */
         return seterr(s, SIM_EBIND,
                       "cannot bind '%s' (type '%s') to '%s' (type '%s'): "
                       "interface types differ",

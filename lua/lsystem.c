@@ -975,6 +975,19 @@ static void sb_add(struct sbuf *b, const char *str)
     b->n += l;
 }
 
+/* str in a Graphviz record label: the characters that shape a record
+ * ("a->b" names a link) are escaped. */
+static void sb_add_label(struct sbuf *b, const char *str)
+{
+    char one[3] = {0};
+    for (; *str; str++) {
+        bool special = strchr("<>{}|\\\"", *str) != NULL;
+        one[0] = special ? '\\' : *str;
+        one[1] = special ? *str : 0;
+        sb_add(b, one);
+    }
+}
+
 /* The module of a port "a.b.unit.port" is "a.b.unit": the length of the
  * name before its last dot (0: none). */
 static size_t module_len(const char *port)
@@ -1119,7 +1132,7 @@ static void ports_dot(lua_State *L, struct sbuf *b, int mods)
         sb_add(b, "  \"");
         sb_add(b, lua_tostring(L, -1));
         sb_add(b, "\" [label=\"{");
-        sb_add(b, lua_tostring(L, -1));
+        sb_add_label(b, lua_tostring(L, -1));
         sb_add(b, "|{");
         lua_pop(L, 1);
         lua_getfield(L, -1, "ports");
@@ -1169,20 +1182,24 @@ static void ports_dot(lua_State *L, struct sbuf *b, int mods)
     sb_add(b, "}\n");
 }
 
-/* sys:describe([{ports = true, units = true, format = "text" | "dot"}]):
+/* sys:describe([{ports = true, units = true, links = true, format = "text" | "dot"}]):
  * the summary; with ports, the modules made so far, their ports and
- * bindings after it (units = true makes every PE's units first); format
- * "dot" gives only the Graphviz graph of the modules. */
+ * bindings after it (units = true makes every PE's units first, links =
+ * true every link, and so its two nodes, decision 0038); format "dot"
+ * gives only the Graphviz graph of the modules. */
 static int sys_describe(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
-    bool ports = false, units = false, dot = false;
+    bool ports = false, units = false, links = false, dot = false;
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
         lua_getfield(L, 2, "ports");
         ports = lua_toboolean(L, -1);
         lua_getfield(L, 2, "units");
         units = lua_toboolean(L, -1);
+        lua_getfield(L, 2, "links");
+        links = lua_toboolean(L, -1);
+        lua_pop(L, 1);
         lua_getfield(L, 2, "format");
         const char *fmt = luaL_optstring(L, -1, "text");
         if (strcmp(fmt, "dot") == 0)
@@ -1205,6 +1222,11 @@ static int sys_describe(lua_State *L)
                     return luaL_error(L, "sys:describe: %s", kb_mem_errmsg(mems[k]));
         }
     }
+    struct kb_fabric *f = kb_system_fabric(h->sys);
+    if (links)
+        for (int i = 0; i < kb_fabric_link_count(f); i++)
+            if (!kb_fabric_link(f, i))
+                return luaL_error(L, "sys:describe: %s", kb_fabric_errmsg(f));
     if (ports) {
         push_modules(L, kb_system_sim(h->sys));
         int mods = lua_gettop(L);
@@ -1214,6 +1236,10 @@ static int sys_describe(lua_State *L)
         } else {
             char buf[1024];
             kb_system_describe(h->sys, buf, sizeof buf);
+            sb_add(&b, buf);
+            /* links and their nodes are modules from a link's first use */
+            snprintf(buf, sizeof buf, "links made %d of %d\n", kb_fabric_links_made(f),
+                     kb_fabric_link_count(f));
             sb_add(&b, buf);
             ports_text(L, &b, mods);
         }

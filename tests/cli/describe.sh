@@ -12,11 +12,19 @@ cd "$src" || fail "no $src"
 graph=tests/cli/cases/graph4.yaml
 
 # a graph of 4 PEs: per PE cpu (5 ports), dma, math, gemm (1 each), ipcq (3),
-# tcm (1) = 6 modules, 12 ports, 6 bindings
+# tcm (1) = 6 modules, 12 ports, 6 bindings; and the fabric (decision 0038),
+# every link made: 5 nodes NODE.net and 8 links, 2 ports each, 16 bindings
 "$kbsim" --describe --topology $graph > "$work/g.txt" 2>&1 || { cat "$work/g.txt"; fail "graph"; }
 has() { grep -qxF -- "$2" "$1" || { head -20 "$1"; fail "no line '$2' in $1"; }; }
 has "$work/g.txt" "graph: 5 nodes, 4 PEs, 8 links"
-has "$work/g.txt" "modules 24, ports 48, bindings 24"
+has "$work/g.txt" "links made 8 of 8"
+has "$work/g.txt" "modules 37, ports 74, bindings 40"
+grep -A2 -x "sw.net" "$work/g.txt" > "$work/sw.txt"
+has "$work/sw.txt" "  in    in    kb_flit_if 0..*  <- a->sw.out, b->sw.out, c->sw.out, d->sw.out"
+has "$work/sw.txt" "  out   out   kb_flit_if 0..*  -> sw->a.in, sw->b.in, sw->c.in, sw->d.in"
+grep -A2 -x "b->sw" "$work/g.txt" > "$work/bsw.txt"
+has "$work/bsw.txt" "  in    in    kb_flit_if 0..1  <- b.net.out"
+has "$work/bsw.txt" "  out   out   kb_flit_if 1..1  -> sw.net.in"
 has "$work/g.txt" "  out   dma   kb_dma_if  1..1  -> c.dma.in"
 has "$work/g.txt" "  in    in    kb_dma_if  0..4  <- d.cpu.dma, d.ipcq.dma"
 has "$work/g.txt" "  out   buf   kb_mem_if  1..1  -> b.tcm.in"
@@ -27,8 +35,12 @@ has "$work/g.txt" "  in    in    kb_mem_if  0..*  <- a.ipcq.buf"
 # every PE's ipcq.buf is bound to its cube's SRAM, which has 8 users
 "$kbsim" --describe --set sips.count=1 --set ipcq.buffer_kind=sram > "$work/s.txt" 2>&1 \
   || { cat "$work/s.txt"; fail "grid"; }
-# 128 PEs x 5 units (11 ports), 16 SRAMs, 128 TCMs and 128 HBMs (listed though unbound)
-has "$work/s.txt" "modules 912, ports 1680, bindings 768"
+# 128 PEs x 5 units (11 ports), 16 SRAMs, 128 TCMs and 128 HBMs (listed though unbound);
+# 416 nodes and 976 links, 2 ports each, 2 bindings a link
+has "$work/s.txt" "modules 2304, ports 4464, bindings 2720"
+# the SRAM's node is a module of its own beside the SRAM
+has "$work/s.txt" "sip0.cube3.sram.net"
+has "$work/s.txt" "  out   out   kb_flit_if 1..1  -> sip0.cube3.sram.net.in"
 has "$work/s.txt" "  out   buf   kb_mem_if  1..1  -> sip0.cube3.sram.in"
 line=$(grep -A1 -x "sip0.cube3.sram" "$work/s.txt" | tail -1)
 [ "$(printf '%s' "$line" | tr ',' '\n' | grep -c 'ipcq.buf')" = 8 ] || fail "sram users: $line"
@@ -38,8 +50,10 @@ has "$work/s.txt" "sip0.cube0.pe0.tcm"
 "$kbsim" --describe-dot "$work/g.dot" --topology $graph > "$work/dot.log" 2>&1 \
   || { cat "$work/dot.log"; fail "dot"; }
 [ ! -s "$work/dot.log" ] || fail "--describe-dot alone printed: $(cat "$work/dot.log")"
-[ "$(grep -c ' -> ' "$work/g.dot")" = 24 ] || fail "edges"
-[ "$(grep -c '\[label="{' "$work/g.dot")" = 24 ] || fail "nodes"
+[ "$(grep -c ' -> ' "$work/g.dot")" = 40 ] || fail "edges"
+[ "$(grep -c '\[label="{' "$work/g.dot")" = 37 ] || fail "nodes"
+grep -qF '"a->sw":"p_out" -> "sw.net":"p_in" [label="kb_flit_if"];' "$work/g.dot" || fail "edge a->sw.out"
+grep -qF '"a->sw" [label="{a-\>sw|{<p_in> in|<p_out> out}}"];' "$work/g.dot" || fail "label a->sw"
 grep -qF '"a.ipcq":"p_buf" -> "a.tcm":"p_in" [label="kb_mem_if"];' "$work/g.dot" || fail "edge a.ipcq.buf"
 if command -v dot > /dev/null; then
   dot -Tsvg "$work/g.dot" > "$work/g.svg" || fail "dot -Tsvg"

@@ -1,6 +1,8 @@
 /* test_fabric.c — end-to-end transfer timing against the closed form,
  * contention on shared links, path checks, blocking and event APIs */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "fabric.h"
 #include "sim.h"
@@ -647,6 +649,74 @@ TEST(nodes_and_links)
     T_FREE(sim_free, s);
 }
 
+/* The peers of port `name`, ", "-joined, into buf; "-" when no such port. */
+static const char *peers(struct sim *s, const char *name, char *buf, size_t len)
+{
+    for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p)) {
+        if (strcmp(sim_port_name(p), name) != 0)
+            continue;
+        buf[0] = 0;
+        for (int i = 0; i < sim_port_bound_count(p); i++)
+            snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? ", " : "",
+                     sim_port_name(sim_port_peer(p, i)));
+        return buf;
+    }
+    return "-";
+}
+
+/* Links and nodes are modules (decision 0038): a link's ports are made and
+ * bound when the link is, node.out -> link.in and link.out -> node.in;
+ * a link no route uses has none. Worms cross the nodes through these
+ * ports at the closed-form time, in either flow-control mode. */
+TEST(links_and_nodes_are_modules)
+{
+    for (int credit = 0; credit < 2; credit++) {
+        struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
+        struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+        ASSERT_TRUE(f);
+        ASSERT_EQ(kb_fabric_add_node(f, "a"), 0);
+        ASSERT_EQ(kb_fabric_add_node(f, "b"), 1);
+        ASSERT_EQ(kb_fabric_add_node(f, "c"), 2);
+        struct kb_link_params p = P;
+        if (credit) {
+            p.buffer_flits = 8; /* B·d >= d + l + c: bandwidth bound, as wormhole */
+            p.vcs = p.vc_classes = 1;
+        }
+        int ab = kb_fabric_add_link(f, 0, 1, NULL, &p);
+        ASSERT_EQ(ab, 0);
+        int bc = kb_fabric_add_link(f, 1, 2, NULL, &p);
+        ASSERT_EQ(bc, 1);
+        ASSERT_EQ(kb_fabric_add_link(f, 0, 2, NULL, &p), 2);
+        ASSERT_TRUE(sim_port_next(s, NULL) == NULL); /* nothing made yet */
+        int path[2] = {ab, bc};
+        sim_time want = kb_fabric_path_time(f, path, 2, 5000);
+        ASSERT_TRUE(want != SIM_FOREVER);
+        ASSERT_EQ(kb_fabric_links_made(f), 2);
+        char buf[256];
+        ASSERT_STREQ(peers(s, "a.net.out", buf, sizeof buf), "a->b.in");
+        ASSERT_STREQ(peers(s, "a->b.out", buf, sizeof buf), "b.net.in");
+        ASSERT_STREQ(peers(s, "b.net.in", buf, sizeof buf), "a->b.out");
+        ASSERT_STREQ(peers(s, "b.net.out", buf, sizeof buf), "b->c.in");
+        ASSERT_STREQ(peers(s, "b->c.out", buf, sizeof buf), "c.net.in");
+        ASSERT_STREQ(peers(s, "c.net.out", buf, sizeof buf), "");
+        ASSERT_STREQ(peers(s, "a->c.in", buf, sizeof buf), "-");
+        int n = 0;
+        for (struct sim_port *q = sim_port_next(s, NULL); q; q = sim_port_next(s, q), n++)
+            ASSERT_STREQ(sim_port_type(q), "kb_flit_if");
+        ASSERT_EQ(n, 4 + 6);
+        ASSERT_TRUE((kb_link_in(kb_fabric_link(f, ab))->flit != NULL) == credit);
+        struct sim_event *ev = sim_event_new(s, "done");
+        ASSERT_TRUE(ev);
+        ASSERT_EQ(kb_fabric_send(f, path, 2, 5000, ev), 0);
+        ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+        ASSERT_U64_EQ(sim_now(s), want);
+        ASSERT_EQ(kb_fabric_links_made(f), 2);
+        T_FREE(kb_fabric_free, f);
+        T_FREE(sim_free, s);
+    }
+}
+
 TEST_MAIN(transfer_matches_closed_form, closed_form_by_hand, mixed_bandwidth,
           two_flows_on_one_link_serialise, two_flows_share_the_second_hop,
           three_flows_into_one_target, opposite_directions_do_not_contend,
@@ -654,4 +724,4 @@ TEST_MAIN(transfer_matches_closed_form, closed_form_by_hand, mixed_bandwidth,
           random_crossing_flows_match_flit_recurrence,
           send_notifies_event, empty_path_and_zero_bytes,
           unfinished_transfers_are_freed, bad_paths_are_errors,
-          nodes_and_links)
+          nodes_and_links, links_and_nodes_are_modules)

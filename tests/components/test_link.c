@@ -2,9 +2,12 @@
  * rounding, wormhole timing of hand-made messages, counters */
 #include <math.h>
 
+#include "kb_port.h"
 #include "link.h"
 #include "sim.h"
 #include "test.h"
+
+#include <string.h>
 
 static const struct kb_link_params P = {
     .bw_gbps = 256, .latency_ns = 1.7, .overhead_ns = 0, .flit_bytes = 256};
@@ -73,6 +76,44 @@ TEST(params_are_checked)
     T_FREE(sim_free, s);
 }
 
+/* The end of the line: a kb_flit_if export that records what reaches it
+ * and forwards each head to the link its route names, as a fabric node
+ * does; bound to the `out` of every link of a test (1..1 each). */
+struct sink {
+    struct kb_flit_if iface;
+    struct sim_port *in;
+    int heads;
+    uint32_t hop;
+    sim_time t, now;
+};
+
+static int sink_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
+{
+    struct sink *k = ctx;
+    k->heads++;
+    k->hop = hop;
+    k->t = t;
+    k->now = now;
+    const struct kb_flit_if *in = kb_link_in(m->path[hop]);
+    return in->head(in->ctx, m, hop, t, now);
+}
+
+static void sink_init(struct sink *k, struct sim *s)
+{
+    memset(k, 0, sizeof *k);
+    k->iface = (struct kb_flit_if){k, sink_head, NULL};
+    char err[256];
+    k->in = kb_port_export(s, NULL, "node", KB_FLIT_IF, &k->iface, KB_PORT_MANY, err,
+                           sizeof err);
+}
+
+/* Binds l's `out` to the sink; 0 or the bind's error. */
+static int to_sink(struct sim *s, struct kb_link *l, struct sink *k)
+{
+    char err[256];
+    return kb_port_bind(s, kb_link_out_port(l), k->in, err, sizeof err);
+}
+
 TEST(serialisation_rounds_per_flit)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
@@ -104,6 +145,10 @@ TEST(one_hop_worm)
     p.overhead_ns = 8;
     struct kb_link *l = T_OWN(kb_link_new(s, "l", &p, err, sizeof err), kb_link_free);
     ASSERT_TRUE(l);
+    struct sink k;
+    sink_init(&k, s);
+    ASSERT_TRUE(k.in);
+    ASSERT_EQ(to_sink(s, l, &k), 0);
     struct msg x;
     msg_init(&x, &l, 1, 1000, 256);
     ASSERT_EQ(kb_link_inject(&x.m), 0);
@@ -141,6 +186,12 @@ TEST(worm_holds_link_while_its_body_is_upstream)
     ASSERT_TRUE(l0);
     struct kb_link *l1 = T_OWN(kb_link_new(s, "l1", &fast, err, sizeof err), kb_link_free);
     ASSERT_TRUE(l1);
+    /* l0 feeds l1 directly, link to link */
+    ASSERT_EQ(kb_port_bind(s, kb_link_out_port(l0), kb_link_in_port(l1), err, sizeof err), 0);
+    struct sink k;
+    sink_init(&k, s);
+    ASSERT_TRUE(k.in);
+    ASSERT_EQ(to_sink(s, l1, &k), 0);
     struct kb_link *pa[2] = {l0, l1};
     struct msg a, b;
     msg_init(&a, pa, 2, 3 * 256, 256);
@@ -169,6 +220,10 @@ TEST(fifo_order_of_heads)
     char err[256];
     struct kb_link *l = T_OWN(kb_link_new(s, "l", &P, err, sizeof err), kb_link_free);
     ASSERT_TRUE(l);
+    struct sink k;
+    sink_init(&k, s);
+    ASSERT_TRUE(k.in);
+    ASSERT_EQ(to_sink(s, l, &k), 0);
     struct msg a, b, c;
     msg_init(&a, &l, 1, 256, 256);
     msg_init(&b, &l, 1, 256, 256);
@@ -201,6 +256,79 @@ TEST(inject_rejects_empty_messages)
     T_FREE(sim_free, s);
 }
 
+/* kb_flit_if: a worm over l0 -> node -> l1 is handed on through l0's port
+ * `out` once, at the head's time on l1 (o1 included), and arrives at the
+ * closed form of fabric.c: T = Σ_j (o_j + l_j + f/bw_j) + (n-1)·f / min bw. */
+TEST(flit_if_hand_off)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    char err[256];
+    struct kb_link_params p0 = P, p1 = P;
+    p0.overhead_ns = 3;   /* 256 GB/s: 1 ns a flit, 1.7 ns wire */
+    p1.bw_gbps = 128;     /* 2 ns a flit */
+    p1.latency_ns = 0.5;
+    p1.overhead_ns = 2;
+    struct kb_link *l0 = T_OWN(kb_link_new(s, "l0", &p0, err, sizeof err), kb_link_free);
+    struct kb_link *l1 = T_OWN(kb_link_new(s, "l1", &p1, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l0 && l1);
+    ASSERT_STREQ(sim_port_name(kb_link_in_port(l0)), "l0.in");
+    ASSERT_STREQ(sim_port_name(kb_link_out_port(l0)), "l0.out");
+    ASSERT_STREQ(sim_port_type(kb_link_out_port(l0)), "kb_flit_if");
+    ASSERT_TRUE(sim_port_dir(kb_link_in_port(l0)) == SIM_PORT_IN);
+    ASSERT_TRUE(kb_link_in(l1)->flit == NULL); /* wormhole: the head carries the stream */
+    struct sink k;
+    sink_init(&k, s);
+    ASSERT_TRUE(k.in);
+    ASSERT_EQ(to_sink(s, l0, &k), 0);
+    ASSERT_EQ(to_sink(s, l1, &k), 0);
+    ASSERT_EQ(sim_port_bound_count(k.in), 2);
+    struct kb_link *pa[2] = {l0, l1};
+    struct msg x;
+    msg_init(&x, pa, 2, 4 * 256, 256);
+    ASSERT_EQ(kb_link_inject(&x.m), 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(k.heads, 1);
+    ASSERT_EQ(k.hop, 1);
+    ASSERT_U64_EQ(k.now, 3000);                /* the head starts on l0 after o0 */
+    ASSERT_U64_EQ(k.t, 3000 + 1000 + 1700 + 2000); /* + f/bw0 + l0 + o1 */
+    /* (3 + 1.7 + 1) + (2 + 0.5 + 2) + 3 flits x 2 ns */
+    ASSERT_U64_EQ(x.at, 5700 + 4500 + 3 * 2000);
+    T_FREE(kb_link_free, l0);
+    T_FREE(kb_link_free, l1);
+    T_FREE(sim_free, s);
+}
+
+/* The link's ports refuse a wrong type and a second upstream, naming both
+ * ends, and an unbound `out` stops the run at elaboration. */
+TEST(flit_if_bind_errors)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    char err[512];
+    struct kb_link *l = T_OWN(kb_link_new(s, "a->b", &P, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l);
+    static int dummy;
+    struct sim_port *dma = kb_port_export(s, "a", "dma", KB_DMA_IF, &dummy, 4, err, sizeof err);
+    ASSERT_TRUE(dma);
+    ASSERT_EQ(kb_port_bind(s, kb_link_out_port(l), dma, err, sizeof err), SIM_EBIND);
+    ASSERT_STREQ(err, "cannot bind 'a->b.out' (type 'kb_flit_if') to 'a.dma.in' (type "
+                      "'kb_dma_if'): interface types differ");
+    struct sim_port *u1 = kb_port_new(s, "a", "node", "out", SIM_PORT_OUT, KB_FLIT_IF, 0,
+                                      KB_PORT_MANY, err, sizeof err);
+    struct sim_port *u2 = kb_port_new(s, "c", "node", "out", SIM_PORT_OUT, KB_FLIT_IF, 0,
+                                      KB_PORT_MANY, err, sizeof err);
+    ASSERT_TRUE(u1 && u2);
+    ASSERT_EQ(kb_port_bind(s, u1, kb_link_in_port(l), err, sizeof err), 0);
+    ASSERT_EQ(kb_port_bind(s, u2, kb_link_in_port(l), err, sizeof err), SIM_EBIND);
+    ASSERT_STREQ(err, "cannot bind 'c.node.out' to 'a->b.in': 'a->b.in' accepts at most 1 "
+                      "binding and has 1");
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_EBIND);
+    ASSERT_STREQ(sim_errmsg(s), "port 'a->b.out' (out, type 'kb_flit_if') is unbound");
+    T_FREE(kb_link_free, l);
+    T_FREE(sim_free, s);
+}
+
 TEST_MAIN(params_are_checked, serialisation_rounds_per_flit, one_hop_worm,
           worm_holds_link_while_its_body_is_upstream, fifo_order_of_heads,
-          inject_rejects_empty_messages)
+          inject_rejects_empty_messages, flit_if_hand_off, flit_if_bind_errors)
