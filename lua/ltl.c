@@ -162,6 +162,10 @@ struct kctx {
      * a spare receive point at these (freed with the context) */
     char **dirs;
     size_t n_dirs;
+    /* tl.sendrecv's receives: structs kept for the next call (free), and
+     * those whose receive may still run (busy, until it is taken): a call
+     * that fails leaves its receive here for good */
+    struct future *free_futs, *busy_futs;
 };
 
 struct spare_recv {
@@ -195,6 +199,7 @@ struct future {
     struct kb_ipcq_meta meta;
     bool done, waited;
     int anchor; /* its luaL_ref in the future table while anchored; 0: none */
+    struct future *prev, *next; /* tl.sendrecv's: its context's free or busy list */
 };
 
 /* ---- helpers --------------------------------------------------------- */
@@ -570,6 +575,19 @@ static int ctx_gc(lua_State *L)
     free(c->spare);
     c->spare = NULL;
     c->n_spare = c->cap_spare = 0;
+    for (struct future *f = c->free_futs, *nx; f; f = nx) {
+        nx = f->next;
+        free(f);
+    }
+    c->free_futs = NULL;
+    /* receives a failed tl.sendrecv left: it anchored the context for
+     * good (fail_busy), so this runs only as the state closes */
+    for (struct future *f = c->busy_futs, *nx; f; f = nx) {
+        nx = f->next;
+        free(f->buf);
+        free(f);
+    }
+    c->busy_futs = NULL;
     return 0;
 }
 
@@ -1530,6 +1548,33 @@ static const char *intern_dir(struct kctx *c, const char *dir)
     return a[c->n_dirs++];
 }
 
+/* Starts f's receive (f->ctx, dir, n, dt and buf set): an ended receive
+ * process of its direction starts again (the same name, so the same run
+ * as a new one: sim_thread_restart), else a new one. 0, or -1 with the
+ * reason in sim_errmsg. */
+static int start_recv(struct kctx *c, struct future *f)
+{
+    for (size_t i = c->n_spare; i-- > 0;) {
+        struct spare_recv *sp = &c->spare[i];
+        if (sp->dir != f->dir)
+            continue;
+        struct spare_recv got = *sp;
+        c->spare[i] = c->spare[--c->n_spare];
+        if (sim_thread_restart(got.proc, future_proc, f, 0) == 0) {
+            f->done_ev = got.ev;
+            f->proc = got.proc;
+            return 0;
+        }
+        break; /* not restartable yet: a new one */
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, f->dir);
+    f->done_ev = sim_event_new(c->s, name);
+    if (!f->done_ev || !(f->proc = sim_thread(c->s, name, future_proc, f, 0)))
+        return -1;
+    return 0;
+}
+
 /* recv_async(dir, n, dtype) -> future: the receive runs beside the kernel */
 static int l_recv_async(lua_State *L)
 {
@@ -1560,26 +1605,7 @@ static int l_recv_async(lua_State *L)
     }
     if (!f->dir || (!f->buf && !c->no_data))
         return luaL_error(L, "out of memory");
-    /* an ended receive of this direction starts again: the same name, so
-     * the same run as a new one (sim_thread_restart) */
-    for (size_t i = c->n_spare; i-- > 0;) {
-        struct spare_recv *sp = &c->spare[i];
-        if (sp->dir != f->dir)
-            continue;
-        struct spare_recv got = *sp;
-        c->spare[i] = c->spare[--c->n_spare];
-        if (sim_thread_restart(got.proc, future_proc, f, 0) == 0) {
-            f->done_ev = got.ev;
-            f->proc = got.proc;
-            anchor_future(L, f, true);
-            return 1;
-        }
-        break; /* not restartable yet: a new one */
-    }
-    char name[256];
-    snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, dir);
-    f->done_ev = sim_event_new(c->s, name);
-    if (!f->done_ev || !(f->proc = sim_thread(c->s, name, future_proc, f, 0)))
+    if (start_recv(c, f) != 0)
         return luaL_error(L, "tl.recv_async: %s", sim_errmsg(c->s));
     anchor_future(L, f, true);
     return 1;
@@ -1644,6 +1670,159 @@ static int l_wait(lua_State *L)
     return 1;
 }
 
+/* A tl.sendrecv receive that has started and has not been taken: on its
+ * context's busy list until it is. */
+static void busy_link(struct kctx *c, struct future *f)
+{
+    f->prev = NULL;
+    f->next = c->busy_futs;
+    if (c->busy_futs)
+        c->busy_futs->prev = f;
+    c->busy_futs = f;
+}
+
+static void busy_unlink(struct kctx *c, struct future *f)
+{
+    if (f->prev)
+        f->prev->next = f->next;
+    else
+        c->busy_futs = f->next;
+    if (f->next)
+        f->next->prev = f->prev;
+}
+
+/* The send or the wait of a tl.sendrecv failed after its receive started:
+ * the receive stays on the busy list and its process may still write into
+ * it, so the context (which frees the list) is anchored for good. Raises
+ * the error. */
+static int fail_busy(lua_State *L, struct kctx *c, const char *msg)
+{
+    push_ctx(L, c);
+    luaL_ref(L, lua_upvalueindex(UV_FUTURES));
+    return luaL_error(L, "%s", msg);
+}
+
+/* sendrecv(send_dir, h, recv_dir, n, dtype[, release]) -> handle: in one
+ * call what
+ *     local f = tl.recv_async(recv_dir, n, dtype)
+ *     tl.send(send_dir, h)
+ *     if release then tl.free(h) end
+ *     return tl.wait(f)
+ * does, in the same order (the same dispatches, receive process, send,
+ * TCM allocations and times), without a future object: the step of a ring
+ * (decision 0039). The receive's record lives on the context. */
+static int l_sendrecv(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.sendrecv");
+    const char *sdir = luaL_checkstring(L, 1);
+    struct handle *h = checkhandle_in(L, 2, c);
+    const char *rdir = luaL_checkstring(L, 3);
+    uint32_t n = checkcount(L, 4);
+    enum kb_dtype dt = checkdtype(L, 5);
+    bool release = lua_toboolean(L, 6);
+    checkwired(L, c, rdir, false, "tl.sendrecv");
+    checkwired(L, c, sdir, true, "tl.sendrecv");
+    /* everything that can fail before the receive starts does so now: the
+     * send's snapshot buffer and the receive's record */
+    void *sbuf = c->no_data ? NULL : scratch(L, 0, hbytes(h));
+    const char *dir = intern_dir(c, rdir);
+    struct future *f = c->free_futs;
+    if (f)
+        c->free_futs = f->next;
+    else if (!(f = malloc(sizeof *f)))
+        return luaL_error(L, "out of memory");
+    memset(f, 0, sizeof *f);
+    f->tag = &future_tag;
+    f->ctx = c;
+    f->n = n;
+    f->dt = dt;
+    f->dir = dir;
+    if (!c->no_data) {
+        size_t bytes = (size_t)n * kb_dtype_size(dt);
+        f->buf = pool_take(fn_pool(L), bytes, &f->buf_cap);
+        if (!f->buf && (f->buf = malloc(bytes)))
+            f->buf_cap = bytes;
+    }
+    if (!dir || (!f->buf && !c->no_data)) {
+        free(f->buf);
+        free(f);
+        return luaL_error(L, "out of memory");
+    }
+    /* tl.recv_async */
+    void *bp = lkb_block_begin(L, c->s, "tl.sendrecv");
+    int rc = kb_cpu_dispatch(c->pe->cpu);
+    lkb_block_end(bp);
+    if (rc < 0 || start_recv(c, f) != 0) {
+        pool_give(fn_pool(L), f->buf, f->buf_cap);
+        free(f);
+        if (rc < 0)
+            return luaL_error(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
+        return luaL_error(L, "tl.sendrecv: %s", sim_errmsg(c->s));
+    }
+    busy_link(c, f);
+    /* tl.send */
+    if (sbuf && kb_mem_read(h->ctx->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
+        return fail_busy(L, c, kb_mem_errmsg(h->ctx->pe->tcm));
+    bp = lkb_block_begin(L, c->s, "tl.sendrecv");
+    rc = kb_cpu_dispatch(c->pe->cpu);
+    if (rc < 0) {
+        lkb_block_end(bp);
+        lua_pushfstring(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
+        return fail_busy(L, c, lua_tostring(L, -1));
+    }
+    struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
+    rc = kb_ipcq_send(c->pe->ipcq, sdir, sbuf, hbytes(h), &meta);
+    lkb_block_end(bp);
+    if (rc < 0) {
+        lua_pushfstring(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        return fail_busy(L, c, lua_tostring(L, -1));
+    }
+    scratch_drop(L);
+    /* tl.free */
+    if (release) {
+        struct kctx *hc = h->ctx;
+        kb_mem_dealloc(hc->pe->tcm, h->addr);
+        hc->allocs[h->slot] = UINT64_MAX;
+        hc->free_slots[hc->n_free_slots++] = h->slot;
+        h->freed = true;
+    }
+    /* tl.wait */
+    while (!f->done) {
+        bp = lkb_block_begin(L, c->s, "tl.sendrecv");
+        rc = sim_wait_event(c->s, f->done_ev);
+        lkb_block_end(bp);
+        if (rc < 0) {
+            lua_pushfstring(L, "tl.sendrecv: %s", sim_errmsg(c->s));
+            return fail_busy(L, c, lua_tostring(L, -1));
+        }
+    }
+    spare_recv(c, f);
+    if (f->got < 0 || f->meta.count != n || f->meta.dtype != (uint32_t)dt ||
+        (uint64_t)f->got != (uint64_t)n * kb_dtype_size(dt)) {
+        struct future got = *f;
+        busy_unlink(c, f);
+        pool_give(fn_pool(L), f->buf, f->buf_cap);
+        f->next = c->free_futs;
+        c->free_futs = f;
+        if (got.got < 0)
+            return luaL_error(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        check_meta(L, c, got.dir, n, dt, got.got, &got.meta);
+    }
+    /* a full TCM raises here: f stays busy, and ctx_gc frees it and its
+     * buffer (its process has ended) */
+    struct handle *out = newhandle(L, c, n, dt);
+    busy_unlink(c, f);
+    void *buf = f->buf;
+    size_t cap = f->buf_cap;
+    f->next = c->free_futs;
+    c->free_futs = f;
+    int wrc = c->no_data ? 0 : kb_mem_write(c->pe->tcm, out->addr, buf, hbytes(out));
+    pool_give(fn_pool(L), buf, cap);
+    if (wrc != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
+    return 1;
+}
+
 /* ---- registration ---------------------------------------------------- */
 
 static const luaL_Reg funcs[] = {
@@ -1659,7 +1838,7 @@ static const luaL_Reg funcs[] = {
     {"log", l_log},             {"softmax", l_softmax},       {"cdiv", l_cdiv},
     {"sum", l_sum},             {"dot", l_dot},               {"send", l_send},
     {"recv", l_recv},           {"recv_async", l_recv_async}, {"wait", l_wait},
-    {"free", l_free},
+    {"free", l_free},           {"sendrecv", l_sendrecv},
     /* tile pipelines: helper processes, tiles in place, unit counters */
     {"context", l_context},     {"adopt", l_adopt},           {"unadopt", l_unadopt},
     {"gemm_tile", l_gemm_tile}, {"fetch", l_fetch},           {"accumulate", l_accumulate},

@@ -43,7 +43,7 @@ tl.pe_stats = core.pe_stats
 -- Inside a kernel.
 for _, name in ipairs{"rank", "world_size", "program_id", "pe", "full", "zeros", "add", "sub",
                       "mul", "div", "maximum", "minimum", "fma", "clamp", "exp", "log", "softmax",
-                      "cdiv", "sum", "dot", "send", "recv", "recv_async", "wait", "free",
+                      "cdiv", "sum", "dot", "send", "recv", "recv_async", "wait", "free", "sendrecv",
                       "gemm_tile", "fetch", "accumulate", "cast"} do
   tl[name] = core[name]
 end
