@@ -690,7 +690,7 @@ static void split(const struct kb_mem *m, uint64_t addr, uint64_t bytes,
 
 static sim_time ser(const struct kb_mem *m, uint64_t bytes)
 {
-    return (sim_time)llround((double)bytes * m->ps_per_byte);
+    return sim_round_ps((double)bytes * m->ps_per_byte); /* llround, exactly */
 }
 
 sim_time kb_mem_time(const struct kb_mem *m, uint64_t addr, uint64_t bytes)
