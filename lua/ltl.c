@@ -949,6 +949,118 @@ static int l_store(lua_State *L)
     return 0;
 }
 
+/* ---- tensors: tl.load and tl.store ----------------------------------- */
+
+/* A tensor is anything with t:shard(rank) -> {addr=, n=, kind=, dtype=};
+ * one that also has t:shard_place(rank) (kbsim.torch's) gives the four
+ * values without making a table on every call. Pushes the shard of the
+ * tensor at index 1 on this PE (its program id): addr, n, kind, dtype.
+ * Errors blame the kernel's line (the caller of tl.load / tl.store). */
+static void push_shard(lua_State *L, const char *what)
+{
+    if (lua_type(L, 1) != LUA_TTABLE || lua_getfield(L, 1, "shard") != LUA_TFUNCTION)
+        luaL_error(L, "%s: a tensor is expected, got %s", what, luaL_typename(L, 1));
+    lua_Integer pid = current(L, "tl.program_id")->program_id;
+    lua_getfield(L, 1, "shard_place");
+    if (lua_toboolean(L, -1)) {
+        lua_remove(L, -2);
+        lua_pushvalue(L, 1);
+        lua_pushinteger(L, pid);
+        lua_call(L, 2, 4);
+        return;
+    }
+    lua_pop(L, 1); /* t.shard is on top */
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, pid);
+    lua_call(L, 2, 1);
+    int sh = lua_gettop(L);
+    lua_getfield(L, sh, "addr");
+    lua_getfield(L, sh, "n");
+    lua_getfield(L, sh, "kind");
+    lua_getfield(L, sh, "dtype");
+    lua_remove(L, sh);
+}
+
+/* The error of elements [off, off + n) (the values at oi and ni) outside a
+ * shard of sn elements. */
+static int shard_range_error(lua_State *L, const char *what, int oi, int ni, lua_Integer sn)
+{
+    const char *o = luaL_tolstring(L, oi, NULL);
+    const char *n = luaL_tolstring(L, ni, NULL);
+    return luaL_error(L, "%s: elements [%s, %s+%s) are outside the shard of %I", what, o, o, n,
+                      (LUAI_UACINT)sn);
+}
+
+/* The element size of the shard's dtype (at index i), for its address. */
+static lua_Integer shard_esize(lua_State *L, int i)
+{
+    enum kb_dtype dt;
+    const char *name = lua_tostring(L, i);
+    if (!name || kb_dtype_parse(name, &dt) != 0)
+        luaL_error(L, "tensor shard of unknown dtype '%s'", name ? name : "?");
+    return (lua_Integer)kb_dtype_size(dt);
+}
+
+/* tl.load(t, off, n) -> handle: n elements (default: to the end) of this
+ * PE's shard of t from element off (default 0), through load() */
+static int l_tload(lua_State *L)
+{
+    lua_settop(L, 3);
+    push_shard(L, "tl.load"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
+    lua_Integer sn = lua_tointeger(L, 5);
+    if (lua_isnil(L, 2)) {
+        lua_pushinteger(L, 0);
+        lua_replace(L, 2);
+    }
+    if (lua_isnil(L, 3) && lua_isinteger(L, 2)) {
+        lua_pushinteger(L, sn - lua_tointeger(L, 2));
+        lua_replace(L, 3);
+    }
+    lua_Integer off = lua_tointeger(L, 2), n = lua_tointeger(L, 3);
+    if (!lua_isinteger(L, 2) || off < 0 || !lua_isinteger(L, 3) || n < 1 || off > sn ||
+        n > sn - off) /* (off + n could wrap) */
+        return shard_range_error(L, "tl.load", 2, 3, sn);
+    lua_Integer at = lua_tointeger(L, 4) + off * shard_esize(L, 7);
+    /* load(kind, addr, n, dtype) */
+    lua_pushvalue(L, 6);
+    lua_pushinteger(L, at);
+    lua_pushinteger(L, n);
+    lua_pushvalue(L, 7);
+    lua_rotate(L, 1, 4);
+    lua_settop(L, 4);
+    return l_load(L);
+}
+
+/* tl.store(t, off, h): handle h into this PE's shard of t at element off,
+ * through store() */
+static int l_tstore(lua_State *L)
+{
+    lua_settop(L, 3);
+    push_shard(L, "tl.store"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
+    lua_Integer sn = lua_tointeger(L, 5);
+    if (!tohandle(L, 3))
+        return luaL_error(L, "tl.store: a handle is expected as the value, got %s",
+                          luaL_typename(L, 3));
+    struct handle *h = checklive(L, 3, "#handle");
+    lua_pushinteger(L, h->n);
+    lua_Integer off = lua_tointeger(L, 2), hn = h->n;
+    if (!lua_isinteger(L, 2) || off < 0 || off > sn || hn > sn - off)
+        return shard_range_error(L, "tl.store", 2, 8, sn);
+    lua_settop(L, 7);
+    const char *tdt = lua_tostring(L, 7);
+    if (!tdt || strcmp(kb_dtype_name(h->dt), tdt) != 0)
+        return luaL_error(L, "tl.store: a %s handle into a %s tensor", kb_dtype_name(h->dt),
+                          tdt ? tdt : "?");
+    lua_Integer at = lua_tointeger(L, 4) + off * shard_esize(L, 7);
+    /* store(kind, addr, h) */
+    lua_pushvalue(L, 6);
+    lua_pushinteger(L, at);
+    lua_pushvalue(L, 3);
+    lua_rotate(L, 1, 3);
+    lua_settop(L, 3);
+    return l_store(L);
+}
+
 /* ---- math: PE_MATH --------------------------------------------------- */
 
 /* A math operand at index i, in scratch slot i - 1: a handle, or a number
@@ -1839,6 +1951,7 @@ static const luaL_Reg funcs[] = {
     {"sum", l_sum},             {"dot", l_dot},               {"send", l_send},
     {"recv", l_recv},           {"recv_async", l_recv_async}, {"wait", l_wait},
     {"free", l_free},           {"sendrecv", l_sendrecv},
+    {"tload", l_tload},         {"tstore", l_tstore},
     /* tile pipelines: helper processes, tiles in place, unit counters */
     {"context", l_context},     {"adopt", l_adopt},           {"unadopt", l_unadopt},
     {"gemm_tile", l_gemm_tile}, {"fetch", l_fetch},           {"accumulate", l_accumulate},
