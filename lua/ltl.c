@@ -764,12 +764,11 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     }
     uint32_t slot = c->n_free_slots ? c->free_slots[--c->n_free_slots] : (uint32_t)c->n_allocs++;
     c->allocs[slot] = addr;
-    push_ctx(L, c);
     struct handle *h = lua_newuserdatauv(L, sizeof *h, 1);
     *h = (struct handle){&handle_tag, c, addr, n, dt, false, slot};
     lua_pushvalue(L, lua_upvalueindex(UV_HANDLE_MT));
     lua_setmetatable(L, -2);
-    lua_rotate(L, -2, 1);
+    push_ctx(L, c);
     lua_setiuservalue(L, -2, 1); /* the handle keeps its context's memory */
     return h;
 }
@@ -908,15 +907,11 @@ static int l_free(lua_State *L)
 
 /* ---- data movement: PE_DMA ------------------------------------------- */
 
-/* load(kind, addr, n, dtype) -> handle: n elements at addr of this PE's
- * memory `kind` into TCM */
-static int l_load(lua_State *L)
+/* n elements at addr of this PE's memory `kind` into a new TCM handle
+ * (pushed) */
+static int load_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Integer addr,
+                   uint32_t n, enum kb_dtype dt)
 {
-    struct kctx *c = current(L, "tl.load");
-    enum kb_mem_kind kind = checkkind(L, 1);
-    lua_Integer addr = luaL_checkinteger(L, 2);
-    uint32_t n = checkcount(L, 3);
-    enum kb_dtype dt = checkdtype(L, 4);
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
     dispatch(L, c, "tl.load");
@@ -930,13 +925,22 @@ static int l_load(lua_State *L)
     return 1;
 }
 
-/* store(kind, addr, h): the handle into this PE's memory `kind` at addr */
-static int l_store(lua_State *L)
+/* load(kind, addr, n, dtype) -> handle: n elements at addr of this PE's
+ * memory `kind` into TCM */
+static int l_load(lua_State *L)
 {
-    struct kctx *c = current(L, "tl.store");
+    struct kctx *c = current(L, "tl.load");
     enum kb_mem_kind kind = checkkind(L, 1);
     lua_Integer addr = luaL_checkinteger(L, 2);
-    struct handle *h = checkhandle_in(L, 3, c);
+    uint32_t n = checkcount(L, 3);
+    enum kb_dtype dt = checkdtype(L, 4);
+    return load_at(L, c, kind, addr, n, dt);
+}
+
+/* handle h into this PE's memory `kind` at addr */
+static int store_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Integer addr,
+                    const struct handle *h)
+{
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
     dispatch(L, c, "tl.store");
@@ -947,6 +951,16 @@ static int l_store(lua_State *L)
     if (rc < 0)
         return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
     return 0;
+}
+
+/* store(kind, addr, h): the handle into this PE's memory `kind` at addr */
+static int l_store(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.store");
+    enum kb_mem_kind kind = checkkind(L, 1);
+    lua_Integer addr = luaL_checkinteger(L, 2);
+    struct handle *h = checkhandle_in(L, 3, c);
+    return store_at(L, c, kind, addr, h);
 }
 
 /* ---- tensors: tl.load and tl.store ----------------------------------- */
@@ -991,14 +1005,26 @@ static int shard_range_error(lua_State *L, const char *what, int oi, int ni, lua
                       (LUAI_UACINT)sn);
 }
 
-/* The element size of the shard's dtype (at index i), for its address. */
-static lua_Integer shard_esize(lua_State *L, int i)
+/* The dtype and the memory kind of a shard (at indices i and k). */
+static enum kb_dtype shard_dtype(lua_State *L, int i)
 {
     enum kb_dtype dt;
     const char *name = lua_tostring(L, i);
     if (!name || kb_dtype_parse(name, &dt) != 0)
         luaL_error(L, "tensor shard of unknown dtype '%s'", name ? name : "?");
-    return (lua_Integer)kb_dtype_size(dt);
+    return dt;
+}
+
+static enum kb_mem_kind shard_kind(lua_State *L, int k)
+{
+    static const char *const names[] = {"tcm", "sram", "hbm"};
+    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
+    const char *name = lua_tostring(L, k);
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, names[i]) == 0)
+            return kinds[i];
+    return luaL_error(L, "tensor shard in unknown memory '%s' (tcm, sram, hbm)",
+                      name ? name : "?");
 }
 
 /* tl.load(t, off, n) -> handle: n elements (default: to the end) of this
@@ -1020,15 +1046,11 @@ static int l_tload(lua_State *L)
     if (!lua_isinteger(L, 2) || off < 0 || !lua_isinteger(L, 3) || n < 1 || off > sn ||
         n > sn - off) /* (off + n could wrap) */
         return shard_range_error(L, "tl.load", 2, 3, sn);
-    lua_Integer at = lua_tointeger(L, 4) + off * shard_esize(L, 7);
-    /* load(kind, addr, n, dtype) */
-    lua_pushvalue(L, 6);
-    lua_pushinteger(L, at);
-    lua_pushinteger(L, n);
-    lua_pushvalue(L, 7);
-    lua_rotate(L, 1, 4);
-    lua_settop(L, 4);
-    return l_load(L);
+    enum kb_dtype dt = shard_dtype(L, 7);
+    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(dt);
+    enum kb_mem_kind kind = shard_kind(L, 6);
+    struct kctx *c = current(L, "tl.load");
+    return load_at(L, c, kind, at, checkcount(L, 3), dt);
 }
 
 /* tl.store(t, off, h): handle h into this PE's shard of t at element off,
@@ -1051,14 +1073,10 @@ static int l_tstore(lua_State *L)
     if (!tdt || strcmp(kb_dtype_name(h->dt), tdt) != 0)
         return luaL_error(L, "tl.store: a %s handle into a %s tensor", kb_dtype_name(h->dt),
                           tdt ? tdt : "?");
-    lua_Integer at = lua_tointeger(L, 4) + off * shard_esize(L, 7);
-    /* store(kind, addr, h) */
-    lua_pushvalue(L, 6);
-    lua_pushinteger(L, at);
-    lua_pushvalue(L, 3);
-    lua_rotate(L, 1, 3);
-    lua_settop(L, 3);
-    return l_store(L);
+    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(shard_dtype(L, 7));
+    enum kb_mem_kind kind = shard_kind(L, 6);
+    struct kctx *c = current(L, "tl.store");
+    return store_at(L, c, kind, at, checkhandle_in(L, 3, c));
 }
 
 /* ---- math: PE_MATH --------------------------------------------------- */
