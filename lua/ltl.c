@@ -191,6 +191,7 @@ struct future {
     struct sim_event *done_ev;
     struct sim_proc *proc; /* the receive's thread process */
     const char *dir; /* one of its context's dirs */
+    int dir_ix;      /* its index in the IPCQ (kb_ipcq_dir) */
     uint32_t n;
     enum kb_dtype dt;
     void *buf;
@@ -1560,10 +1561,11 @@ static int l_send(lua_State *L)
 
 static uint64_t recv_room(size_t bytes) { return (uint64_t)bytes * 4 + 64; }
 
-static int64_t recv_sized(struct kb_ipcq *q, const char *dir, void *buf, size_t bytes,
+static int64_t recv_sized(struct kb_ipcq *q, int ix, const char *dir, void *buf, size_t bytes,
                           struct kb_ipcq_meta *meta)
 {
-    int64_t got = kb_ipcq_recv(q, dir, buf, bytes, meta);
+    int64_t got = ix >= 0 ? kb_ipcq_recv_at(q, ix, buf, bytes, meta)
+                          : kb_ipcq_recv(q, dir, buf, bytes, meta);
     uint64_t msg;
     if (got == SIM_EINVAL && kb_ipcq_probe(q, dir, &msg, NULL) == 1 && msg > bytes)
         return RECV_LONGER;
@@ -1594,7 +1596,7 @@ static int l_recv(lua_State *L)
     /* a timing-only run receives no bytes: no buffer */
     void *buf = c->no_data ? NULL : scratch(L, 0, bytes);
     void *bp = lkb_block_begin(L, c->s, "tl.recv");
-    int64_t got = recv_sized(c->pe->ipcq, dir, buf, bytes, &meta);
+    int64_t got = recv_sized(c->pe->ipcq, -1, dir, buf, bytes, &meta);
     lkb_block_end(bp);
     if (got == RECV_LONGER) {
         buf = c->no_data ? NULL : scratch(L, 0, recv_room(bytes));
@@ -1615,7 +1617,7 @@ static void future_proc(struct sim *s, void *arg)
 {
     struct future *f = arg;
     size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
-    f->got = recv_sized(f->ctx->pe->ipcq, f->dir, f->buf, bytes, &f->meta);
+    f->got = recv_sized(f->ctx->pe->ipcq, f->dir_ix, f->dir, f->buf, bytes, &f->meta);
     if (f->got == RECV_LONGER && f->ctx->no_data) {
         f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, NULL, recv_room(bytes), &f->meta);
     } else if (f->got == RECV_LONGER) {
@@ -1725,6 +1727,7 @@ static int l_recv_async(lua_State *L)
     f->n = n;
     f->dt = dt;
     f->dir = intern_dir(c, dir);
+    f->dir_ix = kb_ipcq_dir(c->pe->ipcq, dir);
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
     if (!c->no_data) {
@@ -1850,8 +1853,13 @@ static int l_sendrecv(lua_State *L)
     uint32_t n = checkcount(L, 4);
     enum kb_dtype dt = checkdtype(L, 5);
     bool release = lua_toboolean(L, 6);
-    checkwired(L, c, rdir, false, "tl.sendrecv");
-    checkwired(L, c, sdir, true, "tl.sendrecv");
+    /* the directions by index: named once a call, not on every slot */
+    struct kb_ipcq *q = c->pe->ipcq;
+    int rix = kb_ipcq_dir(q, rdir), six = kb_ipcq_dir(q, sdir);
+    if (!kb_ipcq_wired_at(q, rix, false))
+        checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
+    if (!kb_ipcq_wired_at(q, six, true))
+        checkwired(L, c, sdir, true, "tl.sendrecv");
     /* everything that can fail before the receive starts does so now: the
      * send's snapshot buffer and the receive's record */
     void *sbuf = c->no_data ? NULL : scratch(L, 0, hbytes(h));
@@ -1867,6 +1875,7 @@ static int l_sendrecv(lua_State *L)
     f->n = n;
     f->dt = dt;
     f->dir = dir;
+    f->dir_ix = rix;
     if (!c->no_data) {
         size_t bytes = (size_t)n * kb_dtype_size(dt);
         f->buf = pool_take(fn_pool(L), bytes, &f->buf_cap);
@@ -1901,7 +1910,7 @@ static int l_sendrecv(lua_State *L)
         return fail_busy(L, c, lua_tostring(L, -1));
     }
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
-    rc = kb_ipcq_send(c->pe->ipcq, sdir, sbuf, hbytes(h), &meta);
+    rc = kb_ipcq_send_at(q, six, sbuf, hbytes(h), &meta);
     lkb_block_end(bp);
     if (rc < 0) {
         lua_pushfstring(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
