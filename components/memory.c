@@ -772,6 +772,8 @@ static sim_time ser(const struct kb_mem *m, uint64_t bytes)
 
 sim_time kb_mem_time(const struct kb_mem *m, uint64_t addr, uint64_t bytes)
 {
+    if (m->p.n_channels == 1) /* a TCM: split's answer without the split */
+        return m->setup_ps + ser(m, bytes);
     uint64_t per[KB_MEM_MAX_CHANNELS];
     split(m, addr, bytes, per);
     sim_time worst = 0;
@@ -789,7 +791,10 @@ sim_time kb_mem_schedule(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     if (in_range(m, is_write ? "write" : "read", addr, bytes) < 0)
         return SIM_FOREVER;
     uint64_t per[KB_MEM_MAX_CHANNELS];
-    split(m, addr, bytes, per);
+    if (m->p.n_channels == 1) /* a TCM: split's answer without the split */
+        per[0] = bytes;
+    else
+        split(m, addr, bytes, per);
     sim_time ready = sim_now(m->sim) + m->setup_ps, done = ready;
     for (uint32_t c = 0; c < m->p.n_channels; c++) {
         if (!per[c])
