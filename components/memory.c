@@ -28,6 +28,17 @@ struct blocks {
     size_t n, cap;
 };
 
+/* The allocated blocks, by address: an open-addressed hash table (linear
+ * probing, size 0 marks an empty entry, deletion shifts back), so that an
+ * allocation and a free cost the same however many blocks are live. The
+ * free list stays a sorted array: first fit walks it in address order. A
+ * sorted array of live blocks here cost a memmove of half of it on every
+ * allocation and free (a ring of N chunks keeps N handles live). */
+struct used_map {
+    struct block *b;
+    size_t n, cap; /* cap: 0 or a power of two, at most half full */
+};
+
 struct kb_mem {
     struct sim *sim;
     char *name;
@@ -40,7 +51,8 @@ struct kb_mem {
     unsigned char ***dirs;
     uint64_t n_dirs, n_pages;
 
-    struct blocks free_list, used;
+    struct blocks free_list;
+    struct used_map used;
     uint64_t free_bytes;
 
     sim_time *busy_until; /* per channel */
@@ -337,6 +349,73 @@ static void blocks_remove(struct blocks *s, size_t at)
     s->n--;
 }
 
+static size_t used_slot(const struct used_map *u, uint64_t addr)
+{
+    uint64_t h = (addr >> 6) * 0x9E3779B97F4A7C15ull; /* handles are 64-byte aligned */
+    return (size_t)(h >> 32) & (u->cap - 1);
+}
+
+/* The entry of the block at addr, or NULL. */
+static struct block *used_find(const struct used_map *u, uint64_t addr)
+{
+    if (!u->cap)
+        return NULL;
+    for (size_t i = used_slot(u, addr);; i = (i + 1) & (u->cap - 1)) {
+        if (!u->b[i].size)
+            return NULL;
+        if (u->b[i].addr == addr)
+            return &u->b[i];
+    }
+}
+
+static void used_put(struct used_map *u, struct block b)
+{
+    size_t i = used_slot(u, b.addr);
+    while (u->b[i].size)
+        i = (i + 1) & (u->cap - 1);
+    u->b[i] = b;
+    u->n++;
+}
+
+/* Room for one more block (b.size > 0, its address not in the map). */
+static int used_reserve(struct used_map *u)
+{
+    if (2 * (u->n + 1) <= u->cap)
+        return 0; /* (sizes are never 0: kb_mem_alloc refuses 0 bytes) */
+    size_t cap = u->cap ? 2 * u->cap : 16;
+    struct block *nb = calloc(cap, sizeof *nb), *old = u->b;
+    if (!nb)
+        return SIM_ENOMEM;
+    size_t oldcap = u->cap;
+    u->b = nb;
+    u->cap = cap;
+    u->n = 0;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].size)
+            used_put(u, old[i]);
+    free(old);
+    return 0;
+}
+
+/* Removes entry e, shifting back the entries of its probe run. */
+static void used_remove(struct used_map *u, struct block *e)
+{
+    size_t mask = u->cap - 1, i = (size_t)(e - u->b), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!u->b[j].size)
+            break;
+        size_t k = used_slot(u, u->b[j].addr);
+        /* entry j may fill hole i unless its home k lies cyclically in (i, j] */
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+            continue;
+        u->b[i] = u->b[j];
+        i = j;
+    }
+    u->b[i] = (struct block){0, 0};
+    u->n--;
+}
+
 /* The first index whose block starts at or after addr. */
 static size_t blocks_find(const struct blocks *s, uint64_t addr)
 {
@@ -370,16 +449,13 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
             continue;
         /* reserve room for the pieces first, so that failing changes
          * nothing */
-        size_t at = blocks_find(&m->used, a);
-        if (blocks_insert(&m->used, at, (struct block){a, bytes}) < 0)
+        if (used_reserve(&m->used) < 0)
             goto oom;
         uint64_t end = b.addr + b.size, tail = end - (a + bytes);
         if (a > b.addr && tail) {
             if (blocks_insert(&m->free_list, i + 1,
-                              (struct block){a + bytes, tail}) < 0) {
-                blocks_remove(&m->used, at);
+                              (struct block){a + bytes, tail}) < 0)
                 goto oom;
-            }
             m->free_list.b[i].size = a - b.addr;
         } else if (a > b.addr) {
             m->free_list.b[i].size = a - b.addr;
@@ -388,6 +464,7 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
         } else {
             blocks_remove(&m->free_list, i);
         }
+        used_put(&m->used, (struct block){a, bytes});
         m->free_bytes -= bytes;
         if (m->p.capacity - m->free_bytes > m->st.peak_alloc_bytes)
             m->st.peak_alloc_bytes = m->p.capacity - m->free_bytes;
@@ -411,11 +488,11 @@ static void clear_freed(struct kb_mem *m, struct block b, struct block joined);
 
 int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
 {
-    size_t u = blocks_find(&m->used, addr);
-    if (u == m->used.n || m->used.b[u].addr != addr)
+    struct block *u = used_find(&m->used, addr);
+    if (!u)
         return seterr(m, SIM_EINVAL, "%s of '%s': no block allocated at 0x%"
                       PRIx64, kb_mem_kind_name(m->p.kind), m->name, addr);
-    struct block b = m->used.b[u];
+    struct block b = *u;
     size_t i = blocks_find(&m->free_list, addr);
     struct block *prev = i ? &m->free_list.b[i - 1] : NULL;
     struct block *next = i < m->free_list.n ? &m->free_list.b[i] : NULL;
@@ -437,7 +514,7 @@ int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
         return seterr(m, SIM_ENOMEM, "%s of '%s': out of memory",
                       kb_mem_kind_name(m->p.kind), m->name);
     }
-    blocks_remove(&m->used, u);
+    used_remove(&m->used, u);
     m->free_bytes += b.size;
     clear_freed(m, b, joined);
     return 0;
@@ -690,11 +767,13 @@ static void split(const struct kb_mem *m, uint64_t addr, uint64_t bytes,
 
 static sim_time ser(const struct kb_mem *m, uint64_t bytes)
 {
-    return (sim_time)llround((double)bytes * m->ps_per_byte);
+    return sim_round_ps((double)bytes * m->ps_per_byte); /* llround, exactly */
 }
 
 sim_time kb_mem_time(const struct kb_mem *m, uint64_t addr, uint64_t bytes)
 {
+    if (m->p.n_channels == 1) /* a TCM: split's answer without the split */
+        return m->setup_ps + ser(m, bytes);
     uint64_t per[KB_MEM_MAX_CHANNELS];
     split(m, addr, bytes, per);
     sim_time worst = 0;
@@ -712,7 +791,10 @@ sim_time kb_mem_schedule(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     if (in_range(m, is_write ? "write" : "read", addr, bytes) < 0)
         return SIM_FOREVER;
     uint64_t per[KB_MEM_MAX_CHANNELS];
-    split(m, addr, bytes, per);
+    if (m->p.n_channels == 1) /* a TCM: split's answer without the split */
+        per[0] = bytes;
+    else
+        split(m, addr, bytes, per);
     sim_time ready = sim_now(m->sim) + m->setup_ps, done = ready;
     for (uint32_t c = 0; c < m->p.n_channels; c++) {
         if (!per[c])

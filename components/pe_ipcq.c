@@ -503,10 +503,10 @@ static void slot_landed(void *ud, int status)
     sim_notify(c->ev_data);
 }
 
-int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
-                 uint64_t bytes, const struct kb_ipcq_meta *meta)
+/* kb_ipcq_send on direction d (NULL: not found), named dir in messages */
+static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void *data,
+                   uint64_t bytes, const struct kb_ipcq_meta *meta)
 {
-    struct dir *d = find_dir(q, dir);
     if (!d || !d->tx)
         return KB_SETERR(q, SIM_EINVAL, "send on direction '%s' of '%s', which is "
                       "not wired", dir, q->name);
@@ -571,10 +571,10 @@ int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
 
 /* ---- recv ------------------------------------------------------------ */
 
-int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
-                     uint64_t bytes_max, struct kb_ipcq_meta *meta)
+/* kb_ipcq_recv on direction d (NULL: not found), named dir in messages */
+static int64_t recv_on(struct kb_ipcq *q, struct dir *d, const char *dir, void *out,
+                       uint64_t bytes_max, struct kb_ipcq_meta *meta)
 {
-    struct dir *d = find_dir(q, dir);
     if (!d || !d->rx)
         return KB_SETERR(q, SIM_EINVAL, "recv on direction '%s' of '%s', which is "
                       "not wired", dir, q->name);
@@ -655,6 +655,51 @@ int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
     c->st.rx_messages++;
     c->st.rx_bytes += got;
     return (int64_t)got;
+}
+
+int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
+                 uint64_t bytes, const struct kb_ipcq_meta *meta)
+{
+    return send_on(q, find_dir(q, dir), dir, data, bytes, meta);
+}
+
+int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
+                     uint64_t bytes_max, struct kb_ipcq_meta *meta)
+{
+    return recv_on(q, find_dir(q, dir), dir, out, bytes_max, meta);
+}
+
+/* ---- directions by index --------------------------------------------- */
+
+int kb_ipcq_dir(const struct kb_ipcq *q, const char *dir)
+{
+    const struct dir *d = find_dir(q, dir);
+    return d ? (int)(d - q->dirs) : -1;
+}
+
+static struct dir *dir_at(const struct kb_ipcq *q, int i)
+{
+    return i >= 0 && (size_t)i < q->n_dirs ? &q->dirs[i] : NULL;
+}
+
+bool kb_ipcq_wired_at(const struct kb_ipcq *q, int dir, bool tx)
+{
+    const struct dir *d = dir_at(q, dir);
+    return d && (tx ? d->tx : d->rx);
+}
+
+int kb_ipcq_send_at(struct kb_ipcq *q, int dir, const void *data, uint64_t bytes,
+                    const struct kb_ipcq_meta *meta)
+{
+    struct dir *d = dir_at(q, dir);
+    return send_on(q, d, d ? d->name : "(none)", data, bytes, meta);
+}
+
+int64_t kb_ipcq_recv_at(struct kb_ipcq *q, int dir, void *out, uint64_t bytes_max,
+                        struct kb_ipcq_meta *meta)
+{
+    struct dir *d = dir_at(q, dir);
+    return recv_on(q, d, d ? d->name : "(none)", out, bytes_max, meta);
 }
 
 int kb_ipcq_probe(struct kb_ipcq *q, const char *dir, uint64_t *bytes,

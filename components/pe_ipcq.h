@@ -118,6 +118,18 @@ int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
 int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
                      uint64_t bytes_max, struct kb_ipcq_meta *meta);
 
+/* Directions by index, for a caller that names the same direction on
+ * every message (a kernel's ring step): kb_ipcq_dir is dir's index (stable
+ * for the IPCQ's life; wiring adds directions at the end) or -1 when it
+ * was never wired; the _at calls are the calls above on that index (an
+ * index that is not a direction is "not wired"). */
+int kb_ipcq_dir(const struct kb_ipcq *q, const char *dir);
+bool kb_ipcq_wired_at(const struct kb_ipcq *q, int dir, bool tx);
+int kb_ipcq_send_at(struct kb_ipcq *q, int dir, const void *data, uint64_t bytes,
+                    const struct kb_ipcq_meta *meta);
+int64_t kb_ipcq_recv_at(struct kb_ipcq *q, int dir, void *out, uint64_t bytes_max,
+                        struct kb_ipcq_meta *meta);
+
 /* Without blocking: 1 and the message's length and metadata when the
  * next message on dir has its first slot visible, else 0. */
 int kb_ipcq_probe(struct kb_ipcq *q, const char *dir, uint64_t *bytes,

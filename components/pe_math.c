@@ -288,7 +288,7 @@ uint64_t kb_math_cycles(const struct kb_math_params *p, enum kb_math_op op,
 
 static sim_time cycles_to_ps(uint64_t cycles, double clock_ghz)
 {
-    return (sim_time)llround((double)cycles * 1000.0 / clock_ghz);
+    return sim_round_ps((double)cycles * 1000.0 / clock_ghz); /* llround, exactly */
 }
 
 sim_time kb_math_time(const struct kb_math_params *p, enum kb_math_op op,

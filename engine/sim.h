@@ -78,12 +78,14 @@ typedef uint64_t sim_time; /* picoseconds */
 /* llround(x) for a time x >= 0 in ps, exactly (halves away from zero), in
  * a few instructions on the hot paths that turn bytes / bandwidth into
  * ps. For 0.5 <= x < 2^52, x + 0.5 needs no rounding but, at most, at the
- * power of two it may cross, which does not move its floor; other x go
- * to llround. */
+ * power of two it may cross, which does not move its floor; 0 <= x < 0.5
+ * is 0; other x go to llround. */
 static inline sim_time sim_round_ps(double x)
 {
     if (x >= 0.5 && x < 4503599627370496.0) /* 2^52 */
         return (sim_time)(x + 0.5);
+    if (x >= 0.0 && x < 0.5) /* a time that rounds to nothing (a free bus) */
+        return 0;
     return (sim_time)llround(x);
 }
 

@@ -162,6 +162,10 @@ struct kctx {
      * a spare receive point at these (freed with the context) */
     char **dirs;
     size_t n_dirs;
+    /* tl.sendrecv's receives: structs kept for the next call (free), and
+     * those whose receive may still run (busy, until it is taken): a call
+     * that fails leaves its receive here for good */
+    struct future *free_futs, *busy_futs;
 };
 
 struct spare_recv {
@@ -187,6 +191,7 @@ struct future {
     struct sim_event *done_ev;
     struct sim_proc *proc; /* the receive's thread process */
     const char *dir; /* one of its context's dirs */
+    int dir_ix;      /* its index in the IPCQ (kb_ipcq_dir) */
     uint32_t n;
     enum kb_dtype dt;
     void *buf;
@@ -195,6 +200,7 @@ struct future {
     struct kb_ipcq_meta meta;
     bool done, waited;
     int anchor; /* its luaL_ref in the future table while anchored; 0: none */
+    struct future *prev, *next; /* tl.sendrecv's: its context's free or busy list */
 };
 
 /* ---- helpers --------------------------------------------------------- */
@@ -570,6 +576,19 @@ static int ctx_gc(lua_State *L)
     free(c->spare);
     c->spare = NULL;
     c->n_spare = c->cap_spare = 0;
+    for (struct future *f = c->free_futs, *nx; f; f = nx) {
+        nx = f->next;
+        free(f);
+    }
+    c->free_futs = NULL;
+    /* receives a failed tl.sendrecv left: it anchored the context for
+     * good (fail_busy), so this runs only as the state closes */
+    for (struct future *f = c->busy_futs, *nx; f; f = nx) {
+        nx = f->next;
+        free(f->buf);
+        free(f);
+    }
+    c->busy_futs = NULL;
     return 0;
 }
 
@@ -746,12 +765,11 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     }
     uint32_t slot = c->n_free_slots ? c->free_slots[--c->n_free_slots] : (uint32_t)c->n_allocs++;
     c->allocs[slot] = addr;
-    push_ctx(L, c);
     struct handle *h = lua_newuserdatauv(L, sizeof *h, 1);
     *h = (struct handle){&handle_tag, c, addr, n, dt, false, slot};
     lua_pushvalue(L, lua_upvalueindex(UV_HANDLE_MT));
     lua_setmetatable(L, -2);
-    lua_rotate(L, -2, 1);
+    push_ctx(L, c);
     lua_setiuservalue(L, -2, 1); /* the handle keeps its context's memory */
     return h;
 }
@@ -890,15 +908,11 @@ static int l_free(lua_State *L)
 
 /* ---- data movement: PE_DMA ------------------------------------------- */
 
-/* load(kind, addr, n, dtype) -> handle: n elements at addr of this PE's
- * memory `kind` into TCM */
-static int l_load(lua_State *L)
+/* n elements at addr of this PE's memory `kind` into a new TCM handle
+ * (pushed) */
+static int load_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Integer addr,
+                   uint32_t n, enum kb_dtype dt)
 {
-    struct kctx *c = current(L, "tl.load");
-    enum kb_mem_kind kind = checkkind(L, 1);
-    lua_Integer addr = luaL_checkinteger(L, 2);
-    uint32_t n = checkcount(L, 3);
-    enum kb_dtype dt = checkdtype(L, 4);
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
     dispatch(L, c, "tl.load");
@@ -912,13 +926,22 @@ static int l_load(lua_State *L)
     return 1;
 }
 
-/* store(kind, addr, h): the handle into this PE's memory `kind` at addr */
-static int l_store(lua_State *L)
+/* load(kind, addr, n, dtype) -> handle: n elements at addr of this PE's
+ * memory `kind` into TCM */
+static int l_load(lua_State *L)
 {
-    struct kctx *c = current(L, "tl.store");
+    struct kctx *c = current(L, "tl.load");
     enum kb_mem_kind kind = checkkind(L, 1);
     lua_Integer addr = luaL_checkinteger(L, 2);
-    struct handle *h = checkhandle_in(L, 3, c);
+    uint32_t n = checkcount(L, 3);
+    enum kb_dtype dt = checkdtype(L, 4);
+    return load_at(L, c, kind, addr, n, dt);
+}
+
+/* handle h into this PE's memory `kind` at addr */
+static int store_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Integer addr,
+                    const struct handle *h)
+{
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
     dispatch(L, c, "tl.store");
@@ -929,6 +952,132 @@ static int l_store(lua_State *L)
     if (rc < 0)
         return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
     return 0;
+}
+
+/* store(kind, addr, h): the handle into this PE's memory `kind` at addr */
+static int l_store(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.store");
+    enum kb_mem_kind kind = checkkind(L, 1);
+    lua_Integer addr = luaL_checkinteger(L, 2);
+    struct handle *h = checkhandle_in(L, 3, c);
+    return store_at(L, c, kind, addr, h);
+}
+
+/* ---- tensors: tl.load and tl.store ----------------------------------- */
+
+/* A tensor is anything with t:shard(rank) -> {addr=, n=, kind=, dtype=};
+ * one that also has t:shard_place(rank) (kbsim.torch's) gives the four
+ * values without making a table on every call. Pushes the shard of the
+ * tensor at index 1 on this PE (its program id): addr, n, kind, dtype.
+ * Errors blame the kernel's line (the caller of tl.load / tl.store). */
+static void push_shard(lua_State *L, const char *what)
+{
+    if (lua_type(L, 1) != LUA_TTABLE || lua_getfield(L, 1, "shard") != LUA_TFUNCTION)
+        luaL_error(L, "%s: a tensor is expected, got %s", what, luaL_typename(L, 1));
+    lua_Integer pid = current(L, "tl.program_id")->program_id;
+    lua_getfield(L, 1, "shard_place");
+    if (lua_toboolean(L, -1)) {
+        lua_remove(L, -2);
+        lua_pushvalue(L, 1);
+        lua_pushinteger(L, pid);
+        lua_call(L, 2, 4);
+        return;
+    }
+    lua_pop(L, 1); /* t.shard is on top */
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, pid);
+    lua_call(L, 2, 1);
+    int sh = lua_gettop(L);
+    lua_getfield(L, sh, "addr");
+    lua_getfield(L, sh, "n");
+    lua_getfield(L, sh, "kind");
+    lua_getfield(L, sh, "dtype");
+    lua_remove(L, sh);
+}
+
+/* The error of elements [off, off + n) (the values at oi and ni) outside a
+ * shard of sn elements. */
+static int shard_range_error(lua_State *L, const char *what, int oi, int ni, lua_Integer sn)
+{
+    const char *o = luaL_tolstring(L, oi, NULL);
+    const char *n = luaL_tolstring(L, ni, NULL);
+    return luaL_error(L, "%s: elements [%s, %s+%s) are outside the shard of %I", what, o, o, n,
+                      (LUAI_UACINT)sn);
+}
+
+/* The dtype and the memory kind of a shard (at indices i and k). */
+static enum kb_dtype shard_dtype(lua_State *L, int i)
+{
+    enum kb_dtype dt;
+    const char *name = lua_tostring(L, i);
+    if (!name || kb_dtype_parse(name, &dt) != 0)
+        luaL_error(L, "tensor shard of unknown dtype '%s'", name ? name : "?");
+    return dt;
+}
+
+static enum kb_mem_kind shard_kind(lua_State *L, int k)
+{
+    static const char *const names[] = {"tcm", "sram", "hbm"};
+    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
+    const char *name = lua_tostring(L, k);
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, names[i]) == 0)
+            return kinds[i];
+    return luaL_error(L, "tensor shard in unknown memory '%s' (tcm, sram, hbm)",
+                      name ? name : "?");
+}
+
+/* tl.load(t, off, n) -> handle: n elements (default: to the end) of this
+ * PE's shard of t from element off (default 0), through load() */
+static int l_tload(lua_State *L)
+{
+    lua_settop(L, 3);
+    push_shard(L, "tl.load"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
+    lua_Integer sn = lua_tointeger(L, 5);
+    if (lua_isnil(L, 2)) {
+        lua_pushinteger(L, 0);
+        lua_replace(L, 2);
+    }
+    if (lua_isnil(L, 3) && lua_isinteger(L, 2)) {
+        lua_pushinteger(L, sn - lua_tointeger(L, 2));
+        lua_replace(L, 3);
+    }
+    lua_Integer off = lua_tointeger(L, 2), n = lua_tointeger(L, 3);
+    if (!lua_isinteger(L, 2) || off < 0 || !lua_isinteger(L, 3) || n < 1 || off > sn ||
+        n > sn - off) /* (off + n could wrap) */
+        return shard_range_error(L, "tl.load", 2, 3, sn);
+    enum kb_dtype dt = shard_dtype(L, 7);
+    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(dt);
+    enum kb_mem_kind kind = shard_kind(L, 6);
+    struct kctx *c = current(L, "tl.load");
+    return load_at(L, c, kind, at, checkcount(L, 3), dt);
+}
+
+/* tl.store(t, off, h): handle h into this PE's shard of t at element off,
+ * through store() */
+static int l_tstore(lua_State *L)
+{
+    lua_settop(L, 3);
+    push_shard(L, "tl.store"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
+    lua_Integer sn = lua_tointeger(L, 5);
+    if (!tohandle(L, 3))
+        return luaL_error(L, "tl.store: a handle is expected as the value, got %s",
+                          luaL_typename(L, 3));
+    struct handle *h = checklive(L, 3, "#handle");
+    lua_pushinteger(L, h->n);
+    lua_Integer off = lua_tointeger(L, 2), hn = h->n;
+    if (!lua_isinteger(L, 2) || off < 0 || off > sn || hn > sn - off)
+        return shard_range_error(L, "tl.store", 2, 8, sn);
+    lua_settop(L, 7);
+    const char *tdt = lua_tostring(L, 7);
+    if (!tdt || strcmp(kb_dtype_name(h->dt), tdt) != 0)
+        return luaL_error(L, "tl.store: a %s handle into a %s tensor", kb_dtype_name(h->dt),
+                          tdt ? tdt : "?");
+    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(shard_dtype(L, 7));
+    enum kb_mem_kind kind = shard_kind(L, 6);
+    struct kctx *c = current(L, "tl.store");
+    return store_at(L, c, kind, at, checkhandle_in(L, 3, c));
 }
 
 /* ---- math: PE_MATH --------------------------------------------------- */
@@ -1412,10 +1561,11 @@ static int l_send(lua_State *L)
 
 static uint64_t recv_room(size_t bytes) { return (uint64_t)bytes * 4 + 64; }
 
-static int64_t recv_sized(struct kb_ipcq *q, const char *dir, void *buf, size_t bytes,
+static int64_t recv_sized(struct kb_ipcq *q, int ix, const char *dir, void *buf, size_t bytes,
                           struct kb_ipcq_meta *meta)
 {
-    int64_t got = kb_ipcq_recv(q, dir, buf, bytes, meta);
+    int64_t got = ix >= 0 ? kb_ipcq_recv_at(q, ix, buf, bytes, meta)
+                          : kb_ipcq_recv(q, dir, buf, bytes, meta);
     uint64_t msg;
     if (got == SIM_EINVAL && kb_ipcq_probe(q, dir, &msg, NULL) == 1 && msg > bytes)
         return RECV_LONGER;
@@ -1446,7 +1596,7 @@ static int l_recv(lua_State *L)
     /* a timing-only run receives no bytes: no buffer */
     void *buf = c->no_data ? NULL : scratch(L, 0, bytes);
     void *bp = lkb_block_begin(L, c->s, "tl.recv");
-    int64_t got = recv_sized(c->pe->ipcq, dir, buf, bytes, &meta);
+    int64_t got = recv_sized(c->pe->ipcq, -1, dir, buf, bytes, &meta);
     lkb_block_end(bp);
     if (got == RECV_LONGER) {
         buf = c->no_data ? NULL : scratch(L, 0, recv_room(bytes));
@@ -1467,7 +1617,7 @@ static void future_proc(struct sim *s, void *arg)
 {
     struct future *f = arg;
     size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
-    f->got = recv_sized(f->ctx->pe->ipcq, f->dir, f->buf, bytes, &f->meta);
+    f->got = recv_sized(f->ctx->pe->ipcq, f->dir_ix, f->dir, f->buf, bytes, &f->meta);
     if (f->got == RECV_LONGER && f->ctx->no_data) {
         f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, NULL, recv_room(bytes), &f->meta);
     } else if (f->got == RECV_LONGER) {
@@ -1530,6 +1680,33 @@ static const char *intern_dir(struct kctx *c, const char *dir)
     return a[c->n_dirs++];
 }
 
+/* Starts f's receive (f->ctx, dir, n, dt and buf set): an ended receive
+ * process of its direction starts again (the same name, so the same run
+ * as a new one: sim_thread_restart), else a new one. 0, or -1 with the
+ * reason in sim_errmsg. */
+static int start_recv(struct kctx *c, struct future *f)
+{
+    for (size_t i = c->n_spare; i-- > 0;) {
+        struct spare_recv *sp = &c->spare[i];
+        if (sp->dir != f->dir)
+            continue;
+        struct spare_recv got = *sp;
+        c->spare[i] = c->spare[--c->n_spare];
+        if (sim_thread_restart(got.proc, future_proc, f, 0) == 0) {
+            f->done_ev = got.ev;
+            f->proc = got.proc;
+            return 0;
+        }
+        break; /* not restartable yet: a new one */
+    }
+    char name[256];
+    snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, f->dir);
+    f->done_ev = sim_event_new(c->s, name);
+    if (!f->done_ev || !(f->proc = sim_thread(c->s, name, future_proc, f, 0)))
+        return -1;
+    return 0;
+}
+
 /* recv_async(dir, n, dtype) -> future: the receive runs beside the kernel */
 static int l_recv_async(lua_State *L)
 {
@@ -1550,6 +1727,7 @@ static int l_recv_async(lua_State *L)
     f->n = n;
     f->dt = dt;
     f->dir = intern_dir(c, dir);
+    f->dir_ix = kb_ipcq_dir(c->pe->ipcq, dir);
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
     if (!c->no_data) {
@@ -1560,26 +1738,7 @@ static int l_recv_async(lua_State *L)
     }
     if (!f->dir || (!f->buf && !c->no_data))
         return luaL_error(L, "out of memory");
-    /* an ended receive of this direction starts again: the same name, so
-     * the same run as a new one (sim_thread_restart) */
-    for (size_t i = c->n_spare; i-- > 0;) {
-        struct spare_recv *sp = &c->spare[i];
-        if (sp->dir != f->dir)
-            continue;
-        struct spare_recv got = *sp;
-        c->spare[i] = c->spare[--c->n_spare];
-        if (sim_thread_restart(got.proc, future_proc, f, 0) == 0) {
-            f->done_ev = got.ev;
-            f->proc = got.proc;
-            anchor_future(L, f, true);
-            return 1;
-        }
-        break; /* not restartable yet: a new one */
-    }
-    char name[256];
-    snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, dir);
-    f->done_ev = sim_event_new(c->s, name);
-    if (!f->done_ev || !(f->proc = sim_thread(c->s, name, future_proc, f, 0)))
+    if (start_recv(c, f) != 0)
         return luaL_error(L, "tl.recv_async: %s", sim_errmsg(c->s));
     anchor_future(L, f, true);
     return 1;
@@ -1644,6 +1803,165 @@ static int l_wait(lua_State *L)
     return 1;
 }
 
+/* A tl.sendrecv receive that has started and has not been taken: on its
+ * context's busy list until it is. */
+static void busy_link(struct kctx *c, struct future *f)
+{
+    f->prev = NULL;
+    f->next = c->busy_futs;
+    if (c->busy_futs)
+        c->busy_futs->prev = f;
+    c->busy_futs = f;
+}
+
+static void busy_unlink(struct kctx *c, struct future *f)
+{
+    if (f->prev)
+        f->prev->next = f->next;
+    else
+        c->busy_futs = f->next;
+    if (f->next)
+        f->next->prev = f->prev;
+}
+
+/* The send or the wait of a tl.sendrecv failed after its receive started:
+ * the receive stays on the busy list and its process may still write into
+ * it, so the context (which frees the list) is anchored for good. Raises
+ * the error. */
+static int fail_busy(lua_State *L, struct kctx *c, const char *msg)
+{
+    push_ctx(L, c);
+    luaL_ref(L, lua_upvalueindex(UV_FUTURES));
+    return luaL_error(L, "%s", msg);
+}
+
+/* sendrecv(send_dir, h, recv_dir, n, dtype[, release]) -> handle: in one
+ * call what
+ *     local f = tl.recv_async(recv_dir, n, dtype)
+ *     tl.send(send_dir, h)
+ *     if release then tl.free(h) end
+ *     return tl.wait(f)
+ * does, in the same order (the same dispatches, receive process, send,
+ * TCM allocations and times), without a future object: the step of a ring
+ * (decision 0039). The receive's record lives on the context. */
+static int l_sendrecv(lua_State *L)
+{
+    struct kctx *c = current(L, "tl.sendrecv");
+    const char *sdir = luaL_checkstring(L, 1);
+    struct handle *h = checkhandle_in(L, 2, c);
+    const char *rdir = luaL_checkstring(L, 3);
+    uint32_t n = checkcount(L, 4);
+    enum kb_dtype dt = checkdtype(L, 5);
+    bool release = lua_toboolean(L, 6);
+    /* the directions by index: named once a call, not on every slot */
+    struct kb_ipcq *q = c->pe->ipcq;
+    int rix = kb_ipcq_dir(q, rdir), six = kb_ipcq_dir(q, sdir);
+    if (!kb_ipcq_wired_at(q, rix, false))
+        checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
+    if (!kb_ipcq_wired_at(q, six, true))
+        checkwired(L, c, sdir, true, "tl.sendrecv");
+    /* everything that can fail before the receive starts does so now: the
+     * send's snapshot buffer and the receive's record */
+    void *sbuf = c->no_data ? NULL : scratch(L, 0, hbytes(h));
+    const char *dir = intern_dir(c, rdir);
+    struct future *f = c->free_futs;
+    if (f)
+        c->free_futs = f->next;
+    else if (!(f = malloc(sizeof *f)))
+        return luaL_error(L, "out of memory");
+    memset(f, 0, sizeof *f);
+    f->tag = &future_tag;
+    f->ctx = c;
+    f->n = n;
+    f->dt = dt;
+    f->dir = dir;
+    f->dir_ix = rix;
+    if (!c->no_data) {
+        size_t bytes = (size_t)n * kb_dtype_size(dt);
+        f->buf = pool_take(fn_pool(L), bytes, &f->buf_cap);
+        if (!f->buf && (f->buf = malloc(bytes)))
+            f->buf_cap = bytes;
+    }
+    if (!dir || (!f->buf && !c->no_data)) {
+        free(f->buf);
+        free(f);
+        return luaL_error(L, "out of memory");
+    }
+    /* tl.recv_async */
+    void *bp = lkb_block_begin(L, c->s, "tl.sendrecv");
+    int rc = kb_cpu_dispatch(c->pe->cpu);
+    lkb_block_end(bp);
+    if (rc < 0 || start_recv(c, f) != 0) {
+        pool_give(fn_pool(L), f->buf, f->buf_cap);
+        free(f);
+        if (rc < 0)
+            return luaL_error(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
+        return luaL_error(L, "tl.sendrecv: %s", sim_errmsg(c->s));
+    }
+    busy_link(c, f);
+    /* tl.send */
+    if (sbuf && kb_mem_read(h->ctx->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
+        return fail_busy(L, c, kb_mem_errmsg(h->ctx->pe->tcm));
+    bp = lkb_block_begin(L, c->s, "tl.sendrecv");
+    rc = kb_cpu_dispatch(c->pe->cpu);
+    if (rc < 0) {
+        lkb_block_end(bp);
+        lua_pushfstring(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
+        return fail_busy(L, c, lua_tostring(L, -1));
+    }
+    struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
+    rc = kb_ipcq_send_at(q, six, sbuf, hbytes(h), &meta);
+    lkb_block_end(bp);
+    if (rc < 0) {
+        lua_pushfstring(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        return fail_busy(L, c, lua_tostring(L, -1));
+    }
+    scratch_drop(L);
+    /* tl.free */
+    if (release) {
+        struct kctx *hc = h->ctx;
+        kb_mem_dealloc(hc->pe->tcm, h->addr);
+        hc->allocs[h->slot] = UINT64_MAX;
+        hc->free_slots[hc->n_free_slots++] = h->slot;
+        h->freed = true;
+    }
+    /* tl.wait */
+    while (!f->done) {
+        bp = lkb_block_begin(L, c->s, "tl.sendrecv");
+        rc = sim_wait_event(c->s, f->done_ev);
+        lkb_block_end(bp);
+        if (rc < 0) {
+            lua_pushfstring(L, "tl.sendrecv: %s", sim_errmsg(c->s));
+            return fail_busy(L, c, lua_tostring(L, -1));
+        }
+    }
+    spare_recv(c, f);
+    if (f->got < 0 || f->meta.count != n || f->meta.dtype != (uint32_t)dt ||
+        (uint64_t)f->got != (uint64_t)n * kb_dtype_size(dt)) {
+        struct future got = *f;
+        busy_unlink(c, f);
+        pool_give(fn_pool(L), f->buf, f->buf_cap);
+        f->next = c->free_futs;
+        c->free_futs = f;
+        if (got.got < 0)
+            return luaL_error(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        check_meta(L, c, got.dir, n, dt, got.got, &got.meta);
+    }
+    /* a full TCM raises here: f stays busy, and ctx_gc frees it and its
+     * buffer (its process has ended) */
+    struct handle *out = newhandle(L, c, n, dt);
+    busy_unlink(c, f);
+    void *buf = f->buf;
+    size_t cap = f->buf_cap;
+    f->next = c->free_futs;
+    c->free_futs = f;
+    int wrc = c->no_data ? 0 : kb_mem_write(c->pe->tcm, out->addr, buf, hbytes(out));
+    pool_give(fn_pool(L), buf, cap);
+    if (wrc != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
+    return 1;
+}
+
 /* ---- registration ---------------------------------------------------- */
 
 static const luaL_Reg funcs[] = {
@@ -1659,7 +1977,8 @@ static const luaL_Reg funcs[] = {
     {"log", l_log},             {"softmax", l_softmax},       {"cdiv", l_cdiv},
     {"sum", l_sum},             {"dot", l_dot},               {"send", l_send},
     {"recv", l_recv},           {"recv_async", l_recv_async}, {"wait", l_wait},
-    {"free", l_free},
+    {"free", l_free},           {"sendrecv", l_sendrecv},
+    {"tload", l_tload},         {"tstore", l_tstore},
     /* tile pipelines: helper processes, tiles in place, unit counters */
     {"context", l_context},     {"adopt", l_adopt},           {"unadopt", l_unadopt},
     {"gemm_tile", l_gemm_tile}, {"fetch", l_fetch},           {"accumulate", l_accumulate},

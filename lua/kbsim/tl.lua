@@ -43,7 +43,7 @@ tl.pe_stats = core.pe_stats
 -- Inside a kernel.
 for _, name in ipairs{"rank", "world_size", "program_id", "pe", "full", "zeros", "add", "sub",
                       "mul", "div", "maximum", "minimum", "fma", "clamp", "exp", "log", "softmax",
-                      "cdiv", "sum", "dot", "send", "recv", "recv_async", "wait", "free",
+                      "cdiv", "sum", "dot", "send", "recv", "recv_async", "wait", "free", "sendrecv",
                       "gemm_tile", "fetch", "accumulate", "cast"} do
   tl[name] = core[name]
 end
@@ -66,77 +66,15 @@ function tl.spawn(name, fn, ...)
   end)
 end
 
+-- tl.load(t, off, n): n elements of this PE's shard of t from element off;
+-- tl.store(t, off, h): handle h into this PE's shard of t at element off.
 -- A tensor is anything with t:shard(rank) -> {addr=, n=, kind=, dtype=};
 -- one that also has t:shard_place(rank) (kbsim.torch's) gives the four
--- values without making a table on every call. tl.load and tl.store take
--- the shard of this PE (its program id).
-
--- The error of elements [off, off + n) outside a shard of sn, blaming the
--- kernel (two levels up).
-local function range(sn, off, n, what)
-  if math.type(off) ~= "integer" or off < 0 or math.type(n) ~= "integer" or n < 1
-      or off > sn or n > sn - off then -- (off + n could wrap)
-    error(("%s: elements [%s, %s+%s) are outside the shard of %d"):format(
-      what, tostring(off), tostring(off), tostring(n), sn), 3)
-  end
-end
-
-local ESIZE = {f16 = 2, bf16 = 2, f32 = 4}
-
--- tl.load and tl.store run once per chunk of every rank: shard() and
--- range() are written out in them (same checks, same messages, blaming
--- the kernel's line one level up, as error(..., 3) from the helpers does),
--- and the core's functions are upvalues, not table look-ups.
-local mtype = math.type
-local core_load, core_store, program_id = core.load, core.store, core.program_id
-
--- tl.load(t, off, n): n elements of this PE's shard of t from element off.
-function tl.load(t, off, n)
-  if type(t) ~= "table" or type(t.shard) ~= "function" then
-    error(("tl.load: a tensor is expected, got %s"):format(type(t)), 2)
-  end
-  local addr, sn, kind, dtype
-  local place = t.shard_place
-  if place then
-    addr, sn, kind, dtype = place(t, program_id())
-  else
-    local s = t:shard(program_id())
-    addr, sn, kind, dtype = s.addr, s.n, s.kind, s.dtype
-  end
-  off = off or 0
-  n = n or (sn - off)
-  if mtype(off) ~= "integer" or off < 0 or mtype(n) ~= "integer" or n < 1
-      or off > sn or n > sn - off then -- (off + n could wrap)
-    range(sn, off, n, "tl.load") -- the error, from one level down
-  end
-  return core_load(kind, addr + off * ESIZE[dtype], n, dtype)
-end
-
--- tl.store(t, off, h): handle h into this PE's shard of t at element off.
-function tl.store(t, off, h)
-  if type(t) ~= "table" or type(t.shard) ~= "function" then
-    error(("tl.store: a tensor is expected, got %s"):format(type(t)), 2)
-  end
-  local addr, sn, kind, dtype
-  local place = t.shard_place
-  if place then
-    addr, sn, kind, dtype = place(t, program_id())
-  else
-    local s = t:shard(program_id())
-    addr, sn, kind, dtype = s.addr, s.n, s.kind, s.dtype
-  end
-  if type(h) ~= "userdata" or getmetatable(h) ~= "kbsim.handle" then
-    error(("tl.store: a handle is expected as the value, got %s"):format(type(h)), 2)
-  end
-  local hn = #h
-  if mtype(off) ~= "integer" or off < 0 or off > sn or hn > sn - off then
-    range(sn, off, hn, "tl.store") -- the error, from one level down
-  end
-  if h.dtype ~= dtype then
-    error(("tl.store: a %s handle into a %s tensor"):format(h.dtype, dtype), 2)
-  end
-  core_store(kind, addr + off * ESIZE[dtype], h)
-end
+-- values without making a table on every call. Both run once per chunk of
+-- every rank, so they are in the core (lua/ltl.c: tload, tstore), with
+-- the checks and messages they had here, blaming the kernel's line.
+tl.load = core.tload
+tl.store = core.tstore
 
 -- A launch: one kernel per rank, with their start and end times.
 local Run = {}

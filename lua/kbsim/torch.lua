@@ -193,17 +193,12 @@ end
 
 -- The same as four values, addr, n, kind, dtype, with no table made: what
 -- tl.load and tl.store ask for on every call (kbsim.tl).
-local function place_of(t, rank)
-  local k = t.index[rank]
-  if not k then
-    error(("tensor has no shard on rank %s"):format(tostring(rank)), 3)
-  end
-  return t.addrs[k], t.shard_n, t.memory, t.dtype
-end
-
 function Tensor:shard_place(rank)
-  local addr, n, kind, dtype = place_of(self, rank)
-  return addr, n, kind, dtype
+  local k = self.index[rank]
+  if not k then
+    error(("tensor has no shard on rank %s"):format(tostring(rank)), 2)
+  end
+  return self.addrs[k], self.shard_n, self.memory, self.dtype
 end
 
 local VEC_MT = getmetatable(tl.vec_new(1))

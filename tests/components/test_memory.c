@@ -1,5 +1,6 @@
 /* test_memory.c — kb_mem: channel striping and serialisation against the
  * closed form, allocator and its capacity error, sparse storage, counters */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -559,10 +560,63 @@ TEST(copy_page_to_page)
     T_FREE(sim_free, s);
 }
 
+/* Thousands of live blocks, freed and made again in a scrambled order:
+ * every live block frees with its own size, a freed one is refused, and
+ * everything joins into one free block at the end (the live blocks are a
+ * hash table by address, which moves entries when one is removed) */
+TEST(many_live_blocks_free_in_any_order)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem *t = mem(s, &TCM);
+    ASSERT_TRUE(t);
+    enum { N = 3000 };
+    static uint64_t addr[N], size[N];
+    static bool live[N];
+    uint64_t r = 2463534242u, cap = 16 << 20, used = 0;
+    for (int i = 0; i < N; i++) {
+        size[i] = 64 * (1 + i % 37);
+        ASSERT_EQ(kb_mem_alloc(t, size[i], 64, &addr[i]), 0);
+        live[i] = true;
+        used += size[i];
+    }
+    ASSERT_U64_EQ(addr[1], 64); /* first fit, packed */
+    for (int round = 0; round < 4 * N; round++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        int i = (int)(r % N);
+        if (live[i]) {
+            ASSERT_EQ(kb_mem_dealloc(t, addr[i]), 0);
+            used -= size[i];
+            live[i] = false;
+            ASSERT_EQ(kb_mem_dealloc(t, addr[i]), SIM_EINVAL);
+        } else {
+            ASSERT_EQ(kb_mem_alloc(t, size[i], 64, &addr[i]), 0);
+            used += size[i];
+            live[i] = true;
+        }
+        ASSERT_U64_EQ(kb_mem_free_bytes(t), cap - used);
+    }
+    for (int i = 0; i < N; i++) {
+        if (!live[i])
+            continue;
+        uint64_t before = kb_mem_free_bytes(t);
+        ASSERT_EQ(kb_mem_dealloc(t, addr[i]), 0);
+        ASSERT_U64_EQ(kb_mem_free_bytes(t), before + size[i]);
+    }
+    ASSERT_U64_EQ(kb_mem_free_bytes(t), cap);
+    uint64_t all;
+    ASSERT_EQ(kb_mem_alloc(t, cap, 1, &all), 0);
+    ASSERT_U64_EQ(all, 0);
+    T_FREE(kb_mem_free, t);
+    T_FREE(sim_free, s);
+}
+
 TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           same_channel_serialises, setup_overlaps_earlier_transfers,
           schedule_without_waiting, capacity_error,
           first_fit_alignment_and_coalescing, peak_allocation, sparse_storage,
           spans_read_and_write_in_place, whole_page_writes_keep_zeros_elsewhere,
           copy_page_to_page, freed_blocks_read_as_zeros_and_give_pages_back,
-          params_are_checked)
+          params_are_checked, many_live_blocks_free_in_any_order)

@@ -878,8 +878,77 @@ TEST(trace_spans)
     T_FREE(tsys_free, t);
 }
 
+/* ---- directions by index --------------------------------------------------- */
+
+struct by_ix {
+    struct tsys *t;
+    int tx, rx;
+    unsigned char *in, *out;
+    int rc;
+    int64_t got;
+    sim_time end;
+};
+
+static void ix_sender(struct sim *s, void *arg)
+{
+    (void)s;
+    struct by_ix *o = arg;
+    struct kb_ipcq_meta m = {7, 3, 4096};
+    o->rc = kb_ipcq_send_at(o->t->q[0], o->tx, o->in, 4096, &m);
+}
+
+static void ix_receiver(struct sim *s, void *arg)
+{
+    struct by_ix *o = arg;
+    struct kb_ipcq_meta m;
+    o->got = kb_ipcq_recv_at(o->t->q[1], o->rx, o->out, 4096, &m);
+    o->end = sim_now(s);
+    if (o->got >= 0 && (m.tag != 7 || m.dtype != 3 || m.count != 4096))
+        o->got = -999;
+}
+
+/* The _at calls are the named calls on a direction's index: the same
+ * bytes and the same time as slot_cost_per_buffer_kind's TCM case; an
+ * index that is not a direction is "not wired" */
+TEST(directions_by_index)
+{
+    struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+    struct tsys *t = T_OWN(tsys_new(2, KB_MEM_TCM, false, &qp), tsys_free);
+    ASSERT_TRUE(t);
+    ASSERT_EQ(kb_ipcq_dir(t->q[0], "E"), -1);
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "N", t->q[1], "S"), 0);
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+    int tx = kb_ipcq_dir(t->q[0], "E"), rx = kb_ipcq_dir(t->q[1], "W");
+    ASSERT_EQ(tx, 1);
+    ASSERT_EQ(rx, 1);
+    ASSERT_EQ(kb_ipcq_dir(t->q[0], "nowhere"), -1);
+    ASSERT_TRUE(kb_ipcq_wired_at(t->q[0], tx, true));
+    ASSERT_TRUE(!kb_ipcq_wired_at(t->q[0], tx, false));
+    ASSERT_TRUE(kb_ipcq_wired_at(t->q[1], rx, false));
+    ASSERT_TRUE(!kb_ipcq_wired_at(t->q[1], -1, false));
+    ASSERT_TRUE(!kb_ipcq_wired_at(t->q[1], 2, false));
+    unsigned char in[4096], out[4096];
+    fill(in, sizeof in, 9);
+    struct by_ix o = {t, tx, rx, in, out, 0, 0, 0};
+    ASSERT_TRUE(sim_thread(t->s, "send", ix_sender, &o, 0));
+    ASSERT_TRUE(sim_thread(t->s, "recv", ix_receiver, &o, 0));
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(o.rc, 0);
+    ASSERT_EQ(o.got, 4096);
+    ASSERT_TRUE(memcmp(in, out, sizeof in) == 0);
+    ASSERT_U64_EQ(o.end, 27463); /* as slot_cost_per_buffer_kind, tcm */
+    struct by_ix bad = {t, 5, -1, in, out, 0, 0, 0};
+    ASSERT_TRUE(sim_thread(t->s, "send2", ix_sender, &bad, 0));
+    ASSERT_TRUE(sim_thread(t->s, "recv2", ix_receiver, &bad, 0));
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(bad.rc, SIM_EINVAL);
+    ASSERT_EQ(bad.got, SIM_EINVAL);
+    ASSERT_CONTAINS(kb_ipcq_errmsg(t->q[1]), "which is not wired");
+    T_FREE(tsys_free, t);
+}
+
 TEST_MAIN(fifth_send_blocks_sleep, fifth_send_blocks_poll,
           sleeping_sender_without_receiver_deadlocks,
           slot_cost_per_buffer_kind, ping_pong_latency,
           data_and_metadata_visible_together, split_messages_and_timing_only,
-          errors, trace_spans)
+          errors, trace_spans, directions_by_index)

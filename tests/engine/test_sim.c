@@ -1,5 +1,6 @@
 /* test_sim.c — scheduler semantics: delta cycles, notification kinds,
  * fifo blocking, determinism, deadlock report, run limits */
+#include <math.h>
 #include "sim.h"
 #include "test.h"
 
@@ -1034,6 +1035,28 @@ TEST(time_past_the_end_is_refused)
     T_FREE(sim_free, s);
 }
 
+/* sim_round_ps is llround for every time x >= 0: below half a ps (0),
+ * at and near the halves, across powers of two and up to 2^53 */
+TEST(round_ps_is_llround)
+{
+    static const double fixed[] = {0.0, 1e-300, 0.016, 0.49999999999999994, 0.5,
+                                   0.5000000000000001, 1.5, 2.5, 1e6 + 0.5,
+                                   4503599627370495.5, 4503599627370496.0,
+                                   9007199254740992.0};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        ASSERT_U64_EQ(sim_round_ps(fixed[i]), llround(fixed[i]));
+    uint64_t r = 88172645463325252ull; /* xorshift64 */
+    for (int i = 0; i < 200000; i++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        /* a mantissa in [1, 2) times 2^e, e from -60 to 52 */
+        double x = ldexp(1.0 + (double)(r >> 11) * 0x1p-53, (int)(r % 113) - 60);
+        ASSERT_U64_EQ(sim_round_ps(x), llround(x));
+        ASSERT_U64_EQ(sim_round_ps(nextafter(x, 0.0)), llround(nextafter(x, 0.0)));
+    }
+}
+
 TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           notification_order, earlier_notification_wins_and_cancel,
           fifo_write_blocks_when_full, fifo_read_blocks_when_empty,
@@ -1046,4 +1069,4 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           ten_thousand_threads,
           same_time_wakeups_in_insertion_order, time_past_the_end_is_refused,
           ended_thread_restarts_and_deadlock_lists_by_start,
-          thread_restarts_straight_after_it_ends)
+          thread_restarts_straight_after_it_ends, round_ps_is_llround)

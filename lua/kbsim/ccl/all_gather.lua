@@ -14,10 +14,7 @@ local function kernel(a, input, output)
   local cur = tl.load(input, 0, C)
   tl.store(output, r * C, cur)
   for s = 0, N - 2 do
-    local f = tl.recv_async("W", C, a.dtype)
-    tl.send("E", cur)
-    tl.free(cur) -- sent and stored
-    cur = tl.wait(f)
+    cur = tl.sendrecv("E", cur, "W", C, a.dtype, true) -- freed once sent (and stored)
     tl.store(output, ((r - s - 1) % N) * C, cur)
   end
 end

@@ -127,10 +127,7 @@ local function kernel(a, input, output)
     -- the leaders' pass-along ring
     local cur = acc
     for _ = 1, #a.groups - 1 do
-      local f = tl.recv_async("h_ring_rx", n, dt)
-      tl.send("h_ring_tx", cur)
-      if cur ~= acc then tl.free(cur) end
-      local got = tl.wait(f)
+      local got = tl.sendrecv("h_ring_tx", cur, "h_ring_rx", n, dt, cur ~= acc)
       local sum = ccl.combine("sum", acc, got)
       tl.free(acc)
       acc, cur = sum, got

@@ -81,18 +81,24 @@ end
 
 -- The reduction of all_reduce kernels that take opts.op: x + y for "sum"
 -- (and nil), elementwise tl.maximum / tl.minimum for "max" / "min", on
--- PE_MATH as the sum is.
-local COMBINE = {
-  sum = function(x, y) return x + y end,
-  max = function(x, y) return require("kbsim.tl").maximum(x, y) end,
-  min = function(x, y) return require("kbsim.tl").minimum(x, y) end,
-}
-function M.combine(op, x, y)
+-- PE_MATH as the sum is. combiner(op) is that function, for a kernel to
+-- look up once rather than every step (tl.add is what x + y calls); an
+-- unknown op still raises only when the function is first called.
+local COMBINE = {}
+function M.combiner(op)
   local f = COMBINE[op or "sum"]
-  if not f then
+  if f then return f end
+  if not next(COMBINE) then
+    local tl = require("kbsim.tl")
+    COMBINE.sum, COMBINE.max, COMBINE.min = tl.add, tl.maximum, tl.minimum
+    return M.combiner(op)
+  end
+  return function()
     error(("unknown reduction '%s' (sum, max, min)"):format(tostring(op)), 0)
   end
-  return f(x, y)
+end
+function M.combine(op, x, y)
+  return M.combiner(op)(x, y)
 end
 
 -- The root of a rooted collective (reduce, gather, scatter): opts.root, a

@@ -146,10 +146,7 @@ end
 local function ring(acc, len, tx, rx, n, dt)
   local cur = acc
   for _ = 1, len - 1 do
-    local f = tl.recv_async(rx, n, dt)
-    tl.send(tx, cur)
-    if cur ~= acc then tl.free(cur) end
-    local r = tl.wait(f)
+    local r = tl.sendrecv(tx, cur, rx, n, dt, cur ~= acc)
     local sum = acc + r
     tl.free(acc)
     acc, cur = sum, r

@@ -59,9 +59,7 @@ end
 -- Sends h to the partner across dir and returns h + the partner's tile;
 -- both inputs are returned to TCM.
 local function exchange(dir, h, n, dtype)
-  local f = tl.recv_async(dir, n, dtype)
-  tl.send(dir, h)
-  local got = tl.wait(f)
+  local got = tl.sendrecv(dir, h, dir, n, dtype)
   local sum = h + got
   tl.free(h, got)
   return sum

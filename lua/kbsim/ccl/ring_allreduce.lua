@@ -11,20 +11,19 @@ local function args(world_size, n_elem, opts)
 end
 
 local function kernel(a, input, output)
-  local n = a.n_elem
+  local n, dt = a.n_elem, a.dtype
+  local sendrecv, combine, free = tl.sendrecv, ccl.combiner(a.op), tl.free
   local acc = tl.load(input, 0, n)
   local cur = acc
   for _ = 1, a.world_size - 1 do
-    -- the receive is posted first: a tile longer than the ring's slots
-    -- blocks its send until the neighbour drains it, and every PE sends
-    local f = tl.recv_async("W", n, a.dtype)
-    tl.send("E", cur)
-    -- the ring holds its own copy of what was sent: with every superseded
-    -- tile returned at once, the working set stays at three tiles
-    if cur ~= acc then tl.free(cur) end
-    local r = tl.wait(f)
-    local sum = ccl.combine(a.op, acc, r)
-    tl.free(acc)
+    -- the receive is posted before the send (sendrecv does both): a tile
+    -- longer than the ring's slots blocks its send until the neighbour
+    -- drains it, and every PE sends. The ring holds its own copy of what
+    -- was sent, so a superseded tile is freed once sent: with every such
+    -- tile returned at once, the working set stays at three tiles.
+    local r = sendrecv("E", cur, "W", n, dt, cur ~= acc)
+    local sum = combine(acc, r)
+    free(acc)
     acc, cur = sum, r
   end
   tl.store(output, 0, acc)

@@ -16,34 +16,30 @@ end
 
 local function kernel(a, input, output)
   local n, N, r, dt = a.n_elem, a.world_size, tl.rank(), a.dtype
-  -- chunk k covers [off(k), off(k+1)): sizes differ by at most one
-  local function off(k) return k * n // N end
-  local function len(k) return off(k + 1) - off(k) end
+  local sendrecv, combine, free = tl.sendrecv, ccl.combiner(a.op), tl.free
+  -- chunk k covers [off[k], off[k+1]): sizes differ by at most one
+  local off = {}
+  for k = 0, N do off[k] = k * n // N end
   local ch = {}
-  for k = 0, N - 1 do ch[k] = tl.load(input, off(k), len(k)) end
+  for k = 0, N - 1 do ch[k] = tl.load(input, off[k], off[k + 1] - off[k]) end
   -- step s: send chunk r-s-1, add the west neighbour's chunk r-s-2; the
-  -- last step completes chunk r
+  -- last step completes chunk r. A partial sum that was sent is not
+  -- needed again (the all-gather brings its full sum), so sendrecv frees
+  -- it once sent: the working set stays near one tile.
   for s = 0, N - 2 do
     local out, inc = (r - s - 1) % N, (r - s - 2) % N
-    local f = tl.recv_async("W", len(inc), dt)
-    tl.send("E", ch[out])
-    -- a partial sum that was sent is not needed again: the all-gather
-    -- brings its full sum (the working set stays near one tile)
-    tl.free(ch[out])
+    local got = sendrecv("E", ch[out], "W", off[inc + 1] - off[inc], dt, true)
     ch[out] = nil
-    local got = tl.wait(f)
-    local sum = ccl.combine(a.op, ch[inc], got)
-    tl.free(ch[inc], got)
+    local sum = combine(ch[inc], got)
+    free(ch[inc], got)
     ch[inc] = sum
   end
   -- step s: pass on chunk r-s, take chunk r-s-1
   for s = 0, N - 2 do
     local out, inc = (r - s) % N, (r - s - 1) % N
-    local f = tl.recv_async("W", len(inc), dt)
-    tl.send("E", ch[out])
-    ch[inc] = tl.wait(f)
+    ch[inc] = sendrecv("E", ch[out], "W", off[inc + 1] - off[inc], dt)
   end
-  for k = 0, N - 1 do tl.store(output, off(k), ch[k]) end
+  for k = 0, N - 1 do tl.store(output, off[k], ch[k]) end
 end
 
 return {

@@ -67,11 +67,9 @@ function M.kernel(a, input, output)
       local outs, ins = chunk(k, (p - s - 1) % d), chunk(k, (p - s - 2) % d)
       for j, q in ipairs(ins) do
         local o = outs[j]
-        local f = tl.recv_async(rx, len(q), dt)
-        tl.send(tx, P[o])
-        tl.free(P[o]) -- the all-gather brings its full sum back
+        -- P[o] is freed once sent: the all-gather brings its full sum back
+        local got = tl.sendrecv(tx, P[o], rx, len(q), dt, true)
         P[o] = nil
-        local got = tl.wait(f)
         local sum = ccl.combine(a.op, P[q], got)
         tl.free(P[q], got)
         P[q] = sum
@@ -83,9 +81,7 @@ function M.kernel(a, input, output)
     for s = 0, d - 2 do
       local outs, ins = chunk(k, (p - s) % d), chunk(k, (p - s - 1) % d)
       for j, q in ipairs(ins) do
-        local f = tl.recv_async(rx, len(q), dt)
-        tl.send(tx, P[outs[j]])
-        P[q] = tl.wait(f)
+        P[q] = tl.sendrecv(tx, P[outs[j]], rx, len(q), dt)
       end
     end
   end
