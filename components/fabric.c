@@ -539,9 +539,9 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
 }
 
 static int send_checked(struct kb_fabric *f, const int *links, int n_links,
-                        uint64_t bytes, struct sim_event *done)
+                        uint64_t bytes, struct sim_event *done, uint32_t vc_class)
 {
-    return send_full(f, links, n_links, bytes, done, 0, NULL, NULL);
+    return send_full(f, links, n_links, bytes, done, vc_class, NULL, NULL);
 }
 
 int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
@@ -559,11 +559,11 @@ int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
     int rc = kb_fabric_check_path(f, links, n_links);
     if (rc < 0)
         return rc;
-    return send_checked(f, links, n_links, bytes, done);
+    return send_checked(f, links, n_links, bytes, done, 0);
 }
 
 static int transfer(struct kb_fabric *f, const int *links, int n_links,
-                    uint64_t bytes, bool checked)
+                    uint64_t bytes, bool checked, uint32_t vc_class)
 {
     if (!sim_current(f->sim))
         return seterr(f, SIM_EPERM, "transfer: not called from a thread "
@@ -582,7 +582,7 @@ static int transfer(struct kb_fabric *f, const int *links, int n_links,
         w->next_all = f->all_waiters;
         f->all_waiters = w;
     }
-    int rc = checked ? send_checked(f, links, n_links, bytes, w->ev)
+    int rc = checked ? send_checked(f, links, n_links, bytes, w->ev, vc_class)
                      : kb_fabric_send(f, links, n_links, bytes, w->ev);
     if (rc >= 0) {
         rc = sim_wait_event(f->sim, w->ev);
@@ -601,13 +601,19 @@ static int transfer(struct kb_fabric *f, const int *links, int n_links,
 int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
                        uint64_t bytes)
 {
-    return transfer(f, links, n_links, bytes, false);
+    return transfer(f, links, n_links, bytes, false, 0);
 }
 
 int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
                                uint64_t bytes)
 {
-    return transfer(f, links, n_links, bytes, true);
+    return transfer(f, links, n_links, bytes, true, 0);
+}
+
+int kb_fabric_transfer_class(struct kb_fabric *f, const int *links, int n_links,
+                             uint64_t bytes, uint32_t vc_class)
+{
+    return transfer(f, links, n_links, bytes, true, vc_class);
 }
 
 uint64_t kb_fabric_in_flight(const struct kb_fabric *f) { return f->n_live; }

@@ -99,6 +99,10 @@ int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
  * path is not checked again. */
 int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
                                uint64_t bytes);
+/* kb_fabric_transfer_checked with the sender's VC class (as
+ * kb_fabric_send_cb's): a routing order the classifier tells apart. */
+int kb_fabric_transfer_class(struct kb_fabric *f, const int *links, int n_links,
+                             uint64_t bytes, uint32_t vc_class);
 
 /* The router's VC classes for credit flow control: fn(ud, links, n,
  * vc_class, classes) writes the class of each of the n hops of a path

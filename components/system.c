@@ -60,7 +60,8 @@ struct kb_system {
     struct node_info *info;
     int n_info;
     int *route_buf; /* max_hops links, for callers with a shorter buffer */
-    int *send_buf;  /* kb_system_send: two routes */
+    int *send_buf;  /* kb_system_send's route */
+    int *pick_buf;  /* pick_route's yx route */
     uint8_t *link_kind; /* credit mode: LK_* bits a link (classify) */
     struct held *held;  /* transfers running (a deadlocked one never returns) */
     int n_link_kind;
@@ -468,11 +469,15 @@ void kb_system_free(struct kb_system *sys)
     free(sys->info);
     free(sys->route_buf);
     free(sys->send_buf);
+    free(sys->pick_buf);
     free(sys->link_kind);
     while (sys->held)
         held_free(sys, sys->held);
     free(sys);
 }
+
+static int dma_pick(void *ud, int src_node, int dst_node, const int *links, int n,
+                    const int **out, uint32_t *vc_class);
 
 /* ---- queries ------------------------------------------------------------- */
 
@@ -510,6 +515,8 @@ struct kb_pe *kb_system_pe_units(struct kb_system *sys, int rank)
     if (kb_pe_units_new(pe, sys->sim, sys->f, kb_system_route_cb, sys, &sys->cfg,
                         sys->timing_only, sys->err, sizeof sys->err) < 0)
         return NULL;
+    if (!sys->graph && sys->cfg.fabric.routing == KB_TOPO_ROUTE_ADAPTIVE)
+        kb_dma_set_route_pick(pe->dma, dma_pick, sys);
     return pe;
 }
 
@@ -684,31 +691,57 @@ static int route_backlog(const struct kb_system *sys, const int *links, int k)
     return b;
 }
 
+/* fabric.routing adaptive (source-adaptive, decision 0028): given the xy
+ * route a (k links) from src to dst, the route to take now — the yx route
+ * when its links hold fewer messages than a's (a tie keeps xy) — in *out
+ * (a, or sys->pick_buf, checked and its links made) with its VC class in
+ * *cls: 1 for yx, classify's second half, so each order keeps its own
+ * deadlock-free channels. Other routings, and graphs: a, class 0. */
+static int pick_route(struct kb_system *sys, int src_node, int dst_node, const int *a, int k,
+                      const int **out, uint32_t *cls)
+{
+    *out = a;
+    *cls = 0;
+    if (sys->graph || sys->cfg.fabric.routing != KB_TOPO_ROUTE_ADAPTIVE || k == 0)
+        return k;
+    if (!sys->pick_buf &&
+        !(sys->pick_buf = malloc(((size_t)sys->max_hops + 1) * sizeof *sys->pick_buf)))
+        return KB_SETERR(sys, SIM_ENOMEM, "route: out of memory");
+    int kb = route_tree(sys, src_node, dst_node, sys->pick_buf, sys->max_hops, true);
+    if (kb < 0)
+        return kb;
+    if (route_backlog(sys, sys->pick_buf, kb) >= route_backlog(sys, a, k))
+        return k;
+    int rc = kb_fabric_check_path(sys->f, sys->pick_buf, kb);
+    if (rc < 0)
+        return KB_SETERR(sys, rc, "route from '%s' to '%s': %s",
+                         kb_fabric_node_name(sys->f, src_node),
+                         kb_fabric_node_name(sys->f, dst_node), kb_fabric_errmsg(sys->f));
+    *out = sys->pick_buf;
+    *cls = 1;
+    return kb;
+}
+
+/* pick_route in the shape of PE_DMA's route selection (kb_dma_pick_fn) */
+static int dma_pick(void *ud, int src_node, int dst_node, const int *links, int n,
+                    const int **out, uint32_t *vc_class)
+{
+    return pick_route(ud, src_node, dst_node, links, n, out, vc_class);
+}
+
 int kb_system_send(struct kb_system *sys, int src_node, int dst_node, uint64_t bytes,
                    void (*cb)(void *ud, sim_time at), void *ud)
 {
     if (!sys->send_buf &&
-        !(sys->send_buf = malloc(2 * ((size_t)sys->max_hops + 1) * sizeof *sys->send_buf)))
+        !(sys->send_buf = malloc(((size_t)sys->max_hops + 1) * sizeof *sys->send_buf)))
         return KB_SETERR(sys, SIM_ENOMEM, "send: out of memory");
-    int *a = sys->send_buf, *b = a + sys->max_hops + 1;
-    int k = kb_system_route(sys, src_node, dst_node, a, sys->max_hops);
+    int k = kb_system_route(sys, src_node, dst_node, sys->send_buf, sys->max_hops);
     if (k < 0)
         return k;
-    uint32_t cls = 0;
-    if (!sys->graph && sys->cfg.fabric.routing == KB_TOPO_ROUTE_ADAPTIVE && k > 0) {
-        /* minimal adaptive at the source: the yx route when its links hold
-         * fewer messages than the xy route's; the yx order runs in the
-         * upper half of the VC classes, so each order keeps its own
-         * deadlock-free channels */
-        int kb = route_tree(sys, src_node, dst_node, b, sys->max_hops, true);
-        if (kb < 0)
-            return kb;
-        if (route_backlog(sys, b, kb) < route_backlog(sys, a, k)) {
-            a = b;
-            k = kb;
-            cls = 1; /* the yx order, classify's second half */
-        }
-    }
+    const int *a;
+    uint32_t cls;
+    if ((k = pick_route(sys, src_node, dst_node, sys->send_buf, k, &a, &cls)) < 0)
+        return k;
     int rc = kb_fabric_send_cb(sys->f, a, k, bytes, cls, cb, ud);
     if (rc < 0)
         return KB_SETERR(sys, rc, "send from '%s' to '%s': %s", kb_fabric_node_name(sys->f, src_node),
@@ -835,7 +868,15 @@ int kb_system_transfer(struct kb_system *sys, int src_rank, uint64_t src_addr, i
         sys->held->prev = h;
     sys->held = h;
     h->linked = true;
-    int rc = kb_fabric_transfer(sys->f, links, k, bytes);
+    const int *route;
+    uint32_t cls;
+    int rc = pick_route(sys, a->node, b->node, links, k, &route, &cls);
+    if (rc >= 0 && route != links) { /* held: pick_buf is the next pick's */
+        memcpy(links, route, (size_t)rc * sizeof *links);
+        k = rc;
+    }
+    if (rc >= 0 && (rc = kb_fabric_check_path(sys->f, links, k)) >= 0)
+        rc = kb_fabric_transfer_class(sys->f, links, k, bytes, cls);
     if (rc < 0) {
         held_free(sys, h);
         return KB_SETERR(sys, rc, "transfer from '%s' to '%s': %s", a->name, b->name,
