@@ -16,7 +16,8 @@
  * that paid an overhead, and a short last flit crosses it faster than at
  * the bottleneck. With other traffic each link serves whole worms in the
  * order their heads arrive, so flows sharing a link take the serialised
- * time. */
+ * time. Credit-mode paths take the links' own closed form
+ * (kb_link_credit_path_time, link_credit.c). */
 #include "fabric.h"
 
 #include <stdarg.h>
@@ -404,6 +405,20 @@ int kb_fabric_check_path(struct kb_fabric *f, const int *links, int n_links)
     return 0;
 }
 
+/* kb_fabric_path_time in credit mode: the links' own closed form */
+static sim_time credit_path_time(struct kb_fabric *f, const int *links, int n_links,
+                                 uint32_t flit, uint64_t bytes)
+{
+    struct kb_link **path = malloc((size_t)n_links * sizeof *path);
+    if (!path)
+        return SIM_FOREVER;
+    for (int j = 0; j < n_links; j++)
+        path[j] = f->links[links[j]].l;
+    sim_time t = kb_link_credit_path_time(path, (uint32_t)n_links, flit, bytes);
+    free(path);
+    return t;
+}
+
 sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
                              int n_links, uint64_t bytes)
 {
@@ -412,6 +427,8 @@ sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
     if (n_links == 0)
         return 0;
     uint64_t flit = kb_link_params(f->links[links[0]].l)->flit_bytes;
+    if (kb_link_credit_mode(f->links[links[0]].l))
+        return credit_path_time(f, links, n_links, (uint32_t)flit, bytes);
     uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
     uint64_t f1 = n == 1 ? bytes : flit, fn = bytes - (n - 1) * flit;
     sim_time t = 0;

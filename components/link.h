@@ -114,6 +114,13 @@ sim_time kb_link_overhead_ps(const struct kb_link *l);
 /* Whether the link runs credit flow control (buffer_flits > 0). */
 int kb_link_credit_mode(const struct kb_link *l);
 
+/* Credit mode: the time from a message's start to its last byte's arrival
+ * when it crosses path[0..n_hops-1] (all credit-mode links) alone — the
+ * closed form of the flit rule, link_credit.c. `flit` is the path's flit
+ * size, 0 bytes is one empty flit. SIM_FOREVER when out of memory. */
+sim_time kb_link_credit_path_time(struct kb_link *const *path, uint32_t n_hops,
+                                  uint32_t flit, uint64_t bytes);
+
 /* Starts a message at the current time on m->path[0]: every flit is ready
  * at the source, the head asks for the first link after its overhead.
  * Callable from any process or before the run. SIM_EINVAL for an empty

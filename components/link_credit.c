@@ -35,6 +35,26 @@
  *   two messages from different inputs onto one link, one VC: the second
  *   waits for the first's tail (its head cannot get the VC): serialised;
  *   with two VCs their flits alternate, each at half the link's rate.
+ * A message alone on a path of h hops (kb_link_credit_path_time): with
+ * S(j,k) the start of flit k on hop j, d(j,k) its serialisation there and
+ * B_j, c_j hop j's buffer and credit delay, the rule gives
+ *     S(j,k) = max( o_j                          if j = 0,
+ *                   S(j-1,k) + d(j-1,k) + l_{j-1} (+ o_j for the head, k = 0),
+ *                   S(j,k-1) + d(j,k-1)                (the link is busy),
+ *                   S(j+1,k-B_j) + c_j  when k >= B_j  (flit k-B_j's credit;
+ *                   on the last hop S(h-1,k-B) + d + l + c: the sink) )
+ *     T = S(h-1,n-1) + d(h-1,n-1) + l_{h-1}
+ * a longest path through a graph of (hop, flit) nodes, which
+ * kb_link_credit_path_time walks in O(n·h). With one set of parameters on
+ * every hop (d, l, o, c, B; R = d + l + c) its longest path takes every
+ * head overhead, then the slower of the link's pace and the credit loop
+ * (the loop costs R per B flits on any hop):
+ *     T = Σ_j (o_j + l_j + d_1) + max((n-1)·d, ⌊(n-1)/B⌋·R + ((n-1) mod B)·d)
+ *         - d_1 + d_n    (d_1, d_n: the first and last flit's d)
+ * which is the wormhole closed form while B·d >= R and the one-hop credit
+ * bound above otherwise; on hops that differ a slow credit loop on one hop
+ * and a slow link on another combine, which only the walk gets exactly.
+ *
  * A message never lets a credit or a VC go while it waits, so a cycle of
  * messages each holding a VC the next one waits for never resolves: a
  * deadlock, which the engine reports as the transfers blocked on it
@@ -357,4 +377,57 @@ void kb_link_credit_serve(struct sim *s, void *arg)
         next = c->heap[0].t;
     if (next != SIM_FOREVER)
         kb_link_wake_at(l, next, now);
+}
+
+/* ---- closed form ------------------------------------------------------- */
+
+/* The recurrence of the file comment, flit by flit: S(j, k) kept for the
+ * last w = max B + 1 flits of every hop. */
+sim_time kb_link_credit_path_time(struct kb_link *const *path, uint32_t n_hops,
+                                  uint32_t flit, uint64_t bytes)
+{
+    if (n_hops == 0)
+        return 0;
+    uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
+    uint64_t last = bytes - (n - 1) * flit;
+    uint32_t w = 1;
+    for (uint32_t j = 0; j < n_hops; j++)
+        if (path[j]->cr->buffer + 1 > w)
+            w = path[j]->cr->buffer + 1;
+    sim_time *S = malloc((size_t)n_hops * w * sizeof *S);
+    sim_time *dl = malloc((size_t)n_hops * sizeof *dl); /* d of the last flit */
+    if (!S || !dl) {
+        free(S);
+        free(dl);
+        return SIM_FOREVER;
+    }
+    for (uint32_t j = 0; j < n_hops; j++)
+        dl[j] = last == flit ? path[j]->ser_full : kb_link_ser_ps(path[j], last);
+#define D(j, k) ((k) + 1 == n ? dl[j] : path[j]->ser_full)
+#define AT(j, k) S[(size_t)(j) * w + (k) % w]
+    for (uint64_t k = 0; k < n; k++) {
+        for (uint32_t j = 0; j < n_hops; j++) {
+            const struct kb_link *l = path[j];
+            sim_time t = j == 0 ? l->ovh_ps
+                                : AT(j - 1, k) + D(j - 1, k) + path[j - 1]->lat_ps +
+                                      (k == 0 ? l->ovh_ps : 0);
+            if (k > 0 && AT(j, k - 1) + D(j, k - 1) > t)
+                t = AT(j, k - 1) + D(j, k - 1);
+            uint32_t b = l->cr->buffer;
+            if (k >= b) {
+                sim_time cr = j + 1 < n_hops
+                                  ? AT(j + 1, k - b) + l->cr->credit_ps
+                                  : AT(j, k - b) + D(j, k - b) + l->lat_ps + l->cr->credit_ps;
+                if (cr > t)
+                    t = cr;
+            }
+            AT(j, k) = t;
+        }
+    }
+    sim_time t = AT(n_hops - 1, n - 1) + dl[n_hops - 1] + path[n_hops - 1]->lat_ps;
+#undef D
+#undef AT
+    free(S);
+    free(dl);
+    return t;
 }
