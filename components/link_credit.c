@@ -61,9 +61,13 @@
  * (docs/components/link.md states which routing choices avoid it). */
 #include "link_impl.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "trace.h"
 
 /* A credit on its way back to this link's sender. */
 struct credit {
@@ -90,6 +94,7 @@ struct kb_link_credit {
     struct cand *cands; /* in head arrival order */
     size_t n_cands, cap_cands, rr;
     sim_time busy_until; /* end of the flit on the link */
+    int *trk; /* vcs trace tracks "<link>.vc<v>", made on first use (-1) */
 };
 
 /* Per message and hop j: the VC held on link j, flits sent over it, and
@@ -97,6 +102,7 @@ struct kb_link_credit {
  * buffer may go on (a ring of buffer_flits). */
 struct hop {
     uint64_t sent;
+    sim_time t_head; /* when the head started on this hop (trace span) */
     uint32_t vc, cls;
     uint32_t cap, head, cnt;
     sim_time *ring;
@@ -118,12 +124,15 @@ struct kb_link_credit *kb_link_credit_new(const struct kb_link_params *p)
     c->credit_ps = (sim_time)llround(p->credit_ns * 1000.0);
     c->credits = malloc(p->vcs * sizeof *c->credits);
     c->owner = calloc(p->vcs, sizeof *c->owner);
-    if (!c->credits || !c->owner) {
+    c->trk = malloc(p->vcs * sizeof *c->trk);
+    if (!c->credits || !c->owner || !c->trk) {
         kb_link_credit_free(c);
         return NULL;
     }
-    for (uint32_t v = 0; v < p->vcs; v++)
+    for (uint32_t v = 0; v < p->vcs; v++) {
         c->credits[v] = p->buffer_flits;
+        c->trk[v] = -1;
+    }
     return c;
 }
 
@@ -133,6 +142,7 @@ void kb_link_credit_free(struct kb_link_credit *c)
         return;
     free(c->credits);
     free(c->owner);
+    free(c->trk);
     free(c->heap);
     free(c->cands);
     free(c);
@@ -231,7 +241,7 @@ int kb_link_credit_inject(struct kb_link_msg *m)
         cls += m->path[j]->p.dateline ? 1 : 0;
         if (m->hop_class)
             cls = m->hop_class[j];
-        st->hop[j] = (struct hop){0, 0, cls < c->classes ? cls : c->classes - 1,
+        st->hop[j] = (struct hop){0, 0, 0, cls < c->classes ? cls : c->classes - 1,
                                   c->buffer, 0, 0, words};
         words += c->buffer;
     }
@@ -267,6 +277,34 @@ static int free_vc(const struct kb_link_credit *c, uint32_t cls)
     return -1;
 }
 
+/* A message's pass over the link, on the row of the VC it held: from its
+ * head's start to the end of its tail flit (other VCs' flits interleave
+ * on their own rows; one message a VC at a time, so a row's spans never
+ * overlap). */
+static void trace_pass(struct kb_link *l, const struct kb_link_msg *m, uint32_t hop,
+                       const struct hop *h, sim_time end)
+{
+    struct kb_link_credit *c = l->cr;
+    if (c->trk[h->vc] < 0) {
+        char row[300];
+        snprintf(row, sizeof row, "%s.vc%u", kb_link_name(l), h->vc);
+        c->trk[h->vc] = sim_trace_track_path(l->tr, row);
+    }
+    uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+    char name[32];
+    snprintf(name, sizeof name, "%" PRIu64 " B", bytes);
+    const struct sim_trace_arg a[] = {
+        {"bytes", NULL, bytes},
+        {"flits", NULL, m->n_flits},
+        {"hop", NULL, hop},
+        {"vc", NULL, h->vc},
+        {"first_link", kb_link_name(m->path[0]), 0},
+        {"last_link", kb_link_name(m->path[m->n_hops - 1]), 0},
+    };
+    sim_trace_span(l->tr, c->trk[h->vc], "link", name, h->t_head, end, a,
+                   (int)(sizeof a / sizeof a[0]));
+}
+
 /* Flit `sent` of the message at cands[i] starts on l now, over VC vc.
  * Returns whether the message left the link's input (its tail went). */
 static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int *err)
@@ -284,9 +322,12 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
     c->credits[vc]--;
     if (k == 0) {
         h->vc = vc;
+        h->t_head = now;
         c->owner[vc] = m;
         l->st.messages++;
     }
+    if (tail && l->tr)
+        trace_pass(l, m, j, h, now + d);
     c->busy_until = now + d;
     l->st.bytes += fb;
     l->st.flits++;
