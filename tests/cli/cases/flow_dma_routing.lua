@@ -10,6 +10,7 @@
 --     takes the yx route and its closed form exactly; under xy it waits
 --     for the stream (a later end). Both flow-control modes; credit with
 --     one VC a class, so the copy cannot pass the stream on a VC of its own.
+--  3. sys:transfer (kb_system_transfer) chooses the same way.
 local kb = require("kbsim")
 
 local function near(a, b) return math.abs(a - b) < 1e-6 end
@@ -51,4 +52,30 @@ for _, fc in ipairs({"wormhole_unbounded", "credit"}) do
   print(("flow_dma_routing %s: behind the stream xy %.1f ns, adaptive %.1f ns"):format(
     fc, t_xy, t_ad))
 end
+-- sys:transfer (TCM to TCM over kb_system_transfer) makes the same choice:
+-- behind the stream, adaptive takes the yx route's network time
+local function xfer(routing)
+  local sim <close> = kb.sim{}
+  local sys = kb.system(sim, {fabric = {routing = routing}})
+  local took
+  sim:spawn("stream", function() sys:transfer(2, 8, 1 << 20) end)
+  sim:spawn("copy", function()
+    kb.wait(100)
+    local t0 = sim:now()
+    sys:transfer(0, 42, bytes)
+    took = sim:now() - t0
+  end)
+  sim:run()
+  return took
+end
+local yx_net = (function()
+  local sim <close> = kb.sim{}
+  local sys = kb.system(sim, {fabric = {routing = "yx"}})
+  return sys:path(0, 42).latency_ns(bytes)
+end)()
+local tx_xy, tx_ad = xfer("xy"), xfer("adaptive")
+kb.check(tx_xy > yx_net + 100 and near(tx_ad, yx_net), ("sys:transfer behind the stream: xy %g, "
+  .. "adaptive %g ns, want adaptive = the yx route's %g"):format(tx_xy, tx_ad, yx_net))
+print(("flow_dma_routing sys:transfer: behind the stream xy %.1f ns, adaptive %.1f ns"):format(
+  tx_xy, tx_ad))
 print("flow_dma_routing ok")
