@@ -62,6 +62,19 @@ struct kb_link;
 /* credit mode bounds (a bad value is an error naming the link) */
 #define KB_LINK_MAX_BUFFER_FLITS 4096
 #define KB_LINK_MAX_VCS 16
+/* an open path's candidates for one hop */
+#define KB_LINK_MAX_CANDS 4
+
+/* One candidate for the next hop of an open path: a link and the VC
+ * classes the head may take on it, tried in order (n_cls 1 or 2); tag is
+ * the owner's. */
+struct kb_link_cand {
+    struct kb_link *link;
+    uint8_t cls[2];
+    uint8_t n_cls;
+    uint32_t tag;
+    sim_time delay; /* eligible this long after the head could ask (ps) */
+};
 
 /* A message in flight: a worm of n_flits flits (all flit_bytes long but
  * the last, last_bytes long) following `path`. The owner fills every field
@@ -86,6 +99,18 @@ struct kb_link_msg {
      * during kb_link_inject): they replace vc_class and the datelines */
     const uint8_t *hop_class;
     void *credit;
+    /* credit mode, per-hop routing (an open path): while `open`, the path
+     * grows as the head goes. When the head reaches the far end of the
+     * last known hop, next_hop(m, c, max) writes the next hop's candidate
+     * links (at most max, >= 1; a negative error fails the run), and the
+     * head waits at all of them at once; the first that serves it calls
+     * took(m, c, cls) with the candidate and the VC class it got, and the
+     * owner appends c->link to path (path and body hold `room` hops) and
+     * updates n_hops and open. */
+    int open;
+    uint32_t room;
+    int (*next_hop)(struct kb_link_msg *m, struct kb_link_cand *c, int max);
+    void (*took)(struct kb_link_msg *m, const struct kb_link_cand *c, uint32_t cls);
 };
 
 /* Checks parameters; on error writes "link 'name': ..." into err and

@@ -55,6 +55,13 @@
  * bound above otherwise; on hops that differ a slow credit loop on one hop
  * and a slow link on another combine, which only the walk gets exactly.
  *
+ * An open path (per-hop routing, kb_link_msg.next_hop) learns its next
+ * hop when its head reaches the far end of the last one: the head then
+ * waits at every candidate link at once, each from o of that link (plus
+ * the candidate's delay) on, and the first link that can give it a VC of
+ * one of the candidate's classes takes it; the others drop it. Body
+ * flits follow the chosen link.
+ *
  * A message never lets a credit or a VC go while it waits, so a cycle of
  * messages each holding a VC the next one waits for never resolves: a
  * deadlock, which the engine reports as the transfers blocked on it
@@ -77,10 +84,14 @@ struct credit {
     uint32_t release; /* the tail's credit: the VC is free again */
 };
 
-/* A message at this link's input, and the hop this link is on its path. */
+/* A message at this link's input, and the hop this link is on its path;
+ * open: the head of an open path waits here as candidate c (and maybe at
+ * other links too) for a hop not yet decided. */
 struct cand {
     struct kb_link_msg *m;
     uint32_t hop;
+    int open;
+    struct kb_link_cand c;
 };
 
 struct kb_link_credit {
@@ -110,6 +121,8 @@ struct hop {
 
 struct msg_state {
     sim_time t_src; /* the head may ask for the first link from here on */
+    uint32_t n_wait; /* open path: the links the undecided head waits at */
+    struct kb_link *wait[KB_LINK_MAX_CANDS];
     struct hop hop[];
 };
 
@@ -206,7 +219,8 @@ static struct credit credit_pop(struct kb_link_credit *c)
 
 /* ---- messages ---------------------------------------------------------- */
 
-static int cand_add(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t hop)
+static int cand_add_open(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t hop,
+                         const struct kb_link_cand *oc)
 {
     if (c->n_cands == c->cap_cands) {
         size_t cap = c->cap_cands ? 2 * c->cap_cands : 4;
@@ -216,25 +230,58 @@ static int cand_add(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t ho
         c->cands = a;
         c->cap_cands = cap;
     }
-    c->cands[c->n_cands++] = (struct cand){m, hop};
+    c->cands[c->n_cands] = (struct cand){m, hop, oc != NULL, {0}};
+    if (oc)
+        c->cands[c->n_cands].c = *oc;
+    c->n_cands++;
     return 0;
+}
+
+static int cand_add(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t hop)
+{
+    return cand_add_open(c, m, hop, NULL);
+}
+
+/* The undecided head of m at hop j leaves the input of l (another link
+ * took it). */
+static void cand_withdraw(struct kb_link *l, const struct kb_link_msg *m, uint32_t j)
+{
+    struct kb_link_credit *c = l->cr;
+    for (size_t i = 0; i < c->n_cands; i++)
+        if (c->cands[i].m == m && c->cands[i].hop == j) {
+            memmove(&c->cands[i], &c->cands[i + 1], (c->n_cands - i - 1) * sizeof *c->cands);
+            c->n_cands--;
+            if (c->rr > i)
+                c->rr--;
+            if (c->n_cands)
+                c->rr %= c->n_cands;
+            else
+                c->rr = 0;
+            return;
+        }
 }
 
 int kb_link_credit_inject(struct kb_link_msg *m)
 {
     size_t ring = 0;
+    uint32_t bmax = 0, n = m->open ? m->room : m->n_hops;
     for (uint32_t j = 0; j < m->n_hops; j++) {
         if (!m->path[j]->cr)
             return SIM_EINVAL; /* the fabric checks paths for one mode */
         ring += m->path[j]->cr->buffer;
+        if (m->path[j]->cr->buffer > bmax)
+            bmax = m->path[j]->cr->buffer;
     }
-    struct msg_state *st = malloc(sizeof *st + m->n_hops * sizeof(struct hop) +
+    if (n < m->n_hops)
+        return SIM_EINVAL;
+    ring += (size_t)(n - m->n_hops) * bmax; /* an open path's hops to come */
+    struct msg_state *st = malloc(sizeof *st + n * sizeof(struct hop) +
                                   ring * sizeof(sim_time));
     if (!st)
         return SIM_ENOMEM;
     struct kb_link *l = m->path[0];
     sim_time now = sim_now(l->sim);
-    sim_time *words = (sim_time *)(st->hop + m->n_hops);
+    sim_time *words = (sim_time *)(st->hop + n);
     uint32_t cls = m->vc_class;
     for (uint32_t j = 0; j < m->n_hops; j++) {
         struct kb_link_credit *c = m->path[j]->cr;
@@ -245,6 +292,11 @@ int kb_link_credit_inject(struct kb_link_msg *m)
                                   c->buffer, 0, 0, words};
         words += c->buffer;
     }
+    for (uint32_t j = m->n_hops; j < n; j++) {
+        st->hop[j] = (struct hop){0, 0, 0, 0, bmax, 0, 0, words};
+        words += bmax;
+    }
+    st->n_wait = 0;
     st->t_src = now + l->ovh_ps;
     m->credit = st;
     if (cand_add(l->cr, m, 0) < 0) {
@@ -305,6 +357,30 @@ static void trace_pass(struct kb_link *l, const struct kb_link_msg *m, uint32_t 
                    (int)(sizeof a / sizeof a[0]));
 }
 
+/* The head of open path m has reached the far end of hop j - 1 at `at`:
+ * it waits at every candidate link for hop j. */
+static int open_candidates(struct kb_link_msg *m, uint32_t j, sim_time at, sim_time now)
+{
+    struct msg_state *st = m->credit;
+    struct kb_link_cand cs[KB_LINK_MAX_CANDS];
+    if (j >= m->room || !m->next_hop)
+        return SIM_EINVAL;
+    int n = m->next_hop(m, cs, KB_LINK_MAX_CANDS);
+    if (n < 1)
+        return n < 0 ? n : SIM_EINVAL;
+    st->n_wait = 0;
+    for (int i = 0; i < n && i < KB_LINK_MAX_CANDS; i++) {
+        struct kb_link *nl = cs[i].link;
+        if (!nl->cr || nl->cr->buffer > st->hop[j].cap || cs[i].n_cls < 1 || cs[i].n_cls > 2)
+            return SIM_EINVAL;
+        if (cand_add_open(nl->cr, m, j, &cs[i]) < 0)
+            return SIM_ENOMEM;
+        st->wait[st->n_wait++] = nl;
+        kb_link_wake_at(nl, at + nl->ovh_ps + cs[i].delay, now);
+    }
+    return 0;
+}
+
 /* Flit `sent` of the message at cands[i] starts on l now, over VC vc.
  * Returns whether the message left the link's input (its tail went). */
 static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int *err)
@@ -350,6 +426,13 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         if (k == 0 && cand_add(nl->cr, m, j + 1) < 0)
             *err = 1;
         kb_link_wake_at(nl, ready, now);
+    } else if (m->open) {
+        /* the next hop is not decided yet: the head asks for candidates
+         * (its ring entry leaves out the overhead, which is the serving
+         * link's) */
+        h->ring[(h->head + h->cnt++) % h->cap] = at;
+        if (k == 0 && open_candidates(m, j + 1, at, now) < 0)
+            *err = 1;
     } else {
         /* the sink takes the flit as it arrives */
         if (credit_push(l, at + c->credit_ps, now, vc, tail) < 0)
@@ -359,7 +442,7 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         return 0;
     memmove(&c->cands[i], &c->cands[i + 1], (c->n_cands - i - 1) * sizeof *c->cands);
     c->n_cands--;
-    if (j + 1 == m->n_hops) {
+    if (j + 1 == m->n_hops && !m->open) {
         /* no link refers to m any more */
         free(st);
         m->credit = NULL;
@@ -393,12 +476,36 @@ void kb_link_credit_serve(struct sim *s, void *arg)
             uint32_t j = c->cands[i].hop;
             struct hop *h = &((struct msg_state *)m->credit)->hop[j];
             sim_time ready = flit_ready(m, j);
+            if (c->cands[i].open && ready != SIM_FOREVER) /* a head deciding here pays */
+                ready += l->ovh_ps + c->cands[i].c.delay;  /* this link's overhead */
             if (ready > now) {
                 if (ready < next)
                     next = ready;
                 continue;
             }
-            int vc = h->sent ? (c->credits[h->vc] ? (int)h->vc : -1) : free_vc(c, h->cls);
+            int vc;
+            if (c->cands[i].open) {
+                /* the head of an open path: the candidate's classes in order */
+                const struct kb_link_cand *oc = &c->cands[i].c;
+                uint32_t cls = 0;
+                vc = -1;
+                for (uint32_t q = 0; q < oc->n_cls && vc < 0; q++) {
+                    cls = oc->cls[q] < c->classes ? oc->cls[q] : c->classes - 1;
+                    vc = free_vc(c, cls);
+                }
+                if (vc < 0)
+                    continue;
+                struct msg_state *st = m->credit;
+                for (uint32_t w = 0; w < st->n_wait; w++)
+                    if (st->wait[w] != l)
+                        cand_withdraw(st->wait[w], m, j);
+                st->n_wait = 0;
+                h->cls = cls;
+                c->cands[i].open = 0;
+                m->took(m, oc, cls); /* path[j] = l; n_hops, open */
+            } else {
+                vc = h->sent ? (c->credits[h->vc] ? (int)h->vc : -1) : free_vc(c, h->cls);
+            }
             if (vc < 0)
                 continue; /* a credit or a VC frees up with a credit's return */
             int err = 0;
