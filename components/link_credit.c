@@ -431,8 +431,9 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
          * (its ring entry leaves out the overhead, which is the serving
          * link's) */
         h->ring[(h->head + h->cnt++) % h->cap] = at;
-        if (k == 0 && open_candidates(m, j + 1, at, now) < 0)
-            *err = 1;
+        int rc = k == 0 ? open_candidates(m, j + 1, at, now) : 0;
+        if (rc < 0)
+            *err = rc == SIM_ENOMEM ? 1 : 2;
     } else {
         /* the sink takes the flit as it arrives */
         if (credit_push(l, at + c->credit_ps, now, vc, tail) < 0)
@@ -511,7 +512,9 @@ void kb_link_credit_serve(struct sim *s, void *arg)
             int err = 0;
             int gone = send_flit(l, i, (uint32_t)vc, now, &err);
             if (err) {
-                sim_fail(s, "link '%s': out of memory", kb_link_name(l));
+                sim_fail(s, "link '%s': %s", kb_link_name(l),
+                         err == 2 ? "the router gave no usable next hop for a message"
+                                  : "out of memory");
                 return;
             }
             c->rr = gone ? i : i + 1;
