@@ -16,7 +16,8 @@
  * that paid an overhead, and a short last flit crosses it faster than at
  * the bottleneck. With other traffic each link serves whole worms in the
  * order their heads arrive, so flows sharing a link take the serialised
- * time. */
+ * time. Credit-mode paths take the links' own closed form
+ * (kb_link_credit_path_time, link_credit.c). */
 #include "fabric.h"
 
 #include "kb_port.h"
@@ -64,7 +65,17 @@ struct fmsg {
     void (*cb)(void *ud, sim_time at); /* kb_fabric_send_cb */
     void *cb_ud;
     struct fmsg *prev, *next; /* in flight, so kb_fabric_free finds them */
-    int cls;                  /* room for 1 << cls hops */
+    int cls;                  /* room for 1 << cls hops; -1: an open path's own block */
+    struct open_path *op;     /* an open path's routing, else NULL */
+};
+
+/* What an open path (kb_fabric_send_open) keeps: its link ids, where it
+ * goes, the router's state and the candidates the head waits at. */
+struct open_path {
+    int dst;
+    uint32_t state;
+    int *ids; /* room */
+    struct kb_fabric_hop pend[KB_LINK_MAX_CANDS];
 };
 
 /* Free messages by room: class c holds 1 << c hops. A message goes back
@@ -100,6 +111,8 @@ struct kb_fabric {
     struct nport *nport;
     int cap_nport;
     struct kb_flit_if node_if;
+    kb_fabric_route_fn *router;
+    void *router_ud;
     char err[256];
 };
 
@@ -486,6 +499,20 @@ int kb_fabric_check_path(struct kb_fabric *f, const int *links, int n_links)
     return 0;
 }
 
+/* kb_fabric_path_time in credit mode: the links' own closed form */
+static sim_time credit_path_time(struct kb_fabric *f, const int *links, int n_links,
+                                 uint32_t flit, uint64_t bytes)
+{
+    struct kb_link **path = malloc((size_t)n_links * sizeof *path);
+    if (!path)
+        return SIM_FOREVER;
+    for (int j = 0; j < n_links; j++)
+        path[j] = f->links[links[j]].l;
+    sim_time t = kb_link_credit_path_time(path, (uint32_t)n_links, flit, bytes);
+    free(path);
+    return t;
+}
+
 sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
                              int n_links, uint64_t bytes)
 {
@@ -494,6 +521,8 @@ sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
     if (n_links == 0)
         return 0;
     uint64_t flit = kb_link_params(f->links[links[0]].l)->flit_bytes;
+    if (kb_link_credit_mode(f->links[links[0]].l))
+        return credit_path_time(f, links, n_links, (uint32_t)flit, bytes);
     uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
     uint64_t f1 = n == 1 ? bytes : flit, fn = bytes - (n - 1) * flit;
     sim_time t = 0;
@@ -525,6 +554,10 @@ static void msg_done(struct kb_link_msg *lm, sim_time at)
     if (m->next)
         m->next->prev = m->prev;
     f->n_live--;
+    if (m->cls < 0) {
+        free(m);
+        return;
+    }
     m->next = f->free_msgs[m->cls];
     f->free_msgs[m->cls] = m;
 }
@@ -580,6 +613,7 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
     m->done = done;
     m->cb = cb;
     m->cb_ud = cb_ud;
+    m->op = NULL;
     m->prev = NULL;
     m->next = f->live;
     if (f->live)
@@ -621,9 +655,9 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
 }
 
 static int send_checked(struct kb_fabric *f, const int *links, int n_links,
-                        uint64_t bytes, struct sim_event *done)
+                        uint64_t bytes, struct sim_event *done, uint32_t vc_class)
 {
-    return send_full(f, links, n_links, bytes, done, 0, NULL, NULL);
+    return send_full(f, links, n_links, bytes, done, vc_class, NULL, NULL);
 }
 
 int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
@@ -641,11 +675,11 @@ int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
     int rc = kb_fabric_check_path(f, links, n_links);
     if (rc < 0)
         return rc;
-    return send_checked(f, links, n_links, bytes, done);
+    return send_checked(f, links, n_links, bytes, done, 0);
 }
 
 static int transfer(struct kb_fabric *f, const int *links, int n_links,
-                    uint64_t bytes, bool checked)
+                    uint64_t bytes, bool checked, uint32_t vc_class)
 {
     if (!sim_current(f->sim))
         return seterr(f, SIM_EPERM, "transfer: not called from a thread "
@@ -664,7 +698,7 @@ static int transfer(struct kb_fabric *f, const int *links, int n_links,
         w->next_all = f->all_waiters;
         f->all_waiters = w;
     }
-    int rc = checked ? send_checked(f, links, n_links, bytes, w->ev)
+    int rc = checked ? send_checked(f, links, n_links, bytes, w->ev, vc_class)
                      : kb_fabric_send(f, links, n_links, bytes, w->ev);
     if (rc >= 0) {
         rc = sim_wait_event(f->sim, w->ev);
@@ -683,13 +717,19 @@ static int transfer(struct kb_fabric *f, const int *links, int n_links,
 int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
                        uint64_t bytes)
 {
-    return transfer(f, links, n_links, bytes, false);
+    return transfer(f, links, n_links, bytes, false, 0);
 }
 
 int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
                                uint64_t bytes)
 {
-    return transfer(f, links, n_links, bytes, true);
+    return transfer(f, links, n_links, bytes, true, 0);
+}
+
+int kb_fabric_transfer_class(struct kb_fabric *f, const int *links, int n_links,
+                             uint64_t bytes, uint32_t vc_class)
+{
+    return transfer(f, links, n_links, bytes, true, vc_class);
 }
 
 uint64_t kb_fabric_in_flight(const struct kb_fabric *f) { return f->n_live; }
@@ -705,4 +745,124 @@ void kb_fabric_set_classifier(struct kb_fabric *f, kb_fabric_classify_fn *fn, vo
 {
     f->classify = fn;
     f->classify_ud = ud;
+}
+
+/* ---- open paths (per-hop routing) ---------------------------------------- */
+
+void kb_fabric_set_router(struct kb_fabric *f, kb_fabric_route_fn *fn, void *ud)
+{
+    f->router = fn;
+    f->router_ud = ud;
+}
+
+/* kb_link_msg.next_hop of an open path: the router's candidates from the
+ * far end of the last hop, as links (made on first use) */
+static int open_next_hop(struct kb_link_msg *lm, struct kb_link_cand *c, int max)
+{
+    struct fmsg *m = lm->ud;
+    struct kb_fabric *f = m->f;
+    struct open_path *op = m->op;
+    if (lm->n_hops >= lm->room)
+        return seterr(f, SIM_EINVAL, "open path: more than %u hops", lm->room);
+    int last = op->ids[lm->n_hops - 1];
+    int n = f->router(f->router_ud, f->links[last].dst, op->dst, op->state, op->pend, max);
+    if (n < 1)
+        return n < 0 ? n : SIM_EINVAL;
+    const struct kb_link_params *pl = &f->params[f->links[last].params];
+    for (int i = 0; i < n; i++) {
+        const struct kb_fabric_hop *h = &op->pend[i];
+        if (h->link < 0 || h->link >= f->n_links || f->links[h->link].src != f->links[last].dst ||
+            h->n_cls < 1 || h->n_cls > 2)
+            return SIM_EINVAL;
+        const struct kb_link_params *p = &f->params[f->links[h->link].params];
+        if (!p->buffer_flits || p->flit_bytes != pl->flit_bytes)
+            return SIM_EINVAL;
+        struct kb_link *l = link_of(f, h->link);
+        if (!l)
+            return SIM_ENOMEM;
+        c[i] = (struct kb_link_cand){l, {h->cls[0], h->cls[1]}, h->n_cls, (uint32_t)i, h->delay};
+    }
+    return n;
+}
+
+/* kb_link_msg.took of an open path: candidate c served the head in class
+ * cls; the path grows by its link */
+static void open_took(struct kb_link_msg *lm, const struct kb_link_cand *c, uint32_t cls)
+{
+    struct fmsg *m = lm->ud;
+    struct open_path *op = m->op;
+    const struct kb_fabric_hop *h = &op->pend[c->tag];
+    op->state = h->n_cls > 1 && cls != h->cls[0] ? h->state[1] : h->state[0];
+    op->ids[lm->n_hops] = h->link;
+    lm->path[lm->n_hops++] = c->link;
+    if (m->f->links[h->link].dst == op->dst)
+        lm->open = 0;
+}
+
+int kb_fabric_send_open(struct kb_fabric *f, const int *prefix, int n_prefix,
+                        const uint8_t *prefix_cls, int room, int dst, uint32_t state,
+                        uint64_t bytes, void (*cb)(void *ud, sim_time at), void *ud)
+{
+    int rc = kb_fabric_check_path(f, prefix, n_prefix);
+    if (rc < 0)
+        return rc;
+    if (n_prefix < 1 || room < n_prefix || !f->router || dst < 0 || dst >= f->n_nodes ||
+        !f->params[f->links[prefix[0]].params].buffer_flits)
+        return seterr(f, SIM_EINVAL, "open path: needs a router, credit flow control, a "
+                      "first hop and room for it");
+    size_t r = (size_t)room;
+    struct fmsg *m = malloc(sizeof *m + sizeof(struct open_path) + r * sizeof(struct kb_link *) +
+                            r * sizeof(sim_time) + r * sizeof(int));
+    if (!m)
+        return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
+                      (unsigned long long)bytes);
+    struct open_path *op = (struct open_path *)(m + 1);
+    struct kb_link **path = (struct kb_link **)(op + 1);
+    sim_time *body = (sim_time *)(path + r);
+    op->ids = (int *)(body + r);
+    op->dst = dst;
+    op->state = state;
+    for (int j = 0; j < n_prefix; j++) {
+        path[j] = f->links[prefix[j]].l;
+        op->ids[j] = prefix[j];
+    }
+    uint32_t flit = kb_link_params(path[0])->flit_bytes;
+    uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
+    m->m = (struct kb_link_msg){
+        .path = path,
+        .n_hops = (uint32_t)n_prefix,
+        .n_flits = n,
+        .flit_bytes = flit,
+        .last_bytes = (uint32_t)(bytes - (n - 1) * flit),
+        .body = body,
+        .done = msg_done,
+        .ud = m,
+        .hop_class = prefix_cls,
+        .open = f->links[prefix[n_prefix - 1]].dst != dst,
+        .room = (uint32_t)room,
+        .next_hop = open_next_hop,
+        .took = open_took,
+    };
+    m->f = f;
+    m->done = NULL;
+    m->cb = cb;
+    m->cb_ud = ud;
+    m->cls = -1;
+    m->op = op;
+    m->prev = NULL;
+    m->next = f->live;
+    if (f->live)
+        f->live->prev = m;
+    f->live = m;
+    f->n_live++;
+    rc = kb_link_inject(&m->m);
+    if (rc < 0) {
+        f->live = m->next;
+        if (f->live)
+            f->live->prev = NULL;
+        f->n_live--;
+        free(m);
+        return seterr(f, rc, "out of memory sending %llu bytes", (unsigned long long)bytes);
+    }
+    return 0;
 }

@@ -99,6 +99,10 @@ int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,
  * path is not checked again. */
 int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_links,
                                uint64_t bytes);
+/* kb_fabric_transfer_checked with the sender's VC class (as
+ * kb_fabric_send_cb's): a routing order the classifier tells apart. */
+int kb_fabric_transfer_class(struct kb_fabric *f, const int *links, int n_links,
+                             uint64_t bytes, uint32_t vc_class);
 
 /* The router's VC classes for credit flow control: fn(ud, links, n,
  * vc_class, classes) writes the class of each of the n hops of a path
@@ -108,6 +112,30 @@ int kb_fabric_transfer_checked(struct kb_fabric *f, const int *links, int n_link
 typedef void kb_fabric_classify_fn(void *ud, const int *links, int n, uint32_t vc_class,
                                    uint8_t *classes);
 void kb_fabric_set_classifier(struct kb_fabric *f, kb_fabric_classify_fn *fn, void *ud);
+
+/* Per-hop routing (credit mode): a router gives an open path's candidates
+ * for its next hop from node `at` toward `dst` in the router's state
+ * `state`: distinct links, each with one or two VC classes (tried in
+ * order) and the state the message takes on with each; at most max.
+ * Returns their number (>= 1) or a negative error. */
+struct kb_fabric_hop {
+    int link;
+    uint8_t cls[2];
+    uint8_t n_cls;
+    uint32_t state[2];
+    sim_time delay; /* the head may take it this long after it could ask */
+};
+typedef int kb_fabric_route_fn(void *ud, int at, int dst, uint32_t state,
+                               struct kb_fabric_hop *out, int max);
+void kb_fabric_set_router(struct kb_fabric *f, kb_fabric_route_fn *fn, void *ud);
+
+/* Sends `bytes` now over an open path: the fixed first hops prefix[0..n)
+ * in classes prefix_cls, then hop by hop as the router (set above) says,
+ * up to `room` hops in all, until a hop ends at node dst; cb(ud, at) when
+ * the last byte arrives. Credit mode only (SIM_EINVAL otherwise). */
+int kb_fabric_send_open(struct kb_fabric *f, const int *prefix, int n_prefix,
+                        const uint8_t *prefix_cls, int room, int dst, uint32_t state,
+                        uint64_t bytes, void (*cb)(void *ud, sim_time at), void *ud);
 
 /* Messages waiting at or holding link `link` now (0 for a link not yet
  * made): a congestion measure for adaptive routing. */

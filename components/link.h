@@ -87,6 +87,19 @@ struct kb_flit_if {
 /* credit mode bounds (a bad value is an error naming the link) */
 #define KB_LINK_MAX_BUFFER_FLITS 4096
 #define KB_LINK_MAX_VCS 16
+/* an open path's candidates for one hop */
+#define KB_LINK_MAX_CANDS 4
+
+/* One candidate for the next hop of an open path: a link and the VC
+ * classes the head may take on it, tried in order (n_cls 1 or 2); tag is
+ * the owner's. */
+struct kb_link_cand {
+    struct kb_link *link;
+    uint8_t cls[2];
+    uint8_t n_cls;
+    uint32_t tag;
+    sim_time delay; /* eligible this long after the head could ask (ps) */
+};
 
 /* A message in flight: a worm of n_flits flits (all flit_bytes long but
  * the last, last_bytes long) following `path`. The owner fills every field
@@ -111,6 +124,18 @@ struct kb_link_msg {
      * during kb_link_inject): they replace vc_class and the datelines */
     const uint8_t *hop_class;
     void *credit;
+    /* credit mode, per-hop routing (an open path): while `open`, the path
+     * grows as the head goes. When the head reaches the far end of the
+     * last known hop, next_hop(m, c, max) writes the next hop's candidate
+     * links (at most max, >= 1; a negative error fails the run), and the
+     * head waits at all of them at once; the first that serves it calls
+     * took(m, c, cls) with the candidate and the VC class it got, and the
+     * owner appends c->link to path (path and body hold `room` hops) and
+     * updates n_hops and open. */
+    int open;
+    uint32_t room;
+    int (*next_hop)(struct kb_link_msg *m, struct kb_link_cand *c, int max);
+    void (*took)(struct kb_link_msg *m, const struct kb_link_cand *c, uint32_t cls);
 };
 
 /* Checks parameters; on error writes "link 'name': ..." into err and
@@ -158,6 +183,13 @@ sim_time kb_link_overhead_ps(const struct kb_link *l);
 
 /* Whether the link runs credit flow control (buffer_flits > 0). */
 int kb_link_credit_mode(const struct kb_link *l);
+
+/* Credit mode: the time from a message's start to its last byte's arrival
+ * when it crosses path[0..n_hops-1] (all credit-mode links) alone — the
+ * closed form of the flit rule, link_credit.c. `flit` is the path's flit
+ * size, 0 bytes is one empty flit. SIM_FOREVER when out of memory. */
+sim_time kb_link_credit_path_time(struct kb_link *const *path, uint32_t n_hops,
+                                  uint32_t flit, uint64_t bytes);
 
 /* Starts a message at the current time on m->path[0]: every flit is ready
  * at the source, the head asks for the first link after its overhead.

@@ -35,15 +35,46 @@
  *   two messages from different inputs onto one link, one VC: the second
  *   waits for the first's tail (its head cannot get the VC): serialised;
  *   with two VCs their flits alternate, each at half the link's rate.
+ * A message alone on a path of h hops (kb_link_credit_path_time): with
+ * S(j,k) the start of flit k on hop j, d(j,k) its serialisation there and
+ * B_j, c_j hop j's buffer and credit delay, the rule gives
+ *     S(j,k) = max( o_j                          if j = 0,
+ *                   S(j-1,k) + d(j-1,k) + l_{j-1} (+ o_j for the head, k = 0),
+ *                   S(j,k-1) + d(j,k-1)                (the link is busy),
+ *                   S(j+1,k-B_j) + c_j  when k >= B_j  (flit k-B_j's credit;
+ *                   on the last hop S(h-1,k-B) + d + l + c: the sink) )
+ *     T = S(h-1,n-1) + d(h-1,n-1) + l_{h-1}
+ * a longest path through a graph of (hop, flit) nodes, which
+ * kb_link_credit_path_time walks in O(n·h). With one set of parameters on
+ * every hop (d, l, o, c, B; R = d + l + c) its longest path takes every
+ * head overhead, then the slower of the link's pace and the credit loop
+ * (the loop costs R per B flits on any hop):
+ *     T = Σ_j (o_j + l_j + d_1) + max((n-1)·d, ⌊(n-1)/B⌋·R + ((n-1) mod B)·d)
+ *         - d_1 + d_n    (d_1, d_n: the first and last flit's d)
+ * which is the wormhole closed form while B·d >= R and the one-hop credit
+ * bound above otherwise; on hops that differ a slow credit loop on one hop
+ * and a slow link on another combine, which only the walk gets exactly.
+ *
+ * An open path (per-hop routing, kb_link_msg.next_hop) learns its next
+ * hop when its head reaches the far end of the last one: the head then
+ * waits at every candidate link at once, each from o of that link (plus
+ * the candidate's delay) on, and the first link that can give it a VC of
+ * one of the candidate's classes takes it; the others drop it. Body
+ * flits follow the chosen link.
+ *
  * A message never lets a credit or a VC go while it waits, so a cycle of
  * messages each holding a VC the next one waits for never resolves: a
  * deadlock, which the engine reports as the transfers blocked on it
  * (docs/components/link.md states which routing choices avoid it). */
 #include "link_impl.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "trace.h"
 
 /* A credit on its way back to this link's sender. */
 struct credit {
@@ -53,10 +84,14 @@ struct credit {
     uint32_t release; /* the tail's credit: the VC is free again */
 };
 
-/* A message at this link's input, and the hop this link is on its path. */
+/* A message at this link's input, and the hop this link is on its path;
+ * open: the head of an open path waits here as candidate c (and maybe at
+ * other links too) for a hop not yet decided. */
 struct cand {
     struct kb_link_msg *m;
     uint32_t hop;
+    int open;
+    struct kb_link_cand c;
 };
 
 struct kb_link_credit {
@@ -70,6 +105,7 @@ struct kb_link_credit {
     struct cand *cands; /* in head arrival order */
     size_t n_cands, cap_cands, rr;
     sim_time busy_until; /* end of the flit on the link */
+    int *trk; /* vcs trace tracks "<link>.vc<v>", made on first use (-1) */
 };
 
 /* Per message and hop j: the VC held on link j, flits sent over it, and
@@ -77,6 +113,7 @@ struct kb_link_credit {
  * buffer may go on (a ring of buffer_flits). */
 struct hop {
     uint64_t sent;
+    sim_time t_head; /* when the head started on this hop (trace span) */
     uint32_t vc, cls;
     uint32_t cap, head, cnt;
     sim_time *ring;
@@ -84,6 +121,8 @@ struct hop {
 
 struct msg_state {
     sim_time t_src; /* the head may ask for the first link from here on */
+    uint32_t n_wait; /* open path: the links the undecided head waits at */
+    struct kb_link *wait[KB_LINK_MAX_CANDS];
     struct hop hop[];
 };
 
@@ -98,12 +137,15 @@ struct kb_link_credit *kb_link_credit_new(const struct kb_link_params *p)
     c->credit_ps = (sim_time)llround(p->credit_ns * 1000.0);
     c->credits = malloc(p->vcs * sizeof *c->credits);
     c->owner = calloc(p->vcs, sizeof *c->owner);
-    if (!c->credits || !c->owner) {
+    c->trk = malloc(p->vcs * sizeof *c->trk);
+    if (!c->credits || !c->owner || !c->trk) {
         kb_link_credit_free(c);
         return NULL;
     }
-    for (uint32_t v = 0; v < p->vcs; v++)
+    for (uint32_t v = 0; v < p->vcs; v++) {
         c->credits[v] = p->buffer_flits;
+        c->trk[v] = -1;
+    }
     return c;
 }
 
@@ -113,6 +155,7 @@ void kb_link_credit_free(struct kb_link_credit *c)
         return;
     free(c->credits);
     free(c->owner);
+    free(c->trk);
     free(c->heap);
     free(c->cands);
     free(c);
@@ -176,7 +219,8 @@ static struct credit credit_pop(struct kb_link_credit *c)
 
 /* ---- messages ---------------------------------------------------------- */
 
-static int cand_add(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t hop)
+static int cand_add_open(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t hop,
+                         const struct kb_link_cand *oc)
 {
     if (c->n_cands == c->cap_cands) {
         size_t cap = c->cap_cands ? 2 * c->cap_cands : 4;
@@ -186,35 +230,73 @@ static int cand_add(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t ho
         c->cands = a;
         c->cap_cands = cap;
     }
-    c->cands[c->n_cands++] = (struct cand){m, hop};
+    c->cands[c->n_cands] = (struct cand){m, hop, oc != NULL, {0}};
+    if (oc)
+        c->cands[c->n_cands].c = *oc;
+    c->n_cands++;
     return 0;
+}
+
+static int cand_add(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t hop)
+{
+    return cand_add_open(c, m, hop, NULL);
+}
+
+/* The undecided head of m at hop j leaves the input of l (another link
+ * took it). */
+static void cand_withdraw(struct kb_link *l, const struct kb_link_msg *m, uint32_t j)
+{
+    struct kb_link_credit *c = l->cr;
+    for (size_t i = 0; i < c->n_cands; i++)
+        if (c->cands[i].m == m && c->cands[i].hop == j) {
+            memmove(&c->cands[i], &c->cands[i + 1], (c->n_cands - i - 1) * sizeof *c->cands);
+            c->n_cands--;
+            if (c->rr > i)
+                c->rr--;
+            if (c->n_cands)
+                c->rr %= c->n_cands;
+            else
+                c->rr = 0;
+            return;
+        }
 }
 
 int kb_link_credit_inject(struct kb_link_msg *m)
 {
     size_t ring = 0;
+    uint32_t bmax = 0, n = m->open ? m->room : m->n_hops;
     for (uint32_t j = 0; j < m->n_hops; j++) {
         if (!m->path[j]->cr)
             return SIM_EINVAL; /* the fabric checks paths for one mode */
         ring += m->path[j]->cr->buffer;
+        if (m->path[j]->cr->buffer > bmax)
+            bmax = m->path[j]->cr->buffer;
     }
-    struct msg_state *st = malloc(sizeof *st + m->n_hops * sizeof(struct hop) +
+    if (n < m->n_hops)
+        return SIM_EINVAL;
+    ring += (size_t)(n - m->n_hops) * bmax; /* an open path's hops to come */
+    struct msg_state *st = malloc(sizeof *st + n * sizeof(struct hop) +
                                   ring * sizeof(sim_time));
     if (!st)
         return SIM_ENOMEM;
     struct kb_link *l = m->path[0];
     sim_time now = sim_now(l->sim);
-    sim_time *words = (sim_time *)(st->hop + m->n_hops);
+    sim_time *words = (sim_time *)(st->hop + n);
     uint32_t cls = m->vc_class;
     for (uint32_t j = 0; j < m->n_hops; j++) {
         struct kb_link_credit *c = m->path[j]->cr;
         cls += m->path[j]->p.dateline ? 1 : 0;
         if (m->hop_class)
             cls = m->hop_class[j];
-        st->hop[j] = (struct hop){0, 0, cls < c->classes ? cls : c->classes - 1,
+        st->hop[j] = (struct hop){0, 0, 0, cls < c->classes ? cls : c->classes - 1,
                                   c->buffer, 0, 0, words};
         words += c->buffer;
     }
+    for (uint32_t j = m->n_hops; j < n; j++) {
+        st->hop[j] = (struct hop){0, 0, 0, 0, bmax, 0, 0, words};
+        words += bmax;
+    }
+    st->n_wait = 0;
     st->t_src = now + l->ovh_ps;
     m->credit = st;
     if (cand_add(l->cr, m, 0) < 0) {
@@ -247,6 +329,58 @@ static int free_vc(const struct kb_link_credit *c, uint32_t cls)
     return -1;
 }
 
+/* A message's pass over the link, on the row of the VC it held: from its
+ * head's start to the end of its tail flit (other VCs' flits interleave
+ * on their own rows; one message a VC at a time, so a row's spans never
+ * overlap). */
+static void trace_pass(struct kb_link *l, const struct kb_link_msg *m, uint32_t hop,
+                       const struct hop *h, sim_time end)
+{
+    struct kb_link_credit *c = l->cr;
+    if (c->trk[h->vc] < 0) {
+        char row[300];
+        snprintf(row, sizeof row, "%s.vc%u", kb_link_name(l), h->vc);
+        c->trk[h->vc] = sim_trace_track_path(l->tr, row);
+    }
+    uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+    char name[32];
+    snprintf(name, sizeof name, "%" PRIu64 " B", bytes);
+    const struct sim_trace_arg a[] = {
+        {"bytes", NULL, bytes},
+        {"flits", NULL, m->n_flits},
+        {"hop", NULL, hop},
+        {"vc", NULL, h->vc},
+        {"first_link", kb_link_name(m->path[0]), 0},
+        {"last_link", kb_link_name(m->path[m->n_hops - 1]), 0},
+    };
+    sim_trace_span(l->tr, c->trk[h->vc], "link", name, h->t_head, end, a,
+                   (int)(sizeof a / sizeof a[0]));
+}
+
+/* The head of open path m has reached the far end of hop j - 1 at `at`:
+ * it waits at every candidate link for hop j. */
+static int open_candidates(struct kb_link_msg *m, uint32_t j, sim_time at, sim_time now)
+{
+    struct msg_state *st = m->credit;
+    struct kb_link_cand cs[KB_LINK_MAX_CANDS];
+    if (j >= m->room || !m->next_hop)
+        return SIM_EINVAL;
+    int n = m->next_hop(m, cs, KB_LINK_MAX_CANDS);
+    if (n < 1)
+        return n < 0 ? n : SIM_EINVAL;
+    st->n_wait = 0;
+    for (int i = 0; i < n && i < KB_LINK_MAX_CANDS; i++) {
+        struct kb_link *nl = cs[i].link;
+        if (!nl->cr || nl->cr->buffer > st->hop[j].cap || cs[i].n_cls < 1 || cs[i].n_cls > 2)
+            return SIM_EINVAL;
+        if (cand_add_open(nl->cr, m, j, &cs[i]) < 0)
+            return SIM_ENOMEM;
+        st->wait[st->n_wait++] = nl;
+        kb_link_wake_at(nl, at + nl->ovh_ps + cs[i].delay, now);
+    }
+    return 0;
+}
+
 /* Flit `sent` of the message at cands[i] starts on l now, over VC vc.
  * Returns whether the message left the link's input (its tail went). */
 static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int *err)
@@ -264,9 +398,12 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
     c->credits[vc]--;
     if (k == 0) {
         h->vc = vc;
+        h->t_head = now;
         c->owner[vc] = m;
         l->st.messages++;
     }
+    if (tail && l->tr)
+        trace_pass(l, m, j, h, now + d);
     c->busy_until = now + d;
     l->st.bytes += fb;
     l->st.flits++;
@@ -293,6 +430,14 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         } else {
             l->out->flit(l->out->ctx, m, j + 1, ready, now);
         }
+    } else if (m->open) {
+        /* the next hop is not decided yet: the head asks for candidates
+         * (its ring entry leaves out the overhead, which is the serving
+         * link's) */
+        h->ring[(h->head + h->cnt++) % h->cap] = at;
+        int rc = k == 0 ? open_candidates(m, j + 1, at, now) : 0;
+        if (rc < 0)
+            *err = rc == SIM_ENOMEM ? 1 : 2;
     } else {
         /* the sink takes the flit as it arrives */
         if (credit_push(l, at + c->credit_ps, now, vc, tail) < 0)
@@ -302,7 +447,7 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         return 0;
     memmove(&c->cands[i], &c->cands[i + 1], (c->n_cands - i - 1) * sizeof *c->cands);
     c->n_cands--;
-    if (j + 1 == m->n_hops) {
+    if (j + 1 == m->n_hops && !m->open) {
         /* no link refers to m any more */
         free(st);
         m->credit = NULL;
@@ -354,18 +499,44 @@ void kb_link_credit_serve(struct sim *s, void *arg)
             uint32_t j = c->cands[i].hop;
             struct hop *h = &((struct msg_state *)m->credit)->hop[j];
             sim_time ready = flit_ready(m, j);
+            if (c->cands[i].open && ready != SIM_FOREVER) /* a head deciding here pays */
+                ready += l->ovh_ps + c->cands[i].c.delay;  /* this link's overhead */
             if (ready > now) {
                 if (ready < next)
                     next = ready;
                 continue;
             }
-            int vc = h->sent ? (c->credits[h->vc] ? (int)h->vc : -1) : free_vc(c, h->cls);
+            int vc;
+            if (c->cands[i].open) {
+                /* the head of an open path: the candidate's classes in order */
+                const struct kb_link_cand *oc = &c->cands[i].c;
+                uint32_t cls = 0;
+                vc = -1;
+                for (uint32_t q = 0; q < oc->n_cls && vc < 0; q++) {
+                    cls = oc->cls[q] < c->classes ? oc->cls[q] : c->classes - 1;
+                    vc = free_vc(c, cls);
+                }
+                if (vc < 0)
+                    continue;
+                struct msg_state *st = m->credit;
+                for (uint32_t w = 0; w < st->n_wait; w++)
+                    if (st->wait[w] != l)
+                        cand_withdraw(st->wait[w], m, j);
+                st->n_wait = 0;
+                h->cls = cls;
+                c->cands[i].open = 0;
+                m->took(m, oc, cls); /* path[j] = l; n_hops, open */
+            } else {
+                vc = h->sent ? (c->credits[h->vc] ? (int)h->vc : -1) : free_vc(c, h->cls);
+            }
             if (vc < 0)
                 continue; /* a credit or a VC frees up with a credit's return */
             int err = 0;
             int gone = send_flit(l, i, (uint32_t)vc, now, &err);
             if (err) {
-                sim_fail(s, "link '%s': out of memory", kb_link_name(l));
+                sim_fail(s, "link '%s': %s", kb_link_name(l),
+                         err == 2 ? "the router gave no usable next hop for a message"
+                                  : "out of memory");
                 return;
             }
             c->rr = gone ? i : i + 1;
@@ -379,4 +550,57 @@ void kb_link_credit_serve(struct sim *s, void *arg)
         next = c->heap[0].t;
     if (next != SIM_FOREVER)
         kb_link_wake_at(l, next, now);
+}
+
+/* ---- closed form ------------------------------------------------------- */
+
+/* The recurrence of the file comment, flit by flit: S(j, k) kept for the
+ * last w = max B + 1 flits of every hop. */
+sim_time kb_link_credit_path_time(struct kb_link *const *path, uint32_t n_hops,
+                                  uint32_t flit, uint64_t bytes)
+{
+    if (n_hops == 0)
+        return 0;
+    uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
+    uint64_t last = bytes - (n - 1) * flit;
+    uint32_t w = 1;
+    for (uint32_t j = 0; j < n_hops; j++)
+        if (path[j]->cr->buffer + 1 > w)
+            w = path[j]->cr->buffer + 1;
+    sim_time *S = malloc((size_t)n_hops * w * sizeof *S);
+    sim_time *dl = malloc((size_t)n_hops * sizeof *dl); /* d of the last flit */
+    if (!S || !dl) {
+        free(S);
+        free(dl);
+        return SIM_FOREVER;
+    }
+    for (uint32_t j = 0; j < n_hops; j++)
+        dl[j] = last == flit ? path[j]->ser_full : kb_link_ser_ps(path[j], last);
+#define D(j, k) ((k) + 1 == n ? dl[j] : path[j]->ser_full)
+#define AT(j, k) S[(size_t)(j) * w + (k) % w]
+    for (uint64_t k = 0; k < n; k++) {
+        for (uint32_t j = 0; j < n_hops; j++) {
+            const struct kb_link *l = path[j];
+            sim_time t = j == 0 ? l->ovh_ps
+                                : AT(j - 1, k) + D(j - 1, k) + path[j - 1]->lat_ps +
+                                      (k == 0 ? l->ovh_ps : 0);
+            if (k > 0 && AT(j, k - 1) + D(j, k - 1) > t)
+                t = AT(j, k - 1) + D(j, k - 1);
+            uint32_t b = l->cr->buffer;
+            if (k >= b) {
+                sim_time cr = j + 1 < n_hops
+                                  ? AT(j + 1, k - b) + l->cr->credit_ps
+                                  : AT(j, k - b) + D(j, k - b) + l->lat_ps + l->cr->credit_ps;
+                if (cr > t)
+                    t = cr;
+            }
+            AT(j, k) = t;
+        }
+    }
+    sim_time t = AT(n_hops - 1, n - 1) + dl[n_hops - 1] + path[n_hops - 1]->lat_ps;
+#undef D
+#undef AT
+    free(S);
+    free(dl);
+    return t;
 }

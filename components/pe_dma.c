@@ -97,6 +97,8 @@ struct kb_dma {
     struct kb_fabric *f;
     kb_dma_route_fn route;
     void *route_ud;
+    kb_dma_pick_fn pick; /* NULL: the kept route, VC class 0 */
+    void *pick_ud;
     struct kb_dma_params p;
     struct klass k[KB_DMA_NCLASSES];
     struct req *free_reqs;
@@ -352,8 +354,22 @@ static int serve(struct chan *ch, struct req *r)
     sim_time r_end = kb_mem_schedule(ms, r->src.addr, r->bytes, false);
     wait_until(s, t0 + ls);
     sim_time w_end = kb_mem_schedule(md, r->dst.addr, r->bytes, true);
-    /* the route passed kb_fabric_check_path when it was found */
-    int rc = kb_fabric_transfer_checked(d->f, r->links, r->n_links, r->bytes);
+    /* the route passed kb_fabric_check_path when it was found; adaptive
+     * routing may take another one as the flits enter the fabric */
+    const int *links = r->links;
+    int n_links = r->n_links;
+    uint32_t vc_class = 0;
+    if (d->pick) {
+        n_links = d->pick(d->pick_ud, r->src.node, r->dst.node, r->links, r->n_links, &links,
+                          &vc_class);
+        if (n_links < 0)
+            return seterr(d, n_links, "no route chosen from '%s' to '%s'",
+                          kb_fabric_node_name(d->f, r->src.node),
+                          kb_fabric_node_name(d->f, r->dst.node));
+        if (links != r->links)
+            lnet = kb_fabric_path_time(d->f, links, n_links, 0);
+    }
+    int rc = kb_fabric_transfer_class(d->f, links, n_links, r->bytes, vc_class);
     if (rc < 0)
         return seterr(d, rc, "%s", kb_fabric_errmsg(d->f));
     sim_time end = tmax(sim_now(s) + ld, tmax(r_end + lnet + ld, w_end + lnet));
@@ -416,6 +432,12 @@ static sim_time if_time(void *ctx, struct kb_dma_end src, struct kb_dma_end dst,
 {
     return kb_dma_time(ctx, src, dst, bytes);
 }
+void kb_dma_set_route_pick(struct kb_dma *d, kb_dma_pick_fn fn, void *ud)
+{
+    d->pick = fn;
+    d->pick_ud = ud;
+}
+
 static int if_route(void *ctx, int src_node, int dst_node, const int **links)
 {
     return kb_dma_route(ctx, src_node, dst_node, links);

@@ -77,6 +77,17 @@ struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
 /* Frees the DMA; copies still queued are dropped without a callback. */
 void kb_dma_free(struct kb_dma *d);
 
+/* Route selection per copy (optional; fabric.routing adaptive): called
+ * when a copy's flits are about to enter the fabric with the route the
+ * DMA keeps for (src_node, dst_node), n links. Returns the number of links
+ * of the route to take and sets *out to it (links itself, or a route that
+ * has passed kb_fabric_check_path, valid until the next call) and
+ * *vc_class to its VC class (kb_fabric_transfer_class); a negative error
+ * fails the copy. */
+typedef int (*kb_dma_pick_fn)(void *ud, int src_node, int dst_node, const int *links, int n,
+                              const int **out, uint32_t *vc_class);
+void kb_dma_set_route_pick(struct kb_dma *d, kb_dma_pick_fn fn, void *ud);
+
 const char *kb_dma_errmsg(const struct kb_dma *d);
 const char *kb_dma_name(const struct kb_dma *d);
 int kb_dma_node(const struct kb_dma *d);

@@ -60,7 +60,8 @@ struct kb_system {
     struct node_info *info;
     int n_info;
     int *route_buf; /* max_hops links, for callers with a shorter buffer */
-    int *send_buf;  /* kb_system_send: two routes */
+    int *send_buf;  /* kb_system_send's route */
+    int *pick_buf;  /* pick_route's yx route */
     uint8_t *link_kind; /* credit mode: LK_* bits a link (classify) */
     struct held *held;  /* transfers running (a deadlocked one never returns) */
     int n_link_kind;
@@ -309,6 +310,9 @@ static int build_link_kinds(struct kb_system *sys)
     return 0;
 }
 
+static int hop_router(void *ud, int at, int dst, uint32_t state, struct kb_fabric_hop *out,
+                      int max);
+
 static struct kb_system *sys_alloc(struct sim *s, const struct kb_topology_cfg *cfg,
                                    const struct kb_system_opts *opts, char *err,
                                    size_t errlen)
@@ -387,6 +391,9 @@ struct kb_system *kb_system_new(struct sim *s, const struct kb_topology_cfg *cfg
             return fail(sys, err, errlen);
     if (build_ucie(sys) < 0 || build_link_kinds(sys) < 0)
         return fail(sys, err, errlen);
+    if (cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE_HOP &&
+        cfg->fabric.flow_control == KB_TOPO_FC_CREDIT)
+        kb_fabric_set_router(sys->f, hop_router, sys);
     return sys;
 }
 
@@ -468,10 +475,26 @@ void kb_system_free(struct kb_system *sys)
     free(sys->info);
     free(sys->route_buf);
     free(sys->send_buf);
+    free(sys->pick_buf);
     free(sys->link_kind);
     while (sys->held)
         held_free(sys, sys->held);
     free(sys);
+}
+
+static int dma_pick(void *ud, int src_node, int dst_node, const int *links, int n,
+                    const int **out, uint32_t *vc_class);
+
+/* Routing by the xy/yx choice at the source: adaptive, and adaptive_hop
+ * where the flits are not moved one by one (wormhole_unbounded: whole
+ * worms on static paths). Under credit mode adaptive_hop decides per hop
+ * for kb_system_send; PE_DMA copies and kb_system_transfer take the xy
+ * route in the escape classes (hop_router). */
+static bool source_adaptive(const struct kb_system *sys)
+{
+    int r = sys->cfg.fabric.routing;
+    return r == KB_TOPO_ROUTE_ADAPTIVE ||
+           (r == KB_TOPO_ROUTE_ADAPTIVE_HOP && sys->cfg.fabric.flow_control != KB_TOPO_FC_CREDIT);
 }
 
 /* ---- queries ------------------------------------------------------------- */
@@ -510,6 +533,8 @@ struct kb_pe *kb_system_pe_units(struct kb_system *sys, int rank)
     if (kb_pe_units_new(pe, sys->sim, sys->f, kb_system_route_cb, sys, &sys->cfg,
                         sys->timing_only, sys->err, sizeof sys->err) < 0)
         return NULL;
+    if (!sys->graph && source_adaptive(sys))
+        kb_dma_set_route_pick(pe->dma, dma_pick, sys);
     return pe;
 }
 
@@ -684,31 +709,241 @@ static int route_backlog(const struct kb_system *sys, const int *links, int k)
     return b;
 }
 
+/* fabric.routing adaptive (source-adaptive, decision 0028): given the xy
+ * route a (k links) from src to dst, the route to take now — the yx route
+ * when its links hold fewer messages than a's (a tie keeps xy) — in *out
+ * (a, or sys->pick_buf, checked and its links made) with its VC class in
+ * *cls: 1 for yx, classify's second half, so each order keeps its own
+ * deadlock-free channels. Other routings, and graphs: a, class 0. */
+static int pick_route(struct kb_system *sys, int src_node, int dst_node, const int *a, int k,
+                      const int **out, uint32_t *cls)
+{
+    *out = a;
+    *cls = 0;
+    if (sys->graph || !source_adaptive(sys) || k == 0)
+        return k;
+    if (!sys->pick_buf &&
+        !(sys->pick_buf = malloc(((size_t)sys->max_hops + 1) * sizeof *sys->pick_buf)))
+        return KB_SETERR(sys, SIM_ENOMEM, "route: out of memory");
+    int kb = route_tree(sys, src_node, dst_node, sys->pick_buf, sys->max_hops, true);
+    if (kb < 0)
+        return kb;
+    if (route_backlog(sys, sys->pick_buf, kb) >= route_backlog(sys, a, k))
+        return k;
+    int rc = kb_fabric_check_path(sys->f, sys->pick_buf, kb);
+    if (rc < 0)
+        return KB_SETERR(sys, rc, "route from '%s' to '%s': %s",
+                         kb_fabric_node_name(sys->f, src_node),
+                         kb_fabric_node_name(sys->f, dst_node), kb_fabric_errmsg(sys->f));
+    *out = sys->pick_buf;
+    *cls = 1;
+    return kb;
+}
+
+/* pick_route in the shape of PE_DMA's route selection (kb_dma_pick_fn) */
+static int dma_pick(void *ud, int src_node, int dst_node, const int *links, int n,
+                    const int **out, uint32_t *vc_class)
+{
+    return pick_route(ud, src_node, dst_node, links, n, out, vc_class);
+}
+
+/* ---- per-hop adaptive routing (adaptive_hop, credit mode) --------------------
+ *
+ * Minimal adaptive at every router, deadlock-free by an escape network
+ * (Duato). The xy routes with their VC classes (classify, K classes) are
+ * the escape network; the adaptive hops use one more class, A = K. At a
+ * router the head of a message not yet on the escape network waits at
+ * once for
+ *   - each minimal direction's next link, in class A: in a cube with cube
+ *     steps left in X and Y, the next link of the NoC leg toward the E/W
+ *     exit and toward the N/S exit (or the UCIe link itself at the exit
+ *     router); once the two legs part the message keeps to its exit in
+ *     that cube (else it could go back and forth between them), and a UCIe
+ *     step frees it again; with no steps left, the XY leg to the target;
+ *   - the next link of the xy route from this router, in its escape class
+ *     (classify's classes for the route from here: phase and wrap state
+ *     kept in the router state from then on),
+ * and takes whichever link first has a free VC of such a class and a
+ * credit, the adaptive class first on a link that offers both. Of two
+ * minimal directions whose next links differ, only the less occupied
+ * (messages at its next link and at the cube's exit that way; a tie
+ * offers both) is offered; an escape VC on a link of its own only 1 ps
+ * after the last adaptive candidate could first take the head, so it is
+ * the way out when no adaptive VC is free, not a rival. A message that
+ * took an escape VC stays on the xy route (escape state) to the end.
+ * Why no deadlock: the escape network alone is the xy routing of
+ * classify, whose classes have no cycle of channel dependencies (a route
+ * from any router is made of XY legs and X-then-Y cube steps, the
+ * argument above); a message on it waits only for escape VCs, so escape
+ * messages always drain. A message in class A always waits for an escape
+ * VC too (it is a candidate there), which frees as escape messages
+ * drain, so no cycle of waits can stay closed; cycles among class-A VCs
+ * alone are allowed (Duato's condition: the escape sub-network is
+ * connected, minimal from every router and acyclic). */
+
+/* hop_router state bits */
+#define RS_ESCAPE 1u
+#define RS_COMMIT_X 2u
+#define RS_COMMIT_Y 4u
+#define RS_PHASE 8u   /* escape: past its first Y step (classify's phase 1) */
+#define RS_CROSSED 16u /* escape: crossed the wrap link of the phase's dimension */
+
+/* classify's xy class of `link` after the escape state *st, which it
+ * moves on */
+static uint8_t escape_class(const struct kb_system *sys, int link, uint32_t *st)
+{
+    int kind = link < sys->n_link_kind ? sys->link_kind[link] : 0;
+    if (!(*st & RS_PHASE) && (kind & LK_Y))
+        *st = (*st | RS_PHASE) & ~RS_CROSSED;
+    if (kind & LK_WRAP)
+        *st |= RS_CROSSED;
+    int k0 = 1 + sys->wrap_x;
+    return (uint8_t)((*st & RS_PHASE ? k0 : 0) + (*st & RS_CROSSED ? 1 : 0));
+}
+
+/* adds link (classes cls, states) to the candidates, merging a link
+ * already there (its classes then tried in the order added) */
+static int add_cand(struct kb_fabric_hop *out, int n, int link, uint8_t cls, uint32_t state)
+{
+    for (int i = 0; i < n; i++)
+        if (out[i].link == link) {
+            if (out[i].n_cls < 2) {
+                out[i].cls[1] = cls;
+                out[i].state[1] = state;
+                out[i].n_cls = 2;
+            }
+            return n;
+        }
+    out[n] = (struct kb_fabric_hop){link, {cls, 0}, 1, {state, 0}, 0};
+    return n + 1;
+}
+
+static int hop_router(void *ud, int at, int dst, uint32_t state, struct kb_fabric_hop *out,
+                      int max)
+{
+    struct kb_system *sys = ud;
+    if (max < 3 || at < 0 || at >= sys->n_info)
+        return SIM_EINVAL;
+    if (!sys->pick_buf &&
+        !(sys->pick_buf = malloc(((size_t)sys->max_hops + 1) * sizeof *sys->pick_buf)))
+        return SIM_ENOMEM;
+    /* the escape candidate: the xy route from here */
+    int k = route_tree(sys, at, dst, sys->pick_buf, sys->max_hops, false);
+    if (k < 1)
+        return k < 0 ? k : SIM_EINVAL;
+    int e = sys->pick_buf[0];
+    uint32_t es = state & RS_ESCAPE ? state : RS_ESCAPE;
+    uint8_t ec = escape_class(sys, e, &es);
+    if (state & RS_ESCAPE)
+        return add_cand(out, 0, e, ec, es);
+    uint8_t a = (uint8_t)(2 + sys->wrap_x + sys->wrap_y); /* the adaptive class, K */
+    const struct node_info *in = &sys->info[at];
+    int n = 0;
+    if (in->kind == NK_ROUTER && sys->info[dst].cube != in->cube) {
+        int x, y, xd, yd;
+        cube_xy(sys, in->cube, &x, &y);
+        cube_xy(sys, sys->info[dst].cube, &xd, &yd);
+        bool plus_x, plus_y;
+        int sx = steps(x, xd, sys->gw, sys->wrap_x, &plus_x);
+        int sy = steps(y, yd, sys->gh, sys->wrap_y, &plus_y);
+        enum kb_noc_dir dirs[2];
+        int nd = 0;
+        if (sx && !(state & RS_COMMIT_Y))
+            dirs[nd++] = plus_x ? KB_NOC_E : KB_NOC_W;
+        if (sy && !(state & RS_COMMIT_X))
+            dirs[nd++] = plus_y ? KB_NOC_S : KB_NOC_N;
+        int next[2], occ[2];
+        for (int i = 0; i < nd; i++) {
+            const struct cube *cb = &sys->cubes[in->cube];
+            if (in->idx == port_router[dirs[i]]) {
+                next[i] = cb->ucie[dirs[i]];
+            } else {
+                int leg[2 * NOC_SIDE];
+                if (kb_noc_route(cb->noc, in->idx, port_router[dirs[i]], leg, 2 * NOC_SIDE) < 1)
+                    return SIM_EINVAL;
+                next[i] = leg[0];
+            }
+            /* the direction's occupancy: messages at its next link and
+             * at the cube's exit that way */
+            occ[i] = kb_fabric_link_backlog(sys->f, next[i]) +
+                     (next[i] != cb->ucie[dirs[i]] ? kb_fabric_link_backlog(sys->f, cb->ucie[dirs[i]])
+                                                  : 0);
+        }
+        for (int i = 0; i < nd; i++) {
+            if (nd == 2 && next[0] != next[1] && occ[i] > occ[1 - i])
+                continue; /* the other direction is less occupied */
+            bool ucie = in->idx == port_router[dirs[i]];
+            bool shared = nd == 2 && next[0] == next[1];
+            uint32_t st = ucie || shared ? 0
+                          : dirs[i] == KB_NOC_E || dirs[i] == KB_NOC_W ? RS_COMMIT_X
+                                                                         : RS_COMMIT_Y;
+            n = add_cand(out, n, next[i], a, st);
+        }
+    }
+    if (n == 0) /* the target's cube, or not a router: the XY way on */
+        n = add_cand(out, 0, e, a, state);
+    int m = add_cand(out, n, e, ec, es);
+    if (m > n) {
+        /* an escape VC on a link of its own is taken only if no adaptive
+         * VC was free when the last adaptive candidate could first take
+         * the head (the links' overheads differ: a NoC hop's is not a
+         * UCIe crossing's), 1 ps later */
+        sim_time latest = 0;
+        for (int i = 0; i < n; i++) {
+            struct kb_link *l = kb_fabric_link(sys->f, out[i].link);
+            if (!l)
+                return SIM_ENOMEM;
+            if (kb_link_overhead_ps(l) > latest)
+                latest = kb_link_overhead_ps(l);
+        }
+        struct kb_link *le = kb_fabric_link(sys->f, e);
+        if (!le)
+            return SIM_ENOMEM;
+        sim_time oe = kb_link_overhead_ps(le);
+        out[n].delay = (latest > oe ? latest - oe : 0) + 1;
+    }
+    return m;
+}
+
 int kb_system_send(struct kb_system *sys, int src_node, int dst_node, uint64_t bytes,
                    void (*cb)(void *ud, sim_time at), void *ud)
 {
-    if (!sys->send_buf &&
-        !(sys->send_buf = malloc(2 * ((size_t)sys->max_hops + 1) * sizeof *sys->send_buf)))
-        return KB_SETERR(sys, SIM_ENOMEM, "send: out of memory");
-    int *a = sys->send_buf, *b = a + sys->max_hops + 1;
-    int k = kb_system_route(sys, src_node, dst_node, a, sys->max_hops);
-    if (k < 0)
-        return k;
-    uint32_t cls = 0;
-    if (!sys->graph && sys->cfg.fabric.routing == KB_TOPO_ROUTE_ADAPTIVE && k > 0) {
-        /* minimal adaptive at the source: the yx route when its links hold
-         * fewer messages than the xy route's; the yx order runs in the
-         * upper half of the VC classes, so each order keeps its own
-         * deadlock-free channels */
-        int kb = route_tree(sys, src_node, dst_node, b, sys->max_hops, true);
-        if (kb < 0)
-            return kb;
-        if (route_backlog(sys, b, kb) < route_backlog(sys, a, k)) {
-            a = b;
-            k = kb;
-            cls = 1; /* the yx order, classify's second half */
+    if (!sys->graph && sys->cfg.fabric.routing == KB_TOPO_ROUTE_ADAPTIVE_HOP &&
+        sys->cfg.fabric.flow_control == KB_TOPO_FC_CREDIT && src_node != dst_node) {
+        int n = kb_fabric_node_count(sys->f);
+        if (src_node < 0 || src_node >= n || dst_node < 0 || dst_node >= n)
+            return KB_SETERR(sys, SIM_EINVAL, "send from node %d to node %d: the system has "
+                             "nodes 0..%d", src_node, dst_node, n - 1);
+        /* the fixed links up to the first router, in the adaptive class */
+        int up[2], n_up;
+        const struct node_info *si = &sys->info[src_node];
+        if (si->kind == NK_ROUTER || attach(sys, src_node, up, &n_up) < 0 ||
+            (si->cube == sys->info[dst_node].cube && si->idx == sys->info[dst_node].idx &&
+             sys->info[dst_node].kind != NK_ROUTER && sys->info[dst_node].kind != NK_SRAM)) {
+            n_up = 0; /* from a router, or a PE and its own HBM: the static route */
+        }
+        if (n_up > 0) {
+            uint8_t cls[2];
+            cls[0] = cls[1] = (uint8_t)(2 + sys->wrap_x + sys->wrap_y);
+            int rc = kb_fabric_send_open(sys->f, up, n_up, cls, sys->max_hops + 2 * NOC_SIDE,
+                                         dst_node, 0, bytes, cb, ud);
+            if (rc < 0)
+                return KB_SETERR(sys, rc, "send from '%s' to '%s': %s",
+                                 kb_fabric_node_name(sys->f, src_node),
+                                 kb_fabric_node_name(sys->f, dst_node), kb_fabric_errmsg(sys->f));
+            return 0;
         }
     }
+    if (!sys->send_buf &&
+        !(sys->send_buf = malloc(((size_t)sys->max_hops + 1) * sizeof *sys->send_buf)))
+        return KB_SETERR(sys, SIM_ENOMEM, "send: out of memory");
+    int k = kb_system_route(sys, src_node, dst_node, sys->send_buf, sys->max_hops);
+    if (k < 0)
+        return k;
+    const int *a;
+    uint32_t cls;
+    if ((k = pick_route(sys, src_node, dst_node, sys->send_buf, k, &a, &cls)) < 0)
+        return k;
     int rc = kb_fabric_send_cb(sys->f, a, k, bytes, cls, cb, ud);
     if (rc < 0)
         return KB_SETERR(sys, rc, "send from '%s' to '%s': %s", kb_fabric_node_name(sys->f, src_node),
@@ -835,7 +1070,15 @@ int kb_system_transfer(struct kb_system *sys, int src_rank, uint64_t src_addr, i
         sys->held->prev = h;
     sys->held = h;
     h->linked = true;
-    int rc = kb_fabric_transfer(sys->f, links, k, bytes);
+    const int *route;
+    uint32_t cls;
+    int rc = pick_route(sys, a->node, b->node, links, k, &route, &cls);
+    if (rc >= 0 && route != links) { /* held: pick_buf is the next pick's */
+        memcpy(links, route, (size_t)rc * sizeof *links);
+        k = rc;
+    }
+    if (rc >= 0 && (rc = kb_fabric_check_path(sys->f, links, k)) >= 0)
+        rc = kb_fabric_transfer_class(sys->f, links, k, bytes, cls);
     if (rc < 0) {
         held_free(sys, h);
         return KB_SETERR(sys, rc, "transfer from '%s' to '%s': %s", a->name, b->name,

@@ -116,7 +116,9 @@ int kb_system_max_hops(const struct kb_system *sys);
  * is fabric.routing's: xy or yx, or adaptive — of the xy and yx routes
  * the one whose links hold fewer messages now (ties: xy), the yx one in
  * the upper half of the VC classes. (kb_system_route, which PE_DMA keeps
- * routes from, gives the xy route under adaptive.) Any context. */
+ * routes from, gives the xy route under adaptive; PE_DMA copies and
+ * kb_system_transfer make the same choice when their flits start.) Any
+ * context. */
 int kb_system_send(struct kb_system *sys, int src_node, int dst_node, uint64_t bytes,
                    void (*cb)(void *ud, sim_time at), void *ud);
 

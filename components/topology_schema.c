@@ -12,7 +12,7 @@ const char *const kb_topo_kind_names[] = {"ring_1d", "torus_2d", "mesh_2d", "mes
 const char *const kb_topo_buffer_kind_names[] = {"tcm", "sram", "hbm", NULL};
 const char *const kb_topo_backpressure_names[] = {"sleep", "poll", NULL};
 const char *const kb_topo_flow_control_names[] = {"wormhole_unbounded", "credit", NULL};
-const char *const kb_topo_routing_names[] = {"xy", "yx", "adaptive", NULL};
+const char *const kb_topo_routing_names[] = {"xy", "yx", "adaptive", "adaptive_hop", NULL};
 const char *const kb_topo_deadlock_names[] = {"vc_classes", "none", NULL};
 
 #define F(field) offsetof(struct kb_topology_cfg, field)
@@ -147,7 +147,8 @@ static const struct kb_config_key fabric_keys[] = {
     INT("vcs", fabric.vcs, 0, 1, 16, "credit: virtual channels per port"),
     NS("credit_ns", fabric.credit_ns, "credit: credit return delay, ns"),
     ENUM("routing", fabric.routing, kb_topo_routing_names,
-         "cube grid: xy, yx (dimension order) or adaptive (minimal, per message)"),
+         "cube grid: xy, yx (dimension order), adaptive (minimal, per message) or "
+         "adaptive_hop (minimal, per hop, credit mode; xy escape)"),
     ENUM("deadlock_avoidance", fabric.deadlock_avoidance, kb_topo_deadlock_names,
          "credit: vc_classes (datelines, route classes) or none"),
     {0},
@@ -325,7 +326,11 @@ int kb_topo_vc_classes(const struct kb_topology_cfg *cfg)
      * (system.c, classify) */
     int k = 2 + (wraps && cfg->sips.w >= 2) +
             (wraps && cfg->sips.h >= 2 && cfg->sips.topology != KB_TOPO_RING_1D);
-    return cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE ? 2 * k : k;
+    if (cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE)
+        return 2 * k;
+    /* adaptive_hop: the xy classes are the escape network, plus one
+     * adaptive class (system.c, hop_router) */
+    return cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE_HOP ? k + 1 : k;
 }
 
 /* Credit flow control needs a VC for every class the routing uses. */
@@ -345,7 +350,9 @@ static void check_vcs(struct kb_config *c, const struct kb_config_node *root,
                            cfg->fabric.vcs, kb_topo_routing_names[cfg->fabric.routing],
                            kb_topo_kind_names[cfg->sips.topology], need,
                            cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE
-                               ? ", times two for the xy and yx orders" : "",
+                               ? ", times two for the xy and yx orders"
+                           : cfg->fabric.routing == KB_TOPO_ROUTE_ADAPTIVE_HOP
+                               ? ", plus the adaptive class" : "",
                            need);
 }
 

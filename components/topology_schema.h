@@ -16,7 +16,12 @@ enum kb_topo_kind {
 enum kb_topo_buffer_kind { KB_TOPO_BUF_TCM, KB_TOPO_BUF_SRAM, KB_TOPO_BUF_HBM };
 enum kb_topo_backpressure { KB_TOPO_BP_SLEEP, KB_TOPO_BP_POLL };
 enum kb_topo_flow_control { KB_TOPO_FC_WORMHOLE_UNBOUNDED, KB_TOPO_FC_CREDIT };
-enum kb_topo_routing { KB_TOPO_ROUTE_XY, KB_TOPO_ROUTE_YX, KB_TOPO_ROUTE_ADAPTIVE };
+enum kb_topo_routing {
+    KB_TOPO_ROUTE_XY,
+    KB_TOPO_ROUTE_YX,
+    KB_TOPO_ROUTE_ADAPTIVE,
+    KB_TOPO_ROUTE_ADAPTIVE_HOP
+};
 enum kb_topo_deadlock { KB_TOPO_DL_VC_CLASSES, KB_TOPO_DL_NONE };
 
 /* PEs in a system at most: ranks and node ids are ints, with a wide margin

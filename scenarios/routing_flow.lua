@@ -27,9 +27,10 @@
 local kb = require("kbsim")
 local results = require("kbsim.results")
 
-local MODES = {"wormhole_unbounded/xy", "credit/xy", "credit/yx", "credit/adaptive"}
+local MODES = {"wormhole_unbounded/xy", "credit/xy", "credit/yx", "credit/adaptive",
+               "credit/adaptive_hop"}
 local ALL_MODES = {"wormhole_unbounded/xy", "wormhole_unbounded/yx", "wormhole_unbounded/adaptive",
-                   "credit/xy", "credit/yx", "credit/adaptive"}
+                   "credit/xy", "credit/yx", "credit/adaptive", "credit/adaptive_hop"}
 
 local opt = kb.params({
   modes = {default = MODES, type = "string", list = true, choices = ALL_MODES,

@@ -18,6 +18,13 @@ for f in points.csv saturation.csv points_uniform.csv points_all_to_all.csv; do
   [ -f "$work/j1/$f" ] || fail "no $f"
   cmp -s "$work/j1/$f" "$work/j2/$f" || fail "$f differs between -j 1 and -j 2"
 done
+# per-hop adaptive routing: -j 1 and -j 2 byte-identical too
+run2() { "$kbsim" -q "$@" "$src/scenarios/routing_flow.lua" modes=credit/adaptive_hop,credit/xy \
+  loads=10,30 patterns=uniform window_ns=600; }
+run2 -j 1 -o "$work/h1" > "$work/h1.log" 2>&1 || { cat "$work/h1.log"; fail "adaptive_hop run with -j 1"; }
+run2 -j 2 -o "$work/h2" > "$work/h2.log" 2>&1 || { cat "$work/h2.log"; fail "adaptive_hop run with -j 2"; }
+cmp -s "$work/h1/points.csv" "$work/h2/points.csv" || fail "adaptive_hop points differ between -j 1 and -j 2"
+grep -q "routing_flow: 4 points, all checks passed" "$work/h1.log" || { cat "$work/h1.log"; fail "adaptive_hop summary"; }
 head -1 "$work/j1/points.csv" | grep -qx 'mode,pattern,offered_gbps,messages,accepted_gbps,mean_latency_ns,p50_latency_ns,p99_latency_ns' \
   || fail "points.csv columns: $(head -1 "$work/j1/points.csv")"
 [ "$(wc -l < "$work/j1/points.csv")" -eq 9 ] || fail "points.csv: 8 rows expected"
