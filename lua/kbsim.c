@@ -12,6 +12,7 @@
 
 #include "lkbsim.h"
 #include "lserve.h"
+#include "lrender.h"
 #include "lsweep.h"
 #include "lsweep_mpi.h"
 #include "ltrace.h"
@@ -510,6 +511,9 @@ int main(int argc, char **argv)
     if (status != 0)
         return status;
     status = kbsim_main(argc, argv);
+    /* the figures still being drawn (lrender.h): the run ends with them */
+    if (lkb_render_wait_all() > 0 && status == 0)
+        status = EXIT_USAGE;
     lkb_mpi_finalize();
     return status;
 }
