@@ -154,6 +154,7 @@ void lkb_mpi_abort(int status)
     exit(status);
 }
 
+bool lkb_mpi_started(void) { return started; }
 int lkb_mpi_rank(void) { return rank; }
 int lkb_mpi_size(void) { return size; }
 
