@@ -476,6 +476,9 @@ static int kbsim_main(int argc, char **argv)
                 opt.shard, opt.shards);
     if (ended > 0 && status == 0)
         status = ended;
+    /* the figures still being drawn (lrender.h), before their folder may go */
+    if (lkb_render_wait_all() > 0 && status == 0)
+        status = EXIT_USAGE;
     lkb_remove_scratch(L);
     long failed = lkb_failed_checks(L);
     if (opt.trace && status == 0 && !lkb_trace_taken(L))
@@ -511,7 +514,7 @@ int main(int argc, char **argv)
     if (status != 0)
         return status;
     status = kbsim_main(argc, argv);
-    /* the figures still being drawn (lrender.h): the run ends with them */
+    /* figures drawn by kbsim serve or --describe scripts (lrender.h) */
     if (lkb_render_wait_all() > 0 && status == 0)
         status = EXIT_USAGE;
     lkb_mpi_finalize();

@@ -300,9 +300,10 @@ end
 
 local gnuplot_found
 local function have_gnuplot()
-  -- under MPI the other ranks' outputs go to a scratch folder: only rank 0
-  -- renders figures
-  if gnuplot_found == nil and require("kbsim").mpi() > 0 then gnuplot_found = false end
+  -- under MPI the other ranks' outputs go to a scratch folder, and so do a
+  -- --shard run's: only rank 0 of a run that writes outputs renders figures
+  local kb = require("kbsim")
+  if gnuplot_found == nil and (kb.mpi() > 0 or kb.options.shard) then gnuplot_found = false end
   if gnuplot_found == nil then
     gnuplot_found = os.execute("command -v gnuplot >/dev/null 2>&1") == true
     if not gnuplot_found then
