@@ -217,8 +217,19 @@ static void spawn(struct job *j)
             CPU_SET((int)c, &all);
         widened = pthread_setaffinity_np(pthread_self(), sizeof all, &all) == 0;
     }
+    /* its own process group: a Ctrl-C at the terminal stops the sweep,
+     * not the drawing of what is finished */
+    posix_spawnattr_t at;
+    bool have_at = rc == 0 && posix_spawnattr_init(&at) == 0;
+    if (have_at && (posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP) != 0 ||
+                    posix_spawnattr_setpgroup(&at, 0) != 0)) {
+        posix_spawnattr_destroy(&at);
+        have_at = false;
+    }
     if (rc == 0)
-        rc = posix_spawnp(&j->pid, j->argv[0], &fa, NULL, j->argv, environ);
+        rc = posix_spawnp(&j->pid, j->argv[0], &fa, have_at ? &at : NULL, j->argv, environ);
+    if (have_at)
+        posix_spawnattr_destroy(&at);
     if (widened)
         pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
     posix_spawn_file_actions_destroy(&fa);
