@@ -66,7 +66,7 @@ done
 # each iteration's n1 and n2 ran back to back: their ratio, run by run, and
 # the load they ran under (on a shared machine the medians hide the spread)
 echo "per run, wall speed-up -n 2 vs -n 1: $(paste -d' ' "$work/n1" "$work/n2" |
-  awk '{ printf "%s%.2f", NR > 1 ? " " : "", $1 / $5 }')"
+  awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 / $5 }')"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # dispatch cost: CPU per point, MPI against one process
