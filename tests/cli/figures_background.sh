@@ -29,6 +29,7 @@ while [ ! -f "$work/go" ] && [ \$i -lt 300 ]; do sleep 0.1; i=\$((i + 1)); done
 exec "$real" "\$@"
 EOS
 chmod +x "$work/bin/gnuplot"
+cd "$work" || fail "cd $work"
 PATH="$work/bin:$PATH" "$kbsim" -q -o "$work/slow" "$case_lua" go="$work/go" > slow.log 2>&1
 rc=$?
 [ $rc -eq 0 ] || { cat slow.log; fail "slow gnuplot: exit $rc"; }
