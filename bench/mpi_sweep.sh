@@ -44,6 +44,7 @@ timed() {
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 col() { cut -d' ' -f"$2" "$work/$1" | median; }
 
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for _ in $(seq "$n"); do
   timed j1 "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
   timed n1 "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 1 "$work/rank.sh" "$kbsim" -q -j 1 -o "$work/out" "$script" "$@"
@@ -61,6 +62,12 @@ for t in j1 n1 n2; do
   [ $t = n2 ] && r1=$(col $t 4)
   echo "| $name | $w | $(col $t 2) | $r0 | $r1 | $(awk -v b="$base" -v w="$w" 'BEGIN { printf "%.2f", b / w }') |"
 done
+
+# each iteration's n1 and n2 ran back to back: their ratio, run by run, and
+# the load they ran under (on a shared machine the medians hide the spread)
+echo "per run, wall speed-up -n 2 vs -n 1: $(paste -d' ' "$work/n1" "$work/n2" |
+  awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 / $5 }')"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # dispatch cost: CPU per point, MPI against one process
 slow=$here/tests/cli/cases/mpi_slow.lua

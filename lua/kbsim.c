@@ -13,6 +13,7 @@
 
 #include "lkbsim.h"
 #include "lserve.h"
+#include "lrender.h"
 #include "lsweep.h"
 #include "lsweep_mpi.h"
 #include "ltrace.h"
@@ -508,6 +509,9 @@ static int kbsim_main(int argc, char **argv)
                 opt.shard, opt.shards);
     if (ended > 0 && status == 0)
         status = ended;
+    /* the figures still being drawn (lrender.h), before their folder may go */
+    if (lkb_render_wait_all() > 0 && status == 0)
+        status = EXIT_USAGE;
     lkb_remove_scratch(L);
     long failed = lkb_failed_checks(L);
     if (opt.trace && status == 0 && !lkb_trace_taken(L))
@@ -543,6 +547,9 @@ int main(int argc, char **argv)
     if (status != 0)
         return status;
     status = kbsim_main(argc, argv);
+    /* figures drawn by kbsim serve or --describe scripts (lrender.h) */
+    if (lkb_render_wait_all() > 0 && status == 0)
+        status = EXIT_USAGE;
     lkb_mpi_finalize();
     return status;
 }

@@ -34,6 +34,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "lrender.h"
 #include "lsweep.h"
 #include "ltrace.h"
 #include "sim.h"
@@ -1368,6 +1369,7 @@ int luaopen_kbsim(lua_State *L)
     lua_setfield(L, -2, "options");
     lkb_open_system(L);
     lkb_open_sweep(L);
+    lkb_open_render(L);
     return 1;
 }
 

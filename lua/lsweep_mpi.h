@@ -27,6 +27,9 @@ void lkb_mpi_finalize(void);
 /* Ends the whole job with this status (an unrecoverable disagreement). */
 void lkb_mpi_abort(int status);
 
+/* Whether MPI was started (kbsim runs under mpirun or srun, even as one
+ * rank): the launcher may have bound the rank to a core. */
+bool lkb_mpi_started(void);
 int lkb_mpi_rank(void);            /* 0 without MPI */
 int lkb_mpi_size(void);            /* 1 without MPI */
 const char *lkb_mpi_host(int rank); /* a rank's host name */

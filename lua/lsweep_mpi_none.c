@@ -25,6 +25,7 @@ int lkb_mpi_init(int *argc, char ***argv)
 
 void lkb_mpi_finalize(void) {}
 void lkb_mpi_abort(int status) { exit(status); }
+bool lkb_mpi_started(void) { return false; }
 int lkb_mpi_rank(void) { return 0; }
 int lkb_mpi_size(void) { return 1; }
 

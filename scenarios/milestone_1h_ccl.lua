@@ -206,99 +206,11 @@ for _, topo in ipairs(TOPOLOGIES) do
   end
 end
 
--- ---- the buffer-kind sweep ----------------------------------------------
+-- ---- figures of the latency sweep -------------------------------------
 
-local bpoints = {}
-for _, kind in ipairs(BUFFER_KINDS) do
-  for _, n in ipairs(BUFFER_SIZES) do
-    bpoints[#bpoints + 1] = {buffer_kind = kind, sips = BUFFER_SIPS, n_elem = n}
-  end
-end
-local _, bsummary = kb.sweep{name = "buffer_kind", points = bpoints, run = lrab_point,
-                            cost = cost}
-local bout = {}
-for _, pr in ipairs(finished(bpoints, bsummary)) do
-  local p, r = pr.p, pr.r
-  kb.check(r.check == "passed", ("buffer %s n_elem %d: reduced values"):format(p.buffer_kind, p.n_elem))
-  bout[#bout + 1] = {buffer_kind = p.buffer_kind, sip_topology = "torus_2d", n_sips = r.n_sips,
-                     n_elem = p.n_elem, bytes_per_pe = 2 * p.n_elem, latency_ns = r.latency_ns}
-end
-local buffer_csv = results.path("buffer_kind_sweep.csv")
-results.csv(buffer_csv, bout, {"buffer_kind", "sip_topology", "n_sips", "n_elem", "bytes_per_pe",
-                               "latency_ns"})
-
--- ---- the correctness matrix ---------------------------------------------
-
-local matrix_csv, msummary
-if MATRIX then
-  local function cube4() return {sips = {count = 1}, sip = {cube_mesh = {w = 2, h = 2}}} end
-  local mpoints = {
-    {case = "ring_tcm", algorithm = "ring_allreduce", world_size = 4, buffer_kind = "tcm"},
-    {case = "ring_sram", algorithm = "ring_allreduce", world_size = 4, buffer_kind = "sram"},
-    {case = "ring_hbm", algorithm = "ring_allreduce", world_size = 4, buffer_kind = "hbm"},
-    {case = "ring_8", algorithm = "ring_allreduce", world_size = 8, buffer_kind = "tcm"},
-    {case = "ring_16", algorithm = "ring_allreduce", world_size = 16, buffer_kind = "tcm"},
-    {case = "mesh_4", algorithm = "mesh_allreduce", world_size = 4, buffer_kind = "tcm"},
-    {case = "tree_7", algorithm = "tree_allreduce", world_size = 7, buffer_kind = "tcm"},
-    {case = "default_topology", default = true},
-  }
-  for _, m in ipairs(mpoints) do if not m.default then m.topology = cube4() end end
-  local mrows
-  mrows, msummary = kb.sweep{name = "matrix", points = mpoints, run = function(p)
-    local T = require("kbsim.torch")
-    local torch, D
-    if p.default then
-      torch = T.init{}
-      D = torch.distributed
-      D.init_process_group{backend = "ahbm"}
-    else
-      p.topology.ipcq = {buffer_kind = p.buffer_kind}
-      torch = T.init{topology = p.topology}
-      D = torch.distributed
-      D.init_process_group{backend = "ahbm", config = {ccl = {algorithm = p.algorithm,
-        buffer_kind = p.buffer_kind, algorithms = {[p.algorithm] = {world_size = p.world_size}}}}}
-    end
-    local cfg = D.get_config()
-    local ranks = D.get_ranks()
-    local n_elem = p.default and cfg.n_elem or 64
-    local t = torch.zeros({1, #ranks * n_elem}, {dtype = "f16"})
-    -- as the original: participant k's shard holds k + 1
-    local tl = require("kbsim.tl")
-    for k, r in ipairs(ranks) do t:shard_write_vec(r, tl.vec_new(n_elem, k)) end
-    local rep = D.all_reduce(t)
-    local want = #ranks * (#ranks + 1) / 2
-    local worst = 0
-    for _, r in ipairs(ranks) do
-      local e = t:shard_vec(r):max_abs_diff(tl.vec_new(n_elem, want))
-      if e > worst then worst = e end
-    end
-    -- f16 partial sums above 2048 round; allow the host check's tolerance
-    local ok = rep.check == "passed" and worst <= want * 2 ^ -10 * #ranks
-    return {case = p.case, algorithm = rep.algorithm, world_size = #ranks,
-            buffer_kind = p.buffer_kind or cfg.buffer_kind, n_elem = n_elem,
-            latency_ns = rep.latency_ns, busbw_gbps = rep.busbw_gbps,
-            check = ok and "passed" or "failed"}
-  end}
-  for _, r in ipairs(mrows) do
-    kb.check(r.check == "passed", ("matrix %s: reduced values"):format(r.case))
-  end
-  matrix_csv = results.path("matrix.csv")
-  results.csv(matrix_csv, mrows, {"case", "algorithm", "world_size", "buffer_kind", "n_elem",
-                                  "latency_ns", "busbw_gbps", "check"})
-end
-
--- ---- figures ------------------------------------------------------------
-
-local entries = {
-  {path = summary_csv, about = "latency sweep: one row per SIP topology and size; latency_ns is "
-    .. "the slowest participating PE's kernel time, busbw = algbw x 2(n-1)/n, alpha_beta_ns our "
-    .. "closed-form prediction on the same links"},
-  {path = buffer_csv, about = "IPCQ slot memory tcm / sram / hbm on torus_2d 3x2"},
-}
-if matrix_csv then
-  entries[#entries + 1] = {path = matrix_csv, about = "correctness matrix of the original "
-    .. "(ring x buffer kinds, ring on 8 and 16, mesh on 4, tree on 7, default topology)"}
-end
+-- Drawn now, in the background (results.figure): gnuplot runs while the
+-- next sweeps do; index.md lists them at the end.
+local lat_entries, bfig_entry, cfig_entry, topo_entry = {}, nil, nil, nil
 
 local line_refs = {}
 for _, r in ipairs(refs) do
@@ -323,17 +235,9 @@ for _, topo in ipairs(TOPOLOGIES) do
     y = "latency_ns", title = "lrab all-reduce latency, " .. topo.label .. " SIPs x 16 cubes",
     xlabel = "bytes per PE", ylabel = "latency (ns)", logx = 2, logy = 10,
     refs = {{title = "alpha-beta prediction", y = "alpha_beta_ns"}}}
-  entries[#entries + 1] = {figure = fig, about = "simulated latency against bytes per PE "
+  lat_entries[#lat_entries + 1] = {figure = fig, about = "simulated latency against bytes per PE "
     .. "(log2 x), with our alpha-beta prediction dashed."}
   ::next_topology::
-end
-
-local bfig = #bout > 0 and results.figure{name = "buffer_kind", csv = buffer_csv, x = "bytes_per_pe",
-  y = "latency_ns", series = "buffer_kind", title = "lrab latency by IPCQ buffer kind, torus_2d 3x2",
-  xlabel = "bytes per PE", ylabel = "latency (ns)", logx = 2, logy = 10}
-if bfig then
-  entries[#entries + 1] = {figure = bfig, about = "one line per slot memory: tcm is fastest, "
-    .. "sram and hbm pay their setup, bandwidth and bank hop on every slot."}
 end
 
 local crefs = {}
@@ -348,7 +252,7 @@ local cfig = #out > 0 and results.figure{name = "comparison", csv = summary_csv,
   title = "lrab latency against the references (" .. REFS:match("[^/]*$") .. ")",
   xlabel = "bytes per PE", ylabel = "latency (ns)", logx = 2, logy = 10, refs = crefs}
 if cfig then
-  entries[#entries + 1] = {figure = cfig, about = "simulated curves per SIP topology; the "
+  cfig_entry = {figure = cfig, about = "simulated curves per SIP topology; the "
     .. "references (analytic curve, external single-device simulator) in black."}
 end
 
@@ -450,14 +354,117 @@ local function topology_figure()
   local fig = {name = "topology", title = "SIP topologies and the cube-level reduction",
                csv = summary_csv, gp = gppath, svg = dir .. "/topology.svg",
                png = dir .. "/topology.png", rendered = false}
-  if results.have_gnuplot() then
-    fig.rendered = results.gnuplot(dir, "topology.gp") and io.open(fig.svg) ~= nil
-  end
-  return fig
+  return results.render(fig) -- in the background: the run waits for it at the end
 end
-entries[#entries + 1] = {figure = topology_figure(), about = "four panels: the three SIP "
+topo_entry = {figure = topology_figure(), about = "four panels: the three SIP "
   .. "topologies of the sweep, and inside one SIP the row-then-column reduction toward the "
   .. "center root (red)."}
+
+-- ---- the buffer-kind sweep ----------------------------------------------
+
+local bpoints = {}
+for _, kind in ipairs(BUFFER_KINDS) do
+  for _, n in ipairs(BUFFER_SIZES) do
+    bpoints[#bpoints + 1] = {buffer_kind = kind, sips = BUFFER_SIPS, n_elem = n}
+  end
+end
+local _, bsummary = kb.sweep{name = "buffer_kind", points = bpoints, run = lrab_point,
+                            cost = cost}
+local bout = {}
+for _, pr in ipairs(finished(bpoints, bsummary)) do
+  local p, r = pr.p, pr.r
+  kb.check(r.check == "passed", ("buffer %s n_elem %d: reduced values"):format(p.buffer_kind, p.n_elem))
+  bout[#bout + 1] = {buffer_kind = p.buffer_kind, sip_topology = "torus_2d", n_sips = r.n_sips,
+                     n_elem = p.n_elem, bytes_per_pe = 2 * p.n_elem, latency_ns = r.latency_ns}
+end
+local buffer_csv = results.path("buffer_kind_sweep.csv")
+results.csv(buffer_csv, bout, {"buffer_kind", "sip_topology", "n_sips", "n_elem", "bytes_per_pe",
+                               "latency_ns"})
+
+local bfig = #bout > 0 and results.figure{name = "buffer_kind", csv = buffer_csv, x = "bytes_per_pe",
+  y = "latency_ns", series = "buffer_kind", title = "lrab latency by IPCQ buffer kind, torus_2d 3x2",
+  xlabel = "bytes per PE", ylabel = "latency (ns)", logx = 2, logy = 10}
+if bfig then
+  bfig_entry = {figure = bfig, about = "one line per slot memory: tcm is fastest, "
+    .. "sram and hbm pay their setup, bandwidth and bank hop on every slot."}
+end
+
+-- ---- the correctness matrix ---------------------------------------------
+
+local matrix_csv, msummary
+if MATRIX then
+  local function cube4() return {sips = {count = 1}, sip = {cube_mesh = {w = 2, h = 2}}} end
+  local mpoints = {
+    {case = "ring_tcm", algorithm = "ring_allreduce", world_size = 4, buffer_kind = "tcm"},
+    {case = "ring_sram", algorithm = "ring_allreduce", world_size = 4, buffer_kind = "sram"},
+    {case = "ring_hbm", algorithm = "ring_allreduce", world_size = 4, buffer_kind = "hbm"},
+    {case = "ring_8", algorithm = "ring_allreduce", world_size = 8, buffer_kind = "tcm"},
+    {case = "ring_16", algorithm = "ring_allreduce", world_size = 16, buffer_kind = "tcm"},
+    {case = "mesh_4", algorithm = "mesh_allreduce", world_size = 4, buffer_kind = "tcm"},
+    {case = "tree_7", algorithm = "tree_allreduce", world_size = 7, buffer_kind = "tcm"},
+    {case = "default_topology", default = true},
+  }
+  for _, m in ipairs(mpoints) do if not m.default then m.topology = cube4() end end
+  local mrows
+  mrows, msummary = kb.sweep{name = "matrix", points = mpoints, run = function(p)
+    local T = require("kbsim.torch")
+    local torch, D
+    if p.default then
+      torch = T.init{}
+      D = torch.distributed
+      D.init_process_group{backend = "ahbm"}
+    else
+      p.topology.ipcq = {buffer_kind = p.buffer_kind}
+      torch = T.init{topology = p.topology}
+      D = torch.distributed
+      D.init_process_group{backend = "ahbm", config = {ccl = {algorithm = p.algorithm,
+        buffer_kind = p.buffer_kind, algorithms = {[p.algorithm] = {world_size = p.world_size}}}}}
+    end
+    local cfg = D.get_config()
+    local ranks = D.get_ranks()
+    local n_elem = p.default and cfg.n_elem or 64
+    local t = torch.zeros({1, #ranks * n_elem}, {dtype = "f16"})
+    -- as the original: participant k's shard holds k + 1
+    local tl = require("kbsim.tl")
+    for k, r in ipairs(ranks) do t:shard_write_vec(r, tl.vec_new(n_elem, k)) end
+    local rep = D.all_reduce(t)
+    local want = #ranks * (#ranks + 1) / 2
+    local worst = 0
+    for _, r in ipairs(ranks) do
+      local e = t:shard_vec(r):max_abs_diff(tl.vec_new(n_elem, want))
+      if e > worst then worst = e end
+    end
+    -- f16 partial sums above 2048 round; allow the host check's tolerance
+    local ok = rep.check == "passed" and worst <= want * 2 ^ -10 * #ranks
+    return {case = p.case, algorithm = rep.algorithm, world_size = #ranks,
+            buffer_kind = p.buffer_kind or cfg.buffer_kind, n_elem = n_elem,
+            latency_ns = rep.latency_ns, busbw_gbps = rep.busbw_gbps,
+            check = ok and "passed" or "failed"}
+  end}
+  for _, r in ipairs(mrows) do
+    kb.check(r.check == "passed", ("matrix %s: reduced values"):format(r.case))
+  end
+  matrix_csv = results.path("matrix.csv")
+  results.csv(matrix_csv, mrows, {"case", "algorithm", "world_size", "buffer_kind", "n_elem",
+                                  "latency_ns", "busbw_gbps", "check"})
+end
+
+-- ---- figures ------------------------------------------------------------
+
+local entries = {
+  {path = summary_csv, about = "latency sweep: one row per SIP topology and size; latency_ns is "
+    .. "the slowest participating PE's kernel time, busbw = algbw x 2(n-1)/n, alpha_beta_ns our "
+    .. "closed-form prediction on the same links"},
+  {path = buffer_csv, about = "IPCQ slot memory tcm / sram / hbm on torus_2d 3x2"},
+}
+if matrix_csv then
+  entries[#entries + 1] = {path = matrix_csv, about = "correctness matrix of the original "
+    .. "(ring x buffer kinds, ring on 8 and 16, mesh on 4, tree on 7, default topology)"}
+end
+for _, e in ipairs(lat_entries) do entries[#entries + 1] = e end
+entries[#entries + 1] = bfig_entry
+entries[#entries + 1] = cfig_entry
+entries[#entries + 1] = topo_entry
 
 results.index(kb.outdir(), entries, "Milestone 1H: collective communication")
 

@@ -312,9 +312,6 @@ local gemm_json = results.json(results.path("gemm.json"), {
 
 -- ---- figures: clustered bars, one cluster per shape ------------------------
 
-local have_gnuplot = results.have_gnuplot
-local GNUPLOT = have_gnuplot()
-
 local function gp_str(s) return '"' .. tostring(s):gsub('[\\"]', "\\%0") .. '"' end
 
 -- bars{name=, title=, ylabel=, csv=, panels={{title=, cols={...}, rows={{label, v1, ...}}}},
@@ -384,14 +381,7 @@ local function bars(spec)
   local fig = {name = spec.name, title = spec.title, csv = spec.csv, gp = gppath,
                svg = dir .. "/" .. spec.name .. ".svg", png = dir .. "/" .. spec.name .. ".png",
                rendered = false}
-  if GNUPLOT then
-    local ok, msg = results.gnuplot(dir, spec.name .. ".gp")
-    if not ok or not io.open(fig.svg) then
-      error(("figure '%s': gnuplot failed: %s"):format(spec.name, msg))
-    end
-    fig.rendered = true
-  end
-  return fig
+  return results.render(fig) -- in the background: the run waits for it at the end
 end
 
 -- rows of out for a shape and staging, in sweep order

@@ -300,9 +300,10 @@ end
 
 local gnuplot_found
 local function have_gnuplot()
-  -- under MPI the other ranks' outputs go to a scratch folder: only rank 0
-  -- renders figures
-  if gnuplot_found == nil and require("kbsim").mpi() > 0 then gnuplot_found = false end
+  -- under MPI the other ranks' outputs go to a scratch folder, and so do a
+  -- --shard run's: only rank 0 of a run that writes outputs renders figures
+  local kb = require("kbsim")
+  if gnuplot_found == nil and (kb.mpi() > 0 or kb.options.shard) then gnuplot_found = false end
   if gnuplot_found == nil then
     gnuplot_found = os.execute("command -v gnuplot >/dev/null 2>&1") == true
     if not gnuplot_found then
@@ -331,6 +332,32 @@ function M.gnuplot(dir, script, args)
   if ok then return true end
   return false, msg
 end
+
+-- results.render(fig) -> fig: draws a figure whose gnuplot script is
+-- written (fig.gp, honouring `out`, as results.figure writes them) into
+-- fig.svg and fig.png, in the background: gnuplot is started and
+-- render returns at once; fig.rendered is true when gnuplot is on PATH.
+-- The run waits for every figure before it exits; a figure gnuplot fails
+-- to draw makes it exit 2, naming the figure (lua/lrender.h). Only rank 0
+-- of an MPI job draws.
+local function render(fig)
+  if have_gnuplot() then
+    local dir, script = dirname(fig.gp), basename(fig.gp)
+    local tmp = fig.name .. ".tmp"
+    require("kbsim")._render.start(fig.name, dir, script, {"-e", "out='" .. tmp .. "'"},
+      {dir .. "/" .. tmp .. ".svg", dir .. "/" .. tmp .. ".png"}, {fig.svg, fig.png})
+    fig.rendered = true
+  end
+  return fig
+end
+M.render = api(render)
+
+-- results.wait_figures(): waits until every figure started so far is
+-- drawn (its SVG and PNG in place); an error naming each that failed.
+M.wait_figures = api(function()
+  local failed = require("kbsim")._render.wait()
+  if failed then fail("wait_figures", "%s", failed) end
+end)
 
 -- A datablock of (x, y) pairs sorted by x, from rows where both are
 -- numbers.
@@ -471,19 +498,7 @@ M.figure = api(function(spec)
   local fig = {name = name, title = title, csv = csv, gp = gppath,
                svg = dir .. "/" .. name .. ".svg", png = dir .. "/" .. name .. ".png",
                rendered = false}
-  if have_gnuplot() then
-    local tmp = name .. ".tmp"
-    local ok, msg = M.gnuplot(dir, name .. ".gp", {"-e", "out='" .. tmp .. "'"})
-    local tsvg, tpng = dir .. "/" .. tmp .. ".svg", dir .. "/" .. tmp .. ".png"
-    if not ok or not exists(tsvg) or not exists(tpng) then
-      os.remove(tsvg); os.remove(tpng)
-      fail("figure", "gnuplot failed on '%s': %s", gppath,
-           ok and "it wrote no SVG or PNG" or msg)
-    end
-    assert(os.rename(tsvg, fig.svg))
-    assert(os.rename(tpng, fig.png))
-    fig.rendered = true
-  end
+  render(fig)
   return fig
 end)
 

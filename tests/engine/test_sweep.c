@@ -5,6 +5,9 @@
 
 #include "sim.h"
 #include "sim_uv.h"
+/* --failalloc: the allocations come from a dozen call sites, repeated per
+ * point; each site's first still fails (tests/failalloc/README.md) */
+#define TEST_FAILALLOC_ALL 40
 #include "test.h"
 
 #define N_POINTS 20
@@ -45,6 +48,7 @@ struct sweep_ctx {
     size_t stop_at;            /* progress stops the sweep at this count */
     bool raise_in_point;       /* the first endless point sends SIGINT */
     int fail_point;            /* this point fails (-1: none) */
+    atomic_bool nomem[N_POINTS]; /* the point failed: out of memory (--failalloc) */
     size_t progress_calls;
     size_t last_done;
     bool progress_order_ok;
@@ -62,6 +66,20 @@ static void endless(struct sim *s, void *arg)
     }
 }
 
+/* A point that failed because an allocation failed (under --failalloc):
+ * the error it owed, noted for the test body. */
+static int nomem(struct sweep_ctx *c, size_t i, struct sim *s)
+{
+    if (i < N_POINTS)
+        atomic_store(&c->nomem[i], true);
+    sim_free(s);
+    /* the point that was to send SIGINT: the endless ones after it would
+     * run for ever */
+    if (c->raise_in_point && i == c->finite)
+        uv_kill(uv_os_getpid(), SIGINT);
+    return -1;
+}
+
 static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
 {
     struct sweep_ctx *c = ud;
@@ -73,7 +91,7 @@ static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
     int n = 1 + (int)(i % 5);
 
     if (!s)
-        return -1;
+        return nomem(c, i, NULL);
     if ((int)i == c->fail_point) {
         sim_free(s);
         return -1;
@@ -81,16 +99,15 @@ static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
     for (int k = 0; k < n; k++) {
         procs[k] = (struct lcg_proc){.x = i * 31 + (uint64_t)k,
                                      .left = 10 + (int)i, .fired = &fired};
-        sim_method(s, "lcg", lcg_method, &procs[k], false);
+        if (!sim_method(s, "lcg", lcg_method, &procs[k], false))
+            return nomem(c, i, s);
     }
     if (pt && i >= c->finite) {
         struct sim_proc *p = sim_thread(
             s, "endless", endless,
             c->raise_in_point && i == c->finite ? c : NULL, 0);
-        if (!p) {
-            sim_free(s);
-            return -1;
-        }
+        if (!p)
+            return nomem(c, i, s);
         sim_proc_set_daemon(p, true);
     }
     if (pt)
@@ -100,12 +117,25 @@ static int run_point(struct sim_sweep_point *pt, size_t i, void *ud)
     int rc = sim_run(s, SIM_FOREVER);
     if (pt)
         sim_sweep_point_attach(pt, NULL);
+    if (rc == SIM_ENOMEM)
+        return nomem(c, i, s);
     struct sim_stats st;
     sim_get_stats(s, &st);
     c->res[i] = (struct result){sim_now(s) / SIM_NS, fired, st.activations};
     sim_free(s);
     return rc == SIM_DONE ? 0 : -1;
 }
+
+/* Under --failalloc: a point that ran out of memory (none otherwise) must
+ * not be reported done; it is the error the case owed, which stops it. */
+#define ASSERT_NOMEM_REPORTED(c, st, n)                                   \
+    do {                                                                  \
+        for (size_t test__i = 0; test__i < (n); test__i++)                \
+            if (atomic_load(&(c)->nomem[test__i])) {                      \
+                ASSERT_TRUE((st)[test__i] != SIM_SWEEP_DONE);             \
+                ASSERT_EQ(SIM_ENOMEM, 0);                                 \
+            }                                                             \
+    } while (0)
 
 static bool on_progress(size_t done, size_t total, void *ud)
 {
@@ -121,7 +151,7 @@ static bool on_progress(size_t done, size_t total, void *ud)
         /* Stop only once the first endless point is inside its run, so
          * that it is stopped rather than cancelled, every time. */
         if (c->finite < N_POINTS)
-            while (!atomic_load(&c->started[c->finite]))
+            while (!atomic_load(&c->started[c->finite]) && !atomic_load(&c->nomem[c->finite]))
                 uv_sleep(1);
         return true;
     }
@@ -131,8 +161,10 @@ static bool on_progress(size_t done, size_t total, void *ud)
 static void ctx_init(struct sweep_ctx *c)
 {
     memset(c, 0, sizeof *c);
-    for (size_t i = 0; i < N_POINTS; i++)
+    for (size_t i = 0; i < N_POINTS; i++) {
         atomic_init(&c->started[i], false);
+        atomic_init(&c->nomem[i], false);
+    }
     c->finite = N_POINTS;
     c->stop_at = (size_t)-1;
     c->fail_point = -1;
@@ -141,12 +173,15 @@ static void ctx_init(struct sweep_ctx *c)
     c->loop_thread = uv_thread_self();
 }
 
-/* The results of running every point in this thread, one after another. */
-static void reference(struct sweep_ctx *ref)
+/* The results of running every point in this thread, one after another;
+ * false if one ran out of memory. */
+static bool reference(struct sweep_ctx *ref)
 {
     ctx_init(ref);
     for (size_t i = 0; i < N_POINTS; i++)
-        run_point(NULL, i, ref);
+        if (run_point(NULL, i, ref) != 0)
+            return false;
+    return true;
 }
 
 static bool same_result(const struct result *a, const struct result *b)
@@ -162,7 +197,7 @@ TEST(sweep_results_in_input_order)
     unsigned char st1[N_POINTS], st2[N_POINTS], st8[N_POINTS];
     struct sim_sweep_opts o = {.progress = on_progress};
 
-    reference(&ref);
+    ASSERT_TRUE(reference(&ref));
     /* Point-dependent results: no two neighbours alike. */
     for (size_t i = 1; i < N_POINTS; i++)
         ASSERT_TRUE(!same_result(&ref.res[i], &ref.res[i - 1]));
@@ -171,12 +206,15 @@ TEST(sweep_results_in_input_order)
     ctx_init(&c1);
     o.jobs = 1;
     ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c1, &o, st1), 0);
+    ASSERT_NOMEM_REPORTED(&c1, st1, N_POINTS);
     ctx_init(&c2);
     o.jobs = 2;
     ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c2, &o, st2), 0);
+    ASSERT_NOMEM_REPORTED(&c2, st2, N_POINTS);
     ctx_init(&c8);
     o.jobs = 8;
     ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c8, &o, st8), 0);
+    ASSERT_NOMEM_REPORTED(&c8, st8, N_POINTS);
 
     for (size_t i = 0; i < N_POINTS; i++) {
         ASSERT_EQ(st1[i], SIM_SWEEP_DONE);
@@ -199,10 +237,11 @@ TEST(sweep_stop_from_progress_keeps_finished)
     unsigned char st[N_POINTS];
     struct sim_sweep_opts o = {.jobs = 1, .progress = on_progress};
 
-    reference(&ref);
+    ASSERT_TRUE(reference(&ref));
     ctx_init(&c1);
     c1.stop_at = 5;
     ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c1, &o, st), SIM_STOPPED);
+    ASSERT_NOMEM_REPORTED(&c1, st, N_POINTS);
     for (size_t i = 0; i < N_POINTS; i++) {
         if (i < 5) {
             ASSERT_EQ(st[i], SIM_SWEEP_DONE);
@@ -222,11 +261,12 @@ TEST(sweep_stop_reaches_running_point)
     unsigned char st[N_POINTS];
     struct sim_sweep_opts o = {.jobs = 2, .progress = on_progress};
 
-    reference(&ref);
+    ASSERT_TRUE(reference(&ref));
     ctx_init(&c2);
     c2.finite = 8;
     c2.stop_at = 8;
     ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c2, &o, st), SIM_STOPPED);
+    ASSERT_NOMEM_REPORTED(&c2, st, N_POINTS);
     for (size_t i = 0; i < 8; i++) {
         ASSERT_EQ(st[i], SIM_SWEEP_DONE);
         ASSERT_TRUE(same_result(&c2.res[i], &ref.res[i]));
@@ -244,11 +284,12 @@ TEST(sweep_sigint)
     struct sim_sweep_opts o = {.jobs = 1, .catch_sigint = true,
                                .progress = on_progress};
 
-    reference(&ref);
+    ASSERT_TRUE(reference(&ref));
     ctx_init(&c1);
     c1.finite = 6;
     c1.raise_in_point = true;
     ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c1, &o, st), SIM_STOPPED);
+    ASSERT_NOMEM_REPORTED(&c1, st, N_POINTS);
     for (size_t i = 0; i < 6; i++) {
         ASSERT_EQ(st[i], SIM_SWEEP_DONE);
         ASSERT_TRUE(same_result(&c1.res[i], &ref.res[i]));
@@ -268,10 +309,11 @@ TEST(sweep_failed_point_isolated)
     unsigned char st[N_POINTS];
     struct sim_sweep_opts o = {.jobs = 2};
 
-    reference(&ref);
+    ASSERT_TRUE(reference(&ref));
     ctx_init(&c2);
     c2.fail_point = 3;
     ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c2, &o, st), SIM_EPROC);
+    ASSERT_NOMEM_REPORTED(&c2, st, N_POINTS);
     for (size_t i = 0; i < N_POINTS; i++) {
         if (i == 3) {
             ASSERT_EQ(st[i], SIM_SWEEP_FAILED);
@@ -282,22 +324,37 @@ TEST(sweep_failed_point_isolated)
     }
 }
 
+/* A loop of the test's, closed by the harness after an early return. */
+static void loop_free(uv_loop_t *loop)
+{
+    uv_loop_close(loop);
+    free(loop);
+}
+
 /* On the caller's loop, which must be left closable. */
 TEST(sweep_on_caller_loop)
 {
-    uv_loop_t loop;
+    uv_loop_t *loop = T_OWN(malloc(sizeof *loop), free);
     unsigned char st[N_POINTS];
-    ASSERT_EQ(uv_loop_init(&loop), 0);
-    struct sim_sweep_opts o = {.jobs = 3, .loop = &loop,
+    ASSERT_TRUE(loop);
+    ASSERT_EQ(uv_loop_init(loop), 0);
+    test_disown(loop);
+    T_OWN(loop, loop_free);
+    struct sim_sweep_opts o = {.jobs = 3, .loop = loop,
                                .catch_sigint = true};
-    reference(&ref);
+    ASSERT_TRUE(reference(&ref));
     ctx_init(&c2);
     ASSERT_EQ(sim_sweep_run(N_POINTS, run_point, &c2, &o, st), 0);
+    ASSERT_NOMEM_REPORTED(&c2, st, N_POINTS);
     for (size_t i = 0; i < N_POINTS; i++)
         ASSERT_TRUE(same_result(&c2.res[i], &ref.res[i]));
-    ASSERT_EQ(uv_loop_close(&loop), 0);
+    test_disown(loop);
+    int closed = uv_loop_close(loop);
+    T_OWN(loop, free);
+    ASSERT_EQ(closed, 0);
     ASSERT_EQ(sim_sweep_run(0, run_point, &c2, &o, NULL), 0);
     ASSERT_EQ(sim_sweep_run(3, NULL, &c2, &o, NULL), SIM_EINVAL);
+    T_FREE(free, loop);
 }
 
 /* Points that obey or ignore a stop request. For the timeout: point 1

@@ -46,6 +46,8 @@ kb.check(index:find("[latency.csv](latency.csv)", 1, true), "index lists the CSV
 kb.check(index:find("### all_reduce latency", 1, true), "index lists the figure")
 local have_gnuplot = os.execute("command -v gnuplot >/dev/null 2>&1") == true
 kb.check(fig.rendered == have_gnuplot, "rendered when gnuplot is there")
+-- drawn in the background: in place once results.wait_figures returns
+results.wait_figures()
 kb.check(exists(out .. "/latency.svg") == have_gnuplot, "svg")
 kb.check(exists(out .. "/latency.png") == have_gnuplot, "png")
 kb.check(have_gnuplot or index:find("Not rendered", 1, true), "index says what was not rendered")
