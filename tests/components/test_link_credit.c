@@ -28,7 +28,11 @@ static struct kb_link_params cp(uint32_t buffer, uint32_t vcs)
 static struct kb_fabric *chain(struct sim *s, int h, const struct kb_link_params *p,
                                int *links)
 {
+    if (!s)
+        return NULL;
     struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    if (!f)
+        return NULL;
     char name[32];
     for (int i = 0; i <= h; i++) {
         snprintf(name, sizeof name, "n%d", i);
@@ -53,7 +57,9 @@ static void on_done(void *ud, sim_time at)
     d->calls++;
 }
 
-/* One message of `bytes` over links[0..n) from time 0; its arrival time. */
+/* One message of `bytes` over links[0..n) from time 0; its arrival time,
+ * or -1 when something failed (an allocation under --failalloc: a negative
+ * value stops the case cleanly there, and is wrong anywhere else). */
 static sim_time one(int h, const struct kb_link_params *p, uint64_t bytes)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
@@ -61,9 +67,9 @@ static sim_time one(int h, const struct kb_link_params *p, uint64_t bytes)
     struct kb_fabric *f = chain(s, h, p, links);
     struct done d = {0, 0};
     if (!f || kb_fabric_send_cb(f, links, h, bytes, 0, on_done, &d) < 0)
-        return SIM_FOREVER;
+        return -1;
     if (sim_run(s, SIM_FOREVER) != SIM_DONE || d.calls != 1)
-        return SIM_FOREVER;
+        return -1;
     T_FREE(kb_fabric_free, f);
     T_FREE(sim_free, s);
     return d.at;
@@ -100,6 +106,7 @@ TEST(stream_credit_bound)
         }
         /* throughput of a long stream: B flits per round trip */
         sim_time t = one(1, &p, 4000 * 256);
+        ASSERT_TRUE((long long)t >= 0);
         double gbps = 4000.0 * 256 / ((double)(t - O - L - D) / 1000.0);
         ASSERT_NEAR(gbps, b * 256.0 / (R / 1000.0), 0.01 * gbps);
     }
@@ -111,10 +118,12 @@ static sim_time closed(int h, const struct kb_link_params *p, uint64_t bytes)
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
     int links[8];
     struct kb_fabric *f = chain(s, h, p, links);
-    sim_time t = f ? kb_fabric_path_time(f, links, h, bytes) : SIM_FOREVER;
+    if (!f)
+        return -1;
+    sim_time t = kb_fabric_path_time(f, links, h, bytes);
     T_FREE(kb_fabric_free, f);
     T_FREE(sim_free, s);
-    return t;
+    return t == SIM_FOREVER ? (sim_time)-1 : t;
 }
 
 TEST(path_time_closed_form_uniform_chain)
@@ -155,7 +164,9 @@ TEST(path_time_closed_form_mixed_hops)
      * simulation flit for flit, buffer_flits 1..8 */
     for (uint32_t b = 1; b <= 8; b++) {
         struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
         struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+        ASSERT_TRUE(f);
         ASSERT_TRUE(kb_fabric_add_node(f, "a") >= 0 && kb_fabric_add_node(f, "b") >= 0 &&
                kb_fabric_add_node(f, "c") >= 0 && kb_fabric_add_node(f, "d") >= 0);
         struct kb_link_params p0 = cp(b, 1), p1 = cp(b + 2, 1), p2 = cp(1 + b / 2, 1);
@@ -198,6 +209,7 @@ static void two(uint32_t vcs, uint64_t n, sim_time *t1, sim_time *t2)
     int links[1];
     struct kb_link_params p = cp(8, vcs);
     struct kb_fabric *f = chain(s, 1, &p, links);
+    ASSERT_TRUE(f);
     struct done a = {0, 0}, b = {0, 0};
     ASSERT_OK(kb_fabric_send_cb(f, links, 1, n * 256, 0, on_done, &a));
     ASSERT_OK(kb_fabric_send_cb(f, links, 1, n * 256, 0, on_done, &b));
@@ -242,7 +254,9 @@ TEST(backpressure_reaches_the_sender)
      * slow link's rate; with unbounded buffers the first link would finish
      * its flits n·1 ns after the start. */
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    ASSERT_TRUE(f);
     for (int i = 0; i < 3; i++) {
         char name[8];
         snprintf(name, sizeof name, "n%d", i);
@@ -254,6 +268,7 @@ TEST(backpressure_reaches_the_sender)
     slow.bw_gbps = 64;
     int links[2] = {kb_fabric_add_link(f, 0, 1, NULL, &fast),
                     kb_fabric_add_link(f, 1, 2, NULL, &slow)};
+    ASSERT_TRUE(links[0] >= 0 && links[1] >= 0);
     struct done d = {0, 0};
     const uint64_t n = 100;
     ASSERT_OK(kb_fabric_send_cb(f, links, 2, n * 256, 0, on_done, &d));
@@ -292,18 +307,24 @@ static void ring_thread(struct sim *s, void *arg)
 static int ring_run(int dateline, char *err, size_t errlen)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    if (!s)
+        return SIM_ENOMEM;
     struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    if (!f)
+        return SIM_ENOMEM;
     int ring[4];
     for (int i = 0; i < 4; i++) {
         char name[8];
         snprintf(name, sizeof name, "r%d", i);
-        kb_fabric_add_node(f, name);
+        if (kb_fabric_add_node(f, name) < 0)
+            return SIM_ENOMEM;
     }
     for (int i = 0; i < 4; i++) {
         struct kb_link_params p = cp(1, dateline ? 2 : 1);
         p.vc_classes = dateline ? 2 : 1;
         p.dateline = dateline && i == 3; /* r3 -> r0 */
-        ring[i] = kb_fabric_add_link(f, i, (i + 1) % 4, NULL, &p);
+        if ((ring[i] = kb_fabric_add_link(f, i, (i + 1) % 4, NULL, &p)) < 0)
+            return SIM_ENOMEM;
     }
     struct ring_xfer x[4];
     for (int i = 0; i < 4; i++) {
@@ -311,10 +332,14 @@ static int ring_run(int dateline, char *err, size_t errlen)
                                   0};
         char name[16];
         snprintf(name, sizeof name, "sender%d", i);
-        sim_thread(s, name, ring_thread, &x[i], 0);
+        if (!sim_thread(s, name, ring_thread, &x[i], 0))
+            return SIM_ENOMEM;
     }
     int rc = sim_run(s, SIM_FOREVER);
     snprintf(err, errlen, "%s", sim_errmsg(s));
+    for (int i = 0; i < 4; i++) /* a sender that failed (out of memory) */
+        if (x[i].rc < 0)
+            rc = x[i].rc;
     T_FREE(kb_fabric_free, f);
     T_FREE(sim_free, s);
     return rc;
@@ -356,7 +381,11 @@ static void noc_thread(struct sim *s, void *arg)
 static int noc_ring_run(uint32_t classes)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    if (!s)
+        return SIM_ENOMEM;
     struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
+    if (!f)
+        return SIM_ENOMEM;
     struct kb_link_params p = cp(1, classes);
     p.vc_classes = classes;
     struct kb_noc_params np = {KB_NOC_RING, "ring", 4, 1, p, NULL};
@@ -369,9 +398,13 @@ static int noc_ring_run(uint32_t classes)
         x[i] = (struct noc_xfer){f, {0, 0}, 0};
         if (kb_noc_route(n, i, (i + 2) % 4, x[i].links, 2) != 2)
             return SIM_EINVAL;
-        sim_thread(s, "sender", noc_thread, &x[i], 0);
+        if (!sim_thread(s, "sender", noc_thread, &x[i], 0))
+            return SIM_ENOMEM;
     }
     int rc = sim_run(s, SIM_FOREVER);
+    for (int i = 0; i < 4; i++) /* a sender that failed (out of memory) */
+        if (x[i].rc < 0)
+            rc = x[i].rc;
     T_FREE(kb_noc_free, n);
     T_FREE(kb_fabric_free, f);
     T_FREE(sim_free, s);
@@ -402,13 +435,15 @@ TEST(params_and_paths_are_checked)
 
     /* a path keeps one flow-control mode */
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
     struct kb_fabric *f = T_OWN(kb_fabric_new(s), kb_fabric_free);
-    kb_fabric_add_node(f, "a");
-    kb_fabric_add_node(f, "b");
-    kb_fabric_add_node(f, "c");
+    ASSERT_TRUE(f);
+    ASSERT_TRUE(kb_fabric_add_node(f, "a") >= 0 && kb_fabric_add_node(f, "b") >= 0 &&
+                kb_fabric_add_node(f, "c") >= 0);
     struct kb_link_params w = {.bw_gbps = 128, .flit_bytes = 256};
     p = cp(4, 1);
     int links[2] = {kb_fabric_add_link(f, 0, 1, NULL, &p), kb_fabric_add_link(f, 1, 2, NULL, &w)};
+    ASSERT_TRUE(links[0] >= 0 && links[1] >= 0);
     ASSERT_EQ(kb_fabric_send(f, links, 2, 100, NULL), SIM_EINVAL);
     ASSERT_CONTAINS(kb_fabric_errmsg(f), "runs credit flow control but the next, 'b->c', "
                                          "runs wormhole_unbounded");
@@ -424,6 +459,7 @@ TEST(unfinished_messages_are_freed)
     int links[3];
     struct kb_link_params p = cp(1, 1);
     struct kb_fabric *f = chain(s, 3, &p, links);
+    ASSERT_TRUE(f);
     struct done d = {0, 0};
     ASSERT_OK(kb_fabric_send_cb(f, links, 3, 64 * 256, 0, on_done, &d));
     ASSERT_OK(kb_fabric_send_cb(f, links, 3, 64 * 256, 0, on_done, &d));
