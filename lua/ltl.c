@@ -142,6 +142,18 @@ struct kctx {
     int anchor; /* its place in the bound-context array (upvalue CTXS) */
     struct sim *s;
     struct kb_pe *pe;
+    /* What its ops go through (decision 0045): the CPU's own export and
+     * the interfaces bound to the CPU's OUT ports dma, math, gemm and ipcq,
+     * read once when the kernel is bound to the PE (a port is bound when
+     * the PE's units are made, before, and never rebound). NULL: that port
+     * is unbound, an error at the first op that needs it (need_*). The
+     * stats counters and the closed-form queries (tl.gemm_time, ...) read
+     * the PE's units directly: they observe, they issue nothing. */
+    const struct kb_cpu_if *cpu;
+    const struct kb_dma_if *dma;
+    const struct kb_math_if *math;
+    const struct kb_gemm_if *gemm;
+    const struct kb_ipcq_if *ipcq;
     int rank, world, program_id;
     bool ended;
     bool no_data; /* a timing-only system: handles carry no values */
@@ -433,7 +445,9 @@ static int l_host_read(lua_State *L)
     return 1;
 }
 
-/* wire(sys, a, dir_a, b, dir_b): a's tx dir_a into b's rx dir_b */
+/* wire(sys, a, dir_a, b, dir_b): a's tx dir_a into b's rx dir_b. Host
+ * side, as the system is built: the PE's own IPCQs, not through a port
+ * (wiring is not an op a kernel issues; nor is l_wired's query). */
 static int l_wire(lua_State *L)
 {
     struct kb_system *sys = lkb_checksystem(L, 1);
@@ -609,6 +623,11 @@ static int l_bind(lua_State *L)
     c->sys = sys;
     c->s = s;
     c->pe = pe;
+    c->cpu = kb_cpu_iface(pe->cpu);
+    c->dma = kb_cpu_dma(pe->cpu);
+    c->math = kb_cpu_math(pe->cpu);
+    c->gemm = kb_cpu_gemm(pe->cpu);
+    c->ipcq = kb_cpu_ipcq(pe->cpu);
     c->program_id = pe->rank;
     c->no_data = kb_system_timing_only(sys);
     c->rank = (int)luaL_checkinteger(L, 3);
@@ -696,11 +715,38 @@ static int l_unadopt(lua_State *L)
     return 0;
 }
 
+/* The interface bound to the CPU's OUT port `which`, or an error naming
+ * the op, the PE and the port. */
+static const void *need_port(lua_State *L, const struct kctx *c, const void *iface,
+                             enum kb_cpu_out which, const char *what)
+{
+    if (!iface)
+        luaL_error(L, "%s on PE '%s': port '%s' is unbound (the CPU issues this op through it)",
+                   what, c->pe->name, sim_port_name(kb_cpu_out_port(c->pe->cpu, which)));
+    return iface;
+}
+static const struct kb_dma_if *need_dma(lua_State *L, const struct kctx *c, const char *what)
+{
+    return c->dma ? c->dma : need_port(L, c, c->dma, KB_CPU_DMA, what);
+}
+static const struct kb_math_if *need_math(lua_State *L, const struct kctx *c, const char *what)
+{
+    return c->math ? c->math : need_port(L, c, c->math, KB_CPU_MATH, what);
+}
+static const struct kb_gemm_if *need_gemm(lua_State *L, const struct kctx *c, const char *what)
+{
+    return c->gemm ? c->gemm : need_port(L, c, c->gemm, KB_CPU_GEMM, what);
+}
+static const struct kb_ipcq_if *need_ipcq(lua_State *L, const struct kctx *c, const char *what)
+{
+    return c->ipcq ? c->ipcq : need_port(L, c, c->ipcq, KB_CPU_IPCQ, what);
+}
+
 /* Runs the PE_CPU dispatch of one kernel op. */
 static void dispatch(lua_State *L, struct kctx *c, const char *what)
 {
     void *bp = lkb_block_begin(L, c->s, what);
-    int rc = kb_cpu_dispatch(c->pe->cpu);
+    int rc = c->cpu->dispatch(c->cpu->ctx);
     lkb_block_end(bp);
     if (rc < 0)
         luaL_error(L, "%s on PE '%s': dispatch failed (%d)", what, c->pe->name, rc);
@@ -915,14 +961,15 @@ static int load_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Inte
 {
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
+    const struct kb_dma_if *d = need_dma(L, c, "tl.load");
     dispatch(L, c, "tl.load");
     struct handle *h = newhandle(L, c, n, dt);
     struct kb_dma_end src = {m, (uint64_t)addr, node}, dst = {c->pe->tcm, h->addr, c->pe->node};
     void *bp = lkb_block_begin(L, c->s, "tl.load");
-    int rc = kb_dma_copy(c->pe->dma, KB_DMA_READ, src, dst, hbytes(h));
+    int rc = d->copy(d->ctx, KB_DMA_READ, src, dst, hbytes(h));
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.load on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
+        return luaL_error(L, "tl.load on PE '%s': %s", c->pe->name, d->errmsg(d->ctx));
     return 1;
 }
 
@@ -944,13 +991,14 @@ static int store_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Int
 {
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
+    const struct kb_dma_if *d = need_dma(L, c, "tl.store");
     dispatch(L, c, "tl.store");
     struct kb_dma_end src = {c->pe->tcm, h->addr, c->pe->node}, dst = {m, (uint64_t)addr, node};
     void *bp = lkb_block_begin(L, c->s, "tl.store");
-    int rc = kb_dma_copy(c->pe->dma, KB_DMA_WRITE, src, dst, hbytes(h));
+    int rc = d->copy(d->ctx, KB_DMA_WRITE, src, dst, hbytes(h));
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
+        return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, d->errmsg(d->ctx));
     return 0;
 }
 
@@ -1129,15 +1177,16 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     const void *ops[3] = {NULL, NULL, NULL};
     for (int i = 1; i <= arity; i++)
         ops[i - 1] = operand(L, i, c, n, dt, what);
+    const struct kb_math_if *m = need_math(L, c, what);
     dispatch(L, c, what);
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
     void *obuf = c->no_data ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
     void *bp = lkb_block_begin(L, c->s, what);
-    int rc = kb_math_run(c->pe->math, op, ops[0], ops[1], ops[2], obuf, n, dt);
+    int rc = m->run(m->ctx, op, ops[0], ops[1], ops[2], obuf, n, dt);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, kb_math_errmsg(c->pe->math));
+        return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, m->errmsg(m->ctx));
     hwrite(L, out, obuf);
     scratch_drop(L);
     return 1;
@@ -1161,8 +1210,9 @@ static int l_sum(lua_State *L) { return math_op(L, KB_MATH_SUM, 1, "tl.sum"); }
 static int fill(lua_State *L, struct kctx *c, uint32_t n, lua_Number v, enum kb_dtype dt,
                 const char *what)
 {
+    const struct kb_math_if *m = need_math(L, c, what);
     dispatch(L, c, what);
-    const struct kb_math_params *mp = kb_math_params(c->pe->math);
+    const struct kb_math_params *mp = m->params(m->ctx);
     void *bp = lkb_block_begin(L, c->s, what);
     int rc = sim_wait(c->s, kb_math_time(mp, KB_MATH_ADD, n, dt));
     lkb_block_end(bp);
@@ -1225,12 +1275,13 @@ static int l_dot(lua_State *L)
                           c->pe->name, m, n);
     const void *ab = c->no_data ? NULL : hread(L, a, 0);
     const void *bb = c->no_data ? NULL : hread(L, b, 1);
+    const struct kb_gemm_if *g = need_gemm(L, c, "tl.dot");
     dispatch(L, c, "tl.dot");
     struct handle *out = newhandle(L, c, (uint32_t)mn, odt);
     void *cb = c->no_data ? NULL : scratch(L, RESULT, hbytes(out));
     void *bp = lkb_block_begin(L, c->s, "tl.dot");
-    int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
-                         (size_t)n, cb, (size_t)n, a->dt, odt, false);
+    int rc = g->run(g->ctx, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb, (size_t)n, cb,
+                    (size_t)n, a->dt, odt, false);
     lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.dot on PE '%s': gemm failed (%d)", c->pe->name, rc);
@@ -1276,7 +1327,8 @@ static void *hread_range(lua_State *L, const struct handle *h, lua_Integer off, 
 static int l_gemm_tile(lua_State *L)
 {
     struct kctx *c = current(L, "tl.gemm_tile");
-    const struct kb_gemm_params *p = kb_gemm_params(c->pe->gemm);
+    const struct kb_gemm_if *g = need_gemm(L, c, "tl.gemm_tile");
+    const struct kb_gemm_params *p = g->params(g->ctx);
     lua_Integer tm = luaL_checkinteger(L, 6), tn = luaL_checkinteger(L, 7),
                 tk = luaL_checkinteger(L, 8);
     if (tm < 1 || tn < 1 || tk < 1 || tm > p->tile.m || tn > p->tile.n || tk > p->tile.k)
@@ -1314,11 +1366,10 @@ static int l_gemm_tile(lua_State *L)
     float *cb = c->no_data ? NULL
                 : acc      ? hread_range(L, out, 0, c_n, RESULT)
                            : scratch(L, RESULT, (size_t)c_n * sizeof(float));
-    int64_t cycles = kb_gemm_tile(c->pe->gemm, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn,
-                                  (size_t)tm, (size_t)tn, (size_t)tk, a->dt, acc);
+    int64_t cycles = g->tile(g->ctx, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn, (size_t)tm,
+                             (size_t)tn, (size_t)tk, a->dt, acc);
     if (cycles < 0)
-        return luaL_error(L, "tl.gemm_tile on PE '%s': %s", c->pe->name,
-                          kb_gemm_errmsg(c->pe->gemm));
+        return luaL_error(L, "tl.gemm_tile on PE '%s': %s", c->pe->name, g->errmsg(g->ctx));
     sim_time now = sim_now(c->s), start = c->gemm_free_ps > now ? c->gemm_free_ps : now;
     c->gemm_free_ps = start + kb_gemm_cycles_to_ps(p, (uint64_t)cycles);
     void *bp = lkb_block_begin(L, c->s, "tl.gemm_tile");
@@ -1367,13 +1418,13 @@ static int l_accumulate(lua_State *L)
                           kb_dtype_name(x->dt));
     void *ab = c->no_data ? NULL : hread(L, acc, 0);
     const void *xb = c->no_data ? NULL : hread(L, x, 1);
+    const struct kb_math_if *m = need_math(L, c, "tl.accumulate");
     dispatch(L, c, "tl.accumulate");
     void *bp = lkb_block_begin(L, c->s, "tl.accumulate");
-    int rc = kb_math_run(c->pe->math, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
+    int rc = m->run(m->ctx, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.accumulate on PE '%s': %s", c->pe->name,
-                          kb_math_errmsg(c->pe->math));
+        return luaL_error(L, "tl.accumulate on PE '%s': %s", c->pe->name, m->errmsg(m->ctx));
     hwrite(L, acc, ab);
     scratch_drop(L);
     lua_pushvalue(L, 1);
@@ -1390,13 +1441,14 @@ static int l_cast(lua_State *L)
     struct handle *h = checkrange(L, 1, c, 0, 1, "tl.cast");
     enum kb_dtype dt = checkdtype(L, 2);
     void *buf = c->no_data ? NULL : hread(L, h, 0);
+    const struct kb_math_if *m = need_math(L, c, "tl.cast");
     dispatch(L, c, "tl.cast");
     struct handle *out = newhandle(L, c, h->n, dt);
     void *bp = lkb_block_begin(L, c->s, "tl.cast");
-    int rc = kb_math_run(c->pe->math, KB_MATH_MAXIMUM, buf, buf, NULL, buf, h->n, h->dt);
+    int rc = m->run(m->ctx, KB_MATH_MAXIMUM, buf, buf, NULL, buf, h->n, h->dt);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, kb_math_errmsg(c->pe->math));
+        return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, m->errmsg(m->ctx));
     if (c->no_data)
         return 1;
     unsigned char *obuf = scratch(L, RESULT, hbytes(out));
@@ -1423,6 +1475,7 @@ static int l_gemm_time(lua_State *L)
         lua_replace(L, 5);
     }
     struct kb_pe *pe = checkpe(L, sys, 5);
+    /* a closed-form query on the PE's own unit's params: observation, direct */
     const struct kb_gemm_params *p = kb_gemm_params(pe->gemm);
     lua_pushinteger(L, (lua_Integer)kb_gemm_time(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
     lua_pushinteger(L, (lua_Integer)kb_gemm_cycles(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
@@ -1449,6 +1502,7 @@ static int l_math_time(lua_State *L)
         lua_replace(L, 5);
     }
     struct kb_pe *pe = checkpe(L, sys, 5);
+    /* a closed-form query on the PE's own unit's params: observation, direct */
     const struct kb_math_params *p = kb_math_params(pe->math);
     lua_pushinteger(L, (lua_Integer)kb_math_time(p, op, (size_t)n, dt));
     lua_pushinteger(L, (lua_Integer)kb_math_cycles(p, op, (size_t)n, dt));
@@ -1467,6 +1521,7 @@ static int l_pe_stats(lua_State *L)
 {
     struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *pe = checkpe(L, sys, 2);
+    /* observation only: the PE's own units' counters, read directly */
     const struct kb_gemm_params *gp = kb_gemm_params(pe->gemm);
     struct kb_cpu_stats cs;
     struct kb_dma_stats rd, wr;
@@ -1526,9 +1581,28 @@ static int l_pe_stats(lua_State *L)
 
 /* ---- IPCQ ------------------------------------------------------------ */
 
+/* The IPCQ through the CPU's port: by direction index when the export has
+ * the optional index operations (kb_ipcq_if) and ix >= 0, by name
+ * otherwise. ipcq_dir is -1 for an export without them. */
+static int ipcq_dir(const struct kb_ipcq_if *q, const char *dir)
+{
+    return q->dir ? q->dir(q->ctx, dir) : -1;
+}
+static bool ipcq_wired(const struct kb_ipcq_if *q, int ix, const char *dir, bool tx)
+{
+    return ix >= 0 ? q->wired_at(q->ctx, ix, tx) : q->wired(q->ctx, dir, tx);
+}
+static int ipcq_send(const struct kb_ipcq_if *q, int ix, const char *dir, const void *data,
+                     uint64_t bytes, const struct kb_ipcq_meta *meta)
+{
+    return ix >= 0 ? q->send_at(q->ctx, ix, data, bytes, meta)
+                   : q->send(q->ctx, dir, data, bytes, meta);
+}
+
 static void checkwired(lua_State *L, struct kctx *c, const char *dir, bool tx, const char *what)
 {
-    if (!kb_ipcq_wired(c->pe->ipcq, dir, tx))
+    const struct kb_ipcq_if *q = need_ipcq(L, c, what);
+    if (!q->wired(q->ctx, dir, tx))
         luaL_error(L, "%s on PE '%s': direction '%s' is not wired for %s", what, c->pe->name,
                    dir, tx ? "sending" : "receiving");
 }
@@ -1544,10 +1618,10 @@ static int l_send(lua_State *L)
     dispatch(L, c, "tl.send");
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
     void *bp = lkb_block_begin(L, c->s, "tl.send");
-    int rc = kb_ipcq_send(c->pe->ipcq, dir, buf, hbytes(h), &meta);
+    int rc = c->ipcq->send(c->ipcq->ctx, dir, buf, hbytes(h), &meta);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.send: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        return luaL_error(L, "tl.send: %s", c->ipcq->errmsg(c->ipcq->ctx));
     scratch_drop(L);
     return 0;
 }
@@ -1561,13 +1635,13 @@ static int l_send(lua_State *L)
 
 static uint64_t recv_room(size_t bytes) { return (uint64_t)bytes * 4 + 64; }
 
-static int64_t recv_sized(struct kb_ipcq *q, int ix, const char *dir, void *buf, size_t bytes,
-                          struct kb_ipcq_meta *meta)
+static int64_t recv_sized(const struct kb_ipcq_if *q, int ix, const char *dir, void *buf,
+                          size_t bytes, struct kb_ipcq_meta *meta)
 {
-    int64_t got = ix >= 0 ? kb_ipcq_recv_at(q, ix, buf, bytes, meta)
-                          : kb_ipcq_recv(q, dir, buf, bytes, meta);
+    int64_t got = ix >= 0 ? q->recv_at(q->ctx, ix, buf, bytes, meta)
+                          : q->recv(q->ctx, dir, buf, bytes, meta);
     uint64_t msg;
-    if (got == SIM_EINVAL && kb_ipcq_probe(q, dir, &msg, NULL) == 1 && msg > bytes)
+    if (got == SIM_EINVAL && q->probe(q->ctx, dir, &msg, NULL) == 1 && msg > bytes)
         return RECV_LONGER;
     return got;
 }
@@ -1596,16 +1670,16 @@ static int l_recv(lua_State *L)
     /* a timing-only run receives no bytes: no buffer */
     void *buf = c->no_data ? NULL : scratch(L, 0, bytes);
     void *bp = lkb_block_begin(L, c->s, "tl.recv");
-    int64_t got = recv_sized(c->pe->ipcq, -1, dir, buf, bytes, &meta);
+    int64_t got = recv_sized(c->ipcq, -1, dir, buf, bytes, &meta);
     lkb_block_end(bp);
     if (got == RECV_LONGER) {
         buf = c->no_data ? NULL : scratch(L, 0, recv_room(bytes));
         bp = lkb_block_begin(L, c->s, "tl.recv");
-        got = kb_ipcq_recv(c->pe->ipcq, dir, buf, recv_room(bytes), &meta);
+        got = c->ipcq->recv(c->ipcq->ctx, dir, buf, recv_room(bytes), &meta);
         lkb_block_end(bp);
     }
     if (got < 0)
-        return luaL_error(L, "tl.recv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        return luaL_error(L, "tl.recv: %s", c->ipcq->errmsg(c->ipcq->ctx));
     check_meta(L, c, dir, n, dt, got, &meta);
     struct handle *h = newhandle(L, c, n, dt);
     hwrite(L, h, buf);
@@ -1617,15 +1691,16 @@ static void future_proc(struct sim *s, void *arg)
 {
     struct future *f = arg;
     size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
-    f->got = recv_sized(f->ctx->pe->ipcq, f->dir_ix, f->dir, f->buf, bytes, &f->meta);
+    const struct kb_ipcq_if *q = f->ctx->ipcq; /* not NULL: checkwired passed */
+    f->got = recv_sized(q, f->dir_ix, f->dir, f->buf, bytes, &f->meta);
     if (f->got == RECV_LONGER && f->ctx->no_data) {
-        f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, NULL, recv_room(bytes), &f->meta);
+        f->got = q->recv(q->ctx, f->dir, NULL, recv_room(bytes), &f->meta);
     } else if (f->got == RECV_LONGER) {
         void *room = realloc(f->buf, recv_room(bytes));
         if (room) {
             f->buf = room;
             f->buf_cap = recv_room(bytes);
-            f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, f->buf, recv_room(bytes), &f->meta);
+            f->got = q->recv(q->ctx, f->dir, f->buf, recv_room(bytes), &f->meta);
         } else {
             f->got = SIM_ENOMEM;
         }
@@ -1727,7 +1802,7 @@ static int l_recv_async(lua_State *L)
     f->n = n;
     f->dt = dt;
     f->dir = intern_dir(c, dir);
-    f->dir_ix = kb_ipcq_dir(c->pe->ipcq, dir);
+    f->dir_ix = ipcq_dir(c->ipcq, dir);
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
     if (!c->no_data) {
@@ -1792,7 +1867,7 @@ static int l_wait(lua_State *L)
     anchor_future(L, f, false);
     spare_recv(c, f);
     if (f->got < 0)
-        return luaL_error(L, "tl.recv_async: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        return luaL_error(L, "tl.recv_async: %s", c->ipcq->errmsg(c->ipcq->ctx));
     check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);
     struct handle *h = newhandle(L, c, f->n, f->dt);
     hwrite(L, h, f->buf);
@@ -1854,11 +1929,11 @@ static int l_sendrecv(lua_State *L)
     enum kb_dtype dt = checkdtype(L, 5);
     bool release = lua_toboolean(L, 6);
     /* the directions by index: named once a call, not on every slot */
-    struct kb_ipcq *q = c->pe->ipcq;
-    int rix = kb_ipcq_dir(q, rdir), six = kb_ipcq_dir(q, sdir);
-    if (!kb_ipcq_wired_at(q, rix, false))
+    const struct kb_ipcq_if *q = need_ipcq(L, c, "tl.sendrecv");
+    int rix = ipcq_dir(q, rdir), six = ipcq_dir(q, sdir);
+    if (!ipcq_wired(q, rix, rdir, false))
         checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
-    if (!kb_ipcq_wired_at(q, six, true))
+    if (!ipcq_wired(q, six, sdir, true))
         checkwired(L, c, sdir, true, "tl.sendrecv");
     /* everything that can fail before the receive starts does so now: the
      * send's snapshot buffer and the receive's record */
@@ -1889,7 +1964,7 @@ static int l_sendrecv(lua_State *L)
     }
     /* tl.recv_async */
     void *bp = lkb_block_begin(L, c->s, "tl.sendrecv");
-    int rc = kb_cpu_dispatch(c->pe->cpu);
+    int rc = c->cpu->dispatch(c->cpu->ctx);
     lkb_block_end(bp);
     if (rc < 0 || start_recv(c, f) != 0) {
         pool_give(fn_pool(L), f->buf, f->buf_cap);
@@ -1903,17 +1978,17 @@ static int l_sendrecv(lua_State *L)
     if (sbuf && kb_mem_read(h->ctx->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
         return fail_busy(L, c, kb_mem_errmsg(h->ctx->pe->tcm));
     bp = lkb_block_begin(L, c->s, "tl.sendrecv");
-    rc = kb_cpu_dispatch(c->pe->cpu);
+    rc = c->cpu->dispatch(c->cpu->ctx);
     if (rc < 0) {
         lkb_block_end(bp);
         lua_pushfstring(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
         return fail_busy(L, c, lua_tostring(L, -1));
     }
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
-    rc = kb_ipcq_send_at(q, six, sbuf, hbytes(h), &meta);
+    rc = ipcq_send(q, six, sdir, sbuf, hbytes(h), &meta);
     lkb_block_end(bp);
     if (rc < 0) {
-        lua_pushfstring(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        lua_pushfstring(L, "tl.sendrecv: %s", q->errmsg(q->ctx));
         return fail_busy(L, c, lua_tostring(L, -1));
     }
     scratch_drop(L);
@@ -1944,7 +2019,7 @@ static int l_sendrecv(lua_State *L)
         f->next = c->free_futs;
         c->free_futs = f;
         if (got.got < 0)
-            return luaL_error(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+            return luaL_error(L, "tl.sendrecv: %s", q->errmsg(q->ctx));
         check_meta(L, c, got.dir, n, dt, got.got, &got.meta);
     }
     /* a full TCM raises here: f stays busy, and ctx_gc frees it and its
