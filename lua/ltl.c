@@ -24,7 +24,9 @@
 #include "config.h"
 #include "config_schema.h"
 #include "dtype.h"
+#include "kb_port.h"
 #include "lkb_internal.h"
+#include "lmodule.h"
 #include "pe.h"
 #include "pe_cpu.h"
 #include "pe_dma.h"
@@ -457,6 +459,64 @@ static int l_wire(lua_State *L)
     const char *db = luaL_checkstring(L, 5);
     if (kb_ipcq_wire(a->ipcq, da, b->ipcq, db) != 0)
         return luaL_error(L, "%s", kb_ipcq_errmsg(a->ipcq));
+    return 0;
+}
+
+/* bind_port(sys, rank, port, target): before PE rank's units are made (its
+ * first kernel, sys:dma, ...), binds its CPU's OUT port `port` ("dma",
+ * "math", "gemm" or "ipcq") to the C export named target (a kb.unit's
+ * "x.math.in", another PE's "b.dma.in", ...), or with target false leaves
+ * it unbound; the PE's own unit is then made but not bound there, and the
+ * PE's kernels issue that port's ops to the target (decision 0045). A Lua
+ * module's export is refused: the kernel calls a C interface struct. */
+static int l_bind_port(lua_State *L)
+{
+    static const char *const names[] = {"dma", "math", "gemm", "ipcq", NULL};
+    static const enum kb_cpu_out outs[] = {KB_CPU_DMA, KB_CPU_MATH, KB_CPU_GEMM, KB_CPU_IPCQ};
+    struct kb_system *sys = lkb_checksystem(L, 1);
+    lua_Integer r = luaL_checkinteger(L, 2);
+    enum kb_cpu_out which = outs[luaL_checkoption(L, 3, NULL, names)];
+    bool unbound = lua_type(L, 4) == LUA_TBOOLEAN && !lua_toboolean(L, 4);
+    const char *target = unbound ? NULL : luaL_checkstring(L, 4);
+    struct kb_pe *pe = kb_system_pe(sys, (int)r);
+    if (!pe) {
+        struct kb_system_counts n;
+        kb_system_get_counts(sys, &n);
+        return luaL_argerror(L, 2, lua_pushfstring(L, "no PE of rank %I (ranks 0..%d)", r,
+                                                   n.pes - 1));
+    }
+    if (pe->bound)
+        return luaL_error(L, "tl.bind_port: PE '%s' has its units bound already (bind its CPU's "
+                             "ports before its first kernel or transfer)", pe->name);
+    struct sim *s = kb_system_sim(sys);
+    char err[320];
+    if (!pe->cpu) {
+        struct kb_pe_params p;
+        kb_pe_params_from_cfg(&p, kb_system_config(sys));
+        if (!(pe->cpu = kb_cpu_new(s, pe->name, &p.cpu, err, sizeof err)))
+            return luaL_error(L, "tl.bind_port: %s", err);
+    }
+    struct sim_port *from = kb_cpu_out_port(pe->cpu, which);
+    if (sim_port_bound_count(from) > 0)
+        return luaL_error(L, "tl.bind_port: '%s' is bound already", sim_port_name(from));
+    if (unbound) {
+        pe->cpu_unbound |= 1u << which;
+        return 0;
+    }
+    if (lkb_is_module_port(L, 1, target))
+        return luaL_error(L, "tl.bind_port: '%s' is a Lua module's export; a kernel's CPU "
+                             "calls C interfaces only (bind '%s' to a C unit: kb.unit)",
+                          target, sim_port_name(from));
+    struct sim_port *to = lkb_find_port(s, target);
+    if (!to) {
+        lkb_make_ports_for(L, sys, target);
+        to = lkb_find_port(s, target);
+    }
+    if (!to)
+        return luaL_error(L, "tl.bind_port: the system has no port '%s'", target);
+    if (kb_port_bind(s, from, to, err, sizeof err) < 0)
+        return luaL_error(L, "tl.bind_port: %s", err);
+    pe->cpu_unbound &= ~(1u << which);
     return 0;
 }
 
@@ -2042,6 +2102,7 @@ static int l_sendrecv(lua_State *L)
 static const luaL_Reg funcs[] = {
     {"alloc", l_alloc},         {"host_write", l_host_write}, {"host_read", l_host_read},
     {"wire", l_wire},           {"wired", l_wired},           {"sim_of", l_sim_of},
+    {"bind_port", l_bind_port},
     {"bind", l_bind},           {"unbind", l_unbind},         {"rank", l_rank},
     {"world_size", l_world_size}, {"program_id", l_program_id}, {"pe", l_pe},
     {"load", l_load},           {"store", l_store},           {"full", l_full},
