@@ -81,7 +81,6 @@ struct kb_cpu *kb_cpu_new(struct sim *s, const char *name,
 }
 
 struct sim_port *kb_cpu_port(const struct kb_cpu *c) { return c->port; }
-const struct kb_cpu_if *kb_cpu_iface(const struct kb_cpu *c) { return &c->iface; }
 struct sim_port *kb_cpu_out_port(const struct kb_cpu *c, enum kb_cpu_out which)
 {
     return which < KB_CPU_NOUTS ? c->out[which] : NULL;

@@ -61,9 +61,6 @@ struct kb_cpu_if {
 };
 
 struct sim_port *kb_cpu_port(const struct kb_cpu *c);
-/* Its export (the struct above), for what runs on the CPU itself: a
- * kernel dispatches each op through it (decision 0045). */
-const struct kb_cpu_if *kb_cpu_iface(const struct kb_cpu *c);
 
 /* The units the CPU issues a kernel's ops to, each an OUT port of the CPU
  * bound to the unit's export: "NAME.cpu.dma" : kb_dma_if, "NAME.cpu.math"

@@ -144,14 +144,13 @@ struct kctx {
     int anchor; /* its place in the bound-context array (upvalue CTXS) */
     struct sim *s;
     struct kb_pe *pe;
-    /* What its ops go through (decision 0045): the CPU's own export and
-     * the interfaces bound to the CPU's OUT ports dma, math, gemm and ipcq,
+    /* What its ops go through (decision 0045): the interfaces bound to
+     * the CPU's OUT ports dma, math, gemm and ipcq,
      * read once when the kernel is bound to the PE (a port is bound when
      * the PE's units are made, before, and never rebound). NULL: that port
      * is unbound, an error at the first op that needs it (need_*). The
      * stats counters and the closed-form queries (tl.gemm_time, ...) read
      * the PE's units directly: they observe, they issue nothing. */
-    const struct kb_cpu_if *cpu;
     const struct kb_dma_if *dma;
     const struct kb_math_if *math;
     const struct kb_gemm_if *gemm;
@@ -175,6 +174,7 @@ struct kctx {
     /* the directions its receives named, each copied once: a future and
      * a spare receive point at these (freed with the context) */
     char **dirs;
+    int *dir_ix; /* each one's index in the bound IPCQ (ipcq_dir), -1: not known yet */
     size_t n_dirs;
     /* tl.sendrecv's receives: structs kept for the next call (free), and
      * those whose receive may still run (busy, until it is taken): a call
@@ -645,7 +645,9 @@ static int ctx_gc(lua_State *L)
     for (size_t i = 0; i < c->n_dirs; i++)
         free(c->dirs[i]);
     free(c->dirs);
+    free(c->dir_ix);
     c->dirs = NULL;
+    c->dir_ix = NULL;
     c->n_dirs = 0;
     free(c->spare);
     c->spare = NULL;
@@ -683,7 +685,6 @@ static int l_bind(lua_State *L)
     c->sys = sys;
     c->s = s;
     c->pe = pe;
-    c->cpu = kb_cpu_iface(pe->cpu);
     c->dma = kb_cpu_dma(pe->cpu);
     c->math = kb_cpu_math(pe->cpu);
     c->gemm = kb_cpu_gemm(pe->cpu);
@@ -802,11 +803,13 @@ static const struct kb_ipcq_if *need_ipcq(lua_State *L, const struct kctx *c, co
     return c->ipcq ? c->ipcq : need_port(L, c, c->ipcq, KB_CPU_IPCQ, what);
 }
 
-/* Runs the PE_CPU dispatch of one kernel op. */
+/* Runs the PE_CPU dispatch of one kernel op. The kernel runs on this CPU:
+ * its dispatch is the CPU's own, a direct call, not through a port (its
+ * export kb_cpu_if is for other modules; decision 0045). */
 static void dispatch(lua_State *L, struct kctx *c, const char *what)
 {
     void *bp = lkb_block_begin(L, c->s, what);
-    int rc = c->cpu->dispatch(c->cpu->ctx);
+    int rc = kb_cpu_dispatch(c->pe->cpu);
     lkb_block_end(bp);
     if (rc < 0)
         luaL_error(L, "%s on PE '%s': dispatch failed (%d)", what, c->pe->name, rc);
@@ -1801,18 +1804,28 @@ static void anchor_future(lua_State *L, struct future *f, bool on)
 
 /* The context's copy of direction name dir (made on first use), or NULL
  * when memory ran out. A PE has a few directions. */
-static const char *intern_dir(struct kctx *c, const char *dir)
+static const char *intern_dir(struct kctx *c, const char *dir, int *ix)
 {
-    for (size_t i = 0; i < c->n_dirs; i++)
-        if (strcmp(c->dirs[i], dir) == 0)
-            return c->dirs[i];
-    char **a = realloc(c->dirs, (c->n_dirs + 1) * sizeof *a);
-    if (!a)
-        return NULL;
-    c->dirs = a;
-    if (!(a[c->n_dirs] = strdup(dir)))
-        return NULL;
-    return a[c->n_dirs++];
+    size_t i = 0;
+    while (i < c->n_dirs && strcmp(c->dirs[i], dir) != 0)
+        i++;
+    if (i == c->n_dirs) {
+        char **a = realloc(c->dirs, (c->n_dirs + 1) * sizeof *a);
+        if (a)
+            c->dirs = a;
+        int *x = realloc(c->dir_ix, (c->n_dirs + 1) * sizeof *x);
+        if (x)
+            c->dir_ix = x;
+        if (!a || !x || !(a[c->n_dirs] = strdup(dir)))
+            return NULL;
+        c->dir_ix[c->n_dirs++] = -1;
+    }
+    /* an IPCQ's direction indexes are stable: asked once, while unknown
+     * (a direction wired later gets one then) */
+    if (c->dir_ix[i] < 0)
+        c->dir_ix[i] = ipcq_dir(c->ipcq, dir);
+    *ix = c->dir_ix[i];
+    return c->dirs[i];
 }
 
 /* Starts f's receive (f->ctx, dir, n, dt and buf set): an ended receive
@@ -1861,8 +1874,7 @@ static int l_recv_async(lua_State *L)
     f->ctx = c;
     f->n = n;
     f->dt = dt;
-    f->dir = intern_dir(c, dir);
-    f->dir_ix = ipcq_dir(c->ipcq, dir);
+    f->dir = intern_dir(c, dir, &f->dir_ix);
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
     if (!c->no_data) {
@@ -1990,7 +2002,10 @@ static int l_sendrecv(lua_State *L)
     bool release = lua_toboolean(L, 6);
     /* the directions by index: named once a call, not on every slot */
     const struct kb_ipcq_if *q = need_ipcq(L, c, "tl.sendrecv");
-    int rix = ipcq_dir(q, rdir), six = ipcq_dir(q, sdir);
+    int rix, six;
+    const char *dir = intern_dir(c, rdir, &rix);
+    if (!dir || !intern_dir(c, sdir, &six))
+        return luaL_error(L, "out of memory");
     if (!ipcq_wired(q, rix, rdir, false))
         checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
     if (!ipcq_wired(q, six, sdir, true))
@@ -1998,7 +2013,6 @@ static int l_sendrecv(lua_State *L)
     /* everything that can fail before the receive starts does so now: the
      * send's snapshot buffer and the receive's record */
     void *sbuf = c->no_data ? NULL : scratch(L, 0, hbytes(h));
-    const char *dir = intern_dir(c, rdir);
     struct future *f = c->free_futs;
     if (f)
         c->free_futs = f->next;
@@ -2017,14 +2031,14 @@ static int l_sendrecv(lua_State *L)
         if (!f->buf && (f->buf = malloc(bytes)))
             f->buf_cap = bytes;
     }
-    if (!dir || (!f->buf && !c->no_data)) {
+    if (!f->buf && !c->no_data) {
         free(f->buf);
         free(f);
         return luaL_error(L, "out of memory");
     }
     /* tl.recv_async */
     void *bp = lkb_block_begin(L, c->s, "tl.sendrecv");
-    int rc = c->cpu->dispatch(c->cpu->ctx);
+    int rc = kb_cpu_dispatch(c->pe->cpu);
     lkb_block_end(bp);
     if (rc < 0 || start_recv(c, f) != 0) {
         pool_give(fn_pool(L), f->buf, f->buf_cap);
@@ -2038,7 +2052,7 @@ static int l_sendrecv(lua_State *L)
     if (sbuf && kb_mem_read(h->ctx->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
         return fail_busy(L, c, kb_mem_errmsg(h->ctx->pe->tcm));
     bp = lkb_block_begin(L, c->s, "tl.sendrecv");
-    rc = c->cpu->dispatch(c->cpu->ctx);
+    rc = kb_cpu_dispatch(c->pe->cpu);
     if (rc < 0) {
         lkb_block_end(bp);
         lua_pushfstring(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
