@@ -108,6 +108,10 @@ int kb_pe_bind(struct kb_pe *pe, struct sim *s, const struct kb_topology_cfg *cf
         {kb_ipcq_port(pe->ipcq, "buf"), bufp},
     };
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+        /* the first KB_CPU_NOUTS are the CPU's: a builder's binding stays */
+        if (i < KB_CPU_NOUTS &&
+            (sim_port_bound_count(b[i].from) > 0 || (pe->cpu_unbound & (1u << i))))
+            continue;
         int rc = kb_port_bind(s, b[i].from, b[i].to, err, errlen);
         if (rc < 0)
             return rc;

@@ -48,6 +48,9 @@ struct kb_pe {
     struct kb_gemm *gemm;
     struct kb_ipcq *ipcq;
     bool bound; /* kb_pe_bind done */
+    /* CPU OUT ports (bits 1 << KB_CPU_DMA, ...) its builder leaves unbound:
+     * a CPU that issues none of that unit's ops (decision 0045) */
+    unsigned cpu_unbound;
 };
 
 /* The memory of `kind` and the fabric node it hangs off (*node may be
@@ -79,7 +82,9 @@ int kb_pe_units_new(struct kb_pe *pe, struct sim *s, struct kb_fabric *f,
 
 /* Binds the ports of the PE's units (decision 0027): the CPU's dma, math,
  * gemm and ipcq ports to those units' exports, the IPCQ's dma port to the
- * DMA and its buf port to the memory of ipcq.buffer_kind. Once; 0, or
+ * DMA and its buf port to the memory of ipcq.buffer_kind. A CPU port its
+ * builder bound already (to another export: a unit of its own, a wrapper)
+ * or marked in cpu_unbound is left as it is (decision 0045). Once; 0, or
  * SIM_EBIND / SIM_EINVAL with err naming both ports or the missing memory.
  * kb_pe_units_new calls it. */
 int kb_pe_bind(struct kb_pe *pe, struct sim *s, const struct kb_topology_cfg *cfg, char *err,

@@ -127,6 +127,18 @@ static int if_probe(void *ctx, const char *dir, uint64_t *bytes, struct kb_ipcq_
 }
 static bool if_wired(void *ctx, const char *dir, bool tx) { return kb_ipcq_wired(ctx, dir, tx); }
 static const char *if_errmsg(void *ctx) { return kb_ipcq_errmsg(ctx); }
+static int if_dir(void *ctx, const char *dir) { return kb_ipcq_dir(ctx, dir); }
+static bool if_wired_at(void *ctx, int dir, bool tx) { return kb_ipcq_wired_at(ctx, dir, tx); }
+static int if_send_at(void *ctx, int dir, const void *data, uint64_t bytes,
+                      const struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_send_at(ctx, dir, data, bytes, meta);
+}
+static int64_t if_recv_at(void *ctx, int dir, void *out, uint64_t bytes_max,
+                          struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_recv_at(ctx, dir, out, bytes_max, meta);
+}
 
 /* Port "dma" or "buf" was bound: cache the peer's interface. */
 static void port_bound(void *ud, struct sim_port *p)
@@ -221,7 +233,16 @@ struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name, const struct kb_ipc
     q->tr = sim_tracer(s);
     q->p = *p;
     q->poll_ps = p->backpressure == KB_IPCQ_POLL ? (sim_time)llround(p->poll_ns * 1000.0) : 0;
-    q->iface = (struct kb_ipcq_if){q, if_send, if_recv, if_probe, if_wired, if_errmsg};
+    q->iface = (struct kb_ipcq_if){.ctx = q,
+                                   .send = if_send,
+                                   .recv = if_recv,
+                                   .probe = if_probe,
+                                   .wired = if_wired,
+                                   .errmsg = if_errmsg,
+                                   .dir = if_dir,
+                                   .wired_at = if_wired_at,
+                                   .send_at = if_send_at,
+                                   .recv_at = if_recv_at};
     if (!(q->port_in = kb_port_export(s, name, "ipcq", KB_IPCQ_IF, &q->iface, 1, err, errlen)) ||
         !(q->port_dma = kb_port_new(s, name, "ipcq", "dma", SIM_PORT_OUT, KB_DMA_IF, 1, 1, err,
                                     errlen)) ||

@@ -144,7 +144,12 @@ int kb_ipcq_slot_info(struct kb_ipcq *q, const char *dir, uint32_t i,
 sim_time kb_ipcq_credit_time(struct kb_ipcq *q, const char *dir);
 
 /* What the IPCQ does for the unit that issues sends and receives (the
- * PE_CPU): the functions above, each taking ctx (the kb_ipcq). */
+ * PE_CPU): the functions above, each taking ctx (the kb_ipcq).
+ *
+ * The by-index operations (kb_ipcq_dir and the _at calls) are optional:
+ * an export that has no directions by index leaves all four NULL (it may
+ * not fill some and leave others) and a caller then uses the by-name calls
+ * (the kernel language does: docs/modules.md). The kb_ipcq fills all. */
 struct kb_ipcq_if {
     void *ctx;
     int (*send)(void *ctx, const char *dir, const void *data, uint64_t bytes,
@@ -154,6 +159,13 @@ struct kb_ipcq_if {
     int (*probe)(void *ctx, const char *dir, uint64_t *bytes, struct kb_ipcq_meta *meta);
     bool (*wired)(void *ctx, const char *dir, bool tx);
     const char *(*errmsg)(void *ctx);
+    /* optional, all or none */
+    int (*dir)(void *ctx, const char *dir);
+    bool (*wired_at)(void *ctx, int dir, bool tx);
+    int (*send_at)(void *ctx, int dir, const void *data, uint64_t bytes,
+                   const struct kb_ipcq_meta *meta);
+    int64_t (*recv_at)(void *ctx, int dir, void *out, uint64_t bytes_max,
+                       struct kb_ipcq_meta *meta);
 };
 
 /* Counters of one direction (both its sides), or of every direction when

@@ -24,7 +24,9 @@
 #include "config.h"
 #include "config_schema.h"
 #include "dtype.h"
+#include "kb_port.h"
 #include "lkb_internal.h"
+#include "lmodule.h"
 #include "pe.h"
 #include "pe_cpu.h"
 #include "pe_dma.h"
@@ -142,6 +144,17 @@ struct kctx {
     int anchor; /* its place in the bound-context array (upvalue CTXS) */
     struct sim *s;
     struct kb_pe *pe;
+    /* What its ops go through (decision 0045): the interfaces bound to
+     * the CPU's OUT ports dma, math, gemm and ipcq,
+     * read once when the kernel is bound to the PE (a port is bound when
+     * the PE's units are made, before, and never rebound). NULL: that port
+     * is unbound, an error at the first op that needs it (need_*). The
+     * stats counters and the closed-form queries (tl.gemm_time, ...) read
+     * the PE's units directly: they observe, they issue nothing. */
+    const struct kb_dma_if *dma;
+    const struct kb_math_if *math;
+    const struct kb_gemm_if *gemm;
+    const struct kb_ipcq_if *ipcq;
     int rank, world, program_id;
     bool ended;
     bool no_data; /* a timing-only system: handles carry no values */
@@ -161,6 +174,7 @@ struct kctx {
     /* the directions its receives named, each copied once: a future and
      * a spare receive point at these (freed with the context) */
     char **dirs;
+    int *dir_ix; /* each one's index in the bound IPCQ (ipcq_dir), -1: not known yet */
     size_t n_dirs;
     /* tl.sendrecv's receives: structs kept for the next call (free), and
      * those whose receive may still run (busy, until it is taken): a call
@@ -433,7 +447,9 @@ static int l_host_read(lua_State *L)
     return 1;
 }
 
-/* wire(sys, a, dir_a, b, dir_b): a's tx dir_a into b's rx dir_b */
+/* wire(sys, a, dir_a, b, dir_b): a's tx dir_a into b's rx dir_b. Host
+ * side, as the system is built: the PE's own IPCQs, not through a port
+ * (wiring is not an op a kernel issues; nor is l_wired's query). */
 static int l_wire(lua_State *L)
 {
     struct kb_system *sys = lkb_checksystem(L, 1);
@@ -443,6 +459,64 @@ static int l_wire(lua_State *L)
     const char *db = luaL_checkstring(L, 5);
     if (kb_ipcq_wire(a->ipcq, da, b->ipcq, db) != 0)
         return luaL_error(L, "%s", kb_ipcq_errmsg(a->ipcq));
+    return 0;
+}
+
+/* bind_port(sys, rank, port, target): before PE rank's units are made (its
+ * first kernel, sys:dma, ...), binds its CPU's OUT port `port` ("dma",
+ * "math", "gemm" or "ipcq") to the C export named target (a kb.unit's
+ * "x.math.in", another PE's "b.dma.in", ...), or with target false leaves
+ * it unbound; the PE's own unit is then made but not bound there, and the
+ * PE's kernels issue that port's ops to the target (decision 0045). A Lua
+ * module's export is refused: the kernel calls a C interface struct. */
+static int l_bind_port(lua_State *L)
+{
+    static const char *const names[] = {"dma", "math", "gemm", "ipcq", NULL};
+    static const enum kb_cpu_out outs[] = {KB_CPU_DMA, KB_CPU_MATH, KB_CPU_GEMM, KB_CPU_IPCQ};
+    struct kb_system *sys = lkb_checksystem(L, 1);
+    lua_Integer r = luaL_checkinteger(L, 2);
+    enum kb_cpu_out which = outs[luaL_checkoption(L, 3, NULL, names)];
+    bool unbound = lua_type(L, 4) == LUA_TBOOLEAN && !lua_toboolean(L, 4);
+    const char *target = unbound ? NULL : luaL_checkstring(L, 4);
+    struct kb_pe *pe = kb_system_pe(sys, (int)r);
+    if (!pe) {
+        struct kb_system_counts n;
+        kb_system_get_counts(sys, &n);
+        return luaL_argerror(L, 2, lua_pushfstring(L, "no PE of rank %I (ranks 0..%d)", r,
+                                                   n.pes - 1));
+    }
+    if (pe->bound)
+        return luaL_error(L, "tl.bind_port: PE '%s' has its units bound already (bind its CPU's "
+                             "ports before its first kernel or transfer)", pe->name);
+    struct sim *s = kb_system_sim(sys);
+    char err[320];
+    if (!pe->cpu) {
+        struct kb_pe_params p;
+        kb_pe_params_from_cfg(&p, kb_system_config(sys));
+        if (!(pe->cpu = kb_cpu_new(s, pe->name, &p.cpu, err, sizeof err)))
+            return luaL_error(L, "tl.bind_port: %s", err);
+    }
+    struct sim_port *from = kb_cpu_out_port(pe->cpu, which);
+    if (sim_port_bound_count(from) > 0)
+        return luaL_error(L, "tl.bind_port: '%s' is bound already", sim_port_name(from));
+    if (unbound) {
+        pe->cpu_unbound |= 1u << which;
+        return 0;
+    }
+    if (lkb_is_module_port(L, 1, target))
+        return luaL_error(L, "tl.bind_port: '%s' is a Lua module's export; a kernel's CPU "
+                             "calls C interfaces only (bind '%s' to a C unit: kb.unit)",
+                          target, sim_port_name(from));
+    struct sim_port *to = lkb_find_port(s, target);
+    if (!to) {
+        lkb_make_ports_for(L, sys, target);
+        to = lkb_find_port(s, target);
+    }
+    if (!to)
+        return luaL_error(L, "tl.bind_port: the system has no port '%s'", target);
+    if (kb_port_bind(s, from, to, err, sizeof err) < 0)
+        return luaL_error(L, "tl.bind_port: %s", err);
+    pe->cpu_unbound &= ~(1u << which);
     return 0;
 }
 
@@ -571,7 +645,9 @@ static int ctx_gc(lua_State *L)
     for (size_t i = 0; i < c->n_dirs; i++)
         free(c->dirs[i]);
     free(c->dirs);
+    free(c->dir_ix);
     c->dirs = NULL;
+    c->dir_ix = NULL;
     c->n_dirs = 0;
     free(c->spare);
     c->spare = NULL;
@@ -609,6 +685,10 @@ static int l_bind(lua_State *L)
     c->sys = sys;
     c->s = s;
     c->pe = pe;
+    c->dma = kb_cpu_dma(pe->cpu);
+    c->math = kb_cpu_math(pe->cpu);
+    c->gemm = kb_cpu_gemm(pe->cpu);
+    c->ipcq = kb_cpu_ipcq(pe->cpu);
     c->program_id = pe->rank;
     c->no_data = kb_system_timing_only(sys);
     c->rank = (int)luaL_checkinteger(L, 3);
@@ -696,7 +776,36 @@ static int l_unadopt(lua_State *L)
     return 0;
 }
 
-/* Runs the PE_CPU dispatch of one kernel op. */
+/* The interface bound to the CPU's OUT port `which`, or an error naming
+ * the op, the PE and the port. */
+static const void *need_port(lua_State *L, const struct kctx *c, const void *iface,
+                             enum kb_cpu_out which, const char *what)
+{
+    if (!iface)
+        luaL_error(L, "%s on PE '%s': port '%s' is unbound (the CPU issues this op through it)",
+                   what, c->pe->name, sim_port_name(kb_cpu_out_port(c->pe->cpu, which)));
+    return iface;
+}
+static const struct kb_dma_if *need_dma(lua_State *L, const struct kctx *c, const char *what)
+{
+    return c->dma ? c->dma : need_port(L, c, c->dma, KB_CPU_DMA, what);
+}
+static const struct kb_math_if *need_math(lua_State *L, const struct kctx *c, const char *what)
+{
+    return c->math ? c->math : need_port(L, c, c->math, KB_CPU_MATH, what);
+}
+static const struct kb_gemm_if *need_gemm(lua_State *L, const struct kctx *c, const char *what)
+{
+    return c->gemm ? c->gemm : need_port(L, c, c->gemm, KB_CPU_GEMM, what);
+}
+static const struct kb_ipcq_if *need_ipcq(lua_State *L, const struct kctx *c, const char *what)
+{
+    return c->ipcq ? c->ipcq : need_port(L, c, c->ipcq, KB_CPU_IPCQ, what);
+}
+
+/* Runs the PE_CPU dispatch of one kernel op. The kernel runs on this CPU:
+ * its dispatch is the CPU's own, a direct call, not through a port (its
+ * export kb_cpu_if is for other modules; decision 0045). */
 static void dispatch(lua_State *L, struct kctx *c, const char *what)
 {
     void *bp = lkb_block_begin(L, c->s, what);
@@ -915,14 +1024,15 @@ static int load_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Inte
 {
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
+    const struct kb_dma_if *d = need_dma(L, c, "tl.load");
     dispatch(L, c, "tl.load");
     struct handle *h = newhandle(L, c, n, dt);
     struct kb_dma_end src = {m, (uint64_t)addr, node}, dst = {c->pe->tcm, h->addr, c->pe->node};
     void *bp = lkb_block_begin(L, c->s, "tl.load");
-    int rc = kb_dma_copy(c->pe->dma, KB_DMA_READ, src, dst, hbytes(h));
+    int rc = d->copy(d->ctx, KB_DMA_READ, src, dst, hbytes(h));
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.load on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
+        return luaL_error(L, "tl.load on PE '%s': %s", c->pe->name, d->errmsg(d->ctx));
     return 1;
 }
 
@@ -944,13 +1054,14 @@ static int store_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Int
 {
     int node;
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
+    const struct kb_dma_if *d = need_dma(L, c, "tl.store");
     dispatch(L, c, "tl.store");
     struct kb_dma_end src = {c->pe->tcm, h->addr, c->pe->node}, dst = {m, (uint64_t)addr, node};
     void *bp = lkb_block_begin(L, c->s, "tl.store");
-    int rc = kb_dma_copy(c->pe->dma, KB_DMA_WRITE, src, dst, hbytes(h));
+    int rc = d->copy(d->ctx, KB_DMA_WRITE, src, dst, hbytes(h));
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, kb_dma_errmsg(c->pe->dma));
+        return luaL_error(L, "tl.store on PE '%s': %s", c->pe->name, d->errmsg(d->ctx));
     return 0;
 }
 
@@ -1129,15 +1240,16 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     const void *ops[3] = {NULL, NULL, NULL};
     for (int i = 1; i <= arity; i++)
         ops[i - 1] = operand(L, i, c, n, dt, what);
+    const struct kb_math_if *m = need_math(L, c, what);
     dispatch(L, c, what);
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
     void *obuf = c->no_data ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
     void *bp = lkb_block_begin(L, c->s, what);
-    int rc = kb_math_run(c->pe->math, op, ops[0], ops[1], ops[2], obuf, n, dt);
+    int rc = m->run(m->ctx, op, ops[0], ops[1], ops[2], obuf, n, dt);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, kb_math_errmsg(c->pe->math));
+        return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, m->errmsg(m->ctx));
     hwrite(L, out, obuf);
     scratch_drop(L);
     return 1;
@@ -1161,8 +1273,9 @@ static int l_sum(lua_State *L) { return math_op(L, KB_MATH_SUM, 1, "tl.sum"); }
 static int fill(lua_State *L, struct kctx *c, uint32_t n, lua_Number v, enum kb_dtype dt,
                 const char *what)
 {
+    const struct kb_math_if *m = need_math(L, c, what);
     dispatch(L, c, what);
-    const struct kb_math_params *mp = kb_math_params(c->pe->math);
+    const struct kb_math_params *mp = m->params(m->ctx);
     void *bp = lkb_block_begin(L, c->s, what);
     int rc = sim_wait(c->s, kb_math_time(mp, KB_MATH_ADD, n, dt));
     lkb_block_end(bp);
@@ -1225,12 +1338,13 @@ static int l_dot(lua_State *L)
                           c->pe->name, m, n);
     const void *ab = c->no_data ? NULL : hread(L, a, 0);
     const void *bb = c->no_data ? NULL : hread(L, b, 1);
+    const struct kb_gemm_if *g = need_gemm(L, c, "tl.dot");
     dispatch(L, c, "tl.dot");
     struct handle *out = newhandle(L, c, (uint32_t)mn, odt);
     void *cb = c->no_data ? NULL : scratch(L, RESULT, hbytes(out));
     void *bp = lkb_block_begin(L, c->s, "tl.dot");
-    int rc = kb_gemm_run(c->pe->gemm, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb,
-                         (size_t)n, cb, (size_t)n, a->dt, odt, false);
+    int rc = g->run(g->ctx, (size_t)m, (size_t)n, (size_t)k, ab, (size_t)k, bb, (size_t)n, cb,
+                    (size_t)n, a->dt, odt, false);
     lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.dot on PE '%s': gemm failed (%d)", c->pe->name, rc);
@@ -1276,7 +1390,8 @@ static void *hread_range(lua_State *L, const struct handle *h, lua_Integer off, 
 static int l_gemm_tile(lua_State *L)
 {
     struct kctx *c = current(L, "tl.gemm_tile");
-    const struct kb_gemm_params *p = kb_gemm_params(c->pe->gemm);
+    const struct kb_gemm_if *g = need_gemm(L, c, "tl.gemm_tile");
+    const struct kb_gemm_params *p = g->params(g->ctx);
     lua_Integer tm = luaL_checkinteger(L, 6), tn = luaL_checkinteger(L, 7),
                 tk = luaL_checkinteger(L, 8);
     if (tm < 1 || tn < 1 || tk < 1 || tm > p->tile.m || tn > p->tile.n || tk > p->tile.k)
@@ -1314,11 +1429,10 @@ static int l_gemm_tile(lua_State *L)
     float *cb = c->no_data ? NULL
                 : acc      ? hread_range(L, out, 0, c_n, RESULT)
                            : scratch(L, RESULT, (size_t)c_n * sizeof(float));
-    int64_t cycles = kb_gemm_tile(c->pe->gemm, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn,
-                                  (size_t)tm, (size_t)tn, (size_t)tk, a->dt, acc);
+    int64_t cycles = g->tile(g->ctx, ab, (size_t)tk, bb, (size_t)tn, cb, (size_t)tn, (size_t)tm,
+                             (size_t)tn, (size_t)tk, a->dt, acc);
     if (cycles < 0)
-        return luaL_error(L, "tl.gemm_tile on PE '%s': %s", c->pe->name,
-                          kb_gemm_errmsg(c->pe->gemm));
+        return luaL_error(L, "tl.gemm_tile on PE '%s': %s", c->pe->name, g->errmsg(g->ctx));
     sim_time now = sim_now(c->s), start = c->gemm_free_ps > now ? c->gemm_free_ps : now;
     c->gemm_free_ps = start + kb_gemm_cycles_to_ps(p, (uint64_t)cycles);
     void *bp = lkb_block_begin(L, c->s, "tl.gemm_tile");
@@ -1367,13 +1481,13 @@ static int l_accumulate(lua_State *L)
                           kb_dtype_name(x->dt));
     void *ab = c->no_data ? NULL : hread(L, acc, 0);
     const void *xb = c->no_data ? NULL : hread(L, x, 1);
+    const struct kb_math_if *m = need_math(L, c, "tl.accumulate");
     dispatch(L, c, "tl.accumulate");
     void *bp = lkb_block_begin(L, c->s, "tl.accumulate");
-    int rc = kb_math_run(c->pe->math, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
+    int rc = m->run(m->ctx, KB_MATH_ADD, ab, xb, NULL, ab, acc->n, acc->dt);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.accumulate on PE '%s': %s", c->pe->name,
-                          kb_math_errmsg(c->pe->math));
+        return luaL_error(L, "tl.accumulate on PE '%s': %s", c->pe->name, m->errmsg(m->ctx));
     hwrite(L, acc, ab);
     scratch_drop(L);
     lua_pushvalue(L, 1);
@@ -1390,13 +1504,14 @@ static int l_cast(lua_State *L)
     struct handle *h = checkrange(L, 1, c, 0, 1, "tl.cast");
     enum kb_dtype dt = checkdtype(L, 2);
     void *buf = c->no_data ? NULL : hread(L, h, 0);
+    const struct kb_math_if *m = need_math(L, c, "tl.cast");
     dispatch(L, c, "tl.cast");
     struct handle *out = newhandle(L, c, h->n, dt);
     void *bp = lkb_block_begin(L, c->s, "tl.cast");
-    int rc = kb_math_run(c->pe->math, KB_MATH_MAXIMUM, buf, buf, NULL, buf, h->n, h->dt);
+    int rc = m->run(m->ctx, KB_MATH_MAXIMUM, buf, buf, NULL, buf, h->n, h->dt);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, kb_math_errmsg(c->pe->math));
+        return luaL_error(L, "tl.cast on PE '%s': %s", c->pe->name, m->errmsg(m->ctx));
     if (c->no_data)
         return 1;
     unsigned char *obuf = scratch(L, RESULT, hbytes(out));
@@ -1423,6 +1538,7 @@ static int l_gemm_time(lua_State *L)
         lua_replace(L, 5);
     }
     struct kb_pe *pe = checkpe(L, sys, 5);
+    /* a closed-form query on the PE's own unit's params: observation, direct */
     const struct kb_gemm_params *p = kb_gemm_params(pe->gemm);
     lua_pushinteger(L, (lua_Integer)kb_gemm_time(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
     lua_pushinteger(L, (lua_Integer)kb_gemm_cycles(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
@@ -1449,6 +1565,7 @@ static int l_math_time(lua_State *L)
         lua_replace(L, 5);
     }
     struct kb_pe *pe = checkpe(L, sys, 5);
+    /* a closed-form query on the PE's own unit's params: observation, direct */
     const struct kb_math_params *p = kb_math_params(pe->math);
     lua_pushinteger(L, (lua_Integer)kb_math_time(p, op, (size_t)n, dt));
     lua_pushinteger(L, (lua_Integer)kb_math_cycles(p, op, (size_t)n, dt));
@@ -1467,6 +1584,7 @@ static int l_pe_stats(lua_State *L)
 {
     struct kb_system *sys = lkb_checksystem(L, 1);
     struct kb_pe *pe = checkpe(L, sys, 2);
+    /* observation only: the PE's own units' counters, read directly */
     const struct kb_gemm_params *gp = kb_gemm_params(pe->gemm);
     struct kb_cpu_stats cs;
     struct kb_dma_stats rd, wr;
@@ -1526,9 +1644,28 @@ static int l_pe_stats(lua_State *L)
 
 /* ---- IPCQ ------------------------------------------------------------ */
 
+/* The IPCQ through the CPU's port: by direction index when the export has
+ * the optional index operations (kb_ipcq_if) and ix >= 0, by name
+ * otherwise. ipcq_dir is -1 for an export without them. */
+static int ipcq_dir(const struct kb_ipcq_if *q, const char *dir)
+{
+    return q->dir ? q->dir(q->ctx, dir) : -1;
+}
+static bool ipcq_wired(const struct kb_ipcq_if *q, int ix, const char *dir, bool tx)
+{
+    return ix >= 0 ? q->wired_at(q->ctx, ix, tx) : q->wired(q->ctx, dir, tx);
+}
+static int ipcq_send(const struct kb_ipcq_if *q, int ix, const char *dir, const void *data,
+                     uint64_t bytes, const struct kb_ipcq_meta *meta)
+{
+    return ix >= 0 ? q->send_at(q->ctx, ix, data, bytes, meta)
+                   : q->send(q->ctx, dir, data, bytes, meta);
+}
+
 static void checkwired(lua_State *L, struct kctx *c, const char *dir, bool tx, const char *what)
 {
-    if (!kb_ipcq_wired(c->pe->ipcq, dir, tx))
+    const struct kb_ipcq_if *q = need_ipcq(L, c, what);
+    if (!q->wired(q->ctx, dir, tx))
         luaL_error(L, "%s on PE '%s': direction '%s' is not wired for %s", what, c->pe->name,
                    dir, tx ? "sending" : "receiving");
 }
@@ -1544,10 +1681,10 @@ static int l_send(lua_State *L)
     dispatch(L, c, "tl.send");
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
     void *bp = lkb_block_begin(L, c->s, "tl.send");
-    int rc = kb_ipcq_send(c->pe->ipcq, dir, buf, hbytes(h), &meta);
+    int rc = c->ipcq->send(c->ipcq->ctx, dir, buf, hbytes(h), &meta);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.send: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        return luaL_error(L, "tl.send: %s", c->ipcq->errmsg(c->ipcq->ctx));
     scratch_drop(L);
     return 0;
 }
@@ -1561,13 +1698,13 @@ static int l_send(lua_State *L)
 
 static uint64_t recv_room(size_t bytes) { return (uint64_t)bytes * 4 + 64; }
 
-static int64_t recv_sized(struct kb_ipcq *q, int ix, const char *dir, void *buf, size_t bytes,
-                          struct kb_ipcq_meta *meta)
+static int64_t recv_sized(const struct kb_ipcq_if *q, int ix, const char *dir, void *buf,
+                          size_t bytes, struct kb_ipcq_meta *meta)
 {
-    int64_t got = ix >= 0 ? kb_ipcq_recv_at(q, ix, buf, bytes, meta)
-                          : kb_ipcq_recv(q, dir, buf, bytes, meta);
+    int64_t got = ix >= 0 ? q->recv_at(q->ctx, ix, buf, bytes, meta)
+                          : q->recv(q->ctx, dir, buf, bytes, meta);
     uint64_t msg;
-    if (got == SIM_EINVAL && kb_ipcq_probe(q, dir, &msg, NULL) == 1 && msg > bytes)
+    if (got == SIM_EINVAL && q->probe(q->ctx, dir, &msg, NULL) == 1 && msg > bytes)
         return RECV_LONGER;
     return got;
 }
@@ -1596,16 +1733,16 @@ static int l_recv(lua_State *L)
     /* a timing-only run receives no bytes: no buffer */
     void *buf = c->no_data ? NULL : scratch(L, 0, bytes);
     void *bp = lkb_block_begin(L, c->s, "tl.recv");
-    int64_t got = recv_sized(c->pe->ipcq, -1, dir, buf, bytes, &meta);
+    int64_t got = recv_sized(c->ipcq, -1, dir, buf, bytes, &meta);
     lkb_block_end(bp);
     if (got == RECV_LONGER) {
         buf = c->no_data ? NULL : scratch(L, 0, recv_room(bytes));
         bp = lkb_block_begin(L, c->s, "tl.recv");
-        got = kb_ipcq_recv(c->pe->ipcq, dir, buf, recv_room(bytes), &meta);
+        got = c->ipcq->recv(c->ipcq->ctx, dir, buf, recv_room(bytes), &meta);
         lkb_block_end(bp);
     }
     if (got < 0)
-        return luaL_error(L, "tl.recv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        return luaL_error(L, "tl.recv: %s", c->ipcq->errmsg(c->ipcq->ctx));
     check_meta(L, c, dir, n, dt, got, &meta);
     struct handle *h = newhandle(L, c, n, dt);
     hwrite(L, h, buf);
@@ -1617,15 +1754,16 @@ static void future_proc(struct sim *s, void *arg)
 {
     struct future *f = arg;
     size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
-    f->got = recv_sized(f->ctx->pe->ipcq, f->dir_ix, f->dir, f->buf, bytes, &f->meta);
+    const struct kb_ipcq_if *q = f->ctx->ipcq; /* not NULL: checkwired passed */
+    f->got = recv_sized(q, f->dir_ix, f->dir, f->buf, bytes, &f->meta);
     if (f->got == RECV_LONGER && f->ctx->no_data) {
-        f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, NULL, recv_room(bytes), &f->meta);
+        f->got = q->recv(q->ctx, f->dir, NULL, recv_room(bytes), &f->meta);
     } else if (f->got == RECV_LONGER) {
         void *room = realloc(f->buf, recv_room(bytes));
         if (room) {
             f->buf = room;
             f->buf_cap = recv_room(bytes);
-            f->got = kb_ipcq_recv(f->ctx->pe->ipcq, f->dir, f->buf, recv_room(bytes), &f->meta);
+            f->got = q->recv(q->ctx, f->dir, f->buf, recv_room(bytes), &f->meta);
         } else {
             f->got = SIM_ENOMEM;
         }
@@ -1666,18 +1804,28 @@ static void anchor_future(lua_State *L, struct future *f, bool on)
 
 /* The context's copy of direction name dir (made on first use), or NULL
  * when memory ran out. A PE has a few directions. */
-static const char *intern_dir(struct kctx *c, const char *dir)
+static const char *intern_dir(struct kctx *c, const char *dir, int *ix)
 {
-    for (size_t i = 0; i < c->n_dirs; i++)
-        if (strcmp(c->dirs[i], dir) == 0)
-            return c->dirs[i];
-    char **a = realloc(c->dirs, (c->n_dirs + 1) * sizeof *a);
-    if (!a)
-        return NULL;
-    c->dirs = a;
-    if (!(a[c->n_dirs] = strdup(dir)))
-        return NULL;
-    return a[c->n_dirs++];
+    size_t i = 0;
+    while (i < c->n_dirs && strcmp(c->dirs[i], dir) != 0)
+        i++;
+    if (i == c->n_dirs) {
+        char **a = realloc(c->dirs, (c->n_dirs + 1) * sizeof *a);
+        if (a)
+            c->dirs = a;
+        int *x = realloc(c->dir_ix, (c->n_dirs + 1) * sizeof *x);
+        if (x)
+            c->dir_ix = x;
+        if (!a || !x || !(a[c->n_dirs] = strdup(dir)))
+            return NULL;
+        c->dir_ix[c->n_dirs++] = -1;
+    }
+    /* an IPCQ's direction indexes are stable: asked once, while unknown
+     * (a direction wired later gets one then) */
+    if (c->dir_ix[i] < 0)
+        c->dir_ix[i] = ipcq_dir(c->ipcq, dir);
+    *ix = c->dir_ix[i];
+    return c->dirs[i];
 }
 
 /* Starts f's receive (f->ctx, dir, n, dt and buf set): an ended receive
@@ -1726,8 +1874,7 @@ static int l_recv_async(lua_State *L)
     f->ctx = c;
     f->n = n;
     f->dt = dt;
-    f->dir = intern_dir(c, dir);
-    f->dir_ix = kb_ipcq_dir(c->pe->ipcq, dir);
+    f->dir = intern_dir(c, dir, &f->dir_ix);
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
     if (!c->no_data) {
@@ -1792,7 +1939,7 @@ static int l_wait(lua_State *L)
     anchor_future(L, f, false);
     spare_recv(c, f);
     if (f->got < 0)
-        return luaL_error(L, "tl.recv_async: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        return luaL_error(L, "tl.recv_async: %s", c->ipcq->errmsg(c->ipcq->ctx));
     check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);
     struct handle *h = newhandle(L, c, f->n, f->dt);
     hwrite(L, h, f->buf);
@@ -1854,16 +2001,18 @@ static int l_sendrecv(lua_State *L)
     enum kb_dtype dt = checkdtype(L, 5);
     bool release = lua_toboolean(L, 6);
     /* the directions by index: named once a call, not on every slot */
-    struct kb_ipcq *q = c->pe->ipcq;
-    int rix = kb_ipcq_dir(q, rdir), six = kb_ipcq_dir(q, sdir);
-    if (!kb_ipcq_wired_at(q, rix, false))
+    const struct kb_ipcq_if *q = need_ipcq(L, c, "tl.sendrecv");
+    int rix, six;
+    const char *dir = intern_dir(c, rdir, &rix);
+    if (!dir || !intern_dir(c, sdir, &six))
+        return luaL_error(L, "out of memory");
+    if (!ipcq_wired(q, rix, rdir, false))
         checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
-    if (!kb_ipcq_wired_at(q, six, true))
+    if (!ipcq_wired(q, six, sdir, true))
         checkwired(L, c, sdir, true, "tl.sendrecv");
     /* everything that can fail before the receive starts does so now: the
      * send's snapshot buffer and the receive's record */
     void *sbuf = c->no_data ? NULL : scratch(L, 0, hbytes(h));
-    const char *dir = intern_dir(c, rdir);
     struct future *f = c->free_futs;
     if (f)
         c->free_futs = f->next;
@@ -1882,7 +2031,7 @@ static int l_sendrecv(lua_State *L)
         if (!f->buf && (f->buf = malloc(bytes)))
             f->buf_cap = bytes;
     }
-    if (!dir || (!f->buf && !c->no_data)) {
+    if (!f->buf && !c->no_data) {
         free(f->buf);
         free(f);
         return luaL_error(L, "out of memory");
@@ -1910,10 +2059,10 @@ static int l_sendrecv(lua_State *L)
         return fail_busy(L, c, lua_tostring(L, -1));
     }
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
-    rc = kb_ipcq_send_at(q, six, sbuf, hbytes(h), &meta);
+    rc = ipcq_send(q, six, sdir, sbuf, hbytes(h), &meta);
     lkb_block_end(bp);
     if (rc < 0) {
-        lua_pushfstring(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+        lua_pushfstring(L, "tl.sendrecv: %s", q->errmsg(q->ctx));
         return fail_busy(L, c, lua_tostring(L, -1));
     }
     scratch_drop(L);
@@ -1944,7 +2093,7 @@ static int l_sendrecv(lua_State *L)
         f->next = c->free_futs;
         c->free_futs = f;
         if (got.got < 0)
-            return luaL_error(L, "tl.sendrecv: %s", kb_ipcq_errmsg(c->pe->ipcq));
+            return luaL_error(L, "tl.sendrecv: %s", q->errmsg(q->ctx));
         check_meta(L, c, got.dir, n, dt, got.got, &got.meta);
     }
     /* a full TCM raises here: f stays busy, and ctx_gc frees it and its
@@ -1967,6 +2116,7 @@ static int l_sendrecv(lua_State *L)
 static const luaL_Reg funcs[] = {
     {"alloc", l_alloc},         {"host_write", l_host_write}, {"host_read", l_host_read},
     {"wire", l_wire},           {"wired", l_wired},           {"sim_of", l_sim_of},
+    {"bind_port", l_bind_port},
     {"bind", l_bind},           {"unbind", l_unbind},         {"rank", l_rank},
     {"world_size", l_world_size}, {"program_id", l_program_id}, {"pe", l_pe},
     {"load", l_load},           {"store", l_store},           {"full", l_full},

@@ -15,6 +15,7 @@ tl.host_write = core.host_write
 tl.host_read = core.host_read
 tl.wire = core.wire
 tl.wired = core.wired
+tl.bind_port = core.bind_port
 
 -- A one-way ring over ranks (a list of ranks, in ring order): each rank's
 -- port `out` (default "E") sends into the next one's port `inp` (default

@@ -255,6 +255,13 @@ TEST(ipcq_if)
     ASSERT_STREQ(rbuf, "ring");
     ASSERT_EQ(q0->send(q0->ctx, "N", "x", 1, NULL), SIM_EINVAL);
     ASSERT_CONTAINS(q0->errmsg(q0->ctx), "not wired");
+    /* the by-index operations (decision 0045): the same directions */
+    int e = q0->dir(q0->ctx, "E"), w = q1->dir(q1->ctx, "W");
+    ASSERT_TRUE(e >= 0 && w >= 0 && q0->dir(q0->ctx, "N") == -1);
+    ASSERT_TRUE(q0->wired_at(q0->ctx, e, true) && !q0->wired_at(q0->ctx, e, false));
+    ASSERT_TRUE(q1->wired_at(q1->ctx, w, false) && !q0->wired_at(q0->ctx, -1, true));
+    ASSERT_EQ(q0->send_at(q0->ctx, -1, "x", 1, NULL), SIM_EINVAL);
+    ASSERT_CONTAINS(q0->errmsg(q0->ctx), "not wired");
     close_sys(&t);
 }
 
@@ -356,6 +363,83 @@ TEST(bind_errors)
     close_sys(&t);
 }
 
+/* ---- a CPU port bound by the builder to another export (decision 0045) ---- */
+
+/* A counting wrapper of a real DMA's interface: what it exports is the
+ * real one with copy replaced. */
+static struct counting_dma {
+    struct kb_dma_if iface;
+    const struct kb_dma_if *real;
+    int copies;
+} cdma;
+
+static int counting_copy(void *ctx, enum kb_dma_class c, struct kb_dma_end src,
+                         struct kb_dma_end dst, uint64_t bytes)
+{
+    struct counting_dma *w = ctx;
+    w->copies++;
+    return w->real->copy(w->real->ctx, c, src, dst, bytes);
+}
+static const char *counting_errmsg(void *ctx)
+{
+    struct counting_dma *w = ctx;
+    return w->real->errmsg(w->real->ctx);
+}
+
+static struct kb_pe *pe2;
+static void swapped_copy(struct job *j)
+{
+    const struct kb_dma_if *d = kb_cpu_dma(pe2->cpu);
+    j->rc = d->copy(d->ctx, KB_DMA_WRITE, tcm_end(pe2, 0), tcm_end(j->t->pe1, 0), 4096);
+}
+
+TEST(cpu_port_swapped)
+{
+    struct fixture t;
+    ASSERT_TRUE(open_sys(&t));
+    /* PE 2's units are not made yet: its builder makes its CPU, binds the
+     * CPU's dma port to a counting wrapper of PE 1's DMA and leaves its math
+     * port unbound; kb_system_pe_units makes the rest and keeps both */
+    pe2 = kb_system_pe(t.sys, 2);
+    ASSERT_TRUE(pe2 && !pe2->bound && !pe2->cpu);
+    struct kb_pe_params p;
+    kb_pe_params_from_cfg(&p, kb_system_config(t.sys));
+    ASSERT_TRUE(pe2->cpu = kb_cpu_new(t.s, pe2->name, &p.cpu, t.err, sizeof t.err));
+    cdma.real = kb_cpu_dma(t.pe1->cpu);
+    cdma.iface = *cdma.real;
+    cdma.iface.ctx = &cdma;
+    cdma.iface.copy = counting_copy;
+    cdma.iface.errmsg = counting_errmsg;
+    cdma.iface.copy_async = NULL; /* the CPU issues blocking copies only */
+    struct sim_port *w = kb_port_export(t.s, "host", "countdma", KB_DMA_IF, &cdma.iface, 1,
+                                        t.err, sizeof t.err);
+    ASSERT_TRUE(w);
+    ASSERT_OK(kb_port_bind(t.s, kb_cpu_out_port(pe2->cpu, KB_CPU_DMA), w, t.err, sizeof t.err));
+    pe2->cpu_unbound |= 1u << KB_CPU_MATH;
+    ASSERT_TRUE(kb_system_pe_units(t.sys, 2) == pe2 && pe2->bound);
+    ASSERT_TRUE(kb_cpu_dma(pe2->cpu) == &cdma.iface);
+    ASSERT_TRUE(kb_cpu_math(pe2->cpu) == NULL); /* left unbound, as asked */
+    ASSERT_EQ(sim_port_bound_count(kb_math_port(pe2->math)), 0);
+    ASSERT_TRUE(kb_cpu_gemm(pe2->cpu)->ctx == pe2->gemm); /* the rest as usual */
+    ASSERT_TRUE(kb_cpu_ipcq(pe2->cpu)->ctx == pe2->ipcq);
+    /* PE 2's own DMA still serves its IPCQ */
+    const struct kb_dma_if *qd = sim_port_peer_iface(kb_ipcq_port(pe2->ipcq, "dma"), 0);
+    ASSERT_TRUE(qd->ctx == pe2->dma);
+    ASSERT_OK(kb_mem_write(pe2->tcm, 0, "swapped", 8));
+    struct job j = {.fn = swapped_copy};
+    ASSERT_EQ(run_job(&t, &j), SIM_DONE);
+    ASSERT_OK(j.rc);
+    ASSERT_EQ(cdma.copies, 1);
+    struct kb_dma_stats st1, st2;
+    kb_dma_get_stats(t.pe1->dma, KB_DMA_WRITE, &st1);
+    kb_dma_get_stats(pe2->dma, KB_DMA_WRITE, &st2);
+    ASSERT_TRUE(st1.transfers == 1 && st2.transfers == 0); /* PE 1's DMA moved it */
+    char out[8];
+    ASSERT_OK(kb_mem_read(t.pe1->tcm, 0, out, 8));
+    ASSERT_STREQ(out, "swapped");
+    close_sys(&t);
+}
+
 /* ---- a built system: every port it made is bound as it must be ------------ */
 
 TEST(system_ports_bound)
@@ -378,4 +462,5 @@ TEST(system_ports_bound)
     close_sys(&t);
 }
 
-TEST_MAIN(mem_if, dma_if, math_if, gemm_if, ipcq_if, cpu_if, bind_errors, system_ports_bound)
+TEST_MAIN(mem_if, dma_if, math_if, gemm_if, ipcq_if, cpu_if, bind_errors, cpu_port_swapped,
+          system_ports_bound)
