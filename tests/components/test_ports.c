@@ -396,6 +396,8 @@ static void swapped_copy(struct job *j)
 TEST(cpu_port_swapped)
 {
     struct fixture t;
+    memset(&cdma, 0, sizeof cdma); /* --failalloc runs the case again and again */
+    pe2 = NULL;
     ASSERT_TRUE(open_sys(&t));
     /* PE 2's units are not made yet: its builder makes its CPU, binds the
      * CPU's dma port to a counting wrapper of PE 1's DMA and leaves its math
