@@ -170,14 +170,19 @@ def rank_ops(rank, world, address, outdir):
             check(src in range(1, N) and src not in seen and torch.equal(t, inp(src)),
                   "recv from any source: rank %r, %s" % (src, t[:3]))
             seen.add(src)
+    else:
+        dist.send(inp(rank), 0)
+    # rank 2's second message only once rank 0 has taken the three: sent
+    # earlier, an any-source receive of f32 could be matched with it (a bf16
+    # send: a mismatch, as it would be in MPI) when ranks 1 and 3 are slow
+    dist.barrier()
+    if rank == 0:
         w = dist.irecv(got)
         w.wait()
         check(w._source_rank() == 2 and torch.equal(got, inp(2)[:n // 2].to(torch.bfloat16)),
               "irecv from any source: %r" % w._source_rank())
-    else:
-        dist.send(inp(rank), 0)
-        if rank == 2:
-            dist.isend(inp(2)[:n // 2].to(torch.bfloat16), 0).wait()
+    elif rank == 2:
+        dist.isend(inp(2)[:n // 2].to(torch.bfloat16), 0).wait()
     # a subgroup of ranks {1, 3}
     sub = dist.new_group([1, 3])
     if rank in (1, 3):
