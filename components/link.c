@@ -269,9 +269,61 @@ void kb_link_wake_at(struct kb_link *l, sim_time t, sim_time now)
     sim_method_wake(l->proc, t - now);
 }
 
+/* release() of a worm whose tail's wake-up was not made: the worm may
+ * have left the fabric since, so only the counts kept for it are used */
+static void release_lazy(struct kb_link *l)
+{
+    l->lazy = false;
+    l->st.bytes += l->lazy_bytes;
+    l->st.flits += l->lazy_flits;
+    l->st.busy_ps += l->cur_busy;
+    l->cur = NULL;
+}
+
+/* The tail's wake-up. When a worm's last flit starts (cur_tail) the link
+ * releases it and asks for its next time. If by then nothing waits for
+ * the link, the worm is not the last hop's (whose release calls done) and
+ * the link is not traced, that activation does nothing another process
+ * can see but the release's counts, and asks for nothing. So the link
+ * does not ask for it: it reserves the sequence number the wake-up would
+ * have taken (sim_seq_reserve) and sets lazy. What happens next decides,
+ * exactly as the activation would have gone (decision 0032):
+ * - a head due before cur_tail: that earlier activation would have voided
+ *   the tail's one, which is dropped, and the head is posted as usual;
+ * - a head due at or after cur_tail, posted before the tail's activation
+ *   would have run: the wake-up is made with its reserved number
+ *   (sim_method_wake_reserved), in its place among the equal-time ones;
+ * - posted after it would have run, or an observer asking after it
+ *   (backlog, stats): the release is done now, and nothing asked. */
+static void catch_up(struct kb_link *l)
+{
+    if (l->lazy && sim_seq_passed(l->sim, l->cur_tail, l->lazy_seq))
+        release_lazy(l);
+}
+
+static int settle(struct kb_link *l, sim_time t)
+{
+    if (t < l->cur_tail) {
+        l->lazy = false;
+        return 0;
+    }
+    int rc = sim_method_wake_reserved(l->proc, l->cur_tail, l->lazy_seq);
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
+        l->lazy = false;
+        l->wake_req = l->cur_tail;
+    } else {
+        release_lazy(l);
+    }
+    return 0;
+}
+
 static int post(struct kb_link *l, sim_time t, sim_time now,
                 struct kb_link_msg *m, uint32_t hop)
 {
+    if (l->lazy && settle(l, t) < 0)
+        return SIM_ENOMEM;
     if (heap_push(l, t, m, hop) < 0)
         return SIM_ENOMEM;
     kb_link_wake_at(l, t, now);
@@ -320,6 +372,7 @@ int kb_link_backlog(const struct kb_link *l)
 {
     if (l->cr)
         return kb_link_credit_backlog(l->cr);
+    catch_up((struct kb_link *)l);
     return (int)(l->n_heap + l->n_fifo) + (l->cur != NULL);
 }
 
@@ -455,9 +508,18 @@ static void link_serve(struct sim *s, void *arg)
     }
 
     sim_time t = SIM_FOREVER;
-    if (l->cur)
+    if (l->cur) {
+        if (!l->n_fifo && !l->n_heap && !l->tr && l->cur_hop + 1 != l->cur->n_hops) {
+            /* the tail's wake-up would carry no work: see catch_up */
+            struct kb_link_msg *m = l->cur;
+            l->lazy_seq = sim_seq_reserve(s);
+            l->lazy = true;
+            l->lazy_bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+            l->lazy_flits = m->n_flits;
+            return;
+        }
         t = l->cur_tail;
-    else if (l->n_fifo)
+    } else if (l->n_fifo)
         t = l->free_at;
     if (l->n_heap && l->heap[0].t < t)
         t = l->heap[0].t;
@@ -467,11 +529,13 @@ static void link_serve(struct sim *s, void *arg)
 
 void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out)
 {
+    catch_up((struct kb_link *)l);
     *out = l->st;
 }
 
 double kb_link_utilisation(const struct kb_link *l, sim_time elapsed)
 {
+    catch_up((struct kb_link *)l);
     if (!elapsed)
         elapsed = sim_now(l->sim);
     return elapsed ? (double)l->st.busy_ps / (double)elapsed : 0.0;

@@ -33,6 +33,11 @@ struct kb_link {
 
     struct sim_proc *proc; /* woken with sim_method_wake */
     sim_time wake_req; /* earliest wake-up asked for and not yet served */
+    /* the wake-up at cur_tail not made (link.c, "The tail's wake-up"):
+     * its sequence number, reserved; lazy says it is outstanding */
+    uint64_t lazy_seq;
+    bool lazy;
+    uint64_t lazy_bytes, lazy_flits; /* the worm's: it may be gone by then */
 
     /* heads on their way to this link's input, min-heap on (t, seq) */
     struct arrival *heap;

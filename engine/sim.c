@@ -173,7 +173,16 @@ struct sim {
     struct evq timed;
     /* runnable queue: ring buffer of processes */
     struct sim_proc **runq;
+    /* runq_key[i]: the seq of the timed entry that queued runq[i] in the
+     * first delta of a time (UINT64_MAX for any other wake-up); with
+     * cur_key, the key of the process taken last, and first_delta, it
+     * tells where in a time's first delta the run is (sim_seq_passed) */
+    uint64_t *runq_key;
     size_t runq_head, runq_len, runq_cap;
+    uint64_t fire_key, cur_key;
+    bool first_delta;
+    sim_time late_until; /* entries up to this time may have come in out
+                            of seq order (sim_method_wake_reserved) */
     /* delta notifications of this delta cycle, in notification order */
     struct qent *delta;
     size_t n_delta, cap_delta;
@@ -343,6 +352,7 @@ struct sim *sim_new(const struct sim_config *cfg)
     if (!s->cfg.stack_size)
         s->cfg.stack_size = DEFAULT_STACK_SIZE;
     evq_init(&s->timed);
+    s->fire_key = UINT64_MAX;
     coro_pool_init(&s->pool);
     coro_init_main(&s->main_co);
     s->procs_tail = &s->procs;
@@ -403,6 +413,7 @@ void sim_free(struct sim *s)
     coro_pool_release(&s->pool);
     evq_release(&s->timed);
     free(s->runq);
+    free(s->runq_key);
     free(s->delta);
     free(s->updates);
     free(s->batch);
@@ -465,12 +476,20 @@ static bool runq_reserve(struct sim *s, size_t need)
     while (cap < need)
         cap *= 2;
     struct sim_proc **n = malloc(cap * sizeof *n);
-    if (!n)
+    uint64_t *k = malloc(cap * sizeof *k);
+    if (!n || !k) {
+        free(n);
+        free(k);
         return false;
-    for (size_t i = 0; i < s->runq_len; i++)
+    }
+    for (size_t i = 0; i < s->runq_len; i++) {
         n[i] = s->runq[(s->runq_head + i) & (s->runq_cap - 1)];
+        k[i] = s->runq_key[(s->runq_head + i) & (s->runq_cap - 1)];
+    }
     free(s->runq);
+    free(s->runq_key);
     s->runq = n;
+    s->runq_key = k;
     s->runq_cap = cap;
     s->runq_head = 0;
     return true;
@@ -480,7 +499,9 @@ static inline void runq_push(struct sim *s, struct sim_proc *p)
 {
     if (p->queued || p->state == ST_TERMINATED)
         return;
-    s->runq[(s->runq_head + s->runq_len) & (s->runq_cap - 1)] = p;
+    size_t i = (s->runq_head + s->runq_len) & (s->runq_cap - 1);
+    s->runq[i] = p;
+    s->runq_key[i] = s->fire_key;
     s->runq_len++;
     p->queued = true;
 }
@@ -819,6 +840,60 @@ int sim_method_wake(struct sim_proc *p, sim_time delay)
     return timed_push(s, s->now + delay, p, Q_PROC, p->gen) ? 0 : SIM_ENOMEM;
 }
 
+uint64_t sim_seq_reserve(struct sim *s) { return s->seq++; }
+
+/* In the first delta of a time the runnable queue holds, from its head,
+ * the processes queued by the time's entries in seq order (key = seq),
+ * then any woken since (key UINT64_MAX); cur_key is the key of the one
+ * taken last. An entry (t, seq) would have run already unless t is later
+ * than now, or t is now, this is the first delta and seq comes after the
+ * current process's key. */
+bool sim_seq_passed(const struct sim *s, sim_time t, uint64_t seq)
+{
+    if (t != s->now)
+        return t < s->now;
+    return !(s->first_delta && seq > s->cur_key);
+}
+
+int sim_method_wake_reserved(struct sim_proc *p, sim_time t, uint64_t seq)
+{
+    struct sim *s = p->sim;
+    if (p->kind != PROC_METHOD)
+        return seterr(s, SIM_EINVAL,
+                      "sim_method_wake_reserved: '%s' is a thread process", p->name);
+    if (sim_seq_passed(s, t, seq))
+        return 1;
+    if (t > s->now) {
+        struct evq_entry e = {t, seq, p, Q_PROC, p->gen};
+        if (!evq_push(&s->timed, &e)) {
+            fail_nomem(s, "queueing a timed notification");
+            return SIM_ENOMEM;
+        }
+        if (t > s->late_until)
+            s->late_until = t;
+        return 0;
+    }
+    /* t is now, in its first delta, and the entry would run after the
+     * current process: p takes its place among the processes still
+     * queued, before the first with a later key */
+    s->stats.timed_events++;
+    p->gen++;
+    p->woken_idx = -1;
+    if (p->queued || p->state == ST_TERMINATED)
+        return 0;
+    size_t mask = s->runq_cap - 1, i = s->runq_len;
+    while (i > 0 && s->runq_key[(s->runq_head + i - 1) & mask] > seq) {
+        s->runq[(s->runq_head + i) & mask] = s->runq[(s->runq_head + i - 1) & mask];
+        s->runq_key[(s->runq_head + i) & mask] = s->runq_key[(s->runq_head + i - 1) & mask];
+        i--;
+    }
+    s->runq[(s->runq_head + i) & mask] = p;
+    s->runq_key[(s->runq_head + i) & mask] = seq;
+    s->runq_len++;
+    p->queued = true;
+    return 0;
+}
+
 int sim_sensitive(struct sim_proc *p, struct sim_event *e)
 {
     if (p->kind != PROC_METHOD)
@@ -894,6 +969,7 @@ static struct coro *next_context(struct sim *s)
     if (s->runq_len && s->budget && !s->failed) {
         struct sim_proc *q = s->runq[s->runq_head];
         if (q->kind == PROC_THREAD) {
+            s->cur_key = s->runq_key[s->runq_head];
             s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
             s->runq_len--;
             prefetch_next(s);
@@ -1684,6 +1760,7 @@ static const struct evq_entry *timed_head(struct sim *s)
 static void fire_timed(struct sim *s, const struct evq_entry *e)
 {
     s->stats.timed_events++;
+    s->fire_key = e->seq;
     if (e->kind == Q_PROC) {
         wake(s, e->obj, -1);
     } else {
@@ -1738,7 +1815,9 @@ static bool sort_batch(struct sim *s, size_t n, uint64_t lo, uint64_t hi)
 static void fire_time(struct sim *s, sim_time t)
 {
     struct evq_entry one, two;
-    if (evq_pop_fifo_at(&s->timed, t, &one)) {
+    if (t <= s->late_until) {
+        /* an entry may have come in after later seqs of its time: sort */
+    } else if (evq_pop_fifo_at(&s->timed, t, &one)) {
         /* the FIFO alone: its entries at t are at its head in insertion
          * order, and firing queues no timed entry, so fire as they come */
         do {
@@ -1747,7 +1826,7 @@ static void fire_time(struct sim *s, sim_time t)
         } while (evq_pop_fifo_at(&s->timed, t, &one));
         return;
     }
-    if (evq_pop_wheel_at(&s->timed, t, &one)) {
+    if (t > s->late_until && evq_pop_wheel_at(&s->timed, t, &one)) {
         /* the wheel alone: as the FIFO, its entries at t come out in
          * insertion order */
         do {
@@ -1898,11 +1977,13 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
                 return SIM_MORE;
             s->budget--;
             struct sim_proc *p = s->runq[s->runq_head];
+            s->cur_key = s->runq_key[s->runq_head];
             s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
             s->runq_len--;
             prefetch_next(s);
             run_proc(s, p);
         }
+        s->first_delta = false;
         /* update, then delta notification */
         if (s->n_updates)
             do_update(s);
@@ -1932,6 +2013,8 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
         }
         s->now = e->t;
         fire_time(s, e->t);
+        s->fire_key = UINT64_MAX;
+        s->first_delta = true;
     }
 }
 

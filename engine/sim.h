@@ -228,6 +228,22 @@ struct sim_proc *sim_method(struct sim *s, const char *name, sim_proc_fn fn,
  * SIM_TIME_MAX, SIM_ENOMEM (see "Out of memory"). */
 int sim_method_wake(struct sim_proc *p, sim_time delay);
 
+/* Exact removal of a wake-up that may carry no work (decision 0032).
+ * sim_seq_reserve takes the sequence number a timed entry made now would
+ * take, without making it: equal-time entries made later order after it.
+ * sim_seq_passed says whether an entry (t, seq) for a method process,
+ * had it been made, would have been served by now: t is past, or t is now
+ * and the run is past its place in t's first delta (or in a later delta).
+ * sim_method_wake_reserved makes the entry after all: queued as it would
+ * have been, or, when t is now and its place in the first delta is still
+ * ahead, p is put at that place in the runnable queue. It returns 1 and
+ * does nothing when the entry would already have been served (the caller
+ * then does what that activation would have done), 0 when made, and
+ * SIM_EINVAL (a thread) or SIM_ENOMEM. No notification is counted. */
+uint64_t sim_seq_reserve(struct sim *s);
+bool sim_seq_passed(const struct sim *s, sim_time t, uint64_t seq);
+int sim_method_wake_reserved(struct sim_proc *p, sim_time t, uint64_t seq);
+
 /* Static sensitivity of a method process (any number of events). */
 int sim_sensitive(struct sim_proc *p, struct sim_event *e);
 

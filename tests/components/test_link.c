@@ -212,6 +212,68 @@ TEST(worm_holds_link_while_its_body_is_upstream)
     T_FREE(sim_free, s);
 }
 
+/* The tail's wake-up is made only when it has work (decision 0032,
+ * addendum): a 4-flit worm over l0 then l1 (1 ns a flit, 1.7 ns latency)
+ * costs l0 one activation (its head) and l1 two (its head, and its tail,
+ * which calls done). l0's counts are those of the release at 3 ns, when
+ * asked for at or after it; a head posted before then (mode 1, at 2 ns)
+ * or after (mode 2, at 3 ns) waits for l0 to be free at 4 ns either way. */
+TEST(tail_wakeup_only_when_needed)
+{
+    for (int mode = 0; mode < 3; mode++) {
+        struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
+        char err[256];
+        struct kb_link *l0 = T_OWN(kb_link_new(s, "l0", &P, err, sizeof err), kb_link_free);
+        struct kb_link *l1 = T_OWN(kb_link_new(s, "l1", &P, err, sizeof err), kb_link_free);
+        ASSERT_TRUE(l0 && l1);
+        ASSERT_EQ(kb_port_bind(s, kb_link_out_port(l0), kb_link_in_port(l1), err, sizeof err), 0);
+        struct sink k;
+        sink_init(&k, s);
+        ASSERT_TRUE(k.in);
+        ASSERT_EQ(to_sink(s, l1, &k), 0);
+        struct kb_link *pa[2] = {l0, l1};
+        struct msg a, b;
+        msg_init(&a, pa, 2, 4 * 256, 256);
+        msg_init(&b, &l0, 1, 256, 256);
+        ASSERT_EQ(kb_link_inject(&a.m), 0);
+        struct kb_link_stats st;
+        ASSERT_EQ(sim_run(s, 2 * SIM_NS), SIM_UNTIL);
+        kb_link_get_stats(l0, &st);
+        ASSERT_U64_EQ(st.messages, 1);
+        ASSERT_U64_EQ(st.bytes, 0);
+        ASSERT_EQ(kb_link_backlog(l0), 1);
+        if (mode == 1)
+            ASSERT_EQ(kb_link_inject(&b.m), 0);
+        ASSERT_EQ(sim_run(s, 3 * SIM_NS), SIM_UNTIL);
+        if (mode == 2)
+            ASSERT_EQ(kb_link_inject(&b.m), 0);
+        else {
+            ASSERT_EQ(kb_link_backlog(l0), mode == 1);
+            kb_link_get_stats(l0, &st);
+            ASSERT_U64_EQ(st.bytes, 1024);
+            ASSERT_U64_EQ(st.flits, 4);
+            ASSERT_U64_EQ(st.busy_ps, 4000);
+        }
+        ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+        ASSERT_U64_EQ(a.at, 5700 + 1000 + 1700); /* last flit on l1 at 5.7 ns */
+        ASSERT_EQ(a.calls, 1);
+        if (mode) {
+            ASSERT_U64_EQ(b.at, 4000 + 1000 + 1700);
+            ASSERT_EQ(b.calls, 1);
+        }
+        kb_link_get_stats(l0, &st);
+        ASSERT_U64_EQ(st.bytes, mode ? 1280 : 1024);
+        struct sim_stats ss;
+        sim_get_stats(s, &ss);
+        if (mode == 0)
+            ASSERT_U64_EQ(ss.activations, 3);
+        T_FREE(kb_link_free, l0);
+        T_FREE(kb_link_free, l1);
+        T_FREE(sim_free, s);
+    }
+}
+
 TEST(fifo_order_of_heads)
 {
     /* three one-flit messages injected at t = 0 in order c, a, b */
@@ -330,5 +392,6 @@ TEST(flit_if_bind_errors)
 }
 
 TEST_MAIN(params_are_checked, serialisation_rounds_per_flit, one_hop_worm,
-          worm_holds_link_while_its_body_is_upstream, fifo_order_of_heads,
+          worm_holds_link_while_its_body_is_upstream, tail_wakeup_only_when_needed,
+          fifo_order_of_heads,
           inject_rejects_empty_messages, flit_if_hand_off, flit_if_bind_errors)

@@ -451,6 +451,82 @@ TEST(method_wake_earliest_wins)
     T_FREE(sim_free, s);
 }
 
+/* sim_seq_reserve / sim_method_wake_reserved / sim_seq_passed: a wake-up
+ * of M at 5 ns whose sequence number is reserved at 0 and whose entry is
+ * made later (at 2 ns, or at 5 ns by X, which runs before M's place) runs
+ * M where sim_method_wake at 0 would have: after X (seq before M's), before
+ * Y (seq after). Y, after M's place, finds it passed. */
+struct resctx {
+    struct sim_proc *x, *y, *m;
+    int mode; /* 0: plain wake-up; 1: made at 2 ns; 2: made by X at 5 ns */
+    uint64_t seq;
+    int rc_x, rc_y;
+    bool passed_x, passed_y;
+    struct log log;
+};
+
+static void res_x(struct sim *s, void *arg)
+{
+    struct resctx *c = arg;
+    logf_(&c->log, s, "X");
+    c->passed_x = sim_seq_passed(s, 5 * SIM_NS, c->seq);
+    if (c->mode == 2)
+        c->rc_x = sim_method_wake_reserved(c->m, 5 * SIM_NS, c->seq);
+}
+
+static void res_y(struct sim *s, void *arg)
+{
+    struct resctx *c = arg;
+    logf_(&c->log, s, "Y");
+    if (!c->mode)
+        return;
+    c->passed_y = sim_seq_passed(s, 5 * SIM_NS, c->seq);
+    c->rc_y = sim_method_wake_reserved(c->m, 5 * SIM_NS, c->seq);
+}
+
+static void res_m(struct sim *s, void *arg)
+{
+    logf_(&((struct resctx *)arg)->log, s, "M");
+}
+
+static void res_setup(struct sim *s, void *arg)
+{
+    struct resctx *c = arg;
+    ASSERT_EQ(sim_method_wake(c->x, 5 * SIM_NS), 0);
+    if (c->mode == 0)
+        ASSERT_EQ(sim_method_wake(c->m, 5 * SIM_NS), 0);
+    else
+        c->seq = sim_seq_reserve(s);
+    ASSERT_EQ(sim_method_wake(c->y, 5 * SIM_NS), 0);
+    sim_wait(s, 2 * SIM_NS);
+    ASSERT_TRUE(!sim_seq_passed(s, 5 * SIM_NS, c->seq));
+    if (c->mode == 1)
+        ASSERT_EQ(sim_method_wake_reserved(c->m, 5 * SIM_NS, c->seq), 0);
+}
+
+TEST(reserved_wakeup_keeps_its_place)
+{
+    for (int mode = 0; mode < 3; mode++) {
+        struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
+        struct resctx c = {.mode = mode, .seq = UINT64_MAX};
+        c.x = sim_method(s, "x", res_x, &c, true);
+        c.y = sim_method(s, "y", res_y, &c, true);
+        c.m = sim_method(s, "m", res_m, &c, true);
+        ASSERT_TRUE(c.x && c.y && c.m);
+        ASSERT_TRUE(sim_thread(s, "setup", res_setup, &c, 0));
+        ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+        ASSERT_STREQ(c.log.buf, "X@5/2 M@5/2 Y@5/2 ");
+        if (mode) {
+            ASSERT_TRUE(!c.passed_x);
+            ASSERT_TRUE(c.passed_y);
+            ASSERT_EQ(c.rc_y, 1);
+            ASSERT_EQ(c.rc_x, 0);
+        }
+        T_FREE(sim_free, s);
+    }
+}
+
 static void bad_wait_in_method(struct sim *s, void *arg)
 {
     int *rc = arg;
@@ -1061,7 +1137,7 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           notification_order, earlier_notification_wins_and_cancel,
           fifo_write_blocks_when_full, fifo_read_blocks_when_empty,
           fifo_nonblocking, fifo_several_waiters, method_static_sensitivity, method_next_trigger,
-          method_wake_earliest_wins,
+          method_wake_earliest_wins, reserved_wakeup_keeps_its_place,
           wait_outside_thread_is_refused, wait_any_and_timeout,
           two_runs_identical_traces, deadlock_report_lists_blocked_processes,
           run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
