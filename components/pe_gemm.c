@@ -74,6 +74,13 @@ sim_time kb_gemm_cycles_to_ps(const struct kb_gemm_params *p, uint64_t cycles)
     return (sim_time)llround((double)cycles * 1000.0 / p->clock_ghz);
 }
 
+bool kb_gemm_time_fits(const struct kb_gemm_params *p, uint64_t M, uint64_t N, uint64_t K)
+{
+    if ((double)M * (double)N * (double)K > (double)KB_GEMM_MAX_MNK)
+        return false;
+    return (double)kb_gemm_cycles(p, M, N, K) * 1000.0 / p->clock_ghz < 9e18;
+}
+
 sim_time kb_gemm_time(const struct kb_gemm_params *p, uint64_t M, uint64_t N,
                       uint64_t K)
 {

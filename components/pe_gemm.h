@@ -71,6 +71,12 @@ uint64_t kb_gemm_cycles(const struct kb_gemm_params *p, uint64_t M,
 sim_time kb_gemm_time(const struct kb_gemm_params *p, uint64_t M, uint64_t N,
                       uint64_t K);
 
+/* Whether the closed forms of an M×N×K GEMM can be computed: M·N·K <=
+ * 2^48 keeps the cycle count (at most 8·M·N·K) in 64 bits, and the time
+ * must fit a sim_time. Callers that take sizes from users check it first. */
+#define KB_GEMM_MAX_MNK ((uint64_t)1 << 48)
+bool kb_gemm_time_fits(const struct kb_gemm_params *p, uint64_t M, uint64_t N, uint64_t K);
+
 /* cycles / clock_ghz, in ps rounded to nearest. */
 sim_time kb_gemm_cycles_to_ps(const struct kb_gemm_params *p, uint64_t cycles);
 

@@ -297,6 +297,14 @@ sim_time kb_math_time(const struct kb_math_params *p, enum kb_math_op op,
     return cycles_to_ps(kb_math_cycles(p, op, n, dt), p->clock_ghz);
 }
 
+bool kb_math_time_fits(const struct kb_math_params *p, enum kb_math_op op, uint64_t n,
+                       enum kb_dtype dt)
+{
+    if (n > KB_MATH_MAX_N)
+        return false;
+    return (double)kb_math_cycles(p, op, (size_t)n, dt) * 1000.0 / p->clock_ghz < 9e18;
+}
+
 int kb_math_params_check(const struct kb_math_params *p, const char *name,
                          char *err, size_t errlen)
 {

@@ -21,6 +21,7 @@
 #ifndef KBSIM_PE_MATH_H
 #define KBSIM_PE_MATH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -95,6 +96,12 @@ uint64_t kb_math_cycles(const struct kb_math_params *p, enum kb_math_op op,
                         size_t n, enum kb_dtype dt);
 sim_time kb_math_time(const struct kb_math_params *p, enum kb_math_op op,
                       size_t n, enum kb_dtype dt);
+/* Whether those closed forms can be computed: n <= 2^40 elements keeps n·s
+ * in 64 bits, and the time must fit a sim_time. Callers that take n from
+ * users check it first. */
+#define KB_MATH_MAX_N ((uint64_t)1 << 40)
+bool kb_math_time_fits(const struct kb_math_params *p, enum kb_math_op op, uint64_t n,
+                       enum kb_dtype dt);
 
 /* ---- the unit ------------------------------------------------------------ */
 

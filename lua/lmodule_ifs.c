@@ -901,14 +901,12 @@ static int cif_time(lua_State *L)
         uint64_t d[3];
         for (int k = 0; k < 3; k++)
             d[k] = checku64(L, 2 + k);
-        /* M·N·K <= 2^48 keeps the cycle count (at most 8·M·N·K) in 64
-         * bits; the time in ps must fit a sim_time too */
-        if ((double)d[0] * (double)d[1] * (double)d[2] > 281474976710656.0)
-            return luaL_error(L, "gemm:time: M*N*K = %f is more than 2^48",
-                              (double)d[0] * (double)d[1] * (double)d[2]);
         const struct kb_gemm_if *g = c->iface;
         const struct kb_gemm_params *gp = g->params(g->ctx);
-        if ((double)kb_gemm_cycles(gp, d[0], d[1], d[2]) * 1000.0 / gp->clock_ghz > 9e18)
+        if ((double)d[0] * (double)d[1] * (double)d[2] > (double)KB_GEMM_MAX_MNK)
+            return luaL_error(L, "gemm:time: M*N*K = %f is more than 2^48",
+                              (double)d[0] * (double)d[1] * (double)d[2]);
+        if (!kb_gemm_time_fits(gp, d[0], d[1], d[2]))
             return luaL_error(L, "gemm:time: %I x %I x %I takes longer than a simulation "
                                  "can count", (lua_Integer)d[0], (lua_Integer)d[1],
                               (lua_Integer)d[2]);

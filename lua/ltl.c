@@ -1540,6 +1540,9 @@ static int l_gemm_time(lua_State *L)
     struct kb_pe *pe = checkpe(L, sys, 5);
     /* a closed-form query on the PE's own unit's params: observation, direct */
     const struct kb_gemm_params *p = kb_gemm_params(pe->gemm);
+    if (!kb_gemm_time_fits(p, (uint64_t)m, (uint64_t)n, (uint64_t)k))
+        return luaL_error(L, "tl.gemm_time: %I x %I x %I is past what a simulation can time "
+                             "(M*N*K <= 2^48)", m, n, k);
     lua_pushinteger(L, (lua_Integer)kb_gemm_time(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
     lua_pushinteger(L, (lua_Integer)kb_gemm_cycles(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
     lua_pushinteger(L, (lua_Integer)kb_gemm_tiles(p, (uint64_t)m, (uint64_t)n, (uint64_t)k));
@@ -1567,6 +1570,9 @@ static int l_math_time(lua_State *L)
     struct kb_pe *pe = checkpe(L, sys, 5);
     /* a closed-form query on the PE's own unit's params: observation, direct */
     const struct kb_math_params *p = kb_math_params(pe->math);
+    if (!kb_math_time_fits(p, op, (uint64_t)n, dt))
+        return luaL_error(L, "tl.math_time: %s over %I elements is past what a simulation can "
+                             "time (n <= 2^40)", name, n);
     lua_pushinteger(L, (lua_Integer)kb_math_time(p, op, (size_t)n, dt));
     lua_pushinteger(L, (lua_Integer)kb_math_cycles(p, op, (size_t)n, dt));
     return 2;
