@@ -369,9 +369,10 @@ static void describe_entry(lua_State *L, int e)
     }
 }
 
-/* Describes the systems --describe collects whose simulation is the
- * kbsim.sim at index i (it is being closed). */
-void lkb_describe_sim_closing(lua_State *L, int i)
+/* Describes, among the systems --describe collects, those being closed:
+ * the one at index i (by_sim false: a system; only one can match), or
+ * every one whose simulation is the kbsim.sim at index i (by_sim true). */
+static void describe_closing(lua_State *L, int i, bool by_sim)
 {
     i = lua_absindex(L, i);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &describe_key) != LUA_TTABLE) {
@@ -383,38 +384,22 @@ void lkb_describe_sim_closing(lua_State *L, int i)
     for (lua_Integer k = 1; k <= n; k++) {
         lua_rawgeti(L, list, k);
         lua_getfield(L, -1, "sys");
-        lua_getiuservalue(L, -1, 1);
+        if (by_sim)
+            lua_getiuservalue(L, -1, 1);
         bool same = lua_rawequal(L, -1, i);
-        lua_pop(L, 2);
+        lua_pop(L, by_sim ? 2 : 1);
         if (same)
             describe_entry(L, -1);
         lua_pop(L, 1);
+        if (same && !by_sim)
+            break;
     }
     lua_pop(L, 1);
 }
 
-/* Describes the system at index i now if --describe collects it (it is
- * being closed). */
-static void describe_before_close(lua_State *L, int i)
+void lkb_describe_sim_closing(lua_State *L, int i)
 {
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &describe_key) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        return;
-    }
-    int list = lua_gettop(L);
-    lua_Integer n = (lua_Integer)lua_rawlen(L, list);
-    for (lua_Integer k = 1; k <= n; k++) {
-        lua_rawgeti(L, list, k);
-        lua_getfield(L, -1, "sys");
-        bool same = lua_rawequal(L, -1, i);
-        lua_pop(L, 1);
-        if (same)
-            describe_entry(L, -1);
-        lua_pop(L, 1);
-        if (same)
-            break;
-    }
-    lua_pop(L, 1);
+    describe_closing(L, i, true);
 }
 
 void lkb_describe_begin(lua_State *L)
@@ -1378,7 +1363,7 @@ static int sys_close(lua_State *L)
         return 0;
     if (kb_fabric_in_flight(kb_system_fabric(h->sys)))
         return luaL_error(L, "attempt to close a system with transfers in flight");
-    describe_before_close(L, 1);
+    describe_closing(L, 1, false);
     /* The processes of its PE units (DMA channels, ...) live in the
      * simulation, which may run them again: while it is open, the system
      * is only hidden, and freed when the simulation lets it go (it anchors
