@@ -500,6 +500,20 @@ void lkb_sweep_push_record(lua_State *L)
     lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key);
 }
 
+void lkb_sweep_record_report(lua_State *L, bool interrupted)
+{
+    lkb_sweep_push_record(L);
+    lua_getfield(L, -1, "reports");
+    lua_pushvalue(L, -3);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    lua_pop(L, 1);
+    if (interrupted) {
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "interrupted");
+    }
+    lua_pop(L, 2);
+}
+
 static void setint(lua_State *L, const char *k, lua_Integer v)
 {
     lua_pushinteger(L, v);
@@ -634,16 +648,8 @@ static void report_failures(lua_State *L, const struct sweep *sw, const unsigned
     }
     luaL_pushresult(&rep);
     if (nfailed > 0 || interrupted) {
-        lkb_sweep_push_record(L);
-        lua_getfield(L, -1, "reports");
-        lua_pushvalue(L, -3);
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-        lua_pop(L, 1);
-        if (interrupted) {
-            lua_pushboolean(L, 1);
-            lua_setfield(L, -2, "interrupted");
-        }
-        lua_pop(L, 1);
+        lua_pushvalue(L, -1);
+        lkb_sweep_record_report(L, interrupted);
     }
     lua_pop(L, 1);
 }

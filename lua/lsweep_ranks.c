@@ -279,16 +279,8 @@ int lkb_ranks_worker_result(lua_State *L)
     bool failed = lua_tointeger(L, -2) > 0, interrupted = lua_toboolean(L, -1);
     lua_pop(L, 2);
     if (failed || interrupted) {
-        lkb_sweep_push_record(L);
-        lua_getfield(L, -1, "reports");
         lua_pushliteral(L, "(reported by rank 0)");
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-        lua_pop(L, 1);
-        if (interrupted) {
-            lua_pushboolean(L, 1);
-            lua_setfield(L, -2, "interrupted");
-        }
-        lua_pop(L, 1);
+        lkb_sweep_record_report(L, interrupted);
     }
     lua_pushvalue(L, rows);
     lua_pushvalue(L, summary);
