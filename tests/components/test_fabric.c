@@ -693,6 +693,9 @@ TEST(links_and_nodes_are_modules)
         sim_time want = kb_fabric_path_time(f, path, 2, 5000);
         ASSERT_TRUE(want != SIM_FOREVER);
         ASSERT_EQ(kb_fabric_links_made(f), 2);
+        /* made when asked (decision 0038, "Lazy records"); out of memory
+         * is an error, as making them with the links was */
+        ASSERT_EQ(sim_port_make_deferred(s), 0);
         char buf[256];
         ASSERT_STREQ(peers(s, "a.net.out", buf, sizeof buf), "a->b.in");
         ASSERT_STREQ(peers(s, "a->b.out", buf, sizeof buf), "b.net.in");
