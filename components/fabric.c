@@ -117,6 +117,7 @@ struct kb_fabric {
         struct sim_port *after;
     } *pend;
     int n_pend, cap_pend;
+    struct sim_port_defer *defer;
     struct kb_flit_if node_if;
     kb_fabric_route_fn *router;
     void *router_ud;
@@ -143,7 +144,7 @@ struct kb_fabric *kb_fabric_new(struct sim *s)
         f->sim = s;
         /* every node forwards a worm to its route's next link (link.h) */
         f->node_if = (struct kb_flit_if){f, kb_link_route_head, kb_link_route_flit};
-        if (sim_port_defer(s, make_pending_ports, f) < 0) {
+        if (!(f->defer = sim_port_defer(s, make_pending_ports, f))) {
             free(f);
             return NULL;
         }
@@ -180,7 +181,7 @@ void kb_fabric_free(struct kb_fabric *f)
     free(f->classes);
     free(f->nport);
     free(f->pend);
-    sim_port_undefer(f->sim, make_pending_ports, f);
+    sim_port_defer_release(f->defer); /* the simulation may be gone */
     free(f->links);
     free(f->params);
     free(f->nodes);

@@ -155,11 +155,13 @@ struct sim_port {
     enum sim_port_dir dir;
 };
 
-/* A module's deferred ports (sim_port_defer). */
-struct port_defer {
-    struct port_defer *next;
+/* A module's deferred ports (sim_port_defer): shared by the simulation
+ * and the module, freed by the last to let go; make NULL once released. */
+struct sim_port_defer {
+    struct sim_port_defer *next;
     sim_port_make_fn make;
     void *ud;
+    int refs;
 };
 
 /* A port type tag, kept once (a system has a handful of types). */
@@ -221,7 +223,7 @@ struct sim {
     char *port_chunk, *port_next;
     size_t port_left;
     struct sim_port *ports_first, *ports_last; /* creation order */
-    struct port_defer *port_defers; /* sim_port_defer */
+    struct sim_port_defer *port_defers; /* sim_port_defer */
     bool port_insert;               /* sim_port_insert_after */
     struct sim_port *port_after;
     bool elaborated;
@@ -415,9 +417,10 @@ void sim_free(struct sim *s)
         n = t->next;
         free(t);
     }
-    for (struct port_defer *d = s->port_defers, *n; d; d = n) {
+    for (struct sim_port_defer *d = s->port_defers, *n; d; d = n) {
         n = d->next;
-        free(d);
+        if (--d->refs == 0)
+            free(d);
     }
     for (char *c = s->port_chunk, *prev; c; c = prev) {
         memcpy(&prev, c, sizeof prev);
@@ -1561,31 +1564,31 @@ struct sim_port *sim_port_new(struct sim *s, const char *name,
     return p;
 }
 
-int sim_port_defer(struct sim *s, sim_port_make_fn make, void *ud)
+struct sim_port_defer *sim_port_defer(struct sim *s, sim_port_make_fn make, void *ud)
 {
-    struct port_defer *d = malloc(sizeof *d);
-    if (!d)
-        return seterr(s, SIM_ENOMEM, "out of memory deferring ports");
-    *d = (struct port_defer){s->port_defers, make, ud};
+    struct sim_port_defer *d = malloc(sizeof *d);
+    if (!d) {
+        seterr(s, SIM_ENOMEM, "out of memory deferring ports");
+        return NULL;
+    }
+    *d = (struct sim_port_defer){s->port_defers, make, ud, 2};
     s->port_defers = d;
-    return 0;
+    return d;
 }
 
-void sim_port_undefer(struct sim *s, sim_port_make_fn make, void *ud)
+void sim_port_defer_release(struct sim_port_defer *d)
 {
-    for (struct port_defer **pd = &s->port_defers; *pd; pd = &(*pd)->next)
-        if ((*pd)->make == make && (*pd)->ud == ud) {
-            struct port_defer *d = *pd;
-            *pd = d->next;
-            free(d);
-            return;
-        }
+    if (!d)
+        return;
+    d->make = NULL;
+    if (--d->refs == 0)
+        free(d);
 }
 
 int sim_port_make_deferred(struct sim *s)
 {
-    for (struct port_defer *d = s->port_defers; d; d = d->next) {
-        int rc = d->make(d->ud);
+    for (struct sim_port_defer *d = s->port_defers; d; d = d->next) {
+        int rc = d->make ? d->make(d->ud) : 0;
         if (rc < 0)
             return seterr(s, rc, "out of memory making deferred ports");
     }
