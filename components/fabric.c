@@ -462,6 +462,8 @@ static int make_ports_of(struct kb_fabric *f, struct flink *fl)
 static int make_pending_ports(void *ud)
 {
     struct kb_fabric *f = ud;
+    if (!f->n_pend)
+        return 0;
     int i = 0;
     for (; i < f->n_pend; i++) {
         /* links made with no other port between follow each other */
@@ -471,7 +473,8 @@ static int make_pending_ports(void *ud)
             break;
     }
     sim_port_insert_after(f->sim, false, NULL);
-    memmove(f->pend, f->pend + i, (size_t)(f->n_pend - i) * sizeof *f->pend);
+    if (i < f->n_pend)
+        memmove(f->pend, f->pend + i, (size_t)(f->n_pend - i) * sizeof *f->pend);
     f->n_pend -= i;
     return f->n_pend ? SIM_ENOMEM : 0;
 }

@@ -981,7 +981,7 @@ TEST(deferred_ports_keep_their_place)
     struct lazy_mod *m = T_OWN(calloc(1, sizeof *m), free);
     ASSERT_TRUE(m);
     m->s = s;
-    struct sim_port_defer *d = sim_port_defer(s, lazy_make, m);
+    struct sim_port_defer *d = T_OWN(sim_port_defer(s, lazy_make, m), sim_port_defer_release);
     ASSERT_TRUE(d);
     m->after[m->n_noted++] = sim_port_last(s); /* NULL: first of all */
     ASSERT_TRUE(sim_port_new(s, "a.p", SIM_PORT_OUT, "t", 0, 1));
@@ -1004,7 +1004,7 @@ TEST(deferred_ports_keep_their_place)
     for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p))
         n++;
     ASSERT_EQ(n, 7);
-    sim_port_defer_release(d);
+    T_FREE(sim_port_defer_release, d);
     ASSERT_OK(sim_port_make_deferred(s));
     ASSERT_EQ(m->calls, 3);
     T_FREE(sim_free, s);
@@ -1012,10 +1012,10 @@ TEST(deferred_ports_keep_their_place)
      * its simulation does */
     s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
-    d = sim_port_defer(s, lazy_make, m);
+    d = T_OWN(sim_port_defer(s, lazy_make, m), sim_port_defer_release);
     ASSERT_TRUE(d);
     T_FREE(sim_free, s);
-    sim_port_defer_release(d);
+    T_FREE(sim_port_defer_release, d);
 }
 
 TEST(port_on_bind_and_listing)
