@@ -110,6 +110,14 @@ struct kb_fabric {
      * before), in cap_nport entries; every node exports node_if */
     struct nport *nport;
     int cap_nport;
+    /* links made whose ports are not (decision 0038, "Lazy records"), in
+     * the order made, each with the port it would have followed */
+    struct pend_ports {
+        int link;
+        struct sim_port *after;
+    } *pend;
+    int n_pend, cap_pend;
+    struct sim_port_defer *defer;
     struct kb_flit_if node_if;
     kb_fabric_route_fn *router;
     void *router_ud;
@@ -127,6 +135,8 @@ static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
     return code;
 }
 
+static int make_pending_ports(void *ud);
+
 struct kb_fabric *kb_fabric_new(struct sim *s)
 {
     struct kb_fabric *f = calloc(1, sizeof *f);
@@ -134,6 +144,10 @@ struct kb_fabric *kb_fabric_new(struct sim *s)
         f->sim = s;
         /* every node forwards a worm to its route's next link (link.h) */
         f->node_if = (struct kb_flit_if){f, kb_link_route_head, kb_link_route_flit};
+        if (!(f->defer = sim_port_defer(s, make_pending_ports, f))) {
+            free(f);
+            return NULL;
+        }
     }
     return f;
 }
@@ -166,6 +180,8 @@ void kb_fabric_free(struct kb_fabric *f)
         free(f->nodes[i].name);
     free(f->classes);
     free(f->nport);
+    free(f->pend);
+    sim_port_defer_release(f->defer); /* the simulation may be gone */
     free(f->links);
     free(f->params);
     free(f->nodes);
@@ -394,24 +410,73 @@ static struct nport *node_ports(struct kb_fabric *f, int node)
     return np;
 }
 
-/* Makes link fl's kb_link and binds it: its source node's `out` to the
- * link's `in`, the link's `out` to its destination node's `in`. */
+/* Makes link fl's kb_link; where its worms go is set now (the interface
+ * its `out` is bound to), its ports and theirs later (make_ports_of). */
 static struct kb_link *make_link(struct kb_fabric *f, struct flink *fl, const char *name)
+{
+    if (f->n_pend == f->cap_pend) {
+        int cap = f->cap_pend ? 2 * f->cap_pend : 64;
+        struct pend_ports *a = realloc(f->pend, (size_t)cap * sizeof *a);
+        if (!a) {
+            seterr(f, SIM_ENOMEM, "link '%s': out of memory", name);
+            return NULL;
+        }
+        f->pend = a;
+        f->cap_pend = cap;
+    }
+    struct kb_link *l = kb_link_new_unported(f->sim, name, &f->params[fl->params], f->err,
+                                             sizeof f->err);
+    if (!l)
+        return NULL;
+    kb_link_set_out(l, &f->node_if);
+    f->pend[f->n_pend++] = (struct pend_ports){(int)(fl - f->links), sim_port_last(f->sim)};
+    return l;
+}
+
+/* Makes link fl's ports, its nodes' (on their first link) and binds them:
+ * its source node's `out` to the link's `in`, the link's `out` to its
+ * destination node's `in`; -1 with f->err set when out of memory. */
+static int make_ports_of(struct kb_fabric *f, struct flink *fl)
 {
     /* the nodes' ports first (listings show a node before its links); both
      * before either is used: making one may move the other */
-    if (!node_ports(f, fl->src) || !node_ports(f, fl->dst))
-        return NULL;
-    struct kb_link *l = kb_link_new(f->sim, name, &f->params[fl->params], f->err, sizeof f->err);
-    if (!l)
-        return NULL;
+    if (!node_ports(f, fl->src) || !node_ports(f, fl->dst) ||
+        kb_link_make_ports(fl->l, f->err, sizeof f->err) < 0)
+        return -1;
+    /* each step once, so that a call again after running out of memory
+     * finishes the job */
     struct nport *src = &f->nport[fl->src], *dst = &f->nport[fl->dst];
-    if (kb_port_bind(f->sim, src->out, kb_link_in_port(l), f->err, sizeof f->err) < 0 ||
-        kb_port_bind(f->sim, kb_link_out_port(l), dst->in, f->err, sizeof f->err) < 0) {
-        kb_link_free(l); /* its ports stay, unbound or half bound, until sim_free */
-        return NULL;
+    struct sim_port *in = kb_link_in_port(fl->l), *out = kb_link_out_port(fl->l);
+    if ((!sim_port_bound_count(in) &&
+         kb_port_bind(f->sim, src->out, in, f->err, sizeof f->err) < 0) ||
+        (!sim_port_bound_count(out) &&
+         kb_port_bind(f->sim, out, dst->in, f->err, sizeof f->err) < 0))
+        return -1;
+    return 0;
+}
+
+/* The engine asks for the ports (a listing, a lookup by name): makes those
+ * of the links made since the last time, each where it would have been
+ * made with its link, so listings are as if made then. Out of memory:
+ * SIM_ENOMEM, the links not done stay pending (the links still work). */
+static int make_pending_ports(void *ud)
+{
+    struct kb_fabric *f = ud;
+    if (!f->n_pend)
+        return 0;
+    int i = 0;
+    for (; i < f->n_pend; i++) {
+        /* links made with no other port between follow each other */
+        if (i == 0 || f->pend[i].after != f->pend[i - 1].after)
+            sim_port_insert_after(f->sim, true, f->pend[i].after);
+        if (make_ports_of(f, &f->links[f->pend[i].link]) < 0)
+            break;
     }
-    return l;
+    sim_port_insert_after(f->sim, false, NULL);
+    if (i < f->n_pend)
+        memmove(f->pend, f->pend + i, (size_t)(f->n_pend - i) * sizeof *f->pend);
+    f->n_pend -= i;
+    return f->n_pend ? SIM_ENOMEM : 0;
 }
 
 /* Link `id`'s kb_link, made on first use; NULL when out of memory. */

@@ -102,20 +102,45 @@ static void out_bound(void *ud, struct sim_port *p)
 static int make_ports(struct sim *s, struct kb_link *l, const char *name, char *err,
                       size_t errlen)
 {
-    l->in_port = kb_port_new(s, NULL, name, "in", SIM_PORT_IN, KB_FLIT_IF, 0, 1, err, errlen);
-    if (!l->in_port)
-        return SIM_ENOMEM;
-    sim_port_set_iface(l->in_port, &l->in_if);
-    l->out_port = kb_port_new(s, NULL, name, "out", SIM_PORT_OUT, KB_FLIT_IF, 1, 1, err, errlen);
-    if (!l->out_port)
-        return SIM_ENOMEM;
-    sim_port_on_bind(l->out_port, out_bound, l);
+    /* each once: the fabric calls again after running out of memory */
+    if (!l->in_port) {
+        l->in_port = kb_port_new(s, NULL, name, "in", SIM_PORT_IN, KB_FLIT_IF, 0, 1, err, errlen);
+        if (!l->in_port)
+            return SIM_ENOMEM;
+        sim_port_set_iface(l->in_port, &l->in_if);
+    }
+    if (!l->out_port) {
+        l->out_port =
+            kb_port_new(s, NULL, name, "out", SIM_PORT_OUT, KB_FLIT_IF, 1, 1, err, errlen);
+        if (!l->out_port)
+            return SIM_ENOMEM;
+        sim_port_on_bind(l->out_port, out_bound, l);
+    }
     return 0;
 }
 
 struct kb_link *kb_link_new(struct sim *s, const char *name,
                             const struct kb_link_params *p, char *err,
                             size_t errlen)
+{
+    struct kb_link *l = kb_link_new_unported(s, name, p, err, errlen);
+    if (l && make_ports(s, l, name, err, errlen) < 0) {
+        kb_link_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+int kb_link_make_ports(struct kb_link *l, char *err, size_t errlen)
+{
+    return make_ports(l->sim, l, kb_link_name(l), err, errlen);
+}
+
+void kb_link_set_out(struct kb_link *l, const struct kb_flit_if *out) { l->out = out; }
+
+struct kb_link *kb_link_new_unported(struct sim *s, const char *name,
+                                     const struct kb_link_params *p, char *err,
+                                     size_t errlen)
 {
     if (kb_link_params_check(p, name, err, errlen) < 0)
         return NULL;
@@ -145,10 +170,6 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
     l->proc = sim_method(s, name, l->cr ? kb_link_credit_serve : link_serve, l, true);
     if (!l->proc) {
         kb_errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
-        kb_link_free(l);
-        return NULL;
-    }
-    if (make_ports(s, l, name, err, errlen) < 0) {
         kb_link_free(l);
         return NULL;
     }

@@ -157,6 +157,17 @@ const char *kb_link_name(const struct kb_link *l);
 struct sim_port *kb_link_in_port(const struct kb_link *l);
 struct sim_port *kb_link_out_port(const struct kb_link *l);
 
+/* A link without its ports yet (the fabric's: decision 0038, "Lazy
+ * records"): the fabric sets where its worms go, the interface its port
+ * `out` would be bound to, and makes the ports when they are asked for
+ * (kb_link_make_ports; 0 at once if made). Binding `out` later caches
+ * the same interface. */
+struct kb_link *kb_link_new_unported(struct sim *s, const char *name,
+                                     const struct kb_link_params *p, char *err,
+                                     size_t errlen);
+void kb_link_set_out(struct kb_link *l, const struct kb_flit_if *out);
+int kb_link_make_ports(struct kb_link *l, char *err, size_t errlen);
+
 /* The interface a fabric node exports (fabric.c: every node's NODE.net.in):
  * a head or flit reaching it on hop `hop` goes on to the input of the link
  * m->path[hop], its route's next link, through that link's export. Here,

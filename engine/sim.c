@@ -155,6 +155,15 @@ struct sim_port {
     enum sim_port_dir dir;
 };
 
+/* A module's deferred ports (sim_port_defer): shared by the simulation
+ * and the module, freed by the last to let go; make NULL once released. */
+struct sim_port_defer {
+    struct sim_port_defer *next;
+    sim_port_make_fn make;
+    void *ud;
+    int refs;
+};
+
 /* A port type tag, kept once (a system has a handful of types). */
 struct port_tag {
     struct port_tag *next;
@@ -214,6 +223,9 @@ struct sim {
     char *port_chunk, *port_next;
     size_t port_left;
     struct sim_port *ports_first, *ports_last; /* creation order */
+    struct sim_port_defer *port_defers; /* sim_port_defer */
+    bool port_insert;               /* sim_port_insert_after */
+    struct sim_port *port_after;
     bool elaborated;
     bool stop_req;
     int failed;       /* 0, or what sim_run returns: SIM_EPROC, SIM_ENOMEM */
@@ -404,6 +416,11 @@ void sim_free(struct sim *s)
     for (struct port_tag *t = s->port_tags, *n; t; t = n) {
         n = t->next;
         free(t);
+    }
+    for (struct sim_port_defer *d = s->port_defers, *n; d; d = n) {
+        n = d->next;
+        if (--d->refs == 0)
+            free(d);
     }
     for (char *c = s->port_chunk, *prev; c; c = prev) {
         memcpy(&prev, c, sizeof prev);
@@ -1529,12 +1546,61 @@ struct sim_port *sim_port_new(struct sim *s, const char *name,
     p->dir = dir;
     p->min_bind = min_bind;
     p->max_bind = max_bind;
-    if (s->ports_last)
-        s->ports_last->next_created = p;
-    else
-        s->ports_first = p;
-    s->ports_last = p;
+    if (s->port_insert) {
+        /* where a deferred port would have been made */
+        struct sim_port **at = s->port_after ? &s->port_after->next_created : &s->ports_first;
+        p->next_created = *at;
+        *at = p;
+        if (s->ports_last == s->port_after)
+            s->ports_last = p;
+        s->port_after = p;
+    } else {
+        if (s->ports_last)
+            s->ports_last->next_created = p;
+        else
+            s->ports_first = p;
+        s->ports_last = p;
+    }
     return p;
+}
+
+struct sim_port_defer *sim_port_defer(struct sim *s, sim_port_make_fn make, void *ud)
+{
+    struct sim_port_defer *d = malloc(sizeof *d);
+    if (!d) {
+        seterr(s, SIM_ENOMEM, "out of memory deferring ports");
+        return NULL;
+    }
+    *d = (struct sim_port_defer){s->port_defers, make, ud, 2};
+    s->port_defers = d;
+    return d;
+}
+
+void sim_port_defer_release(struct sim_port_defer *d)
+{
+    if (!d)
+        return;
+    d->make = NULL;
+    if (--d->refs == 0)
+        free(d);
+}
+
+int sim_port_make_deferred(struct sim *s)
+{
+    for (struct sim_port_defer *d = s->port_defers; d; d = d->next) {
+        int rc = d->make ? d->make(d->ud) : 0;
+        if (rc < 0)
+            return seterr(s, rc, "out of memory making deferred ports");
+    }
+    return 0;
+}
+
+struct sim_port *sim_port_last(const struct sim *s) { return s->ports_last; }
+
+void sim_port_insert_after(struct sim *s, bool on, struct sim_port *after)
+{
+    s->port_insert = on;
+    s->port_after = on ? after : NULL;
 }
 
 void sim_port_on_bind(struct sim_port *p, sim_port_bound_fn fn, void *ud)
@@ -1556,6 +1622,12 @@ void sim_port_multiplicity(const struct sim_port *p, int *min_bind, int *max_bin
 
 struct sim_port *sim_port_next(const struct sim *s, const struct sim_port *p)
 {
+    if (!p) {
+        /* a listing or a lookup starts here: the deferred ports first
+         * (making them changes the simulation's port list, not what it
+         * simulates, hence const) */
+        (void)sim_port_make_deferred((struct sim *)(uintptr_t)s);
+    }
     return p ? p->next_created : s->ports_first;
 }
 

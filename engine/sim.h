@@ -378,6 +378,29 @@ void sim_port_multiplicity(const struct sim_port *p, int *min_bind, int *max_bin
  * NULL after the last. O(1) per step. */
 struct sim_port *sim_port_next(const struct sim *s, const struct sim_port *p);
 
+/* ---- deferred ports (decision 0038, "Lazy records") ------------------
+ * A module with many ports that nothing but a listing looks at (the
+ * fabric: four a link) may note where its ports go and make them only
+ * when asked. sim_port_defer registers make(ud); sim_port_make_deferred
+ * calls every registered make (0, or the first error: SIM_ENOMEM, with
+ * sim_errmsg set; a make returns at once when it has nothing to make,
+ * and may be called again after an error), and so does
+ * sim_port_next(s, NULL), so a listing or a lookup by name sees them.
+ * sim_port_defer returns a handle the module gives back with
+ * sim_port_defer_release before ud is freed, whether or not s is still
+ * alive (the handle is shared and freed by the last of the two). make
+ * places its ports where they would have been made: sim_port_last(s)
+ * noted then is `after`; sim_port_insert_after(s, true, after) puts the
+ * next ports made after `after` (NULL: first), each after the one before, and
+ * sim_port_insert_after(s, false, NULL) goes back to appending. */
+typedef int (*sim_port_make_fn)(void *ud);
+int sim_port_make_deferred(struct sim *s);
+struct sim_port_defer;
+struct sim_port_defer *sim_port_defer(struct sim *s, sim_port_make_fn make, void *ud);
+void sim_port_defer_release(struct sim_port_defer *d);
+struct sim_port *sim_port_last(const struct sim *s);
+void sim_port_insert_after(struct sim *s, bool on, struct sim_port *after);
+
 #ifdef __cplusplus
 }
 #endif

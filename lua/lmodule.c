@@ -143,6 +143,8 @@ bool lkb_is_module_port(lua_State *L, int sysidx, const char *name)
 
 struct sim_port *lkb_find_port(struct sim *s, const char *name)
 {
+    if (sim_port_make_deferred(s) < 0) /* out of memory */
+        return NULL;
     for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p))
         if (strcmp(sim_port_name(p), name) == 0)
             return p;

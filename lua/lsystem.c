@@ -993,6 +993,8 @@ static void push_modules(lua_State *L, struct sim *s)
     lua_newtable(L); /* modules */
     lua_newtable(L); /* name -> module */
     int nmod = 0;
+    if (sim_port_make_deferred(s) < 0) /* the fabric's (decision 0038) */
+        luaL_error(L, "describe: %s", sim_errmsg(s));
     for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p)) {
         const char *full = sim_port_name(p);
         size_t ml = module_len(full);

@@ -693,6 +693,9 @@ TEST(links_and_nodes_are_modules)
         sim_time want = kb_fabric_path_time(f, path, 2, 5000);
         ASSERT_TRUE(want != SIM_FOREVER);
         ASSERT_EQ(kb_fabric_links_made(f), 2);
+        /* made when asked (decision 0038, "Lazy records"); out of memory
+         * is an error, as making them with the links was */
+        ASSERT_EQ(sim_port_make_deferred(s), 0);
         char buf[256];
         ASSERT_STREQ(peers(s, "a.net.out", buf, sizeof buf), "a->b.in");
         ASSERT_STREQ(peers(s, "a->b.out", buf, sizeof buf), "b.net.in");
@@ -705,13 +708,26 @@ TEST(links_and_nodes_are_modules)
         for (struct sim_port *q = sim_port_next(s, NULL); q; q = sim_port_next(s, q), n++)
             ASSERT_STREQ(sim_port_type(q), "kb_flit_if");
         ASSERT_EQ(n, 4 + 6);
+        /* a port made between two links stays between them in listings */
+        ASSERT_TRUE(sim_port_new(s, "m.p", SIM_PORT_OUT, "t", 0, 1));
+        ASSERT_TRUE(kb_fabric_link(f, 2)); /* a->c, made after m.p */
+        ASSERT_EQ(sim_port_make_deferred(s), 0);
+        const char *order[] = {"a.net.in", "a.net.out", "b.net.in", "b.net.out", "a->b.in",
+                               "a->b.out", "c.net.in", "c.net.out", "b->c.in", "b->c.out",
+                               "m.p", "a->c.in", "a->c.out"};
+        n = 0;
+        for (struct sim_port *q = sim_port_next(s, NULL); q; q = sim_port_next(s, q), n++) {
+            ASSERT_TRUE(n < 13);
+            ASSERT_STREQ(sim_port_name(q), order[n]);
+        }
+        ASSERT_EQ(n, 13);
         ASSERT_TRUE((kb_link_in(kb_fabric_link(f, ab))->flit != NULL) == credit);
         struct sim_event *ev = sim_event_new(s, "done");
         ASSERT_TRUE(ev);
         ASSERT_EQ(kb_fabric_send(f, path, 2, 5000, ev), 0);
         ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
         ASSERT_U64_EQ(sim_now(s), want);
-        ASSERT_EQ(kb_fabric_links_made(f), 2);
+        ASSERT_EQ(kb_fabric_links_made(f), 3);
         T_FREE(kb_fabric_free, f);
         T_FREE(sim_free, s);
     }

@@ -948,6 +948,76 @@ static void noted(void *ud, struct sim_port *p)
     n->iface = sim_port_peer_iface(p, 0);
 }
 
+/* A module's deferred ports (decision 0038, "Lazy records"): noted at
+ * where they go, made when a listing asks, each where it was noted. */
+struct lazy_mod {
+    struct sim *s;
+    struct sim_port *after[2];
+    int n_noted, calls;
+};
+
+static int lazy_make(void *ud)
+{
+    struct lazy_mod *m = ud;
+    m->calls++;
+    static const char *const names[2][2] = {{"x.in", "x.out"}, {"y.in", "y.out"}};
+    for (int i = 0; i < m->n_noted; i++) {
+        sim_port_insert_after(m->s, true, m->after[i]);
+        for (int k = 0; k < 2; k++)
+            if (!sim_port_new(m->s, names[i][k], SIM_PORT_IN, "t", 0, 1)) {
+                sim_port_insert_after(m->s, false, NULL);
+                return SIM_ENOMEM;
+            }
+    }
+    sim_port_insert_after(m->s, false, NULL);
+    m->n_noted = 0;
+    return 0;
+}
+
+TEST(deferred_ports_keep_their_place)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct lazy_mod *m = T_OWN(calloc(1, sizeof *m), free);
+    ASSERT_TRUE(m);
+    m->s = s;
+    struct sim_port_defer *d = T_OWN(sim_port_defer(s, lazy_make, m), sim_port_defer_release);
+    ASSERT_TRUE(d);
+    m->after[m->n_noted++] = sim_port_last(s); /* NULL: first of all */
+    ASSERT_TRUE(sim_port_new(s, "a.p", SIM_PORT_OUT, "t", 0, 1));
+    m->after[m->n_noted++] = sim_port_last(s);
+    ASSERT_TRUE(sim_port_new(s, "b.p", SIM_PORT_OUT, "t", 0, 1));
+    ASSERT_EQ(m->calls, 0);
+    const char *want[] = {"x.in", "x.out", "a.p", "y.in", "y.out", "b.p"};
+    int n = 0;
+    for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p), n++) {
+        ASSERT_TRUE(n < 6);
+        ASSERT_STREQ(sim_port_name(p), want[n]);
+    }
+    ASSERT_EQ(n, 6);
+    ASSERT_EQ(m->calls, 1);
+    /* made: a port made now goes last, and nothing is made twice */
+    ASSERT_TRUE(sim_port_new(s, "c.p", SIM_PORT_OUT, "t", 0, 1));
+    ASSERT_STREQ(sim_port_name(sim_port_last(s)), "c.p");
+    ASSERT_OK(sim_port_make_deferred(s));
+    n = 0;
+    for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p))
+        n++;
+    ASSERT_EQ(n, 7);
+    T_FREE(sim_port_defer_release, d);
+    ASSERT_OK(sim_port_make_deferred(s));
+    ASSERT_EQ(m->calls, 3);
+    T_FREE(sim_free, s);
+    /* released after the simulation is gone: what a system freed after
+     * its simulation does */
+    s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    d = T_OWN(sim_port_defer(s, lazy_make, m), sim_port_defer_release);
+    ASSERT_TRUE(d);
+    T_FREE(sim_free, s);
+    T_FREE(sim_port_defer_release, d);
+}
+
 TEST(port_on_bind_and_listing)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
@@ -1142,6 +1212,7 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           two_runs_identical_traces, deadlock_report_lists_blocked_processes,
           run_until_and_resume, stop_and_fail, step_in_batches_and_async_stop,
           port_binding_checks, unbound_ports_all_listed, port_on_bind_and_listing,
+          deferred_ports_keep_their_place,
           ten_thousand_threads,
           same_time_wakeups_in_insertion_order, time_past_the_end_is_refused,
           ended_thread_restarts_and_deadlock_lists_by_start,
