@@ -627,6 +627,37 @@ static void msg_done(struct kb_link_msg *lm, sim_time at)
     f->free_msgs[m->cls] = m;
 }
 
+/* Fills m's link message for `bytes` over path[0..n_hops) (its flits, the
+ * per-hop words in body, msg_done at the end; the other fields zero) and
+ * puts m on the live list; the caller sets what its kind of message adds. */
+static void msg_start(struct kb_fabric *f, struct fmsg *m, struct kb_link **path,
+                      uint32_t n_hops, sim_time *body, uint64_t bytes, struct sim_event *done,
+                      void (*cb)(void *ud, sim_time at), void *cb_ud)
+{
+    uint32_t flit = kb_link_params(path[0])->flit_bytes;
+    uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
+    m->m = (struct kb_link_msg){
+        .path = path,
+        .n_hops = n_hops,
+        .n_flits = n,
+        .flit_bytes = flit,
+        .last_bytes = (uint32_t)(bytes - (n - 1) * flit),
+        .body = body,
+        .done = msg_done,
+        .ud = m,
+    };
+    m->f = f;
+    m->done = done;
+    m->cb = cb;
+    m->cb_ud = cb_ud;
+    m->prev = NULL;
+    m->next = f->live;
+    if (f->live)
+        f->live->prev = m;
+    f->live = m;
+    f->n_live++;
+}
+
 /* kb_fabric_send on a path known to be good (kb_fabric_check_path passed
  * on it before, and links are never removed). */
 static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
@@ -661,30 +692,9 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
     sim_time *body = (sim_time *)(path + ((size_t)1 << m->cls));
     for (int j = 0; j < n_links; j++)
         path[j] = f->links[links[j]].l;
-    uint32_t flit = kb_link_params(path[0])->flit_bytes;
-    uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
-    m->m = (struct kb_link_msg){
-        .path = path,
-        .n_hops = (uint32_t)n_links,
-        .n_flits = n,
-        .flit_bytes = flit,
-        .last_bytes = (uint32_t)(bytes - (n - 1) * flit),
-        .body = body,
-        .done = msg_done,
-        .ud = m,
-        .vc_class = vc_class,
-    };
-    m->f = f;
-    m->done = done;
-    m->cb = cb;
-    m->cb_ud = cb_ud;
+    msg_start(f, m, path, (uint32_t)n_links, body, bytes, done, cb, cb_ud);
+    m->m.vc_class = vc_class;
     m->op = NULL;
-    m->prev = NULL;
-    m->next = f->live;
-    if (f->live)
-        f->live->prev = m;
-    f->live = m;
-    f->n_live++;
     if (f->classify && kb_link_credit_mode(path[0])) {
         if (n_links > f->cap_classes) {
             uint8_t *c = realloc(f->classes, (size_t)n_links);
@@ -891,35 +901,14 @@ int kb_fabric_send_open(struct kb_fabric *f, const int *prefix, int n_prefix,
         path[j] = f->links[prefix[j]].l;
         op->ids[j] = prefix[j];
     }
-    uint32_t flit = kb_link_params(path[0])->flit_bytes;
-    uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
-    m->m = (struct kb_link_msg){
-        .path = path,
-        .n_hops = (uint32_t)n_prefix,
-        .n_flits = n,
-        .flit_bytes = flit,
-        .last_bytes = (uint32_t)(bytes - (n - 1) * flit),
-        .body = body,
-        .done = msg_done,
-        .ud = m,
-        .hop_class = prefix_cls,
-        .open = f->links[prefix[n_prefix - 1]].dst != dst,
-        .room = (uint32_t)room,
-        .next_hop = open_next_hop,
-        .took = open_took,
-    };
-    m->f = f;
-    m->done = NULL;
-    m->cb = cb;
-    m->cb_ud = ud;
+    msg_start(f, m, path, (uint32_t)n_prefix, body, bytes, NULL, cb, ud);
+    m->m.hop_class = prefix_cls;
+    m->m.open = f->links[prefix[n_prefix - 1]].dst != dst;
+    m->m.room = (uint32_t)room;
+    m->m.next_hop = open_next_hop;
+    m->m.took = open_took;
     m->cls = -1;
     m->op = op;
-    m->prev = NULL;
-    m->next = f->live;
-    if (f->live)
-        f->live->prev = m;
-    f->live = m;
-    f->n_live++;
     rc = kb_link_inject(&m->m);
     if (rc < 0) {
         f->live = m->next;
