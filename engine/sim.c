@@ -1646,8 +1646,7 @@ void *sim_port_peer_iface(const struct sim_port *p, int i)
     return q ? q->iface : NULL;
 }
 
-/* Room for one more peer of p. */
-/* Room for one more peer: the first fits in the port (peer0). */
+/* Room for one more peer of p: the first fits in the port (peer0). */
 static bool reserve_peer(struct sim_port *p)
 {
     if (p->n_peers < p->cap_peers)

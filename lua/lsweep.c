@@ -488,7 +488,7 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
 /* ---- kb.sweep ---------------------------------------------------------- */
 
 /* This state's record of sweeps: {reports = {...}, interrupted = bool}. */
-void lkb_sweep_push_record(lua_State *L)
+static void lkb_sweep_push_record(lua_State *L)
 {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key) == LUA_TTABLE)
         return;

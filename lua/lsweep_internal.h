@@ -72,10 +72,9 @@ struct sweep {
 
 /* Point `index` in its own Lua state; 0 if it succeeded. */
 int lkb_sweep_run_point(struct sim_sweep_point *sp, struct sweep *sw, size_t index);
-/* This state's record of sweeps: {reports = {...}, interrupted = bool}. */
-void lkb_sweep_push_record(lua_State *L);
-/* Adds the report on top of the stack (popped) to that record, and marks
- * it interrupted if `interrupted`. */
+/* Adds the report on top of the stack (popped) to this state's record of
+ * sweeps ({reports = {...}, interrupted = bool}), and marks it interrupted
+ * if `interrupted`. */
 void lkb_sweep_record_report(lua_State *L, bool interrupted);
 /* What every rank compares with rank 0's before a sweep: its name and
  * its points' keys. */
