@@ -10,7 +10,8 @@
 # gnuplot processes it starts). Then the MPI dispatch cost per point: a sweep
 # of 2000 empty points (tests/cli/cases/mpi_slow.lua ms=0) under
 # `mpirun -n 2` against `-j 1`, CPU time per point, the 1-point run's
-# start-up cost taken off both. Needs a build with MPI (KBSIM_MPI).
+# start-up cost taken off both; and the wall time of an MPI run of an
+# empty script (start-up and exit). Needs a build with MPI (KBSIM_MPI).
 set -euo pipefail
 build=${1:?usage: bench/mpi_sweep.sh BUILD_DIR [N] [SCRIPT [key=value ...]]}
 n=${2:-3}
@@ -68,6 +69,16 @@ done
 echo "per run, wall speed-up -n 2 vs -n 1: $(paste -d' ' "$work/n1" "$work/n2" |
   awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), $1 / $5 }')"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# the fixed cost of an MPI run: launcher, MPI_Init, MPI_Finalize and the
+# launcher's exit, for a script that only loads kbsim (decision 0046)
+echo 'require("kbsim")' > "$work/empty.lua"
+rm -f "$work/e1" "$work/e2"
+for _ in $(seq "$n"); do
+  timed e1 "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 1 "$kbsim" -q -o "$work/out" "$work/empty.lua"
+  timed e2 "${mpirun[@]}" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q -o "$work/out" "$work/empty.lua"
+done
+echo "empty script, wall: mpirun -n 1 $(col e1 1) s, mpirun -n 2 $(col e2 1) s"
 
 # dispatch cost: CPU per point, MPI against one process
 slow=$here/tests/cli/cases/mpi_slow.lua

@@ -14,14 +14,19 @@
  */
 #include "lsweep_mpi.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -89,6 +94,89 @@ static bool under_launcher(void)
     return false;
 }
 
+/* The launcher's PMIx server, from PMIX_SERVER_URI* ("NSPACE.RANK;tcp4://
+ * 127.0.0.1:PORT" or "...;tcp6://[::1]:PORT"), as a socket address; false
+ * if there is none or it is not TCP. */
+static bool pmix_server(struct sockaddr_storage *sa)
+{
+    static const char *const vars[] = {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4",
+                                       "PMIX_SERVER_URI3", "PMIX_SERVER_URI21",
+                                       "PMIX_SERVER_URI2", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *uri = getenv(vars[i]);
+        const char *at = uri ? strstr(uri, "://") : NULL;
+        if (at == NULL)
+            continue;
+        bool v6 = at - uri >= 4 && strncmp(at - 4, "tcp6", 4) == 0;
+        char host[INET6_ADDRSTRLEN + 2];
+        const char *h = at + 3, *colon = strrchr(h, ':');
+        if (colon == NULL || (size_t)(colon - h) >= sizeof host)
+            continue;
+        memcpy(host, h, (size_t)(colon - h));
+        host[colon - h] = '\0';
+        long port = strtol(colon + 1, NULL, 10);
+        memset(sa, 0, sizeof *sa);
+        if (v6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)sa;
+            char *name = host[0] == '[' ? host + 1 : host;
+            char *end = strchr(name, ']');
+            if (end)
+                *end = '\0';
+            a->sin6_family = AF_INET6;
+            a->sin6_port = htons((uint16_t)port);
+            if (inet_pton(AF_INET6, name, &a->sin6_addr) == 1)
+                return true;
+        } else {
+            struct sockaddr_in *a = (struct sockaddr_in *)sa;
+            a->sin_family = AF_INET;
+            a->sin_port = htons((uint16_t)port);
+            if (inet_pton(AF_INET, host, &a->sin_addr) == 1)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Open MPI 4.1 talks to its launcher's PMIx server over a TCP connection
+ * to localhost with Nagle's algorithm on. MPI_Finalize sends a message
+ * that gets no answer, then the ones that do: Nagle holds them until the
+ * server's delayed acknowledgement of the first, and every rank waits
+ * 40 ms to end (decision 0046). Turning Nagle off on that one socket (found
+ * by its peer, the address in PMIX_SERVER_URI*) sends them at once. */
+static void pmix_nodelay(void)
+{
+    struct sockaddr_storage server;
+    if (!pmix_server(&server))
+        return;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL)
+        return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        int fd = atoi(e->d_name), type = 0;
+        socklen_t tlen = sizeof type;
+        struct sockaddr_storage peer;
+        socklen_t plen = sizeof peer;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d) ||
+            getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM ||
+            getpeername(fd, (struct sockaddr *)&peer, &plen) != 0 ||
+            peer.ss_family != server.ss_family)
+            continue;
+        bool same;
+        if (peer.ss_family == AF_INET) {
+            const struct sockaddr_in *a = (const void *)&peer, *b = (const void *)&server;
+            same = a->sin_port == b->sin_port && a->sin_addr.s_addr == b->sin_addr.s_addr;
+        } else {
+            const struct sockaddr_in6 *a = (const void *)&peer, *b = (const void *)&server;
+            same = a->sin6_port == b->sin6_port &&
+                   memcmp(&a->sin6_addr, &b->sin6_addr, sizeof a->sin6_addr) == 0;
+        }
+        int one = 1;
+        if (same)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    closedir(d);
+}
+
 int lkb_mpi_init(int *argc, char ***argv)
 {
     if (!under_launcher())
@@ -107,6 +195,7 @@ int lkb_mpi_init(int *argc, char ***argv)
         return 2;
     }
     started = true;
+    pmix_nodelay();
     if (provided < MPI_THREAD_SERIALIZED) {
         fputs("kbsim: this MPI library does not allow calls from several threads "
               "(MPI_THREAD_SERIALIZED), which kb.sweep needs\n", stderr);

@@ -425,7 +425,10 @@ end
 -- Writes PREFIX.csv (data and model per point) and PREFIX.gp (gnuplot:
 -- latency and busbw against size, log-log, turning points dashed) and, when
 -- gnuplot is on PATH and opts.render is not false, renders PREFIX.svg
--- (PREFIX.png with opts.format = "png").
+-- (PREFIX.png with opts.format = "png") in the background, as
+-- results.figure does: gnuplot is started and figure returns at once; the
+-- image appears whole when it is drawn (results.wait_figures() waits for
+-- it; the run waits for it before it exits, and fails if gnuplot did).
 -- Accepts a fitted model or the partial model of a failed fit (data only).
 -- Returns {csv=, gp=, image=} (image nil if not rendered) or nil and a message.
 function M.figure(model, prefix, opts)
@@ -462,8 +465,11 @@ function M.figure(model, prefix, opts)
   local title = opts.title or model.collective or "communication model"
   local gp = {
     "# " .. gp_path .. " — written by lua/kbsim/perfmodel.lua; run: gnuplot " .. gp_path,
+    -- `out` (without extension): the background render draws into a
+    -- temporary file renamed into place; `gnuplot PREFIX.gp` writes PREFIX
+    ("if (!exists(\"out\")) out = %q"):format(prefix),
     TERMINALS[format],
-    ("set output %q"):format(img_path),
+    ("set output out.%q"):format("." .. format),
     "set datafile separator ','",
     "set key top left",
     "set grid",
@@ -495,7 +501,10 @@ function M.figure(model, prefix, opts)
   local results = require("kbsim.results")
   if opts.render ~= false and results.have_gnuplot() then
     -- from here: the script names its files by the paths given
-    if results.gnuplot(".", gp_path) then out.image = img_path end
+    local tmp = prefix .. ".tmp"
+    require("kbsim")._render.start(prefix:match("[^/]*$"), ".", gp_path,
+      {"-e", "out='" .. tmp:gsub("'", "''") .. "'"}, {tmp .. "." .. format}, {img_path})
+    out.image = img_path
   end
   return out
 end

@@ -20,6 +20,21 @@ entries() { ls "$1" 2>/dev/null | grep -c '\.json$'; }
 no_scratch() { [ -z "$(ls "$work/tmp")" ] || fail "scratch folders left: $(ls "$work/tmp")"; }
 
 case $case in
+pmix_nodelay)
+  # decision 0046: the rank's TCP connection to the launcher's PMIx server
+  # has Nagle off (TCP_NODELAY), else MPI_Finalize waits 40 ms for the
+  # server's delayed acknowledgement
+  strace -o /dev/null true 2> /dev/null || { echo "strace cannot run here: pmix_nodelay ok (skipped)"; exit 0; }
+  echo 'require("kbsim")' > empty.lua
+  # (LeakSanitizer cannot run under ptrace: the leak checks are the other cases')
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0"; export ASAN_OPTIONS
+  mpi -n 1 sh -c 'env | grep "^PMIX_SERVER_URI" > uri; exec strace -f -e trace=connect,setsockopt -o st "$0" -q -o out empty.lua' "$kbsim" > /dev/null 2> log || fail "mpirun -n 1 under strace"
+  port=$(sed -n 's|.*tcp[46]*://.*:\([0-9][0-9]*\)$|\1|p' uri | head -1)
+  [ -n "$port" ] || { echo "the PMIx server is not on TCP: pmix_nodelay ok (skipped)"; exit 0; }
+  fd=$(sed -n "s/.*connect(\([0-9][0-9]*\), .*htons($port).*/\1/p" st | head -1)
+  [ -n "$fd" ] || { cat st; fail "no connection to the PMIx server (port $port)"; }
+  grep -q "setsockopt($fd, SOL_TCP, TCP_NODELAY, \[1\]" st || { cat st; fail "Nagle still on for the PMIx socket (fd $fd)"; }
+  ;;
 identical)
   # milestone_1h_ccl, two sweeps (3 + 3 points) and a trace: -j 1, mpirun
   # -n 3 -j 1, mpirun -n 2 -j 2, and shards 1/2 + 2/2 then --merge

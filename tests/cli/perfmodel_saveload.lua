@@ -67,8 +67,10 @@ kb.check(fig.image == nil, "not rendered when render = false")
 os.remove(fig.csv); os.remove(fig.gp)
 
 -- Rendered only where gnuplot is installed; then the image must exist.
+-- (drawn in the background: waited for here, as a script that reads it)
 fig = assert(pm.figure(model, prefix, { format = "png" }))
 if fig.image then
+  require("kbsim.results").wait_figures()
   local img = io.open(fig.image, "rb")
   kb.check(img ~= nil and img:read(4) == "\x89PNG", "png written by gnuplot")
   if img then img:close() end
