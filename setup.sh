@@ -6,9 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# graphviz: dot draws kbsim --describe-dot (cli.describe renders it when dot is there)
+# graphviz: dot draws kbsim --describe-dot (cli.describe renders it when dot is there);
+# strace: cli.mpi_pmix_nodelay checks the socket options kbsim sets under mpirun
 packages=(gcc cmake make pkg-config liblua5.4-dev libuv1-dev libyaml-dev gnuplot-nox valgrind python3
-  python3-numpy libopenmpi-dev openmpi-bin graphviz)
+  python3-numpy libopenmpi-dev openmpi-bin graphviz strace)
 # optional: the peers of bench/README.md (libsimgrid-dev pulls the Boost headers)
 [ "${KBSIM_PEERS:-}" = 1 ] && packages+=(g++ libsystemc-dev libsimgrid-dev time)
 # python3-torch (large) only when asked or in CI: the torch.distributed backend's
