@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,13 +40,14 @@ struct kb_mem {
     uint32_t fl_n, fl_cap;
     /* The older live blocks, by address: an open-addressed hash table
      * (linear probing, size 0 marks an empty entry, deletion shifts back),
-     * so that an allocation and a free cost the same however many blocks
-     * are live; used_cap is 0 or a power of two, the table at most half
-     * full. A sorted array of live blocks here cost a memmove of half of
-     * it on every allocation and free (a ring of N chunks keeps N handles
-     * live). */
+     * at most half full, so that an allocation and a free cost the same
+     * however many blocks are live. A sorted array of live blocks here
+     * cost a memmove of half of it on every allocation and free (a ring of
+     * N chunks keeps N handles live). */
     struct block *used;
-    uint32_t used_n, used_cap;
+    uint32_t used_n;
+    uint8_t used_log2;  /* the table has 1 << used_log2 entries (none if NULL) */
+    uint8_t used_shift; /* see used_slot */
     uint64_t capacity, free_bytes, peak;
     /* pages: dirs[i][j] is page i·DIR_SIZE + j, NULL until written */
     unsigned char ***dirs;
@@ -71,6 +73,9 @@ struct kb_mem {
     int node;  /* the fabric node it hangs off, -1: none */
     struct mem_export *exp; /* its port, made on first use */
 };
+_Static_assert(offsetof(struct kb_mem, young) == 64 &&
+                   offsetof(struct kb_mem, fl_in) == 128,
+               "the hot fields are one cache line, young the next");
 
 struct mem_export {
     struct sim_port *port;
@@ -392,18 +397,33 @@ static uint32_t fl_find(const struct kb_mem *m, uint64_t addr)
 
 /* ---- the live blocks: young, then the hash table `used` --------------- */
 
+/* Where the table looks first for the block at addr. The key is addr >>
+ * used_shift, where every address in the table is a multiple of 1 <<
+ * used_shift, so that no two blocks share a key; consecutive keys come in
+ * groups of USED_GROUP, one cache line of the table, and a group goes to a
+ * pseudo-random place (Fibonacci hashing of its number). Blocks made or
+ * freed one after the other (a tile's chunks, a ring's steps) then share
+ * cache lines instead of touching one each, and strides still spread. */
+#define USED_GROUP 4 /* 64 bytes of 16-byte entries */
+
+static size_t used_cap(const struct kb_mem *m)
+{
+    return m->used ? (size_t)1 << m->used_log2 : 0;
+}
+
 static size_t used_slot(const struct kb_mem *m, uint64_t addr)
 {
-    uint64_t h = (addr >> 6) * 0x9E3779B97F4A7C15ull; /* handles are 64-byte aligned */
-    return (size_t)(h >> 32) & (m->used_cap - 1);
+    uint64_t key = addr >> m->used_shift;
+    uint64_t h = ((key / USED_GROUP) * 0x9E3779B97F4A7C15ull) >> 32;
+    return (size_t)(h * USED_GROUP + key % USED_GROUP) & (used_cap(m) - 1);
 }
 
 /* The entry of the block at addr in the table, or NULL. */
 static struct block *used_find(const struct kb_mem *m, uint64_t addr)
 {
-    if (!m->used_cap)
+    if (!m->used)
         return NULL;
-    for (size_t i = used_slot(m, addr);; i = (i + 1) & (m->used_cap - 1)) {
+    for (size_t i = used_slot(m, addr);; i = (i + 1) & (used_cap(m) - 1)) {
         if (!m->used[i].size)
             return NULL;
         if (m->used[i].addr == addr)
@@ -415,26 +435,46 @@ static void used_put(struct kb_mem *m, struct block b)
 {
     size_t i = used_slot(m, b.addr);
     while (m->used[i].size)
-        i = (i + 1) & (m->used_cap - 1);
+        i = (i + 1) & (used_cap(m) - 1);
     m->used[i] = b;
     m->used_n++;
 }
 
-/* Room in the table for one more block. */
-static int used_reserve(struct kb_mem *m)
+/* The largest shift (at most 32) that keeps addr a multiple of 1 << it. */
+static unsigned addr_shift(uint64_t addr, unsigned max)
 {
-    if (2 * ((uint64_t)m->used_n + 1) <= m->used_cap)
+    unsigned s = addr ? (unsigned)__builtin_ctzll(addr) : 64;
+    return s < max ? s : max;
+}
+
+/* Room in the table for one more block, at addr: the table grows to keep
+ * at most half full, and is remade with a smaller shift when addr is not a
+ * multiple of 1 << used_shift. */
+static int used_reserve(struct kb_mem *m, uint64_t addr)
+{
+    size_t oldcap = used_cap(m);
+    bool grow = 2 * ((uint64_t)m->used_n + 1) > oldcap;
+    if (!grow && addr_shift(addr, m->used_shift) == m->used_shift)
         return 0; /* (sizes are never 0: kb_mem_alloc refuses 0 bytes) */
-    if (m->used_cap > UINT32_MAX / 2)
+    if (grow && oldcap > UINT32_MAX / 2)
         return SIM_ENOMEM;
-    uint32_t cap = m->used_cap ? 2 * m->used_cap : 16, oldcap = m->used_cap;
-    struct block *nb = calloc(cap, sizeof *nb), *old = m->used;
+    unsigned log2 = !grow ? m->used_log2 : oldcap ? m->used_log2 + 1u : 4u;
+    size_t cap = (size_t)1 << log2;
+    struct block *old = m->used;
+    /* line-aligned, so that a group of keys is one cache line */
+    struct block *nb = aligned_alloc(64, cap * sizeof *nb);
     if (!nb)
         return SIM_ENOMEM;
+    memset(nb, 0, cap * sizeof *nb);
+    unsigned shift = addr_shift(addr, 32);
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].size)
+            shift = addr_shift(old[i].addr, shift);
     m->used = nb;
-    m->used_cap = cap;
+    m->used_log2 = (uint8_t)log2;
+    m->used_shift = (uint8_t)shift;
     m->used_n = 0;
-    for (uint32_t i = 0; i < oldcap; i++)
+    for (size_t i = 0; i < oldcap; i++)
         if (old[i].size)
             used_put(m, old[i]);
     free(old);
@@ -444,7 +484,7 @@ static int used_reserve(struct kb_mem *m)
 /* Removes entry e, shifting back the entries of its probe run. */
 static void used_remove(struct kb_mem *m, struct block *e)
 {
-    size_t mask = m->used_cap - 1, i = (size_t)(e - m->used), j = i;
+    size_t mask = used_cap(m) - 1, i = (size_t)(e - m->used), j = i;
     for (;;) {
         j = (j + 1) & mask;
         if (!m->used[j].size)
@@ -493,7 +533,7 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
             continue;
         /* reserve room for the pieces first, so that failing changes
          * nothing */
-        if (m->young[YOUNG - 1].size && used_reserve(m) < 0)
+        if (m->young[YOUNG - 1].size && used_reserve(m, m->young[0].addr) < 0)
             goto oom;
         uint64_t end = b.addr + b.size, tail = end - (a + bytes);
         if (a > b.addr && tail) {
