@@ -59,23 +59,28 @@ struct kb_mem {
     /* line 2: the free list while it has at most FL_INLINE blocks */
     struct block fl_in[FL_INLINE];
 
+    /* line 3: what timing an access reads (kb_mem_schedule) */
     struct sim *sim;
-    char *name;
-    struct kb_mem_params p;
     double ps_per_byte;
     sim_time setup_ps;
-    uint32_t burst_shift;
+    sim_time *busy_until; /* per channel: &busy0 for one */
+    uint32_t n_channels, burst_shift;
+    sim_time busy0;
     uint64_t n_dirs, n_pages;
-
-    sim_time *busy_until; /* per channel */
+    /* line 4: the counters an access adds to */
     struct kb_mem_stats st; /* (its peak_alloc_bytes is `peak`) */
-    char *err; /* ERR_LEN bytes, made on the first error: a system has many */
     int node;  /* the fabric node it hangs off, -1: none */
     struct mem_export *exp; /* its port, made on first use */
+
+    char *name;
+    struct kb_mem_params p;
+    char *err; /* ERR_LEN bytes, made on the first error: a system has many */
 };
 _Static_assert(offsetof(struct kb_mem, young) == 64 &&
-                   offsetof(struct kb_mem, fl_in) == 128,
-               "the hot fields are one cache line, young the next");
+                   offsetof(struct kb_mem, fl_in) == 128 &&
+                   offsetof(struct kb_mem, sim) == 192 &&
+                   offsetof(struct kb_mem, st) == 256,
+               "the hot fields are one cache line, young the next, ...");
 
 struct mem_export {
     struct sim_port *port;
@@ -290,10 +295,12 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
     m->setup_ps = (sim_time)llround(p->setup_ns * 1000.0);
     while (((uint64_t)1 << m->burst_shift) < m->p.burst_bytes)
         m->burst_shift++;
+    m->n_channels = m->p.n_channels;
     uint64_t pages = (p->capacity + PAGE_SIZE - 1) >> PAGE_SHIFT;
     m->n_dirs = (pages + DIR_SIZE - 1) >> DIR_SHIFT;
     m->name = strdup(name);
-    m->busy_until = calloc(m->p.n_channels, sizeof *m->busy_until);
+    m->busy_until = m->n_channels == 1 ? &m->busy0
+                                       : calloc(m->n_channels, sizeof *m->busy_until);
     if (!m->name || !m->busy_until)
         goto oom;
     m->fl = m->fl_in;
@@ -324,7 +331,8 @@ void kb_mem_free(struct kb_mem *m)
     free(m->dirs);
     free(m->exp);
     free(m->err);
-    free(m->busy_until);
+    if (m->busy_until != &m->busy0)
+        free(m->busy_until);
     if (m->fl != m->fl_in)
         free(m->fl);
     free(m->used);
@@ -845,7 +853,7 @@ uint64_t kb_mem_pages(const struct kb_mem *m) { return m->n_pages; }
 static void split(const struct kb_mem *m, uint64_t addr, uint64_t bytes,
                   uint64_t *per)
 {
-    uint32_t n = m->p.n_channels, sh = m->burst_shift;
+    uint32_t n = m->n_channels, sh = m->burst_shift;
     uint64_t burst = (uint64_t)1 << sh, mask = n - 1, end = addr + bytes;
     memset(per, 0, n * sizeof *per);
     if (n == 1) {
@@ -879,12 +887,12 @@ static sim_time ser(const struct kb_mem *m, uint64_t bytes)
 
 sim_time kb_mem_time(const struct kb_mem *m, uint64_t addr, uint64_t bytes)
 {
-    if (m->p.n_channels == 1) /* a TCM: split's answer without the split */
+    if (m->n_channels == 1) /* a TCM: split's answer without the split */
         return m->setup_ps + ser(m, bytes);
     uint64_t per[KB_MEM_MAX_CHANNELS];
     split(m, addr, bytes, per);
     sim_time worst = 0;
-    for (uint32_t c = 0; c < m->p.n_channels; c++) {
+    for (uint32_t c = 0; c < m->n_channels; c++) {
         sim_time t = ser(m, per[c]);
         if (t > worst)
             worst = t;
@@ -898,12 +906,12 @@ sim_time kb_mem_schedule(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     if (in_range(m, is_write ? "write" : "read", addr, bytes) < 0)
         return SIM_FOREVER;
     uint64_t per[KB_MEM_MAX_CHANNELS];
-    if (m->p.n_channels == 1) /* a TCM: split's answer without the split */
+    if (m->n_channels == 1) /* a TCM: split's answer without the split */
         per[0] = bytes;
     else
         split(m, addr, bytes, per);
     sim_time ready = sim_now(m->sim) + m->setup_ps, done = ready;
-    for (uint32_t c = 0; c < m->p.n_channels; c++) {
+    for (uint32_t c = 0; c < m->n_channels; c++) {
         if (!per[c])
             continue;
         sim_time d = ser(m, per[c]);
