@@ -517,8 +517,8 @@ static void live_add(struct kb_mem *m, struct block b)
         i++;
     if (i == YOUNG) {
         used_put(m, m->young[0]);
-        memmove(m->young, m->young + 1, (YOUNG - 1) * sizeof *m->young);
-        i = YOUNG - 1;
+        for (i = 0; i < YOUNG - 1; i++)
+            m->young[i] = m->young[i + 1];
     }
     m->young[i] = b;
 }
@@ -615,7 +615,8 @@ int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
     if (u) {
         used_remove(m, u);
     } else {
-        memmove(m->young + y, m->young + y + 1, (YOUNG - 1 - y) * sizeof *m->young);
+        for (; y < YOUNG - 1; y++) /* (a loop of at most 3: no memmove call) */
+            m->young[y] = m->young[y + 1];
         m->young[YOUNG - 1] = (struct block){0, 0};
     }
     m->free_bytes += b.size;
@@ -664,8 +665,10 @@ static unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
         if (!(*p = pool_get()))
             return NULL;
         m->n_pages++;
-        memset(*p, 0, lo);
-        memset(*p + hi, 0, PAGE_SIZE - hi);
+        if (lo)
+            memset(*p, 0, lo);
+        if (hi < PAGE_SIZE)
+            memset(*p + hi, 0, PAGE_SIZE - hi);
     }
     return *p;
 }
