@@ -783,8 +783,8 @@ int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     *p = NULL;
     if (!bytes) /* nothing to write: no page made */
         return 0;
-    /* a span of a whole page is the caller's to fill; any other is zeros
-     * around what the caller writes of it */
+    /* a span of a whole page is the caller's to fill; the page of any
+     * other is zero-filled whole (the caller may write part of the span) */
     unsigned char *pg = *len == PAGE_SIZE ? page_for_write(m, addr, 0, PAGE_SIZE)
                                           : page_for_write(m, addr, 0, 0);
     if (!pg)
