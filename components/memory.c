@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,45 +23,64 @@ struct block {
     uint64_t addr, size;
 };
 
-/* A sorted array of blocks. */
-struct blocks {
-    struct block *b;
-    size_t n, cap;
-};
+#define YOUNG 4     /* the newest live blocks, kept beside the hot fields */
+#define FL_INLINE 4 /* free blocks kept in the struct while the list is short */
 
-/* The allocated blocks, by address: an open-addressed hash table (linear
- * probing, size 0 marks an empty entry, deletion shifts back), so that an
- * allocation and a free cost the same however many blocks are live. The
- * free list stays a sorted array: first fit walks it in address order. A
- * sorted array of live blocks here cost a memmove of half of it on every
- * allocation and free (a ring of N chunks keeps N handles live). */
-struct used_map {
-    struct block *b;
-    size_t n, cap; /* cap: 0 or a power of two, at most half full */
-};
-
+/* The allocator's state is laid out for a system of thousands of memories
+ * whose state is cold in cache when a kernel allocates or frees (issue
+ * #12): the fields every allocation, free, read and write reads first fill
+ * one cache line; the YOUNG newest live blocks fill the next, so that a
+ * block freed soon after it was made (a kernel's scratch tile, a ring
+ * step's chunk) never touches the hash table of the older live blocks; and
+ * a short free list (a TCM holding tiles has one to a few free blocks) is
+ * the third. Decision 0050. */
 struct kb_mem {
-    struct sim *sim;
-    char *name;
-    struct kb_mem_params p;
-    double ps_per_byte;
-    sim_time setup_ps;
-    uint32_t burst_shift;
-
+    /* line 0 */
+    _Alignas(64) struct block *fl; /* the free list, sorted by address: fl_in or the heap */
+    uint32_t fl_n, fl_cap;
+    /* The older live blocks, by address: an open-addressed hash table
+     * (linear probing, size 0 marks an empty entry, deletion shifts back),
+     * at most half full, so that an allocation and a free cost the same
+     * however many blocks are live. A sorted array of live blocks here
+     * cost a memmove of half of it on every allocation and free (a ring of
+     * N chunks keeps N handles live). */
+    struct block *used;
+    uint32_t used_n;
+    uint8_t used_log2;  /* the table has 1 << used_log2 entries (none if NULL) */
+    uint8_t used_shift; /* see used_slot */
+    uint64_t capacity, free_bytes, peak;
     /* pages: dirs[i][j] is page i·DIR_SIZE + j, NULL until written */
     unsigned char ***dirs;
+
+    /* line 1: the live blocks not in `used`, oldest first, packed at the
+     * front (size 0: no block); the oldest moves to `used` when a new one
+     * needs its place */
+    struct block young[YOUNG];
+    /* line 2: the free list while it has at most FL_INLINE blocks */
+    struct block fl_in[FL_INLINE];
+
+    /* line 3: what timing an access reads (kb_mem_schedule) */
+    struct sim *sim;
+    double ps_per_byte;
+    sim_time setup_ps;
+    sim_time *busy_until; /* per channel: &busy0 for one */
+    uint32_t n_channels, burst_shift;
+    sim_time busy0;
     uint64_t n_dirs, n_pages;
-
-    struct blocks free_list;
-    struct used_map used;
-    uint64_t free_bytes;
-
-    sim_time *busy_until; /* per channel */
-    struct kb_mem_stats st;
-    char *err; /* ERR_LEN bytes, made on the first error: a system has many */
+    /* line 4: the counters an access adds to */
+    struct kb_mem_stats st; /* (its peak_alloc_bytes is `peak`) */
     int node;  /* the fabric node it hangs off, -1: none */
     struct mem_export *exp; /* its port, made on first use */
+
+    char *name;
+    struct kb_mem_params p;
+    char *err; /* ERR_LEN bytes, made on the first error: a system has many */
 };
+_Static_assert(offsetof(struct kb_mem, young) == 64 &&
+                   offsetof(struct kb_mem, fl_in) == 128 &&
+                   offsetof(struct kb_mem, sim) == 192 &&
+                   offsetof(struct kb_mem, st) == 256,
+               "the hot fields are one cache line, young the next, ...");
 
 struct mem_export {
     struct sim_port *port;
@@ -95,8 +115,8 @@ static struct {
     uint64_t in_use;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* A page, zero-filled if `zero`; NULL when out of memory. */
-static unsigned char *pool_get(bool zero)
+/* A page (its bytes whatever they were); NULL when out of memory. */
+static unsigned char *pool_get(void)
 {
     pthread_mutex_lock(&pool.lock);
     unsigned char *p = NULL;
@@ -124,8 +144,6 @@ static unsigned char *pool_get(bool zero)
     pool.in_use++;
 out:
     pthread_mutex_unlock(&pool.lock);
-    if (p && zero)
-        memset(p, 0, PAGE_SIZE);
     return p;
 }
 
@@ -261,9 +279,11 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
 {
     if (check(p, name, err, errlen) < 0)
         return NULL;
-    struct kb_mem *m = calloc(1, sizeof *m);
+    /* 64-byte aligned, so that the hot fields are one cache line */
+    struct kb_mem *m = aligned_alloc(_Alignof(struct kb_mem), sizeof *m);
     if (!m)
         goto oom;
+    memset(m, 0, sizeof *m);
     m->sim = s;
     m->p = *p;
     m->node = -1;
@@ -275,16 +295,19 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
     m->setup_ps = (sim_time)llround(p->setup_ns * 1000.0);
     while (((uint64_t)1 << m->burst_shift) < m->p.burst_bytes)
         m->burst_shift++;
+    m->n_channels = m->p.n_channels;
     uint64_t pages = (p->capacity + PAGE_SIZE - 1) >> PAGE_SHIFT;
     m->n_dirs = (pages + DIR_SIZE - 1) >> DIR_SHIFT;
     m->name = strdup(name);
-    m->busy_until = calloc(m->p.n_channels, sizeof *m->busy_until);
-    m->free_list.b = malloc(sizeof *m->free_list.b);
-    if (!m->name || !m->busy_until || !m->free_list.b)
+    m->busy_until = m->n_channels == 1 ? &m->busy0
+                                       : calloc(m->n_channels, sizeof *m->busy_until);
+    if (!m->name || !m->busy_until)
         goto oom;
-    m->free_list.b[0] = (struct block){0, p->capacity};
-    m->free_list.n = m->free_list.cap = 1;
-    m->free_bytes = p->capacity;
+    m->fl = m->fl_in;
+    m->fl_cap = FL_INLINE;
+    m->fl[0] = (struct block){0, p->capacity};
+    m->fl_n = 1;
+    m->capacity = m->free_bytes = p->capacity;
     return m;
 oom:
     kb_errf(err, errlen, "%s of '%s': out of memory", kb_mem_kind_name(p->kind),
@@ -308,9 +331,11 @@ void kb_mem_free(struct kb_mem *m)
     free(m->dirs);
     free(m->exp);
     free(m->err);
-    free(m->busy_until);
-    free(m->free_list.b);
-    free(m->used.b);
+    if (m->busy_until != &m->busy0)
+        free(m->busy_until);
+    if (m->fl != m->fl_in)
+        free(m->fl);
+    free(m->used);
     free(m->name);
     free(m);
 }
@@ -327,102 +352,50 @@ const struct kb_mem_params *kb_mem_params(const struct kb_mem *m)
 
 /* ---- allocation -------------------------------------------------------- */
 
-static int blocks_insert(struct blocks *s, size_t at, struct block b)
+/* ---- the free list: blocks sorted by address, in fl_in while short ---- */
+
+static int fl_insert(struct kb_mem *m, uint32_t at, struct block b)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 8;
-        struct block *nb = realloc(s->b, cap * sizeof *nb);
+    if (m->fl_n == m->fl_cap) {
+        if (m->fl_cap > UINT32_MAX / 2)
+            return SIM_ENOMEM;
+        uint32_t cap = 2 * m->fl_cap;
+        struct block *nb = m->fl == m->fl_in ? malloc(cap * sizeof *nb)
+                                             : realloc(m->fl, cap * sizeof *nb);
         if (!nb)
             return SIM_ENOMEM;
-        s->b = nb;
-        s->cap = cap;
+        if (m->fl == m->fl_in)
+            memcpy(nb, m->fl_in, sizeof m->fl_in);
+        m->fl = nb;
+        m->fl_cap = cap;
     }
-    memmove(s->b + at + 1, s->b + at, (s->n - at) * sizeof *s->b);
-    s->b[at] = b;
-    s->n++;
+    memmove(m->fl + at + 1, m->fl + at, (m->fl_n - at) * sizeof *m->fl);
+    m->fl[at] = b;
+    m->fl_n++;
     return 0;
 }
 
-static void blocks_remove(struct blocks *s, size_t at)
+static void fl_remove(struct kb_mem *m, uint32_t at)
 {
-    memmove(s->b + at, s->b + at + 1, (s->n - at - 1) * sizeof *s->b);
-    s->n--;
-}
-
-static size_t used_slot(const struct used_map *u, uint64_t addr)
-{
-    uint64_t h = (addr >> 6) * 0x9E3779B97F4A7C15ull; /* handles are 64-byte aligned */
-    return (size_t)(h >> 32) & (u->cap - 1);
-}
-
-/* The entry of the block at addr, or NULL. */
-static struct block *used_find(const struct used_map *u, uint64_t addr)
-{
-    if (!u->cap)
-        return NULL;
-    for (size_t i = used_slot(u, addr);; i = (i + 1) & (u->cap - 1)) {
-        if (!u->b[i].size)
-            return NULL;
-        if (u->b[i].addr == addr)
-            return &u->b[i];
+    memmove(m->fl + at, m->fl + at + 1, (m->fl_n - at - 1) * sizeof *m->fl);
+    m->fl_n--;
+    /* back into the struct once short again (at half the inline room, so
+     * that a list around FL_INLINE blocks does not move at every change) */
+    if (m->fl != m->fl_in && m->fl_n <= FL_INLINE / 2) {
+        memcpy(m->fl_in, m->fl, m->fl_n * sizeof *m->fl);
+        free(m->fl);
+        m->fl = m->fl_in;
+        m->fl_cap = FL_INLINE;
     }
-}
-
-static void used_put(struct used_map *u, struct block b)
-{
-    size_t i = used_slot(u, b.addr);
-    while (u->b[i].size)
-        i = (i + 1) & (u->cap - 1);
-    u->b[i] = b;
-    u->n++;
-}
-
-/* Room for one more block (b.size > 0, its address not in the map). */
-static int used_reserve(struct used_map *u)
-{
-    if (2 * (u->n + 1) <= u->cap)
-        return 0; /* (sizes are never 0: kb_mem_alloc refuses 0 bytes) */
-    size_t cap = u->cap ? 2 * u->cap : 16;
-    struct block *nb = calloc(cap, sizeof *nb), *old = u->b;
-    if (!nb)
-        return SIM_ENOMEM;
-    size_t oldcap = u->cap;
-    u->b = nb;
-    u->cap = cap;
-    u->n = 0;
-    for (size_t i = 0; i < oldcap; i++)
-        if (old[i].size)
-            used_put(u, old[i]);
-    free(old);
-    return 0;
-}
-
-/* Removes entry e, shifting back the entries of its probe run. */
-static void used_remove(struct used_map *u, struct block *e)
-{
-    size_t mask = u->cap - 1, i = (size_t)(e - u->b), j = i;
-    for (;;) {
-        j = (j + 1) & mask;
-        if (!u->b[j].size)
-            break;
-        size_t k = used_slot(u, u->b[j].addr);
-        /* entry j may fill hole i unless its home k lies cyclically in (i, j] */
-        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
-            continue;
-        u->b[i] = u->b[j];
-        i = j;
-    }
-    u->b[i] = (struct block){0, 0};
-    u->n--;
 }
 
 /* The first index whose block starts at or after addr. */
-static size_t blocks_find(const struct blocks *s, uint64_t addr)
+static uint32_t fl_find(const struct kb_mem *m, uint64_t addr)
 {
-    size_t lo = 0, hi = s->n;
+    uint32_t lo = 0, hi = m->fl_n;
     while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->b[mid].addr < addr)
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (m->fl[mid].addr < addr)
             lo = mid + 1;
         else
             hi = mid;
@@ -430,79 +403,204 @@ static size_t blocks_find(const struct blocks *s, uint64_t addr)
     return lo;
 }
 
+/* ---- the live blocks: young, then the hash table `used` --------------- */
+
+/* Where the table looks first for the block at addr. The key is addr >>
+ * used_shift, where every address in the table is a multiple of 1 <<
+ * used_shift, so that no two blocks share a key; consecutive keys come in
+ * groups of USED_GROUP, one cache line of the table, and a group goes to a
+ * pseudo-random place (Fibonacci hashing of its number). Blocks made or
+ * freed one after the other (a tile's chunks, a ring's steps) then share
+ * cache lines instead of touching one each, and strides still spread. */
+#define USED_GROUP 4 /* 64 bytes of 16-byte entries */
+
+static size_t used_cap(const struct kb_mem *m)
+{
+    return m->used ? (size_t)1 << m->used_log2 : 0;
+}
+
+static size_t used_slot(const struct kb_mem *m, uint64_t addr)
+{
+    uint64_t key = addr >> m->used_shift;
+    uint64_t h = ((key / USED_GROUP) * 0x9E3779B97F4A7C15ull) >> 32;
+    return (size_t)(h * USED_GROUP + key % USED_GROUP) & (used_cap(m) - 1);
+}
+
+/* The entry of the block at addr in the table, or NULL. */
+static struct block *used_find(const struct kb_mem *m, uint64_t addr)
+{
+    if (!m->used)
+        return NULL;
+    for (size_t i = used_slot(m, addr);; i = (i + 1) & (used_cap(m) - 1)) {
+        if (!m->used[i].size)
+            return NULL;
+        if (m->used[i].addr == addr)
+            return &m->used[i];
+    }
+}
+
+static void used_put(struct kb_mem *m, struct block b)
+{
+    size_t i = used_slot(m, b.addr);
+    while (m->used[i].size)
+        i = (i + 1) & (used_cap(m) - 1);
+    m->used[i] = b;
+    m->used_n++;
+}
+
+/* The largest shift (at most 32) that keeps addr a multiple of 1 << it. */
+static unsigned addr_shift(uint64_t addr, unsigned max)
+{
+    unsigned s = addr ? (unsigned)__builtin_ctzll(addr) : 64;
+    return s < max ? s : max;
+}
+
+/* Room in the table for one more block, at addr: the table grows to keep
+ * at most half full, and is remade with a smaller shift when addr is not a
+ * multiple of 1 << used_shift. */
+static int used_reserve(struct kb_mem *m, uint64_t addr)
+{
+    size_t oldcap = used_cap(m);
+    bool grow = 2 * ((uint64_t)m->used_n + 1) > oldcap;
+    if (!grow && addr_shift(addr, m->used_shift) == m->used_shift)
+        return 0; /* (sizes are never 0: kb_mem_alloc refuses 0 bytes) */
+    if (grow && oldcap > UINT32_MAX / 2)
+        return SIM_ENOMEM;
+    unsigned log2 = !grow ? m->used_log2 : oldcap ? m->used_log2 + 1u : 4u;
+    size_t cap = (size_t)1 << log2;
+    struct block *old = m->used;
+    /* line-aligned, so that a group of keys is one cache line */
+    struct block *nb = aligned_alloc(64, cap * sizeof *nb);
+    if (!nb)
+        return SIM_ENOMEM;
+    memset(nb, 0, cap * sizeof *nb);
+    unsigned shift = addr_shift(addr, 32);
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].size)
+            shift = addr_shift(old[i].addr, shift);
+    m->used = nb;
+    m->used_log2 = (uint8_t)log2;
+    m->used_shift = (uint8_t)shift;
+    m->used_n = 0;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i].size)
+            used_put(m, old[i]);
+    free(old);
+    return 0;
+}
+
+/* Removes entry e, shifting back the entries of its probe run. */
+static void used_remove(struct kb_mem *m, struct block *e)
+{
+    size_t mask = used_cap(m) - 1, i = (size_t)(e - m->used), j = i;
+    for (;;) {
+        j = (j + 1) & mask;
+        if (!m->used[j].size)
+            break;
+        size_t k = used_slot(m, m->used[j].addr);
+        /* entry j may fill hole i unless its home k lies cyclically in (i, j] */
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+            continue;
+        m->used[i] = m->used[j];
+        i = j;
+    }
+    m->used[i] = (struct block){0, 0};
+    m->used_n--;
+}
+
+/* A new live block; when young is full its oldest moves to the table, for
+ * which the caller has made room (used_reserve). */
+static void live_add(struct kb_mem *m, struct block b)
+{
+    int i = 0;
+    while (i < YOUNG && m->young[i].size)
+        i++;
+    if (i == YOUNG) {
+        used_put(m, m->young[0]);
+        for (i = 0; i < YOUNG - 1; i++)
+            m->young[i] = m->young[i + 1];
+    }
+    m->young[i] = b;
+}
+
 int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
                  uint64_t *addr)
 {
-    const char *k = kb_mem_kind_name(m->p.kind);
     if (!align)
         align = 1;
     if (!pow2(align))
         return seterr(m, SIM_EINVAL, "%s of '%s': alignment %" PRIu64 " is not "
-                      "a power of two", k, m->name, align);
+                      "a power of two", kb_mem_kind_name(m->p.kind), m->name, align);
     if (!bytes)
-        return seterr(m, SIM_EINVAL, "%s of '%s': allocation of 0 bytes", k,
-                      m->name);
-    for (size_t i = 0; i < m->free_list.n; i++) {
-        struct block b = m->free_list.b[i];
+        return seterr(m, SIM_EINVAL, "%s of '%s': allocation of 0 bytes",
+                      kb_mem_kind_name(m->p.kind), m->name);
+    for (uint32_t i = 0; i < m->fl_n; i++) {
+        struct block b = m->fl[i];
         uint64_t a = (b.addr + align - 1) & ~(align - 1);
         if (a < b.addr || a - b.addr >= b.size || b.size - (a - b.addr) < bytes)
             continue;
         /* reserve room for the pieces first, so that failing changes
          * nothing */
-        if (used_reserve(&m->used) < 0)
+        if (m->young[YOUNG - 1].size && used_reserve(m, m->young[0].addr) < 0)
             goto oom;
         uint64_t end = b.addr + b.size, tail = end - (a + bytes);
         if (a > b.addr && tail) {
-            if (blocks_insert(&m->free_list, i + 1,
-                              (struct block){a + bytes, tail}) < 0)
+            if (fl_insert(m, i + 1, (struct block){a + bytes, tail}) < 0)
                 goto oom;
-            m->free_list.b[i].size = a - b.addr;
+            m->fl[i].size = a - b.addr;
         } else if (a > b.addr) {
-            m->free_list.b[i].size = a - b.addr;
+            m->fl[i].size = a - b.addr;
         } else if (tail) {
-            m->free_list.b[i] = (struct block){a + bytes, tail};
+            m->fl[i] = (struct block){a + bytes, tail};
         } else {
-            blocks_remove(&m->free_list, i);
+            fl_remove(m, i);
         }
-        used_put(&m->used, (struct block){a, bytes});
+        live_add(m, (struct block){a, bytes});
         m->free_bytes -= bytes;
-        if (m->p.capacity - m->free_bytes > m->st.peak_alloc_bytes)
-            m->st.peak_alloc_bytes = m->p.capacity - m->free_bytes;
+        if (m->capacity - m->free_bytes > m->peak)
+            m->peak = m->capacity - m->free_bytes;
         *addr = a;
         return 0;
     }
+    const char *k = kb_mem_kind_name(m->p.kind);
     if (m->free_bytes >= bytes)
         return seterr(m, SIM_ENOMEM, "%s of '%s' has no room for %" PRIu64
                       " bytes aligned to %" PRIu64 ": %" PRIu64 " bytes, %"
-                      PRIu64 " free but fragmented in %zu blocks", k, m->name,
-                      bytes, align, m->p.capacity, m->free_bytes,
-                      m->free_list.n);
+                      PRIu64 " free but fragmented in %" PRIu32 " blocks", k,
+                      m->name, bytes, align, m->capacity, m->free_bytes,
+                      m->fl_n);
     return seterr(m, SIM_ENOMEM, "%s of '%s' is full: %" PRIu64 " bytes, %"
                   PRIu64 " requested, %" PRIu64 " free", k, m->name,
-                  m->p.capacity, bytes, m->free_bytes);
+                  m->capacity, bytes, m->free_bytes);
 oom:
-    return seterr(m, SIM_ENOMEM, "%s of '%s': out of memory", k, m->name);
+    return seterr(m, SIM_ENOMEM, "%s of '%s': out of memory",
+                  kb_mem_kind_name(m->p.kind), m->name);
 }
 
 static void clear_freed(struct kb_mem *m, struct block b, struct block joined);
 
 int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
 {
-    struct block *u = used_find(&m->used, addr);
-    if (!u)
-        return seterr(m, SIM_EINVAL, "%s of '%s': no block allocated at 0x%"
-                      PRIx64, kb_mem_kind_name(m->p.kind), m->name, addr);
-    struct block b = *u;
-    size_t i = blocks_find(&m->free_list, addr);
-    struct block *prev = i ? &m->free_list.b[i - 1] : NULL;
-    struct block *next = i < m->free_list.n ? &m->free_list.b[i] : NULL;
+    int y = 0;
+    while (y < YOUNG && m->young[y].size && m->young[y].addr != addr)
+        y++;
+    struct block *u = NULL;
+    if (y == YOUNG || !m->young[y].size) {
+        if (!(u = used_find(m, addr)))
+            return seterr(m, SIM_EINVAL, "%s of '%s': no block allocated at 0x%"
+                          PRIx64, kb_mem_kind_name(m->p.kind), m->name, addr);
+    }
+    struct block b = u ? *u : m->young[y];
+    uint32_t i = fl_find(m, addr);
+    struct block *prev = i ? &m->fl[i - 1] : NULL;
+    struct block *next = i < m->fl_n ? &m->fl[i] : NULL;
     int join_prev = prev && prev->addr + prev->size == b.addr;
     int join_next = next && b.addr + b.size == next->addr;
     struct block joined = b; /* the free block b ends up in */
     if (join_prev && join_next) {
         prev->size += b.size + next->size;
         joined = *prev;
-        blocks_remove(&m->free_list, i);
+        fl_remove(m, i);
     } else if (join_prev) {
         prev->size += b.size;
         joined = *prev;
@@ -510,11 +608,17 @@ int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
         next->addr = b.addr;
         next->size += b.size;
         joined = *next;
-    } else if (blocks_insert(&m->free_list, i, b) < 0) {
+    } else if (fl_insert(m, i, b) < 0) {
         return seterr(m, SIM_ENOMEM, "%s of '%s': out of memory",
                       kb_mem_kind_name(m->p.kind), m->name);
     }
-    used_remove(&m->used, u);
+    if (u) {
+        used_remove(m, u);
+    } else {
+        for (; y < YOUNG - 1; y++) /* (a loop of at most 3: no memmove call) */
+            m->young[y] = m->young[y + 1];
+        m->young[YOUNG - 1] = (struct block){0, 0};
+    }
     m->free_bytes += b.size;
     clear_freed(m, b, joined);
     return 0;
@@ -527,7 +631,7 @@ uint64_t kb_mem_free_bytes(const struct kb_mem *m) { return m->free_bytes; }
 static int in_range(struct kb_mem *m, const char *what, uint64_t addr,
                     uint64_t bytes)
 {
-    if (addr > m->p.capacity || bytes > m->p.capacity - addr)
+    if (addr > m->capacity || bytes > m->capacity - addr)
         return seterr(m, SIM_EINVAL, "%s of %" PRIu64 " bytes at 0x%" PRIx64
                       " is beyond the %" PRIu64 " bytes of %s of '%s'", what,
                       bytes, addr, m->p.capacity, kb_mem_kind_name(m->p.kind),
@@ -535,26 +639,36 @@ static int in_range(struct kb_mem *m, const char *what, uint64_t addr,
     return 0;
 }
 
-enum { PEEK, CREATE, CREATE_WHOLE };
+/* The page holding addr, or NULL if it was never written. */
+static unsigned char *page(const struct kb_mem *m, uint64_t addr)
+{
+    uint64_t pg = addr >> PAGE_SHIFT;
+    unsigned char **d = m->dirs ? m->dirs[pg >> DIR_SHIFT] : NULL;
+    return d ? d[pg & (DIR_SIZE - 1)] : NULL;
+}
 
-/* The page holding addr; NULL if untouched and mode is PEEK (or out of
- * memory). A page made for CREATE_WHOLE is not zeroed: the caller is about
- * to write every byte of it. */
-static unsigned char *page(struct kb_mem *m, uint64_t addr, int mode)
+/* The page holding addr, made if need be (NULL: out of memory), for a
+ * caller about to write bytes [lo, hi) of it: a new page is zero-filled
+ * outside them only. */
+static unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
+                                     uint64_t lo, uint64_t hi)
 {
     uint64_t pg = addr >> PAGE_SHIFT;
     /* the directory table too is made on the first write */
-    if (!m->dirs && (mode == PEEK || !(m->dirs = calloc(m->n_dirs, sizeof *m->dirs))))
+    if (!m->dirs && !(m->dirs = calloc(m->n_dirs, sizeof *m->dirs)))
         return NULL;
     unsigned char ***d = &m->dirs[pg >> DIR_SHIFT];
-    if (!*d) {
-        if (mode == PEEK || !(*d = calloc(DIR_SIZE, sizeof **d)))
-            return NULL;
-    }
+    if (!*d && !(*d = calloc(DIR_SIZE, sizeof **d)))
+        return NULL;
     unsigned char **p = &(*d)[pg & (DIR_SIZE - 1)];
-    if (!*p && mode != PEEK) {
-        if ((*p = pool_get(mode != CREATE_WHOLE)))
-            m->n_pages++;
+    if (!*p) {
+        if (!(*p = pool_get()))
+            return NULL;
+        m->n_pages++;
+        if (lo)
+            memset(*p, 0, lo);
+        if (hi < PAGE_SIZE)
+            memset(*p + hi, 0, PAGE_SIZE - hi);
     }
     return *p;
 }
@@ -613,7 +727,7 @@ int kb_mem_write(struct kb_mem *m, uint64_t addr, const void *src,
     while (bytes) {
         uint64_t off = addr & (PAGE_SIZE - 1);
         uint64_t n = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
-        unsigned char *p = page(m, addr, n == PAGE_SIZE ? CREATE_WHOLE : CREATE);
+        unsigned char *p = page_for_write(m, addr, off, off + n);
         if (!p)
             return oom(m);
         memcpy(p + off, s, n);
@@ -633,7 +747,7 @@ int kb_mem_read(struct kb_mem *m, uint64_t addr, void *dst, uint64_t bytes)
     while (bytes) {
         uint64_t off = addr & (PAGE_SIZE - 1);
         uint64_t n = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
-        const unsigned char *p = page(m, addr, PEEK);
+        const unsigned char *p = page(m, addr);
         if (p)
             memcpy(d, p + off, n);
         else
@@ -652,7 +766,7 @@ int kb_mem_read_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     if (rc < 0)
         return rc;
     uint64_t off = addr & (PAGE_SIZE - 1);
-    const unsigned char *pg = page(m, addr, PEEK);
+    const unsigned char *pg = page(m, addr);
     *len = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
     *p = pg ? pg + off : NULL;
     return 0;
@@ -669,7 +783,10 @@ int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     *p = NULL;
     if (!bytes) /* nothing to write: no page made */
         return 0;
-    unsigned char *pg = page(m, addr, *len == PAGE_SIZE ? CREATE_WHOLE : CREATE);
+    /* a span of a whole page is the caller's to fill; the page of any
+     * other is zero-filled whole (the caller may write part of the span) */
+    unsigned char *pg = *len == PAGE_SIZE ? page_for_write(m, addr, 0, PAGE_SIZE)
+                                          : page_for_write(m, addr, 0, 0);
     if (!pg)
         return oom(m);
     *p = pg + off;
@@ -680,11 +797,12 @@ int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
 static int copy_piece(struct kb_mem *dst, uint64_t da, struct kb_mem *src,
                       uint64_t sa, uint64_t n)
 {
-    const unsigned char *s = page(src, sa, PEEK);
-    unsigned char *d = page(dst, da, n == PAGE_SIZE ? CREATE_WHOLE : CREATE);
+    const unsigned char *s = page(src, sa);
+    uint64_t off = da & (PAGE_SIZE - 1);
+    unsigned char *d = page_for_write(dst, da, off, off + n);
     if (!d)
         return oom(dst);
-    d += da & (PAGE_SIZE - 1);
+    d += off;
     if (s)
         memmove(d, s + (sa & (PAGE_SIZE - 1)), n);
     else
@@ -738,7 +856,7 @@ uint64_t kb_mem_pages(const struct kb_mem *m) { return m->n_pages; }
 static void split(const struct kb_mem *m, uint64_t addr, uint64_t bytes,
                   uint64_t *per)
 {
-    uint32_t n = m->p.n_channels, sh = m->burst_shift;
+    uint32_t n = m->n_channels, sh = m->burst_shift;
     uint64_t burst = (uint64_t)1 << sh, mask = n - 1, end = addr + bytes;
     memset(per, 0, n * sizeof *per);
     if (n == 1) {
@@ -772,12 +890,12 @@ static sim_time ser(const struct kb_mem *m, uint64_t bytes)
 
 sim_time kb_mem_time(const struct kb_mem *m, uint64_t addr, uint64_t bytes)
 {
-    if (m->p.n_channels == 1) /* a TCM: split's answer without the split */
+    if (m->n_channels == 1) /* a TCM: split's answer without the split */
         return m->setup_ps + ser(m, bytes);
     uint64_t per[KB_MEM_MAX_CHANNELS];
     split(m, addr, bytes, per);
     sim_time worst = 0;
-    for (uint32_t c = 0; c < m->p.n_channels; c++) {
+    for (uint32_t c = 0; c < m->n_channels; c++) {
         sim_time t = ser(m, per[c]);
         if (t > worst)
             worst = t;
@@ -791,12 +909,12 @@ sim_time kb_mem_schedule(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     if (in_range(m, is_write ? "write" : "read", addr, bytes) < 0)
         return SIM_FOREVER;
     uint64_t per[KB_MEM_MAX_CHANNELS];
-    if (m->p.n_channels == 1) /* a TCM: split's answer without the split */
+    if (m->n_channels == 1) /* a TCM: split's answer without the split */
         per[0] = bytes;
     else
         split(m, addr, bytes, per);
     sim_time ready = sim_now(m->sim) + m->setup_ps, done = ready;
-    for (uint32_t c = 0; c < m->p.n_channels; c++) {
+    for (uint32_t c = 0; c < m->n_channels; c++) {
         if (!per[c])
             continue;
         sim_time d = ser(m, per[c]);
@@ -835,6 +953,7 @@ int kb_mem_access(struct kb_mem *m, uint64_t addr, uint64_t bytes,
 void kb_mem_get_stats(const struct kb_mem *m, struct kb_mem_stats *out)
 {
     *out = m->st;
+    out->peak_alloc_bytes = m->peak;
 }
 
 double kb_mem_utilisation(const struct kb_mem *m, sim_time elapsed)

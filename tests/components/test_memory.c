@@ -613,10 +613,208 @@ TEST(many_live_blocks_free_in_any_order)
     T_FREE(sim_free, s);
 }
 
+/* ---- a reference allocator: first fit over a plain sorted array ---------- */
+
+struct ref_block {
+    uint64_t addr, size;
+};
+
+struct ref_alloc {
+    struct ref_block fr[4096]; /* free blocks by address */
+    int n_free;
+    struct ref_block live[4096];
+    int n_live;
+    uint64_t cap, free_bytes, peak;
+};
+
+/* First fit as memory.h states it; the address, or UINT64_MAX (no room). */
+static uint64_t ref_alloc(struct ref_alloc *r, uint64_t bytes, uint64_t align)
+{
+    for (int i = 0; i < r->n_free; i++) {
+        struct ref_block b = r->fr[i];
+        uint64_t a = (b.addr + align - 1) / align * align;
+        if (a - b.addr >= b.size || b.size - (a - b.addr) < bytes)
+            continue;
+        struct ref_block lo = {b.addr, a - b.addr}, hi = {a + bytes, b.addr + b.size - a - bytes};
+        memmove(&r->fr[i], &r->fr[i + 1], (size_t)(r->n_free - i - 1) * sizeof r->fr[0]);
+        r->n_free--;
+        struct ref_block parts[2] = {lo, hi};
+        for (int k = 1; k >= 0; k--)
+            if (parts[k].size) {
+                memmove(&r->fr[i + 1], &r->fr[i], (size_t)(r->n_free - i) * sizeof r->fr[0]);
+                r->fr[i] = parts[k];
+                r->n_free++;
+            }
+        r->live[r->n_live++] = (struct ref_block){a, bytes};
+        r->free_bytes -= bytes;
+        if (r->cap - r->free_bytes > r->peak)
+            r->peak = r->cap - r->free_bytes;
+        return a;
+    }
+    return UINT64_MAX;
+}
+
+/* Frees live block k: back into the free array, then joined with its
+ * neighbours. */
+static void ref_free(struct ref_alloc *r, int k)
+{
+    struct ref_block b = r->live[k];
+    r->live[k] = r->live[--r->n_live];
+    int i = 0;
+    while (i < r->n_free && r->fr[i].addr < b.addr)
+        i++;
+    memmove(&r->fr[i + 1], &r->fr[i], (size_t)(r->n_free - i) * sizeof r->fr[0]);
+    r->fr[i] = b;
+    r->n_free++;
+    for (int j = 0; j + 1 < r->n_free;) {
+        if (r->fr[j].addr + r->fr[j].size == r->fr[j + 1].addr) {
+            r->fr[j].size += r->fr[j + 1].size;
+            memmove(&r->fr[j + 1], &r->fr[j + 2], (size_t)(r->n_free - j - 2) * sizeof r->fr[0]);
+            r->n_free--;
+        } else {
+            j++;
+        }
+    }
+    r->free_bytes += b.size;
+}
+
+static uint64_t xorshift(uint64_t *r)
+{
+    *r ^= *r << 13;
+    *r ^= *r >> 7;
+    *r ^= *r << 17;
+    return *r;
+}
+
+/* The allocator against the reference over random rounds: the same
+ * address for every allocation (first fit is visible in outputs), the same
+ * refusals with the same fragment count, frees of live blocks in any
+ * order (the newest, kept beside the hot fields, and the older ones in the
+ * table), every other address refused, free bytes and the peak. Sizes and
+ * alignments mix 1 byte to 4 KiB, so the table's key shift changes, the
+ * free list outgrows the struct and comes back, and the table grows. */
+TEST(allocator_matches_a_reference_first_fit)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem_params p = TCM;
+    p.capacity = 1 << 20;
+    struct kb_mem *t = mem(s, &p);
+    ASSERT_TRUE(t);
+    struct ref_alloc *r = T_OWN(calloc(1, sizeof *r), free);
+    ASSERT_TRUE(r);
+    r->cap = r->free_bytes = p.capacity;
+    r->fr[0] = (struct ref_block){0, p.capacity};
+    r->n_free = 1;
+    static const uint64_t aligns[] = {64, 64, 64, 256, 1, 2, 8, 4096};
+    uint64_t seed = 88172645463325252ull;
+    int rounds = test_failalloc_mode ? 3000 : 60000;
+    for (int round = 0; round < rounds; round++) {
+        uint64_t x = xorshift(&seed);
+        /* phases: mostly allocating, then mostly freeing, so the number
+         * of live blocks sweeps up to ~1000 and down again */
+        int filling = (round / 5000) % 2 == 0;
+        int op = (int)(x % 100);
+        if (r->n_live && (op < (filling ? 30 : 70) || r->n_live >= 4000)) {
+            /* free: mostly one of the newest (a scratch tile), else any */
+            int k = (x >> 8) % 4 == 0 ? (int)((x >> 16) % (uint64_t)r->n_live)
+                                      : r->n_live - 1 - (int)((x >> 16) % 3 % (uint64_t)r->n_live);
+            struct ref_block b = r->live[k];
+            ASSERT_EQ(kb_mem_dealloc(t, b.addr), 0);
+            ref_free(r, k);
+            ASSERT_EQ(kb_mem_dealloc(t, b.addr), SIM_EINVAL);
+            ASSERT_CONTAINS(kb_mem_errmsg(t), "no block allocated at 0x");
+        } else if (op < 95) {
+            uint64_t bytes = (x >> 20) % 8 == 0 ? 1 + (x >> 24) % 20000 : 1 + (x >> 24) % 600;
+            uint64_t align = aligns[(x >> 40) % 8], a;
+            uint64_t want = ref_alloc(r, bytes, align);
+            int rc = kb_mem_alloc(t, bytes, align, &a);
+            if (want == UINT64_MAX) {
+                ASSERT_EQ(rc, SIM_ENOMEM);
+                if (r->free_bytes >= bytes) {
+                    char frag[64];
+                    snprintf(frag, sizeof frag, "fragmented in %d blocks", r->n_free);
+                    ASSERT_CONTAINS(kb_mem_errmsg(t), frag);
+                } else {
+                    ASSERT_CONTAINS(kb_mem_errmsg(t), "is full");
+                }
+            } else {
+                ASSERT_EQ(rc, 0);
+                ASSERT_U64_EQ(a, want);
+            }
+        } else if (r->n_live) {
+            /* an address inside a live block, not its start */
+            struct ref_block b = r->live[(x >> 8) % (uint64_t)r->n_live];
+            if (b.size > 1) {
+                ASSERT_EQ(kb_mem_dealloc(t, b.addr + 1 + (x >> 32) % (b.size - 1)), SIM_EINVAL);
+                ASSERT_CONTAINS(kb_mem_errmsg(t), "no block allocated at 0x");
+            }
+        }
+        ASSERT_U64_EQ(kb_mem_free_bytes(t), r->free_bytes);
+    }
+    struct kb_mem_stats st;
+    kb_mem_get_stats(t, &st);
+    ASSERT_U64_EQ(st.peak_alloc_bytes, r->peak);
+    while (r->n_live) {
+        ASSERT_EQ(kb_mem_dealloc(t, r->live[r->n_live - 1].addr), 0);
+        ref_free(r, r->n_live - 1);
+    }
+    uint64_t all;
+    ASSERT_EQ(kb_mem_alloc(t, p.capacity, 1, &all), 0);
+    ASSERT_U64_EQ(all, 0);
+    T_FREE(free, r);
+    T_FREE(kb_mem_free, t);
+    T_FREE(sim_free, s);
+}
+
+/* A page taken from the pool again carries what it held: a write or a copy
+ * into part of a new page leaves zeros around the bytes it stores. */
+TEST(reused_pages_read_as_zeros_around_a_write)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem *m = mem(s, &TCM);
+    ASSERT_TRUE(m);
+    unsigned char *buf = T_OWN(malloc(4 * PAGE), free);
+    ASSERT_TRUE(buf);
+    uint64_t a;
+    for (int round = 0; round < 2; round++) {
+        /* fill two pages, free them: both go back to the pool, dirty */
+        ASSERT_EQ(kb_mem_alloc(m, 2 * PAGE, PAGE, &a), 0);
+        memset(buf, 0xEE, 2 * PAGE);
+        ASSERT_EQ(kb_mem_write(m, a, buf, 2 * PAGE), 0);
+        ASSERT_EQ(kb_mem_dealloc(m, a), 0);
+        ASSERT_U64_EQ(kb_mem_pages(m), 0);
+        ASSERT_EQ(kb_mem_alloc(m, 2 * PAGE, PAGE, &a), 0);
+        unsigned char v[300];
+        memset(v, 0x11, sizeof v);
+        if (round == 0) {
+            ASSERT_EQ(kb_mem_write(m, a + 1000, v, sizeof v), 0);
+            ASSERT_EQ(kb_mem_write(m, a + PAGE + 4000, v, 50), 0);
+        } else { /* a copy from a written page into the new pages */
+            ASSERT_EQ(kb_mem_write(m, 3 * PAGE, v, sizeof v), 0);
+            ASSERT_EQ(kb_mem_copy(m, a + 1000, m, 3 * PAGE, sizeof v), 0);
+            ASSERT_EQ(kb_mem_copy(m, a + PAGE + 4000, m, 3 * PAGE, 50), 0);
+        }
+        ASSERT_EQ(kb_mem_read(m, a, buf, 2 * PAGE), 0);
+        for (uint64_t j = 0; j < 2 * PAGE; j++) {
+            bool in = (j >= 1000 && j < 1300) || (j >= PAGE + 4000 && j < PAGE + 4050);
+            if (buf[j] != (in ? 0x11 : 0))
+                ASSERT_U64_EQ(j, UINT64_MAX);
+        }
+        ASSERT_EQ(kb_mem_dealloc(m, a), 0);
+    }
+    T_FREE(free, buf);
+    T_FREE(kb_mem_free, m);
+    T_FREE(sim_free, s);
+}
+
 TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           same_channel_serialises, setup_overlaps_earlier_transfers,
           schedule_without_waiting, capacity_error,
           first_fit_alignment_and_coalescing, peak_allocation, sparse_storage,
           spans_read_and_write_in_place, whole_page_writes_keep_zeros_elsewhere,
           copy_page_to_page, freed_blocks_read_as_zeros_and_give_pages_back,
-          params_are_checked, many_live_blocks_free_in_any_order)
+          params_are_checked, many_live_blocks_free_in_any_order,
+          allocator_matches_a_reference_first_fit,
+          reused_pages_read_as_zeros_around_a_write)
