@@ -150,7 +150,25 @@ struct tl_state {
      * few, a state a few per wiring) */
     const char **dirs;
     size_t n_dirs, cap_dirs;
+    struct ctx_ref *free_refs; /* context records to reuse (ctx_ref) */
 };
+
+/* What a handle knows of its kernel's context without keeping it alive:
+ * a record the context takes at bind and gives back when it is collected
+ * (ctx_gc), which then counts one more generation. A handle holds the
+ * record and the generation it was made in: equal, the context is still
+ * there (ended or not) and `c` is it; else it is gone, and so is the
+ * kernel. A handle is then a userdata without a user value (the context
+ * used to be one): no context to push and set on each new handle, and a
+ * smaller object for the collector. The records live in blocks owned by
+ * Lua userdata anchored by the state (its user value), so they outlast
+ * every finalizer, the contexts' included, and Lua frees them last. */
+struct ctx_ref {
+    struct kctx *c;
+    uint64_t gen;
+    struct ctx_ref *next_free;
+};
+enum { REF_BLOCK = 32 };
 
 static const char *const kind_names[KIND_COUNT] = {"tcm", "sram", "hbm"};
 static const enum kb_mem_kind kind_kinds[KIND_COUNT] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
@@ -235,6 +253,8 @@ static int dir_intern(lua_State *L, struct tl_state *st, int i)
 
 struct kctx {
     struct tl_state *st; /* the module's (the registry keeps it) */
+    struct ctx_ref *ref; /* its record for its handles, of generation gen */
+    uint64_t gen;
     struct kb_system *sys;
     struct kb_system *const *sys_open; /* the kbsim.system's: NULL once closed */
     int anchor; /* its place in the bound-context array (upvalue CTXS) */
@@ -285,13 +305,27 @@ struct spare_recv {
 
 struct handle {
     const char *tag; /* &handle_tag: what tohandle checks */
-    struct kctx *ctx;
+    struct ctx_ref *ref; /* its context's record, of generation gen */
+    uint64_t gen;
     uint64_t addr;
     uint32_t n;
+    uint32_t slot; /* its entry in its context's allocs */
     enum kb_dtype dt;
     bool freed;
-    uint32_t slot; /* its entry in ctx->allocs */
 };
+
+/* The context of handle h while the context lives (its kernel may have
+ * ended), else NULL. */
+static struct kctx *hctx(const struct handle *h)
+{
+    return h->ref->gen == h->gen ? h->ref->c : NULL;
+}
+
+/* Whether h is a handle of context c, which lives. */
+static bool handle_of(const struct handle *h, const struct kctx *c)
+{
+    return h->ref == c->ref && h->gen == c->gen;
+}
 
 /* A receive running beside its kernel: a C thread process fills buf. */
 struct future {
@@ -743,6 +777,13 @@ static void release_allocs(struct kctx *c)
 static int ctx_gc(lua_State *L)
 {
     struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
+    if (c->ref) { /* its handles see a newer generation: ended */
+        c->ref->gen++;
+        c->ref->c = NULL;
+        c->ref->next_free = c->st->free_refs;
+        c->st->free_refs = c->ref;
+        c->ref = NULL;
+    }
     free(c->allocs);
     free(c->free_slots);
     c->allocs = NULL;
@@ -769,6 +810,28 @@ static int ctx_gc(lua_State *L)
     return 0;
 }
 
+/* A context record for a new context, from the state's spare ones or a
+ * new block of them (a userdata the state's user value anchors). */
+static struct ctx_ref *ref_take(lua_State *L, struct tl_state *st)
+{
+    if (!st->free_refs) {
+        struct ctx_ref *b = lua_newuserdatauv(L, REF_BLOCK * sizeof *b, 0);
+        memset(b, 0, REF_BLOCK * sizeof *b);
+        lua_getiuservalue(L, lua_upvalueindex(UV_STATE), 1);
+        lua_pushvalue(L, -2);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 2);
+        for (int i = REF_BLOCK; i-- > 0;) {
+            b[i].next_free = st->free_refs;
+            st->free_refs = &b[i];
+        }
+    }
+    struct ctx_ref *r = st->free_refs;
+    st->free_refs = r->next_free;
+    r->next_free = NULL;
+    return r;
+}
+
 /* bind(sys, program_id, rank, world): binds the running thread to a PE */
 static int l_bind(lua_State *L)
 {
@@ -780,10 +843,15 @@ static int l_bind(lua_State *L)
     lkb_block_end(lkb_block_begin(L, s, "tl.launch")); /* must be a thread process */
     if (!pe->tcm)
         return luaL_error(L, "PE '%s' has no TCM for kernel handles", pe->name);
+    struct tl_state *st = fn_state(L);
+    struct ctx_ref *ref = ref_take(L, st);
     struct kctx *c = lua_newuserdatauv(L, sizeof *c, 1);
     memset(c, 0, sizeof *c);
+    c->st = st;
+    c->ref = ref; /* (before its finalizer can run: it gives the record back) */
+    c->gen = ref->gen;
+    ref->c = c;
     luaL_setmetatable(L, KB_CTX);
-    c->st = fn_state(L);
     c->sys = sys;
     c->s = s;
     c->pe = pe;
@@ -976,20 +1044,14 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     }
     uint32_t slot = c->n_free_slots ? c->free_slots[--c->n_free_slots] : (uint32_t)c->n_allocs++;
     c->allocs[slot] = addr;
-    struct handle *h = lua_newuserdatauv(L, sizeof *h, 1);
-    *h = (struct handle){&handle_tag, c, addr, n, dt, false, slot};
+    /* no user value: the handle knows its context by record (ctx_ref) */
+    struct handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    *h = (struct handle){&handle_tag, c->ref, c->gen, addr, n, slot, dt, false};
     lua_pushvalue(L, lua_upvalueindex(UV_HANDLE_MT));
     lua_setmetatable(L, -2);
-    push_ctx(L, c);
-    lua_setiuservalue(L, -2, 1); /* the handle keeps its context's memory */
     return h;
 }
 
-/* Handle i, of a kernel still running (its TCM allocation stands and its
- * PE's system is open), freed or not: what a handle's n, dtype and name
- * need. The context outlives the kernel as the handle's user value, so
- * `ended` can be read whenever the handle is used. A metamethod (`meta`
- * names it) has no argument to blame. */
 /* The handle at i, or NULL: every handle carries handle_tag first (a
  * check cheaper than luaL_checkudata's metatable look-up by name). */
 static struct handle *tohandle(lua_State *L, int i)
@@ -998,19 +1060,35 @@ static struct handle *tohandle(lua_State *L, int i)
     return h && lua_rawlen(L, i) == sizeof *h && h->tag == &handle_tag ? h : NULL;
 }
 
+/* Handle i, of a kernel still running (its TCM allocation stands and its
+ * PE's system is open), freed or not: what a handle's n, dtype and name
+ * need. A context that is collected has ended first, so a handle whose
+ * record moved on (hctx NULL) is one of an ended kernel too. A metamethod
+ * (`meta` names it) has no argument to blame. */
 static struct handle *checklive(lua_State *L, int i, const char *meta)
 {
     struct handle *h = tohandle(L, i);
     if (!h)
         h = luaL_checkudata(L, i, KB_HANDLE); /* the usual error */
-    if (h->ctx->ended && meta)
+    const struct kctx *fc = fast_ctx(L);
+    if (fc && handle_of(h, fc)) /* the running kernel's */
+        return h;
+    const struct kctx *c = hctx(h);
+    if ((!c || c->ended) && meta)
         luaL_error(L, "%s: handle of a kernel that has ended (a handle lives until its "
                       "kernel returns)", meta);
-    if (h->ctx->ended)
+    if (!c || c->ended)
         luaL_argerror(L, i, "handle of a kernel that has ended");
-    lua_getiuservalue(L, i, 1);
-    check_ctx_system(L, -1);
-    lua_pop(L, 1);
+    /* a kernel that has not ended is bound: its context is in the array
+     * of bound contexts (from the registry: a handle's to_table has no
+     * upvalues) */
+    push_registry_table(L, &ctx_anchor_key);
+    lua_rawgeti(L, -1, c->anchor);
+    if (lua_touserdata(L, -1) == c)
+        check_ctx_system(L, -1);
+    else if (!*c->sys_open)
+        luaL_error(L, "attempt to use a closed system");
+    lua_pop(L, 2);
     return h;
 }
 
@@ -1028,7 +1106,7 @@ static struct handle *checkhandle(lua_State *L, int i)
 static struct handle *checkhandle_in(lua_State *L, int i, const struct kctx *c)
 {
     struct handle *h = tohandle(L, i);
-    if (h && c && h->ctx == c && !h->freed)
+    if (h && c && handle_of(h, c) && !h->freed)
         return h;
     return checkhandle(L, i);
 }
@@ -1042,17 +1120,19 @@ static size_t hbytes(const struct handle *h)
 static void *hread(lua_State *L, const struct handle *h, int slot)
 {
     void *buf = scratch(L, slot, hbytes(h));
-    if (kb_mem_read(h->ctx->pe->tcm, h->addr, buf, hbytes(h)) != 0)
-        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+    struct kb_mem *tcm = hctx(h)->pe->tcm; /* (h was checked: its context lives) */
+    if (kb_mem_read(tcm, h->addr, buf, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(tcm));
     return buf;
 }
 
 static void hwrite(lua_State *L, const struct handle *h, const void *buf)
 {
-    if (h->ctx->no_data)
+    const struct kctx *c = hctx(h); /* (h was checked or just made) */
+    if (c->no_data)
         return; /* a timing-only run: no values, no memory touched */
-    if (kb_mem_write(h->ctx->pe->tcm, h->addr, buf, hbytes(h)) != 0)
-        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+    if (kb_mem_write(c->pe->tcm, h->addr, buf, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
 }
 
 static int h_len(lua_State *L)
@@ -1080,7 +1160,7 @@ static int h_tostring(lua_State *L)
     char addr[24]; /* the TCM address in hex; %p would print 0 as "(nil)" */
     snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)h->addr);
     lua_pushfstring(L, "handle(%d %s at tcm %s of '%s')", (int)h->n, kb_dtype_name(h->dt), addr,
-                    h->ctx->pe->name);
+                    hctx(h)->pe->name);
     return 1;
 }
 
@@ -1108,7 +1188,7 @@ static int l_free(lua_State *L)
     struct kctx *fc = fast_ctx(L);
     for (int a = 1; a <= n; a++) {
         struct handle *h = checkhandle_in(L, a, fc);
-        struct kctx *c = h->ctx;
+        struct kctx *c = hctx(h);
         kb_mem_dealloc(c->pe->tcm, h->addr);
         c->allocs[h->slot] = UINT64_MAX;
         c->free_slots[c->n_free_slots++] = h->slot;
@@ -1299,7 +1379,7 @@ static int l_tstore(lua_State *L)
     if (!h)
         return luaL_error(L, "tl.store: a handle is expected as the value, got %s",
                           luaL_typename(L, 3));
-    if (h->ctx != c || c->ended || !*c->sys_open) /* (the running kernel's own is live) */
+    if (!handle_of(h, c) || c->ended || !*c->sys_open) /* (the running kernel's own is live) */
         checklive(L, 3, "#handle");
     lua_pushinteger(L, h->n);
     lua_Integer off = lua_tointeger(L, 2), hn = h->n;
@@ -1334,8 +1414,8 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
         return buf;
     }
     struct handle *h = checkhandle_in(L, i, c);
-    if (h->ctx != c)
-        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
+    if (hctx(h) != c) /* (h was checked: its context lives) */
+        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, hctx(h)->pe->name,
                    c->pe->name);
     if (h->n != n || h->dt != dt)
         luaL_error(L, "%s on PE '%s': operands differ (%d %s and %d %s)", what, c->pe->name,
@@ -1366,7 +1446,7 @@ static struct handle *operands_of(lua_State *L, int arity, const struct kctx *c)
         if (lua_type(L, i) == LUA_TNUMBER)
             continue;
         struct handle *h = tohandle(L, i);
-        if (!h || h->ctx != c || h->freed)
+        if (!h || !handle_of(h, c) || h->freed)
             return NULL;
         if (!first)
             first = h;
@@ -1510,8 +1590,8 @@ static struct handle *checkrange(lua_State *L, int i, struct kctx *c, lua_Intege
                                  lua_Integer n, const char *what)
 {
     struct handle *h = checkhandle_in(L, i, c);
-    if (h->ctx != c)
-        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
+    if (hctx(h) != c) /* (h was checked: its context lives) */
+        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, hctx(h)->pe->name,
                    c->pe->name);
     if (off < 0 || n < 1 || off > (lua_Integer)h->n || n > (lua_Integer)h->n - off)
         luaL_error(L, "%s on PE '%s': %I elements from element %I are outside a handle of %d",
@@ -1526,8 +1606,9 @@ static void *hread_range(lua_State *L, const struct handle *h, lua_Integer off, 
 {
     size_t es = kb_dtype_size(h->dt);
     void *buf = scratch(L, slot, (size_t)n * es);
-    if (kb_mem_read(h->ctx->pe->tcm, h->addr + (uint64_t)off * es, buf, (size_t)n * es) != 0)
-        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+    struct kb_mem *tcm = hctx(h)->pe->tcm; /* (h was checked: its context lives) */
+    if (kb_mem_read(tcm, h->addr + (uint64_t)off * es, buf, (size_t)n * es) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(tcm));
     return buf;
 }
 
@@ -2154,6 +2235,8 @@ static int l_sendrecv(lua_State *L)
     struct tl_state *st = c->st;
     const char *sdir = luaL_checkstring(L, 1);
     struct handle *h = checkhandle_in(L, 2, c);
+    if (!handle_of(h, c)) /* another running kernel's: its context stays while this blocks */
+        push_ctx(L, hctx(h));
     const char *rdir = luaL_checkstring(L, 3);
     uint32_t n = checkcount(L, 4);
     enum kb_dtype dt = checkdtype_st(L, st, 5);
@@ -2216,8 +2299,9 @@ static int l_sendrecv(lua_State *L)
     }
     busy_link(c, f);
     /* tl.send */
-    if (sbuf && kb_mem_read(h->ctx->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
-        return fail_busy(L, c, kb_mem_errmsg(h->ctx->pe->tcm));
+    struct kctx *hc = hctx(h); /* (checked: c's, or another live kernel's) */
+    if (sbuf && kb_mem_read(hc->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
+        return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
     bp = lkb_block_begin(L, c->s, "tl.sendrecv");
     rc = kb_cpu_dispatch(c->pe->cpu);
     if (rc < 0) {
@@ -2236,7 +2320,6 @@ static int l_sendrecv(lua_State *L)
         scratch_drop(L);
     /* tl.free */
     if (release) {
-        struct kctx *hc = h->ctx;
         kb_mem_dealloc(hc->pe->tcm, h->addr);
         hc->allocs[h->slot] = UINT64_MAX;
         hc->free_slots[hc->n_free_slots++] = h->slot;
@@ -2320,8 +2403,10 @@ static void push_upvalues(lua_State *L)
         return;
     }
     lua_pop(L, 1);
-    struct tl_state *st = lua_newuserdatauv(L, sizeof *st, 0);
+    struct tl_state *st = lua_newuserdatauv(L, sizeof *st, 1);
     memset(st, 0, sizeof *st);
+    lua_newtable(L); /* the blocks of context records (ref_take) */
+    lua_setiuservalue(L, -2, 1);
     luaL_setmetatable(L, KB_STATE);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
