@@ -79,6 +79,7 @@ enum { SCRATCH_SLOTS = 4, RESULT = 3 };
 struct scratch {
     void *p[SCRATCH_SLOTS];
     size_t cap[SCRATCH_SLOTS];
+    struct buf_pool *bp; /* the state's pool, once a function that has it ran */
 };
 
 /* Buffers a call gave back (scratch_drop, a waited-for receive), kept for
@@ -486,7 +487,7 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
             slots[SLOT_SCRATCH] = sc;
     }
     if (bytes > sc->cap[slot] || !sc->p[slot]) {
-        struct buf_pool *bp = fn_pool(L);
+        struct buf_pool *bp = sc->bp ? sc->bp : (sc->bp = fn_pool(L));
         size_t cap = bytes > 2 * sc->cap[slot] ? bytes : 2 * sc->cap[slot];
         pool_give(bp, sc->p[slot], sc->cap[slot]);
         sc->p[slot] = NULL;
@@ -511,8 +512,9 @@ static void scratch_drop(lua_State *L)
 {
     void **slots = lkb_tl_slots(L);
     if (slots) { /* a thread process records its scratch when it makes it */
-        if (slots[SLOT_SCRATCH])
-            scratch_release(slots[SLOT_SCRATCH], fn_pool(L));
+        struct scratch *sc = slots[SLOT_SCRATCH];
+        if (sc)
+            scratch_release(sc, sc->bp ? sc->bp : fn_pool(L));
         return;
     }
     push_weak_table(L, &scratch_table_key);
@@ -2117,7 +2119,7 @@ static int l_recv_async(lua_State *L)
      * timing-only run receives none */
     if (!c->no_data) {
         size_t bytes = (size_t)n * kb_dtype_size(dt);
-        f->buf = pool_take(fn_pool(L), bytes, &f->buf_cap);
+        f->buf = pool_take(&c->st->pool, bytes, &f->buf_cap);
         if (!f->buf && (f->buf = malloc(bytes)))
             f->buf_cap = bytes;
     }
@@ -2183,7 +2185,7 @@ static int l_wait(lua_State *L)
     hwrite(L, h, f->buf);
     /* the bytes are in TCM now: the buffer goes at once, not when the
      * future is collected (a long ring would hold one per step) */
-    pool_give(fn_pool(L), f->buf, f->buf_cap);
+    pool_give(&c->st->pool, f->buf, f->buf_cap);
     f->buf = NULL;
     return 1;
 }
@@ -2277,7 +2279,7 @@ static int l_sendrecv(lua_State *L)
     f->dir_ix = rix;
     if (!c->no_data) {
         size_t bytes = (size_t)n * kb_dtype_size(dt);
-        f->buf = pool_take(fn_pool(L), bytes, &f->buf_cap);
+        f->buf = pool_take(&c->st->pool, bytes, &f->buf_cap);
         if (!f->buf && (f->buf = malloc(bytes)))
             f->buf_cap = bytes;
     }
@@ -2291,7 +2293,7 @@ static int l_sendrecv(lua_State *L)
     int rc = kb_cpu_dispatch(c->pe->cpu);
     lkb_block_end(bp);
     if (rc < 0 || start_recv(c, f) != 0) {
-        pool_give(fn_pool(L), f->buf, f->buf_cap);
+        pool_give(&c->st->pool, f->buf, f->buf_cap);
         free(f);
         if (rc < 0)
             return luaL_error(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
@@ -2340,7 +2342,7 @@ static int l_sendrecv(lua_State *L)
         (uint64_t)f->got != (uint64_t)n * kb_dtype_size(dt)) {
         struct future got = *f;
         busy_unlink(c, f);
-        pool_give(fn_pool(L), f->buf, f->buf_cap);
+        pool_give(&c->st->pool, f->buf, f->buf_cap);
         f->next = c->free_futs;
         c->free_futs = f;
         if (got.got < 0)
@@ -2356,7 +2358,7 @@ static int l_sendrecv(lua_State *L)
     f->next = c->free_futs;
     c->free_futs = f;
     int wrc = c->no_data ? 0 : kb_mem_write(c->pe->tcm, out->addr, buf, hbytes(out));
-    pool_give(fn_pool(L), buf, cap);
+    pool_give(&c->st->pool, buf, cap);
     if (wrc != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
     return 1;
