@@ -40,21 +40,25 @@
 #define KB_HANDLE "kbsim.handle"
 #define KB_FUTURE "kbsim.future"
 #define KB_SCRATCH "kbsim.scratch"
-#define KB_POOL "kbsim.scratch_pool"
+#define KB_STATE "kbsim.tl_state"
 #define HANDLE_ALIGN 64
 
 static const char ctx_table_key = 'k'; /* registry: thread -> context */
 static const char scratch_table_key = 's'; /* registry: thread -> scratch */
 static const char future_table_key = 'f'; /* registry: receives not yet waited for */
 static const char ctx_anchor_key = 'a';
-static const char pool_key = 'p'; /* registry: the state's buffer pool (upvalue UV_POOL) */ /* registry: bound contexts (upvalue UV_CTXS) */
+static const char state_key = 'p'; /* registry: the module's state (upvalue UV_STATE) */
+static const char strings_key = 'n'; /* registry: its strings (upvalue UV_STRINGS) */
 static const char handle_tag = 'h', future_tag = 'u';
 
 /* Upvalues of every function of the module and of the handle metatable:
- * the two metatables new objects get, and an array holding each bound
+ * the two metatables new objects get, an array holding each bound
  * context (its `anchor`), so that a call can push the running kernel's
- * context without a look-up keyed by its thread. */
-enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, UV_POOL, N_UV = UV_POOL };
+ * context without a look-up keyed by its thread, the array anchoring
+ * receives not yet waited for, the module's state (struct tl_state) and
+ * the array of strings it compares by address (S_*). */
+enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, UV_STATE, UV_STRINGS,
+       N_UV = UV_STRINGS };
 
 /* lkb_tl_slots: what the running Lua thread process keeps for this module */
 enum { SLOT_CTX, SLOT_SCRATCH };
@@ -75,6 +79,7 @@ enum { SCRATCH_SLOTS = 4, RESULT = 3 };
 struct scratch {
     void *p[SCRATCH_SLOTS];
     size_t cap[SCRATCH_SLOTS];
+    struct buf_pool *bp; /* the state's pool, once a function that has it ran */
 };
 
 /* Buffers a call gave back (scratch_drop, a waited-for receive), kept for
@@ -124,21 +129,133 @@ static void pool_give(struct buf_pool *bp, void *p, size_t cap)
     bp->n++;
 }
 
-static int pool_gc(lua_State *L)
+/* What the module keeps for a Lua state, one per state (upvalue
+ * UV_STATE): the buffer pool, and the strings the calls of every op
+ * compare, found by address rather than by strcmp. Lua keeps one copy of
+ * each short string, so a kernel's "f16" or "E" is the very string the
+ * state anchored (in the array UV_STRINGS, for the state's life): an
+ * address equal to an anchored string's is that string, and any other
+ * (a long name, a number made a string) takes the comparison by content
+ * as before. */
+enum { KIND_COUNT = 3 };
+enum { S_SHARD = 1, S_SHARD_PLACE, S_DTYPE, S_KIND = S_DTYPE + KB_DTYPE_COUNT,
+       S_DIR = S_KIND + KIND_COUNT };
+
+struct tl_state {
+    struct buf_pool pool;
+    const char *dtype[KB_DTYPE_COUNT]; /* kb_dtype_name(d), anchored */
+    const char *kind[KIND_COUNT];      /* "tcm", "sram", "hbm", anchored */
+    /* the IPCQ direction names kernels used, each anchored at S_DIR + its
+     * id: a context keeps its IPCQ's index of a direction by that id, and
+     * a receive's record points at the name (a wired name: a PE has a
+     * few, a state a few per wiring) */
+    const char **dirs;
+    size_t n_dirs, cap_dirs;
+    struct ctx_ref *free_refs; /* context records to reuse (ctx_ref) */
+};
+
+/* What a handle knows of its kernel's context without keeping it alive:
+ * a record the context takes at bind and gives back when it is collected
+ * (ctx_gc), which then counts one more generation. A handle holds the
+ * record and the generation it was made in: equal, the context is still
+ * there (ended or not) and `c` is it; else it is gone, and so is the
+ * kernel. A handle is then a userdata without a user value (the context
+ * used to be one): no context to push and set on each new handle, and a
+ * smaller object for the collector. The records live in blocks owned by
+ * Lua userdata anchored by the state (its user value), so they outlast
+ * every finalizer, the contexts' included, and Lua frees them last. */
+struct ctx_ref {
+    struct kctx *c;
+    uint64_t gen;
+    struct ctx_ref *next_free;
+};
+enum { REF_BLOCK = 32 };
+
+static const char *const kind_names[KIND_COUNT] = {"tcm", "sram", "hbm"};
+static const enum kb_mem_kind kind_kinds[KIND_COUNT] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
+
+static int state_gc(lua_State *L)
 {
-    struct buf_pool *bp = luaL_checkudata(L, 1, KB_POOL);
-    while (bp->n > 0)
-        free(bp->p[--bp->n]);
+    struct tl_state *st = luaL_checkudata(L, 1, KB_STATE);
+    while (st->pool.n > 0)
+        free(st->pool.p[--st->pool.n]);
+    free(st->dirs);
+    st->dirs = NULL;
+    st->n_dirs = st->cap_dirs = 0;
     return 0;
 }
 
-/* The running function's pool: NULL where it has no such upvalue. */
+/* The running function's state: NULL where it has no such upvalue (a
+ * function pushed without them, as a handle's to_table). */
+static struct tl_state *fn_state(lua_State *L)
+{
+    return lua_touserdata(L, lua_upvalueindex(UV_STATE));
+}
+
+/* The running function's pool: NULL where it has none (it frees at once). */
 static struct buf_pool *fn_pool(lua_State *L)
 {
-    return lua_touserdata(L, lua_upvalueindex(UV_POOL));
+    struct tl_state *st = fn_state(L);
+    return st ? &st->pool : NULL;
+}
+
+/* The dtype the string s names when s is the state's anchored name; -1
+ * otherwise (not a string, another dtype name's copy, or no state). */
+static int dtype_by_address(const struct tl_state *st, const char *s)
+{
+    for (int d = 0; st && s && d < KB_DTYPE_COUNT; d++)
+        if (s == st->dtype[d])
+            return d;
+    return -1;
+}
+
+static int kind_by_address(const struct tl_state *st, const char *s)
+{
+    for (int k = 0; st && s && k < KIND_COUNT; k++)
+        if (s == st->kind[k])
+            return k;
+    return -1;
+}
+
+/* The state's id of direction name s, or -1 when it has none yet. */
+static int dir_find(const struct tl_state *st, const char *s)
+{
+    for (size_t i = 0; i < st->n_dirs; i++)
+        if (st->dirs[i] == s)
+            return (int)i;
+    for (size_t i = 0; i < st->n_dirs; i++)
+        if (strcmp(st->dirs[i], s) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* dir_find, giving the string at stack index i an id (anchored) when it
+ * has none; -1 when memory ran out. Only names the kernel's IPCQ has
+ * wired come here, so the list stays as short as the wiring. */
+static int dir_intern(lua_State *L, struct tl_state *st, int i)
+{
+    const char *s = lua_tostring(L, i);
+    int id = dir_find(st, s);
+    if (id >= 0)
+        return id;
+    if (st->n_dirs == st->cap_dirs) {
+        size_t cap = st->cap_dirs ? 2 * st->cap_dirs : 8;
+        const char **a = cap < INT32_MAX ? realloc(st->dirs, cap * sizeof *a) : NULL;
+        if (!a)
+            return -1;
+        st->dirs = a;
+        st->cap_dirs = cap;
+    }
+    lua_pushvalue(L, i);
+    lua_rawseti(L, lua_upvalueindex(UV_STRINGS), S_DIR + (lua_Integer)st->n_dirs);
+    st->dirs[st->n_dirs] = s; /* the anchored string's own bytes */
+    return (int)st->n_dirs++;
 }
 
 struct kctx {
+    struct tl_state *st; /* the module's (the registry keeps it) */
+    struct ctx_ref *ref; /* its record for its handles, of generation gen */
+    uint64_t gen;
     struct kb_system *sys;
     struct kb_system *const *sys_open; /* the kbsim.system's: NULL once closed */
     int anchor; /* its place in the bound-context array (upvalue CTXS) */
@@ -171,11 +288,10 @@ struct kctx {
      * kernel of R rounds would otherwise leave R of each in the sim */
     struct spare_recv *spare;
     size_t n_spare, cap_spare;
-    /* the directions its receives named, each copied once: a future and
-     * a spare receive point at these (freed with the context) */
-    char **dirs;
-    int *dir_ix; /* each one's index in the bound IPCQ (ipcq_dir), -1: not known yet */
-    size_t n_dirs;
+    /* the bound IPCQ's index (ipcq_dir) of each direction name, by its
+     * id in the state (dir_intern); -1: not known yet */
+    int *dir_ix;
+    size_t n_dir_ix;
     /* tl.sendrecv's receives: structs kept for the next call (free), and
      * those whose receive may still run (busy, until it is taken): a call
      * that fails leaves its receive here for good */
@@ -190,13 +306,27 @@ struct spare_recv {
 
 struct handle {
     const char *tag; /* &handle_tag: what tohandle checks */
-    struct kctx *ctx;
+    struct ctx_ref *ref; /* its context's record, of generation gen */
+    uint64_t gen;
     uint64_t addr;
     uint32_t n;
+    uint32_t slot; /* its entry in its context's allocs */
     enum kb_dtype dt;
     bool freed;
-    uint32_t slot; /* its entry in ctx->allocs */
 };
+
+/* The context of handle h while the context lives (its kernel may have
+ * ended), else NULL. */
+static struct kctx *hctx(const struct handle *h)
+{
+    return h->ref->gen == h->gen ? h->ref->c : NULL;
+}
+
+/* Whether h is a handle of context c, which lives. */
+static bool handle_of(const struct handle *h, const struct kctx *c)
+{
+    return h->ref == c->ref && h->gen == c->gen;
+}
 
 /* A receive running beside its kernel: a C thread process fills buf. */
 struct future {
@@ -219,8 +349,13 @@ struct future {
 
 /* ---- helpers --------------------------------------------------------- */
 
-static enum kb_dtype checkdtype(lua_State *L, int i)
+/* The dtype named at i; st (may be NULL) finds the state's own names by
+ * address. */
+static enum kb_dtype checkdtype_st(lua_State *L, const struct tl_state *st, int i)
 {
+    int d = dtype_by_address(st, lua_tostring(L, i));
+    if (d >= 0)
+        return (enum kb_dtype)d;
     enum kb_dtype dt;
     const char *name = luaL_checkstring(L, i);
     if (kb_dtype_parse(name, &dt) != 0)
@@ -228,11 +363,16 @@ static enum kb_dtype checkdtype(lua_State *L, int i)
     return dt;
 }
 
+static enum kb_dtype checkdtype(lua_State *L, int i)
+{
+    return checkdtype_st(L, fn_state(L), i);
+}
+
 static enum kb_mem_kind checkkind(lua_State *L, int i)
 {
     static const char *const names[] = {"tcm", "sram", "hbm", NULL};
-    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
-    return kinds[luaL_checkoption(L, i, NULL, names)];
+    int k = kind_by_address(fn_state(L), lua_tostring(L, i));
+    return kind_kinds[k >= 0 ? k : luaL_checkoption(L, i, NULL, names)];
 }
 
 static uint32_t checkcount(lua_State *L, int i)
@@ -347,7 +487,7 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
             slots[SLOT_SCRATCH] = sc;
     }
     if (bytes > sc->cap[slot] || !sc->p[slot]) {
-        struct buf_pool *bp = fn_pool(L);
+        struct buf_pool *bp = sc->bp ? sc->bp : (sc->bp = fn_pool(L));
         size_t cap = bytes > 2 * sc->cap[slot] ? bytes : 2 * sc->cap[slot];
         pool_give(bp, sc->p[slot], sc->cap[slot]);
         sc->p[slot] = NULL;
@@ -372,8 +512,9 @@ static void scratch_drop(lua_State *L)
 {
     void **slots = lkb_tl_slots(L);
     if (slots) { /* a thread process records its scratch when it makes it */
-        if (slots[SLOT_SCRATCH])
-            scratch_release(slots[SLOT_SCRATCH], fn_pool(L));
+        struct scratch *sc = slots[SLOT_SCRATCH];
+        if (sc)
+            scratch_release(sc, sc->bp ? sc->bp : fn_pool(L));
         return;
     }
     push_weak_table(L, &scratch_table_key);
@@ -638,17 +779,20 @@ static void release_allocs(struct kctx *c)
 static int ctx_gc(lua_State *L)
 {
     struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
+    if (c->ref) { /* its handles see a newer generation: ended */
+        c->ref->gen++;
+        c->ref->c = NULL;
+        c->ref->next_free = c->st->free_refs;
+        c->st->free_refs = c->ref;
+        c->ref = NULL;
+    }
     free(c->allocs);
     free(c->free_slots);
     c->allocs = NULL;
     c->free_slots = NULL;
-    for (size_t i = 0; i < c->n_dirs; i++)
-        free(c->dirs[i]);
-    free(c->dirs);
     free(c->dir_ix);
-    c->dirs = NULL;
     c->dir_ix = NULL;
-    c->n_dirs = 0;
+    c->n_dir_ix = 0;
     free(c->spare);
     c->spare = NULL;
     c->n_spare = c->cap_spare = 0;
@@ -668,6 +812,28 @@ static int ctx_gc(lua_State *L)
     return 0;
 }
 
+/* A context record for a new context, from the state's spare ones or a
+ * new block of them (a userdata the state's user value anchors). */
+static struct ctx_ref *ref_take(lua_State *L, struct tl_state *st)
+{
+    if (!st->free_refs) {
+        struct ctx_ref *b = lua_newuserdatauv(L, REF_BLOCK * sizeof *b, 0);
+        memset(b, 0, REF_BLOCK * sizeof *b);
+        lua_getiuservalue(L, lua_upvalueindex(UV_STATE), 1);
+        lua_pushvalue(L, -2);
+        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+        lua_pop(L, 2);
+        for (int i = REF_BLOCK; i-- > 0;) {
+            b[i].next_free = st->free_refs;
+            st->free_refs = &b[i];
+        }
+    }
+    struct ctx_ref *r = st->free_refs;
+    st->free_refs = r->next_free;
+    r->next_free = NULL;
+    return r;
+}
+
 /* bind(sys, program_id, rank, world): binds the running thread to a PE */
 static int l_bind(lua_State *L)
 {
@@ -679,8 +845,14 @@ static int l_bind(lua_State *L)
     lkb_block_end(lkb_block_begin(L, s, "tl.launch")); /* must be a thread process */
     if (!pe->tcm)
         return luaL_error(L, "PE '%s' has no TCM for kernel handles", pe->name);
+    struct tl_state *st = fn_state(L);
+    struct ctx_ref *ref = ref_take(L, st);
     struct kctx *c = lua_newuserdatauv(L, sizeof *c, 1);
     memset(c, 0, sizeof *c);
+    c->st = st;
+    c->ref = ref; /* (before its finalizer can run: it gives the record back) */
+    c->gen = ref->gen;
+    ref->c = c;
     luaL_setmetatable(L, KB_CTX);
     c->sys = sys;
     c->s = s;
@@ -874,20 +1046,14 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     }
     uint32_t slot = c->n_free_slots ? c->free_slots[--c->n_free_slots] : (uint32_t)c->n_allocs++;
     c->allocs[slot] = addr;
-    struct handle *h = lua_newuserdatauv(L, sizeof *h, 1);
-    *h = (struct handle){&handle_tag, c, addr, n, dt, false, slot};
+    /* no user value: the handle knows its context by record (ctx_ref) */
+    struct handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    *h = (struct handle){&handle_tag, c->ref, c->gen, addr, n, slot, dt, false};
     lua_pushvalue(L, lua_upvalueindex(UV_HANDLE_MT));
     lua_setmetatable(L, -2);
-    push_ctx(L, c);
-    lua_setiuservalue(L, -2, 1); /* the handle keeps its context's memory */
     return h;
 }
 
-/* Handle i, of a kernel still running (its TCM allocation stands and its
- * PE's system is open), freed or not: what a handle's n, dtype and name
- * need. The context outlives the kernel as the handle's user value, so
- * `ended` can be read whenever the handle is used. A metamethod (`meta`
- * names it) has no argument to blame. */
 /* The handle at i, or NULL: every handle carries handle_tag first (a
  * check cheaper than luaL_checkudata's metatable look-up by name). */
 static struct handle *tohandle(lua_State *L, int i)
@@ -896,19 +1062,35 @@ static struct handle *tohandle(lua_State *L, int i)
     return h && lua_rawlen(L, i) == sizeof *h && h->tag == &handle_tag ? h : NULL;
 }
 
+/* Handle i, of a kernel still running (its TCM allocation stands and its
+ * PE's system is open), freed or not: what a handle's n, dtype and name
+ * need. A context that is collected has ended first, so a handle whose
+ * record moved on (hctx NULL) is one of an ended kernel too. A metamethod
+ * (`meta` names it) has no argument to blame. */
 static struct handle *checklive(lua_State *L, int i, const char *meta)
 {
     struct handle *h = tohandle(L, i);
     if (!h)
         h = luaL_checkudata(L, i, KB_HANDLE); /* the usual error */
-    if (h->ctx->ended && meta)
+    const struct kctx *fc = fast_ctx(L);
+    if (fc && handle_of(h, fc)) /* the running kernel's */
+        return h;
+    const struct kctx *c = hctx(h);
+    if ((!c || c->ended) && meta)
         luaL_error(L, "%s: handle of a kernel that has ended (a handle lives until its "
                       "kernel returns)", meta);
-    if (h->ctx->ended)
+    if (!c || c->ended)
         luaL_argerror(L, i, "handle of a kernel that has ended");
-    lua_getiuservalue(L, i, 1);
-    check_ctx_system(L, -1);
-    lua_pop(L, 1);
+    /* a kernel that has not ended is bound: its context is in the array
+     * of bound contexts (from the registry: a handle's to_table has no
+     * upvalues) */
+    push_registry_table(L, &ctx_anchor_key);
+    lua_rawgeti(L, -1, c->anchor);
+    if (lua_touserdata(L, -1) == c)
+        check_ctx_system(L, -1);
+    else if (!*c->sys_open)
+        luaL_error(L, "attempt to use a closed system");
+    lua_pop(L, 2);
     return h;
 }
 
@@ -926,7 +1108,7 @@ static struct handle *checkhandle(lua_State *L, int i)
 static struct handle *checkhandle_in(lua_State *L, int i, const struct kctx *c)
 {
     struct handle *h = tohandle(L, i);
-    if (h && c && h->ctx == c && !h->freed)
+    if (h && c && handle_of(h, c) && !h->freed)
         return h;
     return checkhandle(L, i);
 }
@@ -940,17 +1122,19 @@ static size_t hbytes(const struct handle *h)
 static void *hread(lua_State *L, const struct handle *h, int slot)
 {
     void *buf = scratch(L, slot, hbytes(h));
-    if (kb_mem_read(h->ctx->pe->tcm, h->addr, buf, hbytes(h)) != 0)
-        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+    struct kb_mem *tcm = hctx(h)->pe->tcm; /* (h was checked: its context lives) */
+    if (kb_mem_read(tcm, h->addr, buf, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(tcm));
     return buf;
 }
 
 static void hwrite(lua_State *L, const struct handle *h, const void *buf)
 {
-    if (h->ctx->no_data)
+    const struct kctx *c = hctx(h); /* (h was checked or just made) */
+    if (c->no_data)
         return; /* a timing-only run: no values, no memory touched */
-    if (kb_mem_write(h->ctx->pe->tcm, h->addr, buf, hbytes(h)) != 0)
-        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+    if (kb_mem_write(c->pe->tcm, h->addr, buf, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
 }
 
 static int h_len(lua_State *L)
@@ -978,7 +1162,7 @@ static int h_tostring(lua_State *L)
     char addr[24]; /* the TCM address in hex; %p would print 0 as "(nil)" */
     snprintf(addr, sizeof addr, "0x%llx", (unsigned long long)h->addr);
     lua_pushfstring(L, "handle(%d %s at tcm %s of '%s')", (int)h->n, kb_dtype_name(h->dt), addr,
-                    h->ctx->pe->name);
+                    hctx(h)->pe->name);
     return 1;
 }
 
@@ -1006,7 +1190,7 @@ static int l_free(lua_State *L)
     struct kctx *fc = fast_ctx(L);
     for (int a = 1; a <= n; a++) {
         struct handle *h = checkhandle_in(L, a, fc);
-        struct kctx *c = h->ctx;
+        struct kctx *c = hctx(h);
         kb_mem_dealloc(c->pe->tcm, h->addr);
         c->allocs[h->slot] = UINT64_MAX;
         c->free_slots[c->n_free_slots++] = h->slot;
@@ -1082,18 +1266,27 @@ static int l_store(lua_State *L)
  * values without making a table on every call. Pushes the shard of the
  * tensor at index 1 on this PE (its program id): addr, n, kind, dtype.
  * Errors blame the kernel's line (the caller of tl.load / tl.store). */
-static void push_shard(lua_State *L, const char *what)
+static struct kctx *push_shard(lua_State *L, const char *what)
 {
-    if (lua_type(L, 1) != LUA_TTABLE || lua_getfield(L, 1, "shard") != LUA_TFUNCTION)
-        luaL_error(L, "%s: a tensor is expected, got %s", what, luaL_typename(L, 1));
-    lua_Integer pid = current(L, "tl.program_id")->program_id;
-    lua_getfield(L, 1, "shard_place");
+    /* the keys pushed from the state's strings: lua_getfield would look
+     * its literal up in the string cache on every call */
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        lua_rawgeti(L, lua_upvalueindex(UV_STRINGS), S_SHARD);
+        if (lua_gettable(L, 1) == LUA_TFUNCTION)
+            goto tensor;
+    }
+    luaL_error(L, "%s: a tensor is expected, got %s", what, luaL_typename(L, 1));
+tensor:;
+    struct kctx *c = current(L, "tl.program_id");
+    lua_Integer pid = c->program_id;
+    lua_rawgeti(L, lua_upvalueindex(UV_STRINGS), S_SHARD_PLACE);
+    lua_gettable(L, 1);
     if (lua_toboolean(L, -1)) {
         lua_remove(L, -2);
         lua_pushvalue(L, 1);
         lua_pushinteger(L, pid);
         lua_call(L, 2, 4);
-        return;
+        return c;
     }
     lua_pop(L, 1); /* t.shard is on top */
     lua_pushvalue(L, 1);
@@ -1105,6 +1298,14 @@ static void push_shard(lua_State *L, const char *what)
     lua_getfield(L, sh, "kind");
     lua_getfield(L, sh, "dtype");
     lua_remove(L, sh);
+    return c;
+}
+
+/* The context c that push_shard gave, still running with its system open
+ * after the tensor's Lua code ran, or the error current() gives. */
+static struct kctx *still_current(lua_State *L, struct kctx *c, const char *what)
+{
+    return !c->ended && *c->sys_open ? c : current(L, what);
 }
 
 /* The error of elements [off, off + n) (the values at oi and ni) outside a
@@ -1118,23 +1319,27 @@ static int shard_range_error(lua_State *L, const char *what, int oi, int ni, lua
 }
 
 /* The dtype and the memory kind of a shard (at indices i and k). */
-static enum kb_dtype shard_dtype(lua_State *L, int i)
+static enum kb_dtype shard_dtype(lua_State *L, const struct tl_state *st, int i)
 {
     enum kb_dtype dt;
     const char *name = lua_tostring(L, i);
+    int d = dtype_by_address(st, name);
+    if (d >= 0)
+        return (enum kb_dtype)d;
     if (!name || kb_dtype_parse(name, &dt) != 0)
         luaL_error(L, "tensor shard of unknown dtype '%s'", name ? name : "?");
     return dt;
 }
 
-static enum kb_mem_kind shard_kind(lua_State *L, int k)
+static enum kb_mem_kind shard_kind(lua_State *L, const struct tl_state *st, int k)
 {
-    static const char *const names[] = {"tcm", "sram", "hbm"};
-    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM};
     const char *name = lua_tostring(L, k);
-    for (int i = 0; name && i < 3; i++)
-        if (strcmp(name, names[i]) == 0)
-            return kinds[i];
+    int by_address = kind_by_address(st, name);
+    if (by_address >= 0)
+        return kind_kinds[by_address];
+    for (int i = 0; name && i < KIND_COUNT; i++)
+        if (strcmp(name, kind_names[i]) == 0)
+            return kind_kinds[i];
     return luaL_error(L, "tensor shard in unknown memory '%s' (tcm, sram, hbm)",
                       name ? name : "?");
 }
@@ -1144,7 +1349,7 @@ static enum kb_mem_kind shard_kind(lua_State *L, int k)
 static int l_tload(lua_State *L)
 {
     lua_settop(L, 3);
-    push_shard(L, "tl.load"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
+    struct kctx *c = push_shard(L, "tl.load"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
     lua_Integer sn = lua_tointeger(L, 5);
     if (lua_isnil(L, 2)) {
         lua_pushinteger(L, 0);
@@ -1158,10 +1363,10 @@ static int l_tload(lua_State *L)
     if (!lua_isinteger(L, 2) || off < 0 || !lua_isinteger(L, 3) || n < 1 || off > sn ||
         n > sn - off) /* (off + n could wrap) */
         return shard_range_error(L, "tl.load", 2, 3, sn);
-    enum kb_dtype dt = shard_dtype(L, 7);
+    enum kb_dtype dt = shard_dtype(L, c->st, 7);
     lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(dt);
-    enum kb_mem_kind kind = shard_kind(L, 6);
-    struct kctx *c = current(L, "tl.load");
+    enum kb_mem_kind kind = shard_kind(L, c->st, 6);
+    c = still_current(L, c, "tl.load");
     return load_at(L, c, kind, at, checkcount(L, 3), dt);
 }
 
@@ -1170,24 +1375,26 @@ static int l_tload(lua_State *L)
 static int l_tstore(lua_State *L)
 {
     lua_settop(L, 3);
-    push_shard(L, "tl.store"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
+    struct kctx *c = push_shard(L, "tl.store"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
     lua_Integer sn = lua_tointeger(L, 5);
-    if (!tohandle(L, 3))
+    struct handle *h = tohandle(L, 3);
+    if (!h)
         return luaL_error(L, "tl.store: a handle is expected as the value, got %s",
                           luaL_typename(L, 3));
-    struct handle *h = checklive(L, 3, "#handle");
+    if (!handle_of(h, c) || c->ended || !*c->sys_open) /* (the running kernel's own is live) */
+        checklive(L, 3, "#handle");
     lua_pushinteger(L, h->n);
     lua_Integer off = lua_tointeger(L, 2), hn = h->n;
     if (!lua_isinteger(L, 2) || off < 0 || off > sn || hn > sn - off)
         return shard_range_error(L, "tl.store", 2, 8, sn);
     lua_settop(L, 7);
     const char *tdt = lua_tostring(L, 7);
-    if (!tdt || strcmp(kb_dtype_name(h->dt), tdt) != 0)
+    if (!tdt || (tdt != c->st->dtype[h->dt] && strcmp(kb_dtype_name(h->dt), tdt) != 0))
         return luaL_error(L, "tl.store: a %s handle into a %s tensor", kb_dtype_name(h->dt),
                           tdt ? tdt : "?");
-    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(shard_dtype(L, 7));
-    enum kb_mem_kind kind = shard_kind(L, 6);
-    struct kctx *c = current(L, "tl.store");
+    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(shard_dtype(L, c->st, 7));
+    enum kb_mem_kind kind = shard_kind(L, c->st, 6);
+    c = still_current(L, c, "tl.store");
     return store_at(L, c, kind, at, checkhandle_in(L, 3, c));
 }
 
@@ -1209,8 +1416,8 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
         return buf;
     }
     struct handle *h = checkhandle_in(L, i, c);
-    if (h->ctx != c)
-        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
+    if (hctx(h) != c) /* (h was checked: its context lives) */
+        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, hctx(h)->pe->name,
                    c->pe->name);
     if (h->n != n || h->dt != dt)
         luaL_error(L, "%s on PE '%s': operands differ (%d %s and %d %s)", what, c->pe->name,
@@ -1231,14 +1438,40 @@ static struct handle *shape_of(lua_State *L, int arity, const char *what)
     return NULL;
 }
 
+/* The first handle among the first `arity` arguments when every one is
+ * a number or a handle of c of that handle's n and dtype, not freed: what
+ * shape_of, current and operand would accept without a word; else NULL. */
+static struct handle *operands_of(lua_State *L, int arity, const struct kctx *c)
+{
+    struct handle *first = NULL;
+    for (int i = 1; i <= arity; i++) {
+        if (lua_type(L, i) == LUA_TNUMBER)
+            continue;
+        struct handle *h = tohandle(L, i);
+        if (!h || !handle_of(h, c) || h->freed)
+            return NULL;
+        if (!first)
+            first = h;
+        else if (h->n != first->n || h->dt != first->dt)
+            return NULL;
+    }
+    return first;
+}
+
 static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what)
 {
-    struct handle *first = shape_of(L, arity, what);
-    struct kctx *c = current(L, what);
+    /* the running kernel's own operands: nothing to check again */
+    struct kctx *c = fast_ctx(L);
+    struct handle *first = c ? operands_of(L, arity, c) : NULL;
+    bool checked = first != NULL;
+    if (!checked) {
+        first = shape_of(L, arity, what);
+        c = current(L, what);
+    }
     uint32_t n = first->n;
     enum kb_dtype dt = first->dt;
     const void *ops[3] = {NULL, NULL, NULL};
-    for (int i = 1; i <= arity; i++)
+    for (int i = 1; !(checked && c->no_data) && i <= arity; i++)
         ops[i - 1] = operand(L, i, c, n, dt, what);
     const struct kb_math_if *m = need_math(L, c, what);
     dispatch(L, c, what);
@@ -1251,7 +1484,8 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     if (rc < 0)
         return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, m->errmsg(m->ctx));
     hwrite(L, out, obuf);
-    scratch_drop(L);
+    if (!c->no_data) /* (a timing-only run took no buffer) */
+        scratch_drop(L);
     return 1;
 }
 
@@ -1358,8 +1592,8 @@ static struct handle *checkrange(lua_State *L, int i, struct kctx *c, lua_Intege
                                  lua_Integer n, const char *what)
 {
     struct handle *h = checkhandle_in(L, i, c);
-    if (h->ctx != c)
-        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, h->ctx->pe->name,
+    if (hctx(h) != c) /* (h was checked: its context lives) */
+        luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, hctx(h)->pe->name,
                    c->pe->name);
     if (off < 0 || n < 1 || off > (lua_Integer)h->n || n > (lua_Integer)h->n - off)
         luaL_error(L, "%s on PE '%s': %I elements from element %I are outside a handle of %d",
@@ -1374,8 +1608,9 @@ static void *hread_range(lua_State *L, const struct handle *h, lua_Integer off, 
 {
     size_t es = kb_dtype_size(h->dt);
     void *buf = scratch(L, slot, (size_t)n * es);
-    if (kb_mem_read(h->ctx->pe->tcm, h->addr + (uint64_t)off * es, buf, (size_t)n * es) != 0)
-        luaL_error(L, "%s", kb_mem_errmsg(h->ctx->pe->tcm));
+    struct kb_mem *tcm = hctx(h)->pe->tcm; /* (h was checked: its context lives) */
+    if (kb_mem_read(tcm, h->addr + (uint64_t)off * es, buf, (size_t)n * es) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(tcm));
     return buf;
 }
 
@@ -1808,30 +2043,26 @@ static void anchor_future(lua_State *L, struct future *f, bool on)
     lua_pop(L, 1);
 }
 
-/* The context's copy of direction name dir (made on first use), or NULL
- * when memory ran out. A PE has a few directions. */
-static const char *intern_dir(struct kctx *c, const char *dir, int *ix)
+/* The index in c's IPCQ of the direction of state id `id` (name dir), or
+ * -1: not known (an export without direction indexes, or no memory to
+ * keep it), so the calls go by name. An IPCQ's direction indexes are
+ * stable: asked once, while unknown (a direction wired later gets one
+ * then). */
+static int ctx_dir_ix(struct kctx *c, int id, const char *dir)
 {
-    size_t i = 0;
-    while (i < c->n_dirs && strcmp(c->dirs[i], dir) != 0)
-        i++;
-    if (i == c->n_dirs) {
-        char **a = realloc(c->dirs, (c->n_dirs + 1) * sizeof *a);
-        if (a)
-            c->dirs = a;
-        int *x = realloc(c->dir_ix, (c->n_dirs + 1) * sizeof *x);
-        if (x)
-            c->dir_ix = x;
-        if (!a || !x || !(a[c->n_dirs] = strdup(dir)))
-            return NULL;
-        c->dir_ix[c->n_dirs++] = -1;
+    if ((size_t)id >= c->n_dir_ix) {
+        size_t n = (size_t)id + 4;
+        int *x = realloc(c->dir_ix, n * sizeof *x);
+        if (!x)
+            return -1;
+        for (size_t i = c->n_dir_ix; i < n; i++)
+            x[i] = -1;
+        c->dir_ix = x;
+        c->n_dir_ix = n;
     }
-    /* an IPCQ's direction indexes are stable: asked once, while unknown
-     * (a direction wired later gets one then) */
-    if (c->dir_ix[i] < 0)
-        c->dir_ix[i] = ipcq_dir(c->ipcq, dir);
-    *ix = c->dir_ix[i];
-    return c->dirs[i];
+    if (c->dir_ix[id] < 0)
+        c->dir_ix[id] = ipcq_dir(c->ipcq, dir);
+    return c->dir_ix[id];
 }
 
 /* Starts f's receive (f->ctx, dir, n, dt and buf set): an ended receive
@@ -1880,12 +2111,15 @@ static int l_recv_async(lua_State *L)
     f->ctx = c;
     f->n = n;
     f->dt = dt;
-    f->dir = intern_dir(c, dir, &f->dir_ix);
+    struct tl_state *st = c->st;
+    int id = dir_intern(L, st, 1);
+    f->dir = id >= 0 ? st->dirs[id] : NULL;
+    f->dir_ix = id >= 0 ? ctx_dir_ix(c, id, f->dir) : -1;
     /* the bytes land here until tl.wait copies them into TCM; a
      * timing-only run receives none */
     if (!c->no_data) {
         size_t bytes = (size_t)n * kb_dtype_size(dt);
-        f->buf = pool_take(fn_pool(L), bytes, &f->buf_cap);
+        f->buf = pool_take(&c->st->pool, bytes, &f->buf_cap);
         if (!f->buf && (f->buf = malloc(bytes)))
             f->buf_cap = bytes;
     }
@@ -1951,7 +2185,7 @@ static int l_wait(lua_State *L)
     hwrite(L, h, f->buf);
     /* the bytes are in TCM now: the buffer goes at once, not when the
      * future is collected (a long ring would hold one per step) */
-    pool_give(fn_pool(L), f->buf, f->buf_cap);
+    pool_give(&c->st->pool, f->buf, f->buf_cap);
     f->buf = NULL;
     return 1;
 }
@@ -2000,18 +2234,30 @@ static int fail_busy(lua_State *L, struct kctx *c, const char *msg)
 static int l_sendrecv(lua_State *L)
 {
     struct kctx *c = current(L, "tl.sendrecv");
+    struct tl_state *st = c->st;
     const char *sdir = luaL_checkstring(L, 1);
     struct handle *h = checkhandle_in(L, 2, c);
+    if (!handle_of(h, c)) /* another running kernel's: its context stays while this blocks */
+        push_ctx(L, hctx(h));
     const char *rdir = luaL_checkstring(L, 3);
     uint32_t n = checkcount(L, 4);
-    enum kb_dtype dt = checkdtype(L, 5);
+    enum kb_dtype dt = checkdtype_st(L, st, 5);
     bool release = lua_toboolean(L, 6);
     /* the directions by index: named once a call, not on every slot */
     const struct kb_ipcq_if *q = need_ipcq(L, c, "tl.sendrecv");
-    int rix, six;
-    const char *dir = intern_dir(c, rdir, &rix);
-    if (!dir || !intern_dir(c, sdir, &six))
-        return luaL_error(L, "out of memory");
+    int rid = dir_find(st, rdir), sid = dir_find(st, sdir);
+    if (rid < 0 || sid < 0) { /* a name new to the state: wired ones only */
+        if (!q->wired(q->ctx, rdir, false))
+            checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
+        if (!q->wired(q->ctx, sdir, true))
+            checkwired(L, c, sdir, true, "tl.sendrecv");
+        rid = dir_intern(L, st, 3);
+        sid = dir_intern(L, st, 1);
+        if (rid < 0 || sid < 0)
+            return luaL_error(L, "out of memory");
+    }
+    const char *dir = st->dirs[rid];
+    int rix = ctx_dir_ix(c, rid, rdir), six = ctx_dir_ix(c, sid, sdir);
     if (!ipcq_wired(q, rix, rdir, false))
         checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
     if (!ipcq_wired(q, six, sdir, true))
@@ -2033,7 +2279,7 @@ static int l_sendrecv(lua_State *L)
     f->dir_ix = rix;
     if (!c->no_data) {
         size_t bytes = (size_t)n * kb_dtype_size(dt);
-        f->buf = pool_take(fn_pool(L), bytes, &f->buf_cap);
+        f->buf = pool_take(&c->st->pool, bytes, &f->buf_cap);
         if (!f->buf && (f->buf = malloc(bytes)))
             f->buf_cap = bytes;
     }
@@ -2047,7 +2293,7 @@ static int l_sendrecv(lua_State *L)
     int rc = kb_cpu_dispatch(c->pe->cpu);
     lkb_block_end(bp);
     if (rc < 0 || start_recv(c, f) != 0) {
-        pool_give(fn_pool(L), f->buf, f->buf_cap);
+        pool_give(&c->st->pool, f->buf, f->buf_cap);
         free(f);
         if (rc < 0)
             return luaL_error(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
@@ -2055,8 +2301,9 @@ static int l_sendrecv(lua_State *L)
     }
     busy_link(c, f);
     /* tl.send */
-    if (sbuf && kb_mem_read(h->ctx->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
-        return fail_busy(L, c, kb_mem_errmsg(h->ctx->pe->tcm));
+    struct kctx *hc = hctx(h); /* (checked: c's, or another live kernel's) */
+    if (sbuf && kb_mem_read(hc->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
+        return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
     bp = lkb_block_begin(L, c->s, "tl.sendrecv");
     rc = kb_cpu_dispatch(c->pe->cpu);
     if (rc < 0) {
@@ -2071,10 +2318,10 @@ static int l_sendrecv(lua_State *L)
         lua_pushfstring(L, "tl.sendrecv: %s", q->errmsg(q->ctx));
         return fail_busy(L, c, lua_tostring(L, -1));
     }
-    scratch_drop(L);
+    if (sbuf) /* (a timing-only run took no buffer) */
+        scratch_drop(L);
     /* tl.free */
     if (release) {
-        struct kctx *hc = h->ctx;
         kb_mem_dealloc(hc->pe->tcm, h->addr);
         hc->allocs[h->slot] = UINT64_MAX;
         hc->free_slots[hc->n_free_slots++] = h->slot;
@@ -2095,7 +2342,7 @@ static int l_sendrecv(lua_State *L)
         (uint64_t)f->got != (uint64_t)n * kb_dtype_size(dt)) {
         struct future got = *f;
         busy_unlink(c, f);
-        pool_give(fn_pool(L), f->buf, f->buf_cap);
+        pool_give(&c->st->pool, f->buf, f->buf_cap);
         f->next = c->free_futs;
         c->free_futs = f;
         if (got.got < 0)
@@ -2111,7 +2358,7 @@ static int l_sendrecv(lua_State *L)
     f->next = c->free_futs;
     c->free_futs = f;
     int wrc = c->no_data ? 0 : kb_mem_write(c->pe->tcm, out->addr, buf, hbytes(out));
-    pool_give(fn_pool(L), buf, cap);
+    pool_give(&c->st->pool, buf, cap);
     if (wrc != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
     return 1;
@@ -2153,14 +2400,33 @@ static void push_upvalues(lua_State *L)
     luaL_getmetatable(L, KB_FUTURE);
     push_registry_table(L, &ctx_anchor_key);
     push_registry_table(L, &future_table_key);
-    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &pool_key) != LUA_TUSERDATA) {
-        lua_pop(L, 1);
-        struct buf_pool *bp = lua_newuserdatauv(L, sizeof *bp, 0);
-        memset(bp, 0, sizeof *bp);
-        luaL_setmetatable(L, KB_POOL);
-        lua_pushvalue(L, -1);
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &pool_key);
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key) == LUA_TUSERDATA) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+        return;
     }
+    lua_pop(L, 1);
+    struct tl_state *st = lua_newuserdatauv(L, sizeof *st, 1);
+    memset(st, 0, sizeof *st);
+    lua_newtable(L); /* the blocks of context records (ref_take) */
+    lua_setiuservalue(L, -2, 1);
+    luaL_setmetatable(L, KB_STATE);
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
+    lua_createtable(L, S_DIR + 8, 0);
+    lua_pushliteral(L, "shard");
+    lua_rawseti(L, -2, S_SHARD);
+    lua_pushliteral(L, "shard_place");
+    lua_rawseti(L, -2, S_SHARD_PLACE);
+    for (int d = 0; d < KB_DTYPE_COUNT; d++) {
+        st->dtype[d] = lua_pushstring(L, kb_dtype_name((enum kb_dtype)d));
+        lua_rawseti(L, -2, S_DTYPE + d);
+    }
+    for (int k = 0; k < KIND_COUNT; k++) {
+        st->kind[k] = lua_pushstring(L, kind_names[k]);
+        lua_rawseti(L, -2, S_KIND + k);
+    }
+    lua_pushvalue(L, -1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
 }
 
 /* a metatable whose only field is __gc */
@@ -2174,7 +2440,7 @@ static void gc_metatable(lua_State *L, const char *name, lua_CFunction gc)
 
 static int luaopen_tlcore(lua_State *L)
 {
-    gc_metatable(L, KB_POOL, pool_gc);
+    gc_metatable(L, KB_STATE, state_gc);
     lkb_newmetatable(L, KB_HANDLE);
     push_upvalues(L);
     luaL_setfuncs(L, handle_meta, N_UV);

@@ -91,6 +91,25 @@ end)
 sim2:run()
 kb.check(done, "kernel 2 ran to its end")
 
+-- a collected kernel's context gives its record back to the next kernels (decision 0051):
+-- every kernel of a later launch, whichever record it took, still sees the old handle as
+-- ended, and its own handles as its own
+local sim4, sys4 = system()
+local ranks, seen = {}, 0
+for r = 0, 15 do ranks[#ranks + 1] = r end
+tl.launch(sys4, ranks, function()
+  local mine = tl.full(16, 2.0, "f32")
+  expect_error("tl.free of an old handle", function() tl.free(h) end, ENDED)
+  expect_error("tl.add of an old handle", function() return tl.add(mine, h) end, ENDED)
+  expect_error("#old", function() return #h end, ENDED)
+  local sum = tl.add(mine, mine)
+  kb.check(#sum == 16 and sum:to_table()[16] == 4.0, "a new kernel's own handles work")
+  tl.free(mine, sum)
+  seen = seen + 1
+end)
+sim4:run()
+kb.check(seen == 16, "every kernel of the later launch ran")
+
 -- a kernel that never ends (it waits for a message that never comes) and a closed system
 local sim3, sys3 = system()
 local stuck = {}
