@@ -417,7 +417,8 @@ static int start_net(struct chan *ch, struct req *r)
     ch->ph = PH_NET;
     if (n_links == 0)
         return 0;
-    int rc = kb_fabric_send_cb(d->f, links, n_links, r->bytes, vc_class, net_done, ch);
+    int rc = kb_fabric_send_cb_checked(d->f, links, n_links, r->bytes, vc_class, net_done,
+                                       ch);
     if (rc < 0) {
         finish(ch, r, seterr(d, rc, "%s", kb_fabric_errmsg(d->f)));
         return -1;
