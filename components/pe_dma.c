@@ -103,27 +103,29 @@ struct klass {
     uint32_t n;
 };
 
+/* What every copy touches first (the queues, the free lists, the
+ * counters), then what only some do. */
 struct kb_dma {
     struct sim *sim;
-    char *name;
     struct kb_fabric *f;
-    kb_dma_route_fn route;
-    void *route_ud;
+    struct sim_trace *tr; /* NULL: not traced */
+    struct req *free_reqs;
+    struct waiter *free_waiters;
+    uint64_t pending;
     kb_dma_pick_fn pick; /* NULL: the kept route, VC class 0 */
     void *pick_ud;
-    struct kb_dma_params p;
     struct klass k[KB_DMA_NCLASSES];
-    struct req *free_reqs;
+    struct kb_dma_params p;
+    int rc_n;        /* route cache entries in use, rc[0] the most recent */
+    int rc_f_links;  /* the fabric's link count when they were found */
+    struct route_entry rc[ROUTE_CACHE];
+    char *name;
+    kb_dma_route_fn route;
+    void *route_ud;
     int *scratch; /* routes of kb_dma_time and kb_dma_route */
     int cap_scratch;
-    struct route_entry rc[ROUTE_CACHE];
-    int rc_n;        /* entries in use, rc[0] the most recent */
-    int rc_f_links;  /* the fabric's link count when they were found */
-    struct waiter *free_waiters;
     struct waiter **waiters; /* every waiter, for kb_dma_free */
     size_t n_waiters, cap_waiters;
-    uint64_t pending;
-    struct sim_trace *tr; /* NULL: not traced */
     struct kb_dma_if iface;
     struct sim_port *port; /* "NAME.dma.in" */
     char err[256];
