@@ -86,6 +86,7 @@ enum phase {
 
 struct chan {
     struct kb_dma *d;
+    struct sim *sim; /* d->sim, for the fabric's call at the last flit */
     enum kb_dma_class c;
     enum phase ph;
     int trk; /* trace track, made on the first copy */
@@ -388,7 +389,7 @@ static void finish(struct chan *ch, struct req *r, int status)
 static void net_done(void *ud, sim_time at)
 {
     struct chan *ch = ud;
-    (void)sim_method_wake(ch->proc, at - sim_now(ch->d->sim));
+    (void)sim_method_wake(ch->proc, at - sim_now(ch->sim));
 }
 
 /* The source's setup is over: book the destination's write and put the
@@ -568,6 +569,7 @@ struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
         for (uint32_t i = 0; i < k->n; i++) {
             struct chan *ch = &k->chans[i];
             ch->d = d;
+            ch->sim = s;
             ch->c = (enum kb_dma_class)c;
             ch->trk = -1;
             snprintf(pname, nl, "%s.dma.%s%u", name, class_names[c], i);
