@@ -744,6 +744,13 @@ int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64
     return send_full(f, links, n_links, bytes, NULL, vc_class, cb, ud);
 }
 
+int kb_fabric_send_cb_checked(struct kb_fabric *f, const int *links, int n_links,
+                              uint64_t bytes, uint32_t vc_class,
+                              void (*cb)(void *ud, sim_time at), void *ud)
+{
+    return send_full(f, links, n_links, bytes, NULL, vc_class, cb, ud);
+}
+
 int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
                    uint64_t bytes, struct sim_event *done)
 {

@@ -89,6 +89,13 @@ int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,
 int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
                       uint32_t vc_class, void (*cb)(void *ud, sim_time at), void *ud);
 
+/* kb_fabric_send_cb on a path that has passed kb_fabric_check_path
+ * before (a route kept by its user, as kb_dma keeps its routes): the
+ * path is not checked again. */
+int kb_fabric_send_cb_checked(struct kb_fabric *f, const int *links, int n_links,
+                              uint64_t bytes, uint32_t vc_class,
+                              void (*cb)(void *ud, sim_time at), void *ud);
+
 /* Like kb_fabric_send, from a thread process: returns when the last byte
  * has arrived. SIM_EPERM outside a process. */
 int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,

@@ -76,12 +76,25 @@ struct waiter {
     int status;
 };
 
+/* Where a channel is in serving its copy (chan_step). */
+enum phase {
+    PH_IDLE,  /* waiting for work */
+    PH_SETUP, /* the source's setup: until t0 + Ls */
+    PH_NET,   /* the flits on the fabric: until the last one arrives */
+    PH_END,   /* the memories: until `end` */
+};
+
 struct chan {
     struct kb_dma *d;
+    struct sim *sim; /* d->sim, for the fabric's call at the last flit */
     enum kb_dma_class c;
+    enum phase ph;
     int trk; /* trace track, made on the first copy */
-    struct kb_dma_stats st;
+    struct sim_proc *proc;
     struct req *serving; /* off the queue, being copied: freed with the DMA if never done */
+    /* the copy in service (serve's locals, kept across the waits) */
+    sim_time t0, ld, lnet, r_end, w_end;
+    struct kb_dma_stats st;
 };
 
 struct klass {
@@ -91,27 +104,29 @@ struct klass {
     uint32_t n;
 };
 
+/* What every copy touches first (the queues, the free lists, the
+ * counters), then what only some do. */
 struct kb_dma {
     struct sim *sim;
-    char *name;
     struct kb_fabric *f;
-    kb_dma_route_fn route;
-    void *route_ud;
+    struct sim_trace *tr; /* NULL: not traced */
+    struct req *free_reqs;
+    struct waiter *free_waiters;
+    uint64_t pending;
     kb_dma_pick_fn pick; /* NULL: the kept route, VC class 0 */
     void *pick_ud;
-    struct kb_dma_params p;
     struct klass k[KB_DMA_NCLASSES];
-    struct req *free_reqs;
+    struct kb_dma_params p;
+    int rc_n;        /* route cache entries in use, rc[0] the most recent */
+    int rc_f_links;  /* the fabric's link count when they were found */
+    struct route_entry rc[ROUTE_CACHE];
+    char *name;
+    kb_dma_route_fn route;
+    void *route_ud;
     int *scratch; /* routes of kb_dma_time and kb_dma_route */
     int cap_scratch;
-    struct route_entry rc[ROUTE_CACHE];
-    int rc_n;        /* entries in use, rc[0] the most recent */
-    int rc_f_links;  /* the fabric's link count when they were found */
-    struct waiter *free_waiters;
     struct waiter **waiters; /* every waiter, for kb_dma_free */
     size_t n_waiters, cap_waiters;
-    uint64_t pending;
-    struct sim_trace *tr; /* NULL: not traced */
     struct kb_dma_if iface;
     struct sim_port *port; /* "NAME.dma.in" */
     char err[256];
@@ -136,13 +151,6 @@ static int seterr(struct kb_dma *d, int code, const char *fmt, ...)
 }
 
 static sim_time tmax(sim_time a, sim_time b) { return a > b ? a : b; }
-
-static void wait_until(struct sim *s, sim_time t)
-{
-    sim_time now = sim_now(s);
-    if (t > now)
-        sim_wait(s, t - now);
-}
 
 /* ---- checks ---------------------------------------------------------- */
 
@@ -340,20 +348,58 @@ static void trace_copy(struct chan *ch, const struct req *r, sim_time t0)
                    (int)(sizeof a / sizeof a[0]));
 }
 
-/* The timing of the file comment, then the payload. Returns the status. */
-static int serve(struct chan *ch, struct req *r)
+/* A channel is a method process that serves one copy at a time in the
+ * steps of the file comment, each step one activation, and waits between
+ * them (sim_next_trigger, or the fabric's call at the last flit) exactly
+ * where a thread serving the copy in one call would wait: the same
+ * activations at the same times and in the same order as such a thread,
+ * without a stack or a context switch each. */
+
+/* The copy is done (status 0) or has failed (negative): the callback and
+ * the event, then the next copy. */
+static void finish(struct chan *ch, struct req *r, int status)
 {
     struct kb_dma *d = ch->d;
-    struct sim *s = d->sim;
-    struct kb_mem *ms = r->src.mem, *md = r->dst.mem;
-    sim_time t0 = sim_now(s);
-    sim_time ls = kb_mem_time(ms, r->src.addr, 0);
-    sim_time ld = kb_mem_time(md, r->dst.addr, 0);
-    sim_time lnet = r->lnet; /* kb_fabric_path_time(d->f, r->links, r->n_links, 0) */
+    if (status == 0) {
+        ch->st.bytes += r->bytes;
+        ch->st.transfers++;
+        ch->st.busy_ps += sim_now(d->sim) - ch->t0;
+        if (d->tr)
+            trace_copy(ch, r, ch->t0);
+    }
+    ch->serving = NULL;
+    ch->ph = PH_IDLE;
+    d->pending--;
+    kb_dma_done_fn fn = r->fn;
+    void *ud = r->ud;
+    struct sim_event *done = r->done;
+    r->next = d->free_reqs;
+    d->free_reqs = r;
+    if (fn)
+        fn(ud, status);
+    if (done)
+        sim_notify(done);
+}
 
-    sim_time r_end = kb_mem_schedule(ms, r->src.addr, r->bytes, false);
-    wait_until(s, t0 + ls);
-    sim_time w_end = kb_mem_schedule(md, r->dst.addr, r->bytes, true);
+/* The fabric's call when the last flit of the copy arrives at `at`: the
+ * channel goes on then, as a thread waiting for the fabric's event would
+ * (the wake-up is queued where the event's notification would be). Out
+ * of memory, sim_method_wake fails the run itself; `at` is a time the
+ * run reaches, so there is no other error. */
+static void net_done(void *ud, sim_time at)
+{
+    struct chan *ch = ud;
+    (void)sim_method_wake(ch->proc, at - sim_now(ch->sim));
+}
+
+/* The source's setup is over: book the destination's write and put the
+ * flits on the fabric. 1: they are in flight (net_done wakes the
+ * channel), 0: there are none (a copy within a node), -1: the copy
+ * failed and is finished. */
+static int start_net(struct chan *ch, struct req *r)
+{
+    struct kb_dma *d = ch->d;
+    ch->w_end = kb_mem_schedule(r->dst.mem, r->dst.addr, r->bytes, true);
     /* the route passed kb_fabric_check_path when it was found; adaptive
      * routing may take another one as the flits enter the fabric */
     const int *links = r->links;
@@ -362,53 +408,74 @@ static int serve(struct chan *ch, struct req *r)
     if (d->pick) {
         n_links = d->pick(d->pick_ud, r->src.node, r->dst.node, r->links, r->n_links, &links,
                           &vc_class);
-        if (n_links < 0)
-            return seterr(d, n_links, "no route chosen from '%s' to '%s'",
-                          kb_fabric_node_name(d->f, r->src.node),
-                          kb_fabric_node_name(d->f, r->dst.node));
+        if (n_links < 0) {
+            finish(ch, r, seterr(d, n_links, "no route chosen from '%s' to '%s'",
+                                 kb_fabric_node_name(d->f, r->src.node),
+                                 kb_fabric_node_name(d->f, r->dst.node)));
+            return -1;
+        }
         if (links != r->links)
-            lnet = kb_fabric_path_time(d->f, links, n_links, 0);
+            ch->lnet = kb_fabric_path_time(d->f, links, n_links, 0);
     }
-    int rc = kb_fabric_transfer_class(d->f, links, n_links, r->bytes, vc_class);
-    if (rc < 0)
-        return seterr(d, rc, "%s", kb_fabric_errmsg(d->f));
-    sim_time end = tmax(sim_now(s) + ld, tmax(r_end + lnet + ld, w_end + lnet));
-    wait_until(s, end);
-
-    if (!d->p.timing_only && (rc = copy_bytes(d, r)) < 0)
-        return rc;
-    ch->st.bytes += r->bytes;
-    ch->st.transfers++;
-    ch->st.busy_ps += sim_now(s) - t0;
-    if (d->tr)
-        trace_copy(ch, r, t0);
-    return 0;
+    ch->ph = PH_NET;
+    if (n_links == 0)
+        return 0;
+    int rc = kb_fabric_send_cb_checked(d->f, links, n_links, r->bytes, vc_class, net_done,
+                                       ch);
+    if (rc < 0) {
+        finish(ch, r, seterr(d, rc, "%s", kb_fabric_errmsg(d->f)));
+        return -1;
+    }
+    return 1;
 }
 
-static void chan_thread(struct sim *s, void *arg)
+/* One activation of a channel: the copy in service as far as it goes
+ * now, then the next ones queued while they need no wait. */
+static void chan_step(struct sim *s, void *arg)
 {
     struct chan *ch = arg;
     struct kb_dma *d = ch->d;
     struct klass *k = &d->k[ch->c];
     for (;;) {
-        while (!k->head)
-            sim_wait_event(s, k->work);
-        struct req *r = k->head;
-        if (!(k->head = r->next))
-            k->tail = NULL;
-        ch->serving = r;
-        int status = serve(ch, r);
-        ch->serving = NULL;
-        d->pending--;
-        kb_dma_done_fn fn = r->fn;
-        void *ud = r->ud;
-        struct sim_event *done = r->done;
-        r->next = d->free_reqs;
-        d->free_reqs = r;
-        if (fn)
-            fn(ud, status);
-        if (done)
-            sim_notify(done);
+        struct req *r = ch->serving;
+        if (ch->ph == PH_IDLE) {
+            if (!(r = k->head)) {
+                sim_next_trigger_event(s, k->work);
+                return;
+            }
+            if (!(k->head = r->next))
+                k->tail = NULL;
+            ch->serving = r;
+            ch->t0 = sim_now(s);
+            sim_time ls = kb_mem_time(r->src.mem, r->src.addr, 0);
+            ch->ld = kb_mem_time(r->dst.mem, r->dst.addr, 0);
+            ch->lnet = r->lnet; /* kb_fabric_path_time(d->f, r->links, r->n_links, 0) */
+            ch->r_end = kb_mem_schedule(r->src.mem, r->src.addr, r->bytes, false);
+            ch->ph = PH_SETUP;
+            if (ls > 0) {
+                sim_next_trigger(s, ls);
+                return;
+            }
+        }
+        if (ch->ph == PH_SETUP) {
+            int rc = start_net(ch, r);
+            if (rc < 0)
+                continue;
+            if (rc > 0)
+                return;
+        }
+        if (ch->ph == PH_NET) {
+            sim_time now = sim_now(s);
+            sim_time end = tmax(now + ch->ld, tmax(ch->r_end + ch->lnet + ch->ld,
+                                                   ch->w_end + ch->lnet));
+            ch->ph = PH_END;
+            if (end > now) {
+                sim_next_trigger(s, end - now);
+                return;
+            }
+        }
+        /* PH_END: the last byte is written */
+        finish(ch, r, d->p.timing_only ? 0 : copy_bytes(d, r));
     }
 }
 
@@ -502,15 +569,14 @@ struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
         for (uint32_t i = 0; i < k->n; i++) {
             struct chan *ch = &k->chans[i];
             ch->d = d;
+            ch->sim = s;
             ch->c = (enum kb_dma_class)c;
             ch->trk = -1;
             snprintf(pname, nl, "%s.dma.%s%u", name, class_names[c], i);
-            struct sim_proc *pr = sim_thread(s, pname, chan_thread, ch, 0);
-            if (!pr) {
+            if (!(ch->proc = sim_method(s, pname, chan_step, ch, false))) {
                 free(pname);
                 goto nomem;
             }
-            sim_proc_set_daemon(pr, true);
         }
     }
     free(pname);

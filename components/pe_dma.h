@@ -68,7 +68,7 @@ struct kb_dma;
 typedef void (*kb_dma_done_fn)(void *ud, int status);
 
 /* A DMA named after its PE ("sip0.cube0.pe0"); its channel processes are
- * daemon threads "NAME.dma.read0", "NAME.dma.comm0", ... NULL on a bad
+ * method processes "NAME.dma.read0", "NAME.dma.comm0", ... NULL on a bad
  * parameter ("dma of 'NAME': ...") or no memory, with err set. */
 struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
                           kb_dma_route_fn route, void *route_ud,

@@ -56,24 +56,32 @@ struct slot {
     struct kb_ipcq_meta st_meta;
 };
 
+/* A channel tx -> rx; the fields a send or a recv touches first, then
+ * the counters and the names. */
 struct chan {
     struct kb_ipcq *tx, *rx;
-    char *tx_dir, *rx_dir;
     uint64_t tx_base, rx_base; /* rings in tx->buf and rx->buf */
     uint32_t n, size;
     struct slot *slots;
     uint64_t tail, head; /* slots sent, slots read */
+    uint32_t tail_i, head_i; /* their slots in the ring: tail % n, head % n */
     uint32_t credits;    /* held by the sender */
-    sim_time *arrivals;  /* credits in flight: a FIFO of arrival times */
     uint32_t arr_head, arr_n;
+    sim_time *arrivals;  /* credits in flight: a FIFO of arrival times */
     sim_time credit_ps;
     struct sim_event *ev_credit, *ev_data;
+    /* the rings' memories and nodes, as the DMA names the ends of a copy
+     * (found when the channel is wired, with the rings) */
+    struct kb_mem *tx_bank, *rx_bank;
+    int tx_node, rx_node;
+    struct sim_trace *rx_tr; /* rx->tr, for the sender's DMA landing a slot */
     bool sending, receiving;
     uint32_t full; /* rx slots holding visible data */
     struct kb_ipcq_stats st;
     int tx_trk, rx_trk; /* trace tracks of the two sides, made on first use */
     int full_trk;       /* trace track of the rx ring's occupancy, likewise */
     int refs;
+    char *tx_dir, *rx_dir;
 };
 
 struct dir {
@@ -417,6 +425,11 @@ int kb_ipcq_wire(struct kb_ipcq *a, const char *a_dir, struct kb_ipcq *b,
         return KB_SETERR(a, SIM_ENOMEM, "out of memory wiring '%s' '%s'", a->name,
                       a_dir);
     }
+    c->tx_bank = a->buf->bank;
+    c->tx_node = a->buf_node;
+    c->rx_bank = b->buf->bank;
+    c->rx_node = b->buf_node;
+    c->rx_tr = b->tr;
     da->tx = c;
     db->rx = c;
     return 0;
@@ -473,7 +486,8 @@ static void trace_full(struct chan *c)
 static void collect_credits(struct chan *c, sim_time now)
 {
     while (c->arr_n && c->arrivals[c->arr_head] <= now) {
-        c->arr_head = (c->arr_head + 1) % c->n;
+        if (++c->arr_head == c->n)
+            c->arr_head = 0;
         c->arr_n--;
         c->credits++;
     }
@@ -519,7 +533,7 @@ static void slot_landed(void *ud, int status)
     sl->state = KB_IPCQ_FULL;
     if (++c->full > c->st.occupancy_hwm)
         c->st.occupancy_hwm = c->full;
-    if (c->rx->tr)
+    if (c->rx_tr)
         trace_full(c);
     sim_notify(c->ev_data);
 }
@@ -552,7 +566,7 @@ static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void
                         "a credit outside a thread process", dir, q->name);
             break;
         }
-        uint32_t i = (uint32_t)(c->tail % c->n);
+        uint32_t i = c->tail_i;
         uint64_t at = (uint64_t)i * c->size;
         if (copy && q->buf->write(q->buf->ctx, c->tx_base + at,
                                  (const unsigned char *)data + off, len) < 0) {
@@ -565,8 +579,8 @@ static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void
         sl->st_bytes = len;
         sl->st_msg_bytes = bytes;
         sl->st_meta = meta ? *meta : zero;
-        struct kb_dma_end src = {q->buf->bank, c->tx_base + at, q->buf_node};
-        struct kb_dma_end dst = {c->rx->buf->bank, c->rx_base + at, c->rx->buf_node};
+        struct kb_dma_end src = {c->tx_bank, c->tx_base + at, c->tx_node};
+        struct kb_dma_end dst = {c->rx_bank, c->rx_base + at, c->rx_node};
         rc = q->dma->copy_async(q->dma->ctx, KB_DMA_COMM, src, dst, len, NULL,
                                slot_landed, sl);
         if (rc < 0) {
@@ -577,6 +591,8 @@ static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void
             break;
         }
         c->tail++;
+        if (++c->tail_i == c->n)
+            c->tail_i = 0;
         off += len;
     } while (off < bytes);
     c->sending = false;
@@ -615,7 +631,7 @@ static int64_t recv_on(struct kb_ipcq *q, struct dir *d, const char *dir, void *
     uint64_t got = 0, total = 0;
     int rc = 0;
     do {
-        struct slot *sl = &c->slots[c->head % c->n];
+        struct slot *sl = &c->slots[c->head_i];
         sim_time t_w = sim_now(s);
         while (sl->state != KB_IPCQ_FULL && rc >= 0)
             rc = sim_wait_event(s, c->ev_data);
@@ -635,7 +651,7 @@ static int64_t recv_on(struct kb_ipcq *q, struct dir *d, const char *dir, void *
                 *meta = sl->meta;
         }
         sim_time t_r = sim_now(s);
-        uint64_t addr = c->rx_base + (c->head % c->n) * (uint64_t)c->size;
+        uint64_t addr = c->rx_base + (uint64_t)c->head_i * c->size;
         uint64_t len = sl->bytes;
         if ((rc = q->buf->access(q->buf->ctx, addr, len, false)) < 0 ||
             (q->n_read_links &&
@@ -656,9 +672,13 @@ static int64_t recv_on(struct kb_ipcq *q, struct dir *d, const char *dir, void *
         if (q->tr)
             trace_full(c);
         c->head++;
+        if (++c->head_i == c->n)
+            c->head_i = 0;
         got += len;
-        /* the credit: the sender holds it again when it arrives */
-        c->arrivals[(c->arr_head + c->arr_n) % c->n] = sim_now(s) + c->credit_ps;
+        /* the credit: the sender holds it again when it arrives (at most
+         * n credits are in flight, so the FIFO never overflows) */
+        uint32_t ai = c->arr_head + c->arr_n;
+        c->arrivals[ai >= c->n ? ai - c->n : ai] = sim_now(s) + c->credit_ps;
         c->arr_n++;
         sim_notify(c->ev_credit);
         rc = sim_wait(s, c->credit_ps);
@@ -730,7 +750,7 @@ int kb_ipcq_probe(struct kb_ipcq *q, const char *dir, uint64_t *bytes,
     if (!d || !d->rx)
         return KB_SETERR(q, SIM_EINVAL, "probe on direction '%s' of '%s', which "
                       "is not wired", dir, q->name);
-    const struct slot *sl = &d->rx->slots[d->rx->head % d->rx->n];
+    const struct slot *sl = &d->rx->slots[d->rx->head_i];
     if (sl->state != KB_IPCQ_FULL)
         return 0;
     if (bytes)

@@ -509,6 +509,54 @@ TEST(errors)
     T_FREE(tsys_free, t);
 }
 
+/* Copies queued before the run on one channel go back to back, each
+ * through every step of its service (the source's setup, the flits, the
+ * memory-bound end), and a copy within one node (no flits) alongside: each
+ * ends at its closed form after the one before it, in FIFO order, and the
+ * channels, method processes, map no stack. */
+TEST(back_to_back_copies_on_method_channels)
+{
+    struct tsys *t = T_OWN(tsys_new(2, 1, false), tsys_free);
+    ASSERT_TRUE(t);
+    struct kb_dma_end src = hbm_end(t, 0, 0), dst = tcm_end(t, 1, 0);
+    struct kb_dma_end near = tcm_end(t, 0, 0x8000);
+    /* 16.2 ns by hand (closed_form_by_hand): HBM setup 6 ns, memory-bound */
+    DMA_TIME(one, t->dma[0], src, dst, 256);
+    ASSERT_U64_EQ(one, 16200);
+    /* 512 B within pe0's TCM (512 GB/s, no setup): no flits, and the read
+     * and the write book the same channel one after the other, 1 + 1 ns
+     * (the idle closed form, the larger of the two, says 1 ns) */
+    DMA_TIME(local, t->dma[0], tcm_end(t, 0, 0), near, 512);
+    ASSERT_U64_EQ(local, 1000);
+    static struct done_rec r[5];
+    for (int i = 0; i < 4; i++) {
+        r[i] = (struct done_rec){t->s, 0, 1, 0};
+        ASSERT_EQ(kb_dma_copy_async(t->dma[0], KB_DMA_READ, src, dst, 256, NULL,
+                                    on_done, &r[i]), 0);
+    }
+    r[4] = (struct done_rec){t->s, 0, 1, 0};
+    ASSERT_EQ(kb_dma_copy_async(t->dma[0], KB_DMA_WRITE, tcm_end(t, 0, 0), near, 512, NULL,
+                                on_done, &r[4]), 0);
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    for (int i = 0; i < 4; i++) {
+        ASSERT_EQ(r[i].calls, 1);
+        ASSERT_EQ(r[i].status, 0);
+        ASSERT_U64_EQ(r[i].at, (sim_time)(i + 1) * one);
+    }
+    ASSERT_EQ(r[4].calls, 1);
+    ASSERT_U64_EQ(r[4].at, 2 * local);
+    struct kb_dma_stats st;
+    kb_dma_get_stats(t->dma[0], KB_DMA_READ, &st);
+    ASSERT_U64_EQ(st.transfers, 4);
+    ASSERT_U64_EQ(st.busy_ps, 4 * one);
+    struct sim_stats ss;
+    sim_get_stats(t->s, &ss);
+    ASSERT_U64_EQ(ss.stack_bytes, 0);
+    ASSERT_U64_EQ(ss.threads_alive, 0);
+    ASSERT_U64_EQ(ss.switches, 0);
+    T_FREE(tsys_free, t);
+}
+
 /* A run that ends with copies in service and queued (a process failed)
  * leaves them to kb_dma_free: none may leak (checked under ASan and
  * valgrind). */
@@ -535,4 +583,4 @@ TEST_MAIN(closed_form_hops_and_sizes, closed_form_by_hand,
           closed_form_sram_bank_hops, channel_fifo_and_count,
           two_dmas_serialise_on_one_link, real_bytes_and_timing_only,
           overlapping_copy_in_one_memory, copy_across_pages_unaligned, errors,
-          run_stopped_with_copies_in_service)
+          back_to_back_copies_on_method_channels, run_stopped_with_copies_in_service)
