@@ -193,6 +193,36 @@ static inline bool evq_pop_fifo_at(struct evq *q, uint64_t t,
     return true;
 }
 
+/* The FIFO's run of entries at time t, for a caller that fires them in
+ * place (W1: a thousand processes waking at one time): when the FIFO is
+ * the only structure in use and its head is at t, the number of its
+ * entries, from the head, that may be at t (evq_fifo_at(q, i)->t says
+ * where the run ends), else 0. Nothing is pushed or popped while the
+ * caller walks them; evq_fifo_drop(q, n, t) then pops the first n, as n
+ * evq_pop_fifo_at calls would. */
+static inline size_t evq_fifo_run_at(const struct evq *q, uint64_t t)
+{
+    if (!q->fifo_len || q->wlen || q->rlen || q->heap_len ||
+        q->fifo[q->fifo_head].t != t)
+        return 0;
+    return q->fifo_len;
+}
+
+static inline const struct evq_entry *evq_fifo_at(const struct evq *q, size_t i)
+{
+    return &q->fifo[(q->fifo_head + i) & (q->fifo_cap - 1)];
+}
+
+static inline void evq_fifo_drop(struct evq *q, size_t n, uint64_t t)
+{
+    q->fifo_head = (q->fifo_head + n) & (q->fifo_cap - 1);
+    q->fifo_len -= n;
+    q->head_src = q->fifo_len ? EVQ_FIFO : EVQ_UNKNOWN;
+    q->head_t = UINT64_MAX;
+    if (t > q->floor)
+        q->floor = t;
+}
+
 /* evq_pop_at for the case of a queue that is the wheel alone: pops the
  * head into *out if the wheel is the only structure in use and its head is
  * at time t, else returns false and changes nothing. Entries of one time
