@@ -49,6 +49,11 @@ struct evq_node {
 struct evq {
     struct evq_entry *fifo; /* ring buffer, capacity a power of two */
     size_t fifo_head, fifo_len, fifo_cap;
+    uint64_t fifo_tail_t; /* time of the last entry the FIFO took (0 at
+                             first): a later push extends its run. Kept
+                             when the FIFO empties, as time never goes
+                             back below it; an earlier push to an empty
+                             FIFO goes through evq_push_any. */
     /* radix heap: bucket 0 holds entries at time rlast, bucket i > 0 those
      * whose time first differs from rlast in bit i-1 (from the top) */
     struct evq_bucket *rb; /* 65 buckets, allocated on first use */
@@ -121,12 +126,12 @@ static inline bool evq_push(struct evq *q, const struct evq_entry *e)
         /* the FIFO takes a monotone run while the wheel is empty (as in
          * evq_push_any, which also grows it) */
         size_t n = q->fifo_len;
-        if (n < q->fifo_cap &&
-            (n == 0 || t >= q->fifo[(q->fifo_head + n - 1) & (q->fifo_cap - 1)].t)) {
+        if (n < q->fifo_cap && t >= q->fifo_tail_t) {
             if (q->head_src != EVQ_FIFO && !(q->head_src >= 0 && t >= q->head_t))
                 q->head_src = EVQ_UNKNOWN; /* an append leaves the FIFO's head */
             evq_entry_store(&q->fifo[(q->fifo_head + n) & (q->fifo_cap - 1)], e);
             q->fifo_len = n + 1;
+            q->fifo_tail_t = t;
             return true;
         }
         return evq_push_any(q, e);
