@@ -91,36 +91,23 @@ void coro_switch(struct coro *from, struct coro *to);
  * may be released by `to`. */
 void coro_exit(struct coro *from, struct coro *to) __attribute__((noreturn));
 
-/* Where c's saved stack is while it is suspended, for
- * coro_prefetch_stack; NULL for a context never switched from or to (a
- * method process's unused one) and with the ucontext backend. */
-static inline const void *coro_stack_hint(const struct coro *c)
+/* Hints the cache that `c` is about to be resumed: its saved frame is the
+ * first thing the switch loads, and with many coroutines it is cold. The
+ * frame (56 bytes on x86-64, 176 on aarch64) seldom starts a line, and the
+ * resumed code goes on into its callers' frames above it (a blocking fifo
+ * read returns through ~100 bytes of saved registers and locals): four
+ * lines, which took W2 a tenth faster than two. A prefetch never faults,
+ * so lines past the top of a fresh stack cost nothing. */
+static inline __attribute__((always_inline)) void coro_prefetch(const struct coro *c)
 {
 #ifndef KBSIM_CORO_USE_UCONTEXT
-    return c->sp;
+    __builtin_prefetch(c->sp);
+    __builtin_prefetch((const char *)c->sp + 64);
+    __builtin_prefetch((const char *)c->sp + 128);
+    __builtin_prefetch((const char *)c->sp + 192);
 #else
     (void)c;
-    return NULL;
 #endif
-}
-
-/* Hints the cache that the coroutine whose coro_stack_hint is `sp` is
- * about to be resumed: its saved frame is the first thing the switch
- * loads, and with many coroutines it is cold. The frame (56 bytes on
- * x86-64, 176 on aarch64) seldom starts a line, and the resumed code goes
- * on into its callers' frames above it (a blocking fifo read returns
- * through ~100 bytes of saved registers and locals): four lines, which
- * took W2 a tenth faster than two. A prefetch never faults, so lines past
- * the top of a fresh stack cost nothing. always_inline: gcc finds a
- * function that only prefetches pure and drops its calls. */
-static inline __attribute__((always_inline)) void coro_prefetch_stack(const void *sp)
-{
-    if (sp) {
-        __builtin_prefetch(sp);
-        __builtin_prefetch((const char *)sp + 64);
-        __builtin_prefetch((const char *)sp + 128);
-        __builtin_prefetch((const char *)sp + 192);
-    }
 }
 
 /* Installs (once per process) a SIGSEGV handler on an alternate stack, and

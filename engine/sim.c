@@ -175,19 +175,6 @@ struct port_tag {
     char s[];
 };
 
-/* An entry of the runnable queue. key: the seq of the timed entry that
- * queued p in the first delta of a time (UINT64_MAX for any other
- * wake-up); with cur_key, the key of the process taken last, and
- * first_delta, it tells where in a time's first delta the run is
- * (sim_seq_passed). stk: where p's saved stack was when it was queued
- * (coro_stack_hint, read while its descriptor is at hand), so that the
- * stack can be warmed ahead without loading a cold descriptor first. */
-struct runq_ent {
-    struct sim_proc *p;
-    const void *stk;
-    uint64_t key;
-};
-
 struct qent {
     void *obj;
     uint32_t kind;
@@ -199,7 +186,12 @@ struct sim {
     uint64_t seq;
     struct evq timed;
     /* runnable queue: ring buffer of processes */
-    struct runq_ent *runq;
+    struct sim_proc **runq;
+    /* runq_key[i]: the seq of the timed entry that queued runq[i] in the
+     * first delta of a time (UINT64_MAX for any other wake-up); with
+     * cur_key, the key of the process taken last, and first_delta, it
+     * tells where in a time's first delta the run is (sim_seq_passed) */
+    uint64_t *runq_key;
     size_t runq_head, runq_len, runq_cap;
     uint64_t fire_key, cur_key;
     bool first_delta;
@@ -443,6 +435,7 @@ void sim_free(struct sim *s)
     coro_pool_release(&s->pool);
     evq_release(&s->timed);
     free(s->runq);
+    free(s->runq_key);
     free(s->delta);
     free(s->updates);
     free(s->batch);
@@ -504,13 +497,21 @@ static bool runq_reserve(struct sim *s, size_t need)
     size_t cap = s->runq_cap ? s->runq_cap * 2 : 64;
     while (cap < need)
         cap *= 2;
-    struct runq_ent *n = malloc(cap * sizeof *n);
-    if (!n)
+    struct sim_proc **n = malloc(cap * sizeof *n);
+    uint64_t *k = malloc(cap * sizeof *k);
+    if (!n || !k) {
+        free(n);
+        free(k);
         return false;
-    for (size_t i = 0; i < s->runq_len; i++)
+    }
+    for (size_t i = 0; i < s->runq_len; i++) {
         n[i] = s->runq[(s->runq_head + i) & (s->runq_cap - 1)];
+        k[i] = s->runq_key[(s->runq_head + i) & (s->runq_cap - 1)];
+    }
     free(s->runq);
+    free(s->runq_key);
     s->runq = n;
+    s->runq_key = k;
     s->runq_cap = cap;
     s->runq_head = 0;
     return true;
@@ -521,7 +522,8 @@ static inline void runq_push(struct sim *s, struct sim_proc *p)
     if (p->queued || p->state == ST_TERMINATED)
         return;
     size_t i = (s->runq_head + s->runq_len) & (s->runq_cap - 1);
-    s->runq[i] = (struct runq_ent){p, coro_stack_hint(&p->co), s->fire_key};
+    s->runq[i] = p;
+    s->runq_key[i] = s->fire_key;
     s->runq_len++;
     p->queued = true;
 }
@@ -904,11 +906,13 @@ int sim_method_wake_reserved(struct sim_proc *p, sim_time t, uint64_t seq)
     if (p->queued || p->state == ST_TERMINATED)
         return 0;
     size_t mask = s->runq_cap - 1, i = s->runq_len;
-    while (i > 0 && s->runq[(s->runq_head + i - 1) & mask].key > seq) {
+    while (i > 0 && s->runq_key[(s->runq_head + i - 1) & mask] > seq) {
         s->runq[(s->runq_head + i) & mask] = s->runq[(s->runq_head + i - 1) & mask];
+        s->runq_key[(s->runq_head + i) & mask] = s->runq_key[(s->runq_head + i - 1) & mask];
         i--;
     }
-    s->runq[(s->runq_head + i) & mask] = (struct runq_ent){p, NULL, seq};
+    s->runq[(s->runq_head + i) & mask] = p;
+    s->runq_key[(s->runq_head + i) & mask] = seq;
     s->runq_len++;
     p->queued = true;
     return 0;
@@ -959,18 +963,20 @@ static struct sim_proc *need_method(struct sim *s, const char *what)
 
 /* With thousands of processes their descriptors and stacks are cold.
  * Called as a process is taken from the queue: warm the descriptor of the
- * one three places on and the stack of the one two places on, so that
- * each miss has an activation or two to be served in (the next one's were
- * warmed a step ago). The stack's address comes from the queue entry:
- * read from the descriptor here, it made each step wait for a descriptor
- * warmed only one short activation before. */
+ * one three places on and the stack of the one two places on (whose
+ * descriptor was warmed one step ago), so that each miss has a whole
+ * activation or two to be served in; the next one's stack was warmed a
+ * step ago. */
 static inline __attribute__((always_inline)) void prefetch_next(struct sim *s)
 {
     size_t mask = s->runq_cap - 1, h = s->runq_head, n = s->runq_len;
     if (n > 2)
-        __builtin_prefetch(s->runq[(h + 2) & mask].p);
-    if (n > 1)
-        coro_prefetch_stack(s->runq[(h + 1) & mask].stk);
+        __builtin_prefetch(s->runq[(h + 2) & mask]);
+    if (n > 1) {
+        struct sim_proc *q = s->runq[(h + 1) & mask];
+        if (q->kind == PROC_THREAD)
+            coro_prefetch(&q->co);
+    }
 }
 
 static void activated(struct sim *s, struct sim_proc *p)
@@ -989,9 +995,9 @@ static void activated(struct sim *s, struct sim_proc *p)
 static struct coro *next_context(struct sim *s)
 {
     if (s->runq_len && s->budget && !s->failed) {
-        struct sim_proc *q = s->runq[s->runq_head].p;
+        struct sim_proc *q = s->runq[s->runq_head];
         if (q->kind == PROC_THREAD) {
-            s->cur_key = s->runq[s->runq_head].key;
+            s->cur_key = s->runq_key[s->runq_head];
             s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
             s->runq_len--;
             prefetch_next(s);
@@ -2065,8 +2071,8 @@ int sim_step(struct sim *s, sim_time until, uint64_t max_activations)
             if (s->budget == 0)
                 return SIM_MORE;
             s->budget--;
-            struct sim_proc *p = s->runq[s->runq_head].p;
-            s->cur_key = s->runq[s->runq_head].key;
+            struct sim_proc *p = s->runq[s->runq_head];
+            s->cur_key = s->runq_key[s->runq_head];
             s->runq_head = (s->runq_head + 1) & (s->runq_cap - 1);
             s->runq_len--;
             prefetch_next(s);
