@@ -462,6 +462,7 @@ bool evq_push_any(struct evq *q, const struct evq_entry *e)
             return false;
         q->fifo[(q->fifo_head + q->fifo_len) & (q->fifo_cap - 1)] = *e;
         q->fifo_len++;
+        q->fifo_tail_t = e->t;
         return true;
     }
     if (!later)

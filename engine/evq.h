@@ -49,6 +49,11 @@ struct evq_node {
 struct evq {
     struct evq_entry *fifo; /* ring buffer, capacity a power of two */
     size_t fifo_head, fifo_len, fifo_cap;
+    uint64_t fifo_tail_t; /* time of the last entry the FIFO took (0 at
+                             first): a later push extends its run. Kept
+                             when the FIFO empties, as time never goes
+                             back below it; an earlier push to an empty
+                             FIFO goes through evq_push_any. */
     /* radix heap: bucket 0 holds entries at time rlast, bucket i > 0 those
      * whose time first differs from rlast in bit i-1 (from the top) */
     struct evq_bucket *rb; /* 65 buckets, allocated on first use */
@@ -86,6 +91,21 @@ enum { EVQ_UNKNOWN = -2, EVQ_NONE = -1, EVQ_FIFO, EVQ_WHEEL, EVQ_RADIX,
 void evq_init(struct evq *q);
 void evq_release(struct evq *q);
 
+/* Copies an entry field by field. A struct copy here (`*dst = *e`) is done
+ * with two 16-byte loads of the entry the caller has just built on its
+ * stack in 4- and 8-byte stores: a load that spans several pending stores
+ * cannot be forwarded from them and waits until they retire, which was the
+ * largest single stall of a timed wait (W1). Field by field, the compiler
+ * stores the caller's values directly. */
+static inline void evq_entry_store(struct evq_entry *dst, const struct evq_entry *e)
+{
+    dst->t = e->t;
+    dst->seq = e->seq;
+    dst->obj = e->obj;
+    dst->kind = e->kind;
+    dst->gen = e->gen;
+}
+
 /* evq_push's every case (evq.c) */
 bool evq_push_any(struct evq *q, const struct evq_entry *e);
 
@@ -106,12 +126,12 @@ static inline bool evq_push(struct evq *q, const struct evq_entry *e)
         /* the FIFO takes a monotone run while the wheel is empty (as in
          * evq_push_any, which also grows it) */
         size_t n = q->fifo_len;
-        if (n < q->fifo_cap &&
-            (n == 0 || t >= q->fifo[(q->fifo_head + n - 1) & (q->fifo_cap - 1)].t)) {
+        if (n < q->fifo_cap && t >= q->fifo_tail_t) {
             if (q->head_src != EVQ_FIFO && !(q->head_src >= 0 && t >= q->head_t))
                 q->head_src = EVQ_UNKNOWN; /* an append leaves the FIFO's head */
-            q->fifo[(q->fifo_head + n) & (q->fifo_cap - 1)] = *e;
+            evq_entry_store(&q->fifo[(q->fifo_head + n) & (q->fifo_cap - 1)], e);
             q->fifo_len = n + 1;
+            q->fifo_tail_t = t;
             return true;
         }
         return evq_push_any(q, e);
@@ -126,7 +146,7 @@ static inline bool evq_push(struct evq *q, const struct evq_entry *e)
         if (!(q->head_src >= 0 && t >= q->head_t))
             q->head_src = EVQ_UNKNOWN;
         q->free_node = q->nodes[i].next;
-        q->nodes[i].e = *e;
+        evq_entry_store(&q->nodes[i].e, e);
         q->nodes[i].next = EVQ_NIL;
         q->nodes[tl].next = i;
         q->wtail[b] = i;
@@ -176,6 +196,36 @@ static inline bool evq_pop_fifo_at(struct evq *q, uint64_t t,
     if (t > q->floor)
         q->floor = t;
     return true;
+}
+
+/* The FIFO's run of entries at time t, for a caller that fires them in
+ * place (W1: a thousand processes waking at one time): when the FIFO is
+ * the only structure in use and its head is at t, the number of its
+ * entries, from the head, that may be at t (evq_fifo_at(q, i)->t says
+ * where the run ends), else 0. Nothing is pushed or popped while the
+ * caller walks them; evq_fifo_drop(q, n, t) then pops the first n, as n
+ * evq_pop_fifo_at calls would. */
+static inline size_t evq_fifo_run_at(const struct evq *q, uint64_t t)
+{
+    if (!q->fifo_len || q->wlen || q->rlen || q->heap_len ||
+        q->fifo[q->fifo_head].t != t)
+        return 0;
+    return q->fifo_len;
+}
+
+static inline const struct evq_entry *evq_fifo_at(const struct evq *q, size_t i)
+{
+    return &q->fifo[(q->fifo_head + i) & (q->fifo_cap - 1)];
+}
+
+static inline void evq_fifo_drop(struct evq *q, size_t n, uint64_t t)
+{
+    q->fifo_head = (q->fifo_head + n) & (q->fifo_cap - 1);
+    q->fifo_len -= n;
+    q->head_src = q->fifo_len ? EVQ_FIFO : EVQ_UNKNOWN;
+    q->head_t = UINT64_MAX;
+    if (t > q->floor)
+        q->floor = t;
 }
 
 /* evq_pop_at for the case of a queue that is the wheel alone: pops the

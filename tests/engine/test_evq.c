@@ -274,6 +274,47 @@ TEST(pop_fifo_at)
     T_FREE(q_free, q);
 }
 
+/* evq_fifo_run_at / evq_fifo_at / evq_fifo_drop: the scheduler walks the
+ * FIFO's run of one time in place and then drops it; the queue is then as
+ * after as many evq_pop_fifo_at calls (the remembered head, the floor: an
+ * earlier push after it goes elsewhere and still comes out first). */
+TEST(fifo_run_in_place)
+{
+    struct evq *q = T_OWN(q_new(), q_free);
+    ASSERT_TRUE(q);
+    uint64_t seq = 0;
+    ASSERT_EQ(evq_fifo_run_at(q, 10), 0); /* empty */
+    for (int i = 0; i < 7; i++) { /* 4 at t = 10, 3 at t = 20 */
+        struct evq_entry e = {i < 4 ? 10u : 20u, seq++, NULL, 0, (uint32_t)i};
+        ASSERT_TRUE(evq_push(q, &e));
+    }
+    ASSERT_EQ(evq_fifo_run_at(q, 20), 0); /* the head is at 10 */
+    size_t n = evq_fifo_run_at(q, 10), i = 0;
+    ASSERT_EQ(n, 7); /* every FIFO entry, the caller stops at the time */
+    for (; i < n && evq_fifo_at(q, i)->t == 10; i++)
+        ASSERT_EQ(evq_fifo_at(q, i)->gen, i);
+    ASSERT_EQ(i, 4);
+    evq_fifo_drop(q, i, 10);
+    ASSERT_EQ(evq_size(q), 3);
+    ASSERT_EQ(evq_peek(q)->t, 20);
+    ASSERT_EQ(evq_fifo_run_at(q, 20), 3);
+    /* an entry earlier than the FIFO's tail goes to another structure:
+     * no run in place then */
+    struct evq_entry early = {15, seq++, NULL, 0, 99};
+    ASSERT_TRUE(evq_push(q, &early));
+    ASSERT_EQ(evq_fifo_run_at(q, 15), 0);
+    ASSERT_EQ(evq_fifo_run_at(q, 20), 0);
+    struct evq_entry out;
+    ASSERT_TRUE(evq_pop(q, &out));
+    ASSERT_EQ(out.gen, 99);
+    for (uint32_t g = 4; g < 7; g++) {
+        ASSERT_TRUE(evq_pop(q, &out));
+        ASSERT_EQ(out.gen, g);
+    }
+    ASSERT_TRUE(!evq_pop(q, &out));
+    T_FREE(q_free, q);
+}
+
 /* Entries of one time come out of the wheel and the radix heap in the
  * order they went in (the scheduler then need not sort them), whatever
  * other times are pushed between them; evq_pop_wheel_at takes them while
@@ -346,5 +387,5 @@ TEST(equal_times_keep_insertion_order)
 
 TEST_MAIN(pops_in_key_order, interleaved_push_pop, entries_before_the_radix_floor,
           pop_at_and_the_remembered_head, wheel_width_follows_the_delays,
-          remembered_head_against_a_list, pop_fifo_at,
+          remembered_head_against_a_list, pop_fifo_at, fifo_run_in_place,
           equal_times_keep_insertion_order)
