@@ -114,9 +114,13 @@ concurrent)
   # every entry stays valid, a --merge then takes them all
   pts=$src/tests/cli/cases/shard_points.lua
   "$kbsim" -q -j 1 -o ref "$pts" n=60 > /dev/null 2> log || fail "-j 1 run"
-  mpi -n 2 "$kbsim" -j 1 -o out "$pts" n=60 > /dev/null 2> log1 &
+  # each launcher its own TMPDIR: two mpiruns starting at once race to
+  # make Open MPI's shared session folder (TMPDIR/ompi.HOST.UID), and the
+  # loser fails in orte_init with "File exists" (Open MPI's, not kbsim's)
+  mkdir -p tmp1 tmp2
+  TMPDIR=$work/tmp1 mpi -n 2 "$kbsim" -j 1 -o out "$pts" n=60 > /dev/null 2> log1 &
   a=$!
-  mpi -n 2 "$kbsim" -j 2 -o out "$pts" n=60 > /dev/null 2> log2 &
+  TMPDIR=$work/tmp2 mpi -n 2 "$kbsim" -j 2 -o out "$pts" n=60 > /dev/null 2> log2 &
   b=$!
   "$kbsim" -q -j 2 -o out "$pts" n=60 > /dev/null 2> log3 || fail "plain run: $(cat log3)"
   wait $a || fail "first MPI job: $(cat log1)"
@@ -131,6 +135,7 @@ concurrent)
   grep -q "ignoring the cache file" log && fail "a corrupt entry"
   same_outputs ref out
   no_scratch
+  [ -z "$(ls -A tmp1)$(ls -A tmp2)" ] || fail "scratch folders left: $(ls -A tmp1 tmp2)"
   ;;
 *)
   fail "unknown case"
