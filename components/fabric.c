@@ -92,9 +92,12 @@ struct kb_fabric {
     size_t cap_hash;
     struct flink *links;
     int n_links, cap_links;
-    /* the distinct link parameters; links added together mostly share them */
+    /* the distinct link parameters; links added together mostly share them;
+     * kinds[i] is params[i]'s kb_link_kind, made with its first link */
     struct kb_link_params *params;
+    struct kb_link_kind **kinds;
     int n_params, cap_params;
+    struct kb_link_pool *pool; /* the links made */
     int n_made; /* links whose kb_link exists */
     struct fmsg *live;
     uint64_t n_live;
@@ -144,7 +147,9 @@ struct kb_fabric *kb_fabric_new(struct sim *s)
         f->sim = s;
         /* every node forwards a worm to its route's next link (link.h) */
         f->node_if = (struct kb_flit_if){f, kb_link_route_head, kb_link_route_flit};
-        if (!(f->defer = sim_port_defer(s, make_pending_ports, f))) {
+        if (!(f->pool = kb_link_pool_new()) ||
+            !(f->defer = sim_port_defer(s, make_pending_ports, f))) {
+            kb_link_pool_free(f->pool);
             free(f);
             return NULL;
         }
@@ -176,6 +181,10 @@ void kb_fabric_free(struct kb_fabric *f)
         kb_link_free(f->links[i].l);
         free(f->links[i].name);
     }
+    kb_link_pool_free(f->pool);
+    for (int i = 0; i < f->n_params; i++)
+        kb_link_kind_free(f->kinds[i]);
+    free(f->kinds);
     for (int i = 0; i < f->n_nodes; i++)
         free(f->nodes[i].name);
     free(f->classes);
@@ -293,9 +302,14 @@ static int params_add(struct kb_fabric *f, const struct kb_link_params *p)
         if (!a)
             return SIM_ENOMEM;
         f->params = a;
+        struct kb_link_kind **k = realloc(f->kinds, (size_t)cap * sizeof *k);
+        if (!k)
+            return SIM_ENOMEM;
+        f->kinds = k;
         f->cap_params = cap;
     }
     f->params[f->n_params] = *p;
+    f->kinds[f->n_params] = NULL;
     return f->n_params++;
 }
 
@@ -424,8 +438,11 @@ static struct kb_link *make_link(struct kb_fabric *f, struct flink *fl, const ch
         f->pend = a;
         f->cap_pend = cap;
     }
-    struct kb_link *l = kb_link_new_unported(f->sim, name, &f->params[fl->params], f->err,
-                                             sizeof f->err);
+    struct kb_link_kind **k = &f->kinds[fl->params];
+    if (!*k && !(*k = kb_link_kind_new(f->sim, &f->params[fl->params], name, f->err,
+                                       sizeof f->err)))
+        return NULL;
+    struct kb_link *l = kb_link_new_unported(*k, f->pool, name, f->err, sizeof f->err);
     if (!l)
         return NULL;
     kb_link_set_out(l, &f->node_if);
@@ -682,7 +699,7 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
     } else {
         size_t room = (size_t)1 << cls;
         size_t sz = sizeof(struct fmsg) + room * sizeof(struct kb_link *)
-                    + room * sizeof(sim_time);
+                    + 2 * room * sizeof(sim_time);
         if (!(m = malloc(sz)))
             return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
                           (unsigned long long)bytes);
@@ -887,14 +904,14 @@ int kb_fabric_send_open(struct kb_fabric *f, const int *prefix, int n_prefix,
                       "first hop and room for it");
     size_t r = (size_t)room;
     struct fmsg *m = malloc(sizeof *m + sizeof(struct open_path) + r * sizeof(struct kb_link *) +
-                            r * sizeof(sim_time) + r * sizeof(int));
+                            2 * r * sizeof(sim_time) + r * sizeof(int));
     if (!m)
         return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
                       (unsigned long long)bytes);
     struct open_path *op = (struct open_path *)(m + 1);
     struct kb_link **path = (struct kb_link **)(op + 1);
     sim_time *body = (sim_time *)(path + r);
-    op->ids = (int *)(body + r);
+    op->ids = (int *)(body + 2 * r);
     op->dst = dst;
     op->state = state;
     for (int j = 0; j < n_prefix; j++) {

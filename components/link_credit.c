@@ -280,12 +280,12 @@ int kb_link_credit_inject(struct kb_link_msg *m)
     if (!st)
         return SIM_ENOMEM;
     struct kb_link *l = m->path[0];
-    sim_time now = sim_now(l->sim);
+    sim_time now = sim_now(l->k->sim);
     sim_time *words = (sim_time *)(st->hop + n);
     uint32_t cls = m->vc_class;
     for (uint32_t j = 0; j < m->n_hops; j++) {
         struct kb_link_credit *c = m->path[j]->cr;
-        cls += m->path[j]->p.dateline ? 1 : 0;
+        cls += m->path[j]->k->p.dateline ? 1 : 0;
         if (m->hop_class)
             cls = m->hop_class[j];
         st->hop[j] = (struct hop){0, 0, 0, cls < c->classes ? cls : c->classes - 1,
@@ -297,7 +297,7 @@ int kb_link_credit_inject(struct kb_link_msg *m)
         words += bmax;
     }
     st->n_wait = 0;
-    st->t_src = now + l->ovh_ps;
+    st->t_src = now + l->k->ovh_ps;
     m->credit = st;
     if (cand_add(l->cr, m, 0) < 0) {
         free(st);
@@ -376,7 +376,7 @@ static int open_candidates(struct kb_link_msg *m, uint32_t j, sim_time at, sim_t
         if (cand_add_open(nl->cr, m, j, &cs[i]) < 0)
             return SIM_ENOMEM;
         st->wait[st->n_wait++] = nl;
-        kb_link_wake_at(nl, at + nl->ovh_ps + cs[i].delay, now);
+        kb_link_wake_at(nl, at + nl->k->ovh_ps + cs[i].delay, now);
     }
     return 0;
 }
@@ -393,7 +393,7 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
     uint64_t k = h->sent;
     int tail = k + 1 == m->n_flits;
     uint32_t fb = tail ? m->last_bytes : m->flit_bytes;
-    sim_time d = fb == l->p.flit_bytes ? l->ser_full : kb_link_ser_ps(l, fb);
+    sim_time d = fb == l->k->p.flit_bytes ? l->k->ser_full : kb_link_ser_ps(l, fb);
 
     c->credits[vc]--;
     if (k == 0) {
@@ -418,10 +418,10 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         if (credit_push(ul, now + ul->cr->credit_ps, now, up->vc, tail) < 0)
             *err = 1;
     }
-    sim_time at = now + d + l->lat_ps; /* in the far buffer */
+    sim_time at = now + d + l->k->lat_ps; /* in the far buffer */
     if (j + 1 < m->n_hops) {
         struct kb_link *nl = m->path[j + 1];
-        sim_time ready = at + (k == 0 ? nl->ovh_ps : 0);
+        sim_time ready = at + (k == 0 ? nl->k->ovh_ps : 0);
         h->ring[(h->head + h->cnt++) % h->cap] = ready;
         /* through port `out` (decision 0038) */
         if (k == 0) {
@@ -500,7 +500,7 @@ void kb_link_credit_serve(struct sim *s, void *arg)
             struct hop *h = &((struct msg_state *)m->credit)->hop[j];
             sim_time ready = flit_ready(m, j);
             if (c->cands[i].open && ready != SIM_FOREVER) /* a head deciding here pays */
-                ready += l->ovh_ps + c->cands[i].c.delay;  /* this link's overhead */
+                ready += l->k->ovh_ps + c->cands[i].c.delay;  /* this link's overhead */
             if (ready > now) {
                 if (ready < next)
                     next = ready;
@@ -575,29 +575,29 @@ sim_time kb_link_credit_path_time(struct kb_link *const *path, uint32_t n_hops,
         return SIM_FOREVER;
     }
     for (uint32_t j = 0; j < n_hops; j++)
-        dl[j] = last == flit ? path[j]->ser_full : kb_link_ser_ps(path[j], last);
-#define D(j, k) ((k) + 1 == n ? dl[j] : path[j]->ser_full)
+        dl[j] = last == flit ? path[j]->k->ser_full : kb_link_ser_ps(path[j], last);
+#define D(j, i) ((i) + 1 == n ? dl[j] : path[j]->k->ser_full)
 #define AT(j, k) S[(size_t)(j) * w + (k) % w]
     for (uint64_t k = 0; k < n; k++) {
         for (uint32_t j = 0; j < n_hops; j++) {
             const struct kb_link *l = path[j];
-            sim_time t = j == 0 ? l->ovh_ps
-                                : AT(j - 1, k) + D(j - 1, k) + path[j - 1]->lat_ps +
-                                      (k == 0 ? l->ovh_ps : 0);
+            sim_time t = j == 0 ? l->k->ovh_ps
+                                : AT(j - 1, k) + D(j - 1, k) + path[j - 1]->k->lat_ps +
+                                      (k == 0 ? l->k->ovh_ps : 0);
             if (k > 0 && AT(j, k - 1) + D(j, k - 1) > t)
                 t = AT(j, k - 1) + D(j, k - 1);
             uint32_t b = l->cr->buffer;
             if (k >= b) {
                 sim_time cr = j + 1 < n_hops
                                   ? AT(j + 1, k - b) + l->cr->credit_ps
-                                  : AT(j, k - b) + D(j, k - b) + l->lat_ps + l->cr->credit_ps;
+                                  : AT(j, k - b) + D(j, k - b) + l->k->lat_ps + l->cr->credit_ps;
                 if (cr > t)
                     t = cr;
             }
             AT(j, k) = t;
         }
     }
-    sim_time t = AT(n_hops - 1, n - 1) + dl[n_hops - 1] + path[n_hops - 1]->lat_ps;
+    sim_time t = AT(n_hops - 1, n - 1) + dl[n_hops - 1] + path[n_hops - 1]->k->lat_ps;
 #undef D
 #undef AT
     free(S);

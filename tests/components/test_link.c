@@ -16,7 +16,7 @@ static const struct kb_link_params P = {
 struct msg {
     struct kb_link_msg m;
     struct kb_link *path[4];
-    uint64_t arrived[4];
+    uint64_t body[8]; /* 2 words a hop */
     sim_time at;
     int calls;
 };
@@ -36,7 +36,7 @@ static void msg_init(struct msg *x, struct kb_link **links, uint32_t n,
         x->path[j] = links[j];
     x->m = (struct kb_link_msg){x->path, n, nf, flit,
                                 (uint32_t)(bytes - (nf - 1) * flit),
-                                x->arrived, msg_done, x, 0, NULL, NULL, 0, 0, NULL, NULL};
+                                x->body, msg_done, x, 0, NULL, NULL, 0, 0, NULL, NULL};
     x->at = 0;
     x->calls = 0;
 }
