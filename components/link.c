@@ -99,23 +99,38 @@ static void out_bound(void *ud, struct sim_port *p)
     l->out = sim_port_peer_iface(p, 0);
 }
 
+/* l's rarely used part, made on first use; NULL when out of memory. */
+static struct kb_link_ext *ext_of(struct kb_link *l)
+{
+    if (!l->ext && (l->ext = calloc(1, sizeof *l->ext))) {
+        l->ext->in_if = (struct kb_flit_if){l, link_head, NULL};
+        l->ext->trk = -1;
+    }
+    return l->ext;
+}
+
 /* The link's ports "name.in" (its export) and "name.out" (decision 0038). */
 static int make_ports(struct sim *s, struct kb_link *l, const char *name, char *err,
                       size_t errlen)
 {
-    /* each once: the fabric calls again after running out of memory */
-    if (!l->in_port) {
-        l->in_port = kb_port_new(s, NULL, name, "in", SIM_PORT_IN, KB_FLIT_IF, 0, 1, err, errlen);
-        if (!l->in_port)
-            return SIM_ENOMEM;
-        sim_port_set_iface(l->in_port, &l->in_if);
+    struct kb_link_ext *x = ext_of(l);
+    if (!x) {
+        kb_errf(err, errlen, "link '%s': out of memory", name);
+        return SIM_ENOMEM;
     }
-    if (!l->out_port) {
-        l->out_port =
-            kb_port_new(s, NULL, name, "out", SIM_PORT_OUT, KB_FLIT_IF, 1, 1, err, errlen);
-        if (!l->out_port)
+    /* each once: the fabric calls again after running out of memory */
+    if (!x->in_port) {
+        x->in_port = kb_port_new(s, NULL, name, "in", SIM_PORT_IN, KB_FLIT_IF, 0, 1, err, errlen);
+        if (!x->in_port)
             return SIM_ENOMEM;
-        sim_port_on_bind(l->out_port, out_bound, l);
+        sim_port_set_iface(x->in_port, &x->in_if);
+    }
+    if (!x->out_port) {
+        x->out_port =
+            kb_port_new(s, NULL, name, "out", SIM_PORT_OUT, KB_FLIT_IF, 1, 1, err, errlen);
+        if (!x->out_port)
+            return SIM_ENOMEM;
+        sim_port_on_bind(x->out_port, out_bound, l);
     }
     return 0;
 }
@@ -187,8 +202,8 @@ static struct kb_link *pool_take(struct kb_link_pool *pool)
 }
 
 /* Fills the zeroed link l of kind k; -1 (l freed) on error. */
-static int link_init(struct kb_link *l, const struct kb_link_kind *k, const char *name,
-                     char *err, size_t errlen)
+static int link_init(struct kb_link *l, const struct kb_link_kind *k, bool owns_kind,
+                     const char *name, char *err, size_t errlen)
 {
     struct sim *s = k->sim;
     l->k = k;
@@ -197,20 +212,28 @@ static int link_init(struct kb_link *l, const struct kb_link_kind *k, const char
     l->fifo = l->fifo_in;
     l->cap_fifo = LINK_INLINE; /* a power of two: indices are masked */
     l->wake_req = SIM_FOREVER;
-    l->tr = sim_tracer(s);
-    l->traced = l->tr != NULL;
-    l->trk = -1;
-    if (k->p.buffer_flits && !(l->cr = kb_link_credit_new(&k->p))) {
-        kb_errf(err, errlen, "link '%s': out of memory", name);
-        kb_link_free(l);
-        return -1;
+    struct sim_trace *tr = sim_tracer(s);
+    l->credit = k->p.buffer_flits != 0;
+    if (tr || l->credit || owns_kind) {
+        struct kb_link_ext *x = ext_of(l);
+        if (!x || (l->credit && !(x->cr = kb_link_credit_new(&k->p)))) {
+            kb_errf(err, errlen, "link '%s': out of memory", name);
+            if (x)
+                x->owns_kind = owns_kind;
+            else if (owns_kind)
+                free((void *)k);
+            kb_link_free(l);
+            return -1;
+        }
+        x->tr = tr;
+        x->owns_kind = owns_kind;
+        if (l->credit)
+            x->in_if = (struct kb_flit_if){l, kb_link_credit_head, kb_link_credit_flit};
     }
-    l->credit = l->cr != NULL;
-    l->in_if = l->cr ? (struct kb_flit_if){l, kb_link_credit_head, kb_link_credit_flit}
-                     : (struct kb_flit_if){l, link_head, NULL};
+    l->traced = tr != NULL;
     /* the process keeps the link's name; its wake-ups are timed
      * activations of the process itself (sim_method_wake), no event */
-    l->proc = sim_method(s, name, l->cr ? kb_link_credit_serve : link_serve, l, true);
+    l->proc = sim_method(s, name, l->credit ? kb_link_credit_serve : link_serve, l, true);
     if (!l->proc) {
         kb_errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
         kb_link_free(l);
@@ -233,8 +256,7 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
         return NULL;
     }
     memset(l, 0, sizeof *l);
-    l->owns_kind = true;
-    if (link_init(l, k, name, err, errlen) < 0)
+    if (link_init(l, k, true, name, err, errlen) < 0)
         return NULL;
     if (make_ports(s, l, name, err, errlen) < 0) {
         kb_link_free(l);
@@ -258,7 +280,7 @@ struct kb_link *kb_link_new_unported(const struct kb_link_kind *k, struct kb_lin
         kb_errf(err, errlen, "link '%s': out of memory", name);
         return NULL;
     }
-    if (link_init(l, k, name, err, errlen) < 0) {
+    if (link_init(l, k, false, name, err, errlen) < 0) {
         pool->used--; /* the slot goes back */
         return NULL;
     }
@@ -269,21 +291,34 @@ void kb_link_free(struct kb_link *l)
 {
     if (!l)
         return;
-    kb_link_credit_free(l->cr);
     if (l->heap != l->heap_in)
         free(l->heap);
     if (l->fifo != l->fifo_in)
         free(l->fifo);
-    if (l->owns_kind)
-        free((void *)l->k);
+    if (l->ext) {
+        kb_link_credit_free(l->ext->cr);
+        if (l->ext->owns_kind)
+            free((void *)l->k);
+        free(l->ext);
+    }
     if (!l->pooled)
         free(l);
 }
 
 const char *kb_link_name(const struct kb_link *l) { return sim_proc_name(l->proc); }
-struct sim_port *kb_link_in_port(const struct kb_link *l) { return l->in_port; }
-struct sim_port *kb_link_out_port(const struct kb_link *l) { return l->out_port; }
-const struct kb_flit_if *kb_link_in(const struct kb_link *l) { return &l->in_if; }
+struct sim_port *kb_link_in_port(const struct kb_link *l)
+{
+    return l->ext ? l->ext->in_port : NULL;
+}
+struct sim_port *kb_link_out_port(const struct kb_link *l)
+{
+    return l->ext ? l->ext->out_port : NULL;
+}
+const struct kb_flit_if *kb_link_in(const struct kb_link *l)
+{
+    struct kb_link_ext *x = ext_of((struct kb_link *)l);
+    return x ? &x->in_if : NULL;
+}
 const struct kb_link_params *kb_link_params(const struct kb_link *l)
 {
     return &l->k->p;
@@ -467,14 +502,13 @@ int kb_link_route_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time 
     struct kb_link *nl = m->path[hop];
     if (!nl->credit) /* the common case, without the call */
         return post(nl, t, now, m, hop);
-    return nl->in_if.head(nl->in_if.ctx, m, hop, t, now);
+    return kb_link_credit_head(nl, m, hop, t, now);
 }
 
 void kb_link_route_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
 {
     (void)ctx;
-    const struct kb_flit_if *in = &m->path[hop]->in_if;
-    in->flit(in->ctx, m, hop, t, now);
+    kb_link_credit_flit(m->path[hop], m, hop, t, now);
 }
 
 int kb_link_inject(struct kb_link_msg *m)
@@ -494,8 +528,8 @@ int kb_link_credit_mode(const struct kb_link *l) { return l->credit; }
 
 int kb_link_backlog(const struct kb_link *l)
 {
-    if (l->cr)
-        return kb_link_credit_backlog(l->cr);
+    if (l->credit)
+        return kb_link_credit_backlog(l->ext->cr);
     catch_up((struct kb_link *)l);
     return (int)(l->n_heap + l->n_fifo) + (l->cur != NULL);
 }
@@ -550,7 +584,8 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     }
     l->cur = m;
     l->cur_hop = j;
-    l->cur_start = now;
+    if (l->traced)
+        l->ext->cur_start = now;
     l->cur_tail = tail;
     l->cur_busy = (n - 1) * d + dl;
     l->free_at = tail + dl;
@@ -568,8 +603,9 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
  * its last flit, as a trace span named by its size. */
 static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
 {
-    if (l->trk < 0)
-        l->trk = sim_trace_track_path(l->tr, kb_link_name(l));
+    struct kb_link_ext *x = l->ext;
+    if (x->trk < 0)
+        x->trk = sim_trace_track_path(x->tr, kb_link_name(l));
     uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
     char name[32];
     snprintf(name, sizeof name, "%" PRIu64 " B", bytes);
@@ -580,7 +616,7 @@ static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
         {"first_link", kb_link_name(m->path[0]), 0},
         {"last_link", kb_link_name(m->path[m->n_hops - 1]), 0},
     };
-    sim_trace_span(l->tr, l->trk, "link", name, l->cur_start, l->free_at, a,
+    sim_trace_span(x->tr, x->trk, "link", name, x->cur_start, l->free_at, a,
                    (int)(sizeof a / sizeof a[0]));
 }
 

@@ -38,12 +38,24 @@ struct kb_link_kind {
 /* queues held in the link until they outgrow this */
 #define LINK_INLINE 2
 
-/* The layout follows the accesses (decision 0049): line 0 is what a hand-
- * off from the previous hop touches (kb_link_route_head, post) and what
- * an activation reads first, line 1 the arrivals held inline, lines 2-3
- * the worm, the waiting heads and the counts, line 4 what only set-up,
- * credit mode and tracing use. A fabric's links are 64-byte aligned
- * (struct kb_link_pool). */
+/* What only set-up, credit mode and tracing use: made with the link in
+ * credit mode, when tracing or by kb_link_new, else when first asked for
+ * (ports, kb_link_in). */
+struct kb_link_ext {
+    struct kb_flit_if in_if;   /* the export of port `in`: kb_link_in */
+    struct kb_link_credit *cr; /* credit mode (link_credit.c), else NULL */
+    struct sim_trace *tr;      /* NULL: not traced */
+    struct sim_port *in_port, *out_port; /* "NAME.in", "NAME.out" */
+    sim_time cur_start;        /* traced: when the worm acquired the link */
+    int trk;                   /* trace track, made on the first message */
+    bool owns_kind;            /* made by kb_link_new: k is the link's own */
+};
+
+/* The layout follows the accesses (decision 0049), 4 cache lines: line 0
+ * is what a hand-off from the previous hop touches (kb_link_route_head,
+ * post) and what an activation reads first, line 1 the arrivals held
+ * inline, lines 2-3 the worm, the waiting heads and the counts. A
+ * fabric's links are 64-byte aligned (struct kb_link_pool). */
 struct kb_link {
     /* line 0 */
     const struct kb_link_kind *k;
@@ -53,8 +65,8 @@ struct kb_link {
     uint32_t n_heap, cap_heap;
     uint32_t seq;
     bool lazy;   /* the tail's wake-up not made (link.c, "The tail's wake-up") */
-    bool credit; /* credit mode: cr is set */
-    bool traced; /* tr is set */
+    bool credit; /* credit mode: ext->cr is set */
+    bool traced; /* ext->tr is set */
     bool pooled; /* in a kb_link_pool: kb_link_free leaves the memory */
     sim_time wake_req; /* earliest wake-up asked for and not yet served */
     struct sim_proc *proc; /* woken with sim_method_wake; has the link's name */
@@ -73,20 +85,12 @@ struct kb_link {
     struct waiting *fifo;
     uint32_t fifo_head, n_fifo, cap_fifo;
     uint32_t cur_hop;
-    sim_time cur_start; /* when the worm acquired the link */
-    sim_time cur_busy;  /* its serialisation time, all flits */
+    sim_time cur_busy;  /* the worm's serialisation time, all flits */
     const struct kb_flit_if *out; /* the peer of port `out`, NULL until bound */
+    struct kb_link_ext *ext; /* NULL until needed */
     struct waiting fifo_in[LINK_INLINE];
     uint64_t lazy_bytes, lazy_flits; /* the lazy worm's: it may be gone by then */
     struct kb_link_stats st;
-
-    /* line 4 */
-    struct kb_flit_if in_if; /* the export of port `in`: kb_link_in */
-    struct kb_link_credit *cr; /* credit mode (link_credit.c), else NULL */
-    struct sim_trace *tr; /* NULL: not traced */
-    struct sim_port *in_port, *out_port; /* "NAME.in", "NAME.out" */
-    int trk;              /* trace track, made on the first message */
-    bool owns_kind;       /* made by kb_link_new: k is the link's own */
 };
 
 struct kb_link_credit;
