@@ -127,12 +127,15 @@ struct kb_fabric {
     struct nport *nport;
     int cap_nport;
     /* links made whose ports are not (decision 0038, "Lazy records"), in
-     * the order made, each with the port it would have followed */
-    struct pend_ports {
-        int link;
-        struct sim_port *after;
-    } *pend;
+     * the order made; runs of them, each with the port they would have
+     * followed (links made with no other port between share it) */
+    int *pend;
     int n_pend, cap_pend;
+    struct pend_run {
+        struct sim_port *after;
+        int start; /* its first link in pend */
+    } *runs;
+    int n_runs, cap_runs;
     struct sim_port_defer *defer;
     struct kb_flit_if node_if;
     kb_fabric_route_fn *router;
@@ -212,6 +215,7 @@ void kb_fabric_free(struct kb_fabric *f)
     free(f->classes);
     free(f->nport);
     free(f->pend);
+    free(f->runs);
     sim_port_defer_release(f->defer); /* the simulation may be gone */
     free(f->links);
     free(f->params);
@@ -479,13 +483,23 @@ static struct kb_link *make_link(struct kb_fabric *f, struct flink *fl, const ch
 {
     if (f->n_pend == f->cap_pend) {
         int cap = f->cap_pend ? 2 * f->cap_pend : 64;
-        struct pend_ports *a = realloc(f->pend, (size_t)cap * sizeof *a);
+        int *a = realloc(f->pend, (size_t)cap * sizeof *a);
         if (!a) {
             seterr(f, SIM_ENOMEM, "link '%s': out of memory", name);
             return NULL;
         }
         f->pend = a;
         f->cap_pend = cap;
+    }
+    if (f->n_runs == f->cap_runs) {
+        int cap = f->cap_runs ? 2 * f->cap_runs : 16;
+        struct pend_run *a = realloc(f->runs, (size_t)cap * sizeof *a);
+        if (!a) {
+            seterr(f, SIM_ENOMEM, "link '%s': out of memory", name);
+            return NULL;
+        }
+        f->runs = a;
+        f->cap_runs = cap;
     }
     struct kb_link_kind **k = &f->kinds[fl_params(fl)];
     if (!*k && !(*k = kb_link_kind_new(f->sim, &f->params[fl_params(fl)], name, f->err,
@@ -495,7 +509,10 @@ static struct kb_link *make_link(struct kb_fabric *f, struct flink *fl, const ch
     if (!l)
         return NULL;
     kb_link_set_out(l, &f->node_if);
-    f->pend[f->n_pend++] = (struct pend_ports){(int)(fl - f->links), sim_port_last(f->sim)};
+    struct sim_port *after = sim_port_last(f->sim);
+    if (!f->n_pend || f->runs[f->n_runs - 1].after != after)
+        f->runs[f->n_runs++] = (struct pend_run){after, f->n_pend};
+    f->pend[f->n_pend++] = (int)(fl - f->links);
     return l;
 }
 
@@ -531,17 +548,27 @@ static int make_pending_ports(void *ud)
     struct kb_fabric *f = ud;
     if (!f->n_pend)
         return 0;
-    int i = 0;
+    int i = 0, r = 0;
     for (; i < f->n_pend; i++) {
-        /* links made with no other port between follow each other */
-        if (i == 0 || f->pend[i].after != f->pend[i - 1].after)
-            sim_port_insert_after(f->sim, true, f->pend[i].after);
-        if (make_ports_of(f, &f->links[f->pend[i].link]) < 0)
+        if (r + 1 < f->n_runs && f->runs[r + 1].start == i)
+            r++;
+        if (f->runs[r].start == i)
+            sim_port_insert_after(f->sim, true, f->runs[r].after);
+        if (make_ports_of(f, &f->links[f->pend[i]]) < 0)
             break;
     }
     sim_port_insert_after(f->sim, false, NULL);
-    if (i < f->n_pend)
+    if (i < f->n_pend) {
+        /* what is left starts a run of its own (the first link's port is
+         * placed again on the next call) */
         memmove(f->pend, f->pend + i, (size_t)(f->n_pend - i) * sizeof *f->pend);
+        memmove(f->runs, f->runs + r, (size_t)(f->n_runs - r) * sizeof *f->runs);
+        f->n_runs -= r;
+        for (int k = 0; k < f->n_runs; k++)
+            f->runs[k].start = k ? f->runs[k].start - i : 0;
+    } else {
+        f->n_runs = 0;
+    }
     f->n_pend -= i;
     return f->n_pend ? SIM_ENOMEM : 0;
 }
