@@ -543,10 +543,11 @@ static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
 
 /* m's head starts on hop j now: works out when each of its flits starts
  * here (the rule above), reserves the link to the end of the last one and
- * sends the head on. m->body[k] holds hop k's line from hop k on (NO_LINE
- * once merged), and before that, for k = j + 1, the last flit's arrival
- * there; on hop 0 the whole body is at the source before the head starts,
- * so nothing bounds it. */
+ * sends the head on. m->body[2k] holds hop k's line from hop k on
+ * (NO_LINE once merged) and body[2k + 1] its slope d_k, and before that,
+ * for k = j + 1, body[2k] holds the last flit's arrival there; on hop 0
+ * the whole body is at the source before the head starts, so nothing
+ * bounds it. */
 static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
                    sim_time now)
 {

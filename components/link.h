@@ -190,7 +190,8 @@ int kb_link_make_ports(struct kb_link *l, char *err, size_t errlen);
 int kb_link_route_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
 void kb_link_route_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
 
-/* The interface the link exports on its port `in`. */
+/* The interface the link exports on its port `in` (made on first use for
+ * a fabric's link: NULL when out of memory). */
 const struct kb_flit_if *kb_link_in(const struct kb_link *l);
 const struct kb_link_params *kb_link_params(const struct kb_link *l);
 
