@@ -41,7 +41,7 @@ struct flink {
     const char *label;
     int src, dst;
     uint32_t params; /* index into kb_fabric.params, | FL_SUFFIX */
-    uint32_t made;   /* 1 + index into kb_fabric.made, 0 until first used */
+    uint32_t made;   /* 1 + its index in kb_fabric.pool, 0 until first used */
 };
 #define FL_SUFFIX 0x80000000u
 
@@ -107,8 +107,7 @@ struct kb_fabric {
     struct kb_link_kind **kinds;
     int n_params, cap_params;
     struct kb_link_pool *pool; /* the links made */
-    struct kb_link **made; /* the links made, in order */
-    int n_made, cap_made;
+    int n_made; /* links made: the first n_made of pool, in order */
     struct strblock *strs;
     char *str_cur;
     size_t str_left;
@@ -149,7 +148,7 @@ static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
 /* link fl's kb_link, NULL until made */
 static inline struct kb_link *made_link(const struct kb_fabric *f, const struct flink *fl)
 {
-    return fl->made ? f->made[fl->made - 1] : NULL;
+    return fl->made ? kb_link_pool_at(f->pool, fl->made - 1) : NULL;
 }
 
 static inline int fl_params(const struct flink *fl) { return (int)(fl->params & ~FL_SUFFIX); }
@@ -202,8 +201,7 @@ void kb_fabric_free(struct kb_fabric *f)
         free(w);
     }
     for (int i = 0; i < f->n_made; i++)
-        kb_link_free(f->made[i]);
-    free(f->made);
+        kb_link_free(kb_link_pool_at(f->pool, (size_t)i));
     kb_link_pool_free(f->pool);
     for (int i = 0; i < f->n_params; i++)
         kb_link_kind_free(f->kinds[i]);
@@ -578,24 +576,13 @@ static struct kb_link *link_of(struct kb_fabric *f, int id)
 {
     struct flink *fl = &f->links[id];
     if (!fl->made) {
-        if (f->n_made == f->cap_made) {
-            int cap = f->cap_made ? 2 * f->cap_made : 64;
-            struct kb_link **a = realloc(f->made, (size_t)cap * sizeof *a);
-            if (!a) {
-                seterr(f, SIM_ENOMEM, "out of memory making link %d", id);
-                return NULL;
-            }
-            f->made = a;
-            f->cap_made = cap;
-        }
         char buf[512];
         struct kb_link *l = make_link(f, fl, link_name(f, id, buf, sizeof buf));
         if (!l)
             return NULL;
-        f->made[f->n_made++] = l;
-        fl->made = (uint32_t)f->n_made;
+        fl->made = (uint32_t)++f->n_made; /* l is the pool's last */
     }
-    return f->made[fl->made - 1];
+    return made_link(f, fl);
 }
 
 int kb_fabric_link_count(const struct kb_fabric *f) { return f->n_links; }

@@ -178,6 +178,16 @@ void kb_link_pool_free(struct kb_link_pool *pool)
     free(pool);
 }
 
+size_t kb_link_pool_count(const struct kb_link_pool *pool)
+{
+    return pool->n_chunks ? (pool->n_chunks - 1) * POOL_CHUNK + pool->used : 0;
+}
+
+struct kb_link *kb_link_pool_at(const struct kb_link_pool *pool, size_t i)
+{
+    return &pool->chunks[i / POOL_CHUNK][i % POOL_CHUNK];
+}
+
 static struct kb_link *pool_take(struct kb_link_pool *pool)
 {
     if (!pool->n_chunks || pool->used == POOL_CHUNK) {

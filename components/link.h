@@ -171,6 +171,9 @@ struct kb_link_kind *kb_link_kind_new(struct sim *s, const struct kb_link_params
 void kb_link_kind_free(struct kb_link_kind *k);
 struct kb_link_pool *kb_link_pool_new(void);
 void kb_link_pool_free(struct kb_link_pool *pool);
+/* The links made in pool so far, and the i-th of them (i < that count). */
+size_t kb_link_pool_count(const struct kb_link_pool *pool);
+struct kb_link *kb_link_pool_at(const struct kb_link_pool *pool, size_t i);
 
 /* A link of kind k in pool, without its ports yet (the fabric's:
  * decision 0038, "Lazy records"): the fabric sets where its worms go,
