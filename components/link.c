@@ -553,9 +553,9 @@ static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
 
 /* m's head starts on hop j now: works out when each of its flits starts
  * here (the rule above), reserves the link to the end of the last one and
- * sends the head on. m->body[2k] holds hop k's line from hop k on
- * (NO_LINE once merged) and body[2k + 1] its slope d_k, and before that,
- * for k = j + 1, body[2k] holds the last flit's arrival there; on hop 0
+ * sends the head on. m->body[k] holds hop k's line from hop k on
+ * (NO_LINE once merged) and body[n_hops + k] its slope d_k, and before
+ * that, for k = j + 1, body[k] holds the last flit's arrival there; on hop 0
  * the whole body is at the source before the head starts, so nothing
  * bounds it. */
 static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
@@ -565,31 +565,31 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     sim_time d = full_ser(l, m), dl = kb_link_ser_ps(l, m->last_bytes), lat = l->k->lat_ps;
     sim_time tail = now; /* S_{n-1} */
     if (n >= 2) {
-        sim_time last_in = j ? m->body[2 * j] : 0;
+        sim_time last_in = j ? m->body[j] : 0;
         sim_time before = now; /* S_{n-2} */
         if (n >= 3) {
             uint64_t span = n - 3; /* i - 1 at i = n - 2 */
             sim_time v = now + d;  /* this hop's line, S_0 + i·d at i = 1 */
+            sim_time *slope = m->body + m->n_hops; /* full_ser() on each hop */
             for (uint32_t k = 0; k < j; k++) {
-                sim_time *line = &m->body[2 * k];
-                if (*line == NO_LINE)
+                if (m->body[k] == NO_LINE)
                     continue;
-                sim_time dk = line[1]; /* full_ser() on hop k */
+                sim_time dk = slope[k];
                 if (dk > d) {
-                    sim_time at = *line + span * dk;
+                    sim_time at = m->body[k] + span * dk;
                     if (at > before)
                         before = at;
-                    *line += d + lat;
+                    m->body[k] += d + lat;
                 } else {
-                    if (*line > v)
-                        v = *line;
-                    *line = NO_LINE;
+                    if (m->body[k] > v)
+                        v = m->body[k];
+                    m->body[k] = NO_LINE;
                 }
             }
             if (v + span * d > before)
                 before = v + span * d;
-            m->body[2 * j] = v + d + lat;
-            m->body[2 * j + 1] = d;
+            m->body[j] = v + d + lat;
+            slope[j] = d;
         }
         tail = last_in > before + d ? last_in : before + d;
     }
@@ -603,7 +603,7 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     l->st.messages++;
     if (j + 1 == m->n_hops)
         return 0;
-    m->body[2 * (j + 1)] = l->free_at + lat;
+    m->body[j + 1] = l->free_at + lat;
     sim_time head = now + (n == 1 ? dl : d) + lat + m->path[j + 1]->k->ovh_ps;
     /* through port `out`: the node at the far end hands the head to the
      * route's next link */

@@ -113,8 +113,8 @@ struct kb_link_msg {
     uint64_t n_flits;
     uint32_t flit_bytes;
     uint32_t last_bytes;
-    /* 2·n_hops words the links keep the worm's stream in (per hop: where
-     * its body line stands and that hop's flit time, so a link never
+    /* 2·n_hops words the links keep the worm's stream in: where each
+     * hop's body line stands, then each hop's flit time (so a link never
      * reads an earlier hop's link) */
     sim_time *body;
     void (*done)(struct kb_link_msg *m, sim_time at);

@@ -21,7 +21,7 @@ struct waiting {
     uint32_t hop;
 };
 
-/* kb_link_msg.body[2k] when hop k's line no longer bounds the body */
+/* kb_link_msg.body[k] when hop k's line no longer bounds the body */
 #define NO_LINE SIM_FOREVER
 
 /* A link's parameters and what follows from them, shared by the links
