@@ -35,12 +35,21 @@ struct node {
  * event and queues) is made on first use (link_of), so a large system
  * pays only for the links its runs use. */
 struct flink {
-    struct kb_link *l; /* NULL until first used */
-    char *name;        /* NULL: "<src>.<suffix>", or "src->dst" without a
-                          suffix, made with the link */
-    const char *suffix; /* kb_fabric_add_link_suffixed's, not owned */
+    /* the link's own name (in the fabric's strings), kb_fabric_add_link_
+     * suffixed's suffix (FL_SUFFIX, not owned: "<src>.<suffix>"), or NULL
+     * ("src->dst"); the name is made with the link */
+    const char *label;
     int src, dst;
-    int params;        /* index into kb_fabric.params */
+    uint32_t params; /* index into kb_fabric.params, | FL_SUFFIX */
+    uint32_t made;   /* 1 + its index in kb_fabric.pool, 0 until first used */
+};
+#define FL_SUFFIX 0x80000000u
+
+/* Names, packed in blocks freed with the fabric. */
+#define STR_BLOCK 65536
+struct strblock {
+    struct strblock *next;
+    char s[];
 };
 
 /* A node's ports: "NAME.net.in" (0..*, exports kb_fabric.node_if: heads
@@ -92,10 +101,16 @@ struct kb_fabric {
     size_t cap_hash;
     struct flink *links;
     int n_links, cap_links;
-    /* the distinct link parameters; links added together mostly share them */
+    /* the distinct link parameters; links added together mostly share them;
+     * kinds[i] is params[i]'s kb_link_kind, made with its first link */
     struct kb_link_params *params;
+    struct kb_link_kind **kinds;
     int n_params, cap_params;
-    int n_made; /* links whose kb_link exists */
+    struct kb_link_pool *pool; /* the links made */
+    int n_made; /* links made: the first n_made of pool, in order */
+    struct strblock *strs;
+    char *str_cur;
+    size_t str_left;
     struct fmsg *live;
     uint64_t n_live;
     struct fmsg *free_msgs[FMSG_CLASSES]; /* linked through next */
@@ -111,12 +126,15 @@ struct kb_fabric {
     struct nport *nport;
     int cap_nport;
     /* links made whose ports are not (decision 0038, "Lazy records"), in
-     * the order made, each with the port it would have followed */
-    struct pend_ports {
-        int link;
-        struct sim_port *after;
-    } *pend;
+     * the order made; runs of them, each with the port they would have
+     * followed (links made with no other port between share it) */
+    int *pend;
     int n_pend, cap_pend;
+    struct pend_run {
+        struct sim_port *after;
+        int start; /* its first link in pend */
+    } *runs;
+    int n_runs, cap_runs;
     struct sim_port_defer *defer;
     struct kb_flit_if node_if;
     kb_fabric_route_fn *router;
@@ -126,6 +144,14 @@ struct kb_fabric {
 
 static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* link fl's kb_link, NULL until made */
+static inline struct kb_link *made_link(const struct kb_fabric *f, const struct flink *fl)
+{
+    return fl->made ? kb_link_pool_at(f->pool, fl->made - 1) : NULL;
+}
+
+static inline int fl_params(const struct flink *fl) { return (int)(fl->params & ~FL_SUFFIX); }
 static int seterr(struct kb_fabric *f, int code, const char *fmt, ...)
 {
     va_list ap;
@@ -144,7 +170,9 @@ struct kb_fabric *kb_fabric_new(struct sim *s)
         f->sim = s;
         /* every node forwards a worm to its route's next link (link.h) */
         f->node_if = (struct kb_flit_if){f, kb_link_route_head, kb_link_route_flit};
-        if (!(f->defer = sim_port_defer(s, make_pending_ports, f))) {
+        if (!(f->pool = kb_link_pool_new()) ||
+            !(f->defer = sim_port_defer(s, make_pending_ports, f))) {
+            kb_link_pool_free(f->pool);
             free(f);
             return NULL;
         }
@@ -172,15 +200,20 @@ void kb_fabric_free(struct kb_fabric *f)
         nx = w->next_all;
         free(w);
     }
-    for (int i = 0; i < f->n_links; i++) {
-        kb_link_free(f->links[i].l);
-        free(f->links[i].name);
+    for (int i = 0; i < f->n_made; i++)
+        kb_link_free(kb_link_pool_at(f->pool, (size_t)i));
+    kb_link_pool_free(f->pool);
+    for (int i = 0; i < f->n_params; i++)
+        kb_link_kind_free(f->kinds[i]);
+    free(f->kinds);
+    for (struct strblock *b = f->strs, *nx; b; b = nx) {
+        nx = b->next;
+        free(b);
     }
-    for (int i = 0; i < f->n_nodes; i++)
-        free(f->nodes[i].name);
     free(f->classes);
     free(f->nport);
     free(f->pend);
+    free(f->runs);
     sim_port_defer_release(f->defer); /* the simulation may be gone */
     free(f->links);
     free(f->params);
@@ -193,6 +226,31 @@ const char *kb_fabric_errmsg(const struct kb_fabric *f) { return f->err; }
 struct sim *kb_fabric_sim(const struct kb_fabric *f) { return f->sim; }
 
 /* ---- nodes ------------------------------------------------------------- */
+
+/* A copy of s among the fabric's strings; NULL when out of memory. */
+static char *str_copy(struct kb_fabric *f, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    if (n > f->str_left) {
+        size_t sz = n > STR_BLOCK / 4 ? n : STR_BLOCK;
+        struct strblock *b = malloc(sizeof *b + sz);
+        if (!b)
+            return NULL;
+        b->next = f->strs;
+        f->strs = b;
+        if (sz != STR_BLOCK) { /* a long one alone */
+            memcpy(b->s, s, n);
+            return b->s;
+        }
+        f->str_cur = b->s;
+        f->str_left = sz;
+    }
+    char *d = f->str_cur;
+    memcpy(d, s, n);
+    f->str_cur += n;
+    f->str_left -= n;
+    return d;
+}
 
 static size_t hash_str(const char *s)
 {
@@ -243,7 +301,7 @@ int kb_fabric_add_node(struct kb_fabric *f, const char *name)
         f->nodes = n;
         f->cap_nodes = cap;
     }
-    char *copy = strdup(name);
+    char *copy = str_copy(f, name);
     if (!copy)
         return seterr(f, SIM_ENOMEM, "out of memory adding node '%s'", name);
     int id = f->n_nodes++;
@@ -293,9 +351,14 @@ static int params_add(struct kb_fabric *f, const struct kb_link_params *p)
         if (!a)
             return SIM_ENOMEM;
         f->params = a;
+        struct kb_link_kind **k = realloc(f->kinds, (size_t)cap * sizeof *k);
+        if (!k)
+            return SIM_ENOMEM;
+        f->kinds = k;
         f->cap_params = cap;
     }
     f->params[f->n_params] = *p;
+    f->kinds[f->n_params] = NULL;
     return f->n_params++;
 }
 
@@ -326,7 +389,9 @@ static const char *name_of(const struct kb_fabric *f, const char *name, const ch
 static const char *link_name(const struct kb_fabric *f, int id, char *buf, size_t len)
 {
     const struct flink *fl = &f->links[id];
-    return name_of(f, fl->name, fl->suffix, fl->src, fl->dst, buf, len);
+    bool suffixed = fl->params & FL_SUFFIX;
+    return name_of(f, suffixed ? NULL : fl->label, suffixed ? fl->label : NULL, fl->src, fl->dst,
+                   buf, len);
 }
 
 /* A link's name is formatted only for an error: parameters equal to a
@@ -353,14 +418,14 @@ static int add_link(struct kb_fabric *f, int src, int dst, const char *name,
     }
     if (pi < 0)
         pi = params_add(f, p);
-    char *copy = name ? strdup(name) : NULL;
+    char *copy = name ? str_copy(f, name) : NULL;
     if (pi < 0 || (name && !copy)) {
-        free(copy);
         return seterr(f, SIM_ENOMEM, "link '%s': out of memory",
                       name_of(f, name, suffix, src, dst, buf, sizeof buf));
     }
     int id = f->n_links++;
-    f->links[id] = (struct flink){NULL, copy, suffix, src, dst, pi};
+    f->links[id] = (struct flink){name ? copy : suffix, src, dst,
+                                  (uint32_t)pi | (suffix && !name ? FL_SUFFIX : 0), 0};
     return id;
 }
 
@@ -416,7 +481,7 @@ static struct kb_link *make_link(struct kb_fabric *f, struct flink *fl, const ch
 {
     if (f->n_pend == f->cap_pend) {
         int cap = f->cap_pend ? 2 * f->cap_pend : 64;
-        struct pend_ports *a = realloc(f->pend, (size_t)cap * sizeof *a);
+        int *a = realloc(f->pend, (size_t)cap * sizeof *a);
         if (!a) {
             seterr(f, SIM_ENOMEM, "link '%s': out of memory", name);
             return NULL;
@@ -424,12 +489,28 @@ static struct kb_link *make_link(struct kb_fabric *f, struct flink *fl, const ch
         f->pend = a;
         f->cap_pend = cap;
     }
-    struct kb_link *l = kb_link_new_unported(f->sim, name, &f->params[fl->params], f->err,
-                                             sizeof f->err);
+    if (f->n_runs == f->cap_runs) {
+        int cap = f->cap_runs ? 2 * f->cap_runs : 16;
+        struct pend_run *a = realloc(f->runs, (size_t)cap * sizeof *a);
+        if (!a) {
+            seterr(f, SIM_ENOMEM, "link '%s': out of memory", name);
+            return NULL;
+        }
+        f->runs = a;
+        f->cap_runs = cap;
+    }
+    struct kb_link_kind **k = &f->kinds[fl_params(fl)];
+    if (!*k && !(*k = kb_link_kind_new(f->sim, &f->params[fl_params(fl)], name, f->err,
+                                       sizeof f->err)))
+        return NULL;
+    struct kb_link *l = kb_link_new_unported(*k, f->pool, name, f->err, sizeof f->err);
     if (!l)
         return NULL;
     kb_link_set_out(l, &f->node_if);
-    f->pend[f->n_pend++] = (struct pend_ports){(int)(fl - f->links), sim_port_last(f->sim)};
+    struct sim_port *after = sim_port_last(f->sim);
+    if (!f->n_pend || f->runs[f->n_runs - 1].after != after)
+        f->runs[f->n_runs++] = (struct pend_run){after, f->n_pend};
+    f->pend[f->n_pend++] = (int)(fl - f->links);
     return l;
 }
 
@@ -441,12 +522,13 @@ static int make_ports_of(struct kb_fabric *f, struct flink *fl)
     /* the nodes' ports first (listings show a node before its links); both
      * before either is used: making one may move the other */
     if (!node_ports(f, fl->src) || !node_ports(f, fl->dst) ||
-        kb_link_make_ports(fl->l, f->err, sizeof f->err) < 0)
+        kb_link_make_ports(made_link(f, fl), f->err, sizeof f->err) < 0)
         return -1;
     /* each step once, so that a call again after running out of memory
      * finishes the job */
     struct nport *src = &f->nport[fl->src], *dst = &f->nport[fl->dst];
-    struct sim_port *in = kb_link_in_port(fl->l), *out = kb_link_out_port(fl->l);
+    struct sim_port *in = kb_link_in_port(made_link(f, fl));
+    struct sim_port *out = kb_link_out_port(made_link(f, fl));
     if ((!sim_port_bound_count(in) &&
          kb_port_bind(f->sim, src->out, in, f->err, sizeof f->err) < 0) ||
         (!sim_port_bound_count(out) &&
@@ -464,17 +546,27 @@ static int make_pending_ports(void *ud)
     struct kb_fabric *f = ud;
     if (!f->n_pend)
         return 0;
-    int i = 0;
+    int i = 0, r = 0;
     for (; i < f->n_pend; i++) {
-        /* links made with no other port between follow each other */
-        if (i == 0 || f->pend[i].after != f->pend[i - 1].after)
-            sim_port_insert_after(f->sim, true, f->pend[i].after);
-        if (make_ports_of(f, &f->links[f->pend[i].link]) < 0)
+        if (r + 1 < f->n_runs && f->runs[r + 1].start == i)
+            r++;
+        if (f->runs[r].start == i)
+            sim_port_insert_after(f->sim, true, f->runs[r].after);
+        if (make_ports_of(f, &f->links[f->pend[i]]) < 0)
             break;
     }
     sim_port_insert_after(f->sim, false, NULL);
-    if (i < f->n_pend)
+    if (i < f->n_pend) {
+        /* what is left starts a run of its own (the first link's port is
+         * placed again on the next call) */
         memmove(f->pend, f->pend + i, (size_t)(f->n_pend - i) * sizeof *f->pend);
+        memmove(f->runs, f->runs + r, (size_t)(f->n_runs - r) * sizeof *f->runs);
+        f->n_runs -= r;
+        for (int k = 0; k < f->n_runs; k++)
+            f->runs[k].start = k ? f->runs[k].start - i : 0;
+    } else {
+        f->n_runs = 0;
+    }
     f->n_pend -= i;
     return f->n_pend ? SIM_ENOMEM : 0;
 }
@@ -483,12 +575,14 @@ static int make_pending_ports(void *ud)
 static struct kb_link *link_of(struct kb_fabric *f, int id)
 {
     struct flink *fl = &f->links[id];
-    if (!fl->l) {
+    if (!fl->made) {
         char buf[512];
-        fl->l = make_link(f, fl, link_name(f, id, buf, sizeof buf));
-        f->n_made += fl->l != NULL;
+        struct kb_link *l = make_link(f, fl, link_name(f, id, buf, sizeof buf));
+        if (!l)
+            return NULL;
+        fl->made = (uint32_t)++f->n_made; /* l is the pool's last */
     }
-    return fl->l;
+    return made_link(f, fl);
 }
 
 int kb_fabric_link_count(const struct kb_fabric *f) { return f->n_links; }
@@ -496,7 +590,7 @@ int kb_fabric_links_made(const struct kb_fabric *f) { return f->n_made; }
 
 bool kb_fabric_link_made(const struct kb_fabric *f, int link)
 {
-    return link >= 0 && link < f->n_links && f->links[link].l != NULL;
+    return link >= 0 && link < f->n_links && made_link(f, &f->links[link]) != NULL;
 }
 
 struct kb_link *kb_fabric_link(struct kb_fabric *f, int link)
@@ -543,20 +637,20 @@ int kb_fabric_check_path(struct kb_fabric *f, const int *links, int n_links)
                           link_name(f, links[j - 1], na, sizeof na),
                           f->nodes[a->dst].name, link_name(f, id, nb, sizeof nb),
                           f->nodes[b->src].name);
-        uint32_t fa = f->params[a->params].flit_bytes;
-        uint32_t fb = f->params[b->params].flit_bytes;
+        uint32_t fa = f->params[fl_params(a)].flit_bytes;
+        uint32_t fb = f->params[fl_params(b)].flit_bytes;
         if (fa != fb)
             return seterr(f, SIM_EINVAL, "path: flit size %u of link '%s' "
                           "differs from %u of link '%s'", fb,
                           link_name(f, id, nb, sizeof nb), fa,
                           link_name(f, links[j - 1], na, sizeof na));
-        if (!f->params[a->params].buffer_flits != !f->params[b->params].buffer_flits)
+        if (!f->params[fl_params(a)].buffer_flits != !f->params[fl_params(b)].buffer_flits)
             return seterr(f, SIM_EINVAL, "path: link '%s' runs %s flow control but "
                           "the next, '%s', runs %s: a path keeps one mode",
                           link_name(f, links[j - 1], na, sizeof na),
-                          f->params[a->params].buffer_flits ? "credit" : "wormhole_unbounded",
+                          f->params[fl_params(a)].buffer_flits ? "credit" : "wormhole_unbounded",
                           link_name(f, id, nb, sizeof nb),
-                          f->params[b->params].buffer_flits ? "credit" : "wormhole_unbounded");
+                          f->params[fl_params(b)].buffer_flits ? "credit" : "wormhole_unbounded");
     }
     for (int j = 0; j < n_links; j++)
         if (!link_of(f, links[j]))
@@ -572,7 +666,7 @@ static sim_time credit_path_time(struct kb_fabric *f, const int *links, int n_li
     if (!path)
         return SIM_FOREVER;
     for (int j = 0; j < n_links; j++)
-        path[j] = f->links[links[j]].l;
+        path[j] = made_link(f, &f->links[links[j]]);
     sim_time t = kb_link_credit_path_time(path, (uint32_t)n_links, flit, bytes);
     free(path);
     return t;
@@ -585,15 +679,15 @@ sim_time kb_fabric_path_time(struct kb_fabric *f, const int *links,
         return SIM_FOREVER;
     if (n_links == 0)
         return 0;
-    uint64_t flit = kb_link_params(f->links[links[0]].l)->flit_bytes;
-    if (kb_link_credit_mode(f->links[links[0]].l))
+    uint64_t flit = kb_link_params(made_link(f, &f->links[links[0]]))->flit_bytes;
+    if (kb_link_credit_mode(made_link(f, &f->links[links[0]])))
         return credit_path_time(f, links, n_links, (uint32_t)flit, bytes);
     uint64_t n = bytes ? bytes / flit + (bytes % flit != 0) : 1;
     uint64_t f1 = n == 1 ? bytes : flit, fn = bytes - (n - 1) * flit;
     sim_time t = 0;
     const struct kb_link *slow = NULL;
     for (int j = 0; j < n_links; j++) {
-        const struct kb_link *l = f->links[links[j]].l;
+        const struct kb_link *l = made_link(f, &f->links[links[j]]);
         t += kb_link_overhead_ps(l) + kb_link_latency_ps(l) +
              kb_link_ser_ps(l, f1);
         if (!slow || kb_link_params(l)->bw_gbps < kb_link_params(slow)->bw_gbps)
@@ -682,7 +776,7 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
     } else {
         size_t room = (size_t)1 << cls;
         size_t sz = sizeof(struct fmsg) + room * sizeof(struct kb_link *)
-                    + room * sizeof(sim_time);
+                    + 2 * room * sizeof(sim_time);
         if (!(m = malloc(sz)))
             return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
                           (unsigned long long)bytes);
@@ -691,7 +785,7 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
     struct kb_link **path = (struct kb_link **)(m + 1);
     sim_time *body = (sim_time *)(path + ((size_t)1 << m->cls));
     for (int j = 0; j < n_links; j++)
-        path[j] = f->links[links[j]].l;
+        path[j] = made_link(f, &f->links[links[j]]);
     msg_start(f, m, path, (uint32_t)n_links, body, bytes, done, cb, cb_ud);
     m->m.vc_class = vc_class;
     m->op = NULL;
@@ -818,8 +912,8 @@ uint64_t kb_fabric_in_flight(const struct kb_fabric *f) { return f->n_live; }
 
 int kb_fabric_link_backlog(const struct kb_fabric *f, int link)
 {
-    return link >= 0 && link < f->n_links && f->links[link].l
-               ? kb_link_backlog(f->links[link].l)
+    return link >= 0 && link < f->n_links && made_link(f, &f->links[link])
+               ? kb_link_backlog(made_link(f, &f->links[link]))
                : 0;
 }
 
@@ -850,13 +944,13 @@ static int open_next_hop(struct kb_link_msg *lm, struct kb_link_cand *c, int max
     int n = f->router(f->router_ud, f->links[last].dst, op->dst, op->state, op->pend, max);
     if (n < 1)
         return n < 0 ? n : SIM_EINVAL;
-    const struct kb_link_params *pl = &f->params[f->links[last].params];
+    const struct kb_link_params *pl = &f->params[fl_params(&f->links[last])];
     for (int i = 0; i < n; i++) {
         const struct kb_fabric_hop *h = &op->pend[i];
         if (h->link < 0 || h->link >= f->n_links || f->links[h->link].src != f->links[last].dst ||
             h->n_cls < 1 || h->n_cls > 2)
             return SIM_EINVAL;
-        const struct kb_link_params *p = &f->params[f->links[h->link].params];
+        const struct kb_link_params *p = &f->params[fl_params(&f->links[h->link])];
         if (!p->buffer_flits || p->flit_bytes != pl->flit_bytes)
             return SIM_EINVAL;
         struct kb_link *l = link_of(f, h->link);
@@ -889,23 +983,23 @@ int kb_fabric_send_open(struct kb_fabric *f, const int *prefix, int n_prefix,
     if (rc < 0)
         return rc;
     if (n_prefix < 1 || room < n_prefix || !f->router || dst < 0 || dst >= f->n_nodes ||
-        !f->params[f->links[prefix[0]].params].buffer_flits)
+        !f->params[fl_params(&f->links[prefix[0]])].buffer_flits)
         return seterr(f, SIM_EINVAL, "open path: needs a router, credit flow control, a "
                       "first hop and room for it");
     size_t r = (size_t)room;
     struct fmsg *m = malloc(sizeof *m + sizeof(struct open_path) + r * sizeof(struct kb_link *) +
-                            r * sizeof(sim_time) + r * sizeof(int));
+                            2 * r * sizeof(sim_time) + r * sizeof(int));
     if (!m)
         return seterr(f, SIM_ENOMEM, "out of memory sending %llu bytes",
                       (unsigned long long)bytes);
     struct open_path *op = (struct open_path *)(m + 1);
     struct kb_link **path = (struct kb_link **)(op + 1);
     sim_time *body = (sim_time *)(path + r);
-    op->ids = (int *)(body + r);
+    op->ids = (int *)(body + 2 * r);
     op->dst = dst;
     op->state = state;
     for (int j = 0; j < n_prefix; j++) {
-        path[j] = f->links[prefix[j]].l;
+        path[j] = made_link(f, &f->links[prefix[j]]);
         op->ids[j] = prefix[j];
     }
     msg_start(f, m, path, (uint32_t)n_prefix, body, bytes, NULL, cb, ud);

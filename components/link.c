@@ -27,6 +27,7 @@
 #include "kb_err.h"
 #include "kb_port.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -98,23 +99,155 @@ static void out_bound(void *ud, struct sim_port *p)
     l->out = sim_port_peer_iface(p, 0);
 }
 
+/* l's rarely used part, made on first use; NULL when out of memory. */
+static struct kb_link_ext *ext_of(struct kb_link *l)
+{
+    if (!l->ext && (l->ext = calloc(1, sizeof *l->ext))) {
+        l->ext->in_if = (struct kb_flit_if){l, link_head, NULL};
+        l->ext->trk = -1;
+    }
+    return l->ext;
+}
+
 /* The link's ports "name.in" (its export) and "name.out" (decision 0038). */
 static int make_ports(struct sim *s, struct kb_link *l, const char *name, char *err,
                       size_t errlen)
 {
-    /* each once: the fabric calls again after running out of memory */
-    if (!l->in_port) {
-        l->in_port = kb_port_new(s, NULL, name, "in", SIM_PORT_IN, KB_FLIT_IF, 0, 1, err, errlen);
-        if (!l->in_port)
-            return SIM_ENOMEM;
-        sim_port_set_iface(l->in_port, &l->in_if);
+    struct kb_link_ext *x = ext_of(l);
+    if (!x) {
+        kb_errf(err, errlen, "link '%s': out of memory", name);
+        return SIM_ENOMEM;
     }
-    if (!l->out_port) {
-        l->out_port =
-            kb_port_new(s, NULL, name, "out", SIM_PORT_OUT, KB_FLIT_IF, 1, 1, err, errlen);
-        if (!l->out_port)
+    /* each once: the fabric calls again after running out of memory */
+    if (!x->in_port) {
+        x->in_port = kb_port_new(s, NULL, name, "in", SIM_PORT_IN, KB_FLIT_IF, 0, 1, err, errlen);
+        if (!x->in_port)
             return SIM_ENOMEM;
-        sim_port_on_bind(l->out_port, out_bound, l);
+        sim_port_set_iface(x->in_port, &x->in_if);
+    }
+    if (!x->out_port) {
+        x->out_port =
+            kb_port_new(s, NULL, name, "out", SIM_PORT_OUT, KB_FLIT_IF, 1, 1, err, errlen);
+        if (!x->out_port)
+            return SIM_ENOMEM;
+        sim_port_on_bind(x->out_port, out_bound, l);
+    }
+    return 0;
+}
+
+struct kb_link_kind *kb_link_kind_new(struct sim *s, const struct kb_link_params *p,
+                                      const char *name, char *err, size_t errlen)
+{
+    if (kb_link_params_check(p, name, err, errlen) < 0)
+        return NULL;
+    struct kb_link_kind *k = calloc(1, sizeof *k);
+    if (!k) {
+        kb_errf(err, errlen, "link '%s': out of memory", name);
+        return NULL;
+    }
+    k->p = *p;
+    k->ps_per_byte = 1000.0 / p->bw_gbps;
+    k->ser_full = sim_round_ps((double)p->flit_bytes * k->ps_per_byte);
+    k->lat_ps = ns_to_ps(p->latency_ns);
+    k->ovh_ps = ns_to_ps(p->overhead_ns);
+    k->sim = s;
+    return k;
+}
+
+void kb_link_kind_free(struct kb_link_kind *k) { free(k); }
+
+/* Links by the chunk of POOL_CHUNK, each on its own cache lines. */
+static_assert(sizeof(struct kb_link) % 64 == 0, "a link is whole cache lines");
+#define POOL_CHUNK 64
+
+struct kb_link_pool {
+    struct kb_link **chunks;
+    size_t n_chunks, cap_chunks;
+    size_t used; /* links handed out of the last chunk */
+};
+
+struct kb_link_pool *kb_link_pool_new(void) { return calloc(1, sizeof(struct kb_link_pool)); }
+
+void kb_link_pool_free(struct kb_link_pool *pool)
+{
+    if (!pool)
+        return;
+    for (size_t i = 0; i < pool->n_chunks; i++)
+        free(pool->chunks[i]);
+    free(pool->chunks);
+    free(pool);
+}
+
+size_t kb_link_pool_count(const struct kb_link_pool *pool)
+{
+    return pool->n_chunks ? (pool->n_chunks - 1) * POOL_CHUNK + pool->used : 0;
+}
+
+struct kb_link *kb_link_pool_at(const struct kb_link_pool *pool, size_t i)
+{
+    return &pool->chunks[i / POOL_CHUNK][i % POOL_CHUNK];
+}
+
+static struct kb_link *pool_take(struct kb_link_pool *pool)
+{
+    if (!pool->n_chunks || pool->used == POOL_CHUNK) {
+        if (pool->n_chunks == pool->cap_chunks) {
+            size_t cap = pool->cap_chunks ? 2 * pool->cap_chunks : 16;
+            struct kb_link **c = realloc(pool->chunks, cap * sizeof *c);
+            if (!c)
+                return NULL;
+            pool->chunks = c;
+            pool->cap_chunks = cap;
+        }
+        struct kb_link *chunk = aligned_alloc(64, POOL_CHUNK * sizeof *chunk);
+        if (!chunk)
+            return NULL;
+        pool->chunks[pool->n_chunks++] = chunk;
+        pool->used = 0;
+    }
+    struct kb_link *l = &pool->chunks[pool->n_chunks - 1][pool->used++];
+    memset(l, 0, sizeof *l);
+    l->pooled = true;
+    return l;
+}
+
+/* Fills the zeroed link l of kind k; -1 (l freed) on error. */
+static int link_init(struct kb_link *l, const struct kb_link_kind *k, bool owns_kind,
+                     const char *name, char *err, size_t errlen)
+{
+    struct sim *s = k->sim;
+    l->k = k;
+    l->heap = l->heap_in;
+    l->cap_heap = LINK_INLINE;
+    l->fifo = l->fifo_in;
+    l->cap_fifo = LINK_INLINE; /* a power of two: indices are masked */
+    l->wake_req = SIM_FOREVER;
+    struct sim_trace *tr = sim_tracer(s);
+    l->credit = k->p.buffer_flits != 0;
+    if (tr || l->credit || owns_kind) {
+        struct kb_link_ext *x = ext_of(l);
+        if (!x || (l->credit && !(x->cr = kb_link_credit_new(&k->p)))) {
+            kb_errf(err, errlen, "link '%s': out of memory", name);
+            if (x)
+                x->owns_kind = owns_kind;
+            else if (owns_kind)
+                free((void *)k);
+            kb_link_free(l);
+            return -1;
+        }
+        x->tr = tr;
+        x->owns_kind = owns_kind;
+        if (l->credit)
+            x->in_if = (struct kb_flit_if){l, kb_link_credit_head, kb_link_credit_flit};
+    }
+    l->traced = tr != NULL;
+    /* the process keeps the link's name; its wake-ups are timed
+     * activations of the process itself (sim_method_wake), no event */
+    l->proc = sim_method(s, name, l->credit ? kb_link_credit_serve : link_serve, l, true);
+    if (!l->proc) {
+        kb_errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
+        kb_link_free(l);
+        return -1;
     }
     return 0;
 }
@@ -123,8 +256,19 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
                             const struct kb_link_params *p, char *err,
                             size_t errlen)
 {
-    struct kb_link *l = kb_link_new_unported(s, name, p, err, errlen);
-    if (l && make_ports(s, l, name, err, errlen) < 0) {
+    struct kb_link_kind *k = kb_link_kind_new(s, p, name, err, errlen);
+    if (!k)
+        return NULL;
+    struct kb_link *l = aligned_alloc(64, sizeof *l);
+    if (!l) {
+        kb_errf(err, errlen, "link '%s': out of memory", name);
+        free(k);
+        return NULL;
+    }
+    memset(l, 0, sizeof *l);
+    if (link_init(l, k, true, name, err, errlen) < 0)
+        return NULL;
+    if (make_ports(s, l, name, err, errlen) < 0) {
         kb_link_free(l);
         return NULL;
     }
@@ -133,44 +277,21 @@ struct kb_link *kb_link_new(struct sim *s, const char *name,
 
 int kb_link_make_ports(struct kb_link *l, char *err, size_t errlen)
 {
-    return make_ports(l->sim, l, kb_link_name(l), err, errlen);
+    return make_ports(l->k->sim, l, kb_link_name(l), err, errlen);
 }
 
 void kb_link_set_out(struct kb_link *l, const struct kb_flit_if *out) { l->out = out; }
 
-struct kb_link *kb_link_new_unported(struct sim *s, const char *name,
-                                     const struct kb_link_params *p, char *err,
-                                     size_t errlen)
+struct kb_link *kb_link_new_unported(const struct kb_link_kind *k, struct kb_link_pool *pool,
+                                     const char *name, char *err, size_t errlen)
 {
-    if (kb_link_params_check(p, name, err, errlen) < 0)
-        return NULL;
-    struct kb_link *l = calloc(1, sizeof *l);
+    struct kb_link *l = pool_take(pool);
     if (!l) {
         kb_errf(err, errlen, "link '%s': out of memory", name);
         return NULL;
     }
-    l->sim = s;
-    l->p = *p;
-    l->ps_per_byte = 1000.0 / p->bw_gbps;
-    l->ser_full = kb_link_ser_ps(l, p->flit_bytes);
-    l->lat_ps = ns_to_ps(p->latency_ns);
-    l->ovh_ps = ns_to_ps(p->overhead_ns);
-    l->wake_req = SIM_FOREVER;
-    l->tr = sim_tracer(s);
-    l->trk = -1;
-    if (p->buffer_flits && !(l->cr = kb_link_credit_new(p))) {
-        kb_errf(err, errlen, "link '%s': out of memory", name);
-        kb_link_free(l);
-        return NULL;
-    }
-    l->in_if = l->cr ? (struct kb_flit_if){l, kb_link_credit_head, kb_link_credit_flit}
-                     : (struct kb_flit_if){l, link_head, NULL};
-    /* the process keeps the link's name; its wake-ups are timed
-     * activations of the process itself (sim_method_wake), no event */
-    l->proc = sim_method(s, name, l->cr ? kb_link_credit_serve : link_serve, l, true);
-    if (!l->proc) {
-        kb_errf(err, errlen, "link '%s': %s", name, sim_errmsg(s));
-        kb_link_free(l);
+    if (link_init(l, k, false, name, err, errlen) < 0) {
+        pool->used--; /* the slot goes back */
         return NULL;
     }
     return l;
@@ -180,47 +301,71 @@ void kb_link_free(struct kb_link *l)
 {
     if (!l)
         return;
-    kb_link_credit_free(l->cr);
-    free(l->heap);
-    free(l->fifo);
-    free(l);
+    if (l->heap != l->heap_in)
+        free(l->heap);
+    if (l->fifo != l->fifo_in)
+        free(l->fifo);
+    if (l->ext) {
+        kb_link_credit_free(l->ext->cr);
+        if (l->ext->owns_kind)
+            free((void *)l->k);
+        free(l->ext);
+    }
+    if (!l->pooled)
+        free(l);
 }
 
 const char *kb_link_name(const struct kb_link *l) { return sim_proc_name(l->proc); }
-struct sim_port *kb_link_in_port(const struct kb_link *l) { return l->in_port; }
-struct sim_port *kb_link_out_port(const struct kb_link *l) { return l->out_port; }
+struct sim_port *kb_link_in_port(const struct kb_link *l)
+{
+    return l->ext ? l->ext->in_port : NULL;
+}
+struct sim_port *kb_link_out_port(const struct kb_link *l)
+{
+    return l->ext ? l->ext->out_port : NULL;
+}
+const struct kb_flit_if *kb_link_in(const struct kb_link *l)
+{
+    struct kb_link_ext *x = ext_of((struct kb_link *)l);
+    return x ? &x->in_if : NULL;
+}
 const struct kb_link_params *kb_link_params(const struct kb_link *l)
 {
-    return &l->p;
+    return &l->k->p;
 }
 
 sim_time kb_link_ser_ps(const struct kb_link *l, uint64_t bytes)
 {
-    return sim_round_ps((double)bytes * l->ps_per_byte);
+    return sim_round_ps((double)bytes * l->k->ps_per_byte);
 }
 
-sim_time kb_link_latency_ps(const struct kb_link *l) { return l->lat_ps; }
-sim_time kb_link_overhead_ps(const struct kb_link *l) { return l->ovh_ps; }
+sim_time kb_link_latency_ps(const struct kb_link *l) { return l->k->lat_ps; }
+sim_time kb_link_overhead_ps(const struct kb_link *l) { return l->k->ovh_ps; }
 
 /* ---- the arrival heap -------------------------------------------------- */
 
 static int arr_before(const struct arrival *a, const struct arrival *b)
 {
-    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
+    return a->t < b->t || (a->t == b->t && (int32_t)(a->seq - b->seq) < 0);
 }
 
 static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
                      uint32_t hop)
 {
     if (l->n_heap == l->cap_heap) {
-        size_t cap = l->cap_heap ? 2 * l->cap_heap : 2; /* most links see few heads at once */
-        struct arrival *h = realloc(l->heap, cap * sizeof *h);
+        uint32_t cap = 2 * l->cap_heap;
+        if (cap < l->cap_heap)
+            return SIM_ENOMEM;
+        struct arrival *h = l->heap == l->heap_in ? malloc(cap * sizeof *h)
+                                                  : realloc(l->heap, cap * sizeof *h);
         if (!h)
             return SIM_ENOMEM;
+        if (l->heap == l->heap_in)
+            memcpy(h, l->heap_in, sizeof l->heap_in);
         l->heap = h;
         l->cap_heap = cap;
     }
-    struct arrival a = {t, l->seq++, m, hop};
+    struct arrival a = {t, m, hop, l->seq++};
     size_t i = l->n_heap++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
@@ -257,13 +402,16 @@ static struct arrival heap_pop(struct kb_link *l)
 static int fifo_push(struct kb_link *l, struct kb_link_msg *m, uint32_t hop)
 {
     if (l->n_fifo == l->cap_fifo) {
-        size_t cap = l->cap_fifo ? 2 * l->cap_fifo : 2; /* a power of two: indices are masked */
+        uint32_t cap = 2 * l->cap_fifo; /* a power of two: indices are masked */
+        if (cap < l->cap_fifo)
+            return SIM_ENOMEM;
         struct waiting *w = malloc(cap * sizeof *w);
         if (!w)
             return SIM_ENOMEM;
         for (size_t i = 0; i < l->n_fifo; i++)
             w[i] = l->fifo[(l->fifo_head + i) & (l->cap_fifo - 1)];
-        free(l->fifo);
+        if (l->fifo != l->fifo_in)
+            free(l->fifo);
         l->fifo = w;
         l->cap_fifo = cap;
         l->fifo_head = 0;
@@ -318,7 +466,7 @@ static void release_lazy(struct kb_link *l)
  *   (backlog, stats): the release is done now, and nothing asked. */
 static void catch_up(struct kb_link *l)
 {
-    if (l->lazy && sim_seq_passed(l->sim, l->cur_tail, l->lazy_seq))
+    if (l->lazy && sim_seq_passed(l->k->sim, l->cur_tail, l->lazy_seq))
         release_lazy(l);
 }
 
@@ -362,16 +510,15 @@ int kb_link_route_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time 
 {
     (void)ctx;
     struct kb_link *nl = m->path[hop];
-    if (nl->in_if.head == link_head) /* the common case, without the call */
+    if (!nl->credit) /* the common case, without the call */
         return post(nl, t, now, m, hop);
-    return nl->in_if.head(nl->in_if.ctx, m, hop, t, now);
+    return kb_link_credit_head(nl, m, hop, t, now);
 }
 
 void kb_link_route_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
 {
     (void)ctx;
-    const struct kb_flit_if *in = kb_link_in(m->path[hop]);
-    in->flit(in->ctx, m, hop, t, now);
+    kb_link_credit_flit(m->path[hop], m, hop, t, now);
 }
 
 int kb_link_inject(struct kb_link_msg *m)
@@ -379,20 +526,20 @@ int kb_link_inject(struct kb_link_msg *m)
     if (m->n_hops == 0 || m->n_flits == 0)
         return SIM_EINVAL;
     struct kb_link *l = m->path[0];
-    if (l->cr)
+    if (l->credit)
         return kb_link_credit_inject(m);
-    sim_time now = sim_now(l->sim);
+    sim_time now = sim_now(l->k->sim);
     /* The source holds the whole message: the body is at the first input
      * already, only the head has to pass through arbitration. */
-    return post(l, now + l->ovh_ps, now, m, 0);
+    return post(l, now + l->k->ovh_ps, now, m, 0);
 }
 
-int kb_link_credit_mode(const struct kb_link *l) { return l->cr != NULL; }
+int kb_link_credit_mode(const struct kb_link *l) { return l->credit; }
 
 int kb_link_backlog(const struct kb_link *l)
 {
-    if (l->cr)
-        return kb_link_credit_backlog(l->cr);
+    if (l->credit)
+        return kb_link_credit_backlog(l->ext->cr);
     catch_up((struct kb_link *)l);
     return (int)(l->n_heap + l->n_fifo) + (l->cur != NULL);
 }
@@ -400,21 +547,22 @@ int kb_link_backlog(const struct kb_link *l)
 /* ser() of a full flit of m, as the links charge it */
 static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
 {
-    return m->flit_bytes == l->p.flit_bytes ? l->ser_full
-                                            : kb_link_ser_ps(l, m->flit_bytes);
+    return m->flit_bytes == l->k->p.flit_bytes ? l->k->ser_full
+                                               : kb_link_ser_ps(l, m->flit_bytes);
 }
 
 /* m's head starts on hop j now: works out when each of its flits starts
  * here (the rule above), reserves the link to the end of the last one and
- * sends the head on. m->body[k] holds hop k's line from hop k on (NO_LINE
- * once merged), and before that, for k = j + 1, the last flit's arrival
- * there; on hop 0 the whole body is at the source before the head starts,
- * so nothing bounds it. */
+ * sends the head on. m->body[k] holds hop k's line from hop k on
+ * (NO_LINE once merged) and body[n_hops + k] its slope d_k, and before
+ * that, for k = j + 1, body[k] holds the last flit's arrival there; on hop 0
+ * the whole body is at the source before the head starts, so nothing
+ * bounds it. */
 static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
                    sim_time now)
 {
     uint64_t n = m->n_flits;
-    sim_time d = full_ser(l, m), dl = kb_link_ser_ps(l, m->last_bytes);
+    sim_time d = full_ser(l, m), dl = kb_link_ser_ps(l, m->last_bytes), lat = l->k->lat_ps;
     sim_time tail = now; /* S_{n-1} */
     if (n >= 2) {
         sim_time last_in = j ? m->body[j] : 0;
@@ -422,15 +570,16 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
         if (n >= 3) {
             uint64_t span = n - 3; /* i - 1 at i = n - 2 */
             sim_time v = now + d;  /* this hop's line, S_0 + i·d at i = 1 */
+            sim_time *slope = m->body + m->n_hops; /* full_ser() on each hop */
             for (uint32_t k = 0; k < j; k++) {
                 if (m->body[k] == NO_LINE)
                     continue;
-                sim_time dk = full_ser(m->path[k], m);
+                sim_time dk = slope[k];
                 if (dk > d) {
                     sim_time at = m->body[k] + span * dk;
                     if (at > before)
                         before = at;
-                    m->body[k] += d + l->lat_ps;
+                    m->body[k] += d + lat;
                 } else {
                     if (m->body[k] > v)
                         v = m->body[k];
@@ -439,21 +588,23 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
             }
             if (v + span * d > before)
                 before = v + span * d;
-            m->body[j] = v + d + l->lat_ps;
+            m->body[j] = v + d + lat;
+            slope[j] = d;
         }
         tail = last_in > before + d ? last_in : before + d;
     }
     l->cur = m;
     l->cur_hop = j;
-    l->cur_start = now;
+    if (l->traced)
+        l->ext->cur_start = now;
     l->cur_tail = tail;
     l->cur_busy = (n - 1) * d + dl;
     l->free_at = tail + dl;
     l->st.messages++;
     if (j + 1 == m->n_hops)
         return 0;
-    m->body[j + 1] = l->free_at + l->lat_ps;
-    sim_time head = now + (n == 1 ? dl : d) + l->lat_ps + m->path[j + 1]->ovh_ps;
+    m->body[j + 1] = l->free_at + lat;
+    sim_time head = now + (n == 1 ? dl : d) + lat + m->path[j + 1]->k->ovh_ps;
     /* through port `out`: the node at the far end hands the head to the
      * route's next link */
     return l->out->head(l->out->ctx, m, j + 1, head, now);
@@ -463,8 +614,9 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
  * its last flit, as a trace span named by its size. */
 static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
 {
-    if (l->trk < 0)
-        l->trk = sim_trace_track_path(l->tr, kb_link_name(l));
+    struct kb_link_ext *x = l->ext;
+    if (x->trk < 0)
+        x->trk = sim_trace_track_path(x->tr, kb_link_name(l));
     uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
     char name[32];
     snprintf(name, sizeof name, "%" PRIu64 " B", bytes);
@@ -475,7 +627,7 @@ static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
         {"first_link", kb_link_name(m->path[0]), 0},
         {"last_link", kb_link_name(m->path[m->n_hops - 1]), 0},
     };
-    sim_trace_span(l->tr, l->trk, "link", name, l->cur_start, l->free_at, a,
+    sim_trace_span(x->tr, x->trk, "link", name, x->cur_start, l->free_at, a,
                    (int)(sizeof a / sizeof a[0]));
 }
 
@@ -487,12 +639,12 @@ static void release(struct kb_link *l)
     l->st.bytes += (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
     l->st.flits += m->n_flits;
     l->st.busy_ps += l->cur_busy;
-    if (l->tr)
+    if (l->traced)
         trace_msg(l, m);
     /* nothing here refers to m any more */
     l->cur = NULL;
     if (l->cur_hop + 1 == m->n_hops)
-        m->done(m, l->free_at + l->lat_ps);
+        m->done(m, l->free_at + l->k->lat_ps);
 }
 
 static void link_serve(struct sim *s, void *arg)
@@ -530,7 +682,7 @@ static void link_serve(struct sim *s, void *arg)
 
     sim_time t = SIM_FOREVER;
     if (l->cur) {
-        if (!l->n_fifo && !l->n_heap && !l->tr && l->cur_hop + 1 != l->cur->n_hops) {
+        if (!l->n_fifo && !l->n_heap && !l->traced && l->cur_hop + 1 != l->cur->n_hops) {
             /* the tail's wake-up would carry no work: see catch_up */
             struct kb_link_msg *m = l->cur;
             l->lazy_seq = sim_seq_reserve(s);
@@ -558,6 +710,6 @@ double kb_link_utilisation(const struct kb_link *l, sim_time elapsed)
 {
     catch_up((struct kb_link *)l);
     if (!elapsed)
-        elapsed = sim_now(l->sim);
+        elapsed = sim_now(l->k->sim);
     return elapsed ? (double)l->st.busy_ps / (double)elapsed : 0.0;
 }

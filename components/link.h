@@ -113,7 +113,10 @@ struct kb_link_msg {
     uint64_t n_flits;
     uint32_t flit_bytes;
     uint32_t last_bytes;
-    sim_time *body; /* n_hops words the links keep the worm's stream in */
+    /* 2·n_hops words the links keep the worm's stream in: where each
+     * hop's body line stands, then each hop's flit time (so a link never
+     * reads an earlier hop's link) */
+    sim_time *body;
     void (*done)(struct kb_link_msg *m, sim_time at);
     void *ud;
     /* credit mode: the first hop's VC class (routing adds one per dateline
@@ -157,14 +160,28 @@ const char *kb_link_name(const struct kb_link *l);
 struct sim_port *kb_link_in_port(const struct kb_link *l);
 struct sim_port *kb_link_out_port(const struct kb_link *l);
 
-/* A link without its ports yet (the fabric's: decision 0038, "Lazy
- * records"): the fabric sets where its worms go, the interface its port
- * `out` would be bound to, and makes the ports when they are asked for
- * (kb_link_make_ports; 0 at once if made). Binding `out` later caches
- * the same interface. */
-struct kb_link *kb_link_new_unported(struct sim *s, const char *name,
-                                     const struct kb_link_params *p, char *err,
-                                     size_t errlen);
+/* A fabric's links in bulk (decision 0049): a kind holds parameters
+ * (checked when made) and what follows from them, shared by the links
+ * made with it; a pool holds the links themselves, 64-byte aligned, a
+ * few hundred bytes each. Free both after every link made of them. */
+struct kb_link_kind;
+struct kb_link_pool;
+struct kb_link_kind *kb_link_kind_new(struct sim *s, const struct kb_link_params *p,
+                                      const char *name, char *err, size_t errlen);
+void kb_link_kind_free(struct kb_link_kind *k);
+struct kb_link_pool *kb_link_pool_new(void);
+void kb_link_pool_free(struct kb_link_pool *pool);
+/* The links made in pool so far, and the i-th of them (i < that count). */
+size_t kb_link_pool_count(const struct kb_link_pool *pool);
+struct kb_link *kb_link_pool_at(const struct kb_link_pool *pool, size_t i);
+
+/* A link of kind k in pool, without its ports yet (the fabric's:
+ * decision 0038, "Lazy records"): the fabric sets where its worms go,
+ * the interface its port `out` would be bound to, and makes the ports
+ * when they are asked for (kb_link_make_ports; 0 at once if made).
+ * Binding `out` later caches the same interface. */
+struct kb_link *kb_link_new_unported(const struct kb_link_kind *k, struct kb_link_pool *pool,
+                                     const char *name, char *err, size_t errlen);
 void kb_link_set_out(struct kb_link *l, const struct kb_flit_if *out);
 int kb_link_make_ports(struct kb_link *l, char *err, size_t errlen);
 
@@ -176,13 +193,9 @@ int kb_link_make_ports(struct kb_link *l, char *err, size_t errlen);
 int kb_link_route_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
 void kb_link_route_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now);
 
-/* The interface the link exports on its port `in`: a struct kb_link
- * begins with it, so a node forwarding a worm reaches the next link's
- * input with no call. */
-static inline const struct kb_flit_if *kb_link_in(const struct kb_link *l)
-{
-    return (const struct kb_flit_if *)(const void *)l;
-}
+/* The interface the link exports on its port `in` (made on first use for
+ * a fabric's link: NULL when out of memory). */
+const struct kb_flit_if *kb_link_in(const struct kb_link *l);
 const struct kb_link_params *kb_link_params(const struct kb_link *l);
 
 /* Serialisation time of `bytes` on this link in ps: bytes / bw, rounded to

@@ -173,7 +173,7 @@ static int cr_before(const struct credit *a, const struct credit *b)
 static int credit_push(struct kb_link *l, sim_time t, sim_time now, uint32_t vc,
                        uint32_t release)
 {
-    struct kb_link_credit *c = l->cr;
+    struct kb_link_credit *c = l->ext->cr;
     if (c->n_heap == c->cap_heap) {
         size_t cap = c->cap_heap ? 2 * c->cap_heap : 8;
         struct credit *h = realloc(c->heap, cap * sizeof *h);
@@ -246,7 +246,7 @@ static int cand_add(struct kb_link_credit *c, struct kb_link_msg *m, uint32_t ho
  * took it). */
 static void cand_withdraw(struct kb_link *l, const struct kb_link_msg *m, uint32_t j)
 {
-    struct kb_link_credit *c = l->cr;
+    struct kb_link_credit *c = l->ext->cr;
     for (size_t i = 0; i < c->n_cands; i++)
         if (c->cands[i].m == m && c->cands[i].hop == j) {
             memmove(&c->cands[i], &c->cands[i + 1], (c->n_cands - i - 1) * sizeof *c->cands);
@@ -266,11 +266,11 @@ int kb_link_credit_inject(struct kb_link_msg *m)
     size_t ring = 0;
     uint32_t bmax = 0, n = m->open ? m->room : m->n_hops;
     for (uint32_t j = 0; j < m->n_hops; j++) {
-        if (!m->path[j]->cr)
+        if (!m->path[j]->credit)
             return SIM_EINVAL; /* the fabric checks paths for one mode */
-        ring += m->path[j]->cr->buffer;
-        if (m->path[j]->cr->buffer > bmax)
-            bmax = m->path[j]->cr->buffer;
+        ring += m->path[j]->ext->cr->buffer;
+        if (m->path[j]->ext->cr->buffer > bmax)
+            bmax = m->path[j]->ext->cr->buffer;
     }
     if (n < m->n_hops)
         return SIM_EINVAL;
@@ -280,12 +280,12 @@ int kb_link_credit_inject(struct kb_link_msg *m)
     if (!st)
         return SIM_ENOMEM;
     struct kb_link *l = m->path[0];
-    sim_time now = sim_now(l->sim);
+    sim_time now = sim_now(l->k->sim);
     sim_time *words = (sim_time *)(st->hop + n);
     uint32_t cls = m->vc_class;
     for (uint32_t j = 0; j < m->n_hops; j++) {
-        struct kb_link_credit *c = m->path[j]->cr;
-        cls += m->path[j]->p.dateline ? 1 : 0;
+        struct kb_link_credit *c = m->path[j]->ext->cr;
+        cls += m->path[j]->k->p.dateline ? 1 : 0;
         if (m->hop_class)
             cls = m->hop_class[j];
         st->hop[j] = (struct hop){0, 0, 0, cls < c->classes ? cls : c->classes - 1,
@@ -297,9 +297,9 @@ int kb_link_credit_inject(struct kb_link_msg *m)
         words += bmax;
     }
     st->n_wait = 0;
-    st->t_src = now + l->ovh_ps;
+    st->t_src = now + l->k->ovh_ps;
     m->credit = st;
-    if (cand_add(l->cr, m, 0) < 0) {
+    if (cand_add(l->ext->cr, m, 0) < 0) {
         free(st);
         m->credit = NULL;
         return SIM_ENOMEM;
@@ -336,11 +336,11 @@ static int free_vc(const struct kb_link_credit *c, uint32_t cls)
 static void trace_pass(struct kb_link *l, const struct kb_link_msg *m, uint32_t hop,
                        const struct hop *h, sim_time end)
 {
-    struct kb_link_credit *c = l->cr;
+    struct kb_link_credit *c = l->ext->cr;
     if (c->trk[h->vc] < 0) {
         char row[300];
         snprintf(row, sizeof row, "%s.vc%u", kb_link_name(l), h->vc);
-        c->trk[h->vc] = sim_trace_track_path(l->tr, row);
+        c->trk[h->vc] = sim_trace_track_path(l->ext->tr, row);
     }
     uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
     char name[32];
@@ -353,7 +353,7 @@ static void trace_pass(struct kb_link *l, const struct kb_link_msg *m, uint32_t 
         {"first_link", kb_link_name(m->path[0]), 0},
         {"last_link", kb_link_name(m->path[m->n_hops - 1]), 0},
     };
-    sim_trace_span(l->tr, c->trk[h->vc], "link", name, h->t_head, end, a,
+    sim_trace_span(l->ext->tr, c->trk[h->vc], "link", name, h->t_head, end, a,
                    (int)(sizeof a / sizeof a[0]));
 }
 
@@ -371,12 +371,12 @@ static int open_candidates(struct kb_link_msg *m, uint32_t j, sim_time at, sim_t
     st->n_wait = 0;
     for (int i = 0; i < n && i < KB_LINK_MAX_CANDS; i++) {
         struct kb_link *nl = cs[i].link;
-        if (!nl->cr || nl->cr->buffer > st->hop[j].cap || cs[i].n_cls < 1 || cs[i].n_cls > 2)
+        if (!nl->credit || nl->ext->cr->buffer > st->hop[j].cap || cs[i].n_cls < 1 || cs[i].n_cls > 2)
             return SIM_EINVAL;
-        if (cand_add_open(nl->cr, m, j, &cs[i]) < 0)
+        if (cand_add_open(nl->ext->cr, m, j, &cs[i]) < 0)
             return SIM_ENOMEM;
         st->wait[st->n_wait++] = nl;
-        kb_link_wake_at(nl, at + nl->ovh_ps + cs[i].delay, now);
+        kb_link_wake_at(nl, at + nl->k->ovh_ps + cs[i].delay, now);
     }
     return 0;
 }
@@ -385,7 +385,7 @@ static int open_candidates(struct kb_link_msg *m, uint32_t j, sim_time at, sim_t
  * Returns whether the message left the link's input (its tail went). */
 static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int *err)
 {
-    struct kb_link_credit *c = l->cr;
+    struct kb_link_credit *c = l->ext->cr;
     struct kb_link_msg *m = c->cands[i].m;
     uint32_t j = c->cands[i].hop;
     struct msg_state *st = m->credit;
@@ -393,7 +393,7 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
     uint64_t k = h->sent;
     int tail = k + 1 == m->n_flits;
     uint32_t fb = tail ? m->last_bytes : m->flit_bytes;
-    sim_time d = fb == l->p.flit_bytes ? l->ser_full : kb_link_ser_ps(l, fb);
+    sim_time d = fb == l->k->p.flit_bytes ? l->k->ser_full : kb_link_ser_ps(l, fb);
 
     c->credits[vc]--;
     if (k == 0) {
@@ -402,7 +402,7 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         c->owner[vc] = m;
         l->st.messages++;
     }
-    if (tail && l->tr)
+    if (tail && l->traced)
         trace_pass(l, m, j, h, now + d);
     c->busy_until = now + d;
     l->st.bytes += fb;
@@ -415,13 +415,13 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
         up->head = (up->head + 1) % up->cap;
         up->cnt--;
         struct kb_link *ul = m->path[j - 1];
-        if (credit_push(ul, now + ul->cr->credit_ps, now, up->vc, tail) < 0)
+        if (credit_push(ul, now + ul->ext->cr->credit_ps, now, up->vc, tail) < 0)
             *err = 1;
     }
-    sim_time at = now + d + l->lat_ps; /* in the far buffer */
+    sim_time at = now + d + l->k->lat_ps; /* in the far buffer */
     if (j + 1 < m->n_hops) {
         struct kb_link *nl = m->path[j + 1];
-        sim_time ready = at + (k == 0 ? nl->ovh_ps : 0);
+        sim_time ready = at + (k == 0 ? nl->k->ovh_ps : 0);
         h->ring[(h->head + h->cnt++) % h->cap] = ready;
         /* through port `out` (decision 0038) */
         if (k == 0) {
@@ -461,7 +461,7 @@ static int send_flit(struct kb_link *l, size_t i, uint32_t vc, sim_time now, int
 int kb_link_credit_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t, sim_time now)
 {
     struct kb_link *l = ctx;
-    if (cand_add(l->cr, m, hop) < 0)
+    if (cand_add(l->ext->cr, m, hop) < 0)
         return SIM_ENOMEM;
     kb_link_wake_at(l, t, now);
     return 0;
@@ -477,7 +477,7 @@ void kb_link_credit_flit(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_tim
 void kb_link_credit_serve(struct sim *s, void *arg)
 {
     struct kb_link *l = arg;
-    struct kb_link_credit *c = l->cr;
+    struct kb_link_credit *c = l->ext->cr;
     sim_time now = sim_now(s);
     l->wake_req = SIM_FOREVER; /* the pending notification is the one served */
 
@@ -500,7 +500,7 @@ void kb_link_credit_serve(struct sim *s, void *arg)
             struct hop *h = &((struct msg_state *)m->credit)->hop[j];
             sim_time ready = flit_ready(m, j);
             if (c->cands[i].open && ready != SIM_FOREVER) /* a head deciding here pays */
-                ready += l->ovh_ps + c->cands[i].c.delay;  /* this link's overhead */
+                ready += l->k->ovh_ps + c->cands[i].c.delay;  /* this link's overhead */
             if (ready > now) {
                 if (ready < next)
                     next = ready;
@@ -565,8 +565,8 @@ sim_time kb_link_credit_path_time(struct kb_link *const *path, uint32_t n_hops,
     uint64_t last = bytes - (n - 1) * flit;
     uint32_t w = 1;
     for (uint32_t j = 0; j < n_hops; j++)
-        if (path[j]->cr->buffer + 1 > w)
-            w = path[j]->cr->buffer + 1;
+        if (path[j]->ext->cr->buffer + 1 > w)
+            w = path[j]->ext->cr->buffer + 1;
     sim_time *S = malloc((size_t)n_hops * w * sizeof *S);
     sim_time *dl = malloc((size_t)n_hops * sizeof *dl); /* d of the last flit */
     if (!S || !dl) {
@@ -575,29 +575,29 @@ sim_time kb_link_credit_path_time(struct kb_link *const *path, uint32_t n_hops,
         return SIM_FOREVER;
     }
     for (uint32_t j = 0; j < n_hops; j++)
-        dl[j] = last == flit ? path[j]->ser_full : kb_link_ser_ps(path[j], last);
-#define D(j, k) ((k) + 1 == n ? dl[j] : path[j]->ser_full)
+        dl[j] = last == flit ? path[j]->k->ser_full : kb_link_ser_ps(path[j], last);
+#define D(j, i) ((i) + 1 == n ? dl[j] : path[j]->k->ser_full)
 #define AT(j, k) S[(size_t)(j) * w + (k) % w]
     for (uint64_t k = 0; k < n; k++) {
         for (uint32_t j = 0; j < n_hops; j++) {
             const struct kb_link *l = path[j];
-            sim_time t = j == 0 ? l->ovh_ps
-                                : AT(j - 1, k) + D(j - 1, k) + path[j - 1]->lat_ps +
-                                      (k == 0 ? l->ovh_ps : 0);
+            sim_time t = j == 0 ? l->k->ovh_ps
+                                : AT(j - 1, k) + D(j - 1, k) + path[j - 1]->k->lat_ps +
+                                      (k == 0 ? l->k->ovh_ps : 0);
             if (k > 0 && AT(j, k - 1) + D(j, k - 1) > t)
                 t = AT(j, k - 1) + D(j, k - 1);
-            uint32_t b = l->cr->buffer;
+            uint32_t b = l->ext->cr->buffer;
             if (k >= b) {
                 sim_time cr = j + 1 < n_hops
-                                  ? AT(j + 1, k - b) + l->cr->credit_ps
-                                  : AT(j, k - b) + D(j, k - b) + l->lat_ps + l->cr->credit_ps;
+                                  ? AT(j + 1, k - b) + l->ext->cr->credit_ps
+                                  : AT(j, k - b) + D(j, k - b) + l->k->lat_ps + l->ext->cr->credit_ps;
                 if (cr > t)
                     t = cr;
             }
             AT(j, k) = t;
         }
     }
-    sim_time t = AT(n_hops - 1, n - 1) + dl[n_hops - 1] + path[n_hops - 1]->lat_ps;
+    sim_time t = AT(n_hops - 1, n - 1) + dl[n_hops - 1] + path[n_hops - 1]->k->lat_ps;
 #undef D
 #undef AT
     free(S);

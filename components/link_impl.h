@@ -6,12 +6,14 @@
 
 #include "link.h"
 
-/* The head of a worm due at this link's input at time t. */
+/* The head of a worm due at this link's input at time t. seq orders equal
+ * times first come, first served; it is compared modulo 2^32, which holds
+ * while fewer than 2^31 heads wait at one link. */
 struct arrival {
     sim_time t;
-    uint64_t seq; /* FIFO among equal times */
     struct kb_link_msg *m;
     uint32_t hop;
+    uint32_t seq;
 };
 
 struct waiting {
@@ -22,48 +24,73 @@ struct waiting {
 /* kb_link_msg.body[k] when hop k's line no longer bounds the body */
 #define NO_LINE SIM_FOREVER
 
-struct kb_link {
-    struct kb_flit_if in_if; /* first: kb_link_in (link.h) */
-    const struct kb_flit_if *out; /* the peer of port `out`, NULL until bound */
-    struct sim *sim; /* the name is the process's (kb_link_name) */
+/* A link's parameters and what follows from them, shared by the links
+ * made with equal parameters in one simulation (a fabric's links: a few
+ * kinds for hundreds of thousands of links, so they stay in cache). */
+struct kb_link_kind {
     struct kb_link_params p;
     double ps_per_byte;
     sim_time ser_full; /* ser() of a full flit, the common case */
     sim_time lat_ps, ovh_ps;
+    struct sim *sim;
+};
 
-    struct sim_proc *proc; /* woken with sim_method_wake */
-    sim_time wake_req; /* earliest wake-up asked for and not yet served */
-    /* the wake-up at cur_tail not made (link.c, "The tail's wake-up"):
-     * its sequence number, reserved; lazy says it is outstanding */
-    uint64_t lazy_seq;
-    bool lazy;
-    uint64_t lazy_bytes, lazy_flits; /* the worm's: it may be gone by then */
+/* queues held in the link until they outgrow this */
+#define LINK_INLINE 2
 
-    /* heads on their way to this link's input, min-heap on (t, seq) */
+/* What only set-up, credit mode and tracing use: made with the link in
+ * credit mode, when tracing or by kb_link_new, else when first asked for
+ * (ports, kb_link_in). */
+struct kb_link_ext {
+    struct kb_flit_if in_if;   /* the export of port `in`: kb_link_in */
+    struct kb_link_credit *cr; /* credit mode (link_credit.c), else NULL */
+    struct sim_trace *tr;      /* NULL: not traced */
+    struct sim_port *in_port, *out_port; /* "NAME.in", "NAME.out" */
+    sim_time cur_start;        /* traced: when the worm acquired the link */
+    int trk;                   /* trace track, made on the first message */
+    bool owns_kind;            /* made by kb_link_new: k is the link's own */
+};
+
+/* The layout follows the accesses (decision 0049), 4 cache lines: line 0
+ * is what a hand-off from the previous hop touches (kb_link_route_head,
+ * post) and what an activation reads first, line 1 the arrivals held
+ * inline, lines 2-3 the worm, the waiting heads and the counts. A
+ * fabric's links are 64-byte aligned (struct kb_link_pool). */
+struct kb_link {
+    /* line 0 */
+    const struct kb_link_kind *k;
+    /* heads on their way to this link's input, min-heap on (t, seq);
+     * heap_in until it outgrows it */
     struct arrival *heap;
-    size_t n_heap, cap_heap;
-    uint64_t seq;
-
-    /* heads that have arrived, in arrival order (ring buffer) */
-    struct waiting *fifo;
-    size_t fifo_head, n_fifo, cap_fifo;
-
+    uint32_t n_heap, cap_heap;
+    uint32_t seq;
+    bool lazy;   /* the tail's wake-up not made (link.c, "The tail's wake-up") */
+    bool credit; /* credit mode: ext->cr is set */
+    bool traced; /* ext->tr is set */
+    bool pooled; /* in a kb_link_pool: kb_link_free leaves the memory */
+    sim_time wake_req; /* earliest wake-up asked for and not yet served */
+    struct sim_proc *proc; /* woken with sim_method_wake; has the link's name */
     /* the worm holding the link, NULL when none */
     struct kb_link_msg *cur;
+    sim_time cur_tail; /* when its last flit starts */
+
+    /* line 1 */
+    struct arrival heap_in[LINK_INLINE];
+    uint64_t lazy_seq; /* the tail's wake-up's sequence number, reserved */
+    sim_time free_at;  /* end of the last flit of the last worm */
+
+    /* lines 2-3 */
+    /* heads that have arrived, in arrival order (ring buffer; fifo_in
+     * until it outgrows it) */
+    struct waiting *fifo;
+    uint32_t fifo_head, n_fifo, cap_fifo;
     uint32_t cur_hop;
-    sim_time cur_start; /* when the worm acquired the link */
-    sim_time cur_tail;  /* when its last flit starts */
-    sim_time cur_busy;  /* its serialisation time, all flits */
-    sim_time free_at;   /* end of the last flit of the last worm */
-
-    struct sim_trace *tr; /* NULL: not traced */
-    int trk;              /* trace track, made on the first message */
-
+    sim_time cur_busy;  /* the worm's serialisation time, all flits */
+    const struct kb_flit_if *out; /* the peer of port `out`, NULL until bound */
+    struct kb_link_ext *ext; /* NULL until needed */
+    struct waiting fifo_in[LINK_INLINE];
+    uint64_t lazy_bytes, lazy_flits; /* the lazy worm's: it may be gone by then */
     struct kb_link_stats st;
-
-    struct kb_link_credit *cr; /* credit mode (link_credit.c), else NULL */
-
-    struct sim_port *in_port, *out_port; /* "NAME.in", "NAME.out" */
 };
 
 struct kb_link_credit;
