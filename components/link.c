@@ -553,11 +553,12 @@ static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
 
 /* m's head starts on hop j now: works out when each of its flits starts
  * here (the rule above), reserves the link to the end of the last one and
- * sends the head on. m->body[k] holds hop k's line from hop k on
- * (NO_LINE once merged) and body[n_hops + k] its slope d_k, and before
- * that, for k = j + 1, body[k] holds the last flit's arrival there; on hop 0
- * the whole body is at the source before the head starts, so nothing
- * bounds it. */
+ * sends the head on. The lines not yet merged are kept compact, as
+ * m->n_lines pairs (line, slope d_k) in m->body in the order of their
+ * hops, so a hop reads only the live ones (a merged line never returns;
+ * the maximum over the lines does not depend on their order), and
+ * m->last_in holds the last flit's arrival at hop j; on hop 0 the whole
+ * body is at the source before the head starts, so nothing bounds it. */
 static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
                    sim_time now)
 {
@@ -565,31 +566,31 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     sim_time d = full_ser(l, m), dl = kb_link_ser_ps(l, m->last_bytes), lat = l->k->lat_ps;
     sim_time tail = now; /* S_{n-1} */
     if (n >= 2) {
-        sim_time last_in = j ? m->body[j] : 0;
+        sim_time last_in = j ? m->last_in : 0;
         sim_time before = now; /* S_{n-2} */
         if (n >= 3) {
             uint64_t span = n - 3; /* i - 1 at i = n - 2 */
             sim_time v = now + d;  /* this hop's line, S_0 + i·d at i = 1 */
-            sim_time *slope = m->body + m->n_hops; /* full_ser() on each hop */
-            for (uint32_t k = 0; k < j; k++) {
-                if (m->body[k] == NO_LINE)
-                    continue;
-                sim_time dk = slope[k];
-                if (dk > d) {
-                    sim_time at = m->body[k] + span * dk;
+            sim_time *ln = m->body;
+            uint32_t keep = 0;
+            for (uint32_t i = 0; i < m->n_lines; i++) {
+                sim_time at0 = ln[2 * i], dk = ln[2 * i + 1];
+                if (dk > d) { /* slower than this link: its newest flit decides */
+                    sim_time at = at0 + span * dk;
                     if (at > before)
                         before = at;
-                    m->body[k] += d + lat;
-                } else {
-                    if (m->body[k] > v)
-                        v = m->body[k];
-                    m->body[k] = NO_LINE;
+                    ln[2 * keep] = at0 + d + lat;
+                    ln[2 * keep + 1] = dk;
+                    keep++;
+                } else if (at0 > v) { /* merges with this hop's line */
+                    v = at0;
                 }
             }
             if (v + span * d > before)
                 before = v + span * d;
-            m->body[j] = v + d + lat;
-            slope[j] = d;
+            ln[2 * keep] = v + d + lat;
+            ln[2 * keep + 1] = d;
+            m->n_lines = keep + 1;
         }
         tail = last_in > before + d ? last_in : before + d;
     }
@@ -603,7 +604,7 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     l->st.messages++;
     if (j + 1 == m->n_hops)
         return 0;
-    m->body[j + 1] = l->free_at + lat;
+    m->last_in = l->free_at + lat;
     sim_time head = now + (n == 1 ? dl : d) + lat + m->path[j + 1]->k->ovh_ps;
     /* through port `out`: the node at the far end hands the head to the
      * route's next link */

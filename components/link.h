@@ -113,9 +113,9 @@ struct kb_link_msg {
     uint64_t n_flits;
     uint32_t flit_bytes;
     uint32_t last_bytes;
-    /* 2·n_hops words the links keep the worm's stream in: where each
-     * hop's body line stands, then each hop's flit time (so a link never
-     * reads an earlier hop's link) */
+    /* 2·n_hops words the links keep the worm's stream in: the body lines
+     * not yet merged, each as (where it stands, its hop's flit time, so a
+     * link never reads an earlier hop's link), n_lines of them */
     sim_time *body;
     void (*done)(struct kb_link_msg *m, sim_time at);
     void *ud;
@@ -139,6 +139,10 @@ struct kb_link_msg {
     uint32_t room;
     int (*next_hop)(struct kb_link_msg *m, struct kb_link_cand *c, int max);
     void (*took)(struct kb_link_msg *m, const struct kb_link_cand *c, uint32_t cls);
+    /* kept by the links (the owner starts them at 0): how many lines body
+     * holds, and the last flit's arrival at the next hop */
+    uint32_t n_lines;
+    sim_time last_in;
 };
 
 /* Checks parameters; on error writes "link 'name': ..." into err and

@@ -21,9 +21,6 @@ struct waiting {
     uint32_t hop;
 };
 
-/* kb_link_msg.body[k] when hop k's line no longer bounds the body */
-#define NO_LINE SIM_FOREVER
-
 /* A link's parameters and what follows from them, shared by the links
  * made with equal parameters in one simulation (a fabric's links: a few
  * kinds for hundreds of thousands of links, so they stay in cache). */

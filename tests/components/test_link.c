@@ -36,7 +36,7 @@ static void msg_init(struct msg *x, struct kb_link **links, uint32_t n,
         x->path[j] = links[j];
     x->m = (struct kb_link_msg){x->path, n, nf, flit,
                                 (uint32_t)(bytes - (nf - 1) * flit),
-                                x->body, msg_done, x, 0, NULL, NULL, 0, 0, NULL, NULL};
+                                x->body, msg_done, x, 0, NULL, NULL, 0, 0, NULL, NULL, 0, 0};
     x->at = 0;
     x->calls = 0;
 }
