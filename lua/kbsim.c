@@ -1,5 +1,6 @@
 /* kbsim.c — the kbsim command line: parse options, run one Lua script */
 #include <errno.h>
+#include <malloc.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -541,8 +542,28 @@ static int kbsim_main(int argc, char **argv)
     return status;
 }
 
+/* glibc's malloc gives freed memory back to the kernel early: blocks of
+ * 128 KiB and more are mmap'd and unmapped one by one (the threshold grows
+ * only as far as the largest freed block), and the heap's free top is
+ * trimmed past 128 KiB. A sweep makes and drops a system a point, so each
+ * point faulted its pages in again: ~120,000 page faults and a quarter
+ * of the milestone's CPU time. kbsim keeps what it frees for reuse
+ * instead: blocks below 32 MiB come from the heap, a free top is kept up
+ * to 256 MiB, and the heap grows 16 MiB at a time (only the pages touched
+ * are memory). The peak is what the run needs anyway. A user's
+ * GLIBC_TUNABLES, if set, decides instead (decision 0044). */
+static void malloc_keep_freed_memory(void)
+{
+    if (getenv("GLIBC_TUNABLES"))
+        return;
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_TOP_PAD, 16 << 20);
+}
+
 int main(int argc, char **argv)
 {
+    malloc_keep_freed_memory();
     int status = lkb_mpi_init(&argc, &argv);
     if (status != 0)
         return status;
