@@ -618,7 +618,7 @@ static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
     struct kb_link_ext *x = l->ext;
     if (x->trk < 0)
         x->trk = sim_trace_track_path(x->tr, kb_link_name(l));
-    uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+    uint64_t bytes = kb_link_msg_bytes(m);
     char name[32];
     snprintf(name, sizeof name, "%" PRIu64 " B", bytes);
     const struct sim_trace_arg a[] = {
@@ -637,7 +637,7 @@ static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
 static void release(struct kb_link *l)
 {
     struct kb_link_msg *m = l->cur;
-    l->st.bytes += (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+    l->st.bytes += kb_link_msg_bytes(m);
     l->st.flits += m->n_flits;
     l->st.busy_ps += l->cur_busy;
     if (l->traced)
@@ -688,7 +688,7 @@ static void link_serve(struct sim *s, void *arg)
             struct kb_link_msg *m = l->cur;
             l->lazy_seq = sim_seq_reserve(s);
             l->lazy = true;
-            l->lazy_bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+            l->lazy_bytes = kb_link_msg_bytes(m);
             l->lazy_flits = m->n_flits;
             return;
         }

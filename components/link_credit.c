@@ -342,7 +342,7 @@ static void trace_pass(struct kb_link *l, const struct kb_link_msg *m, uint32_t 
         snprintf(row, sizeof row, "%s.vc%u", kb_link_name(l), h->vc);
         c->trk[h->vc] = sim_trace_track_path(l->ext->tr, row);
     }
-    uint64_t bytes = (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+    uint64_t bytes = kb_link_msg_bytes(m);
     char name[32];
     snprintf(name, sizeof name, "%" PRIu64 " B", bytes);
     const struct sim_trace_arg a[] = {

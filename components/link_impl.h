@@ -6,6 +6,12 @@
 
 #include "link.h"
 
+/* A worm's bytes: its full flits and the last one. */
+static inline uint64_t kb_link_msg_bytes(const struct kb_link_msg *m)
+{
+    return (m->n_flits - 1) * m->flit_bytes + m->last_bytes;
+}
+
 /* The head of a worm due at this link's input at time t. seq orders equal
  * times first come, first served; it is compared modulo 2^32, which holds
  * while fewer than 2^31 heads wait at one link. */
