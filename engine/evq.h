@@ -176,28 +176,6 @@ bool evq_pop(struct evq *q, struct evq_entry *out);
 /* Removes an entry of time t into *out if the smallest time is t. */
 bool evq_pop_at(struct evq *q, uint64_t t, struct evq_entry *out);
 
-/* evq_pop_at for the case of a queue that is the FIFO alone (entries
- * pushed in time order, as with many processes waiting the same delay):
- * pops the head into *out if the FIFO is the only structure in use and
- * its head is at time t, else returns false and changes nothing. The
- * FIFO's entries at t then come out in insertion order. */
-static inline bool evq_pop_fifo_at(struct evq *q, uint64_t t,
-                                   struct evq_entry *out)
-{
-    if (!q->fifo_len || q->wlen || q->rlen || q->heap_len ||
-        q->fifo[q->fifo_head].t != t)
-        return false;
-    *out = q->fifo[q->fifo_head];
-    q->fifo_head = (q->fifo_head + 1) & (q->fifo_cap - 1);
-    q->fifo_len--;
-    /* as evq_pop: the FIFO alone keeps the head, its time not looked at */
-    q->head_src = q->fifo_len ? EVQ_FIFO : EVQ_UNKNOWN;
-    q->head_t = UINT64_MAX;
-    if (t > q->floor)
-        q->floor = t;
-    return true;
-}
-
 /* The FIFO's run of entries at time t, for a caller that fires them in
  * place (W1: a thousand processes waking at one time): when the FIFO is
  * the only structure in use and its head is at t, the number of its
@@ -226,6 +204,22 @@ static inline void evq_fifo_drop(struct evq *q, size_t n, uint64_t t)
     q->head_t = UINT64_MAX;
     if (t > q->floor)
         q->floor = t;
+}
+
+/* evq_pop_at for the case of a queue that is the FIFO alone (entries
+ * pushed in time order, as with many processes waiting the same delay):
+ * pops the head into *out if the FIFO is the only structure in use and
+ * its head is at time t, else returns false and changes nothing. The
+ * FIFO's entries at t then come out in insertion order. One entry of the
+ * run above (the scheduler fires whole runs in place). */
+static inline bool evq_pop_fifo_at(struct evq *q, uint64_t t,
+                                   struct evq_entry *out)
+{
+    if (!evq_fifo_run_at(q, t))
+        return false;
+    *out = *evq_fifo_at(q, 0);
+    evq_fifo_drop(q, 1, t);
+    return true;
 }
 
 /* evq_pop_at for the case of a queue that is the wheel alone: pops the
