@@ -70,6 +70,7 @@ struct chan {
     sim_time *arrivals;  /* credits in flight: a FIFO of arrival times */
     sim_time credit_ps;
     struct sim_event *ev_credit, *ev_data;
+    struct sim_event *ev_path; /* a slot read's path to the PE (made on first use) */
     /* the rings' memories and nodes, as the DMA names the ends of a copy
      * (found when the channel is wired, with the rings) */
     struct kb_mem *tx_bank, *rx_bank;
@@ -141,6 +142,10 @@ static int if_send_at(void *ctx, int dir, const void *data, uint64_t bytes,
                       const struct kb_ipcq_meta *meta)
 {
     return kb_ipcq_send_at(ctx, dir, data, bytes, meta);
+}
+static int if_recv_step(void *ctx, struct kb_ipcq_recv_op *op, int64_t *result)
+{
+    return kb_ipcq_recv_step(ctx, op, result);
 }
 static int64_t if_recv_at(void *ctx, int dir, void *out, uint64_t bytes_max,
                           struct kb_ipcq_meta *meta)
@@ -250,7 +255,8 @@ struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name, const struct kb_ipc
                                    .dir = if_dir,
                                    .wired_at = if_wired_at,
                                    .send_at = if_send_at,
-                                   .recv_at = if_recv_at};
+                                   .recv_at = if_recv_at,
+                                   .recv_step = if_recv_step};
     if (!(q->port_in = kb_port_export(s, name, "ipcq", KB_IPCQ_IF, &q->iface, 1, err, errlen)) ||
         !(q->port_dma = kb_port_new(s, name, "ipcq", "dma", SIM_PORT_OUT, KB_DMA_IF, 1, 1, err,
                                     errlen)) ||
@@ -608,94 +614,226 @@ static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void
 
 /* ---- recv ------------------------------------------------------------ */
 
-/* kb_ipcq_recv on direction d (NULL: not found), named dir in messages */
+/* A receive is one routine, recv_advance, that runs until it must wait
+ * and says what for (an event, or a time: rwait); its driver waits so, as
+ * a thread (kb_ipcq_recv: sim_wait_event / sim_wait) or as a method
+ * process (kb_ipcq_recv_step: sim_next_trigger_event / sim_next_trigger).
+ * Either way the waits are asked at the same instants and queued in the
+ * same places, so the receiving process runs at the same times, in the
+ * same deltas and at the same places in them. Per slot:
+ *   R_SLOT   wait until the slot is full (ev_data);
+ *   R_ACCESS the slot's read booked on the buffer (kb_mem_schedule), a
+ *            wait until it ends (a delta when it takes no time);
+ *   R_PATH   the bytes' path from the buffer to the PE, when the buffer is
+ *            elsewhere (kb_fabric_send, a wait for its last byte);
+ *   R_CREDIT the bytes copied out, the slot freed, the credit sent, a wait
+ *            for its flight (a delta when it takes none). */
+enum { R_START, R_SLOT, R_ACCESS, R_PATH, R_CREDIT, R_DONE };
+
+struct rwait {
+    struct sim_event *ev; /* NULL: the delay */
+    sim_time delay;
+};
+
+/* The end of a receive that started (c->receiving): rc, which is its
+ * length or a negative code whose message is set. */
+static int64_t recv_end(struct chan *c, struct kb_ipcq_recv_op *op, int64_t rc)
+{
+    c->receiving = false;
+    op->state = R_DONE;
+    return rc;
+}
+
+/* Runs op on direction d (NULL: not found), named dir in messages, until
+ * it waits (0, *w set) or ends (1, *res its length or a negative code). */
+static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
+                        struct kb_ipcq_recv_op *op, struct rwait *w, int64_t *res)
+{
+    struct sim *s = q->sim;
+    if (op->state == R_START) {
+        if (!d || !d->rx) {
+            op->state = R_DONE;
+            *res = KB_SETERR(q, SIM_EINVAL, "recv on direction '%s' of '%s', which is "
+                          "not wired", dir, q->name);
+            return 1;
+        }
+        if (!sim_current(s)) {
+            op->state = R_DONE;
+            *res = KB_SETERR(q, SIM_EPERM, "recv on direction '%s' of '%s' outside a "
+                          "thread process", dir, q->name);
+            return 1;
+        }
+        if (d->rx->receiving) {
+            op->state = R_DONE;
+            *res = KB_SETERR(q, SIM_EPERM, "recv on direction '%s' of '%s' while "
+                          "another recv is blocked there", dir, q->name);
+            return 1;
+        }
+        struct chan *c = d->rx;
+        op->t0 = op->t_w = sim_now(s);
+        op->first = c->head;
+        op->got = op->total = 0;
+        c->receiving = true;
+        op->state = R_SLOT;
+    }
+    struct chan *c = d->rx;
+    for (;;) {
+        switch (op->state) {
+        case R_SLOT: {
+            struct slot *sl = &c->slots[c->head_i];
+            if (sl->state != KB_IPCQ_FULL) {
+                w->ev = c->ev_data;
+                return 0;
+            }
+            c->st.recv_wait_ps += sim_now(s) - op->t_w;
+            if (op->got == 0) {
+                op->total = sl->msg_bytes;
+                if (op->total > op->bytes_max) {
+                    *res = recv_end(c, op, KB_SETERR(q, SIM_EINVAL, "message of %llu bytes "
+                                    "on direction '%s' of '%s' is larger than the %llu "
+                                    "bytes asked for", (unsigned long long)op->total, dir,
+                                    q->name, (unsigned long long)op->bytes_max));
+                    return 1;
+                }
+                if (op->meta)
+                    *op->meta = sl->meta;
+            }
+            op->t_r = sim_now(s);
+            op->len = sl->bytes;
+            /* the read of the slot: booked now, waited for (a delta
+             * when it takes no time), as kb_mem_access does */
+            sim_time end = kb_mem_schedule(q->buf->bank,
+                                           c->rx_base + (uint64_t)c->head_i * c->size,
+                                           op->len, false);
+            if (end == SIM_FOREVER) {
+                *res = recv_end(c, op, KB_SETERR(q, SIM_EINVAL, "recv on direction '%s' "
+                                "of '%s': %s", dir, q->name, kb_mem_errmsg(q->buf->bank)));
+                return 1;
+            }
+            op->state = R_ACCESS;
+            w->ev = NULL;
+            w->delay = end - sim_now(s);
+            return 0;
+        }
+        case R_ACCESS:
+            op->state = R_PATH;
+            if (q->n_read_links) {
+                struct kb_fabric *f = q->dma->fabric;
+                if (!c->ev_path) {
+                    c->ev_path = sim_event_new(s, "fabric.transfer");
+                    if (!c->ev_path) {
+                        *res = recv_end(c, op, KB_SETERR(q, SIM_ENOMEM, "recv on direction "
+                                        "'%s' of '%s': out of memory", dir, q->name));
+                        return 1;
+                    }
+                }
+                int rc = kb_fabric_send(f, q->read_links, q->n_read_links, op->len, c->ev_path);
+                if (rc < 0) {
+                    *res = recv_end(c, op, KB_SETERR(q, rc, "recv on direction '%s' of '%s': "
+                                    "%s", dir, q->name, kb_fabric_errmsg(f)));
+                    return 1;
+                }
+                w->ev = c->ev_path;
+                return 0;
+            }
+            break;
+        case R_PATH: {
+            uint64_t addr = c->rx_base + (uint64_t)c->head_i * c->size;
+            if (op->out && !q->dma->timing_only &&
+                q->buf->read(q->buf->ctx, addr, (unsigned char *)op->out + op->got,
+                             op->len) < 0) {
+                *res = recv_end(c, op, KB_SETERR(q, SIM_EINVAL, "%s",
+                                                 q->buf->errmsg(q->buf->ctx)));
+                return 1;
+            }
+            struct slot *sl = &c->slots[c->head_i];
+            sl->state = KB_IPCQ_EMPTY;
+            sl->bytes = sl->msg_bytes = 0;
+            memset(&sl->meta, 0, sizeof sl->meta);
+            c->full--;
+            if (q->tr)
+                trace_full(c);
+            c->head++;
+            if (++c->head_i == c->n)
+                c->head_i = 0;
+            op->got += op->len;
+            /* the credit: the sender holds it again when it arrives (at
+             * most n credits are in flight, so the FIFO never overflows) */
+            uint32_t ai = c->arr_head + c->arr_n;
+            c->arrivals[ai >= c->n ? ai - c->n : ai] = sim_now(s) + c->credit_ps;
+            c->arr_n++;
+            sim_notify(c->ev_credit);
+            op->state = R_CREDIT;
+            w->ev = NULL;
+            w->delay = c->credit_ps;
+            return 0;
+        }
+        case R_CREDIT:
+            c->st.recv_busy_ps += sim_now(s) - op->t_r;
+            if (op->got < op->total) {
+                op->t_w = sim_now(s);
+                op->state = R_SLOT;
+                break;
+            }
+            if (q->tr)
+                trace_msg(c, false, op->got, c->st.rx_messages, op->first % c->n,
+                          c->head - op->first, op->t0);
+            c->st.rx_messages++;
+            c->st.rx_bytes += op->got;
+            *res = recv_end(c, op, (int64_t)op->got);
+            return 1;
+        default:
+            *res = KB_SETERR(q, SIM_EINVAL, "recv on direction '%s' of '%s': the "
+                             "receive has ended", dir, q->name);
+            return 1;
+        }
+    }
+}
+
+/* A wait of a receive failed (rc): the time it spent waiting is counted
+ * as the wait would have, and the receive ends. */
+static int64_t recv_abort(struct kb_ipcq *q, struct dir *d, const char *dir,
+                          struct kb_ipcq_recv_op *op, int rc, const char *kind)
+{
+    struct chan *c = d->rx;
+    struct sim *s = q->sim;
+    if (op->state == R_SLOT)
+        c->st.recv_wait_ps += sim_now(s) - op->t_w;
+    else if (op->state == R_CREDIT)
+        c->st.recv_busy_ps += sim_now(s) - op->t_r;
+    recv_end(c, op, rc);
+    if (rc == SIM_EPERM)
+        return KB_SETERR(q, rc, "recv on direction '%s' of '%s' cannot wait "
+                      "outside a %s process", dir, q->name, kind);
+    return rc;
+}
+
+void kb_ipcq_recv_begin(struct kb_ipcq_recv_op *op, int dir, void *out, uint64_t bytes_max,
+                        struct kb_ipcq_meta *meta)
+{
+    memset(op, 0, sizeof *op);
+    op->dir = dir;
+    op->out = out;
+    op->bytes_max = bytes_max;
+    op->meta = meta;
+    op->state = R_START;
+}
+
+/* kb_ipcq_recv on direction d (NULL: not found), named dir in messages:
+ * recv_advance driven by a thread's waits */
 static int64_t recv_on(struct kb_ipcq *q, struct dir *d, const char *dir, void *out,
                        uint64_t bytes_max, struct kb_ipcq_meta *meta)
 {
-    if (!d || !d->rx)
-        return KB_SETERR(q, SIM_EINVAL, "recv on direction '%s' of '%s', which is "
-                      "not wired", dir, q->name);
-    struct chan *c = d->rx;
-    struct sim *s = q->sim;
-    if (!sim_current(s))
-        return KB_SETERR(q, SIM_EPERM, "recv on direction '%s' of '%s' outside a "
-                      "thread process", dir, q->name);
-    if (c->receiving)
-        return KB_SETERR(q, SIM_EPERM, "recv on direction '%s' of '%s' while "
-                      "another recv is blocked there", dir, q->name);
-    bool copy = !q->dma->timing_only && out;
-    struct kb_fabric *f = q->dma->fabric;
-    sim_time t0 = sim_now(s);
-    uint64_t first = c->head;
-    c->receiving = true;
-    uint64_t got = 0, total = 0;
-    int rc = 0;
-    do {
-        struct slot *sl = &c->slots[c->head_i];
-        sim_time t_w = sim_now(s);
-        while (sl->state != KB_IPCQ_FULL && rc >= 0)
-            rc = sim_wait_event(s, c->ev_data);
-        c->st.recv_wait_ps += sim_now(s) - t_w;
+    struct kb_ipcq_recv_op op;
+    kb_ipcq_recv_begin(&op, -1, out, bytes_max, meta);
+    struct rwait w;
+    int64_t res;
+    while (!recv_advance(q, d, dir, &op, &w, &res)) {
+        int rc = w.ev ? sim_wait_event(q->sim, w.ev) : sim_wait(q->sim, w.delay);
         if (rc < 0)
-            break;
-        if (got == 0) {
-            total = sl->msg_bytes;
-            if (total > bytes_max) {
-                rc = KB_SETERR(q, SIM_EINVAL, "message of %llu bytes on direction "
-                            "'%s' of '%s' is larger than the %llu bytes asked "
-                            "for", (unsigned long long)total, dir, q->name,
-                            (unsigned long long)bytes_max);
-                break;
-            }
-            if (meta)
-                *meta = sl->meta;
-        }
-        sim_time t_r = sim_now(s);
-        uint64_t addr = c->rx_base + (uint64_t)c->head_i * c->size;
-        uint64_t len = sl->bytes;
-        if ((rc = q->buf->access(q->buf->ctx, addr, len, false)) < 0 ||
-            (q->n_read_links &&
-             (rc = kb_fabric_transfer(f, q->read_links, q->n_read_links, len)) < 0)) {
-            if (rc != SIM_EPERM)
-                rc = KB_SETERR(q, rc, "recv on direction '%s' of '%s': %s", dir,
-                            q->name, kb_fabric_errmsg(f));
-            break;
-        }
-        if (copy && q->buf->read(q->buf->ctx, addr, (unsigned char *)out + got, len) < 0) {
-            rc = KB_SETERR(q, SIM_EINVAL, "%s", q->buf->errmsg(q->buf->ctx));
-            break;
-        }
-        sl->state = KB_IPCQ_EMPTY;
-        sl->bytes = sl->msg_bytes = 0;
-        memset(&sl->meta, 0, sizeof sl->meta);
-        c->full--;
-        if (q->tr)
-            trace_full(c);
-        c->head++;
-        if (++c->head_i == c->n)
-            c->head_i = 0;
-        got += len;
-        /* the credit: the sender holds it again when it arrives (at most
-         * n credits are in flight, so the FIFO never overflows) */
-        uint32_t ai = c->arr_head + c->arr_n;
-        c->arrivals[ai >= c->n ? ai - c->n : ai] = sim_now(s) + c->credit_ps;
-        c->arr_n++;
-        sim_notify(c->ev_credit);
-        rc = sim_wait(s, c->credit_ps);
-        c->st.recv_busy_ps += sim_now(s) - t_r;
-    } while (rc >= 0 && got < total);
-    c->receiving = false;
-    if (rc == SIM_EPERM)
-        return KB_SETERR(q, rc, "recv on direction '%s' of '%s' cannot wait "
-                      "outside a thread process", dir, q->name);
-    if (rc < 0)
-        return rc;
-    if (q->tr)
-        trace_msg(c, false, got, c->st.rx_messages, first % c->n,
-                  c->head - first, t0);
-    c->st.rx_messages++;
-    c->st.rx_bytes += got;
-    return (int64_t)got;
+            return recv_abort(q, d, dir, &op, rc, "thread");
+    }
+    return res;
 }
 
 int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
@@ -741,6 +879,21 @@ int64_t kb_ipcq_recv_at(struct kb_ipcq *q, int dir, void *out, uint64_t bytes_ma
 {
     struct dir *d = dir_at(q, dir);
     return recv_on(q, d, d ? d->name : "(none)", out, bytes_max, meta);
+}
+
+int kb_ipcq_recv_step(struct kb_ipcq *q, struct kb_ipcq_recv_op *op, int64_t *result)
+{
+    struct dir *d = dir_at(q, op->dir);
+    const char *dir = d ? d->name : "(none)";
+    struct rwait w;
+    if (recv_advance(q, d, dir, op, &w, result))
+        return 1;
+    int rc = w.ev ? sim_next_trigger_event(q->sim, w.ev) : sim_next_trigger(q->sim, w.delay);
+    if (rc < 0) {
+        *result = recv_abort(q, d, dir, op, rc, "method");
+        return 1;
+    }
+    return 0;
 }
 
 int kb_ipcq_probe(struct kb_ipcq *q, const char *dir, uint64_t *bytes,

@@ -130,6 +130,32 @@ int kb_ipcq_send_at(struct kb_ipcq *q, int dir, const void *data, uint64_t bytes
 int64_t kb_ipcq_recv_at(struct kb_ipcq *q, int dir, void *out, uint64_t bytes_max,
                         struct kb_ipcq_meta *meta);
 
+/* A receive served by a method process, step by step: what
+ * kb_ipcq_recv_at does, with each of its waits (for the slot, for the
+ * slot's read, for the credit's flight) asked as the process's next
+ * trigger (sim_next_trigger_event / sim_next_trigger) where the thread
+ * would have blocked, so that the process runs at the same times, in the
+ * same deltas and at the same places in them as a thread in
+ * kb_ipcq_recv_at would; it takes no stack and no context switch.
+ * kb_ipcq_recv_begin sets op up (no effect, no time); then each
+ * activation calls kb_ipcq_recv_step, which returns 0 when the receive
+ * waits (the process's next trigger is set) and 1 when it has ended,
+ * *result being what kb_ipcq_recv_at returns (the message's length, or a
+ * negative code and kb_ipcq_errmsg). op is the caller's storage and must
+ * stay put until the end; its fields past meta are the IPCQ's. */
+struct kb_ipcq_recv_op {
+    int dir; /* kb_ipcq_dir's index */
+    void *out;
+    uint64_t bytes_max;
+    struct kb_ipcq_meta *meta; /* may be NULL */
+    int state;
+    uint64_t got, total, first, len;
+    sim_time t0, t_w, t_r;
+};
+void kb_ipcq_recv_begin(struct kb_ipcq_recv_op *op, int dir, void *out, uint64_t bytes_max,
+                        struct kb_ipcq_meta *meta);
+int kb_ipcq_recv_step(struct kb_ipcq *q, struct kb_ipcq_recv_op *op, int64_t *result);
+
 /* Without blocking: 1 and the message's length and metadata when the
  * next message on dir has its first slot visible, else 0. */
 int kb_ipcq_probe(struct kb_ipcq *q, const char *dir, uint64_t *bytes,
@@ -166,6 +192,9 @@ struct kb_ipcq_if {
                    const struct kb_ipcq_meta *meta);
     int64_t (*recv_at)(void *ctx, int dir, void *out, uint64_t bytes_max,
                        struct kb_ipcq_meta *meta);
+    /* optional (NULL: none; needs the by-index ones): kb_ipcq_recv_step,
+     * op set up by kb_ipcq_recv_begin */
+    int (*recv_step)(void *ctx, struct kb_ipcq_recv_op *op, int64_t *result);
 };
 
 /* Counters of one direction (both its sides), or of every direction when
