@@ -283,11 +283,11 @@ struct kctx {
     uint64_t *allocs;
     uint32_t *free_slots;
     size_t n_allocs, cap_allocs, n_free_slots;
-    /* receive processes that have ended, with their events, to start again
-     * for the next tl.recv_async on the same direction (same name): a
-     * kernel of R rounds would otherwise leave R of each in the sim */
-    struct spare_recv *spare;
-    size_t n_spare, cap_spare;
+    /* its receive processes, with their events, each started again for
+     * the next tl.recv_async or tl.sendrecv on its direction (same name)
+     * once its receive has been waited for: a kernel of R rounds would
+     * otherwise leave R of each in the sim */
+    struct recv_proc *recvs;
     /* the bound IPCQ's index (ipcq_dir) of each direction name, by its
      * id in the state (dir_intern); -1: not known yet */
     int *dir_ix;
@@ -298,11 +298,6 @@ struct kctx {
     struct future *free_futs, *busy_futs;
 };
 
-struct spare_recv {
-    const char *dir; /* one of the context's dirs */
-    struct sim_proc *proc;
-    struct sim_event *ev;
-};
 
 struct handle {
     const char *tag; /* &handle_tag: what tohandle checks */
@@ -328,12 +323,27 @@ static bool handle_of(const struct handle *h, const struct kctx *c)
     return h->ref == c->ref && h->gen == c->gen;
 }
 
-/* A receive running beside its kernel: a C thread process fills buf. */
+/* A receive process of a context's direction (kctx.recvs). */
+struct recv_proc {
+    struct recv_proc *next;
+    const char *dir; /* one of the context's dirs */
+    struct sim_proc *proc;
+    struct sim_event *done_ev;
+    /* a method process (the IPCQ's kb_ipcq_recv_step): notified to start
+     * it; NULL for a thread (an IPCQ export without it) */
+    struct sim_event *start_ev;
+    struct future *f; /* the receive a method serves, NULL between two */
+    struct kb_ipcq_recv_op op;
+    bool held;   /* its last receive has not been waited for */
+    bool longer; /* the receive was started again for a longer message */
+};
+
+/* A receive running beside its kernel: a process (recv_proc) fills buf. */
 struct future {
     const char *tag; /* &future_tag */
     struct kctx *ctx;
     struct sim_event *done_ev;
-    struct sim_proc *proc; /* the receive's thread process */
+    struct recv_proc *rec; /* its process, until it is waited for */
     const char *dir; /* one of its context's dirs */
     int dir_ix;      /* its index in the IPCQ (kb_ipcq_dir) */
     uint32_t n;
@@ -793,9 +803,12 @@ static int ctx_gc(lua_State *L)
     free(c->dir_ix);
     c->dir_ix = NULL;
     c->n_dir_ix = 0;
-    free(c->spare);
-    c->spare = NULL;
-    c->n_spare = c->cap_spare = 0;
+    /* (the processes and events are the sim's) */
+    for (struct recv_proc *r = c->recvs, *nx; r; r = nx) {
+        nx = r->next;
+        free(r);
+    }
+    c->recvs = NULL;
     for (struct future *f = c->free_futs, *nx; f; f = nx) {
         nx = f->next;
         free(f);
@@ -2013,6 +2026,49 @@ static void future_proc(struct sim *s, void *arg)
     sim_notify(f->done_ev);
 }
 
+/* A receive process as a method: what future_proc does, each of its
+ * waits an activation of its own (kb_ipcq_recv_step), at the same times,
+ * deltas and places in them as the thread's; no stack, no switch. Between
+ * two receives it waits for its start event. */
+static void recv_method(struct sim *s, void *arg)
+{
+    struct recv_proc *r = arg;
+    struct future *f = r->f;
+    if (!f) {
+        (void)sim_next_trigger_event(s, r->start_ev);
+        return;
+    }
+    const struct kb_ipcq_if *q = f->ctx->ipcq;
+    size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
+    int64_t got;
+    for (;;) {
+        if (!q->recv_step(q->ctx, &r->op, &got))
+            return; /* it waits */
+        uint64_t msg;
+        if (got != SIM_EINVAL || r->longer || q->probe(q->ctx, f->dir, &msg, NULL) != 1 ||
+            msg <= bytes)
+            break;
+        /* a longer message: taken whole (recv_room) for check_meta to
+         * report, as recv_sized's caller does */
+        r->longer = true;
+        if (!f->ctx->no_data) {
+            void *room = realloc(f->buf, recv_room(bytes));
+            if (!room) {
+                got = SIM_ENOMEM;
+                break;
+            }
+            f->buf = room;
+            f->buf_cap = recv_room(bytes);
+        }
+        kb_ipcq_recv_begin(&r->op, f->dir_ix, f->buf, recv_room(bytes), &f->meta);
+    }
+    f->got = got;
+    f->done = true;
+    r->f = NULL;
+    (void)sim_next_trigger_event(s, r->start_ev);
+    sim_notify(f->done_ev);
+}
+
 static int fut_gc(lua_State *L)
 {
     struct future *f = lua_touserdata(L, 1);
@@ -2065,31 +2121,67 @@ static int ctx_dir_ix(struct kctx *c, int id, const char *dir)
     return c->dir_ix[id];
 }
 
-/* Starts f's receive (f->ctx, dir, n, dt and buf set): an ended receive
- * process of its direction starts again (the same name, so the same run
- * as a new one: sim_thread_restart), else a new one. 0, or -1 with the
- * reason in sim_errmsg. */
-static int start_recv(struct kctx *c, struct future *f)
+/* Starts f's receive (f->ctx, dir, dir_ix, n, dt and buf set) in a
+ * receive process of its direction that is free (its last receive was
+ * waited for), else in a new one of the same name, so that the run is
+ * the same as with a new process each time. A method process is queued
+ * now by its start event, where a thread started again or made now is
+ * queued, and its first activation is where the thread's would be. NULL,
+ * or what failed. */
+static const char *start_recv(struct kctx *c, struct future *f)
 {
-    for (size_t i = c->n_spare; i-- > 0;) {
-        struct spare_recv *sp = &c->spare[i];
-        if (sp->dir != f->dir)
+    const struct kb_ipcq_if *q = c->ipcq;
+    bool method = q->recv_step && f->dir_ix >= 0;
+    uint64_t bytes = (uint64_t)f->n * kb_dtype_size(f->dt);
+    struct recv_proc *r;
+    for (r = c->recvs; r; r = r->next) {
+        if (r->dir != f->dir || r->held || (r->start_ev != NULL) != method)
             continue;
-        struct spare_recv got = *sp;
-        c->spare[i] = c->spare[--c->n_spare];
-        if (sim_thread_restart(got.proc, future_proc, f, 0) == 0) {
-            f->done_ev = got.ev;
-            f->proc = got.proc;
-            return 0;
+        if (method) {
+            r->f = f;
+            r->longer = false;
+            kb_ipcq_recv_begin(&r->op, f->dir_ix, f->buf, bytes, &f->meta);
+            sim_notify(r->start_ev);
+            break;
         }
-        break; /* not restartable yet: a new one */
+        if (!sim_proc_terminated(r->proc))
+            continue;
+        if (sim_thread_restart(r->proc, future_proc, f, 0) == 0)
+            break;
+        r = NULL; /* not restartable: a new one */
+        break;
     }
-    char name[256];
-    snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, f->dir);
-    f->done_ev = sim_event_new(c->s, name);
-    if (!f->done_ev || !(f->proc = sim_thread(c->s, name, future_proc, f, 0)))
-        return -1;
-    return 0;
+    if (!r) {
+        if (!(r = calloc(1, sizeof *r)))
+            return "out of memory";
+        char name[256];
+        snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, f->dir);
+        r->dir = f->dir;
+        if (!(r->done_ev = sim_event_new(c->s, name))) {
+            free(r);
+            return sim_errmsg(c->s);
+        }
+        if (method) {
+            char start[300];
+            snprintf(start, sizeof start, "%s.start", name);
+            r->f = f;
+            kb_ipcq_recv_begin(&r->op, f->dir_ix, f->buf, bytes, &f->meta);
+            if (!(r->start_ev = sim_event_new(c->s, start)) ||
+                !(r->proc = sim_method(c->s, name, recv_method, r, false))) {
+                free(r);
+                return sim_errmsg(c->s);
+            }
+        } else if (!(r->proc = sim_thread(c->s, name, future_proc, f, 0))) {
+            free(r);
+            return sim_errmsg(c->s);
+        }
+        r->next = c->recvs;
+        c->recvs = r;
+    }
+    r->held = true;
+    f->rec = r;
+    f->done_ev = r->done_ev;
+    return NULL;
 }
 
 /* recv_async(dir, n, dtype) -> future: the receive runs beside the kernel */
@@ -2125,29 +2217,21 @@ static int l_recv_async(lua_State *L)
     }
     if (!f->dir || (!f->buf && !c->no_data))
         return luaL_error(L, "out of memory");
-    if (start_recv(c, f) != 0)
-        return luaL_error(L, "tl.recv_async: %s", sim_errmsg(c->s));
+    const char *why = start_recv(c, f);
+    if (why)
+        return luaL_error(L, "tl.recv_async: %s", why);
     anchor_future(L, f, true);
     return 1;
 }
 
 /* f's receive has ended and been waited for: its process and event are
- * kept for the next receive of its direction (nothing refers to them
+ * free for the next receive of its direction (nothing refers to them
  * now: the future errs on a second wait before touching its event). */
-static void spare_recv(struct kctx *c, struct future *f)
+static void spare_recv(struct future *f)
 {
-    if (!f->proc || !sim_proc_terminated(f->proc))
-        return;
-    if (c->n_spare == c->cap_spare) {
-        size_t cap = c->cap_spare ? 2 * c->cap_spare : 4;
-        struct spare_recv *a = realloc(c->spare, cap * sizeof *a);
-        if (!a)
-            return; /* not kept: the next receive makes a new one */
-        c->spare = a;
-        c->cap_spare = cap;
-    }
-    c->spare[c->n_spare++] = (struct spare_recv){f->dir, f->proc, f->done_ev};
-    f->proc = NULL;
+    if (f->rec)
+        f->rec->held = false;
+    f->rec = NULL;
 }
 
 /* wait(future) -> handle */
@@ -2177,7 +2261,7 @@ static int l_wait(lua_State *L)
     }
     f->waited = true;
     anchor_future(L, f, false);
-    spare_recv(c, f);
+    spare_recv(f);
     if (f->got < 0)
         return luaL_error(L, "tl.recv_async: %s", c->ipcq->errmsg(c->ipcq->ctx));
     check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);
@@ -2292,12 +2376,13 @@ static int l_sendrecv(lua_State *L)
     void *bp = lkb_block_begin(L, c->s, "tl.sendrecv");
     int rc = kb_cpu_dispatch(c->pe->cpu);
     lkb_block_end(bp);
-    if (rc < 0 || start_recv(c, f) != 0) {
+    const char *why = rc < 0 ? NULL : start_recv(c, f);
+    if (rc < 0 || why) {
         pool_give(&c->st->pool, f->buf, f->buf_cap);
         free(f);
         if (rc < 0)
             return luaL_error(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
-        return luaL_error(L, "tl.sendrecv: %s", sim_errmsg(c->s));
+        return luaL_error(L, "tl.sendrecv: %s", why);
     }
     busy_link(c, f);
     /* tl.send */
@@ -2337,7 +2422,7 @@ static int l_sendrecv(lua_State *L)
             return fail_busy(L, c, lua_tostring(L, -1));
         }
     }
-    spare_recv(c, f);
+    spare_recv(f);
     if (f->got < 0 || f->meta.count != n || f->meta.dtype != (uint32_t)dt ||
         (uint64_t)f->got != (uint64_t)n * kb_dtype_size(dt)) {
         struct future got = *f;
