@@ -711,6 +711,8 @@ static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
                 return 1;
             }
             op->state = R_ACCESS;
+            if (end == sim_now(s))
+                break; /* a free read: no wait (decision 0052) */
             w->ev = NULL;
             w->delay = end - sim_now(s);
             return 0;
@@ -764,6 +766,8 @@ static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
             c->arr_n++;
             sim_notify(c->ev_credit);
             op->state = R_CREDIT;
+            if (!c->credit_ps)
+                break; /* a credit that takes no time: no wait (decision 0052) */
             w->ev = NULL;
             w->delay = c->credit_ps;
             return 0;
