@@ -4,16 +4,18 @@
 -- links' α and c/bw and PE_MATH's 1 ps add zeroed), so the run must also
 -- be exact against its closed form
 --   T = 2 (n-1) (alpha + c / bw) + (n-1) t_add.
--- A step's receive runs as a method process (decision 0052): no stack and
--- no context switch of its own, so a step takes at most SWITCHES context
--- switches (the kernel's) and ACTIVATIONS activations.
+-- A step's receive runs as a method process and does not wait for a
+-- slot read or a credit that take no time (decision 0052): no stack and
+-- no context switch of its own, two activations, so a step takes at most
+-- SWITCHES context switches (the kernel's) and ACTIVATIONS activations
+-- (10.8 and 7.8 with the receive a thread waiting a delta for each).
 --   kbsim ring_step_cost.lua [values]
 local kb = require("kbsim")
 local T = require("kbsim.torch")
 local tl = require("kbsim.tl")
 local ccl = require("kbsim.ccl")
 
-local ACTIVATIONS, SWITCHES = 10.8, 3.0 -- a step's, at most (n = 16)
+local ACTIVATIONS, SWITCHES = 8.8, 3.0 -- a step's, at most (n = 16)
 
 local function ring(n, values)
   local C, FREE = 128, 1e6
