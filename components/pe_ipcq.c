@@ -77,6 +77,7 @@ struct chan {
     int tx_node, rx_node;
     struct sim_trace *rx_tr; /* rx->tr, for the sender's DMA landing a slot */
     bool sending, receiving;
+    bool credit_wait; /* the sender waits on ev_credit (else no one does) */
     uint32_t full; /* rx slots holding visible data */
     struct kb_ipcq_stats st;
     int tx_trk, rx_trk; /* trace tracks of the two sides, made on first use */
@@ -510,8 +511,11 @@ static int take_credit(struct kb_ipcq *q, struct chan *c)
             rc = sim_wait(s, q->poll_ps);
         else if (c->arr_n)
             rc = sim_wait(s, c->arrivals[c->arr_head] - sim_now(s));
-        else
+        else {
+            c->credit_wait = true;
             rc = sim_wait_event(s, c->ev_credit);
+            c->credit_wait = false;
+        }
         if (rc < 0) {
             c->st.blocked_ps += sim_now(s) - t_b;
             return rc;
@@ -702,7 +706,7 @@ static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
             op->len = sl->bytes;
             /* the read of the slot: booked now, waited for (a delta
              * when it takes no time), as kb_mem_access does */
-            sim_time end = kb_mem_schedule(q->buf->bank,
+            sim_time end = kb_mem_schedule(c->rx_bank,
                                            c->rx_base + (uint64_t)c->head_i * c->size,
                                            op->len, false);
             if (end == SIM_FOREVER) {
@@ -764,7 +768,8 @@ static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
             uint32_t ai = c->arr_head + c->arr_n;
             c->arrivals[ai >= c->n ? ai - c->n : ai] = sim_now(s) + c->credit_ps;
             c->arr_n++;
-            sim_notify(c->ev_credit);
+            if (c->credit_wait) /* (a notification no one waits for does nothing) */
+                sim_notify(c->ev_credit);
             op->state = R_CREDIT;
             if (!c->credit_ps)
                 break; /* a credit that takes no time: no wait (decision 0052) */
