@@ -947,8 +947,122 @@ TEST(directions_by_index)
     T_FREE(tsys_free, t);
 }
 
+/* ---- a receive served by a method process (decision 0052) ---------------- */
+
+struct mrecv {
+    struct kb_ipcq *q;
+    struct kb_ipcq_recv_op op;
+    struct kb_ipcq_meta m;
+    int64_t got;
+    sim_time end;
+    int activations;
+    bool done;
+};
+
+static void m_receiver(struct sim *s, void *arg)
+{
+    struct mrecv *r = arg;
+    r->activations++;
+    if (!r->done && kb_ipcq_recv_step(r->q, &r->op, &r->got)) {
+        r->done = true;
+        r->end = sim_now(s);
+    }
+}
+
+/* kb_ipcq_recv_step in a method process is kb_ipcq_recv_at in a thread:
+ * the same bytes, metadata, end and counters for one slot from each
+ * kind of buffer (SRAM and HBM read over the fabric) and for a message of
+ * 5 slots through a 4-slot ring; a message longer than asked for fails
+ * and stays queued, and a second receive on the direction then takes it */
+TEST(recv_step_in_a_method)
+{
+    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM,
+                                             KB_MEM_HBM};
+    static const uint64_t sizes[] = {4096, 4096, 4096, 20000};
+    unsigned char *in = T_OWN(malloc(20000), free), *out[2];
+    out[0] = T_OWN(malloc(20000), free);
+    out[1] = T_OWN(malloc(20000), free);
+    ASSERT_TRUE(in && out[0] && out[1]);
+    fill(in, 20000, 11);
+    for (int k = 0; k < 4; k++) {
+        sim_time end[2];
+        struct kb_ipcq_stats st[2];
+        for (int method = 0; method < 2; method++) {
+            struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+            struct tsys *t = T_OWN(tsys_new(2, kinds[k], false, &qp), tsys_free);
+            ASSERT_TRUE(t);
+            ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+            memset(out[method], 0, 20000);
+            struct one o = {t, 0, 1, "E", "W", sizes[k], 0, 0, 0, in, out[method]};
+            struct mrecv r = {.q = t->q[1]};
+            kb_ipcq_recv_begin(&r.op, kb_ipcq_dir(t->q[1], "W"), out[method], sizes[k], &r.m);
+            ASSERT_TRUE(sim_thread(t->s, "send", one_sender, &o, 0));
+            if (method)
+                ASSERT_TRUE(sim_method(t->s, "recv", m_receiver, &r, false));
+            else
+                ASSERT_TRUE(sim_thread(t->s, "recv", one_receiver, &o, 0));
+            ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+            ASSERT_EQ(o.rc, 0);
+            if (method) {
+                ASSERT_TRUE(r.done);
+                ASSERT_EQ(r.got, (int64_t)sizes[k]);
+                ASSERT_TRUE(r.m.tag == 7 && r.m.dtype == 3 && r.m.count == sizes[k]);
+                ASSERT_TRUE(r.activations >= 2);
+                end[1] = r.end;
+            } else {
+                ASSERT_EQ(o.got, (int64_t)sizes[k]);
+                end[0] = o.end;
+            }
+            ASSERT_TRUE(memcmp(in, out[method], sizes[k]) == 0);
+            kb_ipcq_get_stats(t->q[1], "W", &st[method]);
+            T_FREE(tsys_free, t);
+        }
+        ASSERT_U64_EQ(end[1], end[0]);
+        ASSERT_U64_EQ(st[1].recv_wait_ps, st[0].recv_wait_ps);
+        ASSERT_U64_EQ(st[1].recv_busy_ps, st[0].recv_busy_ps);
+        ASSERT_U64_EQ(st[1].rx_messages, 1);
+        ASSERT_U64_EQ(st[1].rx_bytes, sizes[k]);
+        if (k == 0)
+            ASSERT_U64_EQ(end[1], 27463); /* as slot_cost_per_buffer_kind, tcm */
+    }
+    /* too long: 4096 B asked as 2048 */
+    struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+    struct tsys *t = T_OWN(tsys_new(2, KB_MEM_TCM, false, &qp), tsys_free);
+    ASSERT_TRUE(t);
+    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+    struct one o = {t, 0, 1, "E", "W", 4096, 0, 0, 0, in, out[0]};
+    struct mrecv r = {.q = t->q[1]};
+    kb_ipcq_recv_begin(&r.op, kb_ipcq_dir(t->q[1], "W"), out[0], 2048, &r.m);
+    ASSERT_TRUE(sim_thread(t->s, "send", one_sender, &o, 0));
+    ASSERT_TRUE(sim_method(t->s, "recv", m_receiver, &r, false));
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_TRUE(r.done);
+    ASSERT_EQ(r.got, SIM_EINVAL);
+    ASSERT_CONTAINS(kb_ipcq_errmsg(t->q[1]), "message of 4096 bytes on direction 'W' of "
+                                            "'pe1' is larger than the 2048 bytes asked for");
+    uint64_t len = 0;
+    ASSERT_EQ(kb_ipcq_probe(t->q[1], "W", &len, NULL), 1);
+    ASSERT_U64_EQ(len, 4096);
+    struct mrecv r2 = {.q = t->q[1]};
+    kb_ipcq_recv_begin(&r2.op, kb_ipcq_dir(t->q[1], "W"), out[0], 4096, &r2.m);
+    ASSERT_TRUE(sim_method(t->s, "recv2", m_receiver, &r2, false));
+    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+    ASSERT_EQ(r2.got, 4096);
+    ASSERT_TRUE(memcmp(in, out[0], 4096) == 0);
+    /* a step outside a method process cannot wait */
+    struct mrecv r3 = {.q = t->q[1]};
+    kb_ipcq_recv_begin(&r3.op, kb_ipcq_dir(t->q[1], "W"), NULL, 4096, &r3.m);
+    int64_t got = 0;
+    ASSERT_EQ(kb_ipcq_recv_step(t->q[1], &r3.op, &got), 1);
+    ASSERT_EQ(got, SIM_EPERM);
+    T_FREE(tsys_free, t);
+    T_FREE(free, in);
+    T_FREE(free, out[0]);
+    T_FREE(free, out[1]);
+}
+
 TEST_MAIN(fifth_send_blocks_sleep, fifth_send_blocks_poll,
           sleeping_sender_without_receiver_deadlocks,
           slot_cost_per_buffer_kind, ping_pong_latency,
           data_and_metadata_visible_together, split_messages_and_timing_only,
-          errors, trace_spans, directions_by_index)
+          errors, trace_spans, directions_by_index, recv_step_in_a_method)
