@@ -332,6 +332,7 @@ struct recv_proc {
     /* a method process (the IPCQ's kb_ipcq_recv_step): notified to start
      * it; NULL for a thread (an IPCQ export without it) */
     struct sim_event *start_ev;
+    const struct kb_ipcq_if *q; /* its context's IPCQ */
     struct future *f; /* the receive a method serves, NULL between two */
     struct kb_ipcq_recv_op op;
     bool held;   /* its last receive has not been waited for */
@@ -2038,15 +2039,16 @@ static void recv_method(struct sim *s, void *arg)
         (void)sim_next_trigger_event(s, r->start_ev);
         return;
     }
-    const struct kb_ipcq_if *q = f->ctx->ipcq;
-    size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
+    const struct kb_ipcq_if *q = r->q;
     int64_t got;
     for (;;) {
         if (!q->recv_step(q->ctx, &r->op, &got))
             return; /* it waits */
+        if (got != SIM_EINVAL || r->longer)
+            break;
+        size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
         uint64_t msg;
-        if (got != SIM_EINVAL || r->longer || q->probe(q->ctx, f->dir, &msg, NULL) != 1 ||
-            msg <= bytes)
+        if (q->probe(q->ctx, f->dir, &msg, NULL) != 1 || msg <= bytes)
             break;
         /* a longer message: taken whole (recv_room) for check_meta to
          * report, as recv_sized's caller does */
@@ -2157,6 +2159,7 @@ static const char *start_recv(struct kctx *c, struct future *f)
         char name[256];
         snprintf(name, sizeof name, "%s.recv.%s", c->pe->name, f->dir);
         r->dir = f->dir;
+        r->q = q;
         if (!(r->done_ev = sim_event_new(c->s, name))) {
             free(r);
             return sim_errmsg(c->s);
