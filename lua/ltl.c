@@ -296,6 +296,10 @@ struct kctx {
      * those whose receive may still run (busy, until it is taken): a call
      * that fails leaves its receive here for good */
     struct future *free_futs, *busy_futs;
+    /* tl.sendrecv's last directions (state ids) and their IPCQ indexes,
+     * when both were found wired by index (sr_ok) */
+    bool sr_ok;
+    int sr_rid, sr_sid, sr_rix, sr_six;
 };
 
 
@@ -2344,11 +2348,24 @@ static int l_sendrecv(lua_State *L)
             return luaL_error(L, "out of memory");
     }
     const char *dir = st->dirs[rid];
-    int rix = ctx_dir_ix(c, rid, rdir), six = ctx_dir_ix(c, sid, sdir);
-    if (!ipcq_wired(q, rix, rdir, false))
-        checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
-    if (!ipcq_wired(q, six, sdir, true))
-        checkwired(L, c, sdir, true, "tl.sendrecv");
+    int rix, six;
+    if (c->sr_ok && c->sr_rid == rid && c->sr_sid == sid) {
+        rix = c->sr_rix; /* the last call's directions, found wired then */
+        six = c->sr_six;
+    } else {
+        rix = ctx_dir_ix(c, rid, rdir);
+        six = ctx_dir_ix(c, sid, sdir);
+        if (!ipcq_wired(q, rix, rdir, false))
+            checkwired(L, c, rdir, false, "tl.sendrecv"); /* the error */
+        if (!ipcq_wired(q, six, sdir, true))
+            checkwired(L, c, sdir, true, "tl.sendrecv");
+        /* a wired direction stays wired: by index, kept for the next call */
+        c->sr_ok = rix >= 0 && six >= 0;
+        c->sr_rid = rid;
+        c->sr_sid = sid;
+        c->sr_rix = rix;
+        c->sr_six = six;
+    }
     /* everything that can fail before the receive starts does so now: the
      * send's snapshot buffer and the receive's record */
     void *sbuf = c->no_data ? NULL : scratch(L, 0, hbytes(h));
