@@ -7,7 +7,6 @@
 
 #include <inttypes.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -101,12 +100,11 @@ struct mem_export {
  * use (every memory freed, e.g. between the points of a sweep). The lock
  * lets sweep threads run simulations side by side.
  *
- * A chunk is aligned to its size and asks the kernel for a transparent
- * huge page (where it grants them on request): a values run at system
- * scale first-touches gigabytes, and a fault a 4 KiB page cost ~20 % of
- * its CPU time (issue #12). Page 0 of a chunk holds the reference counts
- * of its pages (page_refs): a page two memories share after a copy
- * (decision 0053). */
+ * A chunk is aligned to its size, and its page 0 holds the reference
+ * counts of its pages (page_refs): a page two memories share after a copy
+ * (decision 0053). (Transparent huge pages for the chunks, asked for with
+ * madvise, halved the page faults of a values run but cost more system
+ * time than they saved: the kernel compacts memory to make them.) */
 #define POOL_CHUNK_PAGES 512 /* 2 MiB */
 #define CHUNK_BYTES (POOL_CHUNK_PAGES * PAGE_SIZE)
 
@@ -154,9 +152,6 @@ static unsigned char *pool_get(void)
             unsigned char *c = aligned_alloc(CHUNK_BYTES, CHUNK_BYTES);
             if (!c)
                 goto out;
-#ifdef MADV_HUGEPAGE
-            madvise(c, CHUNK_BYTES, MADV_HUGEPAGE); /* a hint: refused is fine */
-#endif
             memset(c, 0, POOL_CHUNK_PAGES * sizeof(uint32_t)); /* the counts */
             pool.chunks[pool.n_chunks++] = c;
             pool.fresh = POOL_CHUNK_PAGES - 1; /* page 0 is the header */
