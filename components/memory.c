@@ -122,8 +122,9 @@ static struct {
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* The count of the page at p beyond its first owner (0: one owner), in the
- * header of its chunk. A page is shared by memories of one simulation, so
- * of one thread: its count needs no lock. */
+ * header of its chunk. A page is shared only by memories of one Lua state
+ * (a system's, or two systems' of one script), so of one thread: its
+ * count needs no lock. */
 static uint32_t *page_refs(const unsigned char *p)
 {
     uintptr_t base = (uintptr_t)p & ~(uintptr_t)(CHUNK_BYTES - 1);
