@@ -800,11 +800,9 @@ static unsigned char *page_own(pte *e, uint64_t lo, uint64_t hi)
     return np;
 }
 
-/* The page holding addr, made or unshared if need be (NULL: out of
- * memory), for a caller about to write bytes [lo, hi) of it: a new page
- * is zero-filled outside them only. */
-static unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
-                                     uint64_t lo, uint64_t hi)
+/* page_for_write when the page is missing or shared. */
+static __attribute__((noinline)) unsigned char *
+page_for_write_slow(struct kb_mem *m, uint64_t addr, uint64_t lo, uint64_t hi)
 {
     pte *e = pte_make(m, addr >> PAGE_SHIFT);
     if (!e)
@@ -821,6 +819,19 @@ static unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
     if (hi < PAGE_SIZE)
         memset(p + hi, 0, PAGE_SIZE - hi);
     return p;
+}
+
+/* The page holding addr, made or unshared if need be (NULL: out of
+ * memory), for a caller about to write bytes [lo, hi) of it: a new page
+ * is zero-filled outside them only. (A page of this memory's alone, the
+ * usual case, is a look-up.) */
+static inline unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
+                                            uint64_t lo, uint64_t hi)
+{
+    pte e = pte_get(m, addr >> PAGE_SHIFT);
+    if (e && !(e & PTE_SHARED))
+        return (unsigned char *)e;
+    return page_for_write_slow(m, addr, lo, hi);
 }
 
 /* A freed block reads as zeros, as memory never written does: each page
