@@ -16,8 +16,6 @@
 
 #define PAGE_SHIFT 12 /* 4 KiB pages */
 #define PAGE_SIZE ((uint64_t)1 << PAGE_SHIFT)
-#define DIR_SHIFT 9 /* 512 pages (2 MiB) per directory */
-#define DIR_SIZE ((uint64_t)1 << DIR_SHIFT)
 
 struct block {
     uint64_t addr, size;
@@ -49,8 +47,8 @@ struct kb_mem {
     uint8_t used_log2;  /* the table has 1 << used_log2 entries (none if NULL) */
     uint8_t used_shift; /* see used_slot */
     uint64_t capacity, free_bytes, peak;
-    /* pages: dirs[i][j] is page i·DIR_SIZE + j, NULL until written */
-    unsigned char ***dirs;
+    /* the top of the page tables (see pte), NULL until written */
+    uintptr_t *top;
 
     /* line 1: the live blocks not in `used`, oldest first, packed at the
      * front (size 0: no block); the oldest moves to `used` when a new one
@@ -66,7 +64,8 @@ struct kb_mem {
     sim_time *busy_until; /* per channel: &busy0 for one */
     uint32_t n_channels, burst_shift;
     sim_time busy0;
-    uint64_t n_dirs, n_pages;
+    uint32_t n_top, levels; /* the page tables' shape */
+    uint64_t n_pages;
     /* line 4: the counters an access adds to */
     struct kb_mem_stats st; /* (its peak_alloc_bytes is `peak`) */
     int node;  /* the fabric node it hangs off, -1: none */
@@ -99,8 +98,15 @@ struct mem_export {
  * growing. malloc per page cost ~20 % of a values run at system scale
  * (decision 0034). The chunks go back to the C library when no page is in
  * use (every memory freed, e.g. between the points of a sweep). The lock
- * lets sweep threads run simulations side by side. */
+ * lets sweep threads run simulations side by side.
+ *
+ * A chunk is aligned to its size, and its page 0 holds the reference
+ * counts of its pages (page_refs): a page two memories share after a copy
+ * (decision 0053). (Transparent huge pages for the chunks, asked for with
+ * madvise, halved the page faults of a values run but cost more system
+ * time than they saved: the kernel compacts memory to make them.) */
 #define POOL_CHUNK_PAGES 512 /* 2 MiB */
+#define CHUNK_BYTES (POOL_CHUNK_PAGES * PAGE_SIZE)
 
 struct free_page {
     struct free_page *next;
@@ -115,7 +121,18 @@ static struct {
     uint64_t in_use;
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* A page (its bytes whatever they were); NULL when out of memory. */
+/* The count of the page at p beyond its first owner (0: one owner), in the
+ * header of its chunk. A page is shared only by memories of one Lua state
+ * (a system's, or two systems' of one script), so of one thread: its
+ * count needs no lock. */
+static uint32_t *page_refs(const unsigned char *p)
+{
+    uintptr_t base = (uintptr_t)p & ~(uintptr_t)(CHUNK_BYTES - 1);
+    return (uint32_t *)base + (((uintptr_t)p - base) >> PAGE_SHIFT);
+}
+
+/* A page (its bytes whatever they were, one owner); NULL when out of
+ * memory. */
 static unsigned char *pool_get(void)
 {
     pthread_mutex_lock(&pool.lock);
@@ -133,11 +150,12 @@ static unsigned char *pool_get(void)
                 pool.chunks = c;
                 pool.cap_chunks = cap;
             }
-            unsigned char *c = malloc(POOL_CHUNK_PAGES * PAGE_SIZE);
+            unsigned char *c = aligned_alloc(CHUNK_BYTES, CHUNK_BYTES);
             if (!c)
                 goto out;
+            memset(c, 0, POOL_CHUNK_PAGES * sizeof(uint32_t)); /* the counts */
             pool.chunks[pool.n_chunks++] = c;
-            pool.fresh = POOL_CHUNK_PAGES;
+            pool.fresh = POOL_CHUNK_PAGES - 1; /* page 0 is the header */
         }
         p = pool.chunks[pool.n_chunks - 1] + (POOL_CHUNK_PAGES - pool.fresh--) * PAGE_SIZE;
     }
@@ -147,6 +165,7 @@ out:
     return p;
 }
 
+/* Takes back a page whose count is 0. */
 static void pool_put(unsigned char *p)
 {
     pthread_mutex_lock(&pool.lock);
@@ -164,6 +183,62 @@ static void pool_put(unsigned char *p)
     pthread_mutex_unlock(&pool.lock);
 }
 
+uint64_t kb_mem_pool_pages(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    uint64_t n = pool.in_use;
+    pthread_mutex_unlock(&pool.lock);
+    return n;
+}
+
+/* ---- page tables --------------------------------------------------------
+ *
+ * A memory finds its pages through a radix tree: the top table (n_top
+ * entries, made on the first write) and `levels` levels of nodes of
+ * NODE_SIZE entries below it, made as writes reach them; an entry of the
+ * last level is a pte: the page's address, with PTE_SHARED set when the
+ * page may have another owner (see page_refs), 0 for a page never written.
+ * levels is the fewest that keep the top at most TOP_MAX entries, so that
+ * a memory holding a tile costs ~1 KiB of tables, not the 12 KiB a 2 GiB
+ * HBM's table of 2 MiB directories did (issue #12: 16 K participants). */
+#define NODE_SHIFT 6
+#define NODE_SIZE ((uint64_t)1 << NODE_SHIFT) /* 512 bytes of entries */
+#define TOP_MAX 512
+#define PTE_SHARED ((uintptr_t)1)
+
+typedef uintptr_t pte;
+
+static unsigned char *pte_page(pte e) { return (unsigned char *)(e & ~PTE_SHARED); }
+
+/* Drops one owner of the page of e: the page goes back to the pool with
+ * its last. */
+static void page_unref(pte e)
+{
+    unsigned char *p = pte_page(e);
+    if (e & PTE_SHARED) {
+        uint32_t *r = page_refs(p);
+        if (*r) {
+            (*r)--;
+            return;
+        }
+    }
+    pool_put(p);
+}
+
+/* Frees an entry of a table `levels` above the ptes and all below it. */
+static void table_free(pte e, uint32_t levels)
+{
+    if (!e)
+        return;
+    if (!levels) {
+        page_unref(e);
+        return;
+    }
+    pte *node = (pte *)e;
+    for (uint64_t i = 0; i < NODE_SIZE; i++)
+        table_free(node[i], levels - 1);
+    free(node);
+}
 
 static int seterr(struct kb_mem *m, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -297,7 +372,11 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
         m->burst_shift++;
     m->n_channels = m->p.n_channels;
     uint64_t pages = (p->capacity + PAGE_SIZE - 1) >> PAGE_SHIFT;
-    m->n_dirs = (pages + DIR_SIZE - 1) >> DIR_SHIFT;
+    while ((pages + ((uint64_t)1 << (NODE_SHIFT * m->levels)) - 1) >>
+               (NODE_SHIFT * m->levels) > TOP_MAX)
+        m->levels++;
+    m->n_top = (uint32_t)((pages + ((uint64_t)1 << (NODE_SHIFT * m->levels)) - 1) >>
+                          (NODE_SHIFT * m->levels));
     m->name = strdup(name);
     m->busy_until = m->n_channels == 1 ? &m->busy0
                                        : calloc(m->n_channels, sizeof *m->busy_until);
@@ -320,15 +399,11 @@ void kb_mem_free(struct kb_mem *m)
 {
     if (!m)
         return;
-    for (uint64_t i = 0; m->dirs && i < m->n_dirs; i++) {
-        if (!m->dirs[i])
-            continue;
-        for (uint64_t j = 0; j < DIR_SIZE; j++)
-            if (m->dirs[i][j])
-                pool_put(m->dirs[i][j]);
-        free(m->dirs[i]);
+    if (m->top) {
+        for (uint32_t i = 0; i < m->n_top; i++)
+            table_free(m->top[i], m->levels);
+        free(m->top);
     }
-    free(m->dirs);
     free(m->exp);
     free(m->err);
     if (m->busy_until != &m->busy0)
@@ -639,68 +714,156 @@ static int in_range(struct kb_mem *m, const char *what, uint64_t addr,
     return 0;
 }
 
-/* The page holding addr, or NULL if it was never written. */
-static unsigned char *page(const struct kb_mem *m, uint64_t addr)
+/* The pte of page pg, 0 if it was never written. */
+static pte pte_get(const struct kb_mem *m, uint64_t pg)
 {
-    uint64_t pg = addr >> PAGE_SHIFT;
-    unsigned char **d = m->dirs ? m->dirs[pg >> DIR_SHIFT] : NULL;
-    return d ? d[pg & (DIR_SIZE - 1)] : NULL;
+    if (!m->top)
+        return 0;
+    unsigned sh = NODE_SHIFT * m->levels;
+    pte e = m->top[pg >> sh];
+    while (sh && e) {
+        sh -= NODE_SHIFT;
+        e = ((const pte *)e)[(pg >> sh) & (NODE_SIZE - 1)];
+    }
+    return e;
 }
 
-/* The page holding addr, made if need be (NULL: out of memory), for a
- * caller about to write bytes [lo, hi) of it: a new page is zero-filled
- * outside them only. */
-static unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
-                                     uint64_t lo, uint64_t hi)
+/* Where the pte of page pg is; NULL when its table was never made, with
+ * *next the first page past what that table would hold. */
+static pte *pte_find(const struct kb_mem *m, uint64_t pg, uint64_t *next)
 {
-    uint64_t pg = addr >> PAGE_SHIFT;
-    /* the directory table too is made on the first write */
-    if (!m->dirs && !(m->dirs = calloc(m->n_dirs, sizeof *m->dirs)))
+    unsigned sh = NODE_SHIFT * m->levels;
+    if (!m->top) {
+        *next = UINT64_MAX;
         return NULL;
-    unsigned char ***d = &m->dirs[pg >> DIR_SHIFT];
-    if (!*d && !(*d = calloc(DIR_SIZE, sizeof **d)))
-        return NULL;
-    unsigned char **p = &(*d)[pg & (DIR_SIZE - 1)];
-    if (!*p) {
-        if (!(*p = pool_get()))
-            return NULL;
-        m->n_pages++;
-        if (lo)
-            memset(*p, 0, lo);
-        if (hi < PAGE_SIZE)
-            memset(*p + hi, 0, PAGE_SIZE - hi);
     }
-    return *p;
+    pte *e = &m->top[pg >> sh];
+    while (sh) {
+        if (!*e) {
+            *next = ((pg >> sh) + 1) << sh;
+            return NULL;
+        }
+        sh -= NODE_SHIFT;
+        e = &((pte *)*e)[(pg >> sh) & (NODE_SIZE - 1)];
+    }
+    return e;
+}
+
+/* Where the pte of page pg is, making its tables (NULL: out of memory). */
+static pte *pte_make(struct kb_mem *m, uint64_t pg)
+{
+    if (!m->top && !(m->top = calloc(m->n_top, sizeof *m->top)))
+        return NULL;
+    unsigned sh = NODE_SHIFT * m->levels;
+    pte *e = &m->top[pg >> sh];
+    while (sh) {
+        if (!*e) {
+            pte *node = calloc(NODE_SIZE, sizeof *node);
+            if (!node)
+                return NULL;
+            *e = (pte)node;
+        }
+        sh -= NODE_SHIFT;
+        e = &((pte *)*e)[(pg >> sh) & (NODE_SIZE - 1)];
+    }
+    return e;
+}
+
+/* The page holding addr, or NULL if it was never written. */
+static const unsigned char *page(const struct kb_mem *m, uint64_t addr)
+{
+    return pte_page(pte_get(m, addr >> PAGE_SHIFT));
+}
+
+/* The page of *e made this memory's alone, for a caller about to write
+ * bytes [lo, hi) of it (NULL: out of memory): a page with other owners is
+ * copied first, outside [lo, hi) (copy on write). */
+static unsigned char *page_own(pte *e, uint64_t lo, uint64_t hi)
+{
+    unsigned char *p = pte_page(*e);
+    if (!(*e & PTE_SHARED))
+        return p;
+    uint32_t *r = page_refs(p);
+    if (!*r) { /* the others let go: it is ours */
+        *e = (pte)p;
+        return p;
+    }
+    unsigned char *np = pool_get();
+    if (!np)
+        return NULL;
+    if (lo)
+        memcpy(np, p, lo);
+    if (hi < PAGE_SIZE)
+        memcpy(np + hi, p + hi, PAGE_SIZE - hi);
+    (*r)--;
+    *e = (pte)np;
+    return np;
+}
+
+/* page_for_write when the page is missing or shared. */
+static __attribute__((noinline)) unsigned char *
+page_for_write_slow(struct kb_mem *m, uint64_t addr, uint64_t lo, uint64_t hi)
+{
+    pte *e = pte_make(m, addr >> PAGE_SHIFT);
+    if (!e)
+        return NULL;
+    if (*e)
+        return page_own(e, lo, hi);
+    unsigned char *p = pool_get();
+    if (!p)
+        return NULL;
+    *e = (pte)p;
+    m->n_pages++;
+    if (lo)
+        memset(p, 0, lo);
+    if (hi < PAGE_SIZE)
+        memset(p + hi, 0, PAGE_SIZE - hi);
+    return p;
+}
+
+/* The page holding addr, made or unshared if need be (NULL: out of
+ * memory), for a caller about to write bytes [lo, hi) of it: a new page
+ * is zero-filled outside them only. (A page of this memory's alone, the
+ * usual case, is a look-up.) */
+static inline unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
+                                            uint64_t lo, uint64_t hi)
+{
+    pte e = pte_get(m, addr >> PAGE_SHIFT);
+    if (e && !(e & PTE_SHARED))
+        return (unsigned char *)e;
+    return page_for_write_slow(m, addr, lo, hi);
 }
 
 /* A freed block reads as zeros, as memory never written does: each page
- * that lies wholly in the free block it joined goes back to the pool, and
- * the block's bytes in a page it shares with allocated bytes are cleared.
- * So a new block always starts as zeros, and only allocated bytes (and
- * page ends around them) hold storage. */
+ * that lies wholly in the free block it joined goes back to the pool (or
+ * to its other owners), and the block's bytes in a page it shares with
+ * allocated bytes are cleared. So a new block always starts as zeros, and
+ * only allocated bytes (and page ends around them) hold storage. */
 static void clear_freed(struct kb_mem *m, struct block b, struct block joined)
 {
-    if (!m->dirs)
+    if (!m->top)
         return;
     uint64_t end = b.addr + b.size, jend = joined.addr + joined.size;
-    for (uint64_t pa = b.addr & ~(PAGE_SIZE - 1); pa < end; pa += PAGE_SIZE) {
-        uint64_t pg = pa >> PAGE_SHIFT;
-        unsigned char **d = m->dirs[pg >> DIR_SHIFT];
-        if (!d) { /* a whole directory never written: skip to the next */
-            pa = ((pg | (DIR_SIZE - 1)) << PAGE_SHIFT);
+    uint64_t pg = b.addr >> PAGE_SHIFT, last = (end - 1) >> PAGE_SHIFT, next;
+    while (pg <= last) {
+        pte *e = pte_find(m, pg, &next);
+        if (!e) { /* a whole table never written: skip past it */
+            pg = next;
             continue;
         }
-        unsigned char **p = &d[pg & (DIR_SIZE - 1)];
-        if (!*p)
+        uint64_t pa = pg++ << PAGE_SHIFT;
+        if (!*e)
             continue;
         if (pa >= joined.addr && jend - pa >= PAGE_SIZE) {
-            pool_put(*p);
-            *p = NULL;
+            page_unref(*e);
+            *e = 0;
             m->n_pages--;
         } else {
             uint64_t lo = pa > b.addr ? pa : b.addr;
             uint64_t hi = pa + PAGE_SIZE < end ? pa + PAGE_SIZE : end;
-            memset(*p + (lo - pa), 0, hi - lo);
+            unsigned char *p = page_own(e, lo - pa, hi - pa);
+            if (p) /* (out of memory: a shared page keeps the bytes) */
+                memset(p + (lo - pa), 0, hi - lo);
         }
     }
 }
@@ -793,10 +956,40 @@ int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     return 0;
 }
 
-/* One piece of a copy, inside one source and one destination page. */
+/* One piece of a copy, inside one source and one destination page. A
+ * whole page between page boundaries is not copied: the destination takes
+ * the source's page as a second owner (decision 0053), or, from a page
+ * never written, reads as zeros again. */
 static int copy_piece(struct kb_mem *dst, uint64_t da, struct kb_mem *src,
                       uint64_t sa, uint64_t n)
 {
+    if (n == PAGE_SIZE && !(da & (PAGE_SIZE - 1)) && !(sa & (PAGE_SIZE - 1)) &&
+        (src != dst || sa != da)) {
+        uint64_t next;
+        pte *se = pte_find(src, sa >> PAGE_SHIFT, &next);
+        pte *de = pte_find(dst, da >> PAGE_SHIFT, &next);
+        if (se && *se && !de && !(de = pte_make(dst, da >> PAGE_SHIFT)))
+            return oom(dst);
+        if (!se || !*se) { /* zeros: no page */
+            if (de && *de) {
+                page_unref(*de);
+                *de = 0;
+                dst->n_pages--;
+            }
+            return 0;
+        }
+        if (*de && pte_page(*de) == pte_page(*se))
+            return 0; /* the same page already */
+        unsigned char *p = pte_page(*se);
+        (*page_refs(p))++;
+        *se |= PTE_SHARED;
+        if (*de)
+            page_unref(*de);
+        else
+            dst->n_pages++;
+        *de = (pte)p | PTE_SHARED;
+        return 0;
+    }
     const unsigned char *s = page(src, sa);
     uint64_t off = da & (PAGE_SIZE - 1);
     unsigned char *d = page_for_write(dst, da, off, off + n);

@@ -3,6 +3,9 @@
  *
  * Contents are stored sparsely in 4 KiB pages allocated on first write;
  * untouched bytes read as zero, so a 2 GiB HBM costs nothing until used.
+ * A copy of whole pages between page boundaries (kb_mem_copy: a DMA)
+ * shares the source's pages, copied on the next write to either side, and
+ * a copy of never-written pages leaves none (decision 0053).
  * Freed bytes read as zero too: freeing a block gives its pages back (those
  * wholly in free space; its bytes in a page it shares are cleared), so a
  * new block always starts as zeros and storage follows what is allocated,
@@ -110,14 +113,19 @@ int kb_mem_copy(struct kb_mem *dst, uint64_t dst_addr, struct kb_mem *src,
  * was never written (it reads as zeros). kb_mem_write_span sets *p to where
  * the span's bytes go, making its page (SIM_ENOMEM); a new page that the
  * span covers whole is not zero-filled, so the caller must write all of a
- * span of a whole page. The pointers stay valid until the memory is freed. */
+ * span of a whole page. A pointer is valid until the next change to the
+ * memory (a write, copy or free may give the span another page). */
 int kb_mem_read_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
                      const unsigned char **p, uint64_t *len);
 int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
                       unsigned char **p, uint64_t *len);
 
-/* Pages of storage held now (4 KiB each): written, not freed since. */
+/* Pages of storage held now (4 KiB each): written, not freed since. A
+ * page two memories share after a copy counts in both. */
 uint64_t kb_mem_pages(const struct kb_mem *m);
+/* Pages the process's memories hold, each once however many memories
+ * share it (every simulation of the process: a sweep's threads too). */
+uint64_t kb_mem_pool_pages(void);
 
 /* ---- timing ------------------------------------------------------------ */
 

@@ -809,6 +809,150 @@ TEST(reused_pages_read_as_zeros_around_a_write)
     T_FREE(sim_free, s);
 }
 
+/* Reads all of [0, n) of m and checks it against want (n bytes). */
+static bool reads_as(struct kb_mem *m, const unsigned char *want, uint64_t n)
+{
+    unsigned char *got = malloc(n);
+    bool ok = got && kb_mem_read(m, 0, got, n) == 0 && memcmp(got, want, n) == 0;
+    free(got);
+    return ok;
+}
+
+/* A copy of whole pages between page boundaries shares them: no new
+ * storage, and a write to either side (in place, a span, a copy into it,
+ * a free clearing part of a page) copies the page first, so that each
+ * memory reads what a copy through a buffer would give. A copy of pages
+ * never written leaves none behind. */
+TEST(whole_page_copies_share_pages_until_written)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem *a = mem(s, &TCM), *b = mem(s, &HBM), *c = mem(s, &TCM);
+    ASSERT_TRUE(a && b && c);
+    enum { N = 4 * PAGE };
+    unsigned char *wa = T_OWN(malloc(N), free), *wb = T_OWN(malloc(N), free);
+    unsigned char *wc = T_OWN(malloc(N), free);
+    ASSERT_TRUE(wa && wb && wc);
+    for (uint64_t j = 0; j < N; j++)
+        wa[j] = pat(j);
+    uint64_t base = kb_mem_pool_pages();
+    ASSERT_EQ(kb_mem_write(a, 0, wa, 3 * PAGE), 0);
+    memset(wa + 3 * PAGE, 0, PAGE);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 3);
+    /* a's pages 0..2 into b's 0..2 and page 1 again into b's 3 */
+    ASSERT_EQ(kb_mem_copy(b, 0, a, 0, 3 * PAGE), 0);
+    ASSERT_EQ(kb_mem_copy(b, 3 * PAGE, a, PAGE, PAGE), 0);
+    memcpy(wb, wa, 3 * PAGE);
+    memcpy(wb + 3 * PAGE, wa + PAGE, PAGE);
+    ASSERT_U64_EQ(kb_mem_pages(b), 4);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 3);
+    ASSERT_TRUE(reads_as(b, wb, N));
+    /* a write to a's page 1 gives a its own copy; b's two keep the old */
+    unsigned char x[3] = {0xEE, 0xEF, 0xF0};
+    ASSERT_EQ(kb_mem_write(a, PAGE + 10, x, 3), 0);
+    memcpy(wa + PAGE + 10, x, 3);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 4);
+    ASSERT_TRUE(reads_as(a, wa, N) && reads_as(b, wb, N));
+    /* b's pages 1 and 3 share one page: writing one leaves the other */
+    ASSERT_EQ(kb_mem_write(b, 3 * PAGE + PAGE - 1, x, 1), 0);
+    wb[N - 1] = x[0];
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 5);
+    ASSERT_TRUE(reads_as(b, wb, N));
+    /* b's page 1 now has one owner again: written in place */
+    ASSERT_EQ(kb_mem_write(b, PAGE, x, 2), 0);
+    memcpy(wb + PAGE, x, 2);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 5);
+    ASSERT_TRUE(reads_as(a, wa, N) && reads_as(b, wb, N));
+    /* a span of a shared page (a's 0, b's 0) is a's own */
+    unsigned char *w;
+    uint64_t len;
+    ASSERT_EQ(kb_mem_write_span(a, 5, 1, &w, &len), 0);
+    ASSERT_U64_EQ(len, 1);
+    *w = 0x11;
+    wa[5] = 0x11;
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 6);
+    ASSERT_TRUE(reads_as(a, wa, N) && reads_as(b, wb, N));
+    /* a partial copy into a shared page (a's 2, b's 2) */
+    ASSERT_EQ(kb_mem_copy(a, 2 * PAGE + 100, b, 3 * PAGE, 50), 0);
+    memcpy(wa + 2 * PAGE + 100, wb + 3 * PAGE, 50);
+    ASSERT_TRUE(reads_as(a, wa, N) && reads_as(b, wb, N));
+    /* within one memory, onto a page it shares with another memory */
+    ASSERT_EQ(kb_mem_copy(c, 0, b, 0, N), 0);
+    memcpy(wc, wb, N);
+    ASSERT_EQ(kb_mem_copy(b, PAGE, b, 2 * PAGE, 2 * PAGE), 0);
+    memmove(wb + PAGE, wb + 2 * PAGE, 2 * PAGE);
+    ASSERT_TRUE(reads_as(b, wb, N) && reads_as(c, wc, N));
+    /* a free that clears part of a shared page: the other memory keeps
+     * its bytes (c's pages are b's) */
+    uint64_t lo, hi;
+    ASSERT_EQ(kb_mem_alloc(b, PAGE + 100, 0, &lo), 0);
+    ASSERT_EQ(kb_mem_alloc(b, 200, 0, &hi), 0);
+    ASSERT_EQ(kb_mem_dealloc(b, lo), 0);
+    memset(wb, 0, PAGE + 100);
+    ASSERT_TRUE(reads_as(b, wb, N));
+    ASSERT_TRUE(reads_as(c, wc, N));
+    ASSERT_EQ(kb_mem_dealloc(b, hi), 0); /* page 1 now lies in free space */
+    memset(wb, 0, 2 * PAGE);
+    ASSERT_TRUE(reads_as(b, wb, N) && reads_as(c, wc, N));
+    /* never-written pages copied over written ones leave no page */
+    uint64_t before = kb_mem_pages(c);
+    ASSERT_EQ(kb_mem_copy(c, PAGE, a, 8 * PAGE, 2 * PAGE), 0);
+    memset(wc + PAGE, 0, 2 * PAGE);
+    ASSERT_U64_EQ(kb_mem_pages(c), before - 2);
+    ASSERT_TRUE(reads_as(c, wc, N));
+    /* freeing a memory leaves what it shared to the others */
+    T_FREE(kb_mem_free, a);
+    ASSERT_TRUE(reads_as(b, wb, N) && reads_as(c, wc, N));
+    T_FREE(kb_mem_free, b);
+    ASSERT_TRUE(reads_as(c, wc, N));
+    T_FREE(kb_mem_free, c);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base);
+    T_FREE(free, wa);
+    T_FREE(free, wb);
+    T_FREE(free, wc);
+    T_FREE(sim_free, s);
+}
+
+/* The page tables of memories of any size: a one-page memory, the 2 GiB
+ * HBM at both ends and across the tables' node boundaries (64 pages,
+ * 4096 pages), with pages counted and given back. */
+TEST(page_tables_reach_every_page)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem_params tiny = TCM;
+    tiny.capacity = 100;
+    struct kb_mem *t = mem(s, &tiny), *h = mem(s, &HBM);
+    ASSERT_TRUE(t && h);
+    unsigned char v = 9, r = 0;
+    ASSERT_EQ(kb_mem_write(t, 99, &v, 1), 0);
+    ASSERT_EQ(kb_mem_read(t, 99, &r, 1), 0);
+    ASSERT_EQ(r, 9);
+    ASSERT_U64_EQ(kb_mem_pages(t), 1);
+    const uint64_t at[] = {0, 64 * PAGE - 1, 64 * PAGE, 4096 * PAGE - 2, 4096 * PAGE,
+                           GiB, 2 * GiB - 1};
+    enum { K = sizeof at / sizeof at[0] };
+    for (int i = 0; i < K; i++) {
+        v = (unsigned char)(i + 1);
+        ASSERT_EQ(kb_mem_write(h, at[i], &v, 1), 0);
+    }
+    ASSERT_U64_EQ(kb_mem_pages(h), K);
+    for (int i = 0; i < K; i++) {
+        ASSERT_EQ(kb_mem_read(h, at[i], &r, 1), 0);
+        ASSERT_EQ(r, i + 1);
+        ASSERT_EQ(kb_mem_read(h, at[i] ^ 1, &r, 1), 0); /* its neighbour */
+        ASSERT_EQ(r, 0);
+    }
+    /* a block over all of it, freed: every page back */
+    uint64_t a;
+    ASSERT_EQ(kb_mem_alloc(h, 2 * GiB, 0, &a), 0);
+    ASSERT_EQ(kb_mem_dealloc(h, a), 0);
+    ASSERT_U64_EQ(kb_mem_pages(h), 0);
+    T_FREE(kb_mem_free, t);
+    T_FREE(kb_mem_free, h);
+    T_FREE(sim_free, s);
+}
+
 TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           same_channel_serialises, setup_overlaps_earlier_transfers,
           schedule_without_waiting, capacity_error,
@@ -817,4 +961,5 @@ TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           copy_page_to_page, freed_blocks_read_as_zeros_and_give_pages_back,
           params_are_checked, many_live_blocks_free_in_any_order,
           allocator_matches_a_reference_first_fit,
-          reused_pages_read_as_zeros_around_a_write)
+          reused_pages_read_as_zeros_around_a_write,
+          whole_page_copies_share_pages_until_written, page_tables_reach_every_page)
