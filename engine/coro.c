@@ -126,6 +126,11 @@ static void guard_notice(void)
 
 #define CHUNK_BYTES ((size_t)64 << 20)
 
+/* A stack's record lives in its top page, above its top: one line. */
+#define CORO_STACK_RECORD 64
+_Static_assert(sizeof(struct coro_stack) <= CORO_STACK_RECORD,
+               "a stack's record fits the line above its top");
+
 struct coro_chunk {
     struct coro_chunk *next;
     char *base;
@@ -173,7 +178,8 @@ static void *chunk_carve(struct coro_pool *pool, size_t bytes, bool *map_failed)
     return p;
 }
 
-/* Forgets a stack whose chunk is being unmapped. */
+/* Forgets a stack whose chunk is being unmapped (its record is in the
+ * chunk: see coro_stack_get). */
 static void stack_destroy(struct coro_stack *st)
 {
 #ifdef CORO_VALGRIND
@@ -182,7 +188,6 @@ static void stack_destroy(struct coro_stack *st)
 #endif
     if (st->guard)
         atomic_fetch_sub(&guarded_stacks, 1);
-    free(st);
 }
 
 static void chunk_unmap(struct coro_chunk *c)
@@ -450,7 +455,6 @@ struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
             return st;
     }
 
-    st = malloc(sizeof *st);
     /* One page more than asked: each stack starts at a different 64-byte
      * line within its top page. Aligned tops would all fall in the same few
      * sets of a virtually indexed L1 cache, so with hundreds of coroutines
@@ -459,15 +463,14 @@ struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
     size_t span = size + ps;
     size_t guard_size = guard ? ps : 0;
     bool map_failed = false;
-    void *map = st ? chunk_carve(pool, span + guard_size, &map_failed) : NULL;
+    void *map = chunk_carve(pool, span + guard_size, &map_failed);
     /* the map limit, perhaps, with maps held by the cache: free them */
     if (map_failed && coro_cache_drop())
         map = chunk_carve(pool, span + guard_size, &map_failed);
     if (!map) {
-        int err = st ? errno : ENOMEM;
+        int err = errno;
         if (guard)
             atomic_fetch_sub(&guarded_stacks, 1);
-        free(st);
         errno = err;
         return NULL;
     }
@@ -478,12 +481,21 @@ struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
         guard = false;
         guard_notice();
     }
+    /* The stack's record is the line just above its top, next to the
+     * frame coro_init writes below the top: taking a stack from the pool
+     * and starting a coroutine on it touch one page, mostly two adjacent
+     * lines, where a record of its own was a third cold line on another
+     * page (with a thread restarted a step, as a receive is, both missed).
+     * The usable part, top - lo, is still at least size. */
     size_t color = (size_t)(pool->next_color++ % (ps / 64)) * 64;
+    char *lo = (char *)map + guard_size;
+    char *top = lo + span - color - CORO_STACK_RECORD;
+    st = (struct coro_stack *)top;
     st->map = map;
     st->map_size = span + guard_size;
-    st->lo = (char *)map + guard_size;
+    st->lo = lo;
     st->size = size;
-    st->top = (char *)st->lo + span - color;
+    st->top = top;
     st->guard = guard;
     st->vg_id = 0;
 #ifdef CORO_VALGRIND

@@ -19,6 +19,7 @@
 #include <ucontext.h>
 #endif
 
+/* A stack's record: the 64 bytes above its top, in its own top page. */
 struct coro_stack {
     void *map;        /* start of its region of a chunk (the guard page, if any) */
     size_t map_size;  /* whole region */
