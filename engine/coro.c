@@ -419,11 +419,9 @@ static struct coro_stack *list_take(struct coro_stack **list, size_t size,
     return NULL;
 }
 
-/* A free stack of the pool of this size and guard: one put back, else one
- * of an adopted chunk (counted now), else one of a chunk adopted now from
- * the process's cache; NULL if none. */
-static struct coro_stack *pool_take(struct coro_pool *pool, size_t size,
-                                    bool guard)
+/* pool_take when the last stack put back does not fit */
+static __attribute__((noinline)) struct coro_stack *
+pool_take_slow(struct coro_pool *pool, size_t size, bool guard)
 {
     struct coro_stack *st = list_take(&pool->free_list, size, guard);
     if (st)
@@ -436,6 +434,22 @@ static struct coro_stack *pool_take(struct coro_pool *pool, size_t size,
         atomic_fetch_add_explicit(&cache_reused, 1, memory_order_relaxed);
     }
     return st;
+}
+
+/* A free stack of the pool of this size and guard: one put back, else one
+ * of an adopted chunk (counted now), else one of a chunk adopted now from
+ * the process's cache; NULL if none. The usual case inline: the last one
+ * put back fits (a thread restarted takes the stack of one just ended). */
+static inline struct coro_stack *pool_take(struct coro_pool *pool,
+                                           size_t size, bool guard)
+{
+    struct coro_stack *st = pool->free_list;
+    if (st && st->size == size && st->guard == guard) {
+        pool->free_list = st->next_free;
+        st->next_free = NULL;
+        return st;
+    }
+    return pool_take_slow(pool, size, guard);
 }
 
 struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
