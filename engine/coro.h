@@ -134,33 +134,15 @@ void coro_exit(struct coro *from, struct coro *to) __attribute__((noreturn));
  * read returns through ~100 bytes of saved registers and locals): four
  * lines, which took W2 a tenth faster than two. A prefetch never faults,
  * so lines past the top of a fresh stack cost nothing. */
-static inline __attribute__((always_inline)) void coro_prefetch_sp(const void *sp)
-{
-    __builtin_prefetch(sp);
-    __builtin_prefetch((const char *)sp + 64);
-    __builtin_prefetch((const char *)sp + 128);
-    __builtin_prefetch((const char *)sp + 192);
-}
-
 static inline __attribute__((always_inline)) void coro_prefetch(const struct coro *c)
 {
 #ifndef KBSIM_CORO_USE_UCONTEXT
-    coro_prefetch_sp(c->sp);
+    __builtin_prefetch(c->sp);
+    __builtin_prefetch((const char *)c->sp + 64);
+    __builtin_prefetch((const char *)c->sp + 128);
+    __builtin_prefetch((const char *)c->sp + 192);
 #else
     (void)c;
-#endif
-}
-
-/* Where a suspended coroutine's saved frame is (what coro_prefetch
- * warms), to note while its context is hot and warm later with
- * coro_prefetch_sp; NULL with the ucontext backend. */
-static inline __attribute__((always_inline)) void *coro_saved_sp(const struct coro *c)
-{
-#ifndef KBSIM_CORO_USE_UCONTEXT
-    return c->sp;
-#else
-    (void)c;
-    return NULL;
 #endif
 }
 

@@ -192,11 +192,6 @@ struct sim {
      * cur_key, the key of the process taken last, and first_delta, it
      * tells where in a time's first delta the run is (sim_seq_passed) */
     uint64_t *runq_key;
-    /* runq_sp[i]: where runq[i]'s saved frame was when it was queued (its
-     * descriptor was hot then), NULL for a method: prefetch_next warms
-     * the stack of a process two places on from it without loading that
-     * process's descriptor, which is often cold */
-    void **runq_sp;
     size_t runq_head, runq_len, runq_cap;
     uint64_t fire_key, cur_key;
     bool first_delta;
@@ -441,7 +436,6 @@ void sim_free(struct sim *s)
     evq_release(&s->timed);
     free(s->runq);
     free(s->runq_key);
-    free(s->runq_sp);
     free(s->delta);
     free(s->updates);
     free(s->batch);
@@ -505,24 +499,19 @@ static bool runq_reserve(struct sim *s, size_t need)
         cap *= 2;
     struct sim_proc **n = malloc(cap * sizeof *n);
     uint64_t *k = malloc(cap * sizeof *k);
-    void **sp = malloc(cap * sizeof *sp);
-    if (!n || !k || !sp) {
+    if (!n || !k) {
         free(n);
         free(k);
-        free(sp);
         return false;
     }
     for (size_t i = 0; i < s->runq_len; i++) {
         n[i] = s->runq[(s->runq_head + i) & (s->runq_cap - 1)];
         k[i] = s->runq_key[(s->runq_head + i) & (s->runq_cap - 1)];
-        sp[i] = s->runq_sp[(s->runq_head + i) & (s->runq_cap - 1)];
     }
     free(s->runq);
     free(s->runq_key);
-    free(s->runq_sp);
     s->runq = n;
     s->runq_key = k;
-    s->runq_sp = sp;
     s->runq_cap = cap;
     s->runq_head = 0;
     return true;
@@ -535,7 +524,6 @@ static inline void runq_push(struct sim *s, struct sim_proc *p)
     size_t i = (s->runq_head + s->runq_len) & (s->runq_cap - 1);
     s->runq[i] = p;
     s->runq_key[i] = s->fire_key;
-    s->runq_sp[i] = p->kind == PROC_THREAD ? coro_saved_sp(&p->co) : NULL;
     s->runq_len++;
     p->queued = true;
 }
@@ -921,12 +909,10 @@ int sim_method_wake_reserved(struct sim_proc *p, sim_time t, uint64_t seq)
     while (i > 0 && s->runq_key[(s->runq_head + i - 1) & mask] > seq) {
         s->runq[(s->runq_head + i) & mask] = s->runq[(s->runq_head + i - 1) & mask];
         s->runq_key[(s->runq_head + i) & mask] = s->runq_key[(s->runq_head + i - 1) & mask];
-        s->runq_sp[(s->runq_head + i) & mask] = s->runq_sp[(s->runq_head + i - 1) & mask];
         i--;
     }
     s->runq[(s->runq_head + i) & mask] = p;
     s->runq_key[(s->runq_head + i) & mask] = seq;
-    s->runq_sp[(s->runq_head + i) & mask] = NULL;
     s->runq_len++;
     p->queued = true;
     return 0;
@@ -977,21 +963,19 @@ static struct sim_proc *need_method(struct sim *s, const char *what)
 
 /* With thousands of processes their descriptors and stacks are cold.
  * Called as a process is taken from the queue: warm the descriptor of the
- * one three places on and the stack of the one two places on, so that
- * each miss has a whole activation or two to be served in; the next one's
- * stack was warmed a step ago. The stack's address comes from runq_sp,
- * noted when the process was queued: reading it from the descriptor (warmed
- * only one step before) stalled on that descriptor whenever the step was
- * short (4-5 % of a ring allreduce's time, in next_context). */
+ * one three places on and the stack of the one two places on (whose
+ * descriptor was warmed one step ago), so that each miss has a whole
+ * activation or two to be served in; the next one's stack was warmed a
+ * step ago. */
 static inline __attribute__((always_inline)) void prefetch_next(struct sim *s)
 {
     size_t mask = s->runq_cap - 1, h = s->runq_head, n = s->runq_len;
     if (n > 2)
         __builtin_prefetch(s->runq[(h + 2) & mask]);
     if (n > 1) {
-        void *sp = s->runq_sp[(h + 1) & mask];
-        if (sp)
-            coro_prefetch_sp(sp);
+        struct sim_proc *q = s->runq[(h + 1) & mask];
+        if (q->kind == PROC_THREAD)
+            coro_prefetch(&q->co);
     }
 }
 
