@@ -1974,16 +1974,9 @@ static void fire_time(struct sim *s, sim_time t)
             s->batch[j] = x;
         }
     }
-    /* as the FIFO's run: the owners are cold, warm them ahead (all of a
-     * short batch at once, so that their misses overlap) */
-    for (size_t i = 0; i < n && i < FIRE_AHEAD; i++)
-        __builtin_prefetch(s->batch[i].obj, 1);
-    for (size_t i = 0; i < n; i++) {
-        if (i + FIRE_AHEAD < n)
-            __builtin_prefetch(s->batch[i + FIRE_AHEAD].obj, 1);
+    for (size_t i = 0; i < n; i++)
         if (entry_live(&s->batch[i]))
             fire_timed(s, &s->batch[i]);
-    }
 }
 
 static void describe_wait(struct sim *s, const struct sim_proc *p)
