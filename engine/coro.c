@@ -55,6 +55,7 @@ static size_t page_size(void)
 void coro_pool_init(struct coro_pool *pool)
 {
     pool->free_list = NULL;
+    pool->adopted = NULL;
     pool->chunks = NULL;
     pool->mapped_bytes = 0;
     pool->next_color = 0;
@@ -125,17 +126,33 @@ static void guard_notice(void)
 
 #define CHUNK_BYTES ((size_t)64 << 20)
 
+/* A stack's record lives in its top page, above its top: one line. */
+#define CORO_STACK_RECORD 64
+_Static_assert(sizeof(struct coro_stack) <= CORO_STACK_RECORD,
+               "a stack's record fits the line above its top");
+
 struct coro_chunk {
     struct coro_chunk *next;
     char *base;
     size_t size, used;
+    size_t n_stacks;   /* carved from it */
+    /* while it is in the process's cache (or being put there): */
+    struct coro_stack *stacks; /* all of them, free */
+    size_t n_free;
+    size_t resident;   /* bytes of it in memory when cached */
+    size_t cls_size;   /* the size and guard of its stacks, when they */
+    bool cls_guard;    /* all have one (mixed false), as is usual */
+    bool mixed;
 };
 
-static void *chunk_carve(struct coro_pool *pool, size_t bytes)
+/* NULL, errno set, when out of memory; *map_failed says whether mmap
+ * was what failed. */
+static void *chunk_carve(struct coro_pool *pool, size_t bytes, bool *map_failed)
 {
     struct coro_chunk *c = pool->chunks;
+    *map_failed = false;
     if (!c || c->size - c->used < bytes) {
-        c = malloc(sizeof *c);
+        c = calloc(1, sizeof *c);
         if (!c)
             return NULL;
         c->size = bytes > CHUNK_BYTES ? bytes : CHUNK_BYTES;
@@ -150,6 +167,7 @@ static void *chunk_carve(struct coro_pool *pool, size_t bytes)
             int err = errno;
             free(c);
             errno = err;
+            *map_failed = true;
             return NULL;
         }
         c->next = pool->chunks;
@@ -160,7 +178,9 @@ static void *chunk_carve(struct coro_pool *pool, size_t bytes)
     return p;
 }
 
-static void stack_free(struct coro_pool *pool, struct coro_stack *st)
+/* Forgets a stack whose chunk is being unmapped (its record is in the
+ * chunk: see coro_stack_get). */
+static void stack_destroy(struct coro_stack *st)
 {
 #ifdef CORO_VALGRIND
     if (st->vg_id)
@@ -168,32 +188,227 @@ static void stack_free(struct coro_pool *pool, struct coro_stack *st)
 #endif
     if (st->guard)
         atomic_fetch_sub(&guarded_stacks, 1);
-    pool->mapped_bytes -= st->map_size;
-    free(st);
+}
+
+static void chunk_unmap(struct coro_chunk *c)
+{
+    for (struct coro_stack *st = c->stacks, *n; st; st = n) {
+        n = st->next_free;
+        stack_destroy(st);
+    }
+    munmap(c->base, c->size);
+    free(c);
+}
+
+/* ---- the process's chunk cache ---------------------------------------
+ * A simulation's stacks were unmapped with it, so the next one (a sweep
+ * runs hundreds, a script may make one kb.sim after another) took a page
+ * fault on every stack page its threads touched, and mapped its guard
+ * pages again. A retired pool offers its chunks here instead, with their
+ * stacks as they were carved, guards and all; a pool that needs a stack
+ * of a size and guard a cached chunk holds adopts the whole chunk. The
+ * bounds keep what the cache holds small: memory maps (a guarded stack
+ * costs two; CORO_CACHE_STACKS of them is an eighth of Linux's default
+ * limit), and resident pages (counted with mincore when a chunk comes in). */
+
+#define CORO_CACHE_CHUNKS 32
+#define CORO_CACHE_STACKS 4096
+#define CORO_CACHE_RESIDENT ((size_t)128 << 20)
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct coro_chunk *cache_list;      /* under cache_mu */
+static struct coro_cache_stats cache_st;   /* held now: under cache_mu */
+static atomic_size_t cache_chunks;         /* cache_st.chunks, read unlocked */
+static atomic_size_t cache_adopted, cache_reused;
+static size_t cache_max_stacks = CORO_CACHE_STACKS;     /* under cache_mu */
+static size_t cache_max_resident = CORO_CACHE_RESIDENT; /* under cache_mu */
+
+void coro_cache_set_limits(size_t stacks, size_t resident_bytes)
+{
+    pthread_mutex_lock(&cache_mu);
+    cache_max_stacks = stacks ? stacks : CORO_CACHE_STACKS;
+    cache_max_resident = resident_bytes ? resident_bytes : CORO_CACHE_RESIDENT;
+    pthread_mutex_unlock(&cache_mu);
+}
+
+/* Bytes of c's carved part in memory (mincore, a window at a time: no
+ * allocation); SIZE_MAX when it cannot be told. */
+static size_t chunk_resident(const struct coro_chunk *c)
+{
+    size_t ps = page_size(), pages = (c->used + ps - 1) / ps, n = 0;
+    unsigned char vec[1024];
+    for (size_t at = 0; at < pages; at += sizeof vec) {
+        size_t k = pages - at < sizeof vec ? pages - at : sizeof vec;
+        if (mincore(c->base + at * ps, k * ps, vec) != 0)
+            return SIZE_MAX;
+        for (size_t i = 0; i < k; i++)
+            n += vec[i] & 1;
+    }
+    return n * ps;
+}
+
+/* Takes c (every stack of it free, on c->stacks) into the cache if it
+ * fits the bounds; false, with nothing changed, if not. */
+static bool cache_offer(struct coro_chunk *c)
+{
+    if (c->n_free != c->n_stacks || !c->n_stacks)
+        return false;
+    c->mixed = false;
+    c->cls_size = c->stacks->size;
+    c->cls_guard = c->stacks->guard;
+    for (struct coro_stack *st = c->stacks; st; st = st->next_free)
+        if (st->size != c->cls_size || st->guard != c->cls_guard)
+            c->mixed = true;
+    pthread_mutex_lock(&cache_mu);
+    bool room = cache_st.chunks < CORO_CACHE_CHUNKS &&
+                cache_st.stacks + c->n_stacks <= cache_max_stacks;
+    pthread_mutex_unlock(&cache_mu);
+    if (!room)
+        return false;
+    c->resident = chunk_resident(c); /* a system call: outside the lock */
+    pthread_mutex_lock(&cache_mu);
+    room = cache_st.chunks < CORO_CACHE_CHUNKS &&
+           cache_st.stacks + c->n_stacks <= cache_max_stacks &&
+           cache_st.resident_bytes <= cache_max_resident &&
+           c->resident <= cache_max_resident - cache_st.resident_bytes;
+    if (room) {
+        c->next = cache_list;
+        cache_list = c;
+        cache_st.chunks++;
+        atomic_store(&cache_chunks, cache_st.chunks);
+        cache_st.stacks += c->n_stacks;
+        cache_st.resident_bytes += c->resident;
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return room;
+}
+
+static bool chunk_has(const struct coro_chunk *c, size_t size, bool guard)
+{
+    if (!c->mixed)
+        return c->cls_size == size && c->cls_guard == guard;
+    for (const struct coro_stack *st = c->stacks; st; st = st->next_free)
+        if (st->size == size && st->guard == guard)
+            return true;
+    return false;
+}
+
+/* Moves a cached chunk holding a stack of this size and guard into the
+ * pool: it becomes the chunk new stacks are carved from, and its stacks
+ * join pool->adopted. False when the cache holds none. */
+static bool cache_adopt(struct coro_pool *pool, size_t size, bool guard)
+{
+    if (!atomic_load_explicit(&cache_chunks, memory_order_relaxed))
+        return false; /* the usual case: nothing cached, no lock taken */
+    pthread_mutex_lock(&cache_mu);
+    struct coro_chunk **pp = &cache_list, *c;
+    while ((c = *pp) && !chunk_has(c, size, guard))
+        pp = &c->next;
+    if (c) {
+        *pp = c->next;
+        cache_st.chunks--;
+        atomic_store(&cache_chunks, cache_st.chunks);
+        cache_st.stacks -= c->n_stacks;
+        cache_st.resident_bytes -= c->resident;
+    }
+    pthread_mutex_unlock(&cache_mu);
+    if (!c)
+        return false;
+    atomic_fetch_add(&cache_adopted, 1);
+    struct coro_stack *last = c->stacks;
+    while (last->next_free)
+        last = last->next_free;
+    last->next_free = pool->adopted;
+    pool->adopted = c->stacks;
+    c->stacks = NULL;
+    c->n_free = 0;
+    c->next = pool->chunks;
+    pool->chunks = c;
+    return true;
+}
+
+void coro_cache_stats(struct coro_cache_stats *out)
+{
+    pthread_mutex_lock(&cache_mu);
+    *out = cache_st;
+    pthread_mutex_unlock(&cache_mu);
+    out->adopted_chunks = atomic_load(&cache_adopted);
+    out->reused_stacks = atomic_load(&cache_reused);
+}
+
+size_t coro_cache_drop(void)
+{
+    pthread_mutex_lock(&cache_mu);
+    struct coro_chunk *c = cache_list;
+    cache_list = NULL;
+    cache_st.chunks = cache_st.stacks = cache_st.resident_bytes = 0;
+    atomic_store(&cache_chunks, 0);
+    pthread_mutex_unlock(&cache_mu);
+    size_t n = 0;
+    while (c) {
+        struct coro_chunk *next = c->next;
+        chunk_unmap(c);
+        c = next;
+        n++;
+    }
+    return n;
+}
+
+/* ---- pools ------------------------------------------------------------ */
+
+/* Hands every stack of the pool to its chunk's list (the free ones were
+ * counted in mapped_bytes, the adopted ones were not) and detaches the
+ * chunks; returns them. */
+static struct coro_chunk *pool_collect(struct coro_pool *pool)
+{
+    for (struct coro_chunk *c = pool->chunks; c; c = c->next) {
+        c->stacks = NULL;
+        c->n_free = 0;
+    }
+    for (int list = 0; list < 2; list++) {
+        struct coro_stack *st = list ? pool->adopted : pool->free_list;
+        while (st) {
+            struct coro_stack *next = st->next_free;
+            if (!list)
+                pool->mapped_bytes -= st->map_size;
+            st->next_free = st->chunk->stacks;
+            st->chunk->stacks = st;
+            st->chunk->n_free++;
+            st = next;
+        }
+    }
+    pool->free_list = pool->adopted = NULL;
+    struct coro_chunk *c = pool->chunks;
+    pool->chunks = NULL;
+    return c;
 }
 
 void coro_pool_release(struct coro_pool *pool)
 {
-    struct coro_stack *st = pool->free_list;
-    while (st) {
-        struct coro_stack *next = st->next_free;
-        stack_free(pool, st);
-        st = next;
-    }
-    pool->free_list = NULL;
-    while (pool->chunks) {
-        struct coro_chunk *c = pool->chunks;
-        pool->chunks = c->next;
-        munmap(c->base, c->size);
-        free(c);
+    struct coro_chunk *c = pool_collect(pool);
+    while (c) {
+        struct coro_chunk *next = c->next;
+        chunk_unmap(c);
+        c = next;
     }
 }
 
-/* A free stack of the pool of this size and guard, or NULL. */
-static struct coro_stack *pool_take(struct coro_pool *pool, size_t size,
+void coro_pool_retire(struct coro_pool *pool)
+{
+    struct coro_chunk *c = pool_collect(pool);
+    while (c) {
+        struct coro_chunk *next = c->next;
+        if (!cache_offer(c))
+            chunk_unmap(c);
+        c = next;
+    }
+}
+
+/* Unlinks the first stack of *list of this size and guard; NULL if none. */
+static struct coro_stack *list_take(struct coro_stack **list, size_t size,
                                     bool guard)
 {
-    for (struct coro_stack **p = &pool->free_list; *p; p = &(*p)->next_free) {
+    for (struct coro_stack **p = list; *p; p = &(*p)->next_free) {
         struct coro_stack *st = *p;
         if (st->size == size && st->guard == guard) {
             *p = st->next_free;
@@ -204,6 +419,39 @@ static struct coro_stack *pool_take(struct coro_pool *pool, size_t size,
     return NULL;
 }
 
+/* pool_take when the last stack put back does not fit */
+static __attribute__((noinline)) struct coro_stack *
+pool_take_slow(struct coro_pool *pool, size_t size, bool guard)
+{
+    struct coro_stack *st = list_take(&pool->free_list, size, guard);
+    if (st)
+        return st;
+    if (!(st = list_take(&pool->adopted, size, guard)) &&
+        cache_adopt(pool, size, guard))
+        st = list_take(&pool->adopted, size, guard);
+    if (st) {
+        pool->mapped_bytes += st->map_size;
+        atomic_fetch_add_explicit(&cache_reused, 1, memory_order_relaxed);
+    }
+    return st;
+}
+
+/* A free stack of the pool of this size and guard: one put back, else one
+ * of an adopted chunk (counted now), else one of a chunk adopted now from
+ * the process's cache; NULL if none. The usual case inline: the last one
+ * put back fits (a thread restarted takes the stack of one just ended). */
+static inline struct coro_stack *pool_take(struct coro_pool *pool,
+                                           size_t size, bool guard)
+{
+    struct coro_stack *st = pool->free_list;
+    if (st && st->size == size && st->guard == guard) {
+        pool->free_list = st->next_free;
+        st->next_free = NULL;
+        return st;
+    }
+    return pool_take_slow(pool, size, guard);
+}
+
 struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
                                   bool guard)
 {
@@ -212,14 +460,15 @@ struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
     struct coro_stack *st = pool_take(pool, size, guard);
     if (st)
         return st;
-    if (guard && !guard_take()) {
+    /* guards held by cached chunks go back to the budget before it is
+     * declared spent */
+    if (guard && !guard_take() && !(coro_cache_drop() && guard_take())) {
         guard = false;
         guard_notice();
         if ((st = pool_take(pool, size, false)))
             return st;
     }
 
-    st = malloc(sizeof *st);
     /* One page more than asked: each stack starts at a different 64-byte
      * line within its top page. Aligned tops would all fall in the same few
      * sets of a virtually indexed L1 cache, so with hundreds of coroutines
@@ -227,12 +476,15 @@ struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
      * doubled W1 and W3 throughput at 1000 processes). */
     size_t span = size + ps;
     size_t guard_size = guard ? ps : 0;
-    void *map = st ? chunk_carve(pool, span + guard_size) : NULL;
+    bool map_failed = false;
+    void *map = chunk_carve(pool, span + guard_size, &map_failed);
+    /* the map limit, perhaps, with maps held by the cache: free them */
+    if (map_failed && coro_cache_drop())
+        map = chunk_carve(pool, span + guard_size, &map_failed);
     if (!map) {
-        int err = st ? errno : ENOMEM;
+        int err = errno;
         if (guard)
             atomic_fetch_sub(&guarded_stacks, 1);
-        free(st);
         errno = err;
         return NULL;
     }
@@ -243,18 +495,29 @@ struct coro_stack *coro_stack_get(struct coro_pool *pool, size_t size,
         guard = false;
         guard_notice();
     }
+    /* The stack's record is the line just above its top, next to the
+     * frame coro_init writes below the top: taking a stack from the pool
+     * and starting a coroutine on it touch one page, mostly two adjacent
+     * lines, where a record of its own was a third cold line on another
+     * page (with a thread restarted a step, as a receive is, both missed).
+     * The usable part, top - lo, is still at least size. */
     size_t color = (size_t)(pool->next_color++ % (ps / 64)) * 64;
+    char *lo = (char *)map + guard_size;
+    char *top = lo + span - color - CORO_STACK_RECORD;
+    st = (struct coro_stack *)top;
     st->map = map;
     st->map_size = span + guard_size;
-    st->lo = (char *)map + guard_size;
+    st->lo = lo;
     st->size = size;
-    st->top = (char *)st->lo + span - color;
+    st->top = top;
     st->guard = guard;
     st->vg_id = 0;
 #ifdef CORO_VALGRIND
     st->vg_id = VALGRIND_STACK_REGISTER(st->lo, (char *)st->lo + span);
 #endif
     st->next_free = NULL;
+    st->chunk = pool->chunks;
+    st->chunk->n_stacks++;
     pool->mapped_bytes += st->map_size;
     return st;
 }

@@ -19,6 +19,7 @@
 #include <ucontext.h>
 #endif
 
+/* A stack's record: the 64 bytes above its top, in its own top page. */
 struct coro_stack {
     void *map;        /* start of its region of a chunk (the guard page, if any) */
     size_t map_size;  /* whole region */
@@ -28,6 +29,7 @@ struct coro_stack {
     bool guard;
     unsigned vg_id;   /* valgrind stack id, 0 if none */
     struct coro_stack *next_free; /* pool link */
+    struct coro_chunk *chunk; /* the chunk it was carved from */
 };
 
 struct coro {
@@ -50,14 +52,48 @@ struct coro {
 struct coro_chunk;
 struct coro_pool {
     struct coro_stack *free_list;
+    struct coro_stack *adopted; /* free stacks of chunks taken from the
+                                   process's chunk cache, never handed out
+                                   by this pool yet */
     struct coro_chunk *chunks; /* the mappings stacks are carved from */
-    size_t mapped_bytes; /* all stacks carved by this pool, in use or free */
+    size_t mapped_bytes; /* all stacks this pool has handed out, in use or
+                            free (carved by it or adopted) */
     unsigned next_color; /* cache colour of the next new stack */
 };
 
 void coro_pool_init(struct coro_pool *pool);
 /* Unmaps every free stack; stacks still in use must be released first. */
 void coro_pool_release(struct coro_pool *pool);
+
+/* As coro_pool_release, but a chunk all of whose stacks are free is
+ * offered to the process's chunk cache instead of being unmapped, while
+ * the cache is under its bounds (CORO_CACHE_* in coro.c: chunks, stacks,
+ * resident bytes). A later pool that needs a stack of a size and guard a
+ * cached chunk holds adopts that chunk, stacks, guard pages, touched
+ * pages and all: a simulation made after another (sweep points, one
+ * kb.sim after another) then takes no page fault on the stacks' pages
+ * the earlier one touched, and makes no new memory maps. Thread-safe
+ * (sweep points run in parallel). */
+void coro_pool_retire(struct coro_pool *pool);
+
+/* The process's chunk cache: what it holds now, and the stacks pools
+ * have taken from it since the process started. */
+struct coro_cache_stats {
+    size_t chunks, stacks;   /* held now */
+    size_t resident_bytes;   /* their pages in memory when cached */
+    size_t adopted_chunks;   /* chunks taken by pools, in all */
+    size_t reused_stacks;    /* adopted stacks handed out, in all */
+};
+void coro_cache_stats(struct coro_cache_stats *out);
+
+/* Unmaps every chunk the cache holds (its guard pages go back to the
+ * budget); the number of chunks dropped. Done by coro_stack_get itself
+ * when the guard budget is spent or a chunk cannot be mapped. */
+size_t coro_cache_drop(void);
+
+/* Tests only: the cache's bounds on stacks and resident bytes (0: the
+ * defaults). */
+void coro_cache_set_limits(size_t stacks, size_t resident_bytes);
 
 /* A stack of at least `size` usable bytes (rounded up to pages), with a
  * guard page below it unless `guard` is false or the process's guard

@@ -432,7 +432,7 @@ void sim_free(struct sim *s)
         free(c);
     }
     sim__trace_free(s->tracer);
-    coro_pool_release(&s->pool);
+    coro_pool_retire(&s->pool);
     evq_release(&s->timed);
     free(s->runq);
     free(s->runq_key);

@@ -239,7 +239,9 @@ int sim_method_wake(struct sim_proc *p, sim_time delay);
  * ahead, p is put at that place in the runnable queue. It returns 1 and
  * does nothing when the entry would already have been served (the caller
  * then does what that activation would have done), 0 when made, and
- * SIM_EINVAL (a thread) or SIM_ENOMEM. No notification is counted. */
+ * SIM_EINVAL (a thread) or SIM_ENOMEM. No notification is counted. It
+ * reads p's descriptor first, often cold: a caller holding s asks
+ * sim_seq_passed first and calls this only when that is false. */
 uint64_t sim_seq_reserve(struct sim *s);
 bool sim_seq_passed(const struct sim *s, sim_time t, uint64_t seq);
 int sim_method_wake_reserved(struct sim_proc *p, sim_time t, uint64_t seq);

@@ -638,6 +638,176 @@ TEST(guard_budget)
     coro_set_guard_limit(0);
 }
 
+/* ---- the process's chunk cache -------------------------------------- */
+
+/* A retired pool's chunks, stacks as carved and guards as made, serve the
+ * next pool: the same stacks (so no new maps, no page faults on what was
+ * touched), counted in its mapped_bytes as stacks it carved would be. */
+TEST(retired_chunks_serve_the_next_pool)
+{
+    coro_cache_drop();
+    struct coro_cache_stats c0, c1, c2;
+    coro_cache_stats(&c0);
+    ASSERT_EQ(c0.chunks, 0);
+    enum { N = 24 };
+    struct coro_pool *a = pool_new();
+    ASSERT_TRUE(a);
+    struct coro_stack *st[N];
+    void *tops[N];
+    long maps0 = maps_now();
+    ASSERT_TRUE(maps0 > 0);
+    for (int i = 0; i < N; i++) {
+        st[i] = sget(a, STACK_SIZE, true);
+        ASSERT_TRUE(st[i] != NULL);
+        tops[i] = st[i]->top;
+        ((volatile char *)st[i]->top)[-1] = 1; /* a touched page each */
+    }
+    size_t mapped = a->mapped_bytes;
+    bool guarded = st[0]->guard;
+    for (int i = 0; i < N; i++)
+        sput(a, st[i]);
+    coro_pool_retire(a);
+    ASSERT_EQ(a->mapped_bytes, 0);
+    ASSERT_TRUE(a->chunks == NULL && a->free_list == NULL);
+    coro_cache_stats(&c1);
+    ASSERT_EQ(c1.chunks, 1);
+    ASSERT_EQ(c1.stacks, N);
+    ASSERT_TRUE(c1.resident_bytes >= N * page());
+    long maps1 = maps_now();
+
+    /* another size is not served from the cache, and leaves it as it is */
+    struct coro_pool *b = pool_new();
+    ASSERT_TRUE(b);
+    struct coro_stack *other = sget(b, 2 * STACK_SIZE, true);
+    ASSERT_TRUE(other != NULL);
+    coro_cache_stats(&c2);
+    ASSERT_EQ(c2.chunks, 1);
+    ASSERT_EQ(c2.adopted_chunks, c1.adopted_chunks);
+    sput(b, other);
+    coro_pool_release(b);
+
+    /* the same size and guard: the very stacks, no new map */
+    for (int i = 0; i < N; i++) {
+        st[i] = sget(b, STACK_SIZE, true);
+        ASSERT_TRUE(st[i] != NULL);
+        ASSERT_EQ(st[i]->guard, guarded);
+        bool known = false;
+        for (int j = 0; j < N; j++)
+            known |= st[i]->top == tops[j];
+        ASSERT_TRUE(known);
+        for (int j = 0; j < i; j++)
+            ASSERT_TRUE(st[j] != st[i]);
+    }
+    ASSERT_EQ(b->mapped_bytes, mapped);
+    ASSERT_TRUE(maps_now() <= maps1);
+    coro_cache_stats(&c2);
+    ASSERT_EQ(c2.chunks, 0);
+    ASSERT_EQ(c2.adopted_chunks, c1.adopted_chunks + 1);
+    ASSERT_EQ(c2.reused_stacks, c1.reused_stacks + N);
+    /* each runs a coroutine as a new stack does */
+    long bad_round;
+    run_pingpong(st[N - 1], 10, &bad_round);
+    ASSERT_EQ(bad_round, -1);
+    /* one more is carved, from the adopted chunk's room */
+    struct coro_stack *more = sget(b, STACK_SIZE, true);
+    ASSERT_TRUE(more != NULL);
+    ASSERT_EQ(b->mapped_bytes, mapped + more->map_size);
+    sput(b, more);
+    for (int i = 0; i < N; i++)
+        sput(b, st[i]);
+    coro_pool_release(b); /* release unmaps; only retire caches */
+    coro_cache_stats(&c2);
+    ASSERT_EQ(c2.chunks, 0);
+    ASSERT_TRUE(maps_now() <= maps0 + 2);
+}
+
+/* What the cache holds is bounded: a chunk over the stack or resident
+ * bounds is unmapped as before, and coro_cache_drop empties it. */
+TEST(chunk_cache_bounds)
+{
+    coro_cache_drop();
+    struct coro_cache_stats c;
+    struct coro_pool *pool = pool_new();
+    ASSERT_TRUE(pool);
+    enum { N = 8 };
+    struct coro_stack *st[N];
+    /* over the stack bound */
+    coro_cache_set_limits(N - 1, 0);
+    for (int i = 0; i < N; i++) {
+        st[i] = sget(pool, 4096, false);
+        ASSERT_TRUE(st[i] != NULL);
+    }
+    for (int i = 0; i < N; i++)
+        sput(pool, st[i]);
+    coro_pool_retire(pool);
+    coro_cache_stats(&c);
+    ASSERT_EQ(c.chunks, 0);
+    /* over the resident bound: each stack touches 4 pages */
+    coro_cache_set_limits(0, 3 * N * page());
+    for (int i = 0; i < N; i++) {
+        st[i] = sget(pool, 4 * page(), false);
+        ASSERT_TRUE(st[i] != NULL);
+        memset(st[i]->lo, 1, 4 * page());
+    }
+    for (int i = 0; i < N; i++)
+        sput(pool, st[i]);
+    coro_pool_retire(pool);
+    coro_cache_stats(&c);
+    ASSERT_EQ(c.chunks, 0);
+    /* within both: kept, until dropped */
+    coro_cache_set_limits(N, 8 * N * page());
+    for (int i = 0; i < N; i++) {
+        st[i] = sget(pool, 4 * page(), false);
+        ASSERT_TRUE(st[i] != NULL);
+        memset(st[i]->lo, 1, 4 * page());
+    }
+    for (int i = 0; i < N; i++)
+        sput(pool, st[i]);
+    coro_pool_retire(pool);
+    coro_cache_set_limits(0, 0);
+    coro_cache_stats(&c);
+    ASSERT_EQ(c.chunks, 1);
+    ASSERT_EQ(c.stacks, N);
+    ASSERT_TRUE(c.resident_bytes >= 4 * N * page());
+    ASSERT_EQ(coro_cache_drop(), 1);
+    coro_cache_stats(&c);
+    ASSERT_EQ(c.chunks, 0);
+    ASSERT_EQ(c.stacks, 0);
+    ASSERT_EQ(c.resident_bytes, 0);
+}
+
+/* Guards held by cached chunks go back to the budget before a stack is
+ * refused one. */
+TEST(guard_budget_takes_back_cached_guards)
+{
+    coro_cache_drop();
+    struct coro_pool *pool = pool_new();
+    ASSERT_TRUE(pool);
+    coro_set_guard_limit(2);
+    struct coro_stack *st[2];
+    for (int i = 0; i < 2; i++) {
+        st[i] = sget(pool, 4096, true);
+        ASSERT_TRUE(st[i] != NULL && st[i]->guard);
+    }
+    for (int i = 0; i < 2; i++)
+        sput(pool, st[i]);
+    coro_pool_retire(pool);
+    struct coro_cache_stats c;
+    coro_cache_stats(&c);
+    ASSERT_EQ(c.chunks, 1);
+    /* another size: not in the cache, and the budget is held by it */
+    struct coro_stack *big = sget(pool, 8192, true);
+    ASSERT_TRUE(big != NULL);
+    ASSERT_TRUE(big->guard);
+    coro_cache_stats(&c);
+    ASSERT_EQ(c.chunks, 0);
+    sput(pool, big);
+    coro_pool_release(pool);
+    coro_set_guard_limit(0);
+}
+
 TEST_MAIN(ping_pong, chain, registers_and_fp_preserved, ten_thousand_coroutines,
           pool_reuse, unguarded_stack, stack_overflow_report,
-          forty_thousand_stacks_few_maps, guard_budget)
+          forty_thousand_stacks_few_maps, guard_budget,
+          retired_chunks_serve_the_next_pool, chunk_cache_bounds,
+          guard_budget_takes_back_cached_guards)

@@ -1,8 +1,19 @@
 /* test_sim.c — scheduler semantics: delta cycles, notification kinds,
  * fifo blocking, determinism, deadlock report, run limits */
 #include <math.h>
+#include <sys/resource.h>
+#include "coro.h"
 #include "sim.h"
 #include "test.h"
+
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#endif
+#endif
+#ifndef RUNNING_ON_VALGRIND
+#define RUNNING_ON_VALGRIND 0
+#endif
 
 /* A log of "who at what time/delta" lines shared by the processes. */
 struct log {
@@ -653,6 +664,7 @@ static void det_run(struct trace *tr)
 TEST(two_runs_identical_traces)
 {
     static struct trace a, b;
+    a.len = b.len = 0; /* (run again and again under --failalloc) */
     det_run(&a);
     det_run(&b);
     ASSERT_TRUE(a.len > 100);
@@ -1203,6 +1215,74 @@ TEST(round_ps_is_llround)
     }
 }
 
+/* ---- stacks kept from one simulation for the next ------------------- */
+
+/* Each thread uses 32 KiB of its stack, then waits and ends. */
+static void deep_stack_proc(struct sim *s, void *arg)
+{
+    volatile char buf[32 * 1024];
+    for (size_t i = 0; i < sizeof buf; i += 512)
+        buf[i] = (char)i;
+    sim_wait(s, SIM_NS);
+    *(long *)arg += buf[512];
+}
+
+#define REUSE_THREADS 64
+
+/* Makes, runs and frees a simulation of REUSE_THREADS deep_stack_proc;
+ * its stack bytes and the minor page faults it took. */
+static void reuse_run(uint64_t *stack_bytes, long *faults)
+{
+    struct rusage r0, r1;
+    *faults = -1; /* until it has run to the end */
+    getrusage(RUSAGE_THREAD, &r0);
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    static long sum[REUSE_THREADS];
+    for (int i = 0; i < REUSE_THREADS; i++) {
+        sum[i] = 0;
+        ASSERT_TRUE(sim_thread(s, "deep", deep_stack_proc, &sum[i], 0));
+    }
+    ASSERT_OK(sim_run(s, SIM_FOREVER));
+    for (int i = 0; i < REUSE_THREADS; i++)
+        ASSERT_EQ(sum[i], 0);
+    struct sim_stats st;
+    sim_get_stats(s, &st);
+    *stack_bytes = st.stack_bytes;
+    T_FREE(sim_free, s);
+    getrusage(RUSAGE_THREAD, &r1);
+    *faults = r1.ru_minflt - r0.ru_minflt;
+}
+
+/* A simulation freed leaves its stacks to the next one (coro.h, the
+ * process's chunk cache): the second of two alike takes the same stacks,
+ * counts the same stack bytes, and takes a fraction of the first's page
+ * faults (its stacks' pages are in memory already). */
+TEST(next_simulation_reuses_the_stacks)
+{
+    coro_cache_drop();
+    struct coro_cache_stats c0, c1;
+    coro_cache_stats(&c0);
+    uint64_t bytes1, bytes2;
+    long faults1, faults2;
+    reuse_run(&bytes1, &faults1);
+    ASSERT_TRUE(faults1 >= 0);
+    reuse_run(&bytes2, &faults2);
+    ASSERT_TRUE(faults2 >= 0);
+    coro_cache_stats(&c1);
+    ASSERT_U64_EQ(bytes2, bytes1);
+    ASSERT_TRUE(bytes1 >= (uint64_t)REUSE_THREADS * 64 * 1024);
+    ASSERT_EQ(c1.reused_stacks - c0.reused_stacks, REUSE_THREADS);
+    ASSERT_EQ(c1.adopted_chunks - c0.adopted_chunks, 1);
+    ASSERT_EQ(c1.chunks, 1); /* given back by the second */
+    /* 64 threads x 8 pages: the first takes over 512 faults on them */
+    if (!RUNNING_ON_VALGRIND) {
+        ASSERT_TRUE(faults1 >= REUSE_THREADS * 8);
+        ASSERT_TRUE(faults2 * 4 < faults1);
+    }
+    coro_cache_drop();
+}
+
 TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           notification_order, earlier_notification_wins_and_cancel,
           fifo_write_blocks_when_full, fifo_read_blocks_when_empty,
@@ -1216,4 +1296,5 @@ TEST_MAIN(signal_commits_in_update_phase, signal_same_value_does_not_notify,
           ten_thousand_threads,
           same_time_wakeups_in_insertion_order, time_past_the_end_is_refused,
           ended_thread_restarts_and_deadlock_lists_by_start,
-          thread_restarts_straight_after_it_ends, round_ps_is_llround)
+          thread_restarts_straight_after_it_ends, round_ps_is_llround,
+          next_simulation_reuses_the_stacks)
