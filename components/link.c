@@ -95,8 +95,7 @@ static int link_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t,
 /* Port `out` was bound: cache the peer's interface (one load a hand-off). */
 static void out_bound(void *ud, struct sim_port *p)
 {
-    struct kb_link *l = ud;
-    l->out = sim_port_peer_iface(p, 0);
+    kb_link_set_out(ud, sim_port_peer_iface(p, 0));
 }
 
 /* l's rarely used part, made on first use; NULL when out of memory. */
@@ -158,6 +157,9 @@ void kb_link_kind_free(struct kb_link_kind *k) { free(k); }
 
 /* Links by the chunk of POOL_CHUNK, each on its own cache lines. */
 static_assert(sizeof(struct kb_link) % 64 == 0, "a link is whole cache lines");
+static_assert(offsetof(struct kb_link, heap_in) == 64 && offsetof(struct kb_link, n_fifo) == 128 &&
+                  offsetof(struct kb_link, fifo) == 192 && sizeof(struct kb_link) == 256,
+              "the lines of struct kb_link are those link_impl.h states");
 #define POOL_CHUNK 64
 
 struct kb_link_pool {
@@ -207,7 +209,7 @@ static struct kb_link *pool_take(struct kb_link_pool *pool)
     }
     struct kb_link *l = &pool->chunks[pool->n_chunks - 1][pool->used++];
     memset(l, 0, sizeof *l);
-    l->pooled = true;
+    l->pooled = 1;
     return l;
 }
 
@@ -280,7 +282,11 @@ int kb_link_make_ports(struct kb_link *l, char *err, size_t errlen)
     return make_ports(l->k->sim, l, kb_link_name(l), err, errlen);
 }
 
-void kb_link_set_out(struct kb_link *l, const struct kb_flit_if *out) { l->out = out; }
+void kb_link_set_out(struct kb_link *l, const struct kb_flit_if *out)
+{
+    l->out = out;
+    l->routed = out && out->head == kb_link_route_head;
+}
 
 struct kb_link *kb_link_new_unported(const struct kb_link_kind *k, struct kb_link_pool *pool,
                                      const char *name, char *err, size_t errlen)
@@ -439,13 +445,11 @@ void kb_link_wake_at(struct kb_link *l, sim_time t, sim_time now)
 }
 
 /* release() of a worm whose tail's wake-up was not made: the worm may
- * have left the fabric since, so only the counts kept for it are used */
+ * have left the fabric since, and its counts are in st already, so only
+ * line 0 is touched */
 static void release_lazy(struct kb_link *l)
 {
     l->lazy = false;
-    l->st.bytes += l->lazy_bytes;
-    l->st.flits += l->lazy_flits;
-    l->st.busy_ps += l->cur_busy;
     l->cur = NULL;
 }
 
@@ -453,7 +457,8 @@ static void release_lazy(struct kb_link *l)
  * releases it and asks for its next time. If by then nothing waits for
  * the link, the worm is not the last hop's (whose release calls done) and
  * the link is not traced, that activation does nothing another process
- * can see but the release's counts, and asks for nothing. So the link
+ * can see (the worm's counts are kept from its start), and asks for
+ * nothing. So the link
  * does not ask for it: it reserves the sequence number the wake-up would
  * have taken (sim_seq_reserve) and sets lazy. What happens next decides,
  * exactly as the activation would have gone (decision 0032):
@@ -474,6 +479,11 @@ static int settle(struct kb_link *l, sim_time t)
 {
     if (t < l->cur_tail) {
         l->lazy = false;
+        return 0;
+    }
+    /* the common case, told without reading the process */
+    if (sim_seq_passed(l->k->sim, l->cur_tail, l->lazy_seq)) {
+        release_lazy(l);
         return 0;
     }
     int rc = sim_method_wake_reserved(l->proc, l->cur_tail, l->lazy_seq);
@@ -599,15 +609,24 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     if (l->traced)
         l->ext->cur_start = now;
     l->cur_tail = tail;
-    l->cur_busy = (n - 1) * d + dl;
     l->free_at = tail + dl;
+    /* counted now, in the line this touches anyway (link_impl.h) */
+    l->cur_busy = (n - 1) * d + dl;
+    l->cur_bytes = kb_link_msg_bytes(m);
+    l->cur_flits = n;
     l->st.messages++;
+    l->st.bytes += l->cur_bytes;
+    l->st.flits += n;
+    l->st.busy_ps += l->cur_busy;
     if (j + 1 == m->n_hops)
         return 0;
     m->last_in = l->free_at + lat;
-    sim_time head = now + (n == 1 ? dl : d) + lat + m->path[j + 1]->k->ovh_ps;
+    struct kb_link *nl = m->path[j + 1];
+    sim_time head = now + (n == 1 ? dl : d) + lat + nl->k->ovh_ps;
     /* through port `out`: the node at the far end hands the head to the
-     * route's next link */
+     * route's next link (a fabric's node without reading `out`) */
+    if (l->routed)
+        return kb_link_route_head(NULL, m, j + 1, head, now);
     return l->out->head(l->out->ctx, m, j + 1, head, now);
 }
 
@@ -632,14 +651,12 @@ static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
                    (int)(sizeof a / sizeof a[0]));
 }
 
-/* The worm's last flit starts now: it is counted, and the link is free for
- * the next worm from free_at on, when that flit is serialised. */
+/* The worm's last flit starts now (it was counted when it started): the
+ * link is free for the next worm from free_at on, when that flit is
+ * serialised. */
 static void release(struct kb_link *l)
 {
     struct kb_link_msg *m = l->cur;
-    l->st.bytes += kb_link_msg_bytes(m);
-    l->st.flits += m->n_flits;
-    l->st.busy_ps += l->cur_busy;
     if (l->traced)
         trace_msg(l, m);
     /* nothing here refers to m any more */
@@ -654,12 +671,27 @@ static void link_serve(struct sim *s, void *arg)
     sim_time now = sim_now(s);
     l->wake_req = SIM_FOREVER; /* the pending notification is the one served */
 
+    /* The heads due by now join the waiting ones in arrival order. The
+     * first goes straight to the link when nothing waits before it and
+     * the link is free (the common case: the waiting heads' line is not
+     * touched); it starts before the loop as it would in it. */
+    struct arrival first = {0};
+    if (l->n_heap && l->heap[0].t <= now) {
+        first = heap_pop(l);
+        if (l->n_fifo || l->cur || l->free_at > now) {
+            if (fifo_push(l, first.m, first.hop) < 0)
+                goto nomem;
+            first.m = NULL;
+        }
+    }
     while (l->n_heap && l->heap[0].t <= now) {
         struct arrival a = heap_pop(l);
-        if (fifo_push(l, a.m, a.hop) < 0) {
-            sim_fail(s, "link '%s': out of memory", kb_link_name(l));
-            return;
-        }
+        if (fifo_push(l, a.m, a.hop) < 0)
+            goto nomem;
+    }
+    if (first.m && acquire(l, first.m, first.hop, now) < 0) {
+        sim_fail(s, "link '%s': out of memory", kb_link_name(first.m->path[first.hop + 1]));
+        return;
     }
 
     for (;;) {
@@ -685,11 +717,8 @@ static void link_serve(struct sim *s, void *arg)
     if (l->cur) {
         if (!l->n_fifo && !l->n_heap && !l->traced && l->cur_hop + 1 != l->cur->n_hops) {
             /* the tail's wake-up would carry no work: see catch_up */
-            struct kb_link_msg *m = l->cur;
             l->lazy_seq = sim_seq_reserve(s);
             l->lazy = true;
-            l->lazy_bytes = kb_link_msg_bytes(m);
-            l->lazy_flits = m->n_flits;
             return;
         }
         t = l->cur_tail;
@@ -699,12 +728,28 @@ static void link_serve(struct sim *s, void *arg)
         t = l->heap[0].t;
     if (t != SIM_FOREVER)
         kb_link_wake_at(l, t, now);
+    return;
+nomem:
+    sim_fail(s, "link '%s': out of memory", kb_link_name(l));
+}
+
+/* The counts without those of a worm holding the link and not released
+ * yet (they are added when it starts: link_impl.h). */
+static struct kb_link_stats released_stats(const struct kb_link *l)
+{
+    struct kb_link_stats st = l->st;
+    if (!l->credit && l->cur) {
+        st.bytes -= l->cur_bytes;
+        st.flits -= l->cur_flits;
+        st.busy_ps -= l->cur_busy;
+    }
+    return st;
 }
 
 void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out)
 {
     catch_up((struct kb_link *)l);
-    *out = l->st;
+    *out = released_stats(l);
 }
 
 double kb_link_utilisation(const struct kb_link *l, sim_time elapsed)
@@ -712,5 +757,5 @@ double kb_link_utilisation(const struct kb_link *l, sim_time elapsed)
     catch_up((struct kb_link *)l);
     if (!elapsed)
         elapsed = sim_now(l->k->sim);
-    return elapsed ? (double)l->st.busy_ps / (double)elapsed : 0.0;
+    return elapsed ? (double)released_stats(l).busy_ps / (double)elapsed : 0.0;
 }
