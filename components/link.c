@@ -501,6 +501,9 @@ static int settle(struct kb_link *l, sim_time t)
 static int post(struct kb_link *l, sim_time t, sim_time now,
                 struct kb_link_msg *m, uint32_t hop)
 {
+    /* the wake-up reads the process: its line comes while the arrival is
+     * written */
+    __builtin_prefetch(l->proc);
     if (l->lazy && settle(l, t) < 0)
         return SIM_ENOMEM;
     if (heap_push(l, t, m, hop) < 0)
@@ -572,6 +575,13 @@ static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
 static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
                    sim_time now)
 {
+    /* the next link's lines, which the hand-off below reads (line 0) and
+     * writes (line 1), come while the worm's stream is worked out */
+    struct kb_link *nl = j + 1 < m->n_hops ? m->path[j + 1] : NULL;
+    if (nl) {
+        __builtin_prefetch(nl);
+        __builtin_prefetch((const char *)nl + 64, 1);
+    }
     uint64_t n = m->n_flits;
     sim_time d = full_ser(l, m), dl = kb_link_ser_ps(l, m->last_bytes), lat = l->k->lat_ps;
     sim_time tail = now; /* S_{n-1} */
@@ -618,10 +628,9 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     l->st.bytes += l->cur_bytes;
     l->st.flits += n;
     l->st.busy_ps += l->cur_busy;
-    if (j + 1 == m->n_hops)
+    if (!nl)
         return 0;
     m->last_in = l->free_at + lat;
-    struct kb_link *nl = m->path[j + 1];
     sim_time head = now + (n == 1 ? dl : d) + lat + nl->k->ovh_ps;
     /* through port `out`: the node at the far end hands the head to the
      * route's next link (a fabric's node without reading `out`) */
@@ -669,6 +678,9 @@ static void link_serve(struct sim *s, void *arg)
 {
     struct kb_link *l = arg;
     sim_time now = sim_now(s);
+    /* lines 1-2 are read and written below: fetched together with line 0 */
+    __builtin_prefetch((const char *)l + 64, 1);
+    __builtin_prefetch((const char *)l + 128, 1);
     l->wake_req = SIM_FOREVER; /* the pending notification is the one served */
 
     /* The heads due by now join the waiting ones in arrival order. The
@@ -678,6 +690,8 @@ static void link_serve(struct sim *s, void *arg)
     struct arrival first = {0};
     if (l->n_heap && l->heap[0].t <= now) {
         first = heap_pop(l);
+        __builtin_prefetch(first.m);
+        __builtin_prefetch((const char *)first.m + 64);
         if (l->n_fifo || l->cur || l->free_at > now) {
             if (fifo_push(l, first.m, first.hop) < 0)
                 goto nomem;

@@ -117,6 +117,11 @@ struct kb_link_msg {
      * not yet merged, each as (where it stands, its hop's flit time, so a
      * link never reads an earlier hop's link), n_lines of them */
     sim_time *body;
+    /* kept by the links (the owner starts them at 0): how many lines body
+     * holds, and the last flit's arrival at the next hop. Here, with the
+     * fields above, in the first 64 bytes: what a hop reads */
+    uint32_t n_lines;
+    sim_time last_in;
     void (*done)(struct kb_link_msg *m, sim_time at);
     void *ud;
     /* credit mode: the first hop's VC class (routing adds one per dateline
@@ -139,10 +144,6 @@ struct kb_link_msg {
     uint32_t room;
     int (*next_hop)(struct kb_link_msg *m, struct kb_link_cand *c, int max);
     void (*took)(struct kb_link_msg *m, const struct kb_link_cand *c, uint32_t cls);
-    /* kept by the links (the owner starts them at 0): how many lines body
-     * holds, and the last flit's arrival at the next hop */
-    uint32_t n_lines;
-    sim_time last_in;
 };
 
 /* Checks parameters; on error writes "link 'name': ..." into err and

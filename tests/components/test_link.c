@@ -34,9 +34,14 @@ static void msg_init(struct msg *x, struct kb_link **links, uint32_t n,
     uint64_t nf = (bytes + flit - 1) / flit;
     for (uint32_t j = 0; j < n; j++)
         x->path[j] = links[j];
-    x->m = (struct kb_link_msg){x->path, n, nf, flit,
-                                (uint32_t)(bytes - (nf - 1) * flit),
-                                x->body, msg_done, x, 0, NULL, NULL, 0, 0, NULL, NULL, 0, 0};
+    x->m = (struct kb_link_msg){.path = x->path,
+                                .n_hops = n,
+                                .n_flits = nf,
+                                .flit_bytes = flit,
+                                .last_bytes = (uint32_t)(bytes - (nf - 1) * flit),
+                                .body = x->body,
+                                .done = msg_done,
+                                .ud = x};
     x->at = 0;
     x->calls = 0;
 }
