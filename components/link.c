@@ -157,6 +157,8 @@ void kb_link_kind_free(struct kb_link_kind *k) { free(k); }
 
 /* Links by the chunk of POOL_CHUNK, each on its own cache lines. */
 static_assert(sizeof(struct kb_link) % 64 == 0, "a link is whole cache lines");
+static_assert(offsetof(struct kb_link_msg, done) == 56,
+              "what a hop reads of a message is its first 64 bytes (link.h)");
 static_assert(offsetof(struct kb_link, heap_in) == 64 && offsetof(struct kb_link, n_fifo) == 128 &&
                   offsetof(struct kb_link, fifo) == 192 && sizeof(struct kb_link) == 256,
               "the lines of struct kb_link are those link_impl.h states");
@@ -542,6 +544,7 @@ int kb_link_inject(struct kb_link_msg *m)
     if (l->credit)
         return kb_link_credit_inject(m);
     sim_time now = sim_now(l->k->sim);
+    m->next_link = m->n_hops > 1 ? m->path[1] : NULL;
     /* The source holds the whole message: the body is at the first input
      * already, only the head has to pass through arbitration. */
     return post(l, now + l->k->ovh_ps, now, m, 0);
@@ -575,13 +578,15 @@ static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
 static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
                    sim_time now)
 {
-    /* the next link's lines, which the hand-off below reads (line 0) and
-     * writes (line 1), come while the worm's stream is worked out */
-    struct kb_link *nl = j + 1 < m->n_hops ? m->path[j + 1] : NULL;
-    if (nl) {
-        __builtin_prefetch(nl);
-        __builtin_prefetch((const char *)nl + 64, 1);
+    /* The next link's lines, which the hand-off below reads (line 0) and
+     * writes (line 1), come while the worm's stream is worked out. Its
+     * address is in m's first line (a hint: a head from a credit-mode
+     * link has none), the path is read beside it. */
+    if (m->next_link) {
+        __builtin_prefetch(m->next_link);
+        __builtin_prefetch((const char *)m->next_link + 64, 1);
     }
+    struct kb_link *nl = j + 1 < m->n_hops ? m->path[j + 1] : NULL;
     uint64_t n = m->n_flits;
     sim_time d = full_ser(l, m), dl = kb_link_ser_ps(l, m->last_bytes), lat = l->k->lat_ps;
     sim_time tail = now; /* S_{n-1} */
@@ -631,6 +636,7 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     if (!nl)
         return 0;
     m->last_in = l->free_at + lat;
+    m->next_link = j + 2 < m->n_hops ? m->path[j + 2] : NULL;
     sim_time head = now + (n == 1 ? dl : d) + lat + nl->k->ovh_ps;
     /* through port `out`: the node at the far end hands the head to the
      * route's next link (a fabric's node without reading `out`) */
