@@ -221,7 +221,6 @@ static int link_init(struct kb_link *l, const struct kb_link_kind *k, bool owns_
 {
     struct sim *s = k->sim;
     l->k = k;
-    l->heap = l->heap_in;
     l->cap_heap = LINK_INLINE;
     l->fifo = l->fifo_in;
     l->cap_fifo = LINK_INLINE; /* a power of two: indices are masked */
@@ -309,8 +308,8 @@ void kb_link_free(struct kb_link *l)
 {
     if (!l)
         return;
-    if (l->heap != l->heap_in)
-        free(l->heap);
+    if (l->cap_heap != LINK_INLINE)
+        free(l->heap_out);
     if (l->fifo != l->fifo_in)
         free(l->fifo);
     if (l->ext) {
@@ -364,46 +363,49 @@ static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
         uint32_t cap = 2 * l->cap_heap;
         if (cap < l->cap_heap)
             return SIM_ENOMEM;
-        struct arrival *h = l->heap == l->heap_in ? malloc(cap * sizeof *h)
-                                                  : realloc(l->heap, cap * sizeof *h);
+        bool in = l->cap_heap == LINK_INLINE;
+        struct arrival *h = in ? malloc(cap * sizeof *h) : realloc(l->heap_out, cap * sizeof *h);
         if (!h)
             return SIM_ENOMEM;
-        if (l->heap == l->heap_in)
+        if (in)
             memcpy(h, l->heap_in, sizeof l->heap_in);
-        l->heap = h;
+        l->heap_out = h;
         l->cap_heap = cap;
     }
-    struct arrival a = {t, m, hop, l->seq++};
+    struct arrival a = {t, m, hop, l->seq++}, *heap = link_heap(l);
     size_t i = l->n_heap++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
-        if (!arr_before(&a, &l->heap[up]))
+        if (!arr_before(&a, &heap[up]))
             break;
-        l->heap[i] = l->heap[up];
+        heap[i] = heap[up];
         i = up;
     }
-    l->heap[i] = a;
+    heap[i] = a;
+    if (i == 0) /* the first to arrive now */
+        l->next_hint = m->next_link;
     return 0;
 }
 
 static struct arrival heap_pop(struct kb_link *l)
 {
-    struct arrival top = l->heap[0];
-    struct arrival last = l->heap[--l->n_heap];
+    struct arrival *heap = link_heap(l);
+    struct arrival top = heap[0];
+    struct arrival last = heap[--l->n_heap];
     size_t n = l->n_heap, i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && arr_before(&l->heap[c + 1], &l->heap[c]))
+        if (c + 1 < n && arr_before(&heap[c + 1], &heap[c]))
             c++;
-        if (!arr_before(&l->heap[c], &last))
+        if (!arr_before(&heap[c], &last))
             break;
-        l->heap[i] = l->heap[c];
+        heap[i] = heap[c];
         i = c;
     }
     if (n)
-        l->heap[i] = last;
+        heap[i] = last;
     return top;
 }
 
@@ -684,9 +686,14 @@ static void link_serve(struct sim *s, void *arg)
 {
     struct kb_link *l = arg;
     sim_time now = sim_now(s);
-    /* lines 1-2 are read and written below: fetched together with line 0 */
+    /* lines 1-2 are read and written below: fetched together with line 0,
+     * and the next link of the head that arrived first (acquire) */
     __builtin_prefetch((const char *)l + 64, 1);
     __builtin_prefetch((const char *)l + 128, 1);
+    if (l->next_hint) {
+        __builtin_prefetch(l->next_hint);
+        __builtin_prefetch((const char *)l->next_hint + 64, 1);
+    }
     l->wake_req = SIM_FOREVER; /* the pending notification is the one served */
 
     /* The heads due by now join the waiting ones in arrival order. The
@@ -694,7 +701,7 @@ static void link_serve(struct sim *s, void *arg)
      * the link is free (the common case: the waiting heads' line is not
      * touched); it starts before the loop as it would in it. */
     struct arrival first = {0};
-    if (l->n_heap && l->heap[0].t <= now) {
+    if (l->n_heap && link_heap(l)[0].t <= now) {
         first = heap_pop(l);
         __builtin_prefetch(first.m);
         __builtin_prefetch((const char *)first.m + 64);
@@ -704,7 +711,7 @@ static void link_serve(struct sim *s, void *arg)
             first.m = NULL;
         }
     }
-    while (l->n_heap && l->heap[0].t <= now) {
+    while (l->n_heap && link_heap(l)[0].t <= now) {
         struct arrival a = heap_pop(l);
         if (fifo_push(l, a.m, a.hop) < 0)
             goto nomem;
@@ -744,8 +751,8 @@ static void link_serve(struct sim *s, void *arg)
         t = l->cur_tail;
     } else if (l->n_fifo)
         t = l->free_at;
-    if (l->n_heap && l->heap[0].t < t)
-        t = l->heap[0].t;
+    if (l->n_heap && link_heap(l)[0].t < t)
+        t = link_heap(l)[0].t;
     if (t != SIM_FOREVER)
         kb_link_wake_at(l, t, now);
     return;

@@ -65,9 +65,12 @@ struct kb_link_ext {
 struct kb_link {
     /* line 0 */
     const struct kb_link_kind *k;
-    /* heads on their way to this link's input, min-heap on (t, seq);
-     * heap_in until it outgrows it */
-    struct arrival *heap;
+    /* the link after this one on the route of the head that arrived
+     * first (a hint: the activation that starts it fetches that link
+     * while it reads the worm) */
+    struct kb_link *next_hint;
+    /* heads on their way to this link's input, a min-heap on (t, seq)
+     * (link_heap): in line 1 until it outgrows it */
     uint32_t n_heap, cap_heap;
     uint32_t seq;
     bool lazy;   /* the tail's wake-up not made (link.c, "The tail's wake-up") */
@@ -84,7 +87,10 @@ struct kb_link {
     sim_time cur_tail; /* when its last flit starts */
 
     /* line 1 */
-    struct arrival heap_in[LINK_INLINE];
+    union {
+        struct arrival heap_in[LINK_INLINE]; /* cap_heap == LINK_INLINE */
+        struct arrival *heap_out;            /* else, on the heap */
+    };
     uint64_t lazy_seq; /* the tail's wake-up's sequence number, reserved */
     sim_time free_at;  /* end of the last flit of the last worm */
 
@@ -109,6 +115,12 @@ struct kb_link {
     const struct kb_flit_if *out; /* the peer of port `out`, NULL until bound */
     struct kb_link_ext *ext; /* NULL until needed */
 };
+
+/* l's arrivals */
+static inline struct arrival *link_heap(struct kb_link *l)
+{
+    return l->cap_heap == LINK_INLINE ? l->heap_in : l->heap_out;
+}
 
 struct kb_link_credit;
 
