@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "trace.h"
 
@@ -155,7 +156,12 @@ struct kb_link_kind *kb_link_kind_new(struct sim *s, const struct kb_link_params
 
 void kb_link_kind_free(struct kb_link_kind *k) { free(k); }
 
-/* Links by the chunk of POOL_CHUNK, each on its own cache lines. */
+/* Links by the chunk, each on its own cache lines: the first POOL_SMALL
+ * links in chunks of POOL_CHUNK, then chunks of POOL_BIG links, 2 MiB
+ * each, aligned and marked for transparent huge pages where the system
+ * has them. A hop touches two links far apart in memory (decision 0054):
+ * at system scale, with 4 KiB pages, most of those touches also missed
+ * the TLB. */
 static_assert(sizeof(struct kb_link) % 64 == 0, "a link is whole cache lines");
 static_assert(offsetof(struct kb_link_msg, done) == 56,
               "what a hop reads of a message is its first 64 bytes (link.h)");
@@ -163,6 +169,29 @@ static_assert(offsetof(struct kb_link, heap_in) == 64 && offsetof(struct kb_link
                   offsetof(struct kb_link, fifo) == 192 && sizeof(struct kb_link) == 256,
               "the lines of struct kb_link are those link_impl.h states");
 #define POOL_CHUNK 64
+#define POOL_SMALL 8192 /* in POOL_SMALL / POOL_CHUNK chunks */
+#define POOL_BIG 8192   /* links in a 2 MiB chunk */
+#define POOL_BIG_BYTES ((size_t)POOL_BIG * sizeof(struct kb_link))
+static_assert(POOL_BIG_BYTES == (size_t)2 << 20, "a big chunk is one 2 MiB page");
+
+/* A 2 MiB-aligned chunk of POOL_BIG_BYTES, NULL when out of memory. */
+static struct kb_link *big_chunk_new(void)
+{
+    size_t sz = POOL_BIG_BYTES, al = POOL_BIG_BYTES;
+    char *p = mmap(NULL, sz + al, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    size_t head = (al - (uintptr_t)p % al) % al;
+    if (head)
+        munmap(p, head);
+    if (al - head)
+        munmap(p + head + sz, al - head);
+    p += head;
+#ifdef MADV_HUGEPAGE
+    madvise(p, sz, MADV_HUGEPAGE); /* a hint: without it the chunk has small pages */
+#endif
+    return (struct kb_link *)p;
+}
 
 struct kb_link_pool {
     struct kb_link **chunks;
@@ -176,25 +205,39 @@ void kb_link_pool_free(struct kb_link_pool *pool)
 {
     if (!pool)
         return;
-    for (size_t i = 0; i < pool->n_chunks; i++)
-        free(pool->chunks[i]);
+    for (size_t i = 0; i < pool->n_chunks; i++) {
+        if (i < POOL_SMALL / POOL_CHUNK)
+            free(pool->chunks[i]);
+        else
+            munmap(pool->chunks[i], POOL_BIG_BYTES);
+    }
     free(pool->chunks);
     free(pool);
 }
 
 size_t kb_link_pool_count(const struct kb_link_pool *pool)
 {
-    return pool->n_chunks ? (pool->n_chunks - 1) * POOL_CHUNK + pool->used : 0;
+    size_t n = pool->n_chunks, small = POOL_SMALL / POOL_CHUNK;
+    if (!n)
+        return 0;
+    if (n <= small)
+        return (n - 1) * POOL_CHUNK + pool->used;
+    return POOL_SMALL + (n - 1 - small) * POOL_BIG + pool->used;
 }
 
 struct kb_link *kb_link_pool_at(const struct kb_link_pool *pool, size_t i)
 {
-    return &pool->chunks[i / POOL_CHUNK][i % POOL_CHUNK];
+    if (i < POOL_SMALL)
+        return &pool->chunks[i / POOL_CHUNK][i % POOL_CHUNK];
+    i -= POOL_SMALL;
+    return &pool->chunks[POOL_SMALL / POOL_CHUNK + i / POOL_BIG][i % POOL_BIG];
 }
 
 static struct kb_link *pool_take(struct kb_link_pool *pool)
 {
-    if (!pool->n_chunks || pool->used == POOL_CHUNK) {
+    size_t small = POOL_SMALL / POOL_CHUNK;
+    if (!pool->n_chunks || pool->used == (pool->n_chunks > small ? POOL_BIG : POOL_CHUNK)) {
+        bool big = pool->n_chunks >= small; /* the chunk made now */
         if (pool->n_chunks == pool->cap_chunks) {
             size_t cap = pool->cap_chunks ? 2 * pool->cap_chunks : 16;
             struct kb_link **c = realloc(pool->chunks, cap * sizeof *c);
@@ -203,7 +246,8 @@ static struct kb_link *pool_take(struct kb_link_pool *pool)
             pool->chunks = c;
             pool->cap_chunks = cap;
         }
-        struct kb_link *chunk = aligned_alloc(64, POOL_CHUNK * sizeof *chunk);
+        struct kb_link *chunk = big ? big_chunk_new()
+                                    : aligned_alloc(64, POOL_CHUNK * sizeof *chunk);
         if (!chunk)
             return NULL;
         pool->chunks[pool->n_chunks++] = chunk;

@@ -7,6 +7,8 @@
 #include "sim.h"
 #include "test.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static const struct kb_link_params P = {
@@ -270,6 +272,52 @@ TEST(routed_worm_over_idle_links)
     }
 }
 
+/* A pool hands out links in chunks: 64 at a time up to 8192, then 2 MiB
+ * chunks of 8192 (link.c); kb_link_pool_at finds each where it was made,
+ * each 64-byte aligned, and a link made past the small chunks carries a
+ * worm as any other. */
+TEST(pool_past_its_small_chunks)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    char err[256];
+    struct kb_link_kind *k = kb_link_kind_new(s, &P, "kind", err, sizeof err);
+    ASSERT_TRUE(k);
+    struct kb_link_pool *pool = kb_link_pool_new();
+    ASSERT_TRUE(pool);
+    enum { N = 8192 + 8192 + 5 };
+    static struct kb_link *made[N];
+    for (size_t i = 0; i < N; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "p%zu", i);
+        made[i] = kb_link_new_unported(k, pool, name, err, sizeof err);
+        ASSERT_TRUE(made[i]);
+        ASSERT_U64_EQ(kb_link_pool_count(pool), i + 1);
+    }
+    for (size_t i = 0; i < N; i++) {
+        ASSERT_TRUE(kb_link_pool_at(pool, i) == made[i]);
+        ASSERT_U64_EQ((uintptr_t)made[i] % 64, 0);
+    }
+    ASSERT_STREQ(kb_link_name(made[N - 1]), "p16388");
+    /* the last one carries a worm: 2 flits, 1.7 ns latency */
+    struct sink snk;
+    sink_init(&snk, s);
+    ASSERT_TRUE(snk.in);
+    struct kb_link *l = made[N - 1];
+    ASSERT_EQ(kb_link_make_ports(l, err, sizeof err), 0);
+    ASSERT_EQ(to_sink(s, l, &snk), 0);
+    struct msg x;
+    msg_init(&x, &l, 1, 300, 256);
+    ASSERT_EQ(kb_link_inject(&x.m), 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_U64_EQ(x.at, 1000 + 172 + 1700); /* 44 bytes: 171.875 -> 172 ps */
+    for (size_t i = 0; i < N; i++)
+        kb_link_free(made[i]);
+    kb_link_pool_free(pool);
+    kb_link_kind_free(k);
+    T_FREE(sim_free, s);
+}
+
 TEST(worm_holds_link_while_its_body_is_upstream)
 {
     /* a: slow link 0 then link 1; b: link 1 alone, injected while a holds
@@ -524,7 +572,7 @@ TEST(flit_if_bind_errors)
 }
 
 TEST_MAIN(params_are_checked, serialisation_rounds_per_flit, one_hop_worm,
-          counts_show_from_the_release, routed_worm_over_idle_links,
+          counts_show_from_the_release, routed_worm_over_idle_links, pool_past_its_small_chunks,
           worm_holds_link_while_its_body_is_upstream, tail_wakeup_only_when_needed,
           fifo_order_of_heads, many_heads_keep_fifo_order,
           inject_rejects_empty_messages, flit_if_hand_off, flit_if_bind_errors)
