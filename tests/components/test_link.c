@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct kb_link_params P = {
@@ -276,34 +277,52 @@ TEST(routed_worm_over_idle_links)
  * chunks of 8192 (link.c); kb_link_pool_at finds each where it was made,
  * each 64-byte aligned, and a link made past the small chunks carries a
  * worm as any other. */
+enum { POOL_N = 8192 + 8192 + 5 };
+struct pool_owner {
+    struct kb_link_kind *k;
+    struct kb_link_pool *pool;
+    struct kb_link *made[POOL_N];
+    size_t n;
+};
+
+static void pool_owner_free(struct pool_owner *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        kb_link_free(o->made[i]);
+    kb_link_pool_free(o->pool);
+    kb_link_kind_free(o->k);
+    free(o);
+}
+
 TEST(pool_past_its_small_chunks)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
     char err[256];
-    struct kb_link_kind *k = kb_link_kind_new(s, &P, "kind", err, sizeof err);
-    ASSERT_TRUE(k);
-    struct kb_link_pool *pool = kb_link_pool_new();
-    ASSERT_TRUE(pool);
-    enum { N = 8192 + 8192 + 5 };
-    static struct kb_link *made[N];
-    for (size_t i = 0; i < N; i++) {
+    struct pool_owner *o = T_OWN(calloc(1, sizeof(struct pool_owner)), pool_owner_free);
+    ASSERT_TRUE(o);
+    o->k = kb_link_kind_new(s, &P, "kind", err, sizeof err);
+    ASSERT_TRUE(o->k);
+    o->pool = kb_link_pool_new();
+    ASSERT_TRUE(o->pool);
+    for (size_t i = 0; i < POOL_N; i++) {
         char name[24];
         snprintf(name, sizeof name, "p%zu", i);
-        made[i] = kb_link_new_unported(k, pool, name, err, sizeof err);
-        ASSERT_TRUE(made[i]);
-        ASSERT_U64_EQ(kb_link_pool_count(pool), i + 1);
+        o->made[i] = kb_link_new_unported(o->k, o->pool, name, err, sizeof err);
+        ASSERT_TRUE(o->made[i]);
+        o->n = i + 1;
+        ASSERT_U64_EQ(kb_link_pool_count(o->pool), i + 1);
     }
-    for (size_t i = 0; i < N; i++) {
-        ASSERT_TRUE(kb_link_pool_at(pool, i) == made[i]);
-        ASSERT_U64_EQ((uintptr_t)made[i] % 64, 0);
+    for (size_t i = 0; i < POOL_N; i++) {
+        ASSERT_TRUE(kb_link_pool_at(o->pool, i) == o->made[i]);
+        ASSERT_U64_EQ((uintptr_t)o->made[i] % 64, 0);
     }
-    ASSERT_STREQ(kb_link_name(made[N - 1]), "p16388");
+    ASSERT_STREQ(kb_link_name(o->made[POOL_N - 1]), "p16388");
     /* the last one carries a worm: 2 flits, 1.7 ns latency */
     struct sink snk;
     sink_init(&snk, s);
     ASSERT_TRUE(snk.in);
-    struct kb_link *l = made[N - 1];
+    struct kb_link *l = o->made[POOL_N - 1];
     ASSERT_EQ(kb_link_make_ports(l, err, sizeof err), 0);
     ASSERT_EQ(to_sink(s, l, &snk), 0);
     struct msg x;
@@ -311,10 +330,7 @@ TEST(pool_past_its_small_chunks)
     ASSERT_EQ(kb_link_inject(&x.m), 0);
     ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
     ASSERT_U64_EQ(x.at, 1000 + 172 + 1700); /* 44 bytes: 171.875 -> 172 ps */
-    for (size_t i = 0; i < N; i++)
-        kb_link_free(made[i]);
-    kb_link_pool_free(pool);
-    kb_link_kind_free(k);
+    T_FREE(pool_owner_free, o);
     T_FREE(sim_free, s);
 }
 
