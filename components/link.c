@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "trace.h"
 
@@ -95,8 +96,7 @@ static int link_head(void *ctx, struct kb_link_msg *m, uint32_t hop, sim_time t,
 /* Port `out` was bound: cache the peer's interface (one load a hand-off). */
 static void out_bound(void *ud, struct sim_port *p)
 {
-    struct kb_link *l = ud;
-    l->out = sim_port_peer_iface(p, 0);
+    kb_link_set_out(ud, sim_port_peer_iface(p, 0));
 }
 
 /* l's rarely used part, made on first use; NULL when out of memory. */
@@ -156,9 +156,42 @@ struct kb_link_kind *kb_link_kind_new(struct sim *s, const struct kb_link_params
 
 void kb_link_kind_free(struct kb_link_kind *k) { free(k); }
 
-/* Links by the chunk of POOL_CHUNK, each on its own cache lines. */
+/* Links by the chunk, each on its own cache lines: the first POOL_SMALL
+ * links in chunks of POOL_CHUNK, then chunks of POOL_BIG links, 2 MiB
+ * each, aligned and marked for transparent huge pages where the system
+ * has them. A hop touches two links far apart in memory (decision 0054):
+ * at system scale, with 4 KiB pages, most of those touches also missed
+ * the TLB. */
 static_assert(sizeof(struct kb_link) % 64 == 0, "a link is whole cache lines");
+static_assert(offsetof(struct kb_link_msg, done) == 56,
+              "what a hop reads of a message is its first 64 bytes (link.h)");
+static_assert(offsetof(struct kb_link, heap_in) == 64 && offsetof(struct kb_link, n_fifo) == 128 &&
+                  offsetof(struct kb_link, fifo) == 192 && sizeof(struct kb_link) == 256,
+              "the lines of struct kb_link are those link_impl.h states");
 #define POOL_CHUNK 64
+#define POOL_SMALL 8192 /* in POOL_SMALL / POOL_CHUNK chunks */
+#define POOL_BIG 8192   /* links in a 2 MiB chunk */
+#define POOL_BIG_BYTES ((size_t)POOL_BIG * sizeof(struct kb_link))
+static_assert(POOL_BIG_BYTES == (size_t)2 << 20, "a big chunk is one 2 MiB page");
+
+/* A 2 MiB-aligned chunk of POOL_BIG_BYTES, NULL when out of memory. */
+static struct kb_link *big_chunk_new(void)
+{
+    size_t sz = POOL_BIG_BYTES, al = POOL_BIG_BYTES;
+    char *p = mmap(NULL, sz + al, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    size_t head = (al - (uintptr_t)p % al) % al;
+    if (head)
+        munmap(p, head);
+    if (al - head)
+        munmap(p + head + sz, al - head);
+    p += head;
+#ifdef MADV_HUGEPAGE
+    madvise(p, sz, MADV_HUGEPAGE); /* a hint: without it the chunk has small pages */
+#endif
+    return (struct kb_link *)p;
+}
 
 struct kb_link_pool {
     struct kb_link **chunks;
@@ -172,25 +205,39 @@ void kb_link_pool_free(struct kb_link_pool *pool)
 {
     if (!pool)
         return;
-    for (size_t i = 0; i < pool->n_chunks; i++)
-        free(pool->chunks[i]);
+    for (size_t i = 0; i < pool->n_chunks; i++) {
+        if (i < POOL_SMALL / POOL_CHUNK)
+            free(pool->chunks[i]);
+        else
+            munmap(pool->chunks[i], POOL_BIG_BYTES);
+    }
     free(pool->chunks);
     free(pool);
 }
 
 size_t kb_link_pool_count(const struct kb_link_pool *pool)
 {
-    return pool->n_chunks ? (pool->n_chunks - 1) * POOL_CHUNK + pool->used : 0;
+    size_t n = pool->n_chunks, small = POOL_SMALL / POOL_CHUNK;
+    if (!n)
+        return 0;
+    if (n <= small)
+        return (n - 1) * POOL_CHUNK + pool->used;
+    return POOL_SMALL + (n - 1 - small) * POOL_BIG + pool->used;
 }
 
 struct kb_link *kb_link_pool_at(const struct kb_link_pool *pool, size_t i)
 {
-    return &pool->chunks[i / POOL_CHUNK][i % POOL_CHUNK];
+    if (i < POOL_SMALL)
+        return &pool->chunks[i / POOL_CHUNK][i % POOL_CHUNK];
+    i -= POOL_SMALL;
+    return &pool->chunks[POOL_SMALL / POOL_CHUNK + i / POOL_BIG][i % POOL_BIG];
 }
 
 static struct kb_link *pool_take(struct kb_link_pool *pool)
 {
-    if (!pool->n_chunks || pool->used == POOL_CHUNK) {
+    size_t small = POOL_SMALL / POOL_CHUNK;
+    if (!pool->n_chunks || pool->used == (pool->n_chunks > small ? POOL_BIG : POOL_CHUNK)) {
+        bool big = pool->n_chunks >= small; /* the chunk made now */
         if (pool->n_chunks == pool->cap_chunks) {
             size_t cap = pool->cap_chunks ? 2 * pool->cap_chunks : 16;
             struct kb_link **c = realloc(pool->chunks, cap * sizeof *c);
@@ -199,7 +246,8 @@ static struct kb_link *pool_take(struct kb_link_pool *pool)
             pool->chunks = c;
             pool->cap_chunks = cap;
         }
-        struct kb_link *chunk = aligned_alloc(64, POOL_CHUNK * sizeof *chunk);
+        struct kb_link *chunk = big ? big_chunk_new()
+                                    : aligned_alloc(64, POOL_CHUNK * sizeof *chunk);
         if (!chunk)
             return NULL;
         pool->chunks[pool->n_chunks++] = chunk;
@@ -207,7 +255,7 @@ static struct kb_link *pool_take(struct kb_link_pool *pool)
     }
     struct kb_link *l = &pool->chunks[pool->n_chunks - 1][pool->used++];
     memset(l, 0, sizeof *l);
-    l->pooled = true;
+    l->pooled = 1;
     return l;
 }
 
@@ -217,7 +265,6 @@ static int link_init(struct kb_link *l, const struct kb_link_kind *k, bool owns_
 {
     struct sim *s = k->sim;
     l->k = k;
-    l->heap = l->heap_in;
     l->cap_heap = LINK_INLINE;
     l->fifo = l->fifo_in;
     l->cap_fifo = LINK_INLINE; /* a power of two: indices are masked */
@@ -280,7 +327,11 @@ int kb_link_make_ports(struct kb_link *l, char *err, size_t errlen)
     return make_ports(l->k->sim, l, kb_link_name(l), err, errlen);
 }
 
-void kb_link_set_out(struct kb_link *l, const struct kb_flit_if *out) { l->out = out; }
+void kb_link_set_out(struct kb_link *l, const struct kb_flit_if *out)
+{
+    l->out = out;
+    l->routed = out && out->head == kb_link_route_head;
+}
 
 struct kb_link *kb_link_new_unported(const struct kb_link_kind *k, struct kb_link_pool *pool,
                                      const char *name, char *err, size_t errlen)
@@ -301,8 +352,8 @@ void kb_link_free(struct kb_link *l)
 {
     if (!l)
         return;
-    if (l->heap != l->heap_in)
-        free(l->heap);
+    if (l->cap_heap != LINK_INLINE)
+        free(l->heap_out);
     if (l->fifo != l->fifo_in)
         free(l->fifo);
     if (l->ext) {
@@ -356,46 +407,49 @@ static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
         uint32_t cap = 2 * l->cap_heap;
         if (cap < l->cap_heap)
             return SIM_ENOMEM;
-        struct arrival *h = l->heap == l->heap_in ? malloc(cap * sizeof *h)
-                                                  : realloc(l->heap, cap * sizeof *h);
+        bool in = l->cap_heap == LINK_INLINE;
+        struct arrival *h = in ? malloc(cap * sizeof *h) : realloc(l->heap_out, cap * sizeof *h);
         if (!h)
             return SIM_ENOMEM;
-        if (l->heap == l->heap_in)
+        if (in)
             memcpy(h, l->heap_in, sizeof l->heap_in);
-        l->heap = h;
+        l->heap_out = h;
         l->cap_heap = cap;
     }
-    struct arrival a = {t, m, hop, l->seq++};
+    struct arrival a = {t, m, hop, l->seq++}, *heap = link_heap(l);
     size_t i = l->n_heap++;
     while (i > 0) {
         size_t up = (i - 1) / 2;
-        if (!arr_before(&a, &l->heap[up]))
+        if (!arr_before(&a, &heap[up]))
             break;
-        l->heap[i] = l->heap[up];
+        heap[i] = heap[up];
         i = up;
     }
-    l->heap[i] = a;
+    heap[i] = a;
+    if (i == 0) /* the first to arrive now */
+        l->next_hint = m->next_link;
     return 0;
 }
 
 static struct arrival heap_pop(struct kb_link *l)
 {
-    struct arrival top = l->heap[0];
-    struct arrival last = l->heap[--l->n_heap];
+    struct arrival *heap = link_heap(l);
+    struct arrival top = heap[0];
+    struct arrival last = heap[--l->n_heap];
     size_t n = l->n_heap, i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n)
             break;
-        if (c + 1 < n && arr_before(&l->heap[c + 1], &l->heap[c]))
+        if (c + 1 < n && arr_before(&heap[c + 1], &heap[c]))
             c++;
-        if (!arr_before(&l->heap[c], &last))
+        if (!arr_before(&heap[c], &last))
             break;
-        l->heap[i] = l->heap[c];
+        heap[i] = heap[c];
         i = c;
     }
     if (n)
-        l->heap[i] = last;
+        heap[i] = last;
     return top;
 }
 
@@ -439,13 +493,11 @@ void kb_link_wake_at(struct kb_link *l, sim_time t, sim_time now)
 }
 
 /* release() of a worm whose tail's wake-up was not made: the worm may
- * have left the fabric since, so only the counts kept for it are used */
+ * have left the fabric since, and its counts are in st already, so only
+ * line 0 is touched */
 static void release_lazy(struct kb_link *l)
 {
     l->lazy = false;
-    l->st.bytes += l->lazy_bytes;
-    l->st.flits += l->lazy_flits;
-    l->st.busy_ps += l->cur_busy;
     l->cur = NULL;
 }
 
@@ -453,7 +505,8 @@ static void release_lazy(struct kb_link *l)
  * releases it and asks for its next time. If by then nothing waits for
  * the link, the worm is not the last hop's (whose release calls done) and
  * the link is not traced, that activation does nothing another process
- * can see but the release's counts, and asks for nothing. So the link
+ * can see (the worm's counts are kept from its start), and asks for
+ * nothing. So the link
  * does not ask for it: it reserves the sequence number the wake-up would
  * have taken (sim_seq_reserve) and sets lazy. What happens next decides,
  * exactly as the activation would have gone (decision 0032):
@@ -476,6 +529,11 @@ static int settle(struct kb_link *l, sim_time t)
         l->lazy = false;
         return 0;
     }
+    /* the common case, told without reading the process */
+    if (sim_seq_passed(l->k->sim, l->cur_tail, l->lazy_seq)) {
+        release_lazy(l);
+        return 0;
+    }
     int rc = sim_method_wake_reserved(l->proc, l->cur_tail, l->lazy_seq);
     if (rc < 0)
         return rc;
@@ -491,6 +549,9 @@ static int settle(struct kb_link *l, sim_time t)
 static int post(struct kb_link *l, sim_time t, sim_time now,
                 struct kb_link_msg *m, uint32_t hop)
 {
+    /* the wake-up reads the process: its line comes while the arrival is
+     * written */
+    __builtin_prefetch(l->proc);
     if (l->lazy && settle(l, t) < 0)
         return SIM_ENOMEM;
     if (heap_push(l, t, m, hop) < 0)
@@ -529,6 +590,7 @@ int kb_link_inject(struct kb_link_msg *m)
     if (l->credit)
         return kb_link_credit_inject(m);
     sim_time now = sim_now(l->k->sim);
+    m->next_link = m->n_hops > 1 ? m->path[1] : NULL;
     /* The source holds the whole message: the body is at the first input
      * already, only the head has to pass through arbitration. */
     return post(l, now + l->k->ovh_ps, now, m, 0);
@@ -562,6 +624,15 @@ static sim_time full_ser(const struct kb_link *l, const struct kb_link_msg *m)
 static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
                    sim_time now)
 {
+    /* The next link's lines, which the hand-off below reads (line 0) and
+     * writes (line 1), come while the worm's stream is worked out. Its
+     * address is in m's first line (a hint: a head from a credit-mode
+     * link has none), the path is read beside it. */
+    if (m->next_link) {
+        __builtin_prefetch(m->next_link);
+        __builtin_prefetch((const char *)m->next_link + 64, 1);
+    }
+    struct kb_link *nl = j + 1 < m->n_hops ? m->path[j + 1] : NULL;
     uint64_t n = m->n_flits;
     sim_time d = full_ser(l, m), dl = kb_link_ser_ps(l, m->last_bytes), lat = l->k->lat_ps;
     sim_time tail = now; /* S_{n-1} */
@@ -599,15 +670,24 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     if (l->traced)
         l->ext->cur_start = now;
     l->cur_tail = tail;
-    l->cur_busy = (n - 1) * d + dl;
     l->free_at = tail + dl;
+    /* counted now, in the line this touches anyway (link_impl.h) */
+    l->cur_busy = (n - 1) * d + dl;
+    l->cur_bytes = kb_link_msg_bytes(m);
+    l->cur_flits = n;
     l->st.messages++;
-    if (j + 1 == m->n_hops)
+    l->st.bytes += l->cur_bytes;
+    l->st.flits += n;
+    l->st.busy_ps += l->cur_busy;
+    if (!nl)
         return 0;
     m->last_in = l->free_at + lat;
-    sim_time head = now + (n == 1 ? dl : d) + lat + m->path[j + 1]->k->ovh_ps;
+    m->next_link = j + 2 < m->n_hops ? m->path[j + 2] : NULL;
+    sim_time head = now + (n == 1 ? dl : d) + lat + nl->k->ovh_ps;
     /* through port `out`: the node at the far end hands the head to the
-     * route's next link */
+     * route's next link (a fabric's node without reading `out`) */
+    if (l->routed)
+        return kb_link_route_head(NULL, m, j + 1, head, now);
     return l->out->head(l->out->ctx, m, j + 1, head, now);
 }
 
@@ -632,14 +712,12 @@ static void trace_msg(struct kb_link *l, const struct kb_link_msg *m)
                    (int)(sizeof a / sizeof a[0]));
 }
 
-/* The worm's last flit starts now: it is counted, and the link is free for
- * the next worm from free_at on, when that flit is serialised. */
+/* The worm's last flit starts now (it was counted when it started): the
+ * link is free for the next worm from free_at on, when that flit is
+ * serialised. */
 static void release(struct kb_link *l)
 {
     struct kb_link_msg *m = l->cur;
-    l->st.bytes += kb_link_msg_bytes(m);
-    l->st.flits += m->n_flits;
-    l->st.busy_ps += l->cur_busy;
     if (l->traced)
         trace_msg(l, m);
     /* nothing here refers to m any more */
@@ -652,14 +730,39 @@ static void link_serve(struct sim *s, void *arg)
 {
     struct kb_link *l = arg;
     sim_time now = sim_now(s);
+    /* lines 1-2 are read and written below: fetched together with line 0,
+     * and the next link of the head that arrived first (acquire) */
+    __builtin_prefetch((const char *)l + 64, 1);
+    __builtin_prefetch((const char *)l + 128, 1);
+    if (l->next_hint) {
+        __builtin_prefetch(l->next_hint);
+        __builtin_prefetch((const char *)l->next_hint + 64, 1);
+    }
     l->wake_req = SIM_FOREVER; /* the pending notification is the one served */
 
-    while (l->n_heap && l->heap[0].t <= now) {
-        struct arrival a = heap_pop(l);
-        if (fifo_push(l, a.m, a.hop) < 0) {
-            sim_fail(s, "link '%s': out of memory", kb_link_name(l));
-            return;
+    /* The heads due by now join the waiting ones in arrival order. The
+     * first goes straight to the link when nothing waits before it and
+     * the link is free (the common case: the waiting heads' line is not
+     * touched); it starts before the loop as it would in it. */
+    struct arrival first = {0};
+    if (l->n_heap && link_heap(l)[0].t <= now) {
+        first = heap_pop(l);
+        __builtin_prefetch(first.m);
+        __builtin_prefetch((const char *)first.m + 64);
+        if (l->n_fifo || l->cur || l->free_at > now) {
+            if (fifo_push(l, first.m, first.hop) < 0)
+                goto nomem;
+            first.m = NULL;
         }
+    }
+    while (l->n_heap && link_heap(l)[0].t <= now) {
+        struct arrival a = heap_pop(l);
+        if (fifo_push(l, a.m, a.hop) < 0)
+            goto nomem;
+    }
+    if (first.m && acquire(l, first.m, first.hop, now) < 0) {
+        sim_fail(s, "link '%s': out of memory", kb_link_name(first.m->path[first.hop + 1]));
+        return;
     }
 
     for (;;) {
@@ -685,26 +788,39 @@ static void link_serve(struct sim *s, void *arg)
     if (l->cur) {
         if (!l->n_fifo && !l->n_heap && !l->traced && l->cur_hop + 1 != l->cur->n_hops) {
             /* the tail's wake-up would carry no work: see catch_up */
-            struct kb_link_msg *m = l->cur;
             l->lazy_seq = sim_seq_reserve(s);
             l->lazy = true;
-            l->lazy_bytes = kb_link_msg_bytes(m);
-            l->lazy_flits = m->n_flits;
             return;
         }
         t = l->cur_tail;
     } else if (l->n_fifo)
         t = l->free_at;
-    if (l->n_heap && l->heap[0].t < t)
-        t = l->heap[0].t;
+    if (l->n_heap && link_heap(l)[0].t < t)
+        t = link_heap(l)[0].t;
     if (t != SIM_FOREVER)
         kb_link_wake_at(l, t, now);
+    return;
+nomem:
+    sim_fail(s, "link '%s': out of memory", kb_link_name(l));
+}
+
+/* The counts without those of a worm holding the link and not released
+ * yet (they are added when it starts: link_impl.h). */
+static struct kb_link_stats released_stats(const struct kb_link *l)
+{
+    struct kb_link_stats st = l->st;
+    if (!l->credit && l->cur) {
+        st.bytes -= l->cur_bytes;
+        st.flits -= l->cur_flits;
+        st.busy_ps -= l->cur_busy;
+    }
+    return st;
 }
 
 void kb_link_get_stats(const struct kb_link *l, struct kb_link_stats *out)
 {
     catch_up((struct kb_link *)l);
-    *out = l->st;
+    *out = released_stats(l);
 }
 
 double kb_link_utilisation(const struct kb_link *l, sim_time elapsed)
@@ -712,5 +828,5 @@ double kb_link_utilisation(const struct kb_link *l, sim_time elapsed)
     catch_up((struct kb_link *)l);
     if (!elapsed)
         elapsed = sim_now(l->k->sim);
-    return elapsed ? (double)l->st.busy_ps / (double)elapsed : 0.0;
+    return elapsed ? (double)released_stats(l).busy_ps / (double)elapsed : 0.0;
 }

@@ -108,15 +108,25 @@ struct kb_link_cand {
  * last hop, with `at` = the absolute time its last byte reaches the far
  * end; no link refers to the message after that call. */
 struct kb_link_msg {
+    /* the first 64 bytes are what a wormhole hop reads */
     struct kb_link **path;
-    uint32_t n_hops;
     uint64_t n_flits;
+    uint32_t n_hops;
+    /* kept by the links (the owner starts it at 0): how many lines body
+     * holds */
+    uint32_t n_lines;
     uint32_t flit_bytes;
     uint32_t last_bytes;
     /* 2·n_hops words the links keep the worm's stream in: the body lines
      * not yet merged, each as (where it stands, its hop's flit time, so a
      * link never reads an earlier hop's link), n_lines of them */
     sim_time *body;
+    /* kept by the links: the last flit's arrival at the next hop, and the
+     * link after the one the head was handed to (path[hop + 1], NULL past
+     * the end), so the hop that starts the head finds it without reading
+     * the path */
+    sim_time last_in;
+    struct kb_link *next_link;
     void (*done)(struct kb_link_msg *m, sim_time at);
     void *ud;
     /* credit mode: the first hop's VC class (routing adds one per dateline
@@ -139,10 +149,6 @@ struct kb_link_msg {
     uint32_t room;
     int (*next_hop)(struct kb_link_msg *m, struct kb_link_cand *c, int max);
     void (*took)(struct kb_link_msg *m, const struct kb_link_cand *c, uint32_t cls);
-    /* kept by the links (the owner starts them at 0): how many lines body
-     * holds, and the last flit's arrival at the next hop */
-    uint32_t n_lines;
-    sim_time last_in;
 };
 
 /* Checks parameters; on error writes "link 'name': ..." into err and

@@ -54,23 +54,32 @@ struct kb_link_ext {
     bool owns_kind;            /* made by kb_link_new: k is the link's own */
 };
 
-/* The layout follows the accesses (decision 0049), 4 cache lines: line 0
- * is what a hand-off from the previous hop touches (kb_link_route_head,
- * post) and what an activation reads first, line 1 the arrivals held
- * inline, lines 2-3 the worm, the waiting heads and the counts. A
+/* The layout follows the accesses (decision 0049), 4 cache lines. What a
+ * worm crossing a link without contention touches is lines 0-2: a
+ * hand-off from the previous hop (kb_link_route_head, post) reads line 0
+ * and writes its arrival into line 1; the activation that starts the worm
+ * reads lines 0-1 and writes the worm's counts into line 2. Line 3 holds
+ * what only contention (the waiting heads), port `out` when it is not the
+ * fabric's router, and set-up, credit mode and tracing (ext) use. A
  * fabric's links are 64-byte aligned (struct kb_link_pool). */
 struct kb_link {
     /* line 0 */
     const struct kb_link_kind *k;
-    /* heads on their way to this link's input, min-heap on (t, seq);
-     * heap_in until it outgrows it */
-    struct arrival *heap;
+    /* the link after this one on the route of the head that arrived
+     * first (a hint: the activation that starts it fetches that link
+     * while it reads the worm) */
+    struct kb_link *next_hint;
+    /* heads on their way to this link's input, a min-heap on (t, seq)
+     * (link_heap): in line 1 until it outgrows it */
     uint32_t n_heap, cap_heap;
     uint32_t seq;
     bool lazy;   /* the tail's wake-up not made (link.c, "The tail's wake-up") */
     bool credit; /* credit mode: ext->cr is set */
     bool traced; /* ext->tr is set */
-    bool pooled; /* in a kb_link_pool: kb_link_free leaves the memory */
+    /* routed: port `out` is a fabric node's kb_link_route_head (the call
+     * is made without reading `out`); pooled: in a kb_link_pool, so
+     * kb_link_free leaves the memory */
+    uint8_t routed : 1, pooled : 1;
     sim_time wake_req; /* earliest wake-up asked for and not yet served */
     struct sim_proc *proc; /* woken with sim_method_wake; has the link's name */
     /* the worm holding the link, NULL when none */
@@ -78,23 +87,40 @@ struct kb_link {
     sim_time cur_tail; /* when its last flit starts */
 
     /* line 1 */
-    struct arrival heap_in[LINK_INLINE];
+    union {
+        struct arrival heap_in[LINK_INLINE]; /* cap_heap == LINK_INLINE */
+        struct arrival *heap_out;            /* else, on the heap */
+    };
     uint64_t lazy_seq; /* the tail's wake-up's sequence number, reserved */
     sim_time free_at;  /* end of the last flit of the last worm */
 
-    /* lines 2-3 */
+    /* line 2 */
+    uint32_t n_fifo; /* heads waiting (line 3) */
+    uint32_t cur_hop;
+    /* The counts include the worm holding the link from its start (one
+     * write, in the line the start touches); what it adds is kept beside
+     * them, so an observer asking before its release sees the counts
+     * without it (kb_link_get_stats) and the worm need not be read after
+     * it may have left the fabric. */
+    struct kb_link_stats st;
+    sim_time cur_busy;  /* the worm's serialisation time, all flits */
+    uint64_t cur_bytes, cur_flits;
+
+    /* line 3 */
     /* heads that have arrived, in arrival order (ring buffer; fifo_in
      * until it outgrows it) */
     struct waiting *fifo;
-    uint32_t fifo_head, n_fifo, cap_fifo;
-    uint32_t cur_hop;
-    sim_time cur_busy;  /* the worm's serialisation time, all flits */
+    uint32_t fifo_head, cap_fifo;
+    struct waiting fifo_in[LINK_INLINE];
     const struct kb_flit_if *out; /* the peer of port `out`, NULL until bound */
     struct kb_link_ext *ext; /* NULL until needed */
-    struct waiting fifo_in[LINK_INLINE];
-    uint64_t lazy_bytes, lazy_flits; /* the lazy worm's: it may be gone by then */
-    struct kb_link_stats st;
 };
+
+/* l's arrivals */
+static inline struct arrival *link_heap(struct kb_link *l)
+{
+    return l->cap_heap == LINK_INLINE ? l->heap_in : l->heap_out;
+}
 
 struct kb_link_credit;
 

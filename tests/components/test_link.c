@@ -7,6 +7,9 @@
 #include "sim.h"
 #include "test.h"
 
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct kb_link_params P = {
@@ -34,9 +37,14 @@ static void msg_init(struct msg *x, struct kb_link **links, uint32_t n,
     uint64_t nf = (bytes + flit - 1) / flit;
     for (uint32_t j = 0; j < n; j++)
         x->path[j] = links[j];
-    x->m = (struct kb_link_msg){x->path, n, nf, flit,
-                                (uint32_t)(bytes - (nf - 1) * flit),
-                                x->body, msg_done, x, 0, NULL, NULL, 0, 0, NULL, NULL, 0, 0};
+    x->m = (struct kb_link_msg){.path = x->path,
+                                .n_hops = n,
+                                .n_flits = nf,
+                                .flit_bytes = flit,
+                                .last_bytes = (uint32_t)(bytes - (nf - 1) * flit),
+                                .body = x->body,
+                                .done = msg_done,
+                                .ud = x};
     x->at = 0;
     x->calls = 0;
 }
@@ -167,6 +175,162 @@ TEST(one_hop_worm)
     ASSERT_NEAR(kb_link_utilisation(l, 0), 3906.0 / 11000.0, 1e-12);
     ASSERT_NEAR(kb_link_utilisation(l, 20000), 3906.0 / 20000.0, 1e-12);
     T_FREE(kb_link_free, l);
+    T_FREE(sim_free, s);
+}
+
+/* A worm's counts are kept from its start (link_impl.h) but show only from
+ * its release, when its last flit starts: one 1000-byte worm, overhead
+ * 8 ns, its head at 8 ns, its tail at 11 ns (as one_hop_worm). */
+TEST(counts_show_from_the_release)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    char err[256];
+    struct kb_link_params p = P;
+    p.overhead_ns = 8;
+    struct kb_link *l = T_OWN(kb_link_new(s, "l", &p, err, sizeof err), kb_link_free);
+    ASSERT_TRUE(l);
+    struct sink k;
+    sink_init(&k, s);
+    ASSERT_TRUE(k.in);
+    ASSERT_EQ(to_sink(s, l, &k), 0);
+    struct msg x;
+    msg_init(&x, &l, 1, 1000, 256);
+    ASSERT_EQ(kb_link_inject(&x.m), 0);
+    struct kb_link_stats st;
+    ASSERT_EQ(sim_run(s, 10 * SIM_NS), SIM_UNTIL);
+    kb_link_get_stats(l, &st);
+    ASSERT_U64_EQ(st.messages, 1); /* acquired at 8 ns */
+    ASSERT_U64_EQ(st.bytes, 0);
+    ASSERT_U64_EQ(st.flits, 0);
+    ASSERT_U64_EQ(st.busy_ps, 0);
+    ASSERT_NEAR(kb_link_utilisation(l, 0), 0.0, 0);
+    ASSERT_EQ(kb_link_backlog(l), 1);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    kb_link_get_stats(l, &st);
+    ASSERT_U64_EQ(st.bytes, 1000);
+    ASSERT_U64_EQ(st.flits, 4);
+    ASSERT_U64_EQ(st.busy_ps, 3906);
+    ASSERT_NEAR(kb_link_utilisation(l, 0), 3906.0 / 11000.0, 1e-12);
+    ASSERT_EQ(kb_link_backlog(l), 0);
+    T_FREE(kb_link_free, l);
+    T_FREE(sim_free, s);
+}
+
+/* Links whose `out` is kb_link_route_head (a fabric node's export) hand a
+ * head on without reading `out`; the worm lands where the closed form
+ * says and a hop over an idle link costs one activation: 4 flits of
+ * 1 ns over 3 links of 1.7 ns latency, no overhead, the head
+ * 2 x (1 + 1.7) ns to the last link, then 4 + 1.7 ns; activations are the
+ * 3 heads and the last hop's tail (which calls done). The same worm through
+ * the test's sink (a node that forwards by kb_link_in) lands at the same ps. */
+TEST(routed_worm_over_idle_links)
+{
+    for (int routed = 0; routed < 2; routed++) {
+        struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
+        char err[256];
+        struct kb_link *pl[3];
+        for (int i = 0; i < 3; i++) {
+            char name[8] = {'l', (char)('0' + i), 0};
+            pl[i] = T_OWN(kb_link_new(s, name, &P, err, sizeof err), kb_link_free);
+            ASSERT_TRUE(pl[i]);
+        }
+        struct kb_flit_if route = {NULL, kb_link_route_head, kb_link_route_flit};
+        struct sim_port *node = NULL;
+        struct sink k;
+        if (routed) {
+            node = kb_port_export(s, NULL, "node", KB_FLIT_IF, &route, KB_PORT_MANY, err,
+                                  sizeof err);
+            ASSERT_TRUE(node);
+        } else {
+            sink_init(&k, s);
+            ASSERT_TRUE(k.in);
+        }
+        for (int i = 0; i < 3; i++)
+            ASSERT_EQ(kb_port_bind(s, kb_link_out_port(pl[i]), routed ? node : k.in, err,
+                                   sizeof err),
+                      0);
+        struct msg x;
+        msg_init(&x, pl, 3, 4 * 256, 256);
+        ASSERT_EQ(kb_link_inject(&x.m), 0);
+        ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+        ASSERT_EQ(x.calls, 1);
+        ASSERT_U64_EQ(x.at, 2 * (1000 + 1700) + 4 * 1000 + 1700);
+        struct sim_stats ss;
+        sim_get_stats(s, &ss);
+        ASSERT_U64_EQ(ss.activations, 4);
+        if (!routed)
+            ASSERT_EQ(k.heads, 2);
+        for (int i = 0; i < 3; i++) {
+            struct kb_link_stats st;
+            kb_link_get_stats(pl[i], &st);
+            ASSERT_U64_EQ(st.bytes, 1024);
+            ASSERT_U64_EQ(st.busy_ps, 4000);
+            T_FREE(kb_link_free, pl[i]);
+        }
+        T_FREE(sim_free, s);
+    }
+}
+
+/* A pool hands out links in chunks: 64 at a time up to 8192, then 2 MiB
+ * chunks of 8192 (link.c); kb_link_pool_at finds each where it was made,
+ * each 64-byte aligned, and a link made past the small chunks carries a
+ * worm as any other. */
+enum { POOL_N = 8192 + 8192 + 5 };
+struct pool_owner {
+    struct kb_link_kind *k;
+    struct kb_link_pool *pool;
+    struct kb_link *made[POOL_N];
+    size_t n;
+};
+
+static void pool_owner_free(struct pool_owner *o)
+{
+    for (size_t i = 0; i < o->n; i++)
+        kb_link_free(o->made[i]);
+    kb_link_pool_free(o->pool);
+    kb_link_kind_free(o->k);
+    free(o);
+}
+
+TEST(pool_past_its_small_chunks)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    char err[256];
+    struct pool_owner *o = T_OWN(calloc(1, sizeof(struct pool_owner)), pool_owner_free);
+    ASSERT_TRUE(o);
+    o->k = kb_link_kind_new(s, &P, "kind", err, sizeof err);
+    ASSERT_TRUE(o->k);
+    o->pool = kb_link_pool_new();
+    ASSERT_TRUE(o->pool);
+    for (size_t i = 0; i < POOL_N; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "p%zu", i);
+        o->made[i] = kb_link_new_unported(o->k, o->pool, name, err, sizeof err);
+        ASSERT_TRUE(o->made[i]);
+        o->n = i + 1;
+        ASSERT_U64_EQ(kb_link_pool_count(o->pool), i + 1);
+    }
+    for (size_t i = 0; i < POOL_N; i++) {
+        ASSERT_TRUE(kb_link_pool_at(o->pool, i) == o->made[i]);
+        ASSERT_U64_EQ((uintptr_t)o->made[i] % 64, 0);
+    }
+    ASSERT_STREQ(kb_link_name(o->made[POOL_N - 1]), "p16388");
+    /* the last one carries a worm: 2 flits, 1.7 ns latency */
+    struct sink snk;
+    sink_init(&snk, s);
+    ASSERT_TRUE(snk.in);
+    struct kb_link *l = o->made[POOL_N - 1];
+    ASSERT_EQ(kb_link_make_ports(l, err, sizeof err), 0);
+    ASSERT_EQ(to_sink(s, l, &snk), 0);
+    struct msg x;
+    msg_init(&x, &l, 1, 300, 256);
+    ASSERT_EQ(kb_link_inject(&x.m), 0);
+    ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+    ASSERT_U64_EQ(x.at, 1000 + 172 + 1700); /* 44 bytes: 171.875 -> 172 ps */
+    T_FREE(pool_owner_free, o);
     T_FREE(sim_free, s);
 }
 
@@ -424,6 +588,7 @@ TEST(flit_if_bind_errors)
 }
 
 TEST_MAIN(params_are_checked, serialisation_rounds_per_flit, one_hop_worm,
+          counts_show_from_the_release, routed_worm_over_idle_links, pool_past_its_small_chunks,
           worm_holds_link_while_its_body_is_upstream, tail_wakeup_only_when_needed,
           fifo_order_of_heads, many_heads_keep_fifo_order,
           inject_rejects_empty_messages, flit_if_hand_off, flit_if_bind_errors)
