@@ -1409,19 +1409,22 @@ static int l_tstore(lua_State *L)
                           luaL_typename(L, 3));
     if (!handle_of(h, c) || c->ended || !*c->sys_open) /* (the running kernel's own is live) */
         checklive(L, 3, "#handle");
-    lua_pushinteger(L, h->n);
     lua_Integer off = lua_tointeger(L, 2), hn = h->n;
-    if (!lua_isinteger(L, 2) || off < 0 || off > sn || hn > sn - off)
+    if (!lua_isinteger(L, 2) || off < 0 || off > sn || hn > sn - off) {
+        lua_pushinteger(L, h->n); /* (at 8: push_shard left 7) */
         return shard_range_error(L, "tl.store", 2, 8, sn);
-    lua_settop(L, 7);
+    }
     const char *tdt = lua_tostring(L, 7);
-    if (!tdt || (tdt != c->st->dtype[h->dt] && strcmp(kb_dtype_name(h->dt), tdt) != 0))
+    bool own_name = tdt == c->st->dtype[h->dt]; /* the state's name of h's dtype */
+    if (!tdt || (!own_name && strcmp(kb_dtype_name(h->dt), tdt) != 0))
         return luaL_error(L, "tl.store: a %s handle into a %s tensor", kb_dtype_name(h->dt),
                           tdt ? tdt : "?");
-    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(shard_dtype(L, c->st, 7));
+    enum kb_dtype sdt = own_name ? h->dt : shard_dtype(L, c->st, 7);
+    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(sdt);
     enum kb_mem_kind kind = shard_kind(L, c->st, 6);
     c = still_current(L, c, "tl.store");
-    return store_at(L, c, kind, at, checkhandle_in(L, 3, c));
+    /* the running kernel's own live handle: nothing to check again */
+    return store_at(L, c, kind, at, handle_of(h, c) && !h->freed ? h : checkhandle_in(L, 3, c));
 }
 
 /* ---- math: PE_MATH --------------------------------------------------- */
@@ -1471,9 +1474,9 @@ static struct handle *operands_of(lua_State *L, int arity, const struct kctx *c)
 {
     struct handle *first = NULL;
     for (int i = 1; i <= arity; i++) {
-        if (lua_type(L, i) == LUA_TNUMBER)
+        struct handle *h = tohandle(L, i); /* (a handle first: the usual operand) */
+        if (!h && lua_type(L, i) == LUA_TNUMBER)
             continue;
-        struct handle *h = tohandle(L, i);
         if (!h || !handle_of(h, c) || h->freed)
             return NULL;
         if (!first)
