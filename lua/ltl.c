@@ -395,7 +395,10 @@ static enum kb_mem_kind checkkind(lua_State *L, int i)
 
 static uint32_t checkcount(lua_State *L, int i)
 {
-    lua_Integer n = luaL_checkinteger(L, i);
+    int whole;
+    lua_Integer n = lua_tointegerx(L, i, &whole); /* (the usual case, in one call) */
+    if (!whole)
+        n = luaL_checkinteger(L, i); /* the error */
     luaL_argcheck(L, n > 0 && n <= INT32_MAX, i, "element count must be positive");
     return (uint32_t)n;
 }
@@ -2337,11 +2340,15 @@ static int l_sendrecv(lua_State *L)
 {
     struct kctx *c = current(L, "tl.sendrecv");
     struct tl_state *st = c->st;
-    const char *sdir = luaL_checkstring(L, 1);
+    const char *sdir = lua_tostring(L, 1);
+    if (!sdir)
+        sdir = luaL_checkstring(L, 1); /* the error */
     struct handle *h = checkhandle_in(L, 2, c);
     if (!handle_of(h, c)) /* another running kernel's: its context stays while this blocks */
         push_ctx(L, hctx(h));
-    const char *rdir = luaL_checkstring(L, 3);
+    const char *rdir = lua_tostring(L, 3);
+    if (!rdir)
+        rdir = luaL_checkstring(L, 3);
     uint32_t n = checkcount(L, 4);
     enum kb_dtype dt = checkdtype_st(L, st, 5);
     bool release = lua_toboolean(L, 6);
