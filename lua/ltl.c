@@ -56,9 +56,12 @@ static const char handle_tag = 'h', future_tag = 'u';
  * context (its `anchor`), so that a call can push the running kernel's
  * context without a look-up keyed by its thread, the array anchoring
  * receives not yet waited for, the module's state (struct tl_state) and
- * the array of strings it compares by address (S_*). */
+ * the array of strings it compares by address (S_*), and the keys
+ * "shard" and "shard_place" of that array again, pushed by tl.load and
+ * tl.store on every call (an upvalue is one copy; a look-up in the array
+ * is a table read more). */
 enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, UV_STATE, UV_STRINGS,
-       N_UV = UV_STRINGS };
+       UV_K_SHARD, UV_K_SHARD_PLACE, N_UV = UV_K_SHARD_PLACE };
 
 /* lkb_tl_slots: what the running Lua thread process keeps for this module */
 enum { SLOT_CTX, SLOT_SCRATCH };
@@ -392,7 +395,10 @@ static enum kb_mem_kind checkkind(lua_State *L, int i)
 
 static uint32_t checkcount(lua_State *L, int i)
 {
-    lua_Integer n = luaL_checkinteger(L, i);
+    int whole;
+    lua_Integer n = lua_tointegerx(L, i, &whole); /* (the usual case, in one call) */
+    if (!whole)
+        n = luaL_checkinteger(L, i); /* the error */
     luaL_argcheck(L, n > 0 && n <= INT32_MAX, i, "element count must be positive");
     return (uint32_t)n;
 }
@@ -1208,7 +1214,7 @@ static int l_free(lua_State *L)
     struct kctx *fc = fast_ctx(L);
     for (int a = 1; a <= n; a++) {
         struct handle *h = checkhandle_in(L, a, fc);
-        struct kctx *c = hctx(h);
+        struct kctx *c = fc && handle_of(h, fc) ? fc : hctx(h); /* (no record read) */
         kb_mem_dealloc(c->pe->tcm, h->addr);
         c->allocs[h->slot] = UINT64_MAX;
         c->free_slots[c->n_free_slots++] = h->slot;
@@ -1286,10 +1292,10 @@ static int l_store(lua_State *L)
  * Errors blame the kernel's line (the caller of tl.load / tl.store). */
 static struct kctx *push_shard(lua_State *L, const char *what)
 {
-    /* the keys pushed from the state's strings: lua_getfield would look
-     * its literal up in the string cache on every call */
+    /* the keys pushed from upvalues: lua_getfield would look its literal
+     * up in the string cache on every call */
     if (lua_type(L, 1) == LUA_TTABLE) {
-        lua_rawgeti(L, lua_upvalueindex(UV_STRINGS), S_SHARD);
+        lua_pushvalue(L, lua_upvalueindex(UV_K_SHARD));
         if (lua_gettable(L, 1) == LUA_TFUNCTION)
             goto tensor;
     }
@@ -1297,10 +1303,10 @@ static struct kctx *push_shard(lua_State *L, const char *what)
 tensor:;
     struct kctx *c = current(L, "tl.program_id");
     lua_Integer pid = c->program_id;
-    lua_rawgeti(L, lua_upvalueindex(UV_STRINGS), S_SHARD_PLACE);
+    lua_pushvalue(L, lua_upvalueindex(UV_K_SHARD_PLACE));
     lua_gettable(L, 1);
     if (lua_toboolean(L, -1)) {
-        lua_remove(L, -2);
+        lua_replace(L, -2); /* over t.shard */
         lua_pushvalue(L, 1);
         lua_pushinteger(L, pid);
         lua_call(L, 2, 4);
@@ -1369,23 +1375,28 @@ static int l_tload(lua_State *L)
     lua_settop(L, 3);
     struct kctx *c = push_shard(L, "tl.load"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
     lua_Integer sn = lua_tointeger(L, 5);
-    if (lua_isnil(L, 2)) {
+    /* off and n given as integers, the usual call: no default to fill */
+    bool off_int = lua_isinteger(L, 2), n_int = lua_isinteger(L, 3);
+    if (!off_int && lua_isnil(L, 2)) {
         lua_pushinteger(L, 0);
         lua_replace(L, 2);
+        off_int = true;
     }
-    if (lua_isnil(L, 3) && lua_isinteger(L, 2)) {
+    if (!n_int && lua_isnil(L, 3) && off_int) {
         lua_pushinteger(L, sn - lua_tointeger(L, 2));
         lua_replace(L, 3);
+        n_int = true;
     }
-    lua_Integer off = lua_tointeger(L, 2), n = lua_tointeger(L, 3);
-    if (!lua_isinteger(L, 2) || off < 0 || !lua_isinteger(L, 3) || n < 1 || off > sn ||
+    lua_Integer off = off_int ? lua_tointeger(L, 2) : 0, n = n_int ? lua_tointeger(L, 3) : 0;
+    if (!off_int || off < 0 || !n_int || n < 1 || off > sn ||
         n > sn - off) /* (off + n could wrap) */
         return shard_range_error(L, "tl.load", 2, 3, sn);
     enum kb_dtype dt = shard_dtype(L, c->st, 7);
     lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(dt);
     enum kb_mem_kind kind = shard_kind(L, c->st, 6);
     c = still_current(L, c, "tl.load");
-    return load_at(L, c, kind, at, checkcount(L, 3), dt);
+    /* n is a positive integer: checkcount raises only above INT32_MAX */
+    return load_at(L, c, kind, at, n <= INT32_MAX ? (uint32_t)n : checkcount(L, 3), dt);
 }
 
 /* tl.store(t, off, h): handle h into this PE's shard of t at element off,
@@ -1401,19 +1412,22 @@ static int l_tstore(lua_State *L)
                           luaL_typename(L, 3));
     if (!handle_of(h, c) || c->ended || !*c->sys_open) /* (the running kernel's own is live) */
         checklive(L, 3, "#handle");
-    lua_pushinteger(L, h->n);
     lua_Integer off = lua_tointeger(L, 2), hn = h->n;
-    if (!lua_isinteger(L, 2) || off < 0 || off > sn || hn > sn - off)
+    if (!lua_isinteger(L, 2) || off < 0 || off > sn || hn > sn - off) {
+        lua_pushinteger(L, h->n); /* (at 8: push_shard left 7) */
         return shard_range_error(L, "tl.store", 2, 8, sn);
-    lua_settop(L, 7);
+    }
     const char *tdt = lua_tostring(L, 7);
-    if (!tdt || (tdt != c->st->dtype[h->dt] && strcmp(kb_dtype_name(h->dt), tdt) != 0))
+    bool own_name = tdt == c->st->dtype[h->dt]; /* the state's name of h's dtype */
+    if (!tdt || (!own_name && strcmp(kb_dtype_name(h->dt), tdt) != 0))
         return luaL_error(L, "tl.store: a %s handle into a %s tensor", kb_dtype_name(h->dt),
                           tdt ? tdt : "?");
-    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(shard_dtype(L, c->st, 7));
+    enum kb_dtype sdt = own_name ? h->dt : shard_dtype(L, c->st, 7);
+    lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(sdt);
     enum kb_mem_kind kind = shard_kind(L, c->st, 6);
     c = still_current(L, c, "tl.store");
-    return store_at(L, c, kind, at, checkhandle_in(L, 3, c));
+    /* the running kernel's own live handle: nothing to check again */
+    return store_at(L, c, kind, at, handle_of(h, c) && !h->freed ? h : checkhandle_in(L, 3, c));
 }
 
 /* ---- math: PE_MATH --------------------------------------------------- */
@@ -1434,7 +1448,7 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
         return buf;
     }
     struct handle *h = checkhandle_in(L, i, c);
-    if (hctx(h) != c) /* (h was checked: its context lives) */
+    if (!handle_of(h, c) && hctx(h) != c) /* (h was checked: its context lives) */
         luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, hctx(h)->pe->name,
                    c->pe->name);
     if (h->n != n || h->dt != dt)
@@ -1463,9 +1477,9 @@ static struct handle *operands_of(lua_State *L, int arity, const struct kctx *c)
 {
     struct handle *first = NULL;
     for (int i = 1; i <= arity; i++) {
-        if (lua_type(L, i) == LUA_TNUMBER)
+        struct handle *h = tohandle(L, i); /* (a handle first: the usual operand) */
+        if (!h && lua_type(L, i) == LUA_TNUMBER)
             continue;
-        struct handle *h = tohandle(L, i);
         if (!h || !handle_of(h, c) || h->freed)
             return NULL;
         if (!first)
@@ -1610,7 +1624,7 @@ static struct handle *checkrange(lua_State *L, int i, struct kctx *c, lua_Intege
                                  lua_Integer n, const char *what)
 {
     struct handle *h = checkhandle_in(L, i, c);
-    if (hctx(h) != c) /* (h was checked: its context lives) */
+    if (!handle_of(h, c) && hctx(h) != c) /* (h was checked: its context lives) */
         luaL_error(L, "%s: a handle of PE '%s' used on PE '%s'", what, hctx(h)->pe->name,
                    c->pe->name);
     if (off < 0 || n < 1 || off > (lua_Integer)h->n || n > (lua_Integer)h->n - off)
@@ -2326,11 +2340,15 @@ static int l_sendrecv(lua_State *L)
 {
     struct kctx *c = current(L, "tl.sendrecv");
     struct tl_state *st = c->st;
-    const char *sdir = luaL_checkstring(L, 1);
+    const char *sdir = lua_tostring(L, 1);
+    if (!sdir)
+        sdir = luaL_checkstring(L, 1); /* the error */
     struct handle *h = checkhandle_in(L, 2, c);
     if (!handle_of(h, c)) /* another running kernel's: its context stays while this blocks */
         push_ctx(L, hctx(h));
-    const char *rdir = luaL_checkstring(L, 3);
+    const char *rdir = lua_tostring(L, 3);
+    if (!rdir)
+        rdir = luaL_checkstring(L, 3);
     uint32_t n = checkcount(L, 4);
     enum kb_dtype dt = checkdtype_st(L, st, 5);
     bool release = lua_toboolean(L, 6);
@@ -2406,7 +2424,7 @@ static int l_sendrecv(lua_State *L)
     }
     busy_link(c, f);
     /* tl.send */
-    struct kctx *hc = hctx(h); /* (checked: c's, or another live kernel's) */
+    struct kctx *hc = handle_of(h, c) ? c : hctx(h); /* (checked: c's, or another live kernel's) */
     if (sbuf && kb_mem_read(hc->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
         return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
     bp = lkb_block_begin(L, c->s, "tl.sendrecv");
@@ -2498,6 +2516,13 @@ static const luaL_Reg handle_meta[] = {
     {"__len", h_len},   {"__index", h_index},       {"__tostring", h_tostring},
     {NULL, NULL}};
 
+/* Pushes UV_K_SHARD and UV_K_SHARD_PLACE from the strings array on top. */
+static void push_shard_keys(lua_State *L)
+{
+    lua_rawgeti(L, -1, S_SHARD);
+    lua_rawgeti(L, -2, S_SHARD_PLACE);
+}
+
 /* Pushes the N_UV upvalues (in UV_* order). */
 static void push_upvalues(lua_State *L)
 {
@@ -2507,6 +2532,7 @@ static void push_upvalues(lua_State *L)
     push_registry_table(L, &future_table_key);
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &state_key) == LUA_TUSERDATA) {
         lua_rawgetp(L, LUA_REGISTRYINDEX, &strings_key);
+        push_shard_keys(L);
         return;
     }
     lua_pop(L, 1);
@@ -2532,6 +2558,7 @@ static void push_upvalues(lua_State *L)
     }
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &strings_key);
+    push_shard_keys(L);
 }
 
 /* a metatable whose only field is __gc */
