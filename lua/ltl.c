@@ -57,11 +57,11 @@ static const char handle_tag = 'h', future_tag = 'u';
  * context without a look-up keyed by its thread, the array anchoring
  * receives not yet waited for, the module's state (struct tl_state) and
  * the array of strings it compares by address (S_*), and the keys
- * "shard" and "shard_place" of that array again, pushed by tl.load and
- * tl.store on every call (an upvalue is one copy; a look-up in the array
- * is a table read more). */
+ * "shard", "shard_place" and "shard_places" of that array again, pushed by
+ * tl.load and tl.store on every call (an upvalue is one copy; a look-up in
+ * the array is a table read more). */
 enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, UV_STATE, UV_STRINGS,
-       UV_K_SHARD, UV_K_SHARD_PLACE, N_UV = UV_K_SHARD_PLACE };
+       UV_K_SHARD, UV_K_SHARD_PLACE, UV_K_PLACES, N_UV = UV_K_PLACES };
 
 /* lkb_tl_slots: what the running Lua thread process keeps for this module */
 enum { SLOT_CTX, SLOT_SCRATCH };
@@ -141,7 +141,7 @@ static void pool_give(struct buf_pool *bp, void *p, size_t cap)
  * (a long name, a number made a string) takes the comparison by content
  * as before. */
 enum { KIND_COUNT = 3 };
-enum { S_SHARD = 1, S_SHARD_PLACE, S_DTYPE, S_KIND = S_DTYPE + KB_DTYPE_COUNT,
+enum { S_SHARD = 1, S_SHARD_PLACE, S_PLACES, S_DTYPE, S_KIND = S_DTYPE + KB_DTYPE_COUNT,
        S_DIR = S_KIND + KIND_COUNT };
 
 struct tl_state {
@@ -1285,6 +1285,87 @@ static int l_store(lua_State *L)
 
 /* ---- tensors: tl.load and tl.store ----------------------------------- */
 
+/* A places record: where each rank's shard of a tensor is, for a tensor
+ * whose shards never move (kbsim.torch's: allocated once by torch.zeros).
+ * The (rank, address) pairs sorted by rank, the shard's element count,
+ * and its memory kind and dtype names as user values 1 and 2 (the same
+ * strings t:shard_place returns). tl.load and tl.store find a rank in it
+ * with no Lua call; a rank it lacks goes to t:shard_place for the error. */
+struct place { lua_Integer rank, addr; };
+struct places {
+    const void *tag;
+    lua_Integer sn;
+    size_t n;
+    struct place e[];
+};
+static const char places_tag = 0;
+
+static const struct places *toplaces(lua_State *L, int i)
+{
+    const struct places *p = lua_touserdata(L, i);
+    return p && lua_rawlen(L, i) >= sizeof *p && p->tag == &places_tag ? p : NULL;
+}
+
+static bool places_find(const struct places *p, lua_Integer rank, lua_Integer *addr)
+{
+    size_t lo = 0, hi = p->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->e[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == p->n || p->e[lo].rank != rank)
+        return false;
+    *addr = p->e[lo].addr;
+    return true;
+}
+
+static int place_cmp(const void *a, const void *b)
+{
+    lua_Integer x = ((const struct place *)a)->rank, y = ((const struct place *)b)->rank;
+    return (x > y) - (x < y);
+}
+
+/* shard_places(ranks, addrs, n, kind, dtype) -> record: ranks[k] holds its
+ * shard at addrs[k] (k = 1 .. #ranks), n elements of dtype in memory kind */
+static int l_places(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer sn = luaL_checkinteger(L, 3);
+    luaL_checkstring(L, 4);
+    luaL_checkstring(L, 5);
+    lua_Integer n = luaL_len(L, 1);
+    if (n < 0 || (size_t)n > (SIZE_MAX - sizeof(struct places)) / sizeof(struct place))
+        return luaL_error(L, "shard_places: %I ranks", (LUAI_UACINT)n);
+    struct places *p = lua_newuserdatauv(L, sizeof *p + (size_t)n * sizeof(struct place), 2);
+    p->tag = &places_tag;
+    p->sn = sn;
+    p->n = (size_t)n;
+    for (lua_Integer k = 1; k <= n; k++) {
+        int isnum_r, isnum_a;
+        lua_geti(L, 1, k);
+        lua_geti(L, 2, k);
+        p->e[k - 1].rank = lua_tointegerx(L, -2, &isnum_r);
+        p->e[k - 1].addr = lua_tointegerx(L, -1, &isnum_a);
+        lua_pop(L, 2);
+        if (!isnum_r || !isnum_a)
+            return luaL_error(L, "shard_places: rank or address %I is not an integer",
+                              (LUAI_UACINT)k);
+    }
+    qsort(p->e, p->n, sizeof p->e[0], place_cmp);
+    for (size_t k = 1; k < p->n; k++)
+        if (p->e[k].rank == p->e[k - 1].rank)
+            return luaL_error(L, "shard_places: rank %I listed twice", (LUAI_UACINT)p->e[k].rank);
+    lua_pushvalue(L, 4);
+    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, 5);
+    lua_setiuservalue(L, -2, 2);
+    return 1;
+}
+
 /* A tensor is anything with t:shard(rank) -> {addr=, n=, kind=, dtype=};
  * one that also has t:shard_place(rank) (kbsim.torch's) gives the four
  * values without making a table on every call. Pushes the shard of the
@@ -1295,6 +1376,23 @@ static struct kctx *push_shard(lua_State *L, const char *what)
     /* the keys pushed from upvalues: lua_getfield would look its literal
      * up in the string cache on every call */
     if (lua_type(L, 1) == LUA_TTABLE) {
+        /* a tensor whose shards are fixed (kbsim.torch's) names them in a
+         * places record, t.shard_places: no Lua call a chunk */
+        lua_pushvalue(L, lua_upvalueindex(UV_K_PLACES));
+        if (lua_rawget(L, 1) == LUA_TUSERDATA) {
+            const struct places *p = toplaces(L, 4);
+            struct kctx *c = p ? current(L, "tl.program_id") : NULL;
+            lua_Integer addr;
+            if (c && places_find(p, c->program_id, &addr)) {
+                lua_pushinteger(L, p->sn);       /* 5 */
+                lua_getiuservalue(L, 4, 1);      /* 6 kind */
+                lua_getiuservalue(L, 4, 2);      /* 7 dtype */
+                lua_pushinteger(L, addr);
+                lua_replace(L, 4);               /* 4 addr, over the record */
+                return c;
+            }
+        }
+        lua_pop(L, 1); /* (a rank without a shard: t:shard_place's error) */
         lua_pushvalue(L, lua_upvalueindex(UV_K_SHARD));
         if (lua_gettable(L, 1) == LUA_TFUNCTION)
             goto tensor;
@@ -2504,7 +2602,7 @@ static const luaL_Reg funcs[] = {
     {"sum", l_sum},             {"dot", l_dot},               {"send", l_send},
     {"recv", l_recv},           {"recv_async", l_recv_async}, {"wait", l_wait},
     {"free", l_free},           {"sendrecv", l_sendrecv},
-    {"tload", l_tload},         {"tstore", l_tstore},
+    {"tload", l_tload},         {"tstore", l_tstore},         {"shard_places", l_places},
     /* tile pipelines: helper processes, tiles in place, unit counters */
     {"context", l_context},     {"adopt", l_adopt},           {"unadopt", l_unadopt},
     {"gemm_tile", l_gemm_tile}, {"fetch", l_fetch},           {"accumulate", l_accumulate},
@@ -2516,11 +2614,13 @@ static const luaL_Reg handle_meta[] = {
     {"__len", h_len},   {"__index", h_index},       {"__tostring", h_tostring},
     {NULL, NULL}};
 
-/* Pushes UV_K_SHARD and UV_K_SHARD_PLACE from the strings array on top. */
+/* Pushes UV_K_SHARD, UV_K_SHARD_PLACE and UV_K_PLACES from the strings
+ * array on top. */
 static void push_shard_keys(lua_State *L)
 {
     lua_rawgeti(L, -1, S_SHARD);
     lua_rawgeti(L, -2, S_SHARD_PLACE);
+    lua_rawgeti(L, -3, S_PLACES);
 }
 
 /* Pushes the N_UV upvalues (in UV_* order). */
@@ -2548,6 +2648,8 @@ static void push_upvalues(lua_State *L)
     lua_rawseti(L, -2, S_SHARD);
     lua_pushliteral(L, "shard_place");
     lua_rawseti(L, -2, S_SHARD_PLACE);
+    lua_pushliteral(L, "shard_places");
+    lua_rawseti(L, -2, S_PLACES);
     for (int d = 0; d < KB_DTYPE_COUNT; d++) {
         st->dtype[d] = lua_pushstring(L, kb_dtype_name((enum kb_dtype)d));
         lua_rawseti(L, -2, S_DTYPE + d);

@@ -76,6 +76,11 @@ end
 -- the checks and messages they had here, blaming the kernel's line.
 tl.load = core.tload
 tl.store = core.tstore
+-- tl.shard_places(ranks, addrs, n, kind, dtype): a record of where each
+-- rank's shard of a tensor is (ranks[k] at addrs[k]), for a tensor whose
+-- shards never move. Kept as t.shard_places, tl.load and tl.store find the
+-- place in it with no call to t:shard_place (kbsim.torch's tensors).
+tl.shard_places = core.shard_places
 
 -- A launch: one kernel per rank, with their start and end times.
 local Run = {}

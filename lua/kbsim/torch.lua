@@ -839,6 +839,9 @@ function M.new(sim, sys)
         z:write(sys, r, t.addrs[k] + off * DTYPE_BYTES[dt], dt, memory)
       end
     end
+    -- the shards never move: tl.load and tl.store read their places here
+    -- (the same as t:shard_place gives) instead of calling it a chunk
+    t.shard_places = tl.shard_places(ranks, t.addrs, shard_n, memory, dt)
     return t
   end
 
