@@ -196,6 +196,24 @@ def shutdown():
         conn.close()
 
 
+def _after_fork_in_child():
+    """A process forked from one with a connection (a DataLoader worker, a
+    rank started by os.fork or multiprocessing's fork after
+    init_process_group) has the parent's socket but not its reader thread:
+    a request would block forever on a reply no thread reads, or interleave
+    its frames with the parent's on the shared socket. The child starts
+    with no connection (it must call init_process_group itself) and fresh
+    locks (another thread may have held one at the fork). The socket's file
+    descriptor stays open in the child and is not shut down: that would end
+    the parent's connection too. docs/cosim.md, "Starting ranks"."""
+    global _CONN, _CONN_LOCK
+    _CONN_LOCK = threading.Lock()
+    _CONN = None
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def set_algorithm(collective, name):
     """The algorithm of lua/kbsim/ccl/ this process's `collective` ("all_reduce",
     "all_gather", ...) uses; "" is the server's default. Every rank must agree."""

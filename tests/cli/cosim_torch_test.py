@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_torch_test.py KBSIM SRCDIR WORKDIR CASE — torch.distributed backend "kbsim" (python/kbsim/torch.py).
 
-CASE: ops | costing | tp_mlp | ddp | refused. Prints "cosim_torch_CASE ok" when every check held, or
+CASE: ops | costing | tp_mlp | ddp | refused | fork_child. Prints "cosim_torch_CASE ok" when every check held, or
 "cosim_torch_CASE skipped: ..." when python3-torch is not installed (ctest counts
 that as skipped).
 """
@@ -401,6 +401,56 @@ def case_refused():
             check(obs.stats()["clients"] == 2, "connections after refused hellos: %d"
                   % obs.stats()["clients"])
         holder.close()
+    finally:
+        srv.stop()
+
+
+def case_fork_child():
+    """A process forked after init_process_group (a DataLoader worker, os.fork)
+    has no connection: a request raises at once instead of blocking forever
+    on the parent's socket (no reader thread in the child) or mixing its
+    frames into the parent's; the parent's connection goes on working, also
+    with an all-reduce in flight across the fork and after the child exits."""
+    import signal
+    import torch
+    import torch.distributed as dist
+    import kbsim.torch as kt
+    srv = Server("--set", "ccl.algorithm=ring_allreduce")
+    try:
+        os.environ["KBSIM_ADDRESS"] = srv.address
+        store = os.path.join(WORKDIR, "forkstore")
+        if os.path.exists(store):  # a file store left by an earlier run would be reused
+            os.unlink(store)
+        dist.init_process_group("kbsim", init_method="file://" + store, rank=0, world_size=1)
+        t = torch.arange(8, dtype=torch.float32)
+        dist.all_reduce(t)
+        check(torch.equal(t, torch.arange(8, dtype=torch.float32)), "all_reduce before: %s" % t)
+        t = torch.arange(8, dtype=torch.float32) + 1
+        w = dist.all_reduce(t, async_op=True)
+        pid = os.fork()
+        if pid == 0:  # the child: any failure (or a hang, by the alarm) is its exit status
+            code = 3
+            try:
+                signal.alarm(20)
+                try:
+                    kt.now_ns()
+                    code = 4  # the parent's connection answered the child
+                except RuntimeError as e:
+                    code = 0 if "no process group yet" in str(e) else 5
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        check(os.WEXITSTATUS(status) == 0 and not os.WIFSIGNALED(status),
+              "forked child: status %#x (3: raised otherwise, 4: used the parent's "
+              "connection, 5: another error, SIGALRM: hung)" % status)
+        check(w.wait() is True and torch.equal(t, torch.arange(8, dtype=torch.float32) + 1),
+              "all_reduce in flight across the fork: %s" % t)
+        t = torch.full((4,), 2.0)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        check(torch.equal(t, torch.full((4,), 2.0)), "all_reduce after the child: %s" % t)
+        check(kt.now_ns() >= 0 and len(kt.records()) == 3, "records: %s" % kt.records())
+        dist.destroy_process_group()
+        kt.shutdown()
     finally:
         srv.stop()
 
