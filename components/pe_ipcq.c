@@ -711,7 +711,7 @@ static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
                                            op->len, false);
             if (end == SIM_FOREVER) {
                 *res = recv_end(c, op, KB_SETERR(q, SIM_EINVAL, "recv on direction '%s' "
-                                "of '%s': %s", dir, q->name, kb_mem_errmsg(q->buf->bank)));
+                                "of '%s': %s", dir, q->name, kb_mem_errmsg(c->rx_bank)));
                 return 1;
             }
             op->state = R_ACCESS;

@@ -57,9 +57,9 @@ static const char handle_tag = 'h', future_tag = 'u';
  * context without a look-up keyed by its thread, the array anchoring
  * receives not yet waited for, the module's state (struct tl_state) and
  * the array of strings it compares by address (S_*), and the keys
- * "shard", "shard_place" and "shard_places" of that array again, pushed by
- * tl.load and tl.store on every call (an upvalue is one copy; a look-up in
- * the array is a table read more). */
+ * "shard", "shard_place" and "shard_places", pushed by tl.load and
+ * tl.store on every call (an upvalue is one copy; lua_getfield would look
+ * its literal up in the string cache). */
 enum { UV_HANDLE_MT = 1, UV_FUTURE_MT, UV_CTXS, UV_FUTURES, UV_STATE, UV_STRINGS,
        UV_K_SHARD, UV_K_SHARD_PLACE, UV_K_PLACES, N_UV = UV_K_PLACES };
 
@@ -141,7 +141,7 @@ static void pool_give(struct buf_pool *bp, void *p, size_t cap)
  * (a long name, a number made a string) takes the comparison by content
  * as before. */
 enum { KIND_COUNT = 3 };
-enum { S_SHARD = 1, S_SHARD_PLACE, S_PLACES, S_DTYPE, S_KIND = S_DTYPE + KB_DTYPE_COUNT,
+enum { S_DTYPE = 1, S_KIND = S_DTYPE + KB_DTYPE_COUNT,
        S_DIR = S_KIND + KIND_COUNT };
 
 struct tl_state {
@@ -2069,15 +2069,20 @@ static int l_send(lua_State *L)
 
 static uint64_t recv_room(size_t bytes) { return (uint64_t)bytes * 4 + 64; }
 
+/* A receive of `bytes` that ended with got failed because the message
+ * waiting on dir is longer. */
+static bool longer_waits(const struct kb_ipcq_if *q, const char *dir, int64_t got, size_t bytes)
+{
+    uint64_t msg;
+    return got == SIM_EINVAL && q->probe(q->ctx, dir, &msg, NULL) == 1 && msg > bytes;
+}
+
 static int64_t recv_sized(const struct kb_ipcq_if *q, int ix, const char *dir, void *buf,
                           size_t bytes, struct kb_ipcq_meta *meta)
 {
     int64_t got = ix >= 0 ? q->recv_at(q->ctx, ix, buf, bytes, meta)
                           : q->recv(q->ctx, dir, buf, bytes, meta);
-    uint64_t msg;
-    if (got == SIM_EINVAL && q->probe(q->ctx, dir, &msg, NULL) == 1 && msg > bytes)
-        return RECV_LONGER;
-    return got;
+    return longer_waits(q, dir, got, bytes) ? RECV_LONGER : got;
 }
 
 static void check_meta(lua_State *L, struct kctx *c, const char *dir, uint32_t n,
@@ -2121,24 +2126,30 @@ static int l_recv(lua_State *L)
     return 1;
 }
 
+/* f's buffer made recv_room(bytes) long, for a longer message taken whole
+ * (none in a timing-only run: f->buf stays NULL); 0 or SIM_ENOMEM. */
+static int future_grow(struct future *f, size_t bytes)
+{
+    if (f->ctx->no_data)
+        return 0;
+    void *room = realloc(f->buf, recv_room(bytes));
+    if (!room)
+        return SIM_ENOMEM;
+    f->buf = room;
+    f->buf_cap = recv_room(bytes);
+    return 0;
+}
+
 static void future_proc(struct sim *s, void *arg)
 {
     struct future *f = arg;
     size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
     const struct kb_ipcq_if *q = f->ctx->ipcq; /* not NULL: checkwired passed */
     f->got = recv_sized(q, f->dir_ix, f->dir, f->buf, bytes, &f->meta);
-    if (f->got == RECV_LONGER && f->ctx->no_data) {
-        f->got = q->recv(q->ctx, f->dir, NULL, recv_room(bytes), &f->meta);
-    } else if (f->got == RECV_LONGER) {
-        void *room = realloc(f->buf, recv_room(bytes));
-        if (room) {
-            f->buf = room;
-            f->buf_cap = recv_room(bytes);
-            f->got = q->recv(q->ctx, f->dir, f->buf, recv_room(bytes), &f->meta);
-        } else {
-            f->got = SIM_ENOMEM;
-        }
-    }
+    if (f->got == RECV_LONGER)
+        f->got = future_grow(f, bytes) < 0
+                     ? SIM_ENOMEM
+                     : q->recv(q->ctx, f->dir, f->buf, recv_room(bytes), &f->meta);
     f->done = true;
     sim_notify(f->done_ev);
 }
@@ -2160,23 +2171,15 @@ static void recv_method(struct sim *s, void *arg)
     for (;;) {
         if (!q->recv_step(q->ctx, &r->op, &got))
             return; /* it waits */
-        if (got != SIM_EINVAL || r->longer)
-            break;
         size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
-        uint64_t msg;
-        if (q->probe(q->ctx, f->dir, &msg, NULL) != 1 || msg <= bytes)
+        if (r->longer || !longer_waits(q, f->dir, got, bytes))
             break;
         /* a longer message: taken whole (recv_room) for check_meta to
          * report, as recv_sized's caller does */
         r->longer = true;
-        if (!f->ctx->no_data) {
-            void *room = realloc(f->buf, recv_room(bytes));
-            if (!room) {
-                got = SIM_ENOMEM;
-                break;
-            }
-            f->buf = room;
-            f->buf_cap = recv_room(bytes);
+        if (future_grow(f, bytes) < 0) {
+            got = SIM_ENOMEM;
+            break;
         }
         kb_ipcq_recv_begin(&r->op, f->dir_ix, f->buf, recv_room(bytes), &f->meta);
     }
@@ -2614,13 +2617,13 @@ static const luaL_Reg handle_meta[] = {
     {"__len", h_len},   {"__index", h_index},       {"__tostring", h_tostring},
     {NULL, NULL}};
 
-/* Pushes UV_K_SHARD, UV_K_SHARD_PLACE and UV_K_PLACES from the strings
- * array on top. */
+/* Pushes UV_K_SHARD, UV_K_SHARD_PLACE and UV_K_PLACES (the upvalues
+ * anchor them). */
 static void push_shard_keys(lua_State *L)
 {
-    lua_rawgeti(L, -1, S_SHARD);
-    lua_rawgeti(L, -2, S_SHARD_PLACE);
-    lua_rawgeti(L, -3, S_PLACES);
+    lua_pushliteral(L, "shard");
+    lua_pushliteral(L, "shard_place");
+    lua_pushliteral(L, "shard_places");
 }
 
 /* Pushes the N_UV upvalues (in UV_* order). */
@@ -2644,12 +2647,6 @@ static void push_upvalues(lua_State *L)
     lua_pushvalue(L, -1);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &state_key);
     lua_createtable(L, S_DIR + 8, 0);
-    lua_pushliteral(L, "shard");
-    lua_rawseti(L, -2, S_SHARD);
-    lua_pushliteral(L, "shard_place");
-    lua_rawseti(L, -2, S_SHARD_PLACE);
-    lua_pushliteral(L, "shard_places");
-    lua_rawseti(L, -2, S_PLACES);
     for (int d = 0; d < KB_DTYPE_COUNT; d++) {
         st->dtype[d] = lua_pushstring(L, kb_dtype_name((enum kb_dtype)d));
         lua_rawseti(L, -2, S_DTYPE + d);
