@@ -1339,7 +1339,7 @@ static int l_places(lua_State *L)
     luaL_checkstring(L, 5);
     lua_Integer n = luaL_len(L, 1);
     if (n < 0 || (size_t)n > (SIZE_MAX - sizeof(struct places)) / sizeof(struct place))
-        return luaL_error(L, "shard_places: %I ranks", (LUAI_UACINT)n);
+        return luaL_error(L, "tl.shard_places: %I ranks", (LUAI_UACINT)n);
     struct places *p = lua_newuserdatauv(L, sizeof *p + (size_t)n * sizeof(struct place), 2);
     p->tag = &places_tag;
     p->sn = sn;
@@ -1352,13 +1352,13 @@ static int l_places(lua_State *L)
         p->e[k - 1].addr = lua_tointegerx(L, -1, &isnum_a);
         lua_pop(L, 2);
         if (!isnum_r || !isnum_a)
-            return luaL_error(L, "shard_places: rank or address %I is not an integer",
+            return luaL_error(L, "tl.shard_places: rank or address %I is not an integer",
                               (LUAI_UACINT)k);
     }
     qsort(p->e, p->n, sizeof p->e[0], place_cmp);
     for (size_t k = 1; k < p->n; k++)
         if (p->e[k].rank == p->e[k - 1].rank)
-            return luaL_error(L, "shard_places: rank %I listed twice", (LUAI_UACINT)p->e[k].rank);
+            return luaL_error(L, "tl.shard_places: rank %I listed twice", (LUAI_UACINT)p->e[k].rank);
     lua_pushvalue(L, 4);
     lua_setiuservalue(L, -2, 1);
     lua_pushvalue(L, 5);

@@ -90,7 +90,7 @@ local function refused(pattern, ...)
   kb.check(not ok and tostring(err):find(pattern, 1, true),
            "tl.shard_places: want '" .. pattern .. "', got " .. tostring(err))
 end
-refused("rank 2 listed twice", {2, 2}, {0, 64}, N, "hbm", "f32")
+refused("tl.shard_places: rank 2 listed twice", {2, 2}, {0, 64}, N, "hbm", "f32")
 refused("rank or address 2 is not an integer", {1, 2}, {0, 1.5}, N, "hbm", "f32")
 refused("rank or address 1 is not an integer", {"x"}, {0}, N, "hbm", "f32")
 print("tl_shard_places ok")
