@@ -20,13 +20,13 @@
  * (kb_link_credit_path_time, link_credit.c). */
 #include "fabric.h"
 
+#include "huge_pages.h"
 #include "kb_port.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 struct node {
     char *name;
@@ -45,25 +45,6 @@ struct flink {
     uint32_t made;   /* 1 + its index in kb_fabric.pool, 0 until first used */
 };
 #define FL_SUFFIX 0x80000000u
-
-/* Marks the 2 MiB pages inside a large table for transparent huge pages
- * (a hint; decision 0054): every hop of a transfer reads its link's
- * entry, and at system scale the table is tens of MiB. */
-static void huge_hint(void *p, size_t bytes)
-{
-#ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    if (bytes < 2 * huge)
-        return;
-    uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    uintptr_t e = ((uintptr_t)p + bytes) & ~(huge - 1);
-    if (e > a)
-        madvise((void *)a, e - a, MADV_HUGEPAGE);
-#else
-    (void)p;
-    (void)bytes;
-#endif
-}
 
 /* Names, packed in blocks freed with the fabric. */
 #define STR_BLOCK 65536
@@ -435,7 +416,7 @@ static int add_link(struct kb_fabric *f, int src, int dst, const char *name,
                           name_of(f, name, suffix, src, dst, buf, sizeof buf));
         f->links = l;
         f->cap_links = cap;
-        huge_hint(l, (size_t)cap * sizeof *l);
+        kb_huge_hint(l, (size_t)cap * sizeof *l);
     }
     if (pi < 0)
         pi = params_add(f, p);

@@ -24,6 +24,7 @@
 #include "link.h"
 #include "link_impl.h"
 
+#include "huge_pages.h"
 #include "kb_err.h"
 #include "kb_port.h"
 
@@ -33,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "trace.h"
 
@@ -172,25 +172,15 @@ static_assert(offsetof(struct kb_link, heap_in) == 64 && offsetof(struct kb_link
 #define POOL_SMALL 8192 /* in POOL_SMALL / POOL_CHUNK chunks */
 #define POOL_BIG 8192   /* links in a 2 MiB chunk */
 #define POOL_BIG_BYTES ((size_t)POOL_BIG * sizeof(struct kb_link))
-static_assert(POOL_BIG_BYTES == (size_t)2 << 20, "a big chunk is one 2 MiB page");
+static_assert(POOL_BIG_BYTES == KB_HUGE_PAGE, "a big chunk is one 2 MiB page");
 
 /* A 2 MiB-aligned chunk of POOL_BIG_BYTES, NULL when out of memory. */
 static struct kb_link *big_chunk_new(void)
 {
-    size_t sz = POOL_BIG_BYTES, al = POOL_BIG_BYTES;
-    char *p = mmap(NULL, sz + al, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    size_t head = (al - (uintptr_t)p % al) % al;
-    if (head)
-        munmap(p, head);
-    if (al - head)
-        munmap(p + head + sz, al - head);
-    p += head;
-#ifdef MADV_HUGEPAGE
-    madvise(p, sz, MADV_HUGEPAGE); /* a hint: without it the chunk has small pages */
-#endif
-    return (struct kb_link *)p;
+    struct kb_link *p = aligned_alloc(KB_HUGE_PAGE, POOL_BIG_BYTES);
+    if (p)
+        kb_huge_hint(p, POOL_BIG_BYTES);
+    return p;
 }
 
 struct kb_link_pool {
@@ -205,12 +195,8 @@ void kb_link_pool_free(struct kb_link_pool *pool)
 {
     if (!pool)
         return;
-    for (size_t i = 0; i < pool->n_chunks; i++) {
-        if (i < POOL_SMALL / POOL_CHUNK)
-            free(pool->chunks[i]);
-        else
-            munmap(pool->chunks[i], POOL_BIG_BYTES);
-    }
+    for (size_t i = 0; i < pool->n_chunks; i++)
+        free(pool->chunks[i]);
     free(pool->chunks);
     free(pool);
 }
@@ -433,6 +419,7 @@ static int heap_push(struct kb_link *l, sim_time t, struct kb_link_msg *m,
 
 static struct arrival heap_pop(struct kb_link *l)
 {
+    l->next_hint = NULL; /* it named this head's next link (heap_push sets it again) */
     struct arrival *heap = link_heap(l);
     struct arrival top = heap[0];
     struct arrival last = heap[--l->n_heap];
@@ -529,11 +516,9 @@ static int settle(struct kb_link *l, sim_time t)
         l->lazy = false;
         return 0;
     }
-    /* the common case, told without reading the process */
-    if (sim_seq_passed(l->k->sim, l->cur_tail, l->lazy_seq)) {
-        release_lazy(l);
+    catch_up(l); /* the common case, told without reading the process */
+    if (!l->lazy)
         return 0;
-    }
     int rc = sim_method_wake_reserved(l->proc, l->cur_tail, l->lazy_seq);
     if (rc < 0)
         return rc;
@@ -747,8 +732,7 @@ static void link_serve(struct sim *s, void *arg)
     struct arrival first = {0};
     if (l->n_heap && link_heap(l)[0].t <= now) {
         first = heap_pop(l);
-        __builtin_prefetch(first.m);
-        __builtin_prefetch((const char *)first.m + 64);
+        __builtin_prefetch(first.m); /* the 64 bytes a hop reads */
         if (l->n_fifo || l->cur || l->free_at > now) {
             if (fifo_push(l, first.m, first.hop) < 0)
                 goto nomem;

@@ -123,8 +123,8 @@ struct kb_link_msg {
     sim_time *body;
     /* kept by the links: the last flit's arrival at the next hop, and the
      * link after the one the head was handed to (path[hop + 1], NULL past
-     * the end), so the hop that starts the head finds it without reading
-     * the path */
+     * the end), so the hop that starts the head fetches that link's lines
+     * while it reads the path beside them */
     sim_time last_in;
     struct kb_link *next_link;
     void (*done)(struct kb_link_msg *m, sim_time at);

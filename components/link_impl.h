@@ -79,7 +79,7 @@ struct kb_link {
     /* routed: port `out` is a fabric node's kb_link_route_head (the call
      * is made without reading `out`); pooled: in a kb_link_pool, so
      * kb_link_free leaves the memory */
-    uint8_t routed : 1, pooled : 1;
+    bool routed : 1, pooled : 1;
     sim_time wake_req; /* earliest wake-up asked for and not yet served */
     struct sim_proc *proc; /* woken with sim_method_wake; has the link's name */
     /* the worm holding the link, NULL when none */
