@@ -46,6 +46,7 @@ struct kb_mem {
     uint32_t used_n;
     uint8_t used_log2;  /* the table has 1 << used_log2 entries (none if NULL) */
     uint8_t used_shift; /* see used_slot */
+    uint8_t top_shift;  /* NODE_SHIFT * levels: a page's index >> it is its top entry */
     uint64_t capacity, free_bytes, peak;
     /* the top of the page tables (see pte), NULL until written */
     uintptr_t *top;
@@ -372,11 +373,11 @@ struct kb_mem *kb_mem_new(struct sim *s, const char *name,
         m->burst_shift++;
     m->n_channels = m->p.n_channels;
     uint64_t pages = (p->capacity + PAGE_SIZE - 1) >> PAGE_SHIFT;
-    while ((pages + ((uint64_t)1 << (NODE_SHIFT * m->levels)) - 1) >>
-               (NODE_SHIFT * m->levels) > TOP_MAX)
-        m->levels++;
-    m->n_top = (uint32_t)((pages + ((uint64_t)1 << (NODE_SHIFT * m->levels)) - 1) >>
-                          (NODE_SHIFT * m->levels));
+    uint64_t top = pages; /* the entries of the top, levels levels above the ptes */
+    for (; top > TOP_MAX; m->levels++)
+        top = (top + NODE_SIZE - 1) >> NODE_SHIFT;
+    m->n_top = (uint32_t)top;
+    m->top_shift = (uint8_t)(NODE_SHIFT * m->levels);
     m->name = strdup(name);
     m->busy_until = m->n_channels == 1 ? &m->busy0
                                        : calloc(m->n_channels, sizeof *m->busy_until);
@@ -652,7 +653,7 @@ oom:
                   kb_mem_kind_name(m->p.kind), m->name);
 }
 
-static void clear_freed(struct kb_mem *m, struct block b, struct block joined);
+static int clear_freed(struct kb_mem *m, struct block b, struct block joined);
 
 int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
 {
@@ -695,7 +696,10 @@ int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
         m->young[YOUNG - 1] = (struct block){0, 0};
     }
     m->free_bytes += b.size;
-    clear_freed(m, b, joined);
+    /* the block is free either way; only its bytes may not read as zeros */
+    if (clear_freed(m, b, joined) < 0)
+        return seterr(m, SIM_ENOMEM, "%s of '%s': out of memory clearing the block freed "
+                      "at 0x%" PRIx64, kb_mem_kind_name(m->p.kind), m->name, addr);
     return 0;
 }
 
@@ -719,7 +723,7 @@ static pte pte_get(const struct kb_mem *m, uint64_t pg)
 {
     if (!m->top)
         return 0;
-    unsigned sh = NODE_SHIFT * m->levels;
+    unsigned sh = m->top_shift; /* (line 0: no second line a look-up) */
     pte e = m->top[pg >> sh];
     while (sh && e) {
         sh -= NODE_SHIFT;
@@ -732,7 +736,7 @@ static pte pte_get(const struct kb_mem *m, uint64_t pg)
  * *next the first page past what that table would hold. */
 static pte *pte_find(const struct kb_mem *m, uint64_t pg, uint64_t *next)
 {
-    unsigned sh = NODE_SHIFT * m->levels;
+    unsigned sh = m->top_shift; /* (line 0: no second line a look-up) */
     if (!m->top) {
         *next = UINT64_MAX;
         return NULL;
@@ -754,7 +758,7 @@ static pte *pte_make(struct kb_mem *m, uint64_t pg)
 {
     if (!m->top && !(m->top = calloc(m->n_top, sizeof *m->top)))
         return NULL;
-    unsigned sh = NODE_SHIFT * m->levels;
+    unsigned sh = m->top_shift; /* (line 0: no second line a look-up) */
     pte *e = &m->top[pg >> sh];
     while (sh) {
         if (!*e) {
@@ -838,11 +842,14 @@ static inline unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
  * that lies wholly in the free block it joined goes back to the pool (or
  * to its other owners), and the block's bytes in a page it shares with
  * allocated bytes are cleared. So a new block always starts as zeros, and
- * only allocated bytes (and page ends around them) hold storage. */
-static void clear_freed(struct kb_mem *m, struct block b, struct block joined)
+ * only allocated bytes (and page ends around them) hold storage. 0, or
+ * SIM_ENOMEM when a page shared with another memory could not be copied
+ * to clear its part (its bytes then keep their values). */
+static int clear_freed(struct kb_mem *m, struct block b, struct block joined)
 {
     if (!m->top)
-        return;
+        return 0;
+    int rc = 0;
     uint64_t end = b.addr + b.size, jend = joined.addr + joined.size;
     uint64_t pg = b.addr >> PAGE_SHIFT, last = (end - 1) >> PAGE_SHIFT, next;
     while (pg <= last) {
@@ -862,10 +869,13 @@ static void clear_freed(struct kb_mem *m, struct block b, struct block joined)
             uint64_t lo = pa > b.addr ? pa : b.addr;
             uint64_t hi = pa + PAGE_SIZE < end ? pa + PAGE_SIZE : end;
             unsigned char *p = page_own(e, lo - pa, hi - pa);
-            if (p) /* (out of memory: a shared page keeps the bytes) */
+            if (p)
                 memset(p + (lo - pa), 0, hi - lo);
+            else
+                rc = SIM_ENOMEM; /* the rest is still cleared */
         }
     }
+    return rc;
 }
 
 static uint64_t min3(uint64_t a, uint64_t b, uint64_t c)

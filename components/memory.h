@@ -83,7 +83,9 @@ const struct kb_mem_params *kb_mem_params(const struct kb_mem *m);
 int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
                  uint64_t *addr);
 /* Returns a block from kb_mem_alloc; SIM_EINVAL for any other address.
- * Its bytes read as zeros from then on. */
+ * Its bytes read as zeros from then on; SIM_ENOMEM (the block freed all
+ * the same) when the host ran out of memory copying a page it shares with
+ * another memory to clear it, whose bytes then keep their values. */
 int kb_mem_dealloc(struct kb_mem *m, uint64_t addr);
 uint64_t kb_mem_free_bytes(const struct kb_mem *m);
 
@@ -111,10 +113,12 @@ int kb_mem_copy(struct kb_mem *dst, uint64_t dst_addr, struct kb_mem *src,
  *
  * kb_mem_read_span sets *p to the stored bytes, or to NULL when the span
  * was never written (it reads as zeros). kb_mem_write_span sets *p to where
- * the span's bytes go, making its page (SIM_ENOMEM); a new page that the
- * span covers whole is not zero-filled, so the caller must write all of a
- * span of a whole page. A pointer is valid until the next change to the
- * memory (a write, copy or free may give the span another page). */
+ * the span's bytes go, making its page (SIM_ENOMEM); the bytes of a span
+ * that covers a whole page are undefined until written (a new page is not
+ * zero-filled, a shared one not copied), so the caller must write all of
+ * such a span. A pointer is valid until the next change to the memory or
+ * copy from it (a write, copy or free may give the span another page, and
+ * a copy from it shares the page with another memory). */
 int kb_mem_read_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
                      const unsigned char **p, uint64_t *len);
 int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,

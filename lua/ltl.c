@@ -1205,6 +1205,17 @@ static int h_index(lua_State *L)
     return 1;
 }
 
+/* Returns h's TCM (h is c's, live): 0, or what kb_mem_dealloc gave (the
+ * block is freed all the same; kb_mem_errmsg says what failed). */
+static int handle_release(struct kctx *c, struct handle *h)
+{
+    int rc = kb_mem_dealloc(c->pe->tcm, h->addr);
+    c->allocs[h->slot] = UINT64_MAX;
+    c->free_slots[c->n_free_slots++] = h->slot;
+    h->freed = true;
+    return rc;
+}
+
 /* free(h, ...): returns each handle's TCM early */
 static int l_free(lua_State *L)
 {
@@ -1215,10 +1226,9 @@ static int l_free(lua_State *L)
     for (int a = 1; a <= n; a++) {
         struct handle *h = checkhandle_in(L, a, fc);
         struct kctx *c = fc && handle_of(h, fc) ? fc : hctx(h); /* (no record read) */
-        kb_mem_dealloc(c->pe->tcm, h->addr);
-        c->allocs[h->slot] = UINT64_MAX;
-        c->free_slots[c->n_free_slots++] = h->slot;
-        h->freed = true;
+        if (handle_release(c, h) < 0)
+            return luaL_error(L, "tl.free on PE '%s': %s", c->pe->name,
+                              kb_mem_errmsg(c->pe->tcm));
     }
     return 0;
 }
@@ -2545,12 +2555,8 @@ static int l_sendrecv(lua_State *L)
     if (sbuf) /* (a timing-only run took no buffer) */
         scratch_drop(L);
     /* tl.free */
-    if (release) {
-        kb_mem_dealloc(hc->pe->tcm, h->addr);
-        hc->allocs[h->slot] = UINT64_MAX;
-        hc->free_slots[hc->n_free_slots++] = h->slot;
-        h->freed = true;
-    }
+    if (release && handle_release(hc, h) < 0)
+        return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
     /* tl.wait */
     while (!f->done) {
         bp = lkb_block_begin(L, c->s, "tl.sendrecv");
