@@ -17,29 +17,39 @@ end
 local function kernel(a, input, output)
   local n, N, r, dt = a.n_elem, a.world_size, tl.rank(), a.dtype
   local sendrecv, combine, free = tl.sendrecv, ccl.combiner(a.op), tl.free
-  -- chunk k covers [off[k], off[k+1]): sizes differ by at most one
-  local off = {}
-  for k = 0, N do off[k] = k * n // N end
+  -- chunk k covers [k*n//N, (k+1)*n//N): sizes differ by at most one.
+  -- Worked out where needed rather than kept in a table: at system scale
+  -- every rank's tables are cold each step, and arithmetic is not.
   local ch = {}
-  for k = 0, N - 1 do ch[k] = tl.load(input, off[k], off[k + 1] - off[k]) end
-  -- step s: send chunk r-s-1, add the west neighbour's chunk r-s-2; the
-  -- last step completes chunk r. A partial sum that was sent is not
-  -- needed again (the all-gather brings its full sum), so sendrecv frees
-  -- it once sent: the working set stays near one tile.
-  for s = 0, N - 2 do
-    local out, inc = (r - s - 1) % N, (r - s - 2) % N
-    local got = sendrecv("E", ch[out], "W", off[inc + 1] - off[inc], dt, true)
-    ch[out] = nil
-    local sum = combine(ch[inc], got)
-    free(ch[inc], got)
-    ch[inc] = sum
+  for k = 0, N - 1 do
+    local o = k * n // N
+    ch[k] = tl.load(input, o, (k + 1) * n // N - o)
   end
-  -- step s: pass on chunk r-s, take chunk r-s-1
+  -- step s: send the running sum of chunk r-s-1 (at s = 0 the loaded
+  -- chunk), add the west neighbour's chunk r-s-2 to this rank's; the last
+  -- step completes chunk r. A partial sum that was sent is not needed
+  -- again (the all-gather brings its full sum), so sendrecv frees it once
+  -- sent: the working set stays near one tile. The sum is kept in a
+  -- local, not the table, and the table lets go of each chunk it adds.
+  local acc = ch[(r - 1) % N]
+  ch[(r - 1) % N] = nil
   for s = 0, N - 2 do
-    local out, inc = (r - s) % N, (r - s - 1) % N
-    ch[inc] = sendrecv("E", ch[out], "W", off[inc + 1] - off[inc], dt)
+    local inc = (r - s - 2) % N
+    local x = ch[inc]
+    ch[inc] = nil
+    local got = sendrecv("E", acc, "W", (inc + 1) * n // N - inc * n // N, dt, true)
+    acc = combine(x, got)
+    free(x, got)
   end
-  for k = 0, N - 1 do tl.store(output, off[k], ch[k]) end
+  -- step s: pass on chunk r-s (at s = 0 the full sum of chunk r), take
+  -- chunk r-s-1
+  ch[r] = acc
+  for s = 0, N - 2 do
+    local inc = (r - s - 1) % N
+    acc = sendrecv("E", acc, "W", (inc + 1) * n // N - inc * n // N, dt)
+    ch[inc] = acc
+  end
+  for k = 0, N - 1 do tl.store(output, k * n // N, ch[k]) end
 end
 
 return {
