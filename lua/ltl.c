@@ -256,14 +256,26 @@ static int dir_intern(lua_State *L, struct tl_state *st, int i)
 }
 
 struct kctx {
+    /* What a ring step's calls read (current, tl.sendrecv, newhandle,
+     * handle_release, the math ops) comes first, in about two cache lines:
+     * at system scale a context is cold each time its kernel runs again. */
+    struct kb_system *const *sys_open; /* the kbsim.system's: NULL once closed */
+    bool ended;
+    bool no_data; /* a timing-only system: handles carry no values */
+    /* tl.sendrecv's last directions (state ids) and their IPCQ indexes,
+     * when both were found wired by index (sr_ok) */
+    bool sr_ok;
+    /* TCM addresses of live handles, by slot (a handle knows its slot),
+     * so that the table is as long as the most handles live at once and
+     * tl.free finds its entry at once. A free slot holds SLOT_FREE | the
+     * next free slot (SLOT_NONE ends the list that free_head starts). */
+    uint32_t free_head;
+    struct kb_pe *pe;
+    struct sim *s;
     struct tl_state *st; /* the module's (the registry keeps it) */
     struct ctx_ref *ref; /* its record for its handles, of generation gen */
     uint64_t gen;
-    struct kb_system *sys;
-    struct kb_system *const *sys_open; /* the kbsim.system's: NULL once closed */
-    int anchor; /* its place in the bound-context array (upvalue CTXS) */
-    struct sim *s;
-    struct kb_pe *pe;
+    uint64_t *allocs;
     /* What its ops go through (decision 0045): the interfaces bound to
      * the CPU's OUT ports dma, math, gemm and ipcq,
      * read once when the kernel is bound to the PE (a port is bound when
@@ -271,39 +283,34 @@ struct kctx {
      * is unbound, an error at the first op that needs it (need_*). The
      * stats counters and the closed-form queries (tl.gemm_time, ...) read
      * the PE's units directly: they observe, they issue nothing. */
-    const struct kb_dma_if *dma;
-    const struct kb_math_if *math;
-    const struct kb_gemm_if *gemm;
     const struct kb_ipcq_if *ipcq;
-    int rank, world, program_id;
-    bool ended;
-    bool no_data; /* a timing-only system: handles carry no values */
-    sim_time gemm_free_ps; /* tl.gemm_tile: when the engine is free again */
-    /* TCM addresses of live handles, by slot (a handle knows its slot);
-     * a freed slot holds UINT64_MAX and is listed in free_slots for the
-     * next handle, so the table is as long as the most handles live at
-     * once and tl.free finds its entry at once */
-    uint64_t *allocs;
-    uint32_t *free_slots;
-    size_t n_allocs, cap_allocs, n_free_slots;
+    const struct kb_math_if *math;
+    const struct kb_dma_if *dma;
     /* its receive processes, with their events, each started again for
      * the next tl.recv_async or tl.sendrecv on its direction (same name)
      * once its receive has been waited for: a kernel of R rounds would
      * otherwise leave R of each in the sim */
     struct recv_proc *recvs;
-    /* the bound IPCQ's index (ipcq_dir) of each direction name, by its
-     * id in the state (dir_intern); -1: not known yet */
-    int *dir_ix;
-    size_t n_dir_ix;
     /* tl.sendrecv's receives: structs kept for the next call (free), and
      * those whose receive may still run (busy, until it is taken): a call
      * that fails leaves its receive here for good */
     struct future *free_futs, *busy_futs;
-    /* tl.sendrecv's last directions (state ids) and their IPCQ indexes,
-     * when both were found wired by index (sr_ok) */
-    bool sr_ok;
     int sr_rid, sr_sid, sr_rix, sr_six;
+    uint32_t n_allocs, cap_allocs;
+    /* the rest is read at bind, at the end and by the rarer calls */
+    const struct kb_gemm_if *gemm;
+    struct kb_system *sys;
+    int anchor; /* its place in the bound-context array (upvalue CTXS) */
+    int rank, world, program_id;
+    sim_time gemm_free_ps; /* tl.gemm_tile: when the engine is free again */
+    /* the bound IPCQ's index (ipcq_dir) of each direction name, by its
+     * id in the state (dir_intern); -1: not known yet */
+    int *dir_ix;
+    size_t n_dir_ix;
 };
+/* a free entry of kctx.allocs (TCM addresses are below 2^63) */
+#define SLOT_FREE ((uint64_t)1 << 63)
+#define SLOT_NONE UINT32_MAX
 
 
 struct handle {
@@ -788,13 +795,12 @@ static struct kctx *current(lua_State *L, const char *what)
 static void release_allocs(struct kctx *c)
 {
     for (size_t i = 0; i < c->n_allocs; i++)
-        if (c->allocs[i] != UINT64_MAX)
+        if (!(c->allocs[i] & SLOT_FREE))
             kb_mem_dealloc(c->pe->tcm, c->allocs[i]);
     free(c->allocs);
-    free(c->free_slots);
     c->allocs = NULL;
-    c->free_slots = NULL;
-    c->n_allocs = c->cap_allocs = c->n_free_slots = 0;
+    c->n_allocs = c->cap_allocs = 0;
+    c->free_head = SLOT_NONE;
 }
 
 static int ctx_gc(lua_State *L)
@@ -808,9 +814,7 @@ static int ctx_gc(lua_State *L)
         c->ref = NULL;
     }
     free(c->allocs);
-    free(c->free_slots);
     c->allocs = NULL;
-    c->free_slots = NULL;
     free(c->dir_ix);
     c->dir_ix = NULL;
     c->n_dir_ix = 0;
@@ -873,6 +877,7 @@ static int l_bind(lua_State *L)
     struct ctx_ref *ref = ref_take(L, st);
     struct kctx *c = lua_newuserdatauv(L, sizeof *c, 1);
     memset(c, 0, sizeof *c);
+    c->free_head = SLOT_NONE;
     c->st = st;
     c->ref = ref; /* (before its finalizer can run: it gives the record back) */
     c->gen = ref->gen;
@@ -1055,20 +1060,22 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     if (kb_mem_alloc(c->pe->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
         luaL_error(L, "PE '%s': TCM scratch is full (%s); free handles with tl.free or "
                       "use smaller tiles", c->pe->name, kb_mem_errmsg(c->pe->tcm));
-    if (!c->n_free_slots && c->n_allocs == c->cap_allocs) {
-        size_t cap = c->cap_allocs ? 2 * c->cap_allocs : 16;
-        uint64_t *a = cap <= UINT32_MAX ? realloc(c->allocs, cap * sizeof *a) : NULL;
-        if (a)
+    uint32_t slot = c->free_head;
+    if (slot != SLOT_NONE) {
+        c->free_head = (uint32_t)c->allocs[slot];
+    } else {
+        if (c->n_allocs == c->cap_allocs) {
+            size_t cap = c->cap_allocs ? 2 * (size_t)c->cap_allocs : 16;
+            uint64_t *a = cap < SLOT_NONE ? realloc(c->allocs, cap * sizeof *a) : NULL;
+            if (!a) {
+                kb_mem_dealloc(c->pe->tcm, addr);
+                luaL_error(L, "out of memory");
+            }
             c->allocs = a;
-        uint32_t *f = a ? realloc(c->free_slots, cap * sizeof *f) : NULL;
-        if (!f) {
-            kb_mem_dealloc(c->pe->tcm, addr);
-            luaL_error(L, "out of memory");
+            c->cap_allocs = (uint32_t)cap;
         }
-        c->free_slots = f;
-        c->cap_allocs = cap;
+        slot = c->n_allocs++;
     }
-    uint32_t slot = c->n_free_slots ? c->free_slots[--c->n_free_slots] : (uint32_t)c->n_allocs++;
     c->allocs[slot] = addr;
     /* no user value: the handle knows its context by record (ctx_ref) */
     struct handle *h = lua_newuserdatauv(L, sizeof *h, 0);
@@ -1210,8 +1217,8 @@ static int h_index(lua_State *L)
 static int handle_release(struct kctx *c, struct handle *h)
 {
     int rc = kb_mem_dealloc(c->pe->tcm, h->addr);
-    c->allocs[h->slot] = UINT64_MAX;
-    c->free_slots[c->n_free_slots++] = h->slot;
+    c->allocs[h->slot] = SLOT_FREE | c->free_head;
+    c->free_head = h->slot;
     h->freed = true;
     return rc;
 }
