@@ -49,7 +49,12 @@ static const char future_table_key = 'f'; /* registry: receives not yet waited f
 static const char ctx_anchor_key = 'a';
 static const char state_key = 'p'; /* registry: the module's state (upvalue UV_STATE) */
 static const char strings_key = 'n'; /* registry: its strings (upvalue UV_STRINGS) */
-static const char handle_tag = 'h', future_tag = 'u';
+static const char future_tag = 'u';
+/* a handle's first word (any other userdata of its size is refused) */
+#define HANDLE_TAG 0x6b62684eu
+/* a context's live handles, at most (a handle's slot is this many bits) */
+#define HANDLE_SLOT_BITS 23
+#define HANDLE_SLOTS_MAX ((1u << HANDLE_SLOT_BITS) - 1)
 
 /* Upvalues of every function of the module and of the handle metatable:
  * the two metatables new objects get, an array holding each bound
@@ -169,7 +174,7 @@ struct tl_state {
  * every finalizer, the contexts' included, and Lua frees them last. */
 struct ctx_ref {
     struct kctx *c;
-    uint64_t gen;
+    uint32_t gen; /* a record whose count would wrap is not reused (ctx_gc) */
     struct ctx_ref *next_free;
 };
 enum { REF_BLOCK = 32 };
@@ -274,7 +279,7 @@ struct kctx {
     struct sim *s;
     struct tl_state *st; /* the module's (the registry keeps it) */
     struct ctx_ref *ref; /* its record for its handles, of generation gen */
-    uint64_t gen;
+    uint32_t gen;
     uint64_t *allocs;
     /* What its ops go through (decision 0045): the interfaces bound to
      * the CPU's OUT ports dma, math, gemm and ipcq,
@@ -313,17 +318,20 @@ struct kctx {
 #define SLOT_NONE UINT32_MAX
 
 
+/* 32 bytes, so that with Lua's userdata header a handle is 64: one cache
+ * line when the block is aligned to one. At system scale a handle is cold
+ * each time its kernel runs again, and every new one is written whole. */
 struct handle {
-    const char *tag; /* &handle_tag: what tohandle checks */
-    struct ctx_ref *ref; /* its context's record, of generation gen */
-    uint64_t gen;
-    uint64_t addr;
+    uint32_t tag; /* HANDLE_TAG: what tohandle checks */
     uint32_t n;
-    uint32_t slot; /* its entry in its context's allocs */
-    enum kb_dtype dt;
-    bool freed;
+    struct ctx_ref *ref; /* its context's record, of generation gen */
+    uint64_t addr;
+    uint32_t gen;
+    uint32_t slot : HANDLE_SLOT_BITS; /* its entry in its context's allocs */
+    uint32_t freed : 1;
+    uint32_t dt : 8; /* an enum kb_dtype */
 };
-
+_Static_assert(sizeof(struct handle) == 32 && KB_DTYPE_COUNT <= 256, "a handle is 32 bytes");
 /* The context of handle h while the context lives (its kernel may have
  * ended), else NULL. */
 static struct kctx *hctx(const struct handle *h)
@@ -807,10 +815,11 @@ static int ctx_gc(lua_State *L)
 {
     struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
     if (c->ref) { /* its handles see a newer generation: ended */
-        c->ref->gen++;
         c->ref->c = NULL;
-        c->ref->next_free = c->st->free_refs;
-        c->st->free_refs = c->ref;
+        if (++c->ref->gen != UINT32_MAX) { /* (else retired: the count would wrap) */
+            c->ref->next_free = c->st->free_refs;
+            c->st->free_refs = c->ref;
+        }
         c->ref = NULL;
     }
     free(c->allocs);
@@ -1074,23 +1083,28 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
             c->allocs = a;
             c->cap_allocs = (uint32_t)cap;
         }
+        if (c->n_allocs == HANDLE_SLOTS_MAX) {
+            kb_mem_dealloc(c->pe->tcm, addr);
+            luaL_error(L, "PE '%s': more than %u handles live at once; free handles with "
+                          "tl.free", c->pe->name, HANDLE_SLOTS_MAX);
+        }
         slot = c->n_allocs++;
     }
     c->allocs[slot] = addr;
     /* no user value: the handle knows its context by record (ctx_ref) */
     struct handle *h = lua_newuserdatauv(L, sizeof *h, 0);
-    *h = (struct handle){&handle_tag, c->ref, c->gen, addr, n, slot, dt, false};
+    *h = (struct handle){HANDLE_TAG, n, c->ref, addr, c->gen, slot, false, (uint32_t)dt};
     lua_pushvalue(L, lua_upvalueindex(UV_HANDLE_MT));
     lua_setmetatable(L, -2);
     return h;
 }
 
-/* The handle at i, or NULL: every handle carries handle_tag first (a
+/* The handle at i, or NULL: every handle carries HANDLE_TAG first (a
  * check cheaper than luaL_checkudata's metatable look-up by name). */
 static struct handle *tohandle(lua_State *L, int i)
 {
     struct handle *h = lua_touserdata(L, i);
-    return h && lua_rawlen(L, i) == sizeof *h && h->tag == &handle_tag ? h : NULL;
+    return h && lua_rawlen(L, i) == sizeof *h && h->tag == HANDLE_TAG ? h : NULL;
 }
 
 /* Handle i, of a kernel still running (its TCM allocation stands and its
