@@ -599,8 +599,10 @@ static void live_add(struct kb_mem *m, struct block b)
     m->young[i] = b;
 }
 
-int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
-                 uint64_t *addr)
+/* kb_mem_alloc, and kb_mem_alloc_owned when !record: the same first fit,
+ * but the block is not kept among the live blocks (its owner keeps it). */
+static int alloc_block(struct kb_mem *m, uint64_t bytes, uint64_t align, uint64_t *addr,
+                       bool record)
 {
     if (!align)
         align = 1;
@@ -617,7 +619,7 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
             continue;
         /* reserve room for the pieces first, so that failing changes
          * nothing */
-        if (m->young[YOUNG - 1].size && used_reserve(m, m->young[0].addr) < 0)
+        if (record && m->young[YOUNG - 1].size && used_reserve(m, m->young[0].addr) < 0)
             goto oom;
         uint64_t end = b.addr + b.size, tail = end - (a + bytes);
         if (a > b.addr && tail) {
@@ -631,7 +633,8 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
         } else {
             fl_remove(m, i);
         }
-        live_add(m, (struct block){a, bytes});
+        if (record)
+            live_add(m, (struct block){a, bytes});
         m->free_bytes -= bytes;
         if (m->capacity - m->free_bytes > m->peak)
             m->peak = m->capacity - m->free_bytes;
@@ -653,7 +656,18 @@ oom:
                   kb_mem_kind_name(m->p.kind), m->name);
 }
 
+int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align, uint64_t *addr)
+{
+    return alloc_block(m, bytes, align, addr, true);
+}
+
+int kb_mem_alloc_owned(struct kb_mem *m, uint64_t bytes, uint64_t align, uint64_t *addr)
+{
+    return alloc_block(m, bytes, align, addr, false);
+}
+
 static int clear_freed(struct kb_mem *m, struct block b, struct block joined);
+static int give_back(struct kb_mem *m, struct block b, struct block *u, int y);
 
 int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
 {
@@ -666,10 +680,28 @@ int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
             return seterr(m, SIM_EINVAL, "%s of '%s': no block allocated at 0x%"
                           PRIx64, kb_mem_kind_name(m->p.kind), m->name, addr);
     }
-    struct block b = u ? *u : m->young[y];
+    return give_back(m, u ? *u : m->young[y], u, y);
+}
+
+int kb_mem_dealloc_owned(struct kb_mem *m, uint64_t addr, uint64_t bytes)
+{
+    return give_back(m, (struct block){addr, bytes}, NULL, -1);
+}
+
+/* Frees live block b: recorded in the table at u, or young[y], or (u NULL
+ * and y < 0) an owned block, which must lie between the free blocks
+ * around it (a second free of it does not). */
+static int give_back(struct kb_mem *m, struct block b, struct block *u, int y)
+{
+    uint64_t addr = b.addr;
     uint32_t i = fl_find(m, addr);
     struct block *prev = i ? &m->fl[i - 1] : NULL;
     struct block *next = i < m->fl_n ? &m->fl[i] : NULL;
+    if (!u && y < 0 && (!b.size || b.addr > m->capacity || b.size > m->capacity - b.addr ||
+                        (prev && prev->addr + prev->size > b.addr) ||
+                        (next && b.addr + b.size > next->addr)))
+        return seterr(m, SIM_EINVAL, "%s of '%s': no block of %" PRIu64 " bytes allocated at 0x%"
+                      PRIx64, kb_mem_kind_name(m->p.kind), m->name, b.size, addr);
     int join_prev = prev && prev->addr + prev->size == b.addr;
     int join_next = next && b.addr + b.size == next->addr;
     struct block joined = b; /* the free block b ends up in */
@@ -690,7 +722,7 @@ int kb_mem_dealloc(struct kb_mem *m, uint64_t addr)
     }
     if (u) {
         used_remove(m, u);
-    } else {
+    } else if (y >= 0) {
         for (; y < YOUNG - 1; y++) /* (a loop of at most 3: no memmove call) */
             m->young[y] = m->young[y + 1];
         m->young[YOUNG - 1] = (struct block){0, 0};

@@ -87,6 +87,16 @@ int kb_mem_alloc(struct kb_mem *m, uint64_t bytes, uint64_t align,
  * the same) when the host ran out of memory copying a page it shares with
  * another memory to clear it, whose bytes then keep their values. */
 int kb_mem_dealloc(struct kb_mem *m, uint64_t addr);
+/* An owned block: the same first fit as kb_mem_alloc (the same addresses
+ * in any mix of the two), but the memory does not record it among its live
+ * blocks, so that its free touches no table: its owner keeps its address
+ * and size and returns it once with kb_mem_dealloc_owned, which refuses
+ * (SIM_EINVAL) a block that overlaps a free one (a second free) or lies
+ * beyond the capacity; other wrong sizes are the owner's error. Kernel
+ * handles use these: at system scale a PE's table is cold at every free
+ * (decision 0057). */
+int kb_mem_alloc_owned(struct kb_mem *m, uint64_t bytes, uint64_t align, uint64_t *addr);
+int kb_mem_dealloc_owned(struct kb_mem *m, uint64_t addr, uint64_t bytes);
 uint64_t kb_mem_free_bytes(const struct kb_mem *m);
 
 /* ---- contents ---------------------------------------------------------- */

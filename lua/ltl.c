@@ -280,7 +280,7 @@ struct kctx {
     struct tl_state *st; /* the module's (the registry keeps it) */
     struct ctx_ref *ref; /* its record for its handles, of generation gen */
     uint32_t gen;
-    uint64_t *allocs;
+    struct alloc *allocs;
     /* What its ops go through (decision 0045): the interfaces bound to
      * the CPU's OUT ports dma, math, gemm and ipcq,
      * read once when the kernel is bound to the PE (a port is bound when
@@ -313,7 +313,12 @@ struct kctx {
     int *dir_ix;
     size_t n_dir_ix;
 };
-/* a free entry of kctx.allocs (TCM addresses are below 2^63) */
+/* A live handle's TCM block, owned (kb_mem_alloc_owned): the TCM does not
+ * record it, the context does, to free it when the kernel ends. */
+struct alloc {
+    uint64_t addr, bytes;
+};
+/* a free entry of kctx.allocs, in its addr (TCM addresses are below 2^63) */
 #define SLOT_FREE ((uint64_t)1 << 63)
 #define SLOT_NONE UINT32_MAX
 
@@ -803,8 +808,8 @@ static struct kctx *current(lua_State *L, const char *what)
 static void release_allocs(struct kctx *c)
 {
     for (size_t i = 0; i < c->n_allocs; i++)
-        if (!(c->allocs[i] & SLOT_FREE))
-            kb_mem_dealloc(c->pe->tcm, c->allocs[i]);
+        if (!(c->allocs[i].addr & SLOT_FREE))
+            kb_mem_dealloc_owned(c->pe->tcm, c->allocs[i].addr, c->allocs[i].bytes);
     free(c->allocs);
     c->allocs = NULL;
     c->n_allocs = c->cap_allocs = 0;
@@ -1066,31 +1071,31 @@ static int l_pe(lua_State *L)
 static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum kb_dtype dt)
 {
     uint64_t bytes = (uint64_t)n * kb_dtype_size(dt), addr;
-    if (kb_mem_alloc(c->pe->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
+    if (kb_mem_alloc_owned(c->pe->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
         luaL_error(L, "PE '%s': TCM scratch is full (%s); free handles with tl.free or "
                       "use smaller tiles", c->pe->name, kb_mem_errmsg(c->pe->tcm));
     uint32_t slot = c->free_head;
     if (slot != SLOT_NONE) {
-        c->free_head = (uint32_t)c->allocs[slot];
+        c->free_head = (uint32_t)c->allocs[slot].addr;
     } else {
         if (c->n_allocs == c->cap_allocs) {
             size_t cap = c->cap_allocs ? 2 * (size_t)c->cap_allocs : 16;
-            uint64_t *a = cap < SLOT_NONE ? realloc(c->allocs, cap * sizeof *a) : NULL;
+            struct alloc *a = cap < SLOT_NONE ? realloc(c->allocs, cap * sizeof *a) : NULL;
             if (!a) {
-                kb_mem_dealloc(c->pe->tcm, addr);
+                kb_mem_dealloc_owned(c->pe->tcm, addr, bytes);
                 luaL_error(L, "out of memory");
             }
             c->allocs = a;
             c->cap_allocs = (uint32_t)cap;
         }
         if (c->n_allocs == HANDLE_SLOTS_MAX) {
-            kb_mem_dealloc(c->pe->tcm, addr);
+            kb_mem_dealloc_owned(c->pe->tcm, addr, bytes);
             luaL_error(L, "PE '%s': more than %u handles live at once; free handles with "
                           "tl.free", c->pe->name, HANDLE_SLOTS_MAX);
         }
         slot = c->n_allocs++;
     }
-    c->allocs[slot] = addr;
+    c->allocs[slot] = (struct alloc){addr, bytes};
     /* no user value: the handle knows its context by record (ctx_ref) */
     struct handle *h = lua_newuserdatauv(L, sizeof *h, 0);
     *h = (struct handle){HANDLE_TAG, n, c->ref, addr, c->gen, slot, false, (uint32_t)dt};
@@ -1226,12 +1231,12 @@ static int h_index(lua_State *L)
     return 1;
 }
 
-/* Returns h's TCM (h is c's, live): 0, or what kb_mem_dealloc gave (the
+/* Returns h's TCM (h is c's, live): 0, or what kb_mem_dealloc_owned gave (the
  * block is freed all the same; kb_mem_errmsg says what failed). */
 static int handle_release(struct kctx *c, struct handle *h)
 {
-    int rc = kb_mem_dealloc(c->pe->tcm, h->addr);
-    c->allocs[h->slot] = SLOT_FREE | c->free_head;
+    int rc = kb_mem_dealloc_owned(c->pe->tcm, h->addr, hbytes(h));
+    c->allocs[h->slot].addr = SLOT_FREE | c->free_head;
     c->free_head = h->slot;
     h->freed = true;
     return rc;

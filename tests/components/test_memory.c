@@ -767,6 +767,88 @@ TEST(allocator_matches_a_reference_first_fit)
     T_FREE(sim_free, s);
 }
 
+/* Whether the test below makes the block at addr an owned one (a kernel
+ * handle's, kb_mem_alloc_owned) rather than a recorded one: about half. */
+static bool owned_at(uint64_t addr)
+{
+    return ((addr >> 6) ^ (addr >> 3) ^ addr) & 1;
+}
+
+/* Owned blocks (decision 0057) against the same reference, mixed with
+ * recorded ones: the same first fit, so the same address for every
+ * allocation whichever call makes it; an owned block is freed with its
+ * size and touches no table, a second free of it (its bytes now free) is
+ * refused, as is kb_mem_dealloc of it (the memory does not record it) and
+ * an owned free beyond the capacity or of 0 bytes. */
+TEST(owned_blocks_take_the_same_addresses)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem_params p = TCM;
+    p.capacity = 1 << 20;
+    struct kb_mem *t = mem(s, &p);
+    ASSERT_TRUE(t);
+    struct ref_alloc *r = T_OWN(calloc(1, sizeof *r), free);
+    ASSERT_TRUE(r);
+    r->cap = r->free_bytes = p.capacity;
+    r->fr[0] = (struct ref_block){0, p.capacity};
+    r->n_free = 1;
+    static const uint64_t aligns[] = {64, 64, 64, 256, 1, 2, 8, 4096};
+    uint64_t seed = 2463534242ull;
+    int rounds = test_failalloc_mode ? 3000 : 40000;
+    int owned = 0, recorded = 0;
+    for (int round = 0; round < rounds; round++) {
+        uint64_t x = xorshift(&seed);
+        int filling = (round / 5000) % 2 == 0;
+        int op = (int)(x % 100);
+        if (r->n_live && (op < (filling ? 30 : 70) || r->n_live >= 4000)) {
+            int k = (x >> 8) % 4 == 0 ? (int)((x >> 16) % (uint64_t)r->n_live)
+                                      : r->n_live - 1 - (int)((x >> 16) % 3 % (uint64_t)r->n_live);
+            struct ref_block b = r->live[k];
+            if (owned_at(b.addr)) {
+                ASSERT_EQ(kb_mem_dealloc(t, b.addr), SIM_EINVAL);
+                ASSERT_EQ(kb_mem_dealloc_owned(t, b.addr, b.size), 0);
+                ref_free(r, k);
+                ASSERT_EQ(kb_mem_dealloc_owned(t, b.addr, b.size), SIM_EINVAL);
+                ASSERT_CONTAINS(kb_mem_errmsg(t), "no block of");
+            } else {
+                ASSERT_EQ(kb_mem_dealloc(t, b.addr), 0);
+                ref_free(r, k);
+            }
+        } else {
+            uint64_t bytes = (x >> 20) % 8 == 0 ? 1 + (x >> 24) % 20000 : 1 + (x >> 24) % 600;
+            uint64_t align = aligns[(x >> 40) % 8], a;
+            uint64_t want = ref_alloc(r, bytes, align);
+            bool own = want == UINT64_MAX ? (x >> 50) & 1 : owned_at(want);
+            int rc = own ? kb_mem_alloc_owned(t, bytes, align, &a)
+                         : kb_mem_alloc(t, bytes, align, &a);
+            if (want == UINT64_MAX) {
+                ASSERT_EQ(rc, SIM_ENOMEM);
+            } else {
+                ASSERT_EQ(rc, 0);
+                ASSERT_U64_EQ(a, want);
+                own ? owned++ : recorded++;
+            }
+        }
+        ASSERT_U64_EQ(kb_mem_free_bytes(t), r->free_bytes);
+    }
+    ASSERT_TRUE(owned > rounds / 40 && recorded > rounds / 40);
+    ASSERT_EQ(kb_mem_dealloc_owned(t, p.capacity - 8, 16), SIM_EINVAL);
+    ASSERT_EQ(kb_mem_dealloc_owned(t, 0, 0), SIM_EINVAL);
+    while (r->n_live) {
+        struct ref_block b = r->live[r->n_live - 1];
+        ASSERT_EQ(owned_at(b.addr) ? kb_mem_dealloc_owned(t, b.addr, b.size)
+                                   : kb_mem_dealloc(t, b.addr), 0);
+        ref_free(r, r->n_live - 1);
+    }
+    uint64_t all;
+    ASSERT_EQ(kb_mem_alloc(t, p.capacity, 1, &all), 0);
+    ASSERT_U64_EQ(all, 0);
+    T_FREE(free, r);
+    T_FREE(kb_mem_free, t);
+    T_FREE(sim_free, s);
+}
+
 /* A page taken from the pool again carries what it held: a write or a copy
  * into part of a new page leaves zeros around the bytes it stores. */
 TEST(reused_pages_read_as_zeros_around_a_write)
@@ -960,6 +1042,6 @@ TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           spans_read_and_write_in_place, whole_page_writes_keep_zeros_elsewhere,
           copy_page_to_page, freed_blocks_read_as_zeros_and_give_pages_back,
           params_are_checked, many_live_blocks_free_in_any_order,
-          allocator_matches_a_reference_first_fit,
+          allocator_matches_a_reference_first_fit, owned_blocks_take_the_same_addresses,
           reused_pages_read_as_zeros_around_a_write,
           whole_page_copies_share_pages_until_written, page_tables_reach_every_page)
