@@ -25,28 +25,32 @@ local function kernel(a, input, output)
     local o = k * n // N
     ch[k] = tl.load(input, o, (k + 1) * n // N - o)
   end
+  -- every chunk's size when N divides n (else worked out for each)
+  local even = n % N == 0 and n // N
   -- step s: send the running sum of chunk r-s-1 (at s = 0 the loaded
   -- chunk), add the west neighbour's chunk r-s-2 to this rank's; the last
   -- step completes chunk r. A partial sum that was sent is not needed
   -- again (the all-gather brings its full sum), so sendrecv frees it once
   -- sent: the working set stays near one tile. The sum is kept in a
   -- local, not the table, and the table lets go of each chunk it adds.
-  local acc = ch[(r - 1) % N]
-  ch[(r - 1) % N] = nil
-  for s = 0, N - 2 do
-    local inc = (r - s - 2) % N
+  local inc = (r - 1) % N
+  local acc = ch[inc]
+  ch[inc] = nil
+  for _ = 0, N - 2 do
+    inc = inc == 0 and N - 1 or inc - 1 -- r-s-2 mod N
     local x = ch[inc]
     ch[inc] = nil
-    local got = sendrecv("E", acc, "W", (inc + 1) * n // N - inc * n // N, dt, true)
+    local got = sendrecv("E", acc, "W", even or (inc + 1) * n // N - inc * n // N, dt, true)
     acc = combine(x, got)
     free(x, got)
   end
   -- step s: pass on chunk r-s (at s = 0 the full sum of chunk r), take
   -- chunk r-s-1
   ch[r] = acc
-  for s = 0, N - 2 do
-    local inc = (r - s - 1) % N
-    acc = sendrecv("E", acc, "W", (inc + 1) * n // N - inc * n // N, dt)
+  inc = r
+  for _ = 0, N - 2 do
+    inc = inc == 0 and N - 1 or inc - 1 -- r-s-1 mod N
+    acc = sendrecv("E", acc, "W", even or (inc + 1) * n // N - inc * n // N, dt)
     ch[inc] = acc
   end
   for k = 0, N - 1 do tl.store(output, k * n // N, ch[k]) end
