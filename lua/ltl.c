@@ -322,6 +322,15 @@ struct alloc {
 #define SLOT_FREE ((uint64_t)1 << 63)
 #define SLOT_NONE UINT32_MAX
 
+/* A context lives in its userdata at the first cache line boundary, so
+ * that the fields a step reads first are two lines, not three. */
+#define CTX_UD_BYTES (sizeof(struct kctx) + 63)
+_Static_assert(offsetof(struct kctx, n_allocs) == 128, "a step's fields are the first two lines");
+static struct kctx *ctx_in(void *ud)
+{
+    return ud ? (struct kctx *)(((uintptr_t)ud + 63) & ~(uintptr_t)63) : NULL;
+}
+
 
 /* 32 bytes, so that with Lua's userdata header a handle is 64: one cache
  * line when the block is aligned to one. At system scale a handle is cold
@@ -759,7 +768,7 @@ static void push_ctx(lua_State *L, const struct kctx *c)
 {
     if (c->anchor) {
         lua_rawgeti(L, lua_upvalueindex(UV_CTXS), c->anchor);
-        if (lua_touserdata(L, -1) == c)
+        if (ctx_in(lua_touserdata(L, -1)) == c)
             return;
         lua_pop(L, 1);
     }
@@ -792,7 +801,7 @@ static struct kctx *current(lua_State *L, const char *what)
         return fc;
     }
     push_current_ctx(L);
-    struct kctx *c = lua_touserdata(L, -1);
+    struct kctx *c = ctx_in(lua_touserdata(L, -1));
     if (!c)
         luaL_error(L, "%s called outside a kernel (start kernels with tl.launch)", what);
     check_ctx_system(L, -1); /* before c->pe is read */
@@ -818,7 +827,7 @@ static void release_allocs(struct kctx *c)
 
 static int ctx_gc(lua_State *L)
 {
-    struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
+    struct kctx *c = ctx_in(luaL_checkudata(L, 1, KB_CTX));
     if (c->ref) { /* its handles see a newer generation: ended */
         c->ref->c = NULL;
         if (++c->ref->gen != UINT32_MAX) { /* (else retired: the count would wrap) */
@@ -889,7 +898,7 @@ static int l_bind(lua_State *L)
         return luaL_error(L, "PE '%s' has no TCM for kernel handles", pe->name);
     struct tl_state *st = fn_state(L);
     struct ctx_ref *ref = ref_take(L, st);
-    struct kctx *c = lua_newuserdatauv(L, sizeof *c, 1);
+    struct kctx *c = ctx_in(lua_newuserdatauv(L, CTX_UD_BYTES, 1));
     memset(c, 0, sizeof *c);
     c->free_head = SLOT_NONE;
     c->st = st;
@@ -962,7 +971,7 @@ static int l_context(lua_State *L)
 /* adopt(ctx): binds the running thread process to ctx's PE and handles */
 static int l_adopt(lua_State *L)
 {
-    struct kctx *c = luaL_checkudata(L, 1, KB_CTX);
+    struct kctx *c = ctx_in(luaL_checkudata(L, 1, KB_CTX));
     check_ctx_system(L, 1);
     if (c->ended)
         return luaL_error(L, "tl.spawn: the kernel on PE '%s' has ended", c->pe->name);
@@ -1136,7 +1145,7 @@ static struct handle *checklive(lua_State *L, int i, const char *meta)
      * upvalues) */
     push_registry_table(L, &ctx_anchor_key);
     lua_rawgeti(L, -1, c->anchor);
-    if (lua_touserdata(L, -1) == c)
+    if (ctx_in(lua_touserdata(L, -1)) == c)
         check_ctx_system(L, -1);
     else if (!*c->sys_open)
         luaL_error(L, "attempt to use a closed system");
