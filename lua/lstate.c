@@ -60,6 +60,8 @@ static bool pool_owns(const struct lua_pool *p, const void *b)
     return (const char *)b >= p->base && (const char *)b < p->end;
 }
 
+static void pool_put(struct lua_pool *p, void *b, size_t n);
+
 static void *pool_get(struct lua_pool *p, size_t n)
 {
     int k = pool_class(n);
@@ -69,8 +71,16 @@ static void *pool_get(struct lua_pool *p, size_t n)
         return b;
     }
     size_t sz = (size_t)(k + 1) * POOL_GRAIN;
-    if ((size_t)(p->end - p->next) < sz)
+    /* a block of whole cache lines starts on one (a kernel handle is 64
+     * bytes: one line to write when it is made and to read when it is
+     * cold); the bytes skipped go to the free list of their own size */
+    size_t gap = sz % 64 ? 0 : (size_t)(-(uintptr_t)p->next & 63);
+    if ((size_t)(p->end - p->next) < gap + sz)
         return malloc(n); /* the range is used up */
+    if (gap) {
+        pool_put(p, p->next, gap);
+        p->next += gap;
+    }
     b = p->next;
     p->next += sz;
     return b;
