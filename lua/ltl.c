@@ -290,7 +290,7 @@ struct kctx {
      * the PE's units directly: they observe, they issue nothing. */
     const struct kb_ipcq_if *ipcq;
     const struct kb_math_if *math;
-    const struct kb_dma_if *dma;
+    struct kb_mem *tcm; /* pe->tcm, where handles live (the PE's line is cold after a block) */
     /* its receive processes, with their events, each started again for
      * the next tl.recv_async or tl.sendrecv on its direction (same name)
      * once its receive has been waited for: a kernel of R rounds would
@@ -303,6 +303,7 @@ struct kctx {
     int sr_rid, sr_sid, sr_rix, sr_six;
     uint32_t n_allocs, cap_allocs;
     /* the rest is read at bind, at the end and by the rarer calls */
+    const struct kb_dma_if *dma;
     const struct kb_gemm_if *gemm;
     struct kb_system *sys;
     int anchor; /* its place in the bound-context array (upvalue CTXS) */
@@ -818,7 +819,7 @@ static void release_allocs(struct kctx *c)
 {
     for (size_t i = 0; i < c->n_allocs; i++)
         if (!(c->allocs[i].addr & SLOT_FREE))
-            kb_mem_dealloc_owned(c->pe->tcm, c->allocs[i].addr, c->allocs[i].bytes);
+            kb_mem_dealloc_owned(c->tcm, c->allocs[i].addr, c->allocs[i].bytes);
     free(c->allocs);
     c->allocs = NULL;
     c->n_allocs = c->cap_allocs = 0;
@@ -909,6 +910,7 @@ static int l_bind(lua_State *L)
     c->sys = sys;
     c->s = s;
     c->pe = pe;
+    c->tcm = pe->tcm;
     c->dma = kb_cpu_dma(pe->cpu);
     c->math = kb_cpu_math(pe->cpu);
     c->gemm = kb_cpu_gemm(pe->cpu);
@@ -1080,7 +1082,7 @@ static int l_pe(lua_State *L)
 static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum kb_dtype dt)
 {
     uint64_t bytes = (uint64_t)n * kb_dtype_size(dt), addr;
-    if (kb_mem_alloc_owned(c->pe->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
+    if (kb_mem_alloc_owned(c->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
         luaL_error(L, "PE '%s': TCM scratch is full (%s); free handles with tl.free or "
                       "use smaller tiles", c->pe->name, kb_mem_errmsg(c->pe->tcm));
     uint32_t slot = c->free_head;
@@ -1091,14 +1093,14 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
             size_t cap = c->cap_allocs ? 2 * (size_t)c->cap_allocs : 16;
             struct alloc *a = cap < SLOT_NONE ? realloc(c->allocs, cap * sizeof *a) : NULL;
             if (!a) {
-                kb_mem_dealloc_owned(c->pe->tcm, addr, bytes);
+                kb_mem_dealloc_owned(c->tcm, addr, bytes);
                 luaL_error(L, "out of memory");
             }
             c->allocs = a;
             c->cap_allocs = (uint32_t)cap;
         }
         if (c->n_allocs == HANDLE_SLOTS_MAX) {
-            kb_mem_dealloc_owned(c->pe->tcm, addr, bytes);
+            kb_mem_dealloc_owned(c->tcm, addr, bytes);
             luaL_error(L, "PE '%s': more than %u handles live at once; free handles with "
                           "tl.free", c->pe->name, HANDLE_SLOTS_MAX);
         }
@@ -1244,7 +1246,7 @@ static int h_index(lua_State *L)
  * block is freed all the same; kb_mem_errmsg says what failed). */
 static int handle_release(struct kctx *c, struct handle *h)
 {
-    int rc = kb_mem_dealloc_owned(c->pe->tcm, h->addr, hbytes(h));
+    int rc = kb_mem_dealloc_owned(c->tcm, h->addr, hbytes(h));
     c->allocs[h->slot].addr = SLOT_FREE | c->free_head;
     c->free_head = h->slot;
     h->freed = true;
