@@ -42,6 +42,7 @@
 #define KB_SCRATCH "kbsim.scratch"
 #define KB_STATE "kbsim.tl_state"
 #define HANDLE_ALIGN 64
+#define OPERAND_PAGE 4096 /* a memory's page (components/memory.c) */
 
 static const char ctx_table_key = 'k'; /* registry: thread -> context */
 static const char scratch_table_key = 's'; /* registry: thread -> scratch */
@@ -1616,7 +1617,20 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
     if (h->n != n || h->dt != dt)
         luaL_error(L, "%s on PE '%s': operands differ (%d %s and %d %s)", what, c->pe->name,
                    (int)n, kb_dtype_name(dt), (int)h->n, kb_dtype_name(h->dt));
-    return c->no_data ? NULL : hread(L, h, i - 1);
+    if (c->no_data)
+        return NULL;
+    /* the bytes as they are now: when they lie in one page, by page
+     * reference and read in place (the snapshot keeps the page as it is,
+     * whatever is written to the handle meanwhile: decision 0056), else
+     * copied (the unit takes one buffer an operand) */
+    if ((h->addr & (OPERAND_PAGE - 1)) + hbytes(h) <= OPERAND_PAGE) {
+        const struct kb_mem_snap *sn = hsnap(L, h, i - 1);
+        const unsigned char *p;
+        uint64_t len;
+        if (kb_mem_snap_span(sn, 0, sn->bytes, &p, &len) == 0 && p && len == sn->bytes)
+            return p;
+    }
+    return hread(L, h, i - 1);
 }
 
 /* The first handle among the first `arity` arguments fixes n and dtype. */
