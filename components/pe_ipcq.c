@@ -562,11 +562,12 @@ static void slot_landed(void *ud, int status)
                  c->tx_dir, c->rx->name, c->rx_dir, c->tx->dma->errmsg(c->tx->dma->ctx));
         return;
     }
-    /* the tx slot's bytes have landed: its pages go (the rx slot holds
-     * the bytes, sharing them when the slot is whole pages) */
+    /* the tx slot's bytes have landed: the pages they fill go (the rx
+     * slot holds the bytes, sharing such pages); a page they fill in part
+     * stays for the next message, which would zero-fill a new one */
     if (!c->tx->dma->timing_only)
         (void)kb_mem_discard(c->tx_bank, c->tx_base + (uint64_t)(sl - c->slots) * c->size,
-                             c->size);
+                             sl->st_bytes);
     sl->bytes = sl->st_bytes;
     sl->msg_bytes = sl->st_msg_bytes;
     sl->meta = sl->st_meta;
@@ -801,9 +802,10 @@ static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
                     return 1;
                 }
             }
-            /* the slot is read: its pages go (a snapshot taken keeps them) */
+            /* the slot is read: the pages its bytes fill go (a snapshot
+             * taken keeps them; a page filled in part stays, as above) */
             if (!q->dma->timing_only)
-                (void)kb_mem_discard(c->rx_bank, addr, c->size);
+                (void)kb_mem_discard(c->rx_bank, addr, op->len);
             struct slot *sl = &c->slots[c->head_i];
             sl->state = KB_IPCQ_EMPTY;
             sl->bytes = sl->msg_bytes = 0;
