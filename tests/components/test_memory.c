@@ -953,6 +953,14 @@ TEST(page_tables_reach_every_page)
     T_FREE(sim_free, s);
 }
 
+/* A snapshot on the heap, owned by the harness (an early return frees
+ * its pages). */
+static void snap_del(struct kb_mem_snap *s)
+{
+    kb_mem_snap_free(s);
+    free(s);
+}
+
 /* The bytes of snapshot s, all of them, against want (s->bytes bytes):
  * read out whole and span by span. */
 static bool snap_is(const struct kb_mem_snap *s, const unsigned char *want)
@@ -996,7 +1004,9 @@ TEST(snapshots_keep_the_bytes_as_taken)
 
     /* three pieces: pages 0..1 whole, 100 bytes inside page 2 (copied),
      * and from the middle of page 3 into the never-written page 5 */
-    struct kb_mem_snap sn = {0};
+    struct kb_mem_snap *snp = T_OWN(calloc(1, sizeof *snp), snap_del);
+    ASSERT_TRUE(snp);
+#define sn (*snp)
     ASSERT_EQ(kb_mem_snap_take(a, 0, 2 * PAGE, &sn), 0);
     ASSERT_EQ(kb_mem_snap_take(a, 2 * PAGE + 7, 100, &sn), 0);
     ASSERT_EQ(kb_mem_snap_take(a, 3 * PAGE + PAGE / 2, PAGE / 2 + 2 * PAGE, &sn), 0);
@@ -1053,7 +1063,8 @@ TEST(snapshots_keep_the_bytes_as_taken)
     /* an empty snapshot: nothing to read, nothing held */
     ASSERT_EQ(kb_mem_snap_take(a, 0, 0, &sn), 0);
     ASSERT_U64_EQ(sn.bytes, 0);
-    kb_mem_snap_free(&sn);
+#undef sn
+    T_FREE(snap_del, snp);
     T_FREE(free, junk);
     T_FREE(free, wb);
     T_FREE(free, want);

@@ -1063,6 +1063,13 @@ TEST(recv_step_in_a_method)
 
 /* ---- payloads as snapshots (decision 0056) ------------------------------- */
 
+/* A snapshot on the heap, owned by the harness. */
+static void snap_del(struct kb_mem_snap *s)
+{
+    kb_mem_snap_free(s);
+    free(s);
+}
+
 struct snapio {
     struct tsys *t;
     uint64_t bytes;
@@ -1071,7 +1078,7 @@ struct snapio {
     const struct kb_mem_snap *src;
     const unsigned char *in;
     unsigned char *out;
-    struct kb_mem_snap got_snap;
+    struct kb_mem_snap *got_snap;
     struct kb_ipcq_recv_op op;
     struct kb_ipcq_meta m;
     int64_t got;
@@ -1093,7 +1100,7 @@ static void snap_sender(struct sim *s, void *arg)
 static void snap_receiver(struct sim *s, void *arg)
 {
     struct snapio *o = arg;
-    o->got = o->recv_mode ? kb_ipcq_recv_snap(o->t->q[1], "W", &o->got_snap, o->bytes, &o->m)
+    o->got = o->recv_mode ? kb_ipcq_recv_snap(o->t->q[1], "W", o->got_snap, o->bytes, &o->m)
                           : kb_ipcq_recv(o->t->q[1], "W", o->out, o->bytes, &o->m);
     o->end = sim_now(s);
 }
@@ -1140,18 +1147,20 @@ TEST(snapshot_payloads_match_host_buffers)
                     ASSERT_EQ(kb_mem_alloc(sm, n + 64, 4096, &a), 0);
                     a += 64 * (uint64_t)shift;
                     ASSERT_EQ(kb_mem_write(sm, a, in, n), 0);
-                    struct kb_mem_snap src = {0};
-                    ASSERT_EQ(kb_mem_snap_take(sm, a, n, &src), 0);
+                    struct kb_mem_snap *src = T_OWN(calloc(1, sizeof *src), snap_del);
+                    struct kb_mem_snap *got = T_OWN(calloc(1, sizeof *got), snap_del);
+                    ASSERT_TRUE(src && got);
+                    ASSERT_EQ(kb_mem_snap_take(sm, a, n, src), 0);
                     /* the source written after the snapshot: the send
                      * carries the bytes as they were */
                     ASSERT_EQ(kb_mem_write(sm, a, out, n), 0);
                     memset(out, 0, nmax);
                     struct snapio o = {.t = t, .bytes = n, .send_snap = mode == 1 || mode == 2,
                                        .recv_mode = mode == 2 ? 1 : mode == 3 ? 2 : 0,
-                                       .src = &src, .in = in, .out = out};
+                                       .src = src, .in = in, .out = out, .got_snap = got};
                     ASSERT_TRUE(sim_thread(t->s, "send", snap_sender, &o, 0));
                     if (o.recv_mode == 2) {
-                        kb_ipcq_recv_begin_snap(&o.op, kb_ipcq_dir(t->q[1], "W"), &o.got_snap,
+                        kb_ipcq_recv_begin_snap(&o.op, kb_ipcq_dir(t->q[1], "W"), got,
                                                 n, &o.m);
                         ASSERT_TRUE(sim_method(t->s, "recv", snap_method, &o, false));
                     } else {
@@ -1162,8 +1171,8 @@ TEST(snapshot_payloads_match_host_buffers)
                     ASSERT_EQ(o.got, (int64_t)n);
                     ASSERT_TRUE(o.m.tag == 7 && o.m.dtype == 3 && o.m.count == n);
                     if (o.recv_mode) {
-                        ASSERT_U64_EQ(o.got_snap.bytes, n);
-                        ASSERT_EQ(kb_mem_snap_read(&o.got_snap, 0, out, n), 0);
+                        ASSERT_U64_EQ(got->bytes, n);
+                        ASSERT_EQ(kb_mem_snap_read(got, 0, out, n), 0);
                         /* a whole slot of a page-aligned ring: by reference,
                          * and the rx ring holds no page once read */
                         struct kb_mem *rx = t->mem[1][kinds[k]];
@@ -1177,12 +1186,12 @@ TEST(snapshot_payloads_match_host_buffers)
                     ASSERT_U64_EQ(o.end, end0);
                     /* the snapshot written back: the bytes received */
                     if (o.recv_mode) {
-                        ASSERT_EQ(kb_mem_snap_write(sm, a, &o.got_snap, 0, n), 0);
+                        ASSERT_EQ(kb_mem_snap_write(sm, a, got, 0, n), 0);
                         ASSERT_EQ(kb_mem_read(sm, a, back, n), 0);
                         ASSERT_TRUE(memcmp(back, in, n) == 0);
                     }
-                    kb_mem_snap_free(&o.got_snap);
-                    kb_mem_snap_free(&src);
+                    T_FREE(snap_del, got);
+                    T_FREE(snap_del, src);
                     T_FREE(tsys_free, t);
                 }
             }
