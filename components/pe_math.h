@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "memory.h"
 #include "sim.h"
 
 
@@ -128,6 +129,27 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
                 const void *b, const void *c, void *out, size_t n,
                 enum kb_dtype dt);
 
+/* An operand given either as a host buffer (p) or as a snapshot of memory
+ * (snap: kb_mem_snap, decision 0056), which the unit reads span by span
+ * instead of a caller copying it out first; both NULL: none. */
+struct kb_math_arg {
+    const void *p;
+    const struct kb_mem_snap *snap;
+};
+
+/* kb_math_compute with operands as kb_math_arg (unused ones may be NULL):
+ * the same values. An elementwise op runs over the runs of elements that
+ * are contiguous in every operand; sum and softmax read a snapshot operand
+ * into a buffer first (SIM_ENOMEM when there is no memory for it). */
+int kb_math_compute_args(enum kb_math_op op, const struct kb_math_arg *a,
+                         const struct kb_math_arg *b, const struct kb_math_arg *c, void *out,
+                         size_t n, enum kb_dtype dt);
+/* kb_math_run with operands as kb_math_arg (unused ones may be NULL): the
+ * same values, the same time. */
+int kb_math_run_args(struct kb_math *m, enum kb_math_op op, const struct kb_math_arg *a,
+                     const struct kb_math_arg *b, const struct kb_math_arg *c, void *out,
+                     size_t n, enum kb_dtype dt);
+
 /* ---- the module: its port and interface ------------------------------- */
 
 /* What the math unit does for the unit that issues its ops (the PE_CPU):
@@ -139,6 +161,11 @@ struct kb_math_if {
                void *out, size_t n, enum kb_dtype dt);
     const struct kb_math_params *(*params)(void *ctx);
     const char *(*errmsg)(void *ctx);
+    /* optional (NULL: the caller passes host buffers to run):
+     * kb_math_run_args */
+    int (*run_args)(void *ctx, enum kb_math_op op, const struct kb_math_arg *a,
+                    const struct kb_math_arg *b, const struct kb_math_arg *c, void *out,
+                    size_t n, enum kb_dtype dt);
 };
 
 struct sim_port *kb_math_port(const struct kb_math *m);

@@ -42,7 +42,6 @@
 #define KB_SCRATCH "kbsim.scratch"
 #define KB_STATE "kbsim.tl_state"
 #define HANDLE_ALIGN 64
-#define OPERAND_PAGE 4096 /* a memory's page (components/memory.c) */
 
 static const char ctx_table_key = 'k'; /* registry: thread -> context */
 static const char scratch_table_key = 's'; /* registry: thread -> scratch */
@@ -1597,18 +1596,20 @@ static int l_tstore(lua_State *L)
 
 /* A math operand at index i, in scratch slot i - 1: a handle, or a number
  * broadcast to n elements of dt (materialised host-side: a scalar
- * register, no time). */
-static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum kb_dtype dt,
-                           const char *what)
+ * register, no time). A handle's bytes as they are now: by page reference
+ * when the unit reads snapshots (snaps: decision 0056), else copied. */
+static struct kb_math_arg operand(lua_State *L, int i, struct kctx *c, uint32_t n,
+                                  enum kb_dtype dt, bool snaps, const char *what)
 {
+    struct kb_math_arg none = {NULL, NULL};
     if (lua_type(L, i) == LUA_TNUMBER) {
         if (c->no_data)
-            return NULL;
+            return none;
         lua_Number v = lua_tonumber(L, i);
         unsigned char *buf = scratch(L, i - 1, (size_t)n * kb_dtype_size(dt));
         for (uint32_t j = 0; j < n; j++)
             kb_dtype_store(buf, j, dt, v);
-        return buf;
+        return (struct kb_math_arg){buf, NULL};
     }
     struct handle *h = checkhandle_in(L, i, c);
     if (!handle_of(h, c) && hctx(h) != c) /* (h was checked: its context lives) */
@@ -1618,19 +1619,9 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
         luaL_error(L, "%s on PE '%s': operands differ (%d %s and %d %s)", what, c->pe->name,
                    (int)n, kb_dtype_name(dt), (int)h->n, kb_dtype_name(h->dt));
     if (c->no_data)
-        return NULL;
-    /* the bytes as they are now: when they lie in one page, by page
-     * reference and read in place (the snapshot keeps the page as it is,
-     * whatever is written to the handle meanwhile: decision 0056), else
-     * copied (the unit takes one buffer an operand) */
-    if ((h->addr & (OPERAND_PAGE - 1)) + hbytes(h) <= OPERAND_PAGE) {
-        const struct kb_mem_snap *sn = hsnap(L, h, i - 1);
-        const unsigned char *p;
-        uint64_t len;
-        if (kb_mem_snap_span(sn, 0, sn->bytes, &p, &len) == 0 && p && len == sn->bytes)
-            return p;
-    }
-    return hread(L, h, i - 1);
+        return none;
+    return snaps ? (struct kb_math_arg){NULL, hsnap(L, h, i - 1)}
+                 : (struct kb_math_arg){hread(L, h, i - 1), NULL};
 }
 
 /* The first handle among the first `arity` arguments fixes n and dtype. */
@@ -1678,16 +1669,18 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     }
     uint32_t n = first->n;
     enum kb_dtype dt = first->dt;
-    const void *ops[3] = {NULL, NULL, NULL};
+    struct kb_math_arg ops[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    bool snaps = c->math && c->math->run_args; /* the unit reads snapshots */
     for (int i = 1; !(checked && c->no_data) && i <= arity; i++)
-        ops[i - 1] = operand(L, i, c, n, dt, what);
+        ops[i - 1] = operand(L, i, c, n, dt, snaps, what);
     const struct kb_math_if *m = need_math(L, c, what);
     dispatch(L, c, what);
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
     void *obuf = c->no_data ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
     void *bp = lkb_block_begin(L, c->s, what);
-    int rc = m->run(m->ctx, op, ops[0], ops[1], ops[2], obuf, n, dt);
+    int rc = snaps ? m->run_args(m->ctx, op, &ops[0], &ops[1], &ops[2], obuf, n, dt)
+                   : m->run(m->ctx, op, ops[0].p, ops[1].p, ops[2].p, obuf, n, dt);
     lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, m->errmsg(m->ctx));
