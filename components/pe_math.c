@@ -277,8 +277,8 @@ static const void *arg_run(const struct kb_math_arg *x, size_t i, size_t es, siz
 static bool arg_none(const struct kb_math_arg *x) { return !x || (!x->p && !x->snap); }
 
 int kb_math_compute_args(enum kb_math_op op, const struct kb_math_arg *a,
-                         const struct kb_math_arg *b, const struct kb_math_arg *c, void *out,
-                         size_t n, enum kb_dtype dt)
+                         const struct kb_math_arg *b, const struct kb_math_arg *c,
+                         const struct kb_math_dst *out, size_t n, enum kb_dtype dt)
 {
     size_t es = kb_dtype_size(dt);
     if ((unsigned)op >= KB_MATH_OP_COUNT || es == 0)
@@ -288,32 +288,58 @@ int kb_math_compute_args(enum kb_math_op op, const struct kb_math_arg *a,
     bool snaps = false;
     for (int j = 0; j < arity; j++) {
         if (arg_none(args[j]))
-            return kb_math_compute(op, NULL, NULL, NULL, out, n, dt); /* its error */
+            return kb_math_compute(op, NULL, NULL, NULL, out->p, n, dt); /* its error */
         snaps = snaps || args[j]->snap;
     }
-    if (!snaps)
-        return kb_math_compute(op, a->p, arity > 1 ? b->p : NULL, arity > 2 ? c->p : NULL, out,
-                               n, dt);
-    if (op == KB_MATH_SUM || op == KB_MATH_SOFTMAX) { /* one operand, read whole */
-        void *buf = malloc(n > 0 ? n * es : 1);
-        if (!buf)
-            return SIM_ENOMEM;
-        int rc = kb_mem_snap_read(a->snap, 0, buf, (uint64_t)n * es) < 0
-                     ? SIM_EINVAL
-                     : kb_math_compute(op, buf, NULL, NULL, out, n, dt);
-        free(buf);
+    if (!out->mem && !snaps)
+        return kb_math_compute(op, a->p, arity > 1 ? b->p : NULL, arity > 2 ? c->p : NULL,
+                               out->p, n, dt);
+    if (!out->mem && !out->p)
+        return kb_math_compute(op, NULL, NULL, NULL, NULL, n, dt); /* its error */
+    if (op == KB_MATH_SUM || op == KB_MATH_SOFTMAX) {
+        /* one operand, read whole; the result through a buffer if need be */
+        size_t outn = op == KB_MATH_SUM ? 1 : n;
+        void *in = a->snap ? malloc(n > 0 ? n * es : 1) : NULL;
+        void *res = out->mem ? malloc(outn * es) : out->p;
+        int rc = (a->snap && !in) || !res ? SIM_ENOMEM
+                 : in && kb_mem_snap_read(a->snap, 0, in, (uint64_t)n * es) < 0 ? SIM_EINVAL
+                 : kb_math_compute(op, in ? in : a->p, NULL, NULL, res, n, dt);
+        if (rc == 0 && out->mem && kb_mem_write(out->mem, out->addr, res, outn * es) < 0)
+            rc = SIM_EINVAL;
+        free(in);
+        if (out->mem)
+            free(res);
         return rc;
     }
     /* elementwise: each element's value depends on its operands only, so
      * runs of any length give the values of one pass */
-    unsigned char tmp[3][16];
+    unsigned char tmp[4][16];
     for (size_t i = 0; i < n;) {
         size_t k = n - i;
         const void *p[3] = {NULL, NULL, NULL};
         for (int j = 0; j < arity; j++)
             if (!(p[j] = arg_run(args[j], i, es, n, &k, tmp[j])))
                 return SIM_EINVAL;
-        int rc = kb_math_compute(op, p[0], p[1], p[2], (char *)out + i * es, k, dt);
+        void *o = out->p ? (char *)out->p + i * es : NULL;
+        bool split = false; /* an element split between two pages of the result */
+        if (out->mem) {
+            unsigned char *w;
+            uint64_t len;
+            int rc = kb_mem_write_span(out->mem, out->addr + (uint64_t)i * es,
+                                       (uint64_t)k * es, &w, &len);
+            if (rc < 0)
+                return rc;
+            split = len < es;
+            if (split)
+                k = 1;
+            else if (k > len / es)
+                k = (size_t)(len / es);
+            o = split ? tmp[3] : w;
+        }
+        int rc = kb_math_compute(op, p[0], p[1], p[2], o, k, dt);
+        if (rc == 0 && split &&
+            kb_mem_write(out->mem, out->addr + (uint64_t)i * es, tmp[3], es) < 0)
+            rc = SIM_EINVAL;
         if (rc < 0)
             return rc;
         i += k;
@@ -398,8 +424,8 @@ int kb_math_params_check(const struct kb_math_params *p, const char *name,
 /* ---- the module's export (kb_math_if) ----------------------------------- */
 
 static int if_run_args(void *ctx, enum kb_math_op op, const struct kb_math_arg *a,
-                       const struct kb_math_arg *b, const struct kb_math_arg *c, void *out,
-                       size_t n, enum kb_dtype dt)
+                       const struct kb_math_arg *b, const struct kb_math_arg *c,
+                       const struct kb_math_dst *out, size_t n, enum kb_dtype dt)
 {
     return kb_math_run_args(ctx, op, a, b, c, out, n, dt);
 }
@@ -487,6 +513,7 @@ static int bad_operands(struct kb_math *m, enum kb_math_op op, const void *a,
 }
 
 static int hold(struct kb_math *m, enum kb_math_op op, size_t n, enum kb_dtype dt);
+static int args_error(struct kb_math *m, enum kb_math_op op, int rc, struct kb_mem *dst);
 
 int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
                 const void *b, const void *c, void *out, size_t n,
@@ -506,15 +533,16 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
 }
 
 int kb_math_run_args(struct kb_math *m, enum kb_math_op op, const struct kb_math_arg *a,
-                     const struct kb_math_arg *b, const struct kb_math_arg *c, void *out,
-                     size_t n, enum kb_dtype dt)
+                     const struct kb_math_arg *b, const struct kb_math_arg *c,
+                     const struct kb_math_dst *out, size_t n, enum kb_dtype dt)
 {
     /* (a snapshot stands for its operand in the check) */
     const struct kb_math_arg *args[3] = {a, b, c};
     const void *p[3];
     for (int j = 0; j < 3; j++)
         p[j] = arg_none(args[j]) ? NULL : args[j]->p ? args[j]->p : (const void *)args[j]->snap;
-    int rc = bad_operands(m, op, p[0], p[1], p[2], out, n, dt);
+    const void *o = !out ? NULL : out->p ? out->p : (const void *)out->mem;
+    int rc = bad_operands(m, op, p[0], p[1], p[2], o, n, dt);
     if (rc < 0)
         return rc;
     if (!sim_current(m->sim)) {
@@ -522,12 +550,31 @@ int kb_math_run_args(struct kb_math *m, enum kb_math_op op, const struct kb_math
              m->name, op_names[op]);
         return SIM_EPERM;
     }
-    if (out && (rc = kb_math_compute_args(op, a, b, c, out, n, dt)) < 0) {
-        kb_errf(m->err, sizeof m->err, "math of '%s': %s: %s", m->name, op_names[op],
-                rc == SIM_ENOMEM ? "out of memory" : "an operand is shorter than its elements");
+    /* into a buffer: computed now, as kb_math_run; into memory: when the
+     * op ends (the same values: the operands do not change meanwhile) */
+    bool late = o && out->mem;
+    if (o && !late && (rc = kb_math_compute_args(op, a, b, c, out, n, dt)) < 0)
+        return args_error(m, op, rc, NULL);
+    if ((rc = hold(m, op, n, dt)) < 0 || !late)
         return rc;
-    }
-    return hold(m, op, n, dt);
+    if ((rc = kb_math_compute_args(op, a, b, c, out, n, dt)) < 0)
+        return args_error(m, op, rc, out->mem);
+    return 0;
+}
+
+/* kb_math_compute_args failed with rc: the unit's message says why. */
+static int args_error(struct kb_math *m, enum kb_math_op op, int rc, struct kb_mem *dst)
+{
+    if (rc == SIM_ENOMEM)
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s: out of memory", m->name,
+                op_names[op]);
+    else if (dst)
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s: %s", m->name, op_names[op],
+                kb_mem_errmsg(dst));
+    else
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s: an operand is shorter than its "
+                "elements", m->name, op_names[op]);
+    return rc;
 }
 
 /* The unit held for op's time from now, or from when it frees: the

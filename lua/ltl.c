@@ -1677,14 +1677,19 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     dispatch(L, c, what);
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
-    void *obuf = c->no_data ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
+    /* a unit reading snapshots writes the result into the new handle's
+     * TCM itself when the op ends (no buffer while it runs), else into a
+     * buffer that is written there then */
+    void *obuf = c->no_data || snaps ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
+    struct kb_math_dst dst = {NULL, c->no_data ? NULL : c->pe->tcm, out->addr};
     void *bp = lkb_block_begin(L, c->s, what);
-    int rc = snaps ? m->run_args(m->ctx, op, &ops[0], &ops[1], &ops[2], obuf, n, dt)
+    int rc = snaps ? m->run_args(m->ctx, op, &ops[0], &ops[1], &ops[2], &dst, n, dt)
                    : m->run(m->ctx, op, ops[0].p, ops[1].p, ops[2].p, obuf, n, dt);
     lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, m->errmsg(m->ctx));
-    hwrite(L, out, obuf);
+    if (!snaps)
+        hwrite(L, out, obuf);
     if (!c->no_data) /* (a timing-only run took no buffer) */
         scratch_drop(L);
     return 1;

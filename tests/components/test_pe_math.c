@@ -571,10 +571,21 @@ TEST(values_from_snapshots)
                                           NE, dt), 0);
                 /* operand c (clamp, fma) stays a host buffer */
                 struct kb_math_arg a = {NULL, sn[0]}, b = {NULL, sn[1]}, c = {host[2], NULL};
-                memset(got, 0xA5, NB);
-                ASSERT_EQ(kb_math_compute_args((enum kb_math_op)op, &a, arity > 1 ? &b : NULL,
-                                               arity > 2 ? &c : NULL, got, NE, dt), 0);
                 size_t outn = op == KB_MATH_SUM ? 1 : NE;
+                /* into a host buffer */
+                memset(got, 0xA5, NB);
+                struct kb_math_dst hd = {got, NULL, 0};
+                ASSERT_EQ(kb_math_compute_args((enum kb_math_op)op, &a, arity > 1 ? &b : NULL,
+                                               arity > 2 ? &c : NULL, &hd, NE, dt), 0);
+                ASSERT_TRUE(memcmp(got, want, outn * es) == 0);
+                /* into memory at an odd address (elements split between
+                 * pages), over bytes written before */
+                uint64_t ra = 20 * 4096 + 4096 - 3;
+                ASSERT_EQ(kb_mem_write(m, ra, host[1], NE * es), 0);
+                struct kb_math_dst md = {NULL, m, ra};
+                ASSERT_EQ(kb_math_compute_args((enum kb_math_op)op, &a, arity > 1 ? &b : NULL,
+                                               arity > 2 ? &c : NULL, &md, NE, dt), 0);
+                ASSERT_EQ(kb_mem_read(m, ra, got, outn * es), 0);
                 ASSERT_TRUE(memcmp(got, want, outn * es) == 0);
             }
         }
