@@ -1670,7 +1670,8 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     uint32_t n = first->n;
     enum kb_dtype dt = first->dt;
     struct kb_math_arg ops[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
-    bool snaps = c->math && c->math->run_args; /* the unit reads snapshots */
+    /* the unit reads snapshots (a timing-only run has no values: run) */
+    bool snaps = !c->no_data && c->math && c->math->run_args;
     for (int i = 1; !(checked && c->no_data) && i <= arity; i++)
         ops[i - 1] = operand(L, i, c, n, dt, snaps, what);
     const struct kb_math_if *m = need_math(L, c, what);
