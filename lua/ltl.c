@@ -2617,7 +2617,7 @@ static int l_sendrecv(lua_State *L)
     }
     memset(f, 0, sizeof *f);
     f->snap = keep;
-    f->use_snap = ssn != NULL;
+    f->use_snap = !c->no_data && snaps;
     f->tag = &future_tag;
     f->ctx = c;
     f->n = n;
