@@ -1085,6 +1085,238 @@ int kb_mem_copy(struct kb_mem *dst, uint64_t dst_addr, struct kb_mem *src,
 
 uint64_t kb_mem_pages(const struct kb_mem *m) { return m->n_pages; }
 
+/* ---- snapshots ---------------------------------------------------------
+ *
+ * A snapshot is a list of pieces, each inside one page of its source: a
+ * page held by reference (SNAP_REF: p points into a pool page, of which
+ * the snapshot is one owner), bytes copied into a malloc'ed block
+ * (SNAP_HEAP: a piece under KB_MEM_SNAP_REF_MIN bytes) or zeros
+ * (SNAP_ZERO: p NULL). `at` is the piece's offset in the snapshot. */
+enum { SNAP_ZERO, SNAP_REF, SNAP_HEAP };
+
+struct kb_mem_snap_piece {
+    const unsigned char *p;
+    uint64_t at;
+    uint32_t len, kind;
+};
+
+static void piece_drop(struct kb_mem_snap_piece *pc)
+{
+    if (pc->kind == SNAP_REF) {
+        uintptr_t pg = (uintptr_t)pc->p & ~(uintptr_t)(PAGE_SIZE - 1);
+        page_unref((pte)pg | PTE_SHARED);
+    } else if (pc->kind == SNAP_HEAP) {
+        free((void *)pc->p);
+    }
+}
+
+void kb_mem_snap_clear(struct kb_mem_snap *s)
+{
+    for (uint32_t i = 0; i < s->n; i++)
+        piece_drop(&s->pc[i]);
+    s->n = 0;
+    s->bytes = 0;
+}
+
+void kb_mem_snap_free(struct kb_mem_snap *s)
+{
+    kb_mem_snap_clear(s);
+    free(s->pc);
+    memset(s, 0, sizeof *s);
+}
+
+int kb_mem_snap_take(struct kb_mem *m, uint64_t addr, uint64_t bytes, struct kb_mem_snap *s)
+{
+    int rc = in_range(m, "read", addr, bytes);
+    if (rc < 0)
+        return rc;
+    uint64_t pieces = bytes ? ((addr + bytes - 1) >> PAGE_SHIFT) - (addr >> PAGE_SHIFT) + 1 : 0;
+    if (s->n + pieces > s->cap) { /* room first, so that failing changes nothing */
+        uint64_t cap = s->cap ? 2 * (uint64_t)s->cap : 8;
+        while (cap < s->n + pieces)
+            cap *= 2;
+        struct kb_mem_snap_piece *pc =
+            cap <= UINT32_MAX ? realloc(s->pc, cap * sizeof *pc) : NULL;
+        if (!pc)
+            return oom(m);
+        s->pc = pc;
+        s->cap = (uint32_t)cap;
+    }
+    uint32_t n0 = s->n;
+    uint64_t at = s->bytes;
+    while (bytes) {
+        uint64_t off = addr & (PAGE_SIZE - 1);
+        uint64_t len = PAGE_SIZE - off < bytes ? PAGE_SIZE - off : bytes;
+        struct kb_mem_snap_piece *pc = &s->pc[s->n];
+        *pc = (struct kb_mem_snap_piece){NULL, at, (uint32_t)len, SNAP_ZERO};
+        uint64_t next;
+        pte *e = pte_find(m, addr >> PAGE_SHIFT, &next);
+        if (e && *e) {
+            unsigned char *pg = pte_page(*e);
+            if (len >= KB_MEM_SNAP_REF_MIN) {
+                (*page_refs(pg))++;
+                *e |= PTE_SHARED;
+                pc->p = pg + off;
+                pc->kind = SNAP_REF;
+            } else {
+                unsigned char *b = malloc(len);
+                if (!b) {
+                    s->n++;
+                    while (s->n > n0) /* back to what it was */
+                        piece_drop(&s->pc[--s->n]);
+                    return oom(m);
+                }
+                memcpy(b, pg + off, len);
+                pc->p = b;
+                pc->kind = SNAP_HEAP;
+            }
+        }
+        s->n++;
+        at += len;
+        addr += len;
+        bytes -= len;
+    }
+    s->bytes = at;
+    return 0;
+}
+
+/* The index of the piece holding offset off of s (off < s->bytes). */
+static uint32_t snap_find(const struct kb_mem_snap *s, uint64_t off)
+{
+    uint32_t lo = 0, hi = s->n;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (s->pc[mid].at <= off)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int kb_mem_snap_span(const struct kb_mem_snap *s, uint64_t off, uint64_t bytes,
+                     const unsigned char **p, uint64_t *len)
+{
+    if (off > s->bytes || bytes > s->bytes - off)
+        return SIM_EINVAL;
+    *p = NULL;
+    *len = 0;
+    if (!bytes)
+        return 0;
+    const struct kb_mem_snap_piece *pc = &s->pc[snap_find(s, off)];
+    uint64_t in = off - pc->at, n = pc->len - in;
+    *len = n < bytes ? n : bytes;
+    *p = pc->p ? pc->p + in : NULL;
+    return 0;
+}
+
+int kb_mem_snap_read(const struct kb_mem_snap *s, uint64_t off, void *dst, uint64_t bytes)
+{
+    if (off > s->bytes || bytes > s->bytes - off)
+        return SIM_EINVAL;
+    unsigned char *d = dst;
+    uint32_t i = bytes ? snap_find(s, off) : 0;
+    while (bytes) {
+        const struct kb_mem_snap_piece *pc = &s->pc[i++];
+        uint64_t in = off - pc->at, n = pc->len - in < bytes ? pc->len - in : bytes;
+        if (pc->p)
+            memcpy(d, pc->p + in, n);
+        else
+            memset(d, 0, n);
+        d += n;
+        off += n;
+        bytes -= n;
+    }
+    return 0;
+}
+
+/* A whole page p (NULL: zeros) given to page da of m, as copy_piece gives
+ * a source's page. */
+static int snap_share(struct kb_mem *m, uint64_t da, const unsigned char *p)
+{
+    uint64_t next;
+    pte *de = pte_find(m, da >> PAGE_SHIFT, &next);
+    if (!p) {
+        if (de && *de) {
+            page_unref(*de);
+            *de = 0;
+            m->n_pages--;
+        }
+        return 0;
+    }
+    if (!de && !(de = pte_make(m, da >> PAGE_SHIFT)))
+        return oom(m);
+    if (*de && pte_page(*de) == p)
+        return 0; /* the same page already */
+    (*page_refs(p))++;
+    if (*de)
+        page_unref(*de);
+    else
+        m->n_pages++;
+    *de = (pte)p | PTE_SHARED;
+    return 0;
+}
+
+int kb_mem_snap_write(struct kb_mem *m, uint64_t addr, const struct kb_mem_snap *s,
+                      uint64_t off, uint64_t bytes)
+{
+    int rc = in_range(m, "write", addr, bytes);
+    if (rc < 0)
+        return rc;
+    if (off > s->bytes || bytes > s->bytes - off)
+        return seterr(m, SIM_EINVAL, "write of %" PRIu64 " bytes at %" PRIu64 " of a "
+                      "snapshot of %" PRIu64 " bytes into %s of '%s'", bytes, off, s->bytes,
+                      kb_mem_kind_name(m->p.kind), m->name);
+    uint32_t i = bytes ? snap_find(s, off) : 0;
+    while (bytes) {
+        const struct kb_mem_snap_piece *pc = &s->pc[i];
+        uint64_t in = off - pc->at;
+        uint64_t doff = addr & (PAGE_SIZE - 1);
+        uint64_t n = min3(bytes, pc->len - in, PAGE_SIZE - doff);
+        if (n == PAGE_SIZE && !doff && (pc->kind == SNAP_REF || pc->kind == SNAP_ZERO)) {
+            if ((rc = snap_share(m, addr, pc->p)) < 0)
+                return rc;
+        } else {
+            unsigned char *d = page_for_write(m, addr, doff, doff + n);
+            if (!d)
+                return oom(m);
+            if (pc->p)
+                memcpy(d + doff, pc->p + in, n);
+            else
+                memset(d + doff, 0, n);
+        }
+        if (in + n == pc->len)
+            i++;
+        off += n;
+        addr += n;
+        bytes -= n;
+    }
+    return 0;
+}
+
+int kb_mem_discard(struct kb_mem *m, uint64_t addr, uint64_t bytes)
+{
+    int rc = in_range(m, "discard", addr, bytes);
+    if (rc < 0 || !m->top)
+        return rc;
+    uint64_t pg = (addr + PAGE_SIZE - 1) >> PAGE_SHIFT, end = (addr + bytes) >> PAGE_SHIFT;
+    while (pg < end) {
+        uint64_t next;
+        pte *e = pte_find(m, pg, &next);
+        if (!e) { /* a whole table never written */
+            pg = next;
+            continue;
+        }
+        if (*e) {
+            page_unref(*e);
+            *e = 0;
+            m->n_pages--;
+        }
+        pg++;
+    }
+    return 0;
+}
+
 /* ---- timing ------------------------------------------------------------ */
 
 /* Bytes of [addr, addr + bytes) in each channel, into per[n_channels]. */

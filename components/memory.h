@@ -141,6 +141,60 @@ uint64_t kb_mem_pages(const struct kb_mem *m);
  * share it (every simulation of the process: a sweep's threads too). */
 uint64_t kb_mem_pool_pages(void);
 
+/* ---- snapshots ---------------------------------------------------------
+ *
+ * The bytes of memory ranges as they were when taken, without copying
+ * whole pages: a snapshot holds the source's pages by reference (each one
+ * more owner of its page, decision 0053), so a later write to the source
+ * copies the page and the snapshot keeps the old bytes; a never-written
+ * page is kept as zeros, without a page. A piece much smaller than a page
+ * (under KB_MEM_SNAP_REF_MIN bytes) is copied instead, so that a short
+ * piece of a busy page does not make its next write copy 4 KiB (decision
+ * 0056). Pages are shared only within one thread, as memories' are.
+ *
+ * A snapshot is the caller's struct, zeroed to start (or after
+ * kb_mem_snap_free); kb_mem_snap_take appends a range to it (a message
+ * assembled from several ring slots), so its bytes are the ranges taken,
+ * in order. */
+#define KB_MEM_SNAP_REF_MIN 1024
+
+struct kb_mem_snap_piece;
+struct kb_mem_snap {
+    uint64_t bytes;              /* its length: the bytes of the ranges taken */
+    uint32_t n, cap;             /* pieces */
+    struct kb_mem_snap_piece *pc; /* (the memory module's) */
+};
+
+/* Appends [addr, addr + bytes) of m as it is now. SIM_EINVAL beyond the
+ * capacity, SIM_ENOMEM (kb_mem_errmsg(m) says which); the snapshot is
+ * unchanged then. */
+int kb_mem_snap_take(struct kb_mem *m, uint64_t addr, uint64_t bytes, struct kb_mem_snap *s);
+/* Writes bytes [off, off + bytes) of s into m at addr, as kb_mem_write
+ * would: a whole page of s landing on a page boundary of m is shared (or,
+ * zeros, leaves no page), anything else copied. SIM_EINVAL beyond m's
+ * capacity or s's length, SIM_ENOMEM. */
+int kb_mem_snap_write(struct kb_mem *m, uint64_t addr, const struct kb_mem_snap *s,
+                      uint64_t off, uint64_t bytes);
+/* Reading a snapshot on the host, a span at a time: the span at off is
+ * the longest run of [off, off + bytes) stored contiguously, *len bytes;
+ * *p is NULL when it reads as zeros. Valid until s changes. SIM_EINVAL
+ * when [off, off + bytes) is beyond s. */
+int kb_mem_snap_span(const struct kb_mem_snap *s, uint64_t off, uint64_t bytes,
+                     const unsigned char **p, uint64_t *len);
+/* Copies bytes [off, off + bytes) of s out; SIM_EINVAL beyond s. */
+int kb_mem_snap_read(const struct kb_mem_snap *s, uint64_t off, void *dst, uint64_t bytes);
+/* Lets go of its pages: s is empty again (its piece array kept for the
+ * next take) ... */
+void kb_mem_snap_clear(struct kb_mem_snap *s);
+/* ... or gone, zeroed (its array freed too). */
+void kb_mem_snap_free(struct kb_mem_snap *s);
+
+/* The pages lying wholly in [addr, addr + bytes) dropped: they read as
+ * zeros from then on and their storage goes back (to the pool, or to the
+ * page's other owners). For bytes that are no longer anybody's result (a
+ * ring slot once read: decision 0056). SIM_EINVAL beyond the capacity. */
+int kb_mem_discard(struct kb_mem *m, uint64_t addr, uint64_t bytes);
+
 /* ---- timing ------------------------------------------------------------ */
 
 /* The closed form on an idle memory: setup + max_c b_c / bw, in ps. */

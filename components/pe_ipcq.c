@@ -154,6 +154,27 @@ static int64_t if_recv_at(void *ctx, int dir, void *out, uint64_t bytes_max,
     return kb_ipcq_recv_at(ctx, dir, out, bytes_max, meta);
 }
 
+static int if_send_snap(void *ctx, const char *dir, const struct kb_mem_snap *data,
+                        uint64_t bytes, const struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_send_snap(ctx, dir, data, bytes, meta);
+}
+static int if_send_snap_at(void *ctx, int dir, const struct kb_mem_snap *data, uint64_t bytes,
+                           const struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_send_snap_at(ctx, dir, data, bytes, meta);
+}
+static int64_t if_recv_snap(void *ctx, const char *dir, struct kb_mem_snap *out,
+                            uint64_t bytes_max, struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_recv_snap(ctx, dir, out, bytes_max, meta);
+}
+static int64_t if_recv_snap_at(void *ctx, int dir, struct kb_mem_snap *out, uint64_t bytes_max,
+                               struct kb_ipcq_meta *meta)
+{
+    return kb_ipcq_recv_snap_at(ctx, dir, out, bytes_max, meta);
+}
+
 /* Port "dma" or "buf" was bound: cache the peer's interface. */
 static void port_bound(void *ud, struct sim_port *p)
 {
@@ -257,7 +278,11 @@ struct kb_ipcq *kb_ipcq_new(struct sim *s, const char *name, const struct kb_ipc
                                    .wired_at = if_wired_at,
                                    .send_at = if_send_at,
                                    .recv_at = if_recv_at,
-                                   .recv_step = if_recv_step};
+                                   .recv_step = if_recv_step,
+                                   .send_snap = if_send_snap,
+                                   .send_snap_at = if_send_snap_at,
+                                   .recv_snap = if_recv_snap,
+                                   .recv_snap_at = if_recv_snap_at};
     if (!(q->port_in = kb_port_export(s, name, "ipcq", KB_IPCQ_IF, &q->iface, 1, err, errlen)) ||
         !(q->port_dma = kb_port_new(s, name, "ipcq", "dma", SIM_PORT_OUT, KB_DMA_IF, 1, 1, err,
                                     errlen)) ||
@@ -537,6 +562,12 @@ static void slot_landed(void *ud, int status)
                  c->tx_dir, c->rx->name, c->rx_dir, c->tx->dma->errmsg(c->tx->dma->ctx));
         return;
     }
+    /* the tx slot's bytes have landed: the pages they fill go (the rx
+     * slot holds the bytes, sharing such pages); a page they fill in part
+     * stays for the next message, which would zero-fill a new one */
+    if (!c->tx->dma->timing_only)
+        (void)kb_mem_discard(c->tx_bank, c->tx_base + (uint64_t)(sl - c->slots) * c->size,
+                             sl->st_bytes);
     sl->bytes = sl->st_bytes;
     sl->msg_bytes = sl->st_msg_bytes;
     sl->meta = sl->st_meta;
@@ -548,9 +579,13 @@ static void slot_landed(void *ud, int status)
     sim_notify(c->ev_data);
 }
 
-/* kb_ipcq_send on direction d (NULL: not found), named dir in messages */
+static struct dir *dir_at(const struct kb_ipcq *q, int i);
+
+/* kb_ipcq_send on direction d (NULL: not found), named dir in messages,
+ * of data or snap (a snapshot: kb_ipcq_send_snap) */
 static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void *data,
-                   uint64_t bytes, const struct kb_ipcq_meta *meta)
+                   const struct kb_mem_snap *snap, uint64_t bytes,
+                   const struct kb_ipcq_meta *meta)
 {
     if (!d || !d->tx)
         return KB_SETERR(q, SIM_EINVAL, "send on direction '%s' of '%s', which is "
@@ -562,7 +597,7 @@ static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void
     if (c->sending)
         return KB_SETERR(q, SIM_EPERM, "send on direction '%s' of '%s' while "
                       "another send is blocked there", dir, q->name);
-    bool copy = !q->dma->timing_only && data;
+    bool copy = !q->dma->timing_only && data, from_snap = !q->dma->timing_only && snap;
     static const struct kb_ipcq_meta zero;
     sim_time t0 = sim_now(q->sim);
     uint64_t first = c->tail;
@@ -581,6 +616,13 @@ static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void
         if (copy && q->buf->write(q->buf->ctx, c->tx_base + at,
                                  (const unsigned char *)data + off, len) < 0) {
             rc = KB_SETERR(q, SIM_EINVAL, "%s", q->buf->errmsg(q->buf->ctx));
+            c->credits++;
+            break;
+        }
+        if (from_snap &&
+            (rc = kb_mem_snap_write(c->tx_bank, c->tx_base + at, snap, off, len)) < 0) {
+            rc = KB_SETERR(q, rc, "send on direction '%s' of '%s': %s", dir, q->name,
+                           kb_mem_errmsg(c->tx_bank));
             c->credits++;
             break;
         }
@@ -752,6 +794,18 @@ static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
                                                  q->buf->errmsg(q->buf->ctx)));
                 return 1;
             }
+            if (op->snap && !q->dma->timing_only) {
+                int rc = kb_mem_snap_take(c->rx_bank, addr, op->len, op->snap);
+                if (rc < 0) {
+                    *res = recv_end(c, op, KB_SETERR(q, rc, "recv on direction '%s' of "
+                                    "'%s': %s", dir, q->name, kb_mem_errmsg(c->rx_bank)));
+                    return 1;
+                }
+            }
+            /* the slot is read: the pages its bytes fill go (a snapshot
+             * taken keeps them; a page filled in part stays, as above) */
+            if (!q->dma->timing_only)
+                (void)kb_mem_discard(c->rx_bank, addr, op->len);
             struct slot *sl = &c->slots[c->head_i];
             sl->state = KB_IPCQ_EMPTY;
             sl->bytes = sl->msg_bytes = 0;
@@ -828,13 +882,25 @@ void kb_ipcq_recv_begin(struct kb_ipcq_recv_op *op, int dir, void *out, uint64_t
     op->state = R_START;
 }
 
+void kb_ipcq_recv_begin_snap(struct kb_ipcq_recv_op *op, int dir, struct kb_mem_snap *out,
+                             uint64_t bytes_max, struct kb_ipcq_meta *meta)
+{
+    kb_ipcq_recv_begin(op, dir, NULL, bytes_max, meta);
+    op->snap = out;
+    if (out)
+        kb_mem_snap_clear(out);
+}
+
 /* kb_ipcq_recv on direction d (NULL: not found), named dir in messages:
  * recv_advance driven by a thread's waits */
 static int64_t recv_on(struct kb_ipcq *q, struct dir *d, const char *dir, void *out,
-                       uint64_t bytes_max, struct kb_ipcq_meta *meta)
+                       struct kb_mem_snap *snap, uint64_t bytes_max, struct kb_ipcq_meta *meta)
 {
     struct kb_ipcq_recv_op op;
-    kb_ipcq_recv_begin(&op, -1, out, bytes_max, meta);
+    if (snap)
+        kb_ipcq_recv_begin_snap(&op, -1, snap, bytes_max, meta);
+    else
+        kb_ipcq_recv_begin(&op, -1, out, bytes_max, meta);
     struct rwait w;
     int64_t res;
     while (!recv_advance(q, d, dir, &op, &w, &res)) {
@@ -848,13 +914,39 @@ static int64_t recv_on(struct kb_ipcq *q, struct dir *d, const char *dir, void *
 int kb_ipcq_send(struct kb_ipcq *q, const char *dir, const void *data,
                  uint64_t bytes, const struct kb_ipcq_meta *meta)
 {
-    return send_on(q, find_dir(q, dir), dir, data, bytes, meta);
+    return send_on(q, find_dir(q, dir), dir, data, NULL, bytes, meta);
+}
+
+int kb_ipcq_send_snap(struct kb_ipcq *q, const char *dir, const struct kb_mem_snap *data,
+                      uint64_t bytes, const struct kb_ipcq_meta *meta)
+{
+    return send_on(q, find_dir(q, dir), dir, NULL, data, bytes, meta);
+}
+
+int kb_ipcq_send_snap_at(struct kb_ipcq *q, int dir, const struct kb_mem_snap *data,
+                         uint64_t bytes, const struct kb_ipcq_meta *meta)
+{
+    struct dir *d = dir_at(q, dir);
+    return send_on(q, d, d ? d->name : "(none)", NULL, data, bytes, meta);
+}
+
+int64_t kb_ipcq_recv_snap(struct kb_ipcq *q, const char *dir, struct kb_mem_snap *out,
+                          uint64_t bytes_max, struct kb_ipcq_meta *meta)
+{
+    return recv_on(q, find_dir(q, dir), dir, NULL, out, bytes_max, meta);
+}
+
+int64_t kb_ipcq_recv_snap_at(struct kb_ipcq *q, int dir, struct kb_mem_snap *out,
+                             uint64_t bytes_max, struct kb_ipcq_meta *meta)
+{
+    struct dir *d = dir_at(q, dir);
+    return recv_on(q, d, d ? d->name : "(none)", NULL, out, bytes_max, meta);
 }
 
 int64_t kb_ipcq_recv(struct kb_ipcq *q, const char *dir, void *out,
                      uint64_t bytes_max, struct kb_ipcq_meta *meta)
 {
-    return recv_on(q, find_dir(q, dir), dir, out, bytes_max, meta);
+    return recv_on(q, find_dir(q, dir), dir, out, NULL, bytes_max, meta);
 }
 
 /* ---- directions by index --------------------------------------------- */
@@ -880,14 +972,14 @@ int kb_ipcq_send_at(struct kb_ipcq *q, int dir, const void *data, uint64_t bytes
                     const struct kb_ipcq_meta *meta)
 {
     struct dir *d = dir_at(q, dir);
-    return send_on(q, d, d ? d->name : "(none)", data, bytes, meta);
+    return send_on(q, d, d ? d->name : "(none)", data, NULL, bytes, meta);
 }
 
 int64_t kb_ipcq_recv_at(struct kb_ipcq *q, int dir, void *out, uint64_t bytes_max,
                         struct kb_ipcq_meta *meta)
 {
     struct dir *d = dir_at(q, dir);
-    return recv_on(q, d, d ? d->name : "(none)", out, bytes_max, meta);
+    return recv_on(q, d, d ? d->name : "(none)", out, NULL, bytes_max, meta);
 }
 
 int kb_ipcq_recv_step(struct kb_ipcq *q, struct kb_ipcq_recv_op *op, int64_t *result)

@@ -130,6 +130,23 @@ int kb_ipcq_send_at(struct kb_ipcq *q, int dir, const void *data, uint64_t bytes
 int64_t kb_ipcq_recv_at(struct kb_ipcq *q, int dir, void *out, uint64_t bytes_max,
                         struct kb_ipcq_meta *meta);
 
+/* Payloads as snapshots of memory (kb_mem_snap), not host buffers: the
+ * same sends and receives, at the same times, whose bytes go memory to
+ * memory. A send writes each tx slot from bytes [off, off + len) of data
+ * (a whole page at a page boundary of the ring shared, not copied); data
+ * may be NULL (timing only), and must stay unchanged until the call
+ * returns. A receive appends each rx slot it reads to out (NULL: the
+ * bytes dropped), holding the slot's pages by reference (decision 0056);
+ * out is cleared first. Otherwise as kb_ipcq_send / kb_ipcq_recv. */
+int kb_ipcq_send_snap(struct kb_ipcq *q, const char *dir, const struct kb_mem_snap *data,
+                      uint64_t bytes, const struct kb_ipcq_meta *meta);
+int kb_ipcq_send_snap_at(struct kb_ipcq *q, int dir, const struct kb_mem_snap *data,
+                         uint64_t bytes, const struct kb_ipcq_meta *meta);
+int64_t kb_ipcq_recv_snap(struct kb_ipcq *q, const char *dir, struct kb_mem_snap *out,
+                          uint64_t bytes_max, struct kb_ipcq_meta *meta);
+int64_t kb_ipcq_recv_snap_at(struct kb_ipcq *q, int dir, struct kb_mem_snap *out,
+                             uint64_t bytes_max, struct kb_ipcq_meta *meta);
+
 /* A receive served by a method process, step by step: what
  * kb_ipcq_recv_at does, with each of its waits (for the slot, for the
  * slot's read, for the credit's flight) asked as the process's next
@@ -148,6 +165,7 @@ struct kb_ipcq_recv_op {
     void *out;
     uint64_t bytes_max;
     struct kb_ipcq_meta *meta; /* may be NULL */
+    struct kb_mem_snap *snap;  /* kb_ipcq_recv_begin_snap's out, else NULL */
     int state;
     uint64_t got, total, first, len;
     sim_time t0, t_w, t_r;
@@ -155,6 +173,10 @@ struct kb_ipcq_recv_op {
 void kb_ipcq_recv_begin(struct kb_ipcq_recv_op *op, int dir, void *out, uint64_t bytes_max,
                         struct kb_ipcq_meta *meta);
 int kb_ipcq_recv_step(struct kb_ipcq *q, struct kb_ipcq_recv_op *op, int64_t *result);
+/* kb_ipcq_recv_begin for a receive into a snapshot (kb_ipcq_recv_snap's
+ * out), cleared now. */
+void kb_ipcq_recv_begin_snap(struct kb_ipcq_recv_op *op, int dir, struct kb_mem_snap *out,
+                             uint64_t bytes_max, struct kb_ipcq_meta *meta);
 
 /* Without blocking: 1 and the message's length and metadata when the
  * next message on dir has its first slot visible, else 0. */
@@ -195,6 +217,16 @@ struct kb_ipcq_if {
     /* optional (NULL: none; needs the by-index ones): kb_ipcq_recv_step,
      * op set up by kb_ipcq_recv_begin */
     int (*recv_step)(void *ctx, struct kb_ipcq_recv_op *op, int64_t *result);
+    /* optional, all or none (NULL: the caller uses host buffers; needs
+     * the by-index ones): the snapshot calls above */
+    int (*send_snap)(void *ctx, const char *dir, const struct kb_mem_snap *data,
+                     uint64_t bytes, const struct kb_ipcq_meta *meta);
+    int (*send_snap_at)(void *ctx, int dir, const struct kb_mem_snap *data, uint64_t bytes,
+                        const struct kb_ipcq_meta *meta);
+    int64_t (*recv_snap)(void *ctx, const char *dir, struct kb_mem_snap *out,
+                         uint64_t bytes_max, struct kb_ipcq_meta *meta);
+    int64_t (*recv_snap_at)(void *ctx, int dir, struct kb_mem_snap *out, uint64_t bytes_max,
+                            struct kb_ipcq_meta *meta);
 };
 
 /* Counters of one direction (both its sides), or of every direction when

@@ -250,6 +250,103 @@ int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
     return 0;
 }
 
+/* The element at element index i of arg x, or a run of *k elements from
+ * there that are contiguous (at most *k): a pointer to them. An element
+ * split between two pieces of a snapshot is read into tmp (*k = 1). */
+static const void *arg_run(const struct kb_math_arg *x, size_t i, size_t es, size_t n,
+                           size_t *k, unsigned char *tmp)
+{
+    static const unsigned char zeros[4096]; /* a span is at most a page */
+    if (!x->snap)
+        return (const char *)x->p + i * es;
+    const unsigned char *p;
+    uint64_t len;
+    if (kb_mem_snap_span(x->snap, (uint64_t)i * es, (uint64_t)(n - i) * es, &p, &len) < 0)
+        return NULL;
+    if (len < es) {
+        *k = 1;
+        return kb_mem_snap_read(x->snap, (uint64_t)i * es, tmp, es) < 0 ? NULL : tmp;
+    }
+    if (*k > len / es)
+        *k = (size_t)(len / es);
+    if (!p && *k > sizeof zeros / es)
+        *k = sizeof zeros / es;
+    return p ? p : zeros;
+}
+
+static bool arg_none(const struct kb_math_arg *x) { return !x || (!x->p && !x->snap); }
+
+int kb_math_compute_args(enum kb_math_op op, const struct kb_math_arg *a,
+                         const struct kb_math_arg *b, const struct kb_math_arg *c,
+                         const struct kb_math_dst *out, size_t n, enum kb_dtype dt)
+{
+    size_t es = kb_dtype_size(dt);
+    if ((unsigned)op >= KB_MATH_OP_COUNT || es == 0)
+        return SIM_EINVAL;
+    int arity = kb_math_op_arity(op);
+    const struct kb_math_arg *args[3] = {a, b, c};
+    bool snaps = false;
+    for (int j = 0; j < arity; j++) {
+        if (arg_none(args[j]))
+            return kb_math_compute(op, NULL, NULL, NULL, out->p, n, dt); /* its error */
+        snaps = snaps || args[j]->snap;
+    }
+    if (!out->mem && !snaps)
+        return kb_math_compute(op, a->p, arity > 1 ? b->p : NULL, arity > 2 ? c->p : NULL,
+                               out->p, n, dt);
+    if (!out->mem && !out->p)
+        return kb_math_compute(op, NULL, NULL, NULL, NULL, n, dt); /* its error */
+    if (op == KB_MATH_SUM || op == KB_MATH_SOFTMAX) {
+        /* one operand, read whole; the result through a buffer if need be */
+        size_t outn = op == KB_MATH_SUM ? 1 : n;
+        void *in = a->snap ? malloc(n > 0 ? n * es : 1) : NULL;
+        void *res = out->mem ? malloc(outn * es) : out->p;
+        int rc = (a->snap && !in) || !res ? SIM_ENOMEM
+                 : in && kb_mem_snap_read(a->snap, 0, in, (uint64_t)n * es) < 0 ? SIM_EINVAL
+                 : kb_math_compute(op, in ? in : a->p, NULL, NULL, res, n, dt);
+        if (rc == 0 && out->mem && kb_mem_write(out->mem, out->addr, res, outn * es) < 0)
+            rc = SIM_EINVAL;
+        free(in);
+        if (out->mem)
+            free(res);
+        return rc;
+    }
+    /* elementwise: each element's value depends on its operands only, so
+     * runs of any length give the values of one pass */
+    unsigned char tmp[4][16];
+    for (size_t i = 0; i < n;) {
+        size_t k = n - i;
+        const void *p[3] = {NULL, NULL, NULL};
+        for (int j = 0; j < arity; j++)
+            if (!(p[j] = arg_run(args[j], i, es, n, &k, tmp[j])))
+                return SIM_EINVAL;
+        void *o = out->p ? (char *)out->p + i * es : NULL;
+        bool split = false; /* an element split between two pages of the result */
+        if (out->mem) {
+            unsigned char *w;
+            uint64_t len;
+            int rc = kb_mem_write_span(out->mem, out->addr + (uint64_t)i * es,
+                                       (uint64_t)k * es, &w, &len);
+            if (rc < 0)
+                return rc;
+            split = len < es;
+            if (split)
+                k = 1;
+            else if (k > len / es)
+                k = (size_t)(len / es);
+            o = split ? tmp[3] : w;
+        }
+        int rc = kb_math_compute(op, p[0], p[1], p[2], o, k, dt);
+        if (rc == 0 && split &&
+            kb_mem_write(out->mem, out->addr + (uint64_t)i * es, tmp[3], es) < 0)
+            rc = SIM_EINVAL;
+        if (rc < 0)
+            return rc;
+        i += k;
+    }
+    return 0;
+}
+
 /* ---- timing -------------------------------------------------------------- */
 
 /* The time model, in cycles, for n elements of s bytes:
@@ -326,6 +423,12 @@ int kb_math_params_check(const struct kb_math_params *p, const char *name,
 
 /* ---- the module's export (kb_math_if) ----------------------------------- */
 
+static int if_run_args(void *ctx, enum kb_math_op op, const struct kb_math_arg *a,
+                       const struct kb_math_arg *b, const struct kb_math_arg *c,
+                       const struct kb_math_dst *out, size_t n, enum kb_dtype dt)
+{
+    return kb_math_run_args(ctx, op, a, b, c, out, n, dt);
+}
 static int if_run(void *ctx, enum kb_math_op op, const void *a, const void *b, const void *c,
                   void *out, size_t n, enum kb_dtype dt)
 {
@@ -350,7 +453,7 @@ struct kb_math *kb_math_new(struct sim *s, const char *name,
     }
     m->sim = s;
     m->p = *p;
-    m->iface = (struct kb_math_if){m, if_run, if_params, if_errmsg};
+    m->iface = (struct kb_math_if){m, if_run, if_params, if_errmsg, if_run_args};
     if (!(m->port = kb_port_export(s, name, "math", KB_MATH_IF, &m->iface, 1, err, errlen))) {
         kb_math_free(m);
         return NULL;
@@ -409,6 +512,9 @@ static int bad_operands(struct kb_math *m, enum kb_math_op op, const void *a,
     return 0;
 }
 
+static int hold(struct kb_math *m, enum kb_math_op op, size_t n, enum kb_dtype dt);
+static int args_error(struct kb_math *m, enum kb_math_op op, int rc, struct kb_mem *dst);
+
 int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
                 const void *b, const void *c, void *out, size_t n,
                 enum kb_dtype dt)
@@ -423,7 +529,59 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
     }
     if (out)
         kb_math_compute(op, a, b, c, out, n, dt);
+    return hold(m, op, n, dt);
+}
 
+int kb_math_run_args(struct kb_math *m, enum kb_math_op op, const struct kb_math_arg *a,
+                     const struct kb_math_arg *b, const struct kb_math_arg *c,
+                     const struct kb_math_dst *out, size_t n, enum kb_dtype dt)
+{
+    /* (a snapshot stands for its operand in the check) */
+    const struct kb_math_arg *args[3] = {a, b, c};
+    const void *p[3];
+    for (int j = 0; j < 3; j++)
+        p[j] = arg_none(args[j]) ? NULL : args[j]->p ? args[j]->p : (const void *)args[j]->snap;
+    const void *o = !out ? NULL : out->p ? out->p : (const void *)out->mem;
+    int rc = bad_operands(m, op, p[0], p[1], p[2], o, n, dt);
+    if (rc < 0)
+        return rc;
+    if (!sim_current(m->sim)) {
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s outside a process",
+             m->name, op_names[op]);
+        return SIM_EPERM;
+    }
+    /* into a buffer: computed now, as kb_math_run; into memory: when the
+     * op ends (the same values: the operands do not change meanwhile) */
+    bool late = o && out->mem;
+    if (o && !late && (rc = kb_math_compute_args(op, a, b, c, out, n, dt)) < 0)
+        return args_error(m, op, rc, NULL);
+    if ((rc = hold(m, op, n, dt)) < 0 || !late)
+        return rc;
+    if ((rc = kb_math_compute_args(op, a, b, c, out, n, dt)) < 0)
+        return args_error(m, op, rc, out->mem);
+    return 0;
+}
+
+/* kb_math_compute_args failed with rc: the unit's message says why. */
+static int args_error(struct kb_math *m, enum kb_math_op op, int rc, struct kb_mem *dst)
+{
+    if (rc == SIM_ENOMEM)
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s: out of memory", m->name,
+                op_names[op]);
+    else if (dst)
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s: %s", m->name, op_names[op],
+                kb_mem_errmsg(dst));
+    else
+        kb_errf(m->err, sizeof m->err, "math of '%s': %s: an operand is shorter than its "
+                "elements", m->name, op_names[op]);
+    return rc;
+}
+
+/* The unit held for op's time from now, or from when it frees: the
+ * caller waits until the op ends. */
+static int hold(struct kb_math *m, enum kb_math_op op, size_t n, enum kb_dtype dt)
+{
+    int rc;
     uint64_t cycles = kb_math_cycles(&m->p, op, n, dt);
     sim_time t = cycles_to_ps(cycles, m->p.clock_ghz);
     sim_time now = sim_now(m->sim);

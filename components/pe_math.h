@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "memory.h"
 #include "sim.h"
 
 
@@ -128,6 +129,41 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
                 const void *b, const void *c, void *out, size_t n,
                 enum kb_dtype dt);
 
+/* An operand given either as a host buffer (p) or as a snapshot of memory
+ * (snap: kb_mem_snap, decision 0056), which the unit reads span by span
+ * instead of a caller copying it out first; both NULL: none. */
+struct kb_math_arg {
+    const void *p;
+    const struct kb_mem_snap *snap;
+};
+
+/* Where a result goes: a host buffer (p), or memory (mem at addr, written
+ * in place span by span); both NULL: none (time only). */
+struct kb_math_dst {
+    void *p;
+    struct kb_mem *mem;
+    uint64_t addr;
+};
+
+/* kb_math_compute with operands as kb_math_arg (unused ones may be NULL)
+ * and the result to a kb_math_dst: the same values. An elementwise op runs
+ * over the runs of elements that are contiguous in every operand and in
+ * the result; sum and softmax read a snapshot operand into a buffer first.
+ * SIM_ENOMEM when there is no memory for that or for the result's pages,
+ * SIM_EINVAL for an operand shorter than n elements or a result beyond its
+ * memory. */
+int kb_math_compute_args(enum kb_math_op op, const struct kb_math_arg *a,
+                         const struct kb_math_arg *b, const struct kb_math_arg *c,
+                         const struct kb_math_dst *out, size_t n, enum kb_dtype dt);
+/* kb_math_run with operands as kb_math_arg (unused ones may be NULL) and
+ * the result to a kb_math_dst: the same values, the same time. A result
+ * into memory is written when the op ends (where a caller of kb_math_run
+ * writes its buffer to memory), so that it needs no buffer while the unit
+ * is held; its operands must stay unchanged until then (snapshots do). */
+int kb_math_run_args(struct kb_math *m, enum kb_math_op op, const struct kb_math_arg *a,
+                     const struct kb_math_arg *b, const struct kb_math_arg *c,
+                     const struct kb_math_dst *out, size_t n, enum kb_dtype dt);
+
 /* ---- the module: its port and interface ------------------------------- */
 
 /* What the math unit does for the unit that issues its ops (the PE_CPU):
@@ -139,6 +175,11 @@ struct kb_math_if {
                void *out, size_t n, enum kb_dtype dt);
     const struct kb_math_params *(*params)(void *ctx);
     const char *(*errmsg)(void *ctx);
+    /* optional (NULL: the caller passes host buffers to run):
+     * kb_math_run_args */
+    int (*run_args)(void *ctx, enum kb_math_op op, const struct kb_math_arg *a,
+                    const struct kb_math_arg *b, const struct kb_math_arg *c,
+                    const struct kb_math_dst *out, size_t n, enum kb_dtype dt);
 };
 
 struct sim_port *kb_math_port(const struct kb_math *m);

@@ -87,6 +87,9 @@ enum { SCRATCH_SLOTS = 4, RESULT = 3 };
 struct scratch {
     void *p[SCRATCH_SLOTS];
     size_t cap[SCRATCH_SLOTS];
+    /* snapshots of TCM ranges by page reference (decision 0056): what a
+     * send or a receive holds instead of a host copy, by slot likewise */
+    struct kb_mem_snap snap[SCRATCH_SLOTS];
     struct buf_pool *bp; /* the state's pool, once a function that has it ran */
 };
 
@@ -388,6 +391,10 @@ struct future {
     enum kb_dtype dt;
     void *buf;
     size_t buf_cap; /* buf's size, for the pool */
+    /* the bytes by page reference instead, when the IPCQ takes snapshots
+     * (use_snap; buf stays NULL): the rx slots' pages (decision 0056) */
+    struct kb_mem_snap snap;
+    bool use_snap;
     int64_t got;
     struct kb_ipcq_meta meta;
     bool done, waited;
@@ -502,18 +509,21 @@ static void scratch_release(struct scratch *sc, struct buf_pool *bp)
         pool_give(bp, sc->p[i], sc->cap[i]);
         sc->p[i] = NULL;
         sc->cap[i] = 0;
+        kb_mem_snap_clear(&sc->snap[i]); /* (its piece array kept) */
     }
 }
 
 static int scratch_gc(lua_State *L)
 {
-    scratch_release(luaL_checkudata(L, 1, KB_SCRATCH), NULL);
+    struct scratch *sc = luaL_checkudata(L, 1, KB_SCRATCH);
+    scratch_release(sc, NULL);
+    for (int i = 0; i < SCRATCH_SLOTS; i++)
+        kb_mem_snap_free(&sc->snap[i]);
     return 0;
 }
 
-/* Slot `slot` of the running thread's scratch, at least `bytes` long; its
- * contents are not kept when it grows. */
-static void *scratch(lua_State *L, int slot, size_t bytes)
+/* The running thread's scratch, made on first use. */
+static struct scratch *scratch_of(lua_State *L)
 {
     /* the running thread process keeps its scratch's address (the weak
      * table keeps the scratch while the thread lives) */
@@ -537,6 +547,14 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
         if (slots)
             slots[SLOT_SCRATCH] = sc;
     }
+    return sc;
+}
+
+/* Slot `slot` of the running thread's scratch, at least `bytes` long; its
+ * contents are not kept when it grows. */
+static void *scratch(lua_State *L, int slot, size_t bytes)
+{
+    struct scratch *sc = scratch_of(L);
     if (bytes > sc->cap[slot] || !sc->p[slot]) {
         struct buf_pool *bp = sc->bp ? sc->bp : (sc->bp = fn_pool(L));
         size_t cap = bytes > 2 * sc->cap[slot] ? bytes : 2 * sc->cap[slot];
@@ -555,6 +573,15 @@ static void *scratch(lua_State *L, int slot, size_t bytes)
         }
     }
     return sc->p[slot];
+}
+
+/* Snapshot slot `slot` of the running thread's scratch, empty; it lets
+ * go of its pages when the call is over (scratch_drop) or the thread goes. */
+static struct kb_mem_snap *scratch_snap(lua_State *L, int slot)
+{
+    struct kb_mem_snap *sn = &scratch_of(L)->snap[slot];
+    kb_mem_snap_clear(sn);
+    return sn;
 }
 
 /* The running thread's call is over (or its kernel work): its buffers go
@@ -850,6 +877,7 @@ static int ctx_gc(lua_State *L)
     c->recvs = NULL;
     for (struct future *f = c->free_futs, *nx; f; f = nx) {
         nx = f->next;
+        kb_mem_snap_free(&f->snap);
         free(f);
     }
     c->free_futs = NULL;
@@ -858,6 +886,7 @@ static int ctx_gc(lua_State *L)
     for (struct future *f = c->busy_futs, *nx; f; f = nx) {
         nx = f->next;
         free(f->buf);
+        kb_mem_snap_free(&f->snap);
         free(f);
     }
     c->busy_futs = NULL;
@@ -1187,6 +1216,31 @@ static void *hread(lua_State *L, const struct handle *h, int slot)
     if (kb_mem_read(tcm, h->addr, buf, hbytes(h)) != 0)
         luaL_error(L, "%s", kb_mem_errmsg(tcm));
     return buf;
+}
+
+/* The IPCQ export takes snapshots (kb_ipcq_if's optional snapshot calls). */
+static bool ipcq_snaps(const struct kb_ipcq_if *q) { return q && q->send_snap; }
+
+/* The handle's bytes as they are now, by page reference, in snapshot
+ * slot `slot` (what hread copies). */
+static struct kb_mem_snap *hsnap(lua_State *L, const struct handle *h, int slot)
+{
+    struct kb_mem_snap *sn = scratch_snap(L, slot);
+    struct kb_mem *tcm = hctx(h)->pe->tcm; /* (h was checked: its context lives) */
+    if (kb_mem_snap_take(tcm, h->addr, hbytes(h), sn) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(tcm));
+    return sn;
+}
+
+/* hwrite from a snapshot: the handle's tile written from it, pages shared
+ * where the tile is page-aligned. */
+static void hwrite_snap(lua_State *L, const struct handle *h, const struct kb_mem_snap *sn)
+{
+    const struct kctx *c = hctx(h); /* (h was checked or just made) */
+    if (c->no_data)
+        return;
+    if (kb_mem_snap_write(c->pe->tcm, h->addr, sn, 0, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
 }
 
 static void hwrite(lua_State *L, const struct handle *h, const void *buf)
@@ -1579,18 +1633,20 @@ static int l_tstore(lua_State *L)
 
 /* A math operand at index i, in scratch slot i - 1: a handle, or a number
  * broadcast to n elements of dt (materialised host-side: a scalar
- * register, no time). */
-static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum kb_dtype dt,
-                           const char *what)
+ * register, no time). A handle's bytes as they are now: by page reference
+ * when the unit reads snapshots (snaps: decision 0056), else copied. */
+static struct kb_math_arg operand(lua_State *L, int i, struct kctx *c, uint32_t n,
+                                  enum kb_dtype dt, bool snaps, const char *what)
 {
+    struct kb_math_arg none = {NULL, NULL};
     if (lua_type(L, i) == LUA_TNUMBER) {
         if (c->no_data)
-            return NULL;
+            return none;
         lua_Number v = lua_tonumber(L, i);
         unsigned char *buf = scratch(L, i - 1, (size_t)n * kb_dtype_size(dt));
         for (uint32_t j = 0; j < n; j++)
             kb_dtype_store(buf, j, dt, v);
-        return buf;
+        return (struct kb_math_arg){buf, NULL};
     }
     struct handle *h = checkhandle_in(L, i, c);
     if (!handle_of(h, c) && hctx(h) != c) /* (h was checked: its context lives) */
@@ -1599,7 +1655,10 @@ static const void *operand(lua_State *L, int i, struct kctx *c, uint32_t n, enum
     if (h->n != n || h->dt != dt)
         luaL_error(L, "%s on PE '%s': operands differ (%d %s and %d %s)", what, c->pe->name,
                    (int)n, kb_dtype_name(dt), (int)h->n, kb_dtype_name(h->dt));
-    return c->no_data ? NULL : hread(L, h, i - 1);
+    if (c->no_data)
+        return none;
+    return snaps ? (struct kb_math_arg){NULL, hsnap(L, h, i - 1)}
+                 : (struct kb_math_arg){hread(L, h, i - 1), NULL};
 }
 
 /* The first handle among the first `arity` arguments fixes n and dtype. */
@@ -1647,20 +1706,28 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     }
     uint32_t n = first->n;
     enum kb_dtype dt = first->dt;
-    const void *ops[3] = {NULL, NULL, NULL};
+    struct kb_math_arg ops[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    /* the unit reads snapshots (a timing-only run has no values: run) */
+    bool snaps = !c->no_data && c->math && c->math->run_args;
     for (int i = 1; !(checked && c->no_data) && i <= arity; i++)
-        ops[i - 1] = operand(L, i, c, n, dt, what);
+        ops[i - 1] = operand(L, i, c, n, dt, snaps, what);
     const struct kb_math_if *m = need_math(L, c, what);
     dispatch(L, c, what);
     bool reduce = op == KB_MATH_SUM;
     struct handle *out = newhandle(L, c, reduce ? 1 : n, dt);
-    void *obuf = c->no_data ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
+    /* a unit reading snapshots writes the result into the new handle's
+     * TCM itself when the op ends (no buffer while it runs), else into a
+     * buffer that is written there then */
+    void *obuf = c->no_data || snaps ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
+    struct kb_math_dst dst = {NULL, c->no_data ? NULL : c->pe->tcm, out->addr};
     void *bp = lkb_block_begin(L, c->s, what);
-    int rc = m->run(m->ctx, op, ops[0], ops[1], ops[2], obuf, n, dt);
+    int rc = snaps ? m->run_args(m->ctx, op, &ops[0], &ops[1], &ops[2], &dst, n, dt)
+                   : m->run(m->ctx, op, ops[0].p, ops[1].p, ops[2].p, obuf, n, dt);
     lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "%s on PE '%s': %s", what, c->pe->name, m->errmsg(m->ctx));
-    hwrite(L, out, obuf);
+    if (!snaps)
+        hwrite(L, out, obuf);
     if (!c->no_data) /* (a timing-only run took no buffer) */
         scratch_drop(L);
     return 1;
@@ -2095,11 +2162,16 @@ static int l_send(lua_State *L)
     const char *dir = luaL_checkstring(L, 1);
     struct handle *h = checkhandle_in(L, 2, c);
     checkwired(L, c, dir, true, "tl.send");
-    const void *buf = c->no_data ? NULL : hread(L, h, 0);
+    /* the bytes as they are now, by page reference where the IPCQ takes
+     * snapshots (decision 0056), else copied */
+    bool snaps = ipcq_snaps(c->ipcq);
+    const struct kb_mem_snap *sn = c->no_data || !snaps ? NULL : hsnap(L, h, 0);
+    const void *buf = c->no_data || snaps ? NULL : hread(L, h, 0);
     dispatch(L, c, "tl.send");
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
     void *bp = lkb_block_begin(L, c->s, "tl.send");
-    int rc = c->ipcq->send(c->ipcq->ctx, dir, buf, hbytes(h), &meta);
+    int rc = snaps ? c->ipcq->send_snap(c->ipcq->ctx, dir, sn, hbytes(h), &meta)
+                   : c->ipcq->send(c->ipcq->ctx, dir, buf, hbytes(h), &meta);
     lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.send: %s", c->ipcq->errmsg(c->ipcq->ctx));
@@ -2124,11 +2196,22 @@ static bool longer_waits(const struct kb_ipcq_if *q, const char *dir, int64_t go
     return got == SIM_EINVAL && q->probe(q->ctx, dir, &msg, NULL) == 1 && msg > bytes;
 }
 
-static int64_t recv_sized(const struct kb_ipcq_if *q, int ix, const char *dir, void *buf,
-                          size_t bytes, struct kb_ipcq_meta *meta)
+/* A receive of at most bytes_max into buf, or into sn when sn is not NULL
+ * (the IPCQ takes snapshots), by index when ix >= 0. */
+static int64_t recv_into(const struct kb_ipcq_if *q, int ix, const char *dir, void *buf,
+                         struct kb_mem_snap *sn, uint64_t bytes_max, struct kb_ipcq_meta *meta)
 {
-    int64_t got = ix >= 0 ? q->recv_at(q->ctx, ix, buf, bytes, meta)
-                          : q->recv(q->ctx, dir, buf, bytes, meta);
+    if (sn)
+        return ix >= 0 ? q->recv_snap_at(q->ctx, ix, sn, bytes_max, meta)
+                       : q->recv_snap(q->ctx, dir, sn, bytes_max, meta);
+    return ix >= 0 ? q->recv_at(q->ctx, ix, buf, bytes_max, meta)
+                   : q->recv(q->ctx, dir, buf, bytes_max, meta);
+}
+
+static int64_t recv_sized(const struct kb_ipcq_if *q, int ix, const char *dir, void *buf,
+                          struct kb_mem_snap *sn, size_t bytes, struct kb_ipcq_meta *meta)
+{
+    int64_t got = recv_into(q, ix, dir, buf, sn, bytes, meta);
     return longer_waits(q, dir, got, bytes) ? RECV_LONGER : got;
 }
 
@@ -2153,22 +2236,28 @@ static int l_recv(lua_State *L)
     dispatch(L, c, "tl.recv");
     size_t bytes = (size_t)n * kb_dtype_size(dt);
     struct kb_ipcq_meta meta;
-    /* a timing-only run receives no bytes: no buffer */
-    void *buf = c->no_data ? NULL : scratch(L, 0, bytes);
+    /* a timing-only run receives no bytes: no buffer; an IPCQ that takes
+     * snapshots gives the rx slots' pages (decision 0056) */
+    bool snaps = ipcq_snaps(c->ipcq);
+    struct kb_mem_snap *sn = c->no_data || !snaps ? NULL : scratch_snap(L, 0);
+    void *buf = c->no_data || snaps ? NULL : scratch(L, 0, bytes);
     void *bp = lkb_block_begin(L, c->s, "tl.recv");
-    int64_t got = recv_sized(c->ipcq, -1, dir, buf, bytes, &meta);
+    int64_t got = recv_sized(c->ipcq, -1, dir, buf, sn, bytes, &meta);
     lkb_block_end(bp);
     if (got == RECV_LONGER) {
-        buf = c->no_data ? NULL : scratch(L, 0, recv_room(bytes));
+        buf = c->no_data || snaps ? NULL : scratch(L, 0, recv_room(bytes));
         bp = lkb_block_begin(L, c->s, "tl.recv");
-        got = c->ipcq->recv(c->ipcq->ctx, dir, buf, recv_room(bytes), &meta);
+        got = recv_into(c->ipcq, -1, dir, buf, sn, recv_room(bytes), &meta);
         lkb_block_end(bp);
     }
     if (got < 0)
         return luaL_error(L, "tl.recv: %s", c->ipcq->errmsg(c->ipcq->ctx));
     check_meta(L, c, dir, n, dt, got, &meta);
     struct handle *h = newhandle(L, c, n, dt);
-    hwrite(L, h, buf);
+    if (sn)
+        hwrite_snap(L, h, sn);
+    else
+        hwrite(L, h, buf);
     scratch_drop(L);
     return 1;
 }
@@ -2177,7 +2266,7 @@ static int l_recv(lua_State *L)
  * (none in a timing-only run: f->buf stays NULL); 0 or SIM_ENOMEM. */
 static int future_grow(struct future *f, size_t bytes)
 {
-    if (f->ctx->no_data)
+    if (f->ctx->no_data || f->use_snap)
         return 0;
     void *room = realloc(f->buf, recv_room(bytes));
     if (!room)
@@ -2192,13 +2281,24 @@ static void future_proc(struct sim *s, void *arg)
     struct future *f = arg;
     size_t bytes = (size_t)f->n * kb_dtype_size(f->dt);
     const struct kb_ipcq_if *q = f->ctx->ipcq; /* not NULL: checkwired passed */
-    f->got = recv_sized(q, f->dir_ix, f->dir, f->buf, bytes, &f->meta);
+    struct kb_mem_snap *sn = f->use_snap ? &f->snap : NULL;
+    f->got = recv_sized(q, f->dir_ix, f->dir, f->buf, sn, bytes, &f->meta);
     if (f->got == RECV_LONGER)
         f->got = future_grow(f, bytes) < 0
                      ? SIM_ENOMEM
-                     : q->recv(q->ctx, f->dir, f->buf, recv_room(bytes), &f->meta);
+                     : recv_into(q, -1, f->dir, f->buf, sn, recv_room(bytes), &f->meta);
     f->done = true;
     sim_notify(f->done_ev);
+}
+
+/* op set up for f's receive of at most bytes_max: into its snapshot or
+ * its buffer. */
+static void future_begin(struct kb_ipcq_recv_op *op, struct future *f, uint64_t bytes_max)
+{
+    if (f->use_snap)
+        kb_ipcq_recv_begin_snap(op, f->dir_ix, &f->snap, bytes_max, &f->meta);
+    else
+        kb_ipcq_recv_begin(op, f->dir_ix, f->buf, bytes_max, &f->meta);
 }
 
 /* A receive process as a method: what future_proc does, each of its
@@ -2228,7 +2328,7 @@ static void recv_method(struct sim *s, void *arg)
             got = SIM_ENOMEM;
             break;
         }
-        kb_ipcq_recv_begin(&r->op, f->dir_ix, f->buf, recv_room(bytes), &f->meta);
+        future_begin(&r->op, f, recv_room(bytes));
     }
     f->got = got;
     f->done = true;
@@ -2244,6 +2344,7 @@ static int fut_gc(lua_State *L)
      * it was waited for, or the state is closing and no process runs. */
     free(f->buf);
     f->buf = NULL;
+    kb_mem_snap_free(&f->snap);
     return 0;
 }
 
@@ -2308,7 +2409,7 @@ static const char *start_recv(struct kctx *c, struct future *f)
         if (method) {
             r->f = f;
             r->longer = false;
-            kb_ipcq_recv_begin(&r->op, f->dir_ix, f->buf, bytes, &f->meta);
+            future_begin(&r->op, f, bytes);
             sim_notify(r->start_ev);
             break;
         }
@@ -2334,7 +2435,7 @@ static const char *start_recv(struct kctx *c, struct future *f)
             char start[300];
             snprintf(start, sizeof start, "%s.start", name);
             r->f = f;
-            kb_ipcq_recv_begin(&r->op, f->dir_ix, f->buf, bytes, &f->meta);
+            future_begin(&r->op, f, bytes);
             if (!(r->start_ev = sim_event_new(c->s, start)) ||
                 !(r->proc = sim_method(c->s, name, recv_method, r, false))) {
                 free(r);
@@ -2376,15 +2477,17 @@ static int l_recv_async(lua_State *L)
     int id = dir_intern(L, st, 1);
     f->dir = id >= 0 ? st->dirs[id] : NULL;
     f->dir_ix = id >= 0 ? ctx_dir_ix(c, id, f->dir) : -1;
-    /* the bytes land here until tl.wait copies them into TCM; a
+    /* the bytes land here until tl.wait copies them into TCM (by page
+     * reference in f->snap where the IPCQ takes snapshots); a
      * timing-only run receives none */
-    if (!c->no_data) {
+    f->use_snap = !c->no_data && ipcq_snaps(c->ipcq);
+    if (!c->no_data && !f->use_snap) {
         size_t bytes = (size_t)n * kb_dtype_size(dt);
         f->buf = pool_take(&c->st->pool, bytes, &f->buf_cap);
         if (!f->buf && (f->buf = malloc(bytes)))
             f->buf_cap = bytes;
     }
-    if (!f->dir || (!f->buf && !c->no_data))
+    if (!f->dir || (!f->buf && !c->no_data && !f->use_snap))
         return luaL_error(L, "out of memory");
     const char *why = start_recv(c, f);
     if (why)
@@ -2435,11 +2538,15 @@ static int l_wait(lua_State *L)
         return luaL_error(L, "tl.recv_async: %s", c->ipcq->errmsg(c->ipcq->ctx));
     check_meta(L, c, f->dir, f->n, f->dt, f->got, &f->meta);
     struct handle *h = newhandle(L, c, f->n, f->dt);
-    hwrite(L, h, f->buf);
+    if (f->use_snap)
+        hwrite_snap(L, h, &f->snap);
+    else
+        hwrite(L, h, f->buf);
     /* the bytes are in TCM now: the buffer goes at once, not when the
      * future is collected (a long ring would hold one per step) */
     pool_give(&c->st->pool, f->buf, f->buf_cap);
     f->buf = NULL;
+    kb_mem_snap_free(&f->snap);
     return 1;
 }
 
@@ -2534,27 +2641,34 @@ static int l_sendrecv(lua_State *L)
     }
     /* everything that can fail before the receive starts does so now: the
      * send's snapshot buffer and the receive's record */
-    void *sbuf = c->no_data ? NULL : scratch(L, 0, hbytes(h));
+    bool snaps = ipcq_snaps(q);
+    void *sbuf = c->no_data || snaps ? NULL : scratch(L, 0, hbytes(h));
+    struct kb_mem_snap *ssn = c->no_data || !snaps ? NULL : scratch_snap(L, 0);
     struct future *f = c->free_futs;
-    if (f)
+    struct kb_mem_snap keep = {0}; /* a reused record's snapshot: empty, its array kept */
+    if (f) {
         c->free_futs = f->next;
-    else if (!(f = malloc(sizeof *f)))
+        keep = f->snap;
+    } else if (!(f = malloc(sizeof *f))) {
         return luaL_error(L, "out of memory");
+    }
     memset(f, 0, sizeof *f);
+    f->snap = keep;
+    f->use_snap = !c->no_data && snaps;
     f->tag = &future_tag;
     f->ctx = c;
     f->n = n;
     f->dt = dt;
     f->dir = dir;
     f->dir_ix = rix;
-    if (!c->no_data) {
+    if (!c->no_data && !f->use_snap) {
         size_t bytes = (size_t)n * kb_dtype_size(dt);
         f->buf = pool_take(&c->st->pool, bytes, &f->buf_cap);
         if (!f->buf && (f->buf = malloc(bytes)))
             f->buf_cap = bytes;
     }
-    if (!f->buf && !c->no_data) {
-        free(f->buf);
+    if (!f->buf && !c->no_data && !f->use_snap) {
+        kb_mem_snap_free(&f->snap);
         free(f);
         return luaL_error(L, "out of memory");
     }
@@ -2565,6 +2679,7 @@ static int l_sendrecv(lua_State *L)
     const char *why = rc < 0 ? NULL : start_recv(c, f);
     if (rc < 0 || why) {
         pool_give(&c->st->pool, f->buf, f->buf_cap);
+        kb_mem_snap_free(&f->snap);
         free(f);
         if (rc < 0)
             return luaL_error(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);
@@ -2575,6 +2690,8 @@ static int l_sendrecv(lua_State *L)
     struct kctx *hc = handle_of(h, c) ? c : hctx(h); /* (checked: c's, or another live kernel's) */
     if (sbuf && kb_mem_read(hc->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
         return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
+    if (ssn && kb_mem_snap_take(hc->pe->tcm, h->addr, hbytes(h), ssn) != 0)
+        return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
     bp = lkb_block_begin(L, c->s, "tl.sendrecv");
     rc = kb_cpu_dispatch(c->pe->cpu);
     if (rc < 0) {
@@ -2583,13 +2700,15 @@ static int l_sendrecv(lua_State *L)
         return fail_busy(L, c, lua_tostring(L, -1));
     }
     struct kb_ipcq_meta meta = {0, (uint32_t)h->dt, h->n};
-    rc = ipcq_send(q, six, sdir, sbuf, hbytes(h), &meta);
+    rc = ssn ? (six >= 0 ? q->send_snap_at(q->ctx, six, ssn, hbytes(h), &meta)
+                         : q->send_snap(q->ctx, sdir, ssn, hbytes(h), &meta))
+             : ipcq_send(q, six, sdir, sbuf, hbytes(h), &meta);
     lkb_block_end(bp);
     if (rc < 0) {
         lua_pushfstring(L, "tl.sendrecv: %s", q->errmsg(q->ctx));
         return fail_busy(L, c, lua_tostring(L, -1));
     }
-    if (sbuf) /* (a timing-only run took no buffer) */
+    if (sbuf || ssn) /* (a timing-only run took no buffer) */
         scratch_drop(L);
     /* tl.free */
     if (release && handle_release(hc, h) < 0)
@@ -2610,6 +2729,7 @@ static int l_sendrecv(lua_State *L)
         struct future got = *f;
         busy_unlink(c, f);
         pool_give(&c->st->pool, f->buf, f->buf_cap);
+        kb_mem_snap_clear(&f->snap);
         f->next = c->free_futs;
         c->free_futs = f;
         if (got.got < 0)
@@ -2624,7 +2744,10 @@ static int l_sendrecv(lua_State *L)
     size_t cap = f->buf_cap;
     f->next = c->free_futs;
     c->free_futs = f;
-    int wrc = c->no_data ? 0 : kb_mem_write(c->pe->tcm, out->addr, buf, hbytes(out));
+    int wrc = c->no_data    ? 0
+              : f->use_snap ? kb_mem_snap_write(c->pe->tcm, out->addr, &f->snap, 0, hbytes(out))
+                            : kb_mem_write(c->pe->tcm, out->addr, buf, hbytes(out));
+    kb_mem_snap_clear(&f->snap); /* (the record is free: nothing runs into it) */
     pool_give(&c->st->pool, buf, cap);
     if (wrc != 0)
         return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));

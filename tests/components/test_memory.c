@@ -1035,6 +1035,160 @@ TEST(page_tables_reach_every_page)
     T_FREE(sim_free, s);
 }
 
+/* A snapshot on the heap, owned by the harness (an early return frees
+ * its pages). */
+static void snap_del(struct kb_mem_snap *s)
+{
+    kb_mem_snap_free(s);
+    free(s);
+}
+
+/* The bytes of snapshot s, all of them, against want (s->bytes bytes):
+ * read out whole and span by span. */
+static bool snap_is(const struct kb_mem_snap *s, const unsigned char *want)
+{
+    unsigned char *got = malloc(s->bytes + 1);
+    bool ok = got && kb_mem_snap_read(s, 0, got, s->bytes) == 0 &&
+              memcmp(got, want, s->bytes) == 0;
+    for (uint64_t off = 0; ok && off < s->bytes;) {
+        const unsigned char *p;
+        uint64_t len;
+        ok = kb_mem_snap_span(s, off, s->bytes - off, &p, &len) == 0 && len > 0;
+        for (uint64_t j = 0; ok && j < len; j++)
+            ok = (p ? p[j] : 0) == want[off + j];
+        off += len;
+    }
+    free(got);
+    return ok;
+}
+
+/* A snapshot keeps the bytes of its ranges as they were when taken: its
+ * pages by reference (no new storage), a write to the source copying the
+ * page; pieces appended in order; zeros without a page; short pieces
+ * copied. Written into a memory it shares whole pages at page boundaries
+ * and copies anything else; freed, it gives its pages back. */
+TEST(snapshots_keep_the_bytes_as_taken)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem *a = mem(s, &TCM), *b = mem(s, &HBM);
+    ASSERT_TRUE(a && b);
+    enum { N = 6 * PAGE };
+    unsigned char *wa = T_OWN(malloc(N), free), *want = T_OWN(malloc(2 * N), free);
+    unsigned char *wb = T_OWN(calloc(1, 2 * N), free);
+    ASSERT_TRUE(wa && want && wb);
+    for (uint64_t j = 0; j < N; j++)
+        wa[j] = pat(j);
+    memset(wa + 4 * PAGE, 0, 2 * PAGE); /* pages 4, 5 never written */
+    uint64_t base = kb_mem_pool_pages();
+    ASSERT_EQ(kb_mem_write(a, 0, wa, 4 * PAGE), 0);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 4);
+
+    /* three pieces: pages 0..1 whole, 100 bytes inside page 2 (copied),
+     * and from the middle of page 3 into the never-written page 5 */
+    struct kb_mem_snap *snp = T_OWN(calloc(1, sizeof *snp), snap_del);
+    ASSERT_TRUE(snp);
+#define sn (*snp)
+    ASSERT_EQ(kb_mem_snap_take(a, 0, 2 * PAGE, &sn), 0);
+    ASSERT_EQ(kb_mem_snap_take(a, 2 * PAGE + 7, 100, &sn), 0);
+    ASSERT_EQ(kb_mem_snap_take(a, 3 * PAGE + PAGE / 2, PAGE / 2 + 2 * PAGE, &sn), 0);
+    uint64_t len = 2 * PAGE + 100 + PAGE / 2 + 2 * PAGE;
+    ASSERT_U64_EQ(sn.bytes, len);
+    memcpy(want, wa, 2 * PAGE);
+    memcpy(want + 2 * PAGE, wa + 2 * PAGE + 7, 100);
+    memcpy(want + 2 * PAGE + 100, wa + 3 * PAGE + PAGE / 2, PAGE / 2 + 2 * PAGE);
+    ASSERT_TRUE(snap_is(&sn, want));
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 4); /* references, no copies */
+
+    /* the source written everywhere: the snapshot keeps the old bytes */
+    unsigned char *junk = T_OWN(malloc(N), free);
+    ASSERT_TRUE(junk);
+    memset(junk, 0x5A, N);
+    ASSERT_EQ(kb_mem_write(a, 0, junk, N), 0);
+    ASSERT_TRUE(snap_is(&sn, want));
+    /* pages 0, 1, 3 were shared: copied; 2 (its piece copied), 4, 5 new */
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 4 + 3 + 2);
+
+    /* written into b at a page boundary: pages 0..1 shared with the
+     * snapshot (no new page); the rest copied */
+    uint64_t before = kb_mem_pool_pages();
+    ASSERT_EQ(kb_mem_snap_write(b, 0, &sn, 0, 2 * PAGE), 0);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), before);
+    ASSERT_U64_EQ(kb_mem_pages(b), 2);
+    /* and at an unaligned address, from an offset inside the snapshot */
+    ASSERT_EQ(kb_mem_snap_write(b, 5 * PAGE + 33, &sn, 50, len - 50), 0);
+    memcpy(wb, want, 2 * PAGE);
+    memcpy(wb + 5 * PAGE + 33, want + 50, len - 50);
+    ASSERT_TRUE(reads_as(b, wb, 2 * N));
+    /* a whole zero page of the snapshot onto a page boundary of b leaves
+     * no page there (b's page 0 goes: the snapshot's page 4 is zeros) */
+    uint64_t z = 2 * PAGE + 100 + PAGE / 2 + PAGE; /* where page 5 starts in sn */
+    ASSERT_EQ(kb_mem_snap_write(b, 0, &sn, z, PAGE), 0);
+    memset(wb, 0, PAGE);
+    ASSERT_U64_EQ(kb_mem_pages(b), 1 + 5); /* page 1, and the unaligned copy's 5..9 */
+    ASSERT_TRUE(reads_as(b, wb, 2 * N));
+    /* b writes its page 1, shared with the snapshot: the snapshot keeps it */
+    ASSERT_EQ(kb_mem_write(b, PAGE + 1, junk, 10), 0);
+    ASSERT_TRUE(snap_is(&sn, want));
+    /* beyond the snapshot or the memory */
+    ASSERT_EQ(kb_mem_snap_write(b, 0, &sn, len - 1, 2), SIM_EINVAL);
+    ASSERT_EQ(kb_mem_snap_take(a, TCM.capacity - 1, 2, &sn), SIM_EINVAL);
+    ASSERT_U64_EQ(sn.bytes, len);
+    const unsigned char *p;
+    ASSERT_EQ(kb_mem_snap_span(&sn, len, 1, &p, &len), SIM_EINVAL);
+
+    /* freed, its pages go back: a's are its own again, b's page 1 */
+    before = kb_mem_pool_pages();
+    kb_mem_snap_free(&sn);
+    ASSERT_U64_EQ(sn.bytes, 0);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), before - 3); /* a's old 0, 1 and 3 */
+    /* an empty snapshot: nothing to read, nothing held */
+    ASSERT_EQ(kb_mem_snap_take(a, 0, 0, &sn), 0);
+    ASSERT_U64_EQ(sn.bytes, 0);
+#undef sn
+    T_FREE(snap_del, snp);
+    T_FREE(free, junk);
+    T_FREE(free, wb);
+    T_FREE(free, want);
+    T_FREE(free, wa);
+    T_FREE(kb_mem_free, b);
+    T_FREE(kb_mem_free, a);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base);
+    T_FREE(sim_free, s);
+}
+
+/* A discard drops the pages lying wholly in its range (they read as
+ * zeros) and leaves the partial ones at its ends alone. */
+TEST(discard_drops_whole_pages)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    struct kb_mem *a = mem(s, &TCM), *b = mem(s, &TCM);
+    ASSERT_TRUE(a && b);
+    enum { N = 5 * PAGE };
+    unsigned char *wa = T_OWN(malloc(N), free);
+    ASSERT_TRUE(wa);
+    for (uint64_t j = 0; j < N; j++)
+        wa[j] = pat(j);
+    uint64_t base = kb_mem_pool_pages();
+    ASSERT_EQ(kb_mem_write(a, 0, wa, N), 0);
+    ASSERT_EQ(kb_mem_copy(b, 0, a, 0, N), 0); /* b shares a's pages */
+    /* [PAGE - 1, 4 PAGE + 1): pages 1..3 wholly inside */
+    ASSERT_EQ(kb_mem_discard(a, PAGE - 1, 3 * PAGE + 2), 0);
+    memset(wa + PAGE, 0, 3 * PAGE);
+    ASSERT_U64_EQ(kb_mem_pages(a), 2);
+    ASSERT_TRUE(reads_as(a, wa, N));
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 5); /* b still holds them */
+    ASSERT_EQ(kb_mem_discard(b, 0, N), 0);
+    ASSERT_U64_EQ(kb_mem_pages(b), 0);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 2);
+    ASSERT_EQ(kb_mem_discard(b, TCM.capacity, 1), SIM_EINVAL);
+    T_FREE(free, wa);
+    T_FREE(kb_mem_free, b);
+    T_FREE(kb_mem_free, a);
+    T_FREE(sim_free, s);
+}
+
 TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           same_channel_serialises, setup_overlaps_earlier_transfers,
           schedule_without_waiting, capacity_error,
@@ -1044,4 +1198,5 @@ TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           params_are_checked, many_live_blocks_free_in_any_order,
           allocator_matches_a_reference_first_fit, owned_blocks_take_the_same_addresses,
           reused_pages_read_as_zeros_around_a_write,
-          whole_page_copies_share_pages_until_written, page_tables_reach_every_page)
+          whole_page_copies_share_pages_until_written, page_tables_reach_every_page,
+          snapshots_keep_the_bytes_as_taken, discard_drops_whole_pages)

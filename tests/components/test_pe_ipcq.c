@@ -1061,8 +1061,148 @@ TEST(recv_step_in_a_method)
     T_FREE(free, out[1]);
 }
 
+/* ---- payloads as snapshots (decision 0056) ------------------------------- */
+
+/* A snapshot on the heap, owned by the harness. */
+static void snap_del(struct kb_mem_snap *s)
+{
+    kb_mem_snap_free(s);
+    free(s);
+}
+
+struct snapio {
+    struct tsys *t;
+    uint64_t bytes;
+    bool send_snap;
+    int recv_mode; /* 0: host buffer, 1: snapshot (thread), 2: snapshot (method) */
+    const struct kb_mem_snap *src;
+    const unsigned char *in;
+    unsigned char *out;
+    struct kb_mem_snap *got_snap;
+    struct kb_ipcq_recv_op op;
+    struct kb_ipcq_meta m;
+    int64_t got;
+    sim_time end;
+    int rc;
+    bool done;
+};
+
+static void snap_sender(struct sim *s, void *arg)
+{
+    (void)s;
+    struct snapio *o = arg;
+    struct kb_ipcq_meta m = {7, 3, (uint32_t)o->bytes};
+    o->rc = o->send_snap ? kb_ipcq_send_snap_at(o->t->q[0], kb_ipcq_dir(o->t->q[0], "E"),
+                                                o->src, o->bytes, &m)
+                         : kb_ipcq_send(o->t->q[0], "E", o->in, o->bytes, &m);
+}
+
+static void snap_receiver(struct sim *s, void *arg)
+{
+    struct snapio *o = arg;
+    o->got = o->recv_mode ? kb_ipcq_recv_snap(o->t->q[1], "W", o->got_snap, o->bytes, &o->m)
+                          : kb_ipcq_recv(o->t->q[1], "W", o->out, o->bytes, &o->m);
+    o->end = sim_now(s);
+}
+
+static void snap_method(struct sim *s, void *arg)
+{
+    struct snapio *o = arg;
+    if (!o->done && kb_ipcq_recv_step(o->t->q[1], &o->op, &o->got)) {
+        o->done = true;
+        o->end = sim_now(s);
+    }
+}
+
+/* A send from a snapshot and a receive into one move the bytes a send and
+ * a receive of host buffers move, at the same times, with either driver
+ * of the receive: one slot, part of a slot, and a message of 5 slots
+ * through a 4-slot ring; from a page-aligned source and an unaligned one;
+ * rings in TCM and in HBM. Received into a snapshot, a whole slot's page
+ * is held by reference: no page is copied, and the rx ring keeps none. */
+TEST(snapshot_payloads_match_host_buffers)
+{
+    static const uint64_t sizes[] = {4096, 3000, 20000};
+    static const enum kb_mem_kind kinds[] = {KB_MEM_TCM, KB_MEM_HBM};
+    uint64_t nmax = 20000;
+    unsigned char *in = T_OWN(malloc(nmax), free), *out = T_OWN(malloc(nmax), free);
+    unsigned char *back = T_OWN(malloc(nmax), free);
+    ASSERT_TRUE(in && out && back);
+    fill(in, nmax, 5);
+    for (int k = 0; k < 2; k++)
+        for (int z = 0; z < 3; z++)
+            for (int shift = 0; shift < 2; shift++) {
+                sim_time end0 = 0;
+                for (int mode = 0; mode < 4; mode++) {
+                    /* mode 0: host to host; 1: snapshot to host; 2: snapshot
+                     * to snapshot (thread); 3: host to snapshot (method) */
+                    uint64_t n = sizes[z];
+                    struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+                    struct tsys *t = T_OWN(tsys_new(2, kinds[k], false, &qp), tsys_free);
+                    ASSERT_TRUE(t);
+                    ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+                    /* the source: pe0's SRAM, page-aligned or 64 bytes on */
+                    struct kb_mem *sm = t->mem[0][KB_MEM_SRAM];
+                    uint64_t a;
+                    ASSERT_EQ(kb_mem_alloc(sm, n + 64, 4096, &a), 0);
+                    a += 64 * (uint64_t)shift;
+                    ASSERT_EQ(kb_mem_write(sm, a, in, n), 0);
+                    struct kb_mem_snap *src = T_OWN(calloc(1, sizeof *src), snap_del);
+                    struct kb_mem_snap *got = T_OWN(calloc(1, sizeof *got), snap_del);
+                    ASSERT_TRUE(src && got);
+                    ASSERT_EQ(kb_mem_snap_take(sm, a, n, src), 0);
+                    /* the source written after the snapshot: the send
+                     * carries the bytes as they were */
+                    ASSERT_EQ(kb_mem_write(sm, a, out, n), 0);
+                    memset(out, 0, nmax);
+                    struct snapio o = {.t = t, .bytes = n, .send_snap = mode == 1 || mode == 2,
+                                       .recv_mode = mode == 2 ? 1 : mode == 3 ? 2 : 0,
+                                       .src = src, .in = in, .out = out, .got_snap = got};
+                    ASSERT_TRUE(sim_thread(t->s, "send", snap_sender, &o, 0));
+                    if (o.recv_mode == 2) {
+                        kb_ipcq_recv_begin_snap(&o.op, kb_ipcq_dir(t->q[1], "W"), got,
+                                                n, &o.m);
+                        ASSERT_TRUE(sim_method(t->s, "recv", snap_method, &o, false));
+                    } else {
+                        ASSERT_TRUE(sim_thread(t->s, "recv", snap_receiver, &o, 0));
+                    }
+                    ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+                    ASSERT_EQ(o.rc, 0);
+                    ASSERT_EQ(o.got, (int64_t)n);
+                    ASSERT_TRUE(o.m.tag == 7 && o.m.dtype == 3 && o.m.count == n);
+                    if (o.recv_mode) {
+                        ASSERT_U64_EQ(got->bytes, n);
+                        ASSERT_EQ(kb_mem_snap_read(got, 0, out, n), 0);
+                        /* a whole slot of a page-aligned ring: by reference,
+                         * and the rx ring holds no page once read */
+                        struct kb_mem *rx = t->mem[1][kinds[k]];
+                        if (n == 4096 && k == 0) {
+                            ASSERT_U64_EQ(kb_mem_pages(rx), 0);
+                        }
+                    }
+                    ASSERT_TRUE(memcmp(out, in, n) == 0);
+                    if (mode == 0)
+                        end0 = o.end;
+                    ASSERT_U64_EQ(o.end, end0);
+                    /* the snapshot written back: the bytes received */
+                    if (o.recv_mode) {
+                        ASSERT_EQ(kb_mem_snap_write(sm, a, got, 0, n), 0);
+                        ASSERT_EQ(kb_mem_read(sm, a, back, n), 0);
+                        ASSERT_TRUE(memcmp(back, in, n) == 0);
+                    }
+                    T_FREE(snap_del, got);
+                    T_FREE(snap_del, src);
+                    T_FREE(tsys_free, t);
+                }
+            }
+    T_FREE(free, back);
+    T_FREE(free, out);
+    T_FREE(free, in);
+}
+
 TEST_MAIN(fifth_send_blocks_sleep, fifth_send_blocks_poll,
           sleeping_sender_without_receiver_deadlocks,
           slot_cost_per_buffer_kind, ping_pong_latency,
           data_and_metadata_visible_together, split_messages_and_timing_only,
-          errors, trace_spans, directions_by_index, recv_step_in_a_method)
+          errors, trace_spans, directions_by_index, recv_step_in_a_method,
+          snapshot_payloads_match_host_buffers)

@@ -2,6 +2,7 @@
  * a double-precision reference rounded to the dtype, softmax rows, the
  * time formula against its closed form, the blocking run and counters */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dtype.h"
@@ -519,6 +520,86 @@ TEST(run_errors)
     T_FREE(sim_free, s);
 }
 
+static void snap_del(struct kb_mem_snap *s)
+{
+    kb_mem_snap_free(s);
+    free(s);
+}
+
+/* Operands read from snapshots of memory (kb_math_compute_args) give the
+ * values of the same operands in host buffers, for every op and dtype:
+ * operands starting anywhere in a page (elements split between pages for
+ * an odd start), one of them never written (zeros), a host buffer beside
+ * them (a broadcast scalar). */
+TEST(values_from_snapshots)
+{
+    enum { NE = 3000, NB = NE * 4 };
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    static const struct kb_mem_params MP = {.kind = KB_MEM_TCM, .capacity = 1 << 20,
+                                            .bw_gbps = 512, .n_channels = 1};
+    char err[256];
+    struct kb_mem *m = T_OWN(kb_mem_new(s, "pe0", &MP, err, sizeof err), kb_mem_free);
+    ASSERT_TRUE(m);
+    unsigned char *host[3], *want = T_OWN(malloc(NB), free), *got = T_OWN(malloc(NB), free);
+    ASSERT_TRUE(want && got);
+    for (int j = 0; j < 3; j++)
+        ASSERT_TRUE(host[j] = T_OWN(malloc(NB), free));
+    struct kb_mem_snap *sn[3];
+    for (int j = 0; j < 3; j++)
+        ASSERT_TRUE(sn[j] = T_OWN(calloc(1, sizeof *sn[j]), snap_del));
+    static const uint64_t at[3] = {4096 - 64, 5 * 4096 + 1, 12 * 4096 + 2}; /* b: odd */
+    for (size_t d = 0; d < sizeof DTS / sizeof DTS[0]; d++) {
+        enum kb_dtype dt = DTS[d];
+        size_t es = kb_dtype_size(dt);
+        for (int op = 0; op < KB_MATH_OP_COUNT; op++) {
+            int arity = kb_math_op_arity((enum kb_math_op)op);
+            for (int zero = 0; zero < 2; zero++) {
+                for (int j = 0; j < 3; j++) {
+                    fill(host[j], NE, dt, 0.5, 4.0);
+                    if (zero && j == 0)
+                        memset(host[j], 0, NE * es);
+                    kb_mem_snap_clear(sn[j]);
+                    /* operand 0 when zero: never written (a fresh memory's
+                     * page tables), else written at its address */
+                    uint64_t a = zero && j == 0 ? 400 * 1024 : at[j];
+                    if (!(zero && j == 0))
+                        ASSERT_EQ(kb_mem_write(m, a, host[j], NE * es), 0);
+                    ASSERT_EQ(kb_mem_snap_take(m, a, NE * es, sn[j]), 0);
+                }
+                ASSERT_EQ(kb_math_compute((enum kb_math_op)op, host[0], host[1], host[2], want,
+                                          NE, dt), 0);
+                /* operand c (clamp, fma) stays a host buffer */
+                struct kb_math_arg a = {NULL, sn[0]}, b = {NULL, sn[1]}, c = {host[2], NULL};
+                size_t outn = op == KB_MATH_SUM ? 1 : NE;
+                /* into a host buffer */
+                memset(got, 0xA5, NB);
+                struct kb_math_dst hd = {got, NULL, 0};
+                ASSERT_EQ(kb_math_compute_args((enum kb_math_op)op, &a, arity > 1 ? &b : NULL,
+                                               arity > 2 ? &c : NULL, &hd, NE, dt), 0);
+                ASSERT_TRUE(memcmp(got, want, outn * es) == 0);
+                /* into memory at an odd address (elements split between
+                 * pages), over bytes written before */
+                uint64_t ra = 20 * 4096 + 4096 - 3;
+                ASSERT_EQ(kb_mem_write(m, ra, host[1], NE * es), 0);
+                struct kb_math_dst md = {NULL, m, ra};
+                ASSERT_EQ(kb_math_compute_args((enum kb_math_op)op, &a, arity > 1 ? &b : NULL,
+                                               arity > 2 ? &c : NULL, &md, NE, dt), 0);
+                ASSERT_EQ(kb_mem_read(m, ra, got, outn * es), 0);
+                ASSERT_TRUE(memcmp(got, want, outn * es) == 0);
+            }
+        }
+    }
+    for (int j = 2; j >= 0; j--)
+        T_FREE(snap_del, sn[j]);
+    for (int j = 2; j >= 0; j--)
+        T_FREE(free, host[j]);
+    T_FREE(free, got);
+    T_FREE(free, want);
+    T_FREE(kb_mem_free, m);
+    T_FREE(sim_free, s);
+}
+
 TEST_MAIN(values_exact, values_f16_against_compiler, values_f16_every_input, values_transcendental, values_special, softmax_rows,
           sum_reduction, names, time_formula, params, run_waits_and_counts,
-          run_errors)
+          run_errors, values_from_snapshots)
