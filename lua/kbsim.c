@@ -76,7 +76,7 @@ static const char usage_text[] =
     "\n"
     "exit status: 0 success, 1 a check or a sweep point failed, 2 usage,\n"
     "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
-    "Ctrl-C leaves points stuck in C behind)\n";
+    "Ctrl-C leaves points stuck in C behind), 143 a sweep stopped by SIGTERM\n";
 
 static void usage_error(const char *fmt, const char *subject)
 {
