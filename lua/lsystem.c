@@ -768,6 +768,13 @@ static uint64_t checkbytes(lua_State *L, int i)
     return (uint64_t)b;
 }
 
+static uint64_t checkaddr(lua_State *L, int i)
+{
+    lua_Integer a = luaL_checkinteger(L, i);
+    luaL_argcheck(L, a >= 0, i, "an address must be >= 0");
+    return (uint64_t)a;
+}
+
 /* path.latency_ns(bytes): upvalues system, source node, destination node */
 static int path_latency(lua_State *L)
 {
@@ -1336,7 +1343,7 @@ static int sys_tcm_write(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
     const struct kb_pe *pe = kb_system_pe(h->sys, checkrank(L, h, 2));
-    uint64_t addr = checkbytes(L, 3);
+    uint64_t addr = checkaddr(L, 3);
     size_t len;
     const char *v = luaL_checklstring(L, 4, &len);
     if (kb_mem_write(pe->tcm, addr, v, len) < 0)
@@ -1348,7 +1355,7 @@ static int sys_tcm_read(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
     const struct kb_pe *pe = kb_system_pe(h->sys, checkrank(L, h, 2));
-    uint64_t addr = checkbytes(L, 3), n = checkbytes(L, 4);
+    uint64_t addr = checkaddr(L, 3), n = checkbytes(L, 4);
     luaL_argcheck(L, n <= kb_mem_params(pe->tcm)->capacity, 4, "more bytes than the tcm has");
     luaL_Buffer b;
     char *p = luaL_buffinitsize(L, &b, (size_t)n);
