@@ -13,6 +13,7 @@
  * The system lives as long as its simulation (it is anchored there): its
  * links are processes of that simulation. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,10 @@ static int cmp_str(const void *a, const void *b)
  * 1.0000000000000001e+300), as a message shows it. */
 static void shortest_double(char *buf, size_t len, double v)
 {
+    if (isnan(v)) { /* not "-nan", as printf may write it */
+        snprintf(buf, len, "nan");
+        return;
+    }
     for (int digits = 15; digits < 17; digits++) {
         snprintf(buf, len, "%.*g", digits, v);
         if (strtod(buf, NULL) == v)
@@ -62,7 +67,11 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
 {
     idx = lua_absindex(L, idx);
     char buf[512];
-    snprintf(buf, sizeof buf, "%s: %s", where, *path ? path : "the table");
+    size_t pl = strlen(path);
+    if (pl > 120) /* a cycle's path: its ends, so that the message fits */
+        snprintf(buf, sizeof buf, "%s: %.50s ... %s", where, path, path + pl - 50);
+    else
+        snprintf(buf, sizeof buf, "%s: %s", where, *path ? path : "the table");
     const char *file = kb_config_strdup(c, buf, strlen(buf));
     if (!file)
         return NULL;
