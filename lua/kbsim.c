@@ -140,7 +140,7 @@ static int parse_jobs(const char *v)
     errno = 0;
     long n = strtol(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 4096)
-        usage_error("bad value '%s' for '--jobs' (expected a positive integer)", v);
+        usage_error("bad value '%s' for '--jobs' (expected an integer from 1 to 4096)", v);
     return (int)n;
 }
 
@@ -152,8 +152,8 @@ static int parse_count(const char *v, const char *name)
     long n = strtol(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 1000000000) {
         char msg[256];
-        snprintf(msg, sizeof msg, "bad value '%.64s' for '%s' (expected a positive integer)",
-                 v, name);
+        snprintf(msg, sizeof msg,
+                 "bad value '%.64s' for '%s' (expected an integer from 1 to 1000000000)", v, name);
         usage_error("%s", msg);
     }
     return (int)n;
