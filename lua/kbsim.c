@@ -211,6 +211,18 @@ static void check_set(const char *kv)
     }
 }
 
+/* NULL, or why `dir` can never be the output folder (a file is in its
+ * place or in a parent's): said before the script runs, not when its first
+ * output is written after a long sweep. A missing folder is fine: it is
+ * made on demand (kb.outdir). */
+static const char *out_problem(const char *dir)
+{
+    struct stat st;
+    if (stat(dir, &st) == 0)
+        return S_ISDIR(st.st_mode) ? NULL : "a file of that name exists";
+    return errno == ENOTDIR ? "a part of its path is a file" : NULL;
+}
+
 /* "out/<basename without .lua>" */
 static char *default_out(const char *script)
 {
@@ -471,6 +483,13 @@ static int kbsim_main(int argc, char **argv)
     char *out = NULL;
     if (opt.out == NULL)
         opt.out = out = default_out(script);
+    const char *why = out_problem(opt.out);
+    if (why) {
+        fprintf(stderr, "kbsim: cannot use '%s' as the output folder: %s\n", opt.out, why);
+        free(out);
+        free(set);
+        return EXIT_USAGE;
+    }
     if (opt.jobs == 0)
         opt.jobs = usable_cpus();
 
