@@ -794,10 +794,28 @@ struct sweep_spec {
  * in the stack slots A_POINTS .. A_OPTIONS; the rest goes into *sp. */
 static void read_spec(lua_State *L, struct sweep_spec *sp)
 {
+    static const char *const fields[] = {"points", "run", "name", "jobs", "key_extra",
+                                         "cache", "timeout", "cost", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
+    /* a misspelt field (timout =) would be ignored */
+    for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
+        bool known = false;
+        for (int i = 0; fields[i] && lua_type(L, -2) == LUA_TSTRING; i++)
+            known = known || strcmp(lua_tostring(L, -2), fields[i]) == 0;
+        if (!known)
+            luaL_error(L, "kb.sweep: unknown field '%s' (fields: points, run, name, jobs, "
+                          "key_extra, cache, timeout, cost)", luaL_tolstring(L, -2, NULL));
+    }
     if (lua_getfield(L, A_SPEC, "points") != LUA_TTABLE)
         luaL_error(L, "kb.sweep: 'points' must be a table of point parameters");
+    /* a list: a hole would end it early, silently dropping the points after */
+    lua_Integer n_keys = 0, n_list = (lua_Integer)lua_rawlen(L, A_POINTS);
+    for (lua_pushnil(L); lua_next(L, A_POINTS); lua_pop(L, 1))
+        n_keys++;
+    if (n_keys != n_list)
+        luaL_error(L, "kb.sweep: 'points' must be a list (keys 1 to n, no holes): it has %I "
+                      "entries, %I in sequence", n_keys, n_list);
     if (lua_getfield(L, A_SPEC, "run") != LUA_TFUNCTION || lua_iscfunction(L, A_RUN))
         luaL_error(L, "kb.sweep: 'run' must be a Lua function");
     if (lua_getfield(L, A_SPEC, "name") == LUA_TNIL) {
