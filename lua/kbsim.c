@@ -217,10 +217,45 @@ static void check_set(const char *kv)
  * made on demand (kb.outdir). */
 static const char *out_problem(const char *dir)
 {
+    static char why[4200];
     struct stat st;
-    if (stat(dir, &st) == 0)
-        return S_ISDIR(st.st_mode) ? NULL : "a file of that name exists";
-    return errno == ENOTDIR ? "a part of its path is a file" : NULL;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return "a file of that name exists";
+        if (access(dir, W_OK | X_OK) != 0) {
+            snprintf(why, sizeof why, "cannot write in it: %s", strerror(errno));
+            return why;
+        }
+        return NULL;
+    }
+    if (errno == ENOTDIR)
+        return "a part of its path is a file";
+    /* missing: it will be made in the nearest folder that exists, which
+     * must take new entries (not read-only, not another user's) */
+    char anc[4096];
+    snprintf(anc, sizeof anc, "%s", dir);
+    for (;;) {
+        char *slash = strrchr(anc, '/');
+        while (slash && slash > anc && slash[1] == '\0') { /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(anc, '/');
+        }
+        if (!slash)
+            strcpy(anc, ".");
+        else if (slash == anc)
+            anc[1] = '\0';
+        else
+            *slash = '\0';
+        if (stat(anc, &st) == 0)
+            break;
+        if (strcmp(anc, ".") == 0 || strcmp(anc, "/") == 0)
+            return NULL;
+    }
+    if (S_ISDIR(st.st_mode) && access(anc, W_OK | X_OK) != 0) {
+        snprintf(why, sizeof why, "cannot create it in '%s': %s", anc, strerror(errno));
+        return why;
+    }
+    return NULL;
 }
 
 /* "out/<basename without .lua>" */
