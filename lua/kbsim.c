@@ -364,6 +364,12 @@ static int serve_main(struct lkb_options *opt, const struct lkb_serve_options *s
     }
     if (opt->out == NULL)
         opt->out = "out/serve";
+    const char *why = out_problem(opt->out);
+    if (why) {
+        fprintf(stderr, "kbsim serve: cannot use '%s' as the output folder: %s\n", opt->out, why);
+        free((void *)opt->set);
+        return EXIT_USAGE;
+    }
     lua_State *L = new_state(opt);
     int status = L ? lkb_serve(L, serve) : EXIT_USAGE;
     if (L)
