@@ -420,7 +420,19 @@ M.figure = api(function(spec)
     if type(spec[k]) ~= "string" then fail("figure", "'%s' must be a string", k) end
   end
   local name, csv = spec.name, spec.csv
-  if name:find("[/%s'\"]") then fail("figure", "bad name '%s' (no slashes, spaces or quotes)", name) end
+  -- a misspelt field (ylable =) would be ignored
+  local fields = {"csv", "logx", "logy", "name", "refs", "series", "title", "x", "xlabel", "y",
+                  "ylabel"}
+  for k in pairs(spec) do
+    local known = false
+    for _, f in ipairs(fields) do known = known or f == k end
+    if not known then
+      fail("figure", "unknown field '%s' (fields: %s)", tostring(k), table.concat(fields, ", "))
+    end
+  end
+  if name == "" or name:find("[/%s'\"]") then
+    fail("figure", "bad name '%s' (not empty; no slashes, spaces or quotes)", name)
+  end
   if not exists(csv) then fail("figure", "no CSV '%s' (write it first with results.csv)", csv) end
   local rows, columns = read_csv(csv)
   local have = {}

@@ -1,4 +1,4 @@
--- results.csv's columns: an empty list or a name listed twice is refused
+-- results.csv's columns (and results.figure's fields): an empty list or a name listed twice is refused
 -- (they wrote blank lines or a header with a repeated name); a column that
 -- no row has is written empty with a warning (a misspelt key, as
 -- "latency" for "latency_ns", gave an empty column silently).
@@ -21,4 +21,10 @@ kb.check(f:read("a") == "bytes,latency\n8,\n16,\n", "the file is written as befo
 f:close()
 -- no warning for a column some rows have
 results.csv(out .. "/some.csv", {{bytes = 8}, {bytes = 16, latency_ns = 1}}, {"bytes", "latency_ns"})
+-- results.figure likewise: a misspelt field is refused, not ignored; so is an empty name
+ok, err = pcall(results.figure, {name = "lat", csv = path, x = "bytes", y = "latency", ylable = "ns"})
+kb.check(not ok and err:find("results.figure: unknown field 'ylable' (fields: csv, logx, logy, name, "
+         .. "refs, series, title, x, xlabel, y, ylabel)", 1, true), "figure field: " .. tostring(err))
+ok, err = pcall(results.figure, {name = "", csv = path, x = "bytes", y = "latency"})
+kb.check(not ok and err:find("results.figure: bad name ''", 1, true), "empty name: " .. tostring(err))
 print("results_columns ok")
