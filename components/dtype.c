@@ -229,9 +229,23 @@ __attribute__((target("avx,f16c"))) static size_t f16_store_f16c(unsigned char *
 
 #endif
 
+#if defined(DTYPE_F16C) && defined(__clang__)
+/* clang (14, Debian 12's) knows no "f16c" for __builtin_cpu_supports: the
+ * CPUID bit, read once before main */
+#include <cpuid.h>
+static bool cpu_f16c;
+__attribute__((constructor)) static void probe_f16c(void)
+{
+    unsigned a, b, c, d;
+    cpu_f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 bool kb_dtype_have_f16c(void)
 {
-#ifdef DTYPE_F16C
+#if defined(DTYPE_F16C) && defined(__clang__)
+    return cpu_f16c && __builtin_cpu_supports("avx");
+#elif defined(DTYPE_F16C)
     /* a load and a bit test of what libgcc found at start-up: no cache */
     return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
 #else

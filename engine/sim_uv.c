@@ -141,10 +141,11 @@ struct sim_sweep_point {
 
 struct sweep {
     uv_loop_t *loop;
-    uv_signal_t sigint;
+    uv_signal_t sigint, sigterm;
     uv_async_t wake;
     uv_timer_t timer;
-    bool has_wake, has_timer, has_sigint; /* handles opened */
+    bool has_wake, has_timer, has_sigint, has_sigterm; /* handles opened */
+    int *stopped_by;  /* opts->stopped_by: the first stopping signal */
     int open;         /* handles not yet closed */
     uv_mutex_t lock;
     atomic_bool stopping;
@@ -240,12 +241,14 @@ static void sweep_close(struct sweep *sw, uv_handle_t *h)
     uv_close(h, sweep_close_cb);
 }
 
-/* A second SIGINT leaves the points that did not stop behind. */
+/* SIGINT (or SIGTERM with catch_sigterm) stops the sweep; a second one
+ * (either) leaves the points that did not stop behind. */
 static void sweep_sigint_cb(uv_signal_t *h, int signum)
 {
     struct sweep *sw = h->data;
-    (void)signum;
     if (!atomic_load(&sw->stopping)) {
+        if (sw->stopped_by && *sw->stopped_by == 0)
+            *sw->stopped_by = signum;
         sweep_stop(sw);
         return;
     }
@@ -383,7 +386,7 @@ static void sweep_fill(struct sweep *sw)
 
 /* Opens the handles of sw on its loop (each closed at the end if it was
  * opened); 0 or a libuv error. */
-static int sweep_open_handles(struct sweep *sw, bool catch_sigint)
+static int sweep_open_handles(struct sweep *sw, bool catch_sigint, bool catch_sigterm)
 {
     int r;
     if ((r = uv_async_init(sw->loop, &sw->wake, sweep_wake_cb)) < 0)
@@ -397,13 +400,23 @@ static int sweep_open_handles(struct sweep *sw, bool catch_sigint)
         sw->timer.data = sw;
         uv_timer_start(&sw->timer, sweep_timer_cb, 50, 50);
     }
-    if (!catch_sigint)
-        return 0;
-    if ((r = uv_signal_init(sw->loop, &sw->sigint)) < 0)
-        return r;
-    sw->has_sigint = true;
-    sw->sigint.data = sw;
-    return uv_signal_start(&sw->sigint, sweep_sigint_cb, SIGINT);
+    if (catch_sigint) {
+        if ((r = uv_signal_init(sw->loop, &sw->sigint)) < 0)
+            return r;
+        sw->has_sigint = true;
+        sw->sigint.data = sw;
+        if ((r = uv_signal_start(&sw->sigint, sweep_sigint_cb, SIGINT)) < 0)
+            return r;
+    }
+    if (catch_sigterm) {
+        if ((r = uv_signal_init(sw->loop, &sw->sigterm)) < 0)
+            return r;
+        sw->has_sigterm = true;
+        sw->sigterm.data = sw;
+        if ((r = uv_signal_start(&sw->sigterm, sweep_sigint_cb, SIGTERM)) < 0)
+            return r;
+    }
+    return 0;
 }
 
 /* Frees sw once no thread uses it, and lets the caller free ud. */
@@ -469,7 +482,10 @@ int sim_sweep_run(size_t n_points, sim_sweep_run_fn run, void *ud,
         }
         sw->loop = &own;
     }
-    if ((r = sweep_open_handles(sw, opts->catch_sigint)) < 0) {
+    sw->stopped_by = opts->stopped_by;
+    if (sw->stopped_by)
+        *sw->stopped_by = 0;
+    if ((r = sweep_open_handles(sw, opts->catch_sigint, opts->catch_sigterm)) < 0) {
         rc = sim_uv__err(r);
         goto out;
     }
@@ -489,6 +505,8 @@ out:
         sweep_close(sw, (uv_handle_t *)&sw->timer);
     if (sw->has_sigint)
         sweep_close(sw, (uv_handle_t *)&sw->sigint);
+    if (sw->has_sigterm)
+        sweep_close(sw, (uv_handle_t *)&sw->sigterm);
     while (sw->open > 0)
         uv_run(sw->loop, UV_RUN_NOWAIT);
     if (sw->loop == &own) {

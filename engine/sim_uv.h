@@ -94,6 +94,10 @@ typedef bool (*sim_sweep_progress_fn)(size_t done, size_t total, void *ud);
 struct sim_sweep_opts {
     int jobs;           /* points running at once; <= 0 means 1 */
     bool catch_sigint;  /* SIGINT stops the sweep (see sim_sweep_run) */
+    bool catch_sigterm; /* SIGTERM stops it likewise (a batch system's end
+                           of a job), so the caller keeps what finished */
+    int *stopped_by;    /* optional: receives the signal that stopped the
+                           sweep (SIGINT, SIGTERM), else 0 */
     uv_loop_t *loop;    /* NULL: a private loop */
     sim_sweep_progress_fn progress; /* optional */
     double timeout;     /* seconds a point may run; <= 0: no limit */
@@ -113,7 +117,8 @@ struct sim_sweep_opts {
  * (sim_sweep_point_attach) gets sim_request_stop. Finished points keep
  * their results and status.
  *
- * A second SIGINT abandons the points still running: the sweep stops
+ * A second SIGINT (or SIGTERM, with catch_sigterm) abandons the points
+ * still running: the sweep stops
  * waiting for them (SIM_SWEEP_STOP_ABANDONED) and returns. So does a point
  * still running SIM_SWEEP_GRACE_MS after it was asked to stop because it
  * ran past opts->timeout (SIM_SWEEP_TIMEOUT_ABANDONED; the sweep goes on).

@@ -76,7 +76,7 @@ static const char usage_text[] =
     "\n"
     "exit status: 0 success, 1 a check or a sweep point failed, 2 usage,\n"
     "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
-    "Ctrl-C leaves points stuck in C behind)\n";
+    "Ctrl-C leaves points stuck in C behind), 143 a sweep stopped by SIGTERM\n";
 
 static void usage_error(const char *fmt, const char *subject)
 {
@@ -140,7 +140,7 @@ static int parse_jobs(const char *v)
     errno = 0;
     long n = strtol(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 4096)
-        usage_error("bad value '%s' for '--jobs' (expected a positive integer)", v);
+        usage_error("bad value '%s' for '--jobs' (expected an integer from 1 to 4096)", v);
     return (int)n;
 }
 
@@ -152,8 +152,8 @@ static int parse_count(const char *v, const char *name)
     long n = strtol(v, &end, 10);
     if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 1000000000) {
         char msg[256];
-        snprintf(msg, sizeof msg, "bad value '%.64s' for '%s' (expected a positive integer)",
-                 v, name);
+        snprintf(msg, sizeof msg,
+                 "bad value '%.64s' for '%s' (expected an integer from 1 to 1000000000)", v, name);
         usage_error("%s", msg);
     }
     return (int)n;
@@ -209,6 +209,53 @@ static void check_set(const char *kv)
                  "more than %d", kv, (int)(eq - kv), KB_SET_KEY_MAX);
         usage_error("%s", msg);
     }
+}
+
+/* NULL, or why `dir` can never be the output folder (a file is in its
+ * place or in a parent's): said before the script runs, not when its first
+ * output is written after a long sweep. A missing folder is fine: it is
+ * made on demand (kb.outdir). */
+static const char *out_problem(const char *dir)
+{
+    static char why[4200];
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return "a file of that name exists";
+        if (access(dir, W_OK | X_OK) != 0) {
+            snprintf(why, sizeof why, "cannot write in it: %s", strerror(errno));
+            return why;
+        }
+        return NULL;
+    }
+    if (errno == ENOTDIR)
+        return "a part of its path is a file";
+    /* missing: it will be made in the nearest folder that exists, which
+     * must take new entries (not read-only, not another user's) */
+    char anc[4096];
+    snprintf(anc, sizeof anc, "%s", dir);
+    for (;;) {
+        char *slash = strrchr(anc, '/');
+        while (slash && slash > anc && slash[1] == '\0') { /* trailing slashes */
+            *slash = '\0';
+            slash = strrchr(anc, '/');
+        }
+        if (!slash)
+            strcpy(anc, ".");
+        else if (slash == anc)
+            anc[1] = '\0';
+        else
+            *slash = '\0';
+        if (stat(anc, &st) == 0)
+            break;
+        if (strcmp(anc, ".") == 0 || strcmp(anc, "/") == 0)
+            return NULL;
+    }
+    if (S_ISDIR(st.st_mode) && access(anc, W_OK | X_OK) != 0) {
+        snprintf(why, sizeof why, "cannot create it in '%s': %s", anc, strerror(errno));
+        return why;
+    }
+    return NULL;
 }
 
 /* "out/<basename without .lua>" */
@@ -317,6 +364,12 @@ static int serve_main(struct lkb_options *opt, const struct lkb_serve_options *s
     }
     if (opt->out == NULL)
         opt->out = "out/serve";
+    const char *why = out_problem(opt->out);
+    if (why) {
+        fprintf(stderr, "kbsim serve: cannot use '%s' as the output folder: %s\n", opt->out, why);
+        free((void *)opt->set);
+        return EXIT_USAGE;
+    }
     lua_State *L = new_state(opt);
     int status = L ? lkb_serve(L, serve) : EXIT_USAGE;
     if (L)
@@ -471,6 +524,13 @@ static int kbsim_main(int argc, char **argv)
     char *out = NULL;
     if (opt.out == NULL)
         opt.out = out = default_out(script);
+    const char *why = out_problem(opt.out);
+    if (why) {
+        fprintf(stderr, "kbsim: cannot use '%s' as the output folder: %s\n", opt.out, why);
+        free(out);
+        free(set);
+        return EXIT_USAGE;
+    }
     if (opt.jobs == 0)
         opt.jobs = usable_cpus();
 

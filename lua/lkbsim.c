@@ -1100,6 +1100,10 @@ static int makedirs(const char *path)
         if (keep == '\0')
             break;
     }
+    /* mkdir says EEXIST for a file as well */
+    struct stat st;
+    if (err == 0 && (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)))
+        err = ENOTDIR;
     free(p);
     return err;
 }

@@ -485,26 +485,35 @@ static void tick_cb(uv_timer_t *t)
 /* ---- listening -------------------------------------------------------- */
 
 /* "HOST:PORT" (HOST an IPv4 address, or an IPv6 one in brackets) into
- * addr; false if spec is not of that form (then it is a socket path). */
-static bool parse_tcp(const char *spec, struct sockaddr_storage *addr, bool *loopback)
+ * addr: 1. A spec with a '/' or without a ':' is a socket path: 0. Any
+ * other is meant as HOST:PORT: -1 if it is not a valid one, *why saying
+ * what is wrong (it used to become a socket file named like the address
+ * in the current folder, listening where no client looks). */
+static int parse_tcp(const char *spec, struct sockaddr_storage *addr, bool *loopback,
+                     const char **why)
 {
     const char *colon = strrchr(spec, ':');
-    if (!colon || colon == spec || colon[1] == '\0' || strchr(spec, '/'))
-        return false;
+    if (!colon || strchr(spec, '/'))
+        return 0;
+    *why = "the port must be a number from 0 to 65535";
+    if (colon[1] == '\0' || colon[1] == '-' || strlen(colon + 1) > 5)
+        return -1;
     for (const char *q = colon + 1; *q; q++)
         if (*q < '0' || *q > '9')
-            return false;
+            return -1;
     long port = strtol(colon + 1, NULL, 10);
     if (port > 65535)
-        return false;
+        return -1;
+    *why = "HOST must be an IP address, such as 127.0.0.1 or [::1] (a socket path in "
+           "the current folder: ./NAME)";
     char host[64];
     size_t n = (size_t)(colon - spec);
     if (spec[0] == '[' && n >= 2 && spec[n - 1] == ']') {
         spec++;
         n -= 2;
     }
-    if (n >= sizeof host)
-        return false;
+    if (n == 0 || n >= sizeof host)
+        return -1;
     memcpy(host, spec, n);
     host[n] = '\0';
     struct sockaddr_in *a4 = (struct sockaddr_in *)addr;
@@ -512,14 +521,14 @@ static bool parse_tcp(const char *spec, struct sockaddr_storage *addr, bool *loo
     memset(addr, 0, sizeof *addr);
     if (uv_ip4_addr(host, (int)port, a4) == 0) {
         *loopback = (ntohl(a4->sin_addr.s_addr) >> 24) == 127;
-        return true;
+        return 1;
     }
     if (uv_ip6_addr(host, (int)port, a6) == 0) {
         static const unsigned char one[16] = {[15] = 1};
         *loopback = memcmp(&a6->sin6_addr, one, 16) == 0;
-        return true;
+        return 1;
     }
-    return false;
+    return -1;
 }
 
 /* A socket file left by a server that is gone is removed; one that still
@@ -556,8 +565,21 @@ static int listen_unix(lua_State *L, struct server *srv, const char *path)
     mode_t old = umask(0177);
     int r = uv_pipe_bind(&srv->listener.pipe, path);
     umask(old);
-    if (r < 0)
+    if (r < 0) {
+        /* libuv reports a missing folder as "permission denied": say what
+         * is wrong with the folder, if anything */
+        char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+        const char *slash = strrchr(path, '/');
+        size_t n = slash ? (size_t)(slash - path) : 0;
+        memcpy(dir, path, n);
+        strcpy(dir + n, slash ? (n ? "" : "/") : ".");
+        struct stat st;
+        if (stat(dir, &st) != 0)
+            return luaL_error(L, "--listen '%s': folder '%s': %s", path, dir, strerror(errno));
+        if (!S_ISDIR(st.st_mode))
+            return luaL_error(L, "--listen '%s': '%s' is not a folder", path, dir);
         return luaL_error(L, "--listen '%s': %s", path, uv_strerror(r));
+    }
     srv->unix_path = strdup(path);
     chmod(path, 0600);
     return 0;
@@ -716,7 +738,11 @@ static int l_open(lua_State *L)
 
     struct sockaddr_storage addr;
     bool loopback = false;
-    if (parse_tcp(spec, &addr, &loopback)) {
+    const char *why = NULL;
+    int tcp = parse_tcp(spec, &addr, &loopback, &why);
+    if (tcp < 0)
+        return luaL_error(L, "--listen '%s': expected a socket path or HOST:PORT: %s", spec, why);
+    if (tcp > 0) {
         if (!loopback && !(allow_remote && token))
             return luaL_error(L, "--listen '%s': refused: not a loopback address; a listener "
                                  "other hosts can reach needs --allow-remote and --token",

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -37,7 +38,7 @@
 #define KB_STOP_HOOK_COUNT 10000
 
 /* Registry keys (their addresses are unique). */
-static const char kb_sweeps_key = 'w'; /* main state: reports, interrupted */
+static const char kb_sweeps_key = 'w'; /* main state: reports, interrupted (a signal) */
 static const char kb_point_key = 'p';  /* worker state: its sweep point */
 static const char kb_end_key = 'e';    /* main state: a sweep ended the run */
 
@@ -351,6 +352,10 @@ static int run_points(struct sweep *sw, int jobs, double timeout, sim_sweep_run_
     }
     struct sim_sweep_opts opts = {
         .jobs = jobs, .catch_sigint = true, .loop = &loop,
+        /* SIGTERM (a batch system ending the job) stops a sweep as Ctrl-C
+         * does, so the script writes what finished; not under MPI, whose
+         * rank 0 has its own SIGTERM handler (lsweep_mpi.c) */
+        .catch_sigterm = !sw->mpi, .stopped_by = &sw->stop_signal,
         .progress = on_progress, .timeout = timeout, .release = sweep_release,
     };
     atomic_fetch_add(&sw->refs, 1);
@@ -487,7 +492,7 @@ static uint64_t base_key(lua_State *L, int fn, int options, int extra,
 
 /* ---- kb.sweep ---------------------------------------------------------- */
 
-/* This state's record of sweeps: {reports = {...}, interrupted = bool}. */
+/* This state's record of sweeps: {reports = {...}, interrupted = signal}. */
 static void lkb_sweep_push_record(lua_State *L)
 {
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key) == LUA_TTABLE)
@@ -500,16 +505,21 @@ static void lkb_sweep_push_record(lua_State *L)
     lua_rawsetp(L, LUA_REGISTRYINDEX, &kb_sweeps_key);
 }
 
-void lkb_sweep_record_report(lua_State *L, bool interrupted)
+void lkb_sweep_record_report(lua_State *L, int signal)
 {
     lkb_sweep_push_record(L);
     lua_getfield(L, -1, "reports");
     lua_pushvalue(L, -3);
     lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
     lua_pop(L, 1);
-    if (interrupted) {
-        lua_pushboolean(L, 1);
-        lua_setfield(L, -2, "interrupted");
+    if (signal) {
+        lua_getfield(L, -1, "interrupted");
+        bool first = lua_isnil(L, -1);
+        lua_pop(L, 1);
+        if (first) { /* the first signal decides the exit status */
+            lua_pushinteger(L, signal);
+            lua_setfield(L, -2, "interrupted");
+        }
     }
     lua_pop(L, 2);
 }
@@ -605,7 +615,7 @@ static void warn_uncached(const struct sweep *sw, const unsigned char *state)
  * records the summary that the end of the script repeats
  * (lkb_sweep_status). plist: the summary's points. */
 static void report_failures(lua_State *L, const struct sweep *sw, const unsigned char *state,
-                            int plist, size_t ndone, size_t nfailed, bool interrupted)
+                            int plist, size_t ndone, size_t nfailed, int stop_signal)
 {
     int told = 0;
     luaL_Buffer rep;
@@ -640,16 +650,17 @@ static void report_failures(lua_State *L, const struct sweep *sw, const unsigned
         luaL_addvalue(&rep);
         luaL_addlstring(&rep, msg, (size_t)first_line(msg));
     }
-    if (interrupted) {
-        lua_pushfstring(L, "%skb.sweep '%s': stopped by Ctrl-C: %d of %d points done, "
-                        "%d not run", nfailed ? "\n" : "", sw->name, (int)ndone,
+    if (stop_signal) {
+        lua_pushfstring(L, "%skb.sweep '%s': stopped by %s: %d of %d points done, "
+                        "%d not run", nfailed ? "\n" : "", sw->name,
+                        stop_signal == SIGTERM ? "SIGTERM" : "Ctrl-C", (int)ndone,
                         (int)sw->n, (int)(sw->n - ndone - nfailed));
         luaL_addvalue(&rep);
     }
     luaL_pushresult(&rep);
-    if (nfailed > 0 || interrupted) {
+    if (nfailed > 0 || stop_signal) {
         lua_pushvalue(L, -1);
-        lkb_sweep_record_report(L, interrupted);
+        lkb_sweep_record_report(L, stop_signal);
     }
     lua_pop(L, 1);
 }
@@ -783,10 +794,28 @@ struct sweep_spec {
  * in the stack slots A_POINTS .. A_OPTIONS; the rest goes into *sp. */
 static void read_spec(lua_State *L, struct sweep_spec *sp)
 {
+    static const char *const fields[] = {"points", "run", "name", "jobs", "key_extra",
+                                         "cache", "timeout", "cost", NULL};
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
+    /* a misspelt field (timout =) would be ignored */
+    for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
+        bool known = false;
+        for (int i = 0; fields[i] && lua_type(L, -2) == LUA_TSTRING; i++)
+            known = known || strcmp(lua_tostring(L, -2), fields[i]) == 0;
+        if (!known)
+            luaL_error(L, "kb.sweep: unknown field '%s' (fields: points, run, name, jobs, "
+                          "key_extra, cache, timeout, cost)", luaL_tolstring(L, -2, NULL));
+    }
     if (lua_getfield(L, A_SPEC, "points") != LUA_TTABLE)
         luaL_error(L, "kb.sweep: 'points' must be a table of point parameters");
+    /* a list: a hole would end it early, silently dropping the points after */
+    lua_Integer n_keys = 0, n_list = (lua_Integer)lua_rawlen(L, A_POINTS);
+    for (lua_pushnil(L); lua_next(L, A_POINTS); lua_pop(L, 1))
+        n_keys++;
+    if (n_keys != n_list)
+        luaL_error(L, "kb.sweep: 'points' must be a list (keys 1 to n, no holes): it has %I "
+                      "entries, %I in sequence", n_keys, n_list);
     if (lua_getfield(L, A_SPEC, "run") != LUA_TFUNCTION || lua_iscfunction(L, A_RUN))
         luaL_error(L, "kb.sweep: 'run' must be a Lua function");
     if (lua_getfield(L, A_SPEC, "name") == LUA_TNIL) {
@@ -957,7 +986,7 @@ static void prepare_ranks(lua_State *L, struct sweep *sw, bool mpi)
 /* What the plan of a sweep decided (step 5). */
 struct sweep_plan {
     int cached;          /* stack index: point -> its cache entry */
-    bool stopped_before; /* an earlier sweep was stopped by Ctrl-C */
+    int stopped_before;  /* the signal that stopped an earlier sweep, else 0 */
     bool shard_ends;     /* --shard: the run ends after this sweep's share */
 };
 
@@ -977,7 +1006,7 @@ static void plan_points(lua_State *L, struct sweep *sw, const struct sweep_spec 
 
     lkb_sweep_push_record(L);
     lua_getfield(L, -1, "interrupted");
-    plan->stopped_before = lua_toboolean(L, -1);
+    plan->stopped_before = (int)lua_tointeger(L, -1);
     lua_pop(L, 2);
     /* under MPI, rank 0 alone decides what runs */
     if (root)
@@ -1207,14 +1236,18 @@ static int l_sweep(lua_State *L)
     int rc = simulate(L, sw, &sp, root);
     if (mpi && !root)
         return lkb_ranks_worker_result(L);
-    bool interrupted = plan.stopped_before || rc == SIM_STOPPED;
+    /* a stop without a signal (a progress callback) counts as Ctrl-C */
+    int stop_signal = plan.stopped_before ? plan.stopped_before
+                      : rc == SIM_STOPPED ? (sw->stop_signal ? sw->stop_signal : SIGINT)
+                                          : 0;
+    bool interrupted = stop_signal != 0;
     double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
 
     const unsigned char *state = point_states(L, sw);
     size_t ndone, nfailed;
     push_points(L, sw, state, plan.cached, sp.timeout, &ndone, &nfailed);
     int rows = lua_gettop(L) - 1, plist = lua_gettop(L);
-    report_failures(L, sw, state, plist, ndone, nfailed, interrupted);
+    report_failures(L, sw, state, plist, ndone, nfailed, stop_signal);
     if (plan.shard_ends)
         end_shard(L, sw, state, sp.shard, sp.shards);
     if (sp.fast && !sp.quiet && root)
@@ -1247,7 +1280,9 @@ int lkb_sweep_status(lua_State *L)
         status = 1;
     }
     lua_getfield(L, -2, "interrupted");
-    if (lua_toboolean(L, -1))
+    if (lua_tointeger(L, -1) == SIGTERM)
+        status = 128 + SIGTERM;
+    else if (lua_toboolean(L, -1))
         status = LKB_EXIT_INTERRUPTED;
     lua_pop(L, 3);
     fflush(stderr);

@@ -10,7 +10,8 @@
 #include <stdbool.h>
 #include <lua.h>
 
-/* Exit status for a sweep stopped by Ctrl-C (128 + SIGINT, as shells do). */
+/* Exit status for a sweep stopped by Ctrl-C (128 + SIGINT, as shells do);
+ * by SIGTERM, 128 + SIGTERM (143). */
 #define LKB_EXIT_INTERRUPTED 130
 
 /* Adds kb.sweep to the module table on top of the stack. */
@@ -19,7 +20,7 @@ void lkb_open_sweep(lua_State *L);
 /* At the end of a script: prints, on stderr, one summary per sweep of this
  * state that had failed points or was stopped, and returns the exit status
  * they call for: 0 none, 1 a point failed, LKB_EXIT_INTERRUPTED a sweep was
- * stopped by Ctrl-C. */
+ * stopped by Ctrl-C, 128 + SIGTERM by SIGTERM. */
 int lkb_sweep_status(lua_State *L);
 
 /* After the script: -1, or the exit status a kb.sweep that ended the run

@@ -55,6 +55,8 @@ struct sweep {
      * take their points from a queue, rank 0's own and the other ranks'
      * (rank 0), or from rank 0 (the other ranks). */
     bool mpi;
+    /* the signal that stopped the sweep (SIGINT, SIGTERM), else 0 */
+    int stop_signal;
     bool qlock_ok;
     uv_mutex_t qlock;     /* rank 0: the queue */
     size_t qnext;         /* rank 0: next pending_pts entry to hand out */
@@ -73,9 +75,9 @@ struct sweep {
 /* Point `index` in its own Lua state; 0 if it succeeded. */
 int lkb_sweep_run_point(struct sim_sweep_point *sp, struct sweep *sw, size_t index);
 /* Adds the report on top of the stack (popped) to this state's record of
- * sweeps ({reports = {...}, interrupted = bool}), and marks it interrupted
- * if `interrupted`. */
-void lkb_sweep_record_report(lua_State *L, bool interrupted);
+ * sweeps ({reports = {...}, interrupted = signal}), and marks it interrupted
+ * by `signal` (SIGINT, SIGTERM) unless that is 0. */
+void lkb_sweep_record_report(lua_State *L, int signal);
 /* What every rank compares with rank 0's before a sweep: its name and
  * its points' keys. */
 uint64_t lkb_sweep_digest(const struct sweep *sw);

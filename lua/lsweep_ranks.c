@@ -4,6 +4,7 @@
  * the collective steps before and after a sweep. Through lsweep_mpi.h,
  * the only door to MPI; the sweep itself is lsweep.c. See
  * docs/decisions/0019-mpi-sweeps.md and docs/cluster.md. */
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -280,7 +281,7 @@ int lkb_ranks_worker_result(lua_State *L)
     lua_pop(L, 2);
     if (failed || interrupted) {
         lua_pushliteral(L, "(reported by rank 0)");
-        lkb_sweep_record_report(L, interrupted);
+        lkb_sweep_record_report(L, interrupted ? SIGINT : 0);
     }
     lua_pushvalue(L, rows);
     lua_pushvalue(L, summary);

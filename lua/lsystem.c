@@ -13,6 +13,7 @@
  * The system lives as long as its simulation (it is anchored there): its
  * links are processes of that simulation. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,10 @@ static int cmp_str(const void *a, const void *b)
  * 1.0000000000000001e+300), as a message shows it. */
 static void shortest_double(char *buf, size_t len, double v)
 {
+    if (isnan(v)) { /* not "-nan", as printf may write it */
+        snprintf(buf, len, "nan");
+        return;
+    }
     for (int digits = 15; digits < 17; digits++) {
         snprintf(buf, len, "%.*g", digits, v);
         if (strtod(buf, NULL) == v)
@@ -62,7 +67,11 @@ static struct kb_config_node *from_lua(lua_State *L, struct kb_config *c, int id
 {
     idx = lua_absindex(L, idx);
     char buf[512];
-    snprintf(buf, sizeof buf, "%s: %s", where, *path ? path : "the table");
+    size_t pl = strlen(path);
+    if (pl > 120) /* a cycle's path: its ends, so that the message fits */
+        snprintf(buf, sizeof buf, "%s: %.50s ... %s", where, path, path + pl - 50);
+    else
+        snprintf(buf, sizeof buf, "%s: %s", where, *path ? path : "the table");
     const char *file = kb_config_strdup(c, buf, strlen(buf));
     if (!file)
         return NULL;
@@ -768,6 +777,13 @@ static uint64_t checkbytes(lua_State *L, int i)
     return (uint64_t)b;
 }
 
+static uint64_t checkaddr(lua_State *L, int i)
+{
+    lua_Integer a = luaL_checkinteger(L, i);
+    luaL_argcheck(L, a >= 0, i, "an address must be >= 0");
+    return (uint64_t)a;
+}
+
 /* path.latency_ns(bytes): upvalues system, source node, destination node */
 static int path_latency(lua_State *L)
 {
@@ -1336,7 +1352,7 @@ static int sys_tcm_write(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
     const struct kb_pe *pe = kb_system_pe(h->sys, checkrank(L, h, 2));
-    uint64_t addr = checkbytes(L, 3);
+    uint64_t addr = checkaddr(L, 3);
     size_t len;
     const char *v = luaL_checklstring(L, 4, &len);
     if (kb_mem_write(pe->tcm, addr, v, len) < 0)
@@ -1348,7 +1364,7 @@ static int sys_tcm_read(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
     const struct kb_pe *pe = kb_system_pe(h->sys, checkrank(L, h, 2));
-    uint64_t addr = checkbytes(L, 3), n = checkbytes(L, 4);
+    uint64_t addr = checkaddr(L, 3), n = checkbytes(L, 4);
     luaL_argcheck(L, n <= kb_mem_params(pe->tcm)->capacity, 4, "more bytes than the tcm has");
     luaL_Buffer b;
     char *p = luaL_buffinitsize(L, &b, (size_t)n);

@@ -436,7 +436,7 @@ static uint32_t checkcount(lua_State *L, int i)
     lua_Integer n = lua_tointegerx(L, i, &whole); /* (the usual case, in one call) */
     if (!whole)
         n = luaL_checkinteger(L, i); /* the error */
-    luaL_argcheck(L, n > 0 && n <= INT32_MAX, i, "element count must be positive");
+    luaL_argcheck(L, n > 0 && n <= INT32_MAX, i, "element count must be from 1 to 2147483647");
     return (uint32_t)n;
 }
 

@@ -19,7 +19,8 @@ local P = kb.params({
           choices = {"torus_8x8", "torus_4x4x4"}, help = "the torus graphs to run"},
   sizes = {default = {256, 4096, 16384, 65536, 262144, 1048576}, type = "bytes", list = true,
            min = 4, help = "bytes per rank (f32: a multiple of 4)"},
-}, {about = "all-reduce algorithms on 2-D and 3-D torus graphs, and what auto picks"})
+}, {about = "all-reduce algorithms on 2-D and 3-D torus graphs, and what auto picks",
+     refuse_topology = "the scenario builds its own torus graphs (links of 512 GB/s, 16 ns)"})
 local TORI = {}
 for _, name in ipairs(P.tori) do TORI[#TORI + 1] = {name = name, dims = ALL_TORI[name]} end
 local ALGS = {"ring_rs_ag_allreduce", "snake_ring_allreduce", "torus_allreduce", "rhd_allreduce",

@@ -43,7 +43,6 @@ local TOPOLOGIES = {
    sips = {count = 6, topology = "mesh_2d_no_wrap", w = 2, h = 3}},
 }
 local BUFFER_SIPS = {count = 6, topology = "torus_2d", w = 3, h = 2}
-local PES_PER_CUBE, CUBES_PER_SIP = 8, 16
 
 -- ---- the references (a versioned data file, not code) ------------------
 
@@ -91,7 +90,9 @@ local function lrab_point(p)
     local e = t:shard_vec(r):max_abs_diff(want)
     if e > worst then worst = e end
   end
-  return {participants = n, n_sips = torch.sys:counts().sips, latency_ns = rep.latency_ns,
+  local counts = torch.sys:counts()
+  return {participants = n, n_sips = counts.sips, cubes_per_sip = counts.cubes // counts.sips,
+          latency_ns = rep.latency_ns,
           algbw_gbps = rep.algbw_gbps,
           busbw_gbps = rep.busbw_gbps,
           check = worst == 0 and "passed" or "failed",
@@ -106,9 +107,12 @@ end
 local function predictor(topo)
   local sim = kb.sim{}
   local sys = kb.system(sim, {sips = topo.sips})
-  local w, h = 4, 4
+  -- the cube mesh and PEs per cube of the system built (a --topology file
+  -- may change them)
+  local w, h = sys:config("sip.cube_mesh.w"), sys:config("sip.cube_mesh.h")
+  local pes_per_cube = sys:config("cube.corners") * sys:config("cube.pes_per_corner")
   local root_x, root_y = w // 2, h // 2
-  local function pe0(sip, x, y) return (sip * CUBES_PER_SIP + y * w + x) * PES_PER_CUBE end
+  local function pe0(sip, x, y) return (sip * w * h + y * w + x) * pes_per_cube end
   local steps = {} -- {a, b, reduce}
   -- 1. row reduce toward the root column: the longer half is the chain
   for x = 0, root_x - 1 do steps[#steps + 1] = {pe0(0, x, root_y), pe0(0, x + 1, root_y), true} end
@@ -182,7 +186,7 @@ for _, pr in ipairs(finished(points, summary)) do
     :format(p.topology, p.n_elem, r.max_err))
   out[#out + 1] = {
     algorithm = "lrab", sip_topology = p.topology, n_sips = r.n_sips, n_elem = p.n_elem,
-    bytes_per_pe = bytes, bytes_per_sip = CUBES_PER_SIP * bytes, latency_ns = r.latency_ns,
+    bytes_per_pe = bytes, bytes_per_sip = r.cubes_per_sip * bytes, latency_ns = r.latency_ns,
     algbw_gbps = r.algbw_gbps, busbw_gbps = r.busbw_gbps, participants = r.participants,
     alpha_beta_ns = predict[p.topology](bytes), check = r.check,
   }
@@ -473,8 +477,10 @@ results.index(kb.outdir(), entries, "Milestone 1H: collective communication")
 print(("%-16s %8s %10s %12s %10s %10s %12s"):format("sip_topology", "n_elem", "bytes/PE",
   "latency_ns", "algbw", "busbw", "alpha_beta"))
 for _, r in ipairs(out) do
-  print(("%-16s %8d %10d %12.1f %10.3f %10.3f %12.1f"):format(r.sip_topology, r.n_elem,
-    r.bytes_per_pe, r.latency_ns, r.algbw_gbps, r.busbw_gbps, r.alpha_beta_ns))
+  -- a topology with no prediction (see predict) shows "-"
+  print(("%-16s %8d %10d %12.1f %10.3f %10.3f %12s"):format(r.sip_topology, r.n_elem,
+    r.bytes_per_pe, r.latency_ns, r.algbw_gbps, r.busbw_gbps,
+    r.alpha_beta_ns and ("%.1f"):format(r.alpha_beta_ns) or "-"))
 end
 -- what ran, failed and did not run (Ctrl-C), not what was planned
 local sweeps = {summary, bsummary, msummary}

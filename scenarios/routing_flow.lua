@@ -42,7 +42,8 @@ local opt = kb.params({
   bytes = {default = 1024, type = "bytes", min = 1, help = "message size"},
   window_ns = {default = 1000, type = "number", min = 1, help = "injection window, ns"},
   seed = {default = 1, type = "integer", min = 0, help = "random seed"},
-}, {about = "latency against offered load per routing and flow-control mode"})
+}, {about = "latency against offered load per routing and flow-control mode",
+     grid_only = "every point sets fabric.flow_control and fabric.routing over the file's grid"})
 
 -- ---- one point -------------------------------------------------------------
 

@@ -159,6 +159,19 @@ local function default_problem(e, d)
   end
 end
 
+-- What a parameter's table and the options may hold: anything else is a
+-- typo (`choice =`, `mni =`) that would otherwise be ignored.
+local FIELDS = {"choices", "default", "help", "list", "min", "type"}
+local OPTIONS = {"about", "check", "grid_only", "refuse_topology"}
+
+local function unknown_key(t, known)
+  for k in pairs(t) do
+    local found = false
+    for _, f in ipairs(known) do found = found or f == k end
+    if not found then return k end
+  end
+end
+
 -- A declaration error is the script's bug: raised at its kb.params line.
 local function check_spec(spec, names)
   for _, n in ipairs(names) do
@@ -168,6 +181,11 @@ local function check_spec(spec, names)
     end
     if type(e) ~= "table" or type(e.help) ~= "string" or e.default == nil then
       error(("kb.params: parameter '%s' needs a default and a help line"):format(n), 4)
+    end
+    local k = unknown_key(e, FIELDS)
+    if k ~= nil then
+      error(("kb.params: parameter '%s': unknown field '%s' (fields: %s)")
+            :format(n, tostring(k), table.concat(FIELDS, ", ")), 4)
     end
     if not TYPES[e.type] then
       error(("kb.params: parameter '%s': unknown type '%s'"):format(n, tostring(e.type)), 4)
@@ -215,8 +233,19 @@ end
 function M.params(spec, opts)
   opts = opts or {}
   if type(spec) ~= "table" then error("kb.params: expected a table of parameters", 3) end
+  if type(opts) ~= "table" then error("kb.params: the options must be a table", 3) end
+  local bad = unknown_key(opts, OPTIONS)
+  if bad ~= nil then
+    error(("kb.params: unknown option '%s' (options: %s)"):format(tostring(bad),
+          table.concat(OPTIONS, ", ")), 3)
+  end
   local names = {}
-  for n in pairs(spec) do names[#names + 1] = n end
+  for n in pairs(spec) do
+    if type(n) ~= "string" then
+      error(("kb.params: parameter names are strings, got the %s %s"):format(type(n), tostring(n)), 3)
+    end
+    names[#names + 1] = n
+  end
   table.sort(names)
   check_spec(spec, names)
   local p = {}

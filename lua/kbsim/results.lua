@@ -99,6 +99,17 @@ function M.csv_text(rows, columns, opts)
       end
     end
     table.sort(columns)
+  elseif type(columns) ~= "table" or #columns == 0 then
+    return nil, "columns must be a non-empty list of column names"
+  else
+    local seen = {}
+    for i, c in ipairs(columns) do
+      if type(c) ~= "string" then
+        return nil, ("column %d is a %s, not a name"):format(i, type(c))
+      end
+      if seen[c] then return nil, ("column '%s' is listed twice"):format(c) end
+      seen[c] = true
+    end
   end
   local out = {}
   local head = {}
@@ -130,6 +141,17 @@ M.csv = api(function(path, rows, columns, opts)
   if type(rows) ~= "table" then fail("csv", "rows must be a table of rows") end
   local text, err = M.csv_text(rows, columns, opts)
   if not text then fail("csv", "'%s': %s", basename(path), err) end
+  -- a column no row has is most likely a misspelt key: written empty, said
+  if columns and #rows > 0 then
+    for _, c in ipairs(columns) do
+      local any = false
+      for r = 1, #rows do any = any or rows[r][c] ~= nil end
+      if not any then
+        io.stderr:write(("results.csv: warning: '%s': no row has column '%s' (written empty; "
+                         .. "a misspelt key?)\n"):format(basename(path), c))
+      end
+    end
+  end
   return write_atomic("csv", path, text)
 end)
 
@@ -398,7 +420,19 @@ M.figure = api(function(spec)
     if type(spec[k]) ~= "string" then fail("figure", "'%s' must be a string", k) end
   end
   local name, csv = spec.name, spec.csv
-  if name:find("[/%s'\"]") then fail("figure", "bad name '%s' (no slashes, spaces or quotes)", name) end
+  -- a misspelt field (ylable =) would be ignored
+  local fields = {"csv", "logx", "logy", "name", "refs", "series", "title", "x", "xlabel", "y",
+                  "ylabel"}
+  for k in pairs(spec) do
+    local known = false
+    for _, f in ipairs(fields) do known = known or f == k end
+    if not known then
+      fail("figure", "unknown field '%s' (fields: %s)", tostring(k), table.concat(fields, ", "))
+    end
+  end
+  if name == "" or name:find("[/%s'\"]") then
+    fail("figure", "bad name '%s' (not empty; no slashes, spaces or quotes)", name)
+  end
   if not exists(csv) then fail("figure", "no CSV '%s' (write it first with results.csv)", csv) end
   local rows, columns = read_csv(csv)
   local have = {}

@@ -57,11 +57,25 @@ end
 function tl.spawn(name, fn, ...)
   local ctx, sim = core.context()
   if type(fn) ~= "function" then
-    error("tl.spawn: the helper must be a function", 2)
+    error(("tl.spawn(name, fn, ...): the helper (argument 2) must be a function, got %s")
+          :format(type(fn)), 2)
   end
   local args = table.pack(...)
-  return sim:spawn(core.pe().name .. "." .. tostring(name), function()
-    core.adopt(ctx)
+  local pe = core.pe().name
+  local pname = pe .. "." .. tostring(name)
+  -- where the kernel spawned it, for a helper that starts too late
+  local info = debug.getinfo(2, "Sl")
+  local where = info and info.currentline > 0 and (info.short_src .. ":" .. info.currentline .. ": ")
+                or ""
+  return sim:spawn(pname, function()
+    local ok, err = pcall(core.adopt, ctx)
+    if not ok and tostring(err):find("has ended", 1, true) then
+      error(("%stl.spawn: the kernel on PE '%s' ended before its helper '%s' (spawned here) "
+             .. "started: a kernel must outlive its helpers (wait for what they produce)")
+            :format(where, pe, pname), 0)
+    elseif not ok then
+      error(where .. tostring(err), 0)
+    end
     fn(table.unpack(args, 1, args.n))
     core.unadopt()
   end)

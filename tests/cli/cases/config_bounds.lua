@@ -38,6 +38,14 @@ refused({nodes = {{name = "a", pe = true}, {name = "b"}},
   "links[1].bandwidth_gbps: expected a value >= 0.001 and <= 1000000",
   "links[1].latency_ns: expected a value >= 0 and <= 1000000000 for 'latency_ns', got 1e+300"})
 
+-- a table that contains itself: the message keeps the path's ends and says why
+local cyc = {}
+cyc.sips = cyc
+refused(cyc, {"sips.sips.sips.sips.sips.sips.sips.sips.sips.sips. ... .sips.sips.sips.sips.sips."
+  .. "sips.sips.sips.sips.sips: nested deeper than 64 levels (a cycle?)"})
+-- NaN reads as nan, not as the C library's -nan
+refused({sips = {count = 0/0}}, {"sips.count: expected an integer for 'count', got 'nan'"})
+
 -- the slowest link and the longest wire allowed: 1 TiB over 0.001 GB/s
 -- takes 2^40 x 1000 ns, exactly, plus the latency
 local sys = kb.system(kb.sim(), {nodes = {{name = "a", pe = true}, {name = "b", pe = true}},

@@ -7,8 +7,8 @@
 --   kbsim figures_background.lua [broken=0|1] [wait=0|1] [go=FILE]
 local kb = require("kbsim")
 local results = require("kbsim.results")
-local P = kb.params({broken = {default = 0, type = "integer", min = 0, max = 1, help = "draw a failing figure"},
-                     wait = {default = 0, type = "integer", min = 0, max = 1, help = "results.wait_figures at the end"},
+local P = kb.params({broken = {default = 0, type = "integer", min = 0, help = "draw a failing figure"},
+                     wait = {default = 0, type = "integer", min = 0, help = "results.wait_figures at the end"},
                      go = {default = "", type = "string", help = "file to create once the first figure is started"}},
   {about = "figures drawn in the background"})
 local out = kb.outdir()

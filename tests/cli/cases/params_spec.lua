@@ -13,9 +13,16 @@ local cases = {
   {{a = {default = "x", type = "string", min = 1, help = "h"}}, "parameter 'a': min needs a number and a numeric type"},
   {{n = {default = 1, type = "integer", choices = {"1"}, help = "h"}}, "parameter 'n': choices needs a list of strings and type string"},
   {{q = {default = "yes", type = "boolean", help = "h"}}, "parameter 'q': default yes is not of type boolean"},
+  -- a misspelt field or option would be ignored; a non-string name broke the library
+  {{n = {default = 1, type = "integer", mni = 1, help = "h"}},
+   "parameter 'n': unknown field 'mni' (fields: choices, default, help, list, min, type)"},
+  {{n = {default = 1, type = "integer", help = "h"}}, "unknown option 'abuot' (options: about, check, grid_only, refuse_topology)",
+   {abuot = "x"}},
+  {{n = {default = 1, type = "integer", help = "h"}, [1] = {default = 1, help = "h"}},
+   "parameter names are strings, got the number 1"},
 }
 for i, c in ipairs(cases) do
-  local ok, err = pcall(kb.params, c[1])
+  local ok, err = pcall(kb.params, c[1], c[3])
   assert(not ok, "case " .. i .. " was accepted")
   assert(err:find("kb.params: " .. c[2]:gsub("%p", "%%%0")),
          "case " .. i .. ": " .. err)

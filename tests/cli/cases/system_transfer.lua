@@ -27,4 +27,11 @@ kb.check(not ok and err:find("unknown option 'timing'"), "bad option")
 local sys = kb.system(kb.sim())
 ok, err = pcall(sys.transfer, sys, 0, 1, 16)
 kb.check(not ok and err:find("outside a thread process"), "transfer outside a process")
+-- a negative address is named as an address, not as a byte count
+for _, f in ipairs{"tcm_write", "tcm_read"} do
+  ok, err = pcall(sys[f], sys, 0, -1, f == "tcm_write" and "x" or 1)
+  kb.check(not ok and err:find("an address must be >= 0", 1, true), f .. " at -1: " .. tostring(err))
+end
+ok, err = pcall(sys.tcm_read, sys, 0, 0, -1)
+kb.check(not ok and err:find("bytes must be >= 0", 1, true), "tcm_read of -1 bytes: " .. tostring(err))
 print("system_transfer ok")
