@@ -91,146 +91,45 @@ struct mem_export {
 
 /* ---- the page pool ------------------------------------------------------
  *
- * Every memory's 4 KiB pages come from one pool shared by the process: a
- * page a memory gives back (its block freed, the memory freed) goes on a
- * free list and is the next page any memory makes, last in first out, so
- * a system whose kernels allocate and free tiles reuses the same hot pages
- * instead of growing. malloc per page cost ~20 % of a values run at system
- * scale (decision 0034). The lock lets sweep threads run simulations side
- * by side.
+ * Every memory's 4 KiB pages come from one pool shared by the process:
+ * pages are carved from chunks of POOL_CHUNK_PAGES and a page a memory
+ * gives back (its block freed, the memory freed) goes on a free list for
+ * the next page any memory makes, last in first out, so a system whose
+ * kernels allocate and free tiles reuses the same hot pages instead of
+ * growing. malloc per page cost ~20 % of a values run at system scale
+ * (decision 0034). The chunks go back to the C library when no page is in
+ * use (every memory freed, e.g. between the points of a sweep). The lock
+ * lets sweep threads run simulations side by side.
  *
- * Pages the free list cannot give are carved from extents of EXTENT_PAGES
- * taken from malloc: 64 KiB fits the holes that freed host buffers leave
- * in the heap, so the pool grows into memory the process has already
- * touched before the heap grows into new pages (each a page fault). Chunks
- * of 2 MiB, as before, could use no such hole: at the end of lrab on 96
- * SIPs a third of the heap's resident pages were free (decision 0058).
- * An extent is a plain malloc of one page more, aligned inside: with
- * aligned_alloc the pieces malloc split off each extent scattered small
- * objects among the pool's pages (15 % more user time at 384 SIPs). The
- * extents go back to malloc when no page is in use (every memory freed,
- * e.g. between the points of a sweep).
- *
- * A page's count of owners beyond its first (a page two memories share
- * after a copy, decision 0053) lives in a table of the 2 MiB region of
- * address space holding it, found through a two-level radix (regions).
- * A region's table is made before any page of it is handed out and never
- * moves while a page is in use, so a count is read without the lock.
- * (Transparent huge pages for the pool cost more system time than the
- * faults they save on this VM: every 2 MiB page is memory the host must
- * back afresh, decision 0058.) */
-#define EXTENT_PAGES 16 /* 64 KiB */
-#define REGION_SHIFT 21 /* a table of counts a 2 MiB region */
-#define REGION_PAGES ((size_t)1 << (REGION_SHIFT - PAGE_SHIFT))
-#define MID_SHIFT 12    /* regions a directory: 8 GiB of address space */
-#define ADDR_BITS 48    /* x86-64 and arm64 user addresses (malloc's) */
-#define TOP_ENTRIES ((size_t)1 << (ADDR_BITS - REGION_SHIFT - MID_SHIFT))
+ * A chunk is aligned to its size, and its page 0 holds the reference
+ * counts of its pages (page_refs): a page two memories share after a copy
+ * (decision 0053). (Transparent huge pages for the chunks, asked for with
+ * madvise, halved the page faults of a values run but cost more system
+ * time than they saved: the kernel compacts memory to make them.) */
+#define POOL_CHUNK_PAGES 512 /* 2 MiB */
+#define CHUNK_BYTES (POOL_CHUNK_PAGES * PAGE_SIZE)
 
 struct free_page {
     struct free_page *next;
 };
 
-/* The tables of counts of the regions of 8 GiB of address space */
-struct region_dir {
-    struct region_dir *next; /* the pool's directories, to free them */
-    size_t top;              /* its index in pool.dir */
-    uint32_t *refs[(size_t)1 << MID_SHIFT]; /* NULL: no page there */
-};
-
 static struct {
     pthread_mutex_t lock;
     struct free_page *free; /* pages given back */
-    unsigned char **extents; /* as malloc gave them */
-    size_t n_extents, cap_extents;
-    size_t fresh; /* pages of the newest extent not handed out yet */
-    unsigned char *base; /* its first page */
+    unsigned char **chunks;
+    size_t n_chunks, cap_chunks;
+    size_t fresh; /* pages of the newest chunk not handed out yet */
     uint64_t in_use;
-    struct region_dir *dirs; /* the directories in dir, listed */
-    struct region_dir *dir[TOP_ENTRIES]; /* by address >> (REGION_SHIFT + MID_SHIFT) */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static uint32_t **region_slot(struct region_dir *d, uintptr_t a)
-{
-    return &d->refs[(a >> REGION_SHIFT) & (((uintptr_t)1 << MID_SHIFT) - 1)];
-}
-
-/* The count of the page at p beyond its first owner (0: one owner). A
- * page is shared only by memories of one Lua state (a system's, or two
- * systems' of one script), so of one thread: its count needs no lock. */
+/* The count of the page at p beyond its first owner (0: one owner), in the
+ * header of its chunk. A page is shared only by memories of one Lua state
+ * (a system's, or two systems' of one script), so of one thread: its
+ * count needs no lock. */
 static uint32_t *page_refs(const unsigned char *p)
 {
-    uintptr_t a = (uintptr_t)p;
-    return *region_slot(pool.dir[a >> (REGION_SHIFT + MID_SHIFT)], a) +
-           ((a >> PAGE_SHIFT) & (REGION_PAGES - 1));
-}
-
-/* Makes the tables of counts of the regions [lo, hi) touches; false when
- * out of memory (or past ADDR_BITS). Under the lock. */
-static bool regions_make(uintptr_t lo, uintptr_t hi)
-{
-    if ((hi - 1) >> ADDR_BITS)
-        return false;
-    for (uintptr_t r = lo >> REGION_SHIFT; r <= (hi - 1) >> REGION_SHIFT; r++) {
-        uintptr_t a = r << REGION_SHIFT;
-        size_t top = a >> (REGION_SHIFT + MID_SHIFT);
-        struct region_dir **d = &pool.dir[top];
-        if (!*d) {
-            if (!(*d = calloc(1, sizeof **d)))
-                return false;
-            (*d)->top = top;
-            (*d)->next = pool.dirs;
-            pool.dirs = *d;
-        }
-        uint32_t **refs = region_slot(*d, a);
-        if (!*refs && !(*refs = calloc(REGION_PAGES, sizeof **refs)))
-            return false;
-    }
-    return true;
-}
-
-/* Gives every extent and table back to malloc (no page in use). */
-static void pool_release(void)
-{
-    for (size_t i = 0; i < pool.n_extents; i++)
-        free(pool.extents[i]);
-    free(pool.extents);
-    pool.extents = NULL;
-    pool.n_extents = pool.cap_extents = pool.fresh = 0;
-    pool.free = NULL;
-    while (pool.dirs) {
-        struct region_dir *d = pool.dirs;
-        pool.dirs = d->next;
-        for (size_t i = 0; i < (size_t)1 << MID_SHIFT; i++)
-            free(d->refs[i]);
-        pool.dir[d->top] = NULL;
-        free(d);
-    }
-}
-
-/* A new extent, its pages fresh; false when out of memory. Under the
- * lock. */
-static bool extent_new(void)
-{
-    if (pool.n_extents == pool.cap_extents) {
-        size_t cap = pool.cap_extents ? 2 * pool.cap_extents : 64;
-        unsigned char **e = realloc(pool.extents, cap * sizeof *e);
-        if (!e)
-            return false;
-        pool.extents = e;
-        pool.cap_extents = cap;
-    }
-    unsigned char *e = malloc((EXTENT_PAGES + 1) * PAGE_SIZE);
-    if (!e)
-        return false;
-    uintptr_t lo = ((uintptr_t)e + PAGE_SIZE - 1) & ~(uintptr_t)(PAGE_SIZE - 1);
-    if (!regions_make(lo, lo + EXTENT_PAGES * PAGE_SIZE)) {
-        free(e);
-        return false;
-    }
-    pool.extents[pool.n_extents++] = e;
-    pool.base = (unsigned char *)lo;
-    pool.fresh = EXTENT_PAGES;
-    return true;
+    uintptr_t base = (uintptr_t)p & ~(uintptr_t)(CHUNK_BYTES - 1);
+    return (uint32_t *)base + (((uintptr_t)p - base) >> PAGE_SHIFT);
 }
 
 /* A page (its bytes whatever they were, one owner); NULL when out of
@@ -243,12 +142,23 @@ static unsigned char *pool_get(void)
         p = (unsigned char *)pool.free;
         pool.free = pool.free->next;
     } else {
-        if (!pool.fresh && !extent_new()) {
-            if (!pool.in_use)
-                pool_release(); /* what a failed first extent made */
-            goto out;
+        if (!pool.fresh) {
+            if (pool.n_chunks == pool.cap_chunks) {
+                size_t cap = pool.cap_chunks ? 2 * pool.cap_chunks : 16;
+                unsigned char **c = realloc(pool.chunks, cap * sizeof *c);
+                if (!c)
+                    goto out;
+                pool.chunks = c;
+                pool.cap_chunks = cap;
+            }
+            unsigned char *c = aligned_alloc(CHUNK_BYTES, CHUNK_BYTES);
+            if (!c)
+                goto out;
+            memset(c, 0, POOL_CHUNK_PAGES * sizeof(uint32_t)); /* the counts */
+            pool.chunks[pool.n_chunks++] = c;
+            pool.fresh = POOL_CHUNK_PAGES - 1; /* page 0 is the header */
         }
-        p = pool.base + (EXTENT_PAGES - pool.fresh--) * PAGE_SIZE;
+        p = pool.chunks[pool.n_chunks - 1] + (POOL_CHUNK_PAGES - pool.fresh--) * PAGE_SIZE;
     }
     pool.in_use++;
 out:
@@ -263,8 +173,14 @@ static void pool_put(unsigned char *p)
     struct free_page *f = (struct free_page *)(void *)p;
     f->next = pool.free;
     pool.free = f;
-    if (!--pool.in_use) /* nothing in use: the extents go back */
-        pool_release();
+    if (!--pool.in_use) { /* nothing in use: the chunks go back */
+        for (size_t i = 0; i < pool.n_chunks; i++)
+            free(pool.chunks[i]);
+        free(pool.chunks);
+        pool.chunks = NULL;
+        pool.n_chunks = pool.cap_chunks = pool.fresh = 0;
+        pool.free = NULL;
+    }
     pthread_mutex_unlock(&pool.lock);
 }
 
