@@ -515,6 +515,16 @@ static int bad_operands(struct kb_math *m, enum kb_math_op op, const void *a,
 static int hold(struct kb_math *m, enum kb_math_op op, size_t n, enum kb_dtype dt);
 static int args_error(struct kb_math *m, enum kb_math_op op, int rc, struct kb_mem *dst);
 
+/* 0, or SIM_EPERM with its message: op asked for outside a process */
+static int in_process(struct kb_math *m, enum kb_math_op op)
+{
+    if (sim_current(m->sim))
+        return 0;
+    kb_errf(m->err, sizeof m->err, "math of '%s': %s outside a process", m->name,
+            op_names[op]);
+    return SIM_EPERM;
+}
+
 int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
                 const void *b, const void *c, void *out, size_t n,
                 enum kb_dtype dt)
@@ -522,11 +532,8 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
     int rc = bad_operands(m, op, a, b, c, out, n, dt);
     if (rc < 0)
         return rc;
-    if (!sim_current(m->sim)) {
-        kb_errf(m->err, sizeof m->err, "math of '%s': %s outside a process",
-             m->name, op_names[op]);
-        return SIM_EPERM;
-    }
+    if ((rc = in_process(m, op)) < 0)
+        return rc;
     if (out)
         kb_math_compute(op, a, b, c, out, n, dt);
     return hold(m, op, n, dt);
@@ -545,11 +552,8 @@ int kb_math_run_args(struct kb_math *m, enum kb_math_op op, const struct kb_math
     int rc = bad_operands(m, op, p[0], p[1], p[2], o, n, dt);
     if (rc < 0)
         return rc;
-    if (!sim_current(m->sim)) {
-        kb_errf(m->err, sizeof m->err, "math of '%s': %s outside a process",
-             m->name, op_names[op]);
-        return SIM_EPERM;
-    }
+    if ((rc = in_process(m, op)) < 0)
+        return rc;
     /* into a buffer: computed now, as kb_math_run; into memory: when the
      * op ends (the same values: the operands do not change meanwhile) */
     bool late = o && out->mem;
