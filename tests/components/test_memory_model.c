@@ -332,10 +332,13 @@ static bool resync(struct model *M, struct mm *m, uint64_t a, uint64_t n,
 }
 
 /* Whether rc is the out-of-memory error the failing allocation owed. */
+static long nomem_went_on; /* operations failed so that the model went on */
 static bool injected_nomem(int rc, struct kb_mem *m)
 {
-    return rc == SIM_ENOMEM && test__injected() &&
-           strstr(kb_mem_errmsg(m), "out of memory") != NULL;
+    bool yes = rc == SIM_ENOMEM && test__injected() &&
+               strstr(kb_mem_errmsg(m), "out of memory") != NULL;
+    nomem_went_on += yes;
+    return yes;
 }
 
 /* ---- the run --------------------------------------------------------------- */
@@ -739,7 +742,7 @@ TEST(memory_matches_its_model)
 {
     static const uint64_t seeds[] = {88172645463325252ull, 2463534242ull, 0x9E3779B97F4A7C15ull,
                                      12345678901ull};
-    long nops = test_failalloc_mode ? 300 : 20000;
+    long nops = test_failalloc_mode ? 1500 : 20000;
     const char *e = getenv("KB_MODEL_OPS");
     if (e)
         nops = atol(e);
@@ -752,6 +755,9 @@ TEST(memory_matches_its_model)
         if (test__failed || test__stopped)
             return;
     }
+    if (getenv("KB_MODEL_VERBOSE"))
+        fprintf(stderr, "operations failed by the host's memory that the model went on from: %ld\n",
+                nomem_went_on);
     for (long i = 0; i < extra; i++)
     {
         run_model(1000003ull * (uint64_t)(i + 1) + 7, nops);
