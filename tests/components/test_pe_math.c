@@ -600,6 +600,58 @@ TEST(values_from_snapshots)
     T_FREE(sim_free, s);
 }
 
+
+/* A result written into memory when the host is out of memory (a page or
+ * a page table the write needs): SIM_ENOMEM, never SIM_EINVAL, for sum
+ * and softmax (written through a buffer; they said SIM_EINVAL) and an
+ * elementwise op whose result has elements split between two pages. Each
+ * allocation of the call fails in turn. */
+TEST(results_into_memory_out_of_host_memory)
+{
+#ifdef KBSIM_FAILALLOC
+    if (test_failalloc_mode) /* (the harness fails allocations itself) */
+        return;
+    enum { NE = 3000 };
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    /* 2 GiB: pages 63 and 64 lie under two nodes of its page tables */
+    static const struct kb_mem_params MP = {.kind = KB_MEM_HBM, .capacity = (uint64_t)2 << 30,
+                                            .bw_gbps = 32, .n_channels = 1};
+    float *x = T_OWN(malloc(NE * sizeof *x), free);
+    ASSERT_TRUE(x);
+    fill(x, NE, KB_DTYPE_F32, 0.5, 4.0);
+    static const enum kb_math_op ops[] = {KB_MATH_SUM, KB_MATH_SOFTMAX, KB_MATH_EXP};
+    int failed = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        for (unsigned long n = 1;; n++) {
+            char err[256];
+            struct kb_mem *m = T_OWN(kb_mem_new(s, "pe0", &MP, err, sizeof err), kb_mem_free);
+            ASSERT_TRUE(m);
+            struct kb_math_arg a = {x, NULL};
+            /* 10 bytes before a page boundary (and a table node's): the
+             * third element is split */
+            struct kb_math_dst md = {NULL, m, 64 * 4096 - 10};
+            failalloc_arm(n);
+            int rc = kb_math_compute_args(ops[k], &a, NULL, NULL, &md, NE, KB_DTYPE_F32);
+            bool fired = failalloc_fired();
+            failalloc_arm(0);
+            T_FREE(kb_mem_free, m);
+            if (!fired) {
+                ASSERT_EQ(rc, 0);
+                break;
+            }
+            if (rc < 0) {
+                ASSERT_EQ(rc, SIM_ENOMEM);
+                failed++;
+            }
+        }
+    }
+    ASSERT_TRUE(failed >= 3);
+    T_FREE(free, x);
+    T_FREE(sim_free, s);
+#endif
+}
+
 TEST_MAIN(values_exact, values_f16_against_compiler, values_f16_every_input, values_transcendental, values_special, softmax_rows,
           sum_reduction, names, time_formula, params, run_waits_and_counts,
-          run_errors, values_from_snapshots)
+          run_errors, values_from_snapshots, results_into_memory_out_of_host_memory)
