@@ -304,8 +304,8 @@ int kb_math_compute_args(enum kb_math_op op, const struct kb_math_arg *a,
         int rc = (a->snap && !in) || !res ? SIM_ENOMEM
                  : in && kb_mem_snap_read(a->snap, 0, in, (uint64_t)n * es) < 0 ? SIM_EINVAL
                  : kb_math_compute(op, in ? in : a->p, NULL, NULL, res, n, dt);
-        if (rc == 0 && out->mem && kb_mem_write(out->mem, out->addr, res, outn * es) < 0)
-            rc = SIM_EINVAL;
+        if (rc == 0 && out->mem) /* (SIM_ENOMEM stays so: args_error tells) */
+            rc = kb_mem_write(out->mem, out->addr, res, outn * es);
         free(in);
         if (out->mem)
             free(res);
@@ -337,9 +337,8 @@ int kb_math_compute_args(enum kb_math_op op, const struct kb_math_arg *a,
             o = split ? tmp[3] : w;
         }
         int rc = kb_math_compute(op, p[0], p[1], p[2], o, k, dt);
-        if (rc == 0 && split &&
-            kb_mem_write(out->mem, out->addr + (uint64_t)i * es, tmp[3], es) < 0)
-            rc = SIM_EINVAL;
+        if (rc == 0 && split)
+            rc = kb_mem_write(out->mem, out->addr + (uint64_t)i * es, tmp[3], es);
         if (rc < 0)
             return rc;
         i += k;

@@ -1200,9 +1200,150 @@ TEST(snapshot_payloads_match_host_buffers)
     T_FREE(free, in);
 }
 
+/* A stream of messages of random sizes through a ring, sent from
+ * snapshots or host buffers and received into snapshots or host buffers
+ * in any mix, with the sender's source rewritten after every send and the
+ * received snapshots written into the receiver's memory: every message's
+ * bytes as sent, and, once everything is freed, the page pool back where
+ * it was (the ring slots' dropped pages, the snapshots' references).
+ * Slots of a page and of 3000 bytes (slots sharing pages). */
+#define STREAM_N 40
+struct stream {
+    struct tsys *t;
+    uint64_t seed;
+    uint64_t len[STREAM_N];
+    unsigned char *sent, *recvd; /* STREAM_N * 20000 bytes */
+    struct kb_mem_snap *snap;     /* the sender's */
+    struct kb_mem_snap *rsnap;    /* the receiver's */
+    uint64_t src, dst;            /* the sender's and receiver's blocks */
+    int rc_send, rc_recv, got;
+};
+
+static uint64_t stream_rnd(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void stream_sender(struct sim *s, void *arg)
+{
+    (void)s;
+    struct stream *o = arg;
+    struct kb_mem *sm = o->t->mem[0][KB_MEM_SRAM];
+    uint64_t x = o->seed;
+    for (int i = 0; i < STREAM_N; i++) {
+        uint64_t n = o->len[i], r = stream_rnd(&x);
+        unsigned char *msg = o->sent + (uint64_t)i * 20000;
+        uint64_t at = o->src + ((r >> 8) % 2 ? 0 : (r >> 16) % 4096);
+        struct kb_ipcq_meta m = {(uint64_t)i, 0, (uint32_t)n};
+        if (kb_mem_write(sm, at, msg, n) < 0) {
+            o->rc_send = -1;
+            return;
+        }
+        int rc;
+        if (r % 3) {
+            kb_mem_snap_clear(o->snap);
+            if ((rc = kb_mem_snap_take(sm, at, n, o->snap)) == 0) {
+                /* rewritten after the take: the send carries the old bytes */
+                unsigned char junk[512];
+                memset(junk, 0xEE, sizeof junk);
+                for (uint64_t j = 0; j < n && rc == 0; j += sizeof junk)
+                    rc = kb_mem_write(sm, at + j, junk, n - j < sizeof junk ? n - j : sizeof junk);
+            }
+            if (rc == 0)
+                rc = kb_ipcq_send_snap(o->t->q[0], "E", o->snap, n, &m);
+        } else {
+            rc = kb_ipcq_send(o->t->q[0], "E", msg, n, &m);
+        }
+        if (rc < 0) {
+            o->rc_send = rc;
+            return;
+        }
+    }
+}
+
+static void stream_receiver(struct sim *s, void *arg)
+{
+    (void)s;
+    struct stream *o = arg;
+    struct kb_mem *dm = o->t->mem[1][KB_MEM_TCM];
+    uint64_t x = o->seed ^ 0x5555;
+    for (int i = 0; i < STREAM_N; i++) {
+        unsigned char *out = o->recvd + (uint64_t)i * 20000;
+        struct kb_ipcq_meta m;
+        int64_t got;
+        if (stream_rnd(&x) % 3) {
+            got = kb_ipcq_recv_snap(o->t->q[1], "W", o->rsnap, 20000, &m);
+            uint64_t at = o->dst + (stream_rnd(&x) % 2 ? 0 : 64);
+            if (got < 0 || kb_mem_snap_write(dm, at, o->rsnap, 0, (uint64_t)got) < 0 ||
+                kb_mem_read(dm, at, out, (uint64_t)got) < 0) {
+                o->rc_recv = -1;
+                return;
+            }
+        } else {
+            got = kb_ipcq_recv(o->t->q[1], "W", out, 20000, &m);
+        }
+        if (got < 0 || m.tag != (uint64_t)i || (uint64_t)got != o->len[i]) {
+            o->rc_recv = -2;
+            return;
+        }
+        o->got++;
+    }
+}
+
+TEST(a_stream_of_snapshot_messages)
+{
+    static const uint32_t slots[] = {4096, 3000};
+    for (int z = 0; z < 2; z++)
+        for (int k = 0; k < 2; k++) {
+            uint64_t base = kb_mem_pool_pages();
+            struct kb_ipcq_params qp = ipcq_params(KB_IPCQ_SLEEP, 0);
+            qp.slot_size = slots[z];
+            struct stream *o = T_OWN(calloc(1, sizeof *o), free);
+            ASSERT_TRUE(o);
+            o->seed = 88172645463325252ull + (uint64_t)(2 * z + k);
+            o->sent = T_OWN(malloc(STREAM_N * 20000), free);
+            o->recvd = T_OWN(calloc(1, STREAM_N * 20000), free);
+            o->snap = T_OWN(calloc(1, sizeof *o->snap), snap_del);
+            o->rsnap = T_OWN(calloc(1, sizeof *o->rsnap), snap_del);
+            ASSERT_TRUE(o->sent && o->recvd && o->snap && o->rsnap);
+            uint64_t x = o->seed;
+            for (int i = 0; i < STREAM_N; i++) {
+                uint64_t r = stream_rnd(&x);
+                o->len[i] = r % 4 == 0 ? 4096 * (1 + (r >> 8) % 4) : 1 + (r >> 8) % 20000;
+                fill(o->sent + (uint64_t)i * 20000, o->len[i], (unsigned)i + 1);
+            }
+            struct tsys *t = T_OWN(tsys_new(2, k ? KB_MEM_HBM : KB_MEM_TCM, false, &qp),
+                                   tsys_free);
+            ASSERT_TRUE(t);
+            o->t = t;
+            ASSERT_EQ(kb_ipcq_wire(t->q[0], "E", t->q[1], "W"), 0);
+            ASSERT_EQ(kb_mem_alloc(t->mem[0][KB_MEM_SRAM], 20000 + 4096, 4096, &o->src), 0);
+            ASSERT_EQ(kb_mem_alloc(t->mem[1][KB_MEM_TCM], 20000 + 64, 4096, &o->dst), 0);
+            ASSERT_TRUE(sim_thread(t->s, "send", stream_sender, o, 0));
+            ASSERT_TRUE(sim_thread(t->s, "recv", stream_receiver, o, 0));
+            ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+            ASSERT_EQ(o->rc_send, 0);
+            ASSERT_EQ(o->rc_recv, 0);
+            ASSERT_EQ(o->got, STREAM_N);
+            for (int i = 0; i < STREAM_N; i++)
+                ASSERT_TRUE(memcmp(o->sent + (uint64_t)i * 20000, o->recvd + (uint64_t)i * 20000,
+                                   o->len[i]) == 0);
+            T_FREE(snap_del, o->rsnap);
+            T_FREE(snap_del, o->snap);
+            T_FREE(tsys_free, t);
+            ASSERT_U64_EQ(kb_mem_pool_pages(), base);
+            T_FREE(free, o->recvd);
+            T_FREE(free, o->sent);
+            T_FREE(free, o);
+        }
+}
+
 TEST_MAIN(fifth_send_blocks_sleep, fifth_send_blocks_poll,
           sleeping_sender_without_receiver_deadlocks,
           slot_cost_per_buffer_kind, ping_pong_latency,
           data_and_metadata_visible_together, split_messages_and_timing_only,
           errors, trace_spans, directions_by_index, recv_step_in_a_method,
-          snapshot_payloads_match_host_buffers)
+          snapshot_payloads_match_host_buffers, a_stream_of_snapshot_messages)

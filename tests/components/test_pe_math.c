@@ -600,6 +600,143 @@ TEST(values_from_snapshots)
     T_FREE(sim_free, s);
 }
 
+
+/* Operands as snapshots of many pieces (appended ranges of 1 byte to a few
+ * pages from anywhere in a memory, some never written, some short and
+ * copied), so that an element may lie across three pieces, and results
+ * into memory at random addresses over written bytes: kb_math_compute's
+ * values on the bytes the snapshots hold, for every op and dtype. */
+TEST(values_from_snapshots_of_many_pieces)
+{
+    enum { NE = 2500, NB = NE * 4, SRC = 256 * 1024 };
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    static const struct kb_mem_params MP = {.kind = KB_MEM_TCM, .capacity = 1 << 20,
+                                            .bw_gbps = 512, .n_channels = 1};
+    char err[256];
+    struct kb_mem *m = T_OWN(kb_mem_new(s, "pe0", &MP, err, sizeof err), kb_mem_free);
+    ASSERT_TRUE(m);
+    unsigned char *src = T_OWN(malloc(SRC), free), *want = T_OWN(malloc(NB), free);
+    unsigned char *got = T_OWN(malloc(NB), free);
+    ASSERT_TRUE(src && want && got);
+    unsigned char *host[3];
+    struct kb_mem_snap *sn[3];
+    for (int j = 0; j < 3; j++) {
+        ASSERT_TRUE(host[j] = T_OWN(malloc(NB), free));
+        ASSERT_TRUE(sn[j] = T_OWN(calloc(1, sizeof *sn[j]), snap_del));
+    }
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+#define NEXT() (x ^= x << 13, x ^= x >> 7, x ^= x << 17, x)
+    for (int round = 0; round < (test_failalloc_mode ? 1 : 12); round++) {
+        for (size_t d = 0; d < sizeof DTS / sizeof DTS[0]; d++) {
+            enum kb_dtype dt = DTS[d];
+            size_t es = kb_dtype_size(dt);
+            /* the source: values in [0.5, 4) where written, pages 40..47 never */
+            fill(src, SRC / es, dt, 0.5, 4.0);
+            memset(src + 40 * 4096, 0, 8 * 4096);
+            ASSERT_EQ(kb_mem_write(m, 0, src, 40 * 4096), 0);
+            ASSERT_EQ(kb_mem_write(m, 48 * 4096, src + 48 * 4096, SRC - 48 * 4096), 0);
+            for (int j = 0; j < 3; j++) {
+                kb_mem_snap_clear(sn[j]);
+                for (uint64_t have = 0; have < NE * es;) {
+                    uint64_t r = NEXT(), len;
+                    switch (r % 4) {
+                    case 0: len = 1 + (r >> 8) % 3; break;
+                    case 1: len = 1 + (r >> 8) % 1500; break;
+                    default: len = 1 + (r >> 8) % 9000; break;
+                    }
+                    if (len > NE * es - have)
+                        len = NE * es - have;
+                    uint64_t a = (r >> 24) % (SRC - len);
+                    if ((r >> 40) % 3 == 0)
+                        a &= ~(uint64_t)4095;
+                    ASSERT_EQ(kb_mem_snap_take(m, a, len, sn[j]), 0);
+                    memcpy(host[j] + have, src + a, len);
+                    have += len;
+                }
+            }
+            /* the memory written over after: the snapshots keep their bytes */
+            ASSERT_EQ(kb_mem_write(m, 0, host[2], NE * es), 0);
+            for (int op = 0; op < KB_MATH_OP_COUNT; op++) {
+                int arity = kb_math_op_arity((enum kb_math_op)op);
+                size_t outn = op == KB_MATH_SUM ? 1 : NE;
+                ASSERT_EQ(kb_math_compute((enum kb_math_op)op, host[0], host[1], host[2], want,
+                                          NE, dt), 0);
+                struct kb_math_arg a = {NULL, sn[0]}, b = {NULL, sn[1]}, c = {NULL, sn[2]};
+                uint64_t ra = 300 * 1024 + NEXT() % (600 * 1024);
+                ASSERT_EQ(kb_mem_write(m, ra, src, NE * es), 0);
+                struct kb_math_dst md = {NULL, m, ra};
+                ASSERT_EQ(kb_math_compute_args((enum kb_math_op)op, &a, arity > 1 ? &b : NULL,
+                                               arity > 2 ? &c : NULL, &md, NE, dt), 0);
+                ASSERT_EQ(kb_mem_read(m, ra, got, outn * es), 0);
+                ASSERT_TRUE(memcmp(got, want, outn * es) == 0);
+            }
+        }
+    }
+#undef NEXT
+    for (int j = 2; j >= 0; j--) {
+        T_FREE(snap_del, sn[j]);
+        T_FREE(free, host[j]);
+    }
+    T_FREE(free, got);
+    T_FREE(free, want);
+    T_FREE(free, src);
+    T_FREE(kb_mem_free, m);
+    T_FREE(sim_free, s);
+}
+
+/* A result written into memory when the host is out of memory (a page or
+ * a page table the write needs): SIM_ENOMEM, never SIM_EINVAL, for sum
+ * and softmax (written through a buffer; they said SIM_EINVAL) and an
+ * elementwise op whose result has elements split between two pages. Each
+ * allocation of the call fails in turn. */
+TEST(results_into_memory_out_of_host_memory)
+{
+#ifdef KBSIM_FAILALLOC
+    if (test_failalloc_mode) /* (the harness fails allocations itself) */
+        return;
+    enum { NE = 3000 };
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    /* 2 GiB: pages 63 and 64 lie under two nodes of its page tables */
+    static const struct kb_mem_params MP = {.kind = KB_MEM_HBM, .capacity = (uint64_t)2 << 30,
+                                            .bw_gbps = 32, .n_channels = 1};
+    float *x = T_OWN(malloc(NE * sizeof *x), free);
+    ASSERT_TRUE(x);
+    fill(x, NE, KB_DTYPE_F32, 0.5, 4.0);
+    static const enum kb_math_op ops[] = {KB_MATH_SUM, KB_MATH_SOFTMAX, KB_MATH_EXP};
+    int failed = 0;
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        for (unsigned long n = 1;; n++) {
+            char err[256];
+            struct kb_mem *m = T_OWN(kb_mem_new(s, "pe0", &MP, err, sizeof err), kb_mem_free);
+            ASSERT_TRUE(m);
+            struct kb_math_arg a = {x, NULL};
+            /* 10 bytes before a page boundary (and a table node's): the
+             * third element is split */
+            struct kb_math_dst md = {NULL, m, 64 * 4096 - 10};
+            failalloc_arm(n);
+            int rc = kb_math_compute_args(ops[k], &a, NULL, NULL, &md, NE, KB_DTYPE_F32);
+            bool fired = failalloc_fired();
+            failalloc_arm(0);
+            T_FREE(kb_mem_free, m);
+            if (!fired) {
+                ASSERT_EQ(rc, 0);
+                break;
+            }
+            if (rc < 0) {
+                ASSERT_EQ(rc, SIM_ENOMEM);
+                failed++;
+            }
+        }
+    }
+    ASSERT_TRUE(failed >= 3);
+    T_FREE(free, x);
+    T_FREE(sim_free, s);
+#endif
+}
+
 TEST_MAIN(values_exact, values_f16_against_compiler, values_f16_every_input, values_transcendental, values_special, softmax_rows,
           sum_reduction, names, time_formula, params, run_waits_and_counts,
-          run_errors, values_from_snapshots)
+          run_errors, values_from_snapshots, values_from_snapshots_of_many_pieces,
+          results_into_memory_out_of_host_memory)
