@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 
@@ -248,6 +249,24 @@ static const char *option_topology(lua_State *L)
 /* Reads the spec at index `spec` (nil, path, table) into b. Returns 0 or
  * -1 with the problems in b->errs. A table is laid over the --topology
  * file when that is a grid topology, as the file is over the defaults. */
+/* Whether the file a script names (at where, calling what) can be read;
+ * if not, an error said at the script's line (the file has no line to
+ * name): missing, unreadable, or a folder. */
+static bool file_readable(struct kb_config *c, const char *where, const char *what,
+                          const char *path)
+{
+    struct stat st;
+    bool folder = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    FILE *f = folder ? NULL : fopen(path, "r");
+    if (!f) {
+        kb_config_error_loc(c, where, 0, 0, "%s: cannot open '%s': %s", what, path,
+                            folder ? "it is a folder" : strerror(errno));
+        return false;
+    }
+    fclose(f);
+    return true;
+}
+
 static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
                      const char *const *sets, size_t n_sets)
 {
@@ -257,6 +276,8 @@ static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
         path = option_topology(L);
     } else if (lua_type(L, spec) == LUA_TSTRING) {
         path = lua_tostring(L, spec);
+        if (!file_readable(c, where, "kb.system", path))
+            return -1;
     }
     struct kb_config_node *user = NULL;
     if (path) {
@@ -592,7 +613,7 @@ static int l_ccl_config(lua_State *L)
     kb_config_init(&c, &errs);
     struct kb_config_node *root = kb_config_parse_file(&c, CCL_DEFAULTS);
     struct kb_config_node *user = NULL;
-    if (t == LUA_TSTRING)
+    if (t == LUA_TSTRING && file_readable(&c, where, "kb.ccl_config", lua_tostring(L, 1)))
         user = kb_config_parse_file(&c, lua_tostring(L, 1));
     else if (t == LUA_TTABLE)
         user = from_lua(L, &c, 1, where, "", 0);

@@ -42,7 +42,8 @@ kb.check(cfg.where == ("ccl_config_table.lua:%d: ccl.algorithm"):format(line), c
 -- kb.ccl_config reads the same forms: nil, a file, a table
 kb.check(kb.ccl_config().algorithm == "lrab", "the defaults")
 local ok, e = pcall(kb.ccl_config, "no_such_ccl.yaml")
-kb.check(not ok and e:find("no_such_ccl.yaml: cannot open", 1, true), tostring(e))
+kb.check(not ok and e:find("ccl_config_table.lua:44: kb.ccl_config: cannot open 'no_such_ccl.yaml'", 1, true),
+         tostring(e))
 ok, e = pcall(kb.ccl_config, 5)
 kb.check(not ok and e:find("nil, a file name or a table expected", 1, true), tostring(e))
 print("ccl_config_table ok")
