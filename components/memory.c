@@ -870,6 +870,14 @@ static inline unsigned char *page_for_write(struct kb_mem *m, uint64_t addr,
     return page_for_write_slow(m, addr, lo, hi);
 }
 
+/* Page entry e of m (a page) let go of: m reads zeros there again. */
+static void page_drop(struct kb_mem *m, pte *e)
+{
+    page_unref(*e);
+    *e = 0;
+    m->n_pages--;
+}
+
 /* A freed block reads as zeros, as memory never written does: each page
  * that lies wholly in the free block it joined goes back to the pool (or
  * to its other owners), and the block's bytes in a page it shares with
@@ -894,9 +902,7 @@ static int clear_freed(struct kb_mem *m, struct block b, struct block joined)
         if (!*e)
             continue;
         if (pa >= joined.addr && jend - pa >= PAGE_SIZE) {
-            page_unref(*e);
-            *e = 0;
-            m->n_pages--;
+            page_drop(m, e);
         } else {
             uint64_t lo = pa > b.addr ? pa : b.addr;
             uint64_t hi = pa + PAGE_SIZE < end ? pa + PAGE_SIZE : end;
@@ -998,6 +1004,31 @@ int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
     return 0;
 }
 
+/* A whole page p (NULL: zeros, no page) given to page da of m as one more
+ * owner (decision 0053): what a whole-page copy or a snapshot's whole
+ * page leaves in the destination. */
+static int page_share(struct kb_mem *m, uint64_t da, const unsigned char *p)
+{
+    uint64_t next;
+    pte *de = pte_find(m, da >> PAGE_SHIFT, &next);
+    if (!p) {
+        if (de && *de)
+            page_drop(m, de);
+        return 0;
+    }
+    if (!de && !(de = pte_make(m, da >> PAGE_SHIFT)))
+        return oom(m);
+    if (*de && pte_page(*de) == p)
+        return 0; /* the same page already */
+    (*page_refs(p))++;
+    if (*de)
+        page_unref(*de);
+    else
+        m->n_pages++;
+    *de = (pte)p | PTE_SHARED;
+    return 0;
+}
+
 /* One piece of a copy, inside one source and one destination page. A
  * whole page between page boundaries is not copied: the destination takes
  * the source's page as a second owner (decision 0053), or, from a page
@@ -1009,28 +1040,11 @@ static int copy_piece(struct kb_mem *dst, uint64_t da, struct kb_mem *src,
         (src != dst || sa != da)) {
         uint64_t next;
         pte *se = pte_find(src, sa >> PAGE_SHIFT, &next);
-        pte *de = pte_find(dst, da >> PAGE_SHIFT, &next);
-        if (se && *se && !de && !(de = pte_make(dst, da >> PAGE_SHIFT)))
-            return oom(dst);
-        if (!se || !*se) { /* zeros: no page */
-            if (de && *de) {
-                page_unref(*de);
-                *de = 0;
-                dst->n_pages--;
-            }
-            return 0;
-        }
-        if (*de && pte_page(*de) == pte_page(*se))
-            return 0; /* the same page already */
-        unsigned char *p = pte_page(*se);
-        (*page_refs(p))++;
-        *se |= PTE_SHARED;
-        if (*de)
-            page_unref(*de);
-        else
-            dst->n_pages++;
-        *de = (pte)p | PTE_SHARED;
-        return 0;
+        unsigned char *p = se && *se ? pte_page(*se) : NULL;
+        int rc = page_share(dst, da, p);
+        if (!rc && p)
+            *se |= PTE_SHARED; /* (the source is now an owner of a shared page) */
+        return rc;
     }
     const unsigned char *s = page(src, sa);
     uint64_t off = da & (PAGE_SIZE - 1);
@@ -1230,33 +1244,6 @@ int kb_mem_snap_read(const struct kb_mem_snap *s, uint64_t off, void *dst, uint6
     return 0;
 }
 
-/* A whole page p (NULL: zeros) given to page da of m, as copy_piece gives
- * a source's page. */
-static int snap_share(struct kb_mem *m, uint64_t da, const unsigned char *p)
-{
-    uint64_t next;
-    pte *de = pte_find(m, da >> PAGE_SHIFT, &next);
-    if (!p) {
-        if (de && *de) {
-            page_unref(*de);
-            *de = 0;
-            m->n_pages--;
-        }
-        return 0;
-    }
-    if (!de && !(de = pte_make(m, da >> PAGE_SHIFT)))
-        return oom(m);
-    if (*de && pte_page(*de) == p)
-        return 0; /* the same page already */
-    (*page_refs(p))++;
-    if (*de)
-        page_unref(*de);
-    else
-        m->n_pages++;
-    *de = (pte)p | PTE_SHARED;
-    return 0;
-}
-
 int kb_mem_snap_write(struct kb_mem *m, uint64_t addr, const struct kb_mem_snap *s,
                       uint64_t off, uint64_t bytes)
 {
@@ -1274,7 +1261,7 @@ int kb_mem_snap_write(struct kb_mem *m, uint64_t addr, const struct kb_mem_snap 
         uint64_t doff = addr & (PAGE_SIZE - 1);
         uint64_t n = min3(bytes, pc->len - in, PAGE_SIZE - doff);
         if (n == PAGE_SIZE && !doff && (pc->kind == SNAP_REF || pc->kind == SNAP_ZERO)) {
-            if ((rc = snap_share(m, addr, pc->p)) < 0)
+            if ((rc = page_share(m, addr, pc->p)) < 0)
                 return rc;
         } else {
             unsigned char *d = page_for_write(m, addr, doff, doff + n);
@@ -1307,11 +1294,8 @@ int kb_mem_discard(struct kb_mem *m, uint64_t addr, uint64_t bytes)
             pg = next;
             continue;
         }
-        if (*e) {
-            page_unref(*e);
-            *e = 0;
-            m->n_pages--;
-        }
+        if (*e)
+            page_drop(m, e);
         pg++;
     }
     return 0;
