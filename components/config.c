@@ -647,15 +647,6 @@ struct kb_config_node *kb_config_parse_string(struct kb_config *c, const char *n
 
 struct kb_config_node *kb_config_parse_file(struct kb_config *c, const char *path)
 {
-    /* a Lua file given where YAML is read (--topology topo.lua): read as
-     * YAML it gives a message about YAML syntax that misleads */
-    size_t pl = strlen(path);
-    if (pl > 4 && strcmp(path + pl - 4, ".lua") == 0) {
-        kb_config_error_loc(c, path, 0, 0,
-                            "a Lua file, where a YAML file is read (a system described in Lua "
-                            "is a table given to kb.system(sim, TABLE) in the script)");
-        return NULL;
-    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         kb_config_error_loc(c, path, 0, 0, "cannot open: %s", strerror(errno));

@@ -246,9 +246,6 @@ static const char *option_topology(lua_State *L)
     return path;
 }
 
-/* Reads the spec at index `spec` (nil, path, table) into b. Returns 0 or
- * -1 with the problems in b->errs. A table is laid over the --topology
- * file when that is a grid topology, as the file is over the defaults. */
 /* Whether the file a script names (at where, calling what) can be read;
  * if not, an error said at the script's line (the file has no line to
  * name): missing, unreadable, or a folder. */
@@ -267,21 +264,41 @@ static bool file_readable(struct kb_config *c, const char *where, const char *wh
     return true;
 }
 
+/* The YAML file a user named, parsed (NULL: the problems are in c's
+ * errors): by a script's call `what` at `where`, or on the command line
+ * (where NULL). A Lua file read as YAML would give a message about YAML
+ * syntax that misleads, so it is refused with where a Lua table goes. */
+static struct kb_config_node *parse_user_file(struct kb_config *c, const char *where,
+                                              const char *what, const char *path)
+{
+    size_t pl = strlen(path);
+    if (pl > 4 && strcmp(path + pl - 4, ".lua") == 0) {
+        kb_config_error_loc(c, path, 0, 0,
+                            "a Lua file, where a YAML file is read (a system described in Lua "
+                            "is a table given to kb.system(sim, TABLE) in the script)");
+        return NULL;
+    }
+    if (where && !file_readable(c, where, what, path))
+        return NULL;
+    return kb_config_parse_file(c, path);
+}
+
+/* Reads the spec at index `spec` (nil, path, table) into b. Returns 0 or
+ * -1 with the problems in b->errs. A table is laid over the --topology
+ * file when that is a grid topology, as the file is over the defaults. */
 static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
                      const char *const *sets, size_t n_sets)
 {
     struct kb_config *c = &b->c;
     const char *path = NULL;
-    if (lua_isnoneornil(L, spec)) {
+    bool named = lua_type(L, spec) == LUA_TSTRING; /* by the script, not --topology */
+    if (lua_isnoneornil(L, spec))
         path = option_topology(L);
-    } else if (lua_type(L, spec) == LUA_TSTRING) {
+    else if (named)
         path = lua_tostring(L, spec);
-        if (!file_readable(c, where, "kb.system", path))
-            return -1;
-    }
     struct kb_config_node *user = NULL;
     if (path) {
-        user = kb_config_parse_file(c, path);
+        user = parse_user_file(c, named ? where : NULL, "kb.system", path);
         if (!user)
             return -1;
     } else if (lua_type(L, spec) == LUA_TTABLE) {
@@ -293,7 +310,7 @@ static int read_spec(lua_State *L, struct build *b, int spec, const char *where,
     struct kb_config_node *base = NULL;
     const char *base_path = option_topology(L);
     if (lua_type(L, spec) == LUA_TTABLE && base_path) {
-        base = kb_config_parse_file(c, base_path);
+        base = parse_user_file(c, NULL, NULL, base_path);
         if (!base)
             return -1;
         if (kb_graph_tree_is_graph(base))
@@ -613,8 +630,8 @@ static int l_ccl_config(lua_State *L)
     kb_config_init(&c, &errs);
     struct kb_config_node *root = kb_config_parse_file(&c, CCL_DEFAULTS);
     struct kb_config_node *user = NULL;
-    if (t == LUA_TSTRING && file_readable(&c, where, "kb.ccl_config", lua_tostring(L, 1)))
-        user = kb_config_parse_file(&c, lua_tostring(L, 1));
+    if (t == LUA_TSTRING)
+        user = parse_user_file(&c, where, "kb.ccl_config", lua_tostring(L, 1));
     else if (t == LUA_TTABLE)
         user = from_lua(L, &c, 1, where, "", 0);
     if (user && user->kind != KB_CONFIG_MAP)
@@ -1474,7 +1491,8 @@ int lkb_check_config(const struct lkb_options *opt)
     size_t n = (size_t)opt->nset;
     struct kb_config c;
     kb_config_init(&c, &errs);
-    struct kb_config_node *user = opt->topology ? kb_config_parse_file(&c, opt->topology) : NULL;
+    struct kb_config_node *user = opt->topology ? parse_user_file(&c, NULL, NULL, opt->topology)
+                                                : NULL;
     if (!errs.n) {
         struct kb_topology_cfg topo;
         struct kb_graph_cfg graph = {0};
