@@ -243,7 +243,7 @@ static void sweep_close(struct sweep *sw, uv_handle_t *h)
 
 /* SIGINT (or SIGTERM with catch_sigterm) stops the sweep; a second one
  * (either) leaves the points that did not stop behind. */
-static void sweep_sigint_cb(uv_signal_t *h, int signum)
+static void sweep_signal_cb(uv_signal_t *h, int signum)
 {
     struct sweep *sw = h->data;
     if (!atomic_load(&sw->stopping)) {
@@ -258,6 +258,18 @@ static void sweep_sigint_cb(uv_signal_t *h, int signum)
             point_abandon(sw, &sw->pts[i], SIM_SWEEP_STOP_ABANDONED);
     uv_mutex_unlock(&sw->lock);
     sweep_fill(sw);
+}
+
+/* Signal signum on handle h (has: it is open, to be closed) stops sw's
+ * sweep (sweep_signal_cb); 0 or a libuv error. */
+static int sweep_signal_open(struct sweep *sw, uv_signal_t *h, bool *has, int signum)
+{
+    int r = uv_signal_init(sw->loop, h);
+    if (r < 0)
+        return r;
+    *has = true;
+    h->data = sw;
+    return uv_signal_start(h, sweep_signal_cb, signum);
 }
 
 static void point_thread(void *arg)
@@ -400,22 +412,11 @@ static int sweep_open_handles(struct sweep *sw, bool catch_sigint, bool catch_si
         sw->timer.data = sw;
         uv_timer_start(&sw->timer, sweep_timer_cb, 50, 50);
     }
-    if (catch_sigint) {
-        if ((r = uv_signal_init(sw->loop, &sw->sigint)) < 0)
-            return r;
-        sw->has_sigint = true;
-        sw->sigint.data = sw;
-        if ((r = uv_signal_start(&sw->sigint, sweep_sigint_cb, SIGINT)) < 0)
-            return r;
-    }
-    if (catch_sigterm) {
-        if ((r = uv_signal_init(sw->loop, &sw->sigterm)) < 0)
-            return r;
-        sw->has_sigterm = true;
-        sw->sigterm.data = sw;
-        if ((r = uv_signal_start(&sw->sigterm, sweep_sigint_cb, SIGTERM)) < 0)
-            return r;
-    }
+    if (catch_sigint && (r = sweep_signal_open(sw, &sw->sigint, &sw->has_sigint, SIGINT)) < 0)
+        return r;
+    if (catch_sigterm &&
+        (r = sweep_signal_open(sw, &sw->sigterm, &sw->has_sigterm, SIGTERM)) < 0)
+        return r;
     return 0;
 }
 
