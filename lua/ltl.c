@@ -1113,7 +1113,7 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     uint64_t bytes = (uint64_t)n * kb_dtype_size(dt), addr;
     if (kb_mem_alloc_owned(c->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
         luaL_error(L, "PE '%s': TCM scratch is full (%s); free handles with tl.free or "
-                      "use smaller tiles", c->pe->name, kb_mem_errmsg(c->pe->tcm));
+                      "use smaller tiles", c->pe->name, kb_mem_errmsg(c->tcm));
     uint32_t slot = c->free_head;
     if (slot != SLOT_NONE) {
         c->free_head = (uint32_t)c->allocs[slot].addr;
@@ -1212,7 +1212,7 @@ static size_t hbytes(const struct handle *h)
 static void *hread(lua_State *L, const struct handle *h, int slot)
 {
     void *buf = scratch(L, slot, hbytes(h));
-    struct kb_mem *tcm = hctx(h)->pe->tcm; /* (h was checked: its context lives) */
+    struct kb_mem *tcm = hctx(h)->tcm; /* (h was checked: its context lives) */
     if (kb_mem_read(tcm, h->addr, buf, hbytes(h)) != 0)
         luaL_error(L, "%s", kb_mem_errmsg(tcm));
     return buf;
@@ -1226,7 +1226,7 @@ static bool ipcq_snaps(const struct kb_ipcq_if *q) { return q && q->send_snap; }
 static struct kb_mem_snap *hsnap(lua_State *L, const struct handle *h, int slot)
 {
     struct kb_mem_snap *sn = scratch_snap(L, slot);
-    struct kb_mem *tcm = hctx(h)->pe->tcm; /* (h was checked: its context lives) */
+    struct kb_mem *tcm = hctx(h)->tcm; /* (h was checked: its context lives) */
     if (kb_mem_snap_take(tcm, h->addr, hbytes(h), sn) != 0)
         luaL_error(L, "%s", kb_mem_errmsg(tcm));
     return sn;
@@ -1239,8 +1239,8 @@ static void hwrite_snap(lua_State *L, const struct handle *h, const struct kb_me
     const struct kctx *c = hctx(h); /* (h was checked or just made) */
     if (c->no_data)
         return;
-    if (kb_mem_snap_write(c->pe->tcm, h->addr, sn, 0, hbytes(h)) != 0)
-        luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
+    if (kb_mem_snap_write(c->tcm, h->addr, sn, 0, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(c->tcm));
 }
 
 static void hwrite(lua_State *L, const struct handle *h, const void *buf)
@@ -1248,8 +1248,8 @@ static void hwrite(lua_State *L, const struct handle *h, const void *buf)
     const struct kctx *c = hctx(h); /* (h was checked or just made) */
     if (c->no_data)
         return; /* a timing-only run: no values, no memory touched */
-    if (kb_mem_write(c->pe->tcm, h->addr, buf, hbytes(h)) != 0)
-        luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
+    if (kb_mem_write(c->tcm, h->addr, buf, hbytes(h)) != 0)
+        luaL_error(L, "%s", kb_mem_errmsg(c->tcm));
 }
 
 static int h_len(lua_State *L)
@@ -1319,7 +1319,7 @@ static int l_free(lua_State *L)
         struct kctx *c = fc && handle_of(h, fc) ? fc : hctx(h); /* (no record read) */
         if (handle_release(c, h) < 0)
             return luaL_error(L, "tl.free on PE '%s': %s", c->pe->name,
-                              kb_mem_errmsg(c->pe->tcm));
+                              kb_mem_errmsg(c->tcm));
     }
     return 0;
 }
@@ -1336,7 +1336,7 @@ static int load_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Inte
     const struct kb_dma_if *d = need_dma(L, c, "tl.load");
     dispatch(L, c, "tl.load");
     struct handle *h = newhandle(L, c, n, dt);
-    struct kb_dma_end src = {m, (uint64_t)addr, node}, dst = {c->pe->tcm, h->addr, c->pe->node};
+    struct kb_dma_end src = {m, (uint64_t)addr, node}, dst = {c->tcm, h->addr, c->pe->node};
     void *bp = lkb_block_begin(L, c->s, "tl.load");
     int rc = d->copy(d->ctx, KB_DMA_READ, src, dst, hbytes(h));
     lkb_block_end(bp);
@@ -1365,7 +1365,7 @@ static int store_at(lua_State *L, struct kctx *c, enum kb_mem_kind kind, lua_Int
     struct kb_mem *m = pe_mem(L, c->pe, kind, &node);
     const struct kb_dma_if *d = need_dma(L, c, "tl.store");
     dispatch(L, c, "tl.store");
-    struct kb_dma_end src = {c->pe->tcm, h->addr, c->pe->node}, dst = {m, (uint64_t)addr, node};
+    struct kb_dma_end src = {c->tcm, h->addr, c->pe->node}, dst = {m, (uint64_t)addr, node};
     void *bp = lkb_block_begin(L, c->s, "tl.store");
     int rc = d->copy(d->ctx, KB_DMA_WRITE, src, dst, hbytes(h));
     lkb_block_end(bp);
@@ -1482,7 +1482,7 @@ static struct kctx *push_shard(lua_State *L, const char *what)
         lua_pushvalue(L, lua_upvalueindex(UV_K_PLACES));
         if (lua_rawget(L, 1) == LUA_TUSERDATA) {
             const struct places *p = toplaces(L, 4);
-            struct kctx *c = p ? current(L, "tl.program_id") : NULL;
+            struct kctx *c = p ? current(L, what) : NULL;
             lua_Integer addr;
             if (c && places_find(p, c->program_id, &addr)) {
                 lua_pushinteger(L, p->sn);       /* 5 */
@@ -1500,7 +1500,7 @@ static struct kctx *push_shard(lua_State *L, const char *what)
     }
     luaL_error(L, "%s: a tensor is expected, got %s", what, luaL_typename(L, 1));
 tensor:;
-    struct kctx *c = current(L, "tl.program_id");
+    struct kctx *c = current(L, what);
     lua_Integer pid = c->program_id;
     lua_pushvalue(L, lua_upvalueindex(UV_K_SHARD_PLACE));
     lua_gettable(L, 1);
@@ -1719,7 +1719,7 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
      * TCM itself when the op ends (no buffer while it runs), else into a
      * buffer that is written there then */
     void *obuf = c->no_data || snaps ? NULL : scratch(L, RESULT, (size_t)n * kb_dtype_size(dt));
-    struct kb_math_dst dst = {NULL, c->no_data ? NULL : c->pe->tcm, out->addr};
+    struct kb_math_dst dst = {NULL, c->tcm, out->addr};
     void *bp = lkb_block_begin(L, c->s, what);
     int rc = snaps ? m->run_args(m->ctx, op, &ops[0], &ops[1], &ops[2], &dst, n, dt)
                    : m->run(m->ctx, op, ops[0].p, ops[1].p, ops[2].p, obuf, n, dt);
@@ -1852,7 +1852,7 @@ static void *hread_range(lua_State *L, const struct handle *h, lua_Integer off, 
 {
     size_t es = kb_dtype_size(h->dt);
     void *buf = scratch(L, slot, (size_t)n * es);
-    struct kb_mem *tcm = hctx(h)->pe->tcm; /* (h was checked: its context lives) */
+    struct kb_mem *tcm = hctx(h)->tcm; /* (h was checked: its context lives) */
     if (kb_mem_read(tcm, h->addr + (uint64_t)off * es, buf, (size_t)n * es) != 0)
         luaL_error(L, "%s", kb_mem_errmsg(tcm));
     return buf;
@@ -1919,8 +1919,8 @@ static int l_gemm_tile(lua_State *L)
     lkb_block_end(bp);
     if (rc < 0)
         return luaL_error(L, "tl.gemm_tile: %s", sim_errmsg(c->s));
-    if (cb && kb_mem_write(c->pe->tcm, out->addr, cb, (size_t)c_n * sizeof(float)) != 0)
-        return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
+    if (cb && kb_mem_write(c->tcm, out->addr, cb, (size_t)c_n * sizeof(float)) != 0)
+        return luaL_error(L, "%s", kb_mem_errmsg(c->tcm));
     scratch_drop(L);
     lua_pushvalue(L, outi);
     return 1;
@@ -1940,10 +1940,10 @@ static int l_fetch(lua_State *L)
     size_t es = kb_dtype_size(h->dt);
     dispatch(L, c, "tl.fetch");
     void *bp = lkb_block_begin(L, c->s, "tl.fetch");
-    int rc = kb_mem_access(c->pe->tcm, h->addr + (uint64_t)off * es, (uint64_t)n * es, false);
+    int rc = kb_mem_access(c->tcm, h->addr + (uint64_t)off * es, (uint64_t)n * es, false);
     lkb_block_end(bp);
     if (rc < 0)
-        return luaL_error(L, "tl.fetch on PE '%s': %s", c->pe->name, kb_mem_errmsg(c->pe->tcm));
+        return luaL_error(L, "tl.fetch on PE '%s': %s", c->pe->name, kb_mem_errmsg(c->tcm));
     return 0;
 }
 
@@ -2688,10 +2688,10 @@ static int l_sendrecv(lua_State *L)
     busy_link(c, f);
     /* tl.send */
     struct kctx *hc = handle_of(h, c) ? c : hctx(h); /* (checked: c's, or another live kernel's) */
-    if (sbuf && kb_mem_read(hc->pe->tcm, h->addr, sbuf, hbytes(h)) != 0)
-        return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
-    if (ssn && kb_mem_snap_take(hc->pe->tcm, h->addr, hbytes(h), ssn) != 0)
-        return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
+    if (sbuf && kb_mem_read(hc->tcm, h->addr, sbuf, hbytes(h)) != 0)
+        return fail_busy(L, c, kb_mem_errmsg(hc->tcm));
+    if (ssn && kb_mem_snap_take(hc->tcm, h->addr, hbytes(h), ssn) != 0)
+        return fail_busy(L, c, kb_mem_errmsg(hc->tcm));
     bp = lkb_block_begin(L, c->s, "tl.sendrecv");
     rc = kb_cpu_dispatch(c->pe->cpu);
     if (rc < 0) {
@@ -2712,7 +2712,7 @@ static int l_sendrecv(lua_State *L)
         scratch_drop(L);
     /* tl.free */
     if (release && handle_release(hc, h) < 0)
-        return fail_busy(L, c, kb_mem_errmsg(hc->pe->tcm));
+        return fail_busy(L, c, kb_mem_errmsg(hc->tcm));
     /* tl.wait */
     while (!f->done) {
         bp = lkb_block_begin(L, c->s, "tl.sendrecv");
@@ -2745,12 +2745,12 @@ static int l_sendrecv(lua_State *L)
     f->next = c->free_futs;
     c->free_futs = f;
     int wrc = c->no_data    ? 0
-              : f->use_snap ? kb_mem_snap_write(c->pe->tcm, out->addr, &f->snap, 0, hbytes(out))
-                            : kb_mem_write(c->pe->tcm, out->addr, buf, hbytes(out));
+              : f->use_snap ? kb_mem_snap_write(c->tcm, out->addr, &f->snap, 0, hbytes(out))
+                            : kb_mem_write(c->tcm, out->addr, buf, hbytes(out));
     kb_mem_snap_clear(&f->snap); /* (the record is free: nothing runs into it) */
     pool_give(&c->st->pool, buf, cap);
     if (wrc != 0)
-        return luaL_error(L, "%s", kb_mem_errmsg(c->pe->tcm));
+        return luaL_error(L, "%s", kb_mem_errmsg(c->tcm));
     return 1;
 }
 
