@@ -16,6 +16,7 @@
 
 #define PAGE_SHIFT 12 /* 4 KiB pages */
 #define PAGE_SIZE ((uint64_t)1 << PAGE_SHIFT)
+_Static_assert(PAGE_SIZE == KB_MEM_PAGE_BYTES, "memory.h names the page size");
 
 struct block {
     uint64_t addr, size;

@@ -42,6 +42,9 @@
 enum kb_mem_kind { KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM };
 
 #define KB_MEM_MAX_CHANNELS 64
+/* a memory's storage page: a span (kb_mem_read_span, kb_mem_snap_span) is
+ * at most this long */
+#define KB_MEM_PAGE_BYTES 4096
 
 struct kb_mem_params {
     enum kb_mem_kind kind;

@@ -256,7 +256,7 @@ int kb_math_compute(enum kb_math_op op, const void *a, const void *b,
 static const void *arg_run(const struct kb_math_arg *x, size_t i, size_t es, size_t n,
                            size_t *k, unsigned char *tmp)
 {
-    static const unsigned char zeros[4096]; /* a span is at most a page */
+    static const unsigned char zeros[KB_MEM_PAGE_BYTES]; /* a span is at most a page */
     if (!x->snap)
         return (const char *)x->p + i * es;
     const unsigned char *p;
