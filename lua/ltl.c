@@ -1436,8 +1436,17 @@ static int l_places(lua_State *L)
     luaL_checktype(L, 1, LUA_TTABLE);
     luaL_checktype(L, 2, LUA_TTABLE);
     lua_Integer sn = luaL_checkinteger(L, 3);
-    luaL_checkstring(L, 4);
-    luaL_checkstring(L, 5);
+    /* (checked here, so that a bad name is said where the record is made,
+     * not at every tl.load of the tensor) */
+    const char *kind = luaL_checkstring(L, 4), *dtype = luaL_checkstring(L, 5);
+    enum kb_dtype dt;
+    int ki = 0;
+    while (ki < KIND_COUNT && strcmp(kind, kind_names[ki]) != 0)
+        ki++;
+    if (ki == KIND_COUNT)
+        return luaL_error(L, "tl.shard_places: unknown memory '%s' (tcm, sram, hbm)", kind);
+    if (kb_dtype_parse(dtype, &dt) != 0)
+        return luaL_error(L, "tl.shard_places: unknown dtype '%s' (f16, bf16, f32)", dtype);
     lua_Integer n = luaL_len(L, 1);
     if (n < 0 || (size_t)n > (SIZE_MAX - sizeof(struct places)) / sizeof(struct place))
         return luaL_error(L, "tl.shard_places: %I ranks", (LUAI_UACINT)n);

@@ -93,4 +93,7 @@ end
 refused("tl.shard_places: rank 2 listed twice", {2, 2}, {0, 64}, N, "hbm", "f32")
 refused("rank or address 2 is not an integer", {1, 2}, {0, 1.5}, N, "hbm", "f32")
 refused("rank or address 1 is not an integer", {"x"}, {0}, N, "hbm", "f32")
+-- a bad memory or dtype is said where the record is made, not at each tl.load
+refused("tl.shard_places: unknown memory 'hmb' (tcm, sram, hbm)", {1}, {0}, N, "hmb", "f32")
+refused("tl.shard_places: unknown dtype 'f23' (f16, bf16, f32)", {1}, {0}, N, "hbm", "f23")
 print("tl_shard_places ok")
