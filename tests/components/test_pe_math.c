@@ -136,7 +136,7 @@ TEST(values_f16_against_compiler)
 /* exp and log: within one ulp of the dtype of the double value (the
  * implementation rounds the double once, so it is in fact correctly
  * rounded with respect to libm's double). */
-/* f16 add, sub, mul, div (a vector path where the CPU has F16C) against
+/* f16 add, sub, mul, div (vector paths where the CPU has F16C, AVX-512) against
  * the scalar recipe, double op then kb_dtype_store, bit for bit: every
  * f16 against a set of operands that covers zeros, subnormals, the
  * largest finite, infinities, quiet and signalling NaNs and rounding ties,
