@@ -1140,23 +1140,46 @@ void kb_mem_snap_free(struct kb_mem_snap *s)
     memset(s, 0, sizeof *s);
 }
 
+/* Room in s for `pieces` more (false: out of memory, s unchanged). */
+static bool snap_room(struct kb_mem_snap *s, uint64_t pieces)
+{
+    if (s->n + pieces <= s->cap)
+        return true;
+    uint64_t cap = s->cap ? 2 * (uint64_t)s->cap : 8;
+    while (cap < s->n + pieces)
+        cap *= 2;
+    struct kb_mem_snap_piece *pc = cap <= UINT32_MAX ? realloc(s->pc, cap * sizeof *pc) : NULL;
+    if (!pc)
+        return false;
+    s->pc = pc;
+    s->cap = (uint32_t)cap;
+    return true;
+}
+
+/* s back to its first n0 pieces (a failed append undone). */
+static void snap_truncate(struct kb_mem_snap *s, uint32_t n0)
+{
+    while (s->n > n0)
+        piece_drop(&s->pc[--s->n]);
+}
+
+/* A page of the pool holding a copy of n bytes at p, the snapshot's alone
+ * (a SNAP_REF piece of one owner: it goes back to the pool with it). A
+ * recently freed page: the pool hands out the last page given back. */
+static const unsigned char *page_copy(const unsigned char *p, uint64_t n)
+{
+    unsigned char *pg = pool_get(); /* (a page of the pool counts no other owner) */
+    return pg ? memcpy(pg, p, n) : NULL;
+}
+
 int kb_mem_snap_take(struct kb_mem *m, uint64_t addr, uint64_t bytes, struct kb_mem_snap *s)
 {
     int rc = in_range(m, "read", addr, bytes);
     if (rc < 0)
         return rc;
     uint64_t pieces = bytes ? ((addr + bytes - 1) >> PAGE_SHIFT) - (addr >> PAGE_SHIFT) + 1 : 0;
-    if (s->n + pieces > s->cap) { /* room first, so that failing changes nothing */
-        uint64_t cap = s->cap ? 2 * (uint64_t)s->cap : 8;
-        while (cap < s->n + pieces)
-            cap *= 2;
-        struct kb_mem_snap_piece *pc =
-            cap <= UINT32_MAX ? realloc(s->pc, cap * sizeof *pc) : NULL;
-        if (!pc)
-            return oom(m);
-        s->pc = pc;
-        s->cap = (uint32_t)cap;
-    }
+    if (!snap_room(s, pieces)) /* room first, so that failing changes nothing */
+        return oom(m);
     uint32_t n0 = s->n;
     uint64_t at = s->bytes;
     while (bytes) {
@@ -1176,9 +1199,7 @@ int kb_mem_snap_take(struct kb_mem *m, uint64_t addr, uint64_t bytes, struct kb_
             } else {
                 unsigned char *b = malloc(len);
                 if (!b) {
-                    s->n++;
-                    while (s->n > n0) /* back to what it was */
-                        piece_drop(&s->pc[--s->n]);
+                    snap_truncate(s, n0); /* back to what it was */
                     return oom(m);
                 }
                 memcpy(b, pg + off, len);
@@ -1207,6 +1228,89 @@ static uint32_t snap_find(const struct kb_mem_snap *s, uint64_t off)
             hi = mid;
     }
     return lo;
+}
+
+int kb_mem_snap_add(struct kb_mem_snap *d, const struct kb_mem_snap *s, uint64_t off,
+                    uint64_t bytes)
+{
+    if (off > s->bytes || bytes > s->bytes - off)
+        return SIM_EINVAL;
+    if (!bytes)
+        return 0;
+    uint32_t i0 = snap_find(s, off), i1 = snap_find(s, off + bytes - 1);
+    if (!snap_room(d, (uint64_t)i1 - i0 + 1))
+        return SIM_ENOMEM;
+    uint32_t n0 = d->n;
+    uint64_t at = d->bytes;
+    for (uint32_t i = i0; bytes; i++) {
+        const struct kb_mem_snap_piece *pc = &s->pc[i];
+        uint64_t in = off - pc->at, n = pc->len - in < bytes ? pc->len - in : bytes;
+        struct kb_mem_snap_piece *q = &d->pc[d->n];
+        *q = (struct kb_mem_snap_piece){pc->p ? pc->p + in : NULL, at, (uint32_t)n, pc->kind};
+        if (pc->kind == SNAP_REF && n == PAGE_SIZE) { /* a whole page: one more owner */
+            (*page_refs(pc->p))++;
+        } else if (pc->p) { /* a part: copied, so no page is held in part */
+            q->p = n >= KB_MEM_SNAP_REF_MIN ? page_copy(pc->p + in, n) : malloc(n);
+            q->kind = n >= KB_MEM_SNAP_REF_MIN ? SNAP_REF : SNAP_HEAP;
+            if (!q->p) {
+                snap_truncate(d, n0);
+                return SIM_ENOMEM;
+            }
+            if (q->kind == SNAP_HEAP)
+                memcpy((void *)q->p, pc->p + in, n);
+        }
+        d->n++;
+        at += n;
+        off += n;
+        bytes -= n;
+    }
+    d->bytes = at;
+    return 0;
+}
+
+int kb_mem_snap_add_bytes(struct kb_mem_snap *d, const void *data, uint64_t bytes)
+{
+    if (!snap_room(d, (bytes + PAGE_SIZE - 1) / PAGE_SIZE))
+        return SIM_ENOMEM;
+    uint32_t n0 = d->n;
+    uint64_t at = d->bytes;
+    const unsigned char *p = data;
+    while (bytes) {
+        uint64_t n = bytes < PAGE_SIZE ? bytes : PAGE_SIZE;
+        struct kb_mem_snap_piece *q = &d->pc[d->n];
+        bool page = n >= KB_MEM_SNAP_REF_MIN;
+        *q = (struct kb_mem_snap_piece){NULL, at, (uint32_t)n, SNAP_ZERO};
+        if (p) {
+            q->p = page ? page_copy(p, n) : malloc(n);
+            q->kind = page ? SNAP_REF : SNAP_HEAP;
+            if (!q->p) {
+                snap_truncate(d, n0);
+                return SIM_ENOMEM;
+            }
+            if (!page)
+                memcpy((void *)q->p, p, n);
+            p += n;
+        }
+        d->n++;
+        at += n;
+        bytes -= n;
+    }
+    d->bytes = at;
+    return 0;
+}
+
+int kb_mem_snap_move(struct kb_mem_snap *d, struct kb_mem_snap *s)
+{
+    if (!snap_room(d, s->n))
+        return SIM_ENOMEM;
+    for (uint32_t i = 0; i < s->n; i++) {
+        d->pc[d->n] = s->pc[i];
+        d->pc[d->n++].at += d->bytes;
+    }
+    d->bytes += s->bytes;
+    s->n = 0;
+    s->bytes = 0;
+    return 0;
 }
 
 int kb_mem_snap_span(const struct kb_mem_snap *s, uint64_t off, uint64_t bytes,
@@ -1278,26 +1382,6 @@ int kb_mem_snap_write(struct kb_mem *m, uint64_t addr, const struct kb_mem_snap 
         off += n;
         addr += n;
         bytes -= n;
-    }
-    return 0;
-}
-
-int kb_mem_discard(struct kb_mem *m, uint64_t addr, uint64_t bytes)
-{
-    int rc = in_range(m, "discard", addr, bytes);
-    if (rc < 0 || !m->top)
-        return rc;
-    uint64_t pg = (addr + PAGE_SIZE - 1) >> PAGE_SHIFT, end = (addr + bytes) >> PAGE_SHIFT;
-    while (pg < end) {
-        uint64_t next;
-        pte *e = pte_find(m, pg, &next);
-        if (!e) { /* a whole table never written */
-            pg = next;
-            continue;
-        }
-        if (*e)
-            page_drop(m, e);
-        pg++;
     }
     return 0;
 }

@@ -172,6 +172,20 @@ struct kb_mem_snap {
  * capacity, SIM_ENOMEM (kb_mem_errmsg(m) says which); the snapshot is
  * unchanged then. */
 int kb_mem_snap_take(struct kb_mem *m, uint64_t addr, uint64_t bytes, struct kb_mem_snap *s);
+/* Appends bytes [off, off + bytes) of snapshot s to d, for d to outlive
+ * s (a message in flight, decision 0060): a whole page of s is held by
+ * reference (one more owner), any part of a page copied (into a page of
+ * the pool from KB_MEM_SNAP_REF_MIN bytes), so that d never holds a page
+ * that a memory goes on writing around the part d keeps. SIM_EINVAL
+ * beyond s, SIM_ENOMEM; d is unchanged then. */
+int kb_mem_snap_add(struct kb_mem_snap *d, const struct kb_mem_snap *s, uint64_t off,
+                    uint64_t bytes);
+/* Appends a copy of bytes [data, data + bytes) on the host to d (data
+ * NULL: that many zeros). SIM_ENOMEM (d unchanged). */
+int kb_mem_snap_add_bytes(struct kb_mem_snap *d, const void *data, uint64_t bytes);
+/* Appends all of s to d and leaves s empty (its pieces change hands: no
+ * page is copied or counted again). SIM_ENOMEM (both unchanged). */
+int kb_mem_snap_move(struct kb_mem_snap *d, struct kb_mem_snap *s);
 /* Writes bytes [off, off + bytes) of s into m at addr, as kb_mem_write
  * would: a whole page of s landing on a page boundary of m is shared (or,
  * zeros, leaves no page), anything else copied. SIM_EINVAL beyond m's
@@ -192,11 +206,6 @@ void kb_mem_snap_clear(struct kb_mem_snap *s);
 /* ... or gone, zeroed (its array freed too). */
 void kb_mem_snap_free(struct kb_mem_snap *s);
 
-/* The pages lying wholly in [addr, addr + bytes) dropped: they read as
- * zeros from then on and their storage goes back (to the pool, or to the
- * page's other owners). For bytes that are no longer anybody's result (a
- * ring slot once read: decision 0056). SIM_EINVAL beyond the capacity. */
-int kb_mem_discard(struct kb_mem *m, uint64_t addr, uint64_t bytes);
 
 /* ---- timing ------------------------------------------------------------ */
 

@@ -49,6 +49,7 @@ struct req {
     struct req *next;
     struct kb_dma_end src, dst;
     uint64_t bytes;
+    bool nodata; /* kb_dma_copy_timed_async: no bytes written */
     struct sim_event *done;
     kb_dma_done_fn fn;
     void *ud;
@@ -475,7 +476,7 @@ static void chan_step(struct sim *s, void *arg)
             }
         }
         /* PH_END: the last byte is written */
-        finish(ch, r, d->p.timing_only ? 0 : copy_bytes(d, r));
+        finish(ch, r, d->p.timing_only || r->nodata ? 0 : copy_bytes(d, r));
     }
 }
 
@@ -488,6 +489,12 @@ static int if_copy_async(void *ctx, enum kb_dma_class c, struct kb_dma_end src,
                          kb_dma_done_fn fn, void *ud)
 {
     return kb_dma_copy_async(ctx, c, src, dst, bytes, done, fn, ud);
+}
+static int if_copy_timed_async(void *ctx, enum kb_dma_class c, struct kb_dma_end src,
+                               struct kb_dma_end dst, uint64_t bytes, struct sim_event *done,
+                               kb_dma_done_fn fn, void *ud)
+{
+    return kb_dma_copy_timed_async(ctx, c, src, dst, bytes, done, fn, ud);
 }
 static int if_copy(void *ctx, enum kb_dma_class c, struct kb_dma_end src, struct kb_dma_end dst,
                    uint64_t bytes)
@@ -580,8 +587,16 @@ struct kb_dma *kb_dma_new(struct sim *s, const char *name, struct kb_fabric *f,
         }
     }
     free(pname);
-    d->iface = (struct kb_dma_if){d,        d->p.node, d->p.timing_only, f,        if_copy_async,
-                                  if_copy,  if_time,   if_route,         if_errmsg};
+    d->iface = (struct kb_dma_if){.ctx = d,
+                                  .node = d->p.node,
+                                  .timing_only = d->p.timing_only,
+                                  .fabric = f,
+                                  .copy_async = if_copy_async,
+                                  .copy = if_copy,
+                                  .time = if_time,
+                                  .route = if_route,
+                                  .errmsg = if_errmsg,
+                                  .copy_timed_async = if_copy_timed_async};
     if (!(d->port = kb_port_export(s, name, "dma", KB_DMA_IF, &d->iface, 4, err, errlen))) {
         kb_dma_free(d);
         return NULL;
@@ -648,10 +663,28 @@ int kb_dma_route(struct kb_dma *d, int src_node, int dst_node, const int **links
 
 /* ---- copies ---------------------------------------------------------- */
 
+static int queue_copy(struct kb_dma *d, enum kb_dma_class c, struct kb_dma_end src,
+                      struct kb_dma_end dst, uint64_t bytes, bool nodata,
+                      struct sim_event *done, kb_dma_done_fn fn, void *ud);
+
 int kb_dma_copy_async(struct kb_dma *d, enum kb_dma_class c,
                       struct kb_dma_end src, struct kb_dma_end dst,
                       uint64_t bytes, struct sim_event *done,
                       kb_dma_done_fn fn, void *ud)
+{
+    return queue_copy(d, c, src, dst, bytes, false, done, fn, ud);
+}
+
+int kb_dma_copy_timed_async(struct kb_dma *d, enum kb_dma_class c, struct kb_dma_end src,
+                            struct kb_dma_end dst, uint64_t bytes, struct sim_event *done,
+                            kb_dma_done_fn fn, void *ud)
+{
+    return queue_copy(d, c, src, dst, bytes, true, done, fn, ud);
+}
+
+static int queue_copy(struct kb_dma *d, enum kb_dma_class c, struct kb_dma_end src,
+                      struct kb_dma_end dst, uint64_t bytes, bool nodata,
+                      struct sim_event *done, kb_dma_done_fn fn, void *ud)
 {
     if ((unsigned)c >= KB_DMA_NCLASSES)
         return seterr(d, SIM_EINVAL, "unknown channel class %d", (int)c);
@@ -670,6 +703,7 @@ int kb_dma_copy_async(struct kb_dma *d, enum kb_dma_class c,
     r->src = src;
     r->dst = dst;
     r->bytes = bytes;
+    r->nodata = nodata;
     r->done = done;
     r->fn = fn;
     r->ud = ud;

@@ -109,6 +109,15 @@ int kb_dma_copy_async(struct kb_dma *d, enum kb_dma_class c,
                       uint64_t bytes, struct sim_event *done,
                       kb_dma_done_fn fn, void *ud);
 
+/* kb_dma_copy_async that moves no bytes: the copy is checked, queued,
+ * booked, carried over the links, timed, counted and traced as any other,
+ * and its callback runs at the same instant, but the destination is not
+ * written. For a caller that carries the bytes itself (the PE_IPCQ: a
+ * slot's bytes travel with the slot, decision 0060). */
+int kb_dma_copy_timed_async(struct kb_dma *d, enum kb_dma_class c, struct kb_dma_end src,
+                            struct kb_dma_end dst, uint64_t bytes, struct sim_event *done,
+                            kb_dma_done_fn fn, void *ud);
+
 /* kb_dma_copy_async, then waits until the copy ends; returns its status.
  * Thread processes only: SIM_EPERM outside any process (nothing queued)
  * or from a method process (queued but not waited for: methods use
@@ -140,6 +149,10 @@ struct kb_dma_if {
     sim_time (*time)(void *ctx, struct kb_dma_end src, struct kb_dma_end dst, uint64_t bytes);
     int (*route)(void *ctx, int src_node, int dst_node, const int **links);
     const char *(*errmsg)(void *ctx);
+    /* optional (NULL: none): kb_dma_copy_timed_async */
+    int (*copy_timed_async)(void *ctx, enum kb_dma_class c, struct kb_dma_end src,
+                            struct kb_dma_end dst, uint64_t bytes, struct sim_event *done,
+                            kb_dma_done_fn fn, void *ud);
 };
 
 struct sim_port *kb_dma_port(const struct kb_dma *d);

@@ -15,8 +15,10 @@
  * t_b + k·poll and proceeds at the first poll >= t_c; either way the wait
  * is counted as blocked time. The metadata travels in the message header
  * (no extra bytes) and is published with the data by the DMA's completion
- * callback, in the same process step as the payload copy, so a receiver
- * polling the slot sees both or neither.
+ * callback, at the instant the last byte lands, so a receiver polling the
+ * slot sees both or neither. The data is the slot's own (decision 0060):
+ * taken at the send, carried with the slot, handed to the receive; the
+ * rings' memory is booked and timed, never written.
  *
  * Traced (a trace open when the IPCQ is made), each side of a channel has
  * a row, "NAME.ipcq.DIR.send" or "NAME.ipcq.DIR.recv", made on its first
@@ -54,6 +56,9 @@ struct slot {
     struct kb_ipcq_meta meta;
     uint64_t st_bytes, st_msg_bytes; /* staged */
     struct kb_ipcq_meta st_meta;
+    /* the slot's bytes, from the send until the recv takes them: they
+     * travel with the slot, not in the rings' memory (decision 0060) */
+    struct kb_mem_snap carry;
 };
 
 /* A channel tx -> rx; the fields a send or a recv touches first, then
@@ -302,6 +307,8 @@ static void chan_release(struct chan *c)
         return;
     free(c->tx_dir);
     free(c->rx_dir);
+    for (uint32_t i = 0; c->slots && i < c->n; i++)
+        kb_mem_snap_free(&c->slots[i].carry);
     free(c->slots);
     free(c->arrivals);
     free(c);
@@ -562,12 +569,6 @@ static void slot_landed(void *ud, int status)
                  c->tx_dir, c->rx->name, c->rx_dir, c->tx->dma->errmsg(c->tx->dma->ctx));
         return;
     }
-    /* the tx slot's bytes have landed: the pages they fill go (the rx
-     * slot holds the bytes, sharing such pages); a page they fill in part
-     * stays for the next message, which would zero-fill a new one */
-    if (!c->tx->dma->timing_only)
-        (void)kb_mem_discard(c->tx_bank, c->tx_base + (uint64_t)(sl - c->slots) * c->size,
-                             sl->st_bytes);
     sl->bytes = sl->st_bytes;
     sl->msg_bytes = sl->st_msg_bytes;
     sl->meta = sl->st_meta;
@@ -597,7 +598,7 @@ static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void
     if (c->sending)
         return KB_SETERR(q, SIM_EPERM, "send on direction '%s' of '%s' while "
                       "another send is blocked there", dir, q->name);
-    bool copy = !q->dma->timing_only && data, from_snap = !q->dma->timing_only && snap;
+    bool carry = !q->dma->timing_only; /* the slots carry bytes */
     static const struct kb_ipcq_meta zero;
     sim_time t0 = sim_now(q->sim);
     uint64_t first = c->tail;
@@ -613,29 +614,33 @@ static int send_on(struct kb_ipcq *q, struct dir *d, const char *dir, const void
         }
         uint32_t i = c->tail_i;
         uint64_t at = (uint64_t)i * c->size;
-        if (copy && q->buf->write(q->buf->ctx, c->tx_base + at,
-                                 (const unsigned char *)data + off, len) < 0) {
-            rc = KB_SETERR(q, SIM_EINVAL, "%s", q->buf->errmsg(q->buf->ctx));
-            c->credits++;
-            break;
-        }
-        if (from_snap &&
-            (rc = kb_mem_snap_write(c->tx_bank, c->tx_base + at, snap, off, len)) < 0) {
-            rc = KB_SETERR(q, rc, "send on direction '%s' of '%s': %s", dir, q->name,
-                           kb_mem_errmsg(c->tx_bank));
-            c->credits++;
-            break;
-        }
         struct slot *sl = &c->slots[i];
+        /* the slot's bytes as they are now (no data: zeros) */
+        if (carry && (rc = snap ? kb_mem_snap_add(&sl->carry, snap, off, len)
+                                : kb_mem_snap_add_bytes(&sl->carry,
+                                                        data ? (const unsigned char *)data + off
+                                                             : NULL,
+                                                        len)) < 0) {
+            rc = KB_SETERR(q, rc, "send on direction '%s' of '%s': out of memory", dir,
+                           q->name);
+            c->credits++;
+            break;
+        }
         sl->state = KB_IPCQ_FILLING;
         sl->st_bytes = len;
         sl->st_msg_bytes = bytes;
         sl->st_meta = meta ? *meta : zero;
         struct kb_dma_end src = {c->tx_bank, c->tx_base + at, c->tx_node};
         struct kb_dma_end dst = {c->rx_bank, c->rx_base + at, c->rx_node};
-        rc = q->dma->copy_async(q->dma->ctx, KB_DMA_COMM, src, dst, len, NULL,
-                               slot_landed, sl);
+        /* the copy moves no bytes where the DMA can do that (the slot
+         * carries them); its time is the same either way */
+        rc = q->dma->copy_timed_async
+                 ? q->dma->copy_timed_async(q->dma->ctx, KB_DMA_COMM, src, dst, len, NULL,
+                                            slot_landed, sl)
+                 : q->dma->copy_async(q->dma->ctx, KB_DMA_COMM, src, dst, len, NULL,
+                                      slot_landed, sl);
         if (rc < 0) {
+            kb_mem_snap_clear(&sl->carry);
             sl->state = KB_IPCQ_EMPTY;
             c->credits++;
             rc = KB_SETERR(q, rc, "send on direction '%s' of '%s': %s", dir,
@@ -786,27 +791,18 @@ static int recv_advance(struct kb_ipcq *q, struct dir *d, const char *dir,
             }
             break;
         case R_PATH: {
-            uint64_t addr = c->rx_base + (uint64_t)c->head_i * c->size;
-            if (op->out && !q->dma->timing_only &&
-                q->buf->read(q->buf->ctx, addr, (unsigned char *)op->out + op->got,
-                             op->len) < 0) {
-                *res = recv_end(c, op, KB_SETERR(q, SIM_EINVAL, "%s",
-                                                 q->buf->errmsg(q->buf->ctx)));
+            struct slot *sl = &c->slots[c->head_i];
+            /* the slot's bytes: copied out, or their pieces handed over */
+            if (op->out && !q->dma->timing_only)
+                (void)kb_mem_snap_read(&sl->carry, 0, (unsigned char *)op->out + op->got,
+                                       op->len);
+            if (op->snap && !q->dma->timing_only &&
+                kb_mem_snap_move(op->snap, &sl->carry) < 0) {
+                *res = recv_end(c, op, KB_SETERR(q, SIM_ENOMEM, "recv on direction '%s' of "
+                                "'%s': out of memory", dir, q->name));
                 return 1;
             }
-            if (op->snap && !q->dma->timing_only) {
-                int rc = kb_mem_snap_take(c->rx_bank, addr, op->len, op->snap);
-                if (rc < 0) {
-                    *res = recv_end(c, op, KB_SETERR(q, rc, "recv on direction '%s' of "
-                                    "'%s': %s", dir, q->name, kb_mem_errmsg(c->rx_bank)));
-                    return 1;
-                }
-            }
-            /* the slot is read: the pages its bytes fill go (a snapshot
-             * taken keeps them; a page filled in part stays, as above) */
-            if (!q->dma->timing_only)
-                (void)kb_mem_discard(c->rx_bank, addr, op->len);
-            struct slot *sl = &c->slots[c->head_i];
+            kb_mem_snap_clear(&sl->carry);
             sl->state = KB_IPCQ_EMPTY;
             sl->bytes = sl->msg_bytes = 0;
             memset(&sl->meta, 0, sizeof sl->meta);
@@ -1033,6 +1029,7 @@ int kb_ipcq_slot_info(struct kb_ipcq *q, const char *dir, uint32_t i,
         out->bytes = sl->bytes;
         out->msg_bytes = sl->msg_bytes;
         out->meta = sl->meta;
+        out->data = &sl->carry;
     }
     return 0;
 }

@@ -10,10 +10,11 @@
  * A send takes one credit per slot; it returns at once (fire-and-forget)
  * unless no credit is left, when it blocks: backpressure "sleep" waits for
  * the credit's arrival, "poll" re-checks every poll_ns and so returns at
- * the first poll at or after the arrival. The bytes are staged in the tx
- * slot and copied by the sender's DMA (vc_comm) into the receiver's rx
- * slot; data and metadata become visible together at the instant the last
- * byte is written. A recv waits for its slot, reads it (the memory read,
+ * the first poll at or after the arrival. The sender's DMA (vc_comm)
+ * copies each slot from the tx ring to the rx ring, booked and timed as
+ * any copy; the slot's bytes, taken at the send, travel with the slot
+ * (decision 0060: the rings' memory holds none), and data and metadata
+ * become visible together at the instant the last byte would be written. A recv waits for its slot, reads it (the memory read,
  * plus the bank-to-PE path when the buffer is not at the PE's node), frees
  * it and emits a credit whose latency is the no-contention path time of
  * credit_bytes back to the sender's DMA node; the receiver is busy for the
@@ -74,6 +75,10 @@ struct kb_ipcq_slot {
     uint64_t bytes;     /* bytes in this slot */
     uint64_t msg_bytes; /* bytes of the whole message */
     struct kb_ipcq_meta meta;
+    /* the slot's bytes (empty in a timing-only run), valid until the slot
+     * is read: they travel with the slot, the rings' memory holds none
+     * (decision 0060) */
+    const struct kb_mem_snap *data;
 };
 
 struct kb_ipcq;

@@ -1157,35 +1157,85 @@ TEST(snapshots_keep_the_bytes_as_taken)
     T_FREE(sim_free, s);
 }
 
-/* A discard drops the pages lying wholly in its range (they read as
- * zeros) and leaves the partial ones at its ends alone. */
-TEST(discard_drops_whole_pages)
+/* Bytes in flight (decision 0060): a part of a snapshot added to another
+ * is a copy, so the source page is not held and its memory's next write
+ * copies nothing; a whole page is held by reference; host bytes and zeros
+ * are appended; a move hands pieces over without a page more. */
+TEST(snapshots_carry_bytes_in_flight)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
     ASSERT_TRUE(s);
-    struct kb_mem *a = mem(s, &TCM), *b = mem(s, &TCM);
-    ASSERT_TRUE(a && b);
-    enum { N = 5 * PAGE };
-    unsigned char *wa = T_OWN(malloc(N), free);
-    ASSERT_TRUE(wa);
+    struct kb_mem *a = mem(s, &TCM);
+    ASSERT_TRUE(a);
+    enum { N = 3 * PAGE };
+    unsigned char *wa = T_OWN(malloc(N), free), *want = T_OWN(calloc(1, 4 * N), free);
+    ASSERT_TRUE(wa && want);
     for (uint64_t j = 0; j < N; j++)
         wa[j] = pat(j);
     uint64_t base = kb_mem_pool_pages();
     ASSERT_EQ(kb_mem_write(a, 0, wa, N), 0);
-    ASSERT_EQ(kb_mem_copy(b, 0, a, 0, N), 0); /* b shares a's pages */
-    /* [PAGE - 1, 4 PAGE + 1): pages 1..3 wholly inside */
-    ASSERT_EQ(kb_mem_discard(a, PAGE - 1, 3 * PAGE + 2), 0);
-    memset(wa + PAGE, 0, 3 * PAGE);
-    ASSERT_U64_EQ(kb_mem_pages(a), 2);
-    ASSERT_TRUE(reads_as(a, wa, N));
-    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 5); /* b still holds them */
-    ASSERT_EQ(kb_mem_discard(b, 0, N), 0);
-    ASSERT_U64_EQ(kb_mem_pages(b), 0);
-    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 2);
-    ASSERT_EQ(kb_mem_discard(b, TCM.capacity, 1), SIM_EINVAL);
-    T_FREE(free, wa);
-    T_FREE(kb_mem_free, b);
+    struct kb_mem_snap *src = T_OWN(calloc(1, sizeof *src), snap_del);
+    struct kb_mem_snap *fly = T_OWN(calloc(1, sizeof *fly), snap_del);
+    struct kb_mem_snap *dst = T_OWN(calloc(1, sizeof *dst), snap_del);
+    ASSERT_TRUE(src && fly && dst);
+    /* src: page 0 whole, then 2 KiB of page 1, then 100 bytes of page 2 */
+    ASSERT_EQ(kb_mem_snap_take(a, 0, PAGE, src), 0);
+    ASSERT_EQ(kb_mem_snap_take(a, PAGE + 512, 2048, src), 0);
+    ASSERT_EQ(kb_mem_snap_take(a, 2 * PAGE + 9, 100, src), 0);
+    uint64_t len = PAGE + 2048 + 100;
+    memcpy(want, wa, PAGE);
+    memcpy(want + PAGE, wa + PAGE + 512, 2048);
+    memcpy(want + PAGE + 2048, wa + 2 * PAGE + 9, 100);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 3);
+    /* all of it added: page 0 by reference, the 2 KiB into a page of its own */
+    ASSERT_EQ(kb_mem_snap_add(fly, src, 0, len), 0);
+    ASSERT_U64_EQ(fly->bytes, len);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base + 3 + 1);
+    ASSERT_TRUE(snap_is(fly, want));
+    /* and a part from inside a piece */
+    ASSERT_EQ(kb_mem_snap_add(dst, src, PAGE + 7, 30), 0);
+    ASSERT_TRUE(snap_is(dst, want + PAGE + 7));
+    kb_mem_snap_clear(dst);
+    /* src let go: page 1 was never held by fly, so writing it copies no
+     * page; page 0 is fly's too, so its write does */
+    kb_mem_snap_clear(src);
+    uint64_t before = kb_mem_pool_pages();
+    ASSERT_EQ(kb_mem_write(a, PAGE, "x", 1), 0);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), before);
+    ASSERT_EQ(kb_mem_write(a, 0, "y", 1), 0);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), before + 1);
+    ASSERT_TRUE(snap_is(fly, want));
+    /* host bytes (a page and a bit) and zeros appended */
+    ASSERT_EQ(kb_mem_snap_add_bytes(fly, wa + 5, PAGE + 10), 0);
+    memcpy(want + len, wa + 5, PAGE + 10);
+    len += PAGE + 10;
+    ASSERT_EQ(kb_mem_snap_add_bytes(fly, NULL, 3000), 0);
+    len += 3000; /* want is zeros there */
+    ASSERT_U64_EQ(fly->bytes, len);
+    ASSERT_TRUE(snap_is(fly, want));
+    /* moved behind dst's own bytes: no page more, fly empty */
+    ASSERT_EQ(kb_mem_snap_add_bytes(dst, wa, 64), 0);
+    before = kb_mem_pool_pages();
+    ASSERT_EQ(kb_mem_snap_move(dst, fly), 0);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), before);
+    ASSERT_U64_EQ(fly->bytes, 0);
+    ASSERT_U64_EQ(dst->bytes, 64 + len);
+    unsigned char *want2 = T_OWN(malloc(64 + len), free);
+    ASSERT_TRUE(want2);
+    memcpy(want2, wa, 64);
+    memcpy(want2 + 64, want, len);
+    ASSERT_TRUE(snap_is(dst, want2));
+    /* beyond the source */
+    ASSERT_EQ(kb_mem_snap_add(fly, dst, dst->bytes, 1), SIM_EINVAL);
+    ASSERT_U64_EQ(fly->bytes, 0);
+    T_FREE(free, want2);
+    T_FREE(snap_del, dst);
+    T_FREE(snap_del, fly);
+    T_FREE(snap_del, src);
     T_FREE(kb_mem_free, a);
+    ASSERT_U64_EQ(kb_mem_pool_pages(), base);
+    T_FREE(free, want);
+    T_FREE(free, wa);
     T_FREE(sim_free, s);
 }
 
@@ -1199,4 +1249,4 @@ TEST_MAIN(closed_form, striping_gives_eight_times_one_channel,
           allocator_matches_a_reference_first_fit, owned_blocks_take_the_same_addresses,
           reused_pages_read_as_zeros_around_a_write,
           whole_page_copies_share_pages_until_written, page_tables_reach_every_page,
-          snapshots_keep_the_bytes_as_taken, discard_drops_whole_pages)
+          snapshots_keep_the_bytes_as_taken, snapshots_carry_bytes_in_flight)

@@ -5,8 +5,9 @@
  * blocks come from both ends of its page tables) take random writes
  * (short, across page boundaries, whole pages, in place through spans),
  * copies (whole pages and parts, between memories and overlapping in one),
- * snapshots (taken and appended, written back, read, cleared, freed),
- * discards, allocations and frees (recorded and owned blocks). A shadow
+ * snapshots (taken and appended, written back, read, cleared, freed,
+ * added to and moved into one another, made of host bytes), allocations
+ * and frees (recorded and owned blocks). A shadow
  * model (plain byte arrays and a reference first fit) says what every read
  * must give and every allocation must return; snapshots must keep the
  * bytes they were taken with; and whenever everything is freed, the page
@@ -634,17 +635,62 @@ static void run_model(uint64_t seed, long nops)
             else
                 kb_mem_snap_free(&sp->s);
             ASSERT_U64_EQ(sp->s.bytes, 0);
-        } else if (r < 86) { /* discard whole pages of a block */
+        } else if (r < 86) { /* one snapshot into another: a part added, bytes or all moved */
             M->ops[7]++;
-            if (!pick_live(M, m, SNAP_MAX, &a, &n))
+            struct snapm *dp = &M->sn[below(M, NSNAP)], *sp = &M->sn[below(M, NSNAP)];
+            if (dp->s.bytes >= SNAP_MAX - 8 * PAGE)
+                kb_mem_snap_clear(&dp->s);
+            uint64_t before = dp->s.bytes, room = SNAP_MAX - before, pool = kb_mem_pool_pages();
+            uint64_t how = below(M, 3);
+            if (how == 2 && (sp == dp || sp->s.bytes > room))
+                how = 0;
+            uint64_t off = 0;
+            if (how == 0) { /* a part of sp, often whole pages at a page boundary */
+                n = sp->s.bytes < room ? sp->s.bytes : room;
+                if (sp == dp || !n)
+                    continue;
+                off = below(M, n);
+                n = 1 + below(M, n - off);
+                if (below(M, 2) && n >= PAGE) {
+                    off &= ~(PAGE - 1);
+                    n &= ~(PAGE - 1);
+                }
+                rc = kb_mem_snap_add(&dp->s, &sp->s, off, n);
+            } else if (how == 1) { /* bytes from the host (or zeros) */
+                n = 1 + below(M, room < 3 * PAGE ? room : 3 * PAGE);
+                for (uint64_t j = 0; j < n; j++)
+                    M->buf[1][j] = (unsigned char)rnd(M);
+                bool zeros = below(M, 4) == 0; /* no data: that many zeros */
+                if (zeros)
+                    memset(M->buf[1], 0, n);
+                rc = kb_mem_snap_add_bytes(&dp->s, zeros ? NULL : M->buf[1], n);
+            } else { /* all of sp, which is left empty */
+                n = sp->s.bytes;
+                rc = kb_mem_snap_move(&dp->s, &sp->s);
+            }
+            if (rc == SIM_ENOMEM && test__injected()) { /* both unchanged */
+                nomem_went_on++;
+                ASSERT_U64_EQ(dp->s.bytes, before);
+                ASSERT_U64_EQ(kb_mem_pool_pages(), pool);
+                ASSERT_TRUE(snap_is(M, dp) && snap_is(M, sp));
                 continue;
-            uint64_t pages = kb_mem_pages(m->m);
-            ASSERT_EQ(kb_mem_discard(m->m, a, n), 0);
-            uint64_t lo = (a + PAGE - 1) & ~(PAGE - 1), hi = (a + n) & ~(PAGE - 1);
-            if (lo < hi)
-                memset(shadow(m, lo, hi - lo), 0, hi - lo);
-            ASSERT_TRUE(kb_mem_pages(m->m) <= pages);
-            ASSERT_TRUE(mem_is(M, m, a, n));
+            }
+            ASSERT_EQ(rc, 0);
+            ASSERT_U64_EQ(dp->s.bytes, before + n);
+            if (how == 0) {
+                memmove(dp->sh + before, sp->sh + off, n);
+                /* a whole page is held by reference; parts are copies, a
+                 * page each from KB_MEM_SNAP_REF_MIN bytes */
+                ASSERT_TRUE(kb_mem_pool_pages() <= pool + n / KB_MEM_SNAP_REF_MIN + 2);
+            } else if (how == 1) {
+                memcpy(dp->sh + before, M->buf[1], n);
+            } else {
+                memcpy(dp->sh + before, sp->sh, n);
+                ASSERT_U64_EQ(sp->s.bytes, 0);
+                ASSERT_U64_EQ(kb_mem_pool_pages(), pool); /* pieces change hands */
+            }
+            ASSERT_TRUE(snap_is(M, dp));
+            ASSERT_TRUE(snap_is(M, sp));
         } else if (r < 96) { /* read anywhere */
             M->ops[8]++;
             pick_any(M, m, SNAP_MAX, &a, &n);
@@ -652,7 +698,8 @@ static void run_model(uint64_t seed, long nops)
         } else if (r < 99) { /* bad ranges */
             M->ops[9]++;
             uint64_t c = m->cap;
-            ASSERT_EQ(kb_mem_discard(m->m, c - 5, 6), SIM_EINVAL);
+            struct snapm *sq = &M->sn[below(M, NSNAP)];
+            ASSERT_EQ(kb_mem_snap_add(&sq->s, &sq->s, sq->s.bytes, 1), SIM_EINVAL);
             struct snapm *sp = &M->sn[below(M, NSNAP)];
             uint64_t before = sp->s.bytes;
             ASSERT_EQ(kb_mem_snap_take(m->m, c - 5, 6, &sp->s), SIM_EINVAL);
@@ -730,7 +777,7 @@ static void run_model(uint64_t seed, long nops)
     ASSERT_U64_EQ(kb_mem_pool_pages(), M->base);
     if (getenv("KB_MODEL_VERBOSE"))
         fprintf(stderr, "seed %llu: alloc %ld free %ld write %ld copy %ld take %ld "
-                "snapwrite %ld release %ld discard %ld read %ld bad %ld all-freed %ld\n",
+                "snapwrite %ld release %ld snap-to-snap %ld read %ld bad %ld all-freed %ld\n",
                 (unsigned long long)seed, M->ops[0], M->ops[1], M->ops[2], M->ops[3],
                 M->ops[4], M->ops[5], M->ops[6], M->ops[7], M->ops[8], M->ops[9], M->ops[10]);
     T_FREE(model_free, M);

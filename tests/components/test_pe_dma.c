@@ -579,8 +579,53 @@ TEST(run_stopped_with_copies_in_service)
     T_FREE(tsys_free, t);
 }
 
+/* A timed copy (kb_dma_copy_timed_async) takes
+ * the time, counts and callback of a copy and writes nothing. */
+TEST(timed_copies_write_nothing)
+{
+    uint64_t n = 10000;
+    unsigned char *in = T_OWN(malloc(n), free), *out = T_OWN(malloc(n), free);
+    ASSERT_TRUE(in && out);
+    for (uint64_t i = 0; i < n; i++)
+        in[i] = (unsigned char)(i * 5 + 1);
+    sim_time at[2];
+    for (int timed = 0; timed < 2; timed++) {
+        struct tsys *t = T_OWN(tsys_new(3, 1, false), tsys_free);
+        ASSERT_TRUE(t);
+        ASSERT_EQ(kb_mem_write(t->hbm[0], 0x300, in, n), 0);
+        struct kb_dma_end src = hbm_end(t, 0, 0x300), dst = tcm_end(t, 1, 0x11);
+        CLOSED_FORM(want, t, src, dst, n);
+        struct done_rec r = {t->s, 0, 1, 0};
+        ASSERT_EQ(timed ? kb_dma_copy_timed_async(t->dma[0], KB_DMA_COMM, src, dst, n, NULL,
+                                                  on_done, &r)
+                        : kb_dma_copy_async(t->dma[0], KB_DMA_COMM, src, dst, n, NULL,
+                                            on_done, &r),
+                  0);
+        ASSERT_EQ(sim_run(t->s, SIM_FOREVER), SIM_DONE);
+        ASSERT_EQ(r.calls, 1);
+        ASSERT_EQ(r.status, 0);
+        ASSERT_U64_EQ(r.at, want);
+        at[timed] = r.at;
+        struct kb_dma_stats st;
+        kb_dma_get_stats(t->dma[0], KB_DMA_COMM, &st);
+        ASSERT_U64_EQ(st.bytes, n);
+        ASSERT_U64_EQ(st.transfers, 1);
+        ASSERT_EQ(kb_mem_read(t->tcm[1], 0x11, out, n), 0);
+        if (timed) {
+            ASSERT_U64_EQ(kb_mem_pages(t->tcm[1]), 0);
+        } else {
+            ASSERT_TRUE(memcmp(out, in, n) == 0);
+        }
+        T_FREE(tsys_free, t);
+    }
+    ASSERT_U64_EQ(at[0], at[1]);
+    T_FREE(free, out);
+    T_FREE(free, in);
+}
+
 TEST_MAIN(closed_form_hops_and_sizes, closed_form_by_hand,
           closed_form_sram_bank_hops, channel_fifo_and_count,
           two_dmas_serialise_on_one_link, real_bytes_and_timing_only,
           overlapping_copy_in_one_memory, copy_across_pages_unaligned, errors,
-          back_to_back_copies_on_method_channels, run_stopped_with_copies_in_service)
+          back_to_back_copies_on_method_channels, run_stopped_with_copies_in_service,
+          timed_copies_write_nothing)

@@ -508,23 +508,25 @@ static void vis_sender(struct sim *s, void *arg)
 }
 
 /* Polls every rx slot every 50 ps: a FULL slot must hold its message's
- * bytes and metadata; any other slot neither. */
+ * bytes and metadata; any other slot neither. The bytes travel with the
+ * slot (decision 0060): the rings' memory holds none, ever. */
 static void vis_poller(struct sim *s, void *arg)
 {
     struct vis *v = arg;
-    static unsigned char raw[4096], want[4096], zero[4096];
+    static unsigned char raw[4096], want[4096];
     while (sim_now(s) < 120 * SIM_NS) {
         for (uint32_t i = 0; i < 3; i++) {
             struct kb_ipcq_slot si;
             kb_ipcq_slot_info(v->t->q[1], "W", i, &si);
-            kb_mem_read(v->t->mem[1][KB_MEM_TCM], si.addr, raw, sizeof raw);
             fill(want, sizeof want, i + 1);
-            bool data = memcmp(raw, want, sizeof raw) == 0;
+            bool data = si.data && si.data->bytes == sizeof raw &&
+                        kb_mem_snap_read(si.data, 0, raw, sizeof raw) == 0 &&
+                        memcmp(raw, want, sizeof raw) == 0;
             bool meta = si.meta.tag == i + 1 && si.meta.dtype == 9 &&
                         si.bytes == 4096;
             bool full = si.state == KB_IPCQ_FULL;
-            if (full != data || full != meta ||
-                (!full && (memcmp(raw, zero, sizeof raw) != 0 || si.meta.tag)))
+            if (full != data || full != meta || (!full && (si.data || si.meta.tag)) ||
+                kb_mem_pages(v->t->mem[0][KB_MEM_TCM]) || kb_mem_pages(v->t->mem[1][KB_MEM_TCM]))
                 v->violations++;
             if (full && !v->first_full[i]) {
                 v->first_full[i] = sim_now(s);
