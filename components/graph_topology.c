@@ -209,17 +209,17 @@ static bool linked(const struct kb_graph_cfg *g, int a, int b)
     return false;
 }
 
-/* The node named by scalar n, or an error at it. */
+/* The node named by scalar n, or an error at it; `lb` is the item's label. */
 static int route_node(struct kb_config *c, const struct kb_graph_cfg *g,
-                      const struct kb_config_node *n, const char *what, const char *key)
+                      const struct kb_config_node *n, const char *lb, const char *key)
 {
     if (!n || n->kind != KB_CONFIG_SCALAR) {
-        kb_config_error_at(c, n, "%s: '%s' must be a node name", what, key);
+        kb_config_error_at(c, n, "%s'%s' must be a node name", lb, key);
         return -1;
     }
     int i = find_name(g, n->text);
     if (i < 0)
-        kb_config_error_at(c, n, "%s: unknown node '%s'", what, n->text);
+        kb_config_error_at(c, n, "%sunknown node '%s'", lb, n->text);
     return i;
 }
 
@@ -238,10 +238,11 @@ static void read_routes(struct kb_config *c, const struct kb_config_node *seq,
         abort();
     for (size_t i = 0; i < seq->n; i++) {
         const struct kb_config_node *item = seq->kids[i];
-        char what[64];
+        char what[64], lb[80];
         snprintf(what, sizeof what, "routes[%zu]", i + 1);
+        label(item, what, lb, sizeof lb);
         if (item->kind != KB_CONFIG_MAP) {
-            kb_config_error_at(c, item, "%s: expected a map with from, to, via", what);
+            kb_config_error_at(c, item, "%sexpected a map with from, to, via", lb);
             continue;
         }
         bool bad = false;
@@ -250,13 +251,13 @@ static void read_routes(struct kb_config *c, const struct kb_config_node *seq,
             if (strcmp(key, "from") && strcmp(key, "to") && strcmp(key, "via")) {
                 kb_config_error_loc(c, item->kids[k]->file, item->kids[k]->key_line,
                                     item->kids[k]->key_col,
-                                    "%s: unknown key '%s' (expected from, to, via)", what, key);
+                                    "%sunknown key '%s' (expected from, to, via)", lb, key);
                 bad = true;
             }
         }
         const struct kb_config_node *via = kb_config_get(item, "via");
         if (via && via->kind != KB_CONFIG_SEQ && !(via->kind == KB_CONFIG_MAP && via->n == 0)) {
-            kb_config_error_at(c, via, "%s: 'via' must be a list of node names", what);
+            kb_config_error_at(c, via, "%s'via' must be a list of node names", lb);
             continue;
         }
         size_t nv = via ? via->n : 0;
@@ -266,24 +267,24 @@ static void read_routes(struct kb_config *c, const struct kb_config_node *seq,
         const struct kb_config_node *from = kb_config_get(item, "from");
         const struct kb_config_node *to = kb_config_get(item, "to");
         if (!from || !to) {
-            kb_config_error_at(c, item, "%s: missing key '%s'", what, from ? "to" : "from");
+            kb_config_error_at(c, item, "%smissing key '%s'", lb, from ? "to" : "from");
             free(nodes);
             continue;
         }
-        nodes[0] = route_node(c, g, from, what, "from");
+        nodes[0] = route_node(c, g, from, lb, "from");
         for (size_t k = 0; k < nv; k++)
-            nodes[k + 1] = route_node(c, g, via->kids[k], what, "via");
-        nodes[nv + 1] = route_node(c, g, to, what, "to");
+            nodes[k + 1] = route_node(c, g, via->kids[k], lb, "via");
+        nodes[nv + 1] = route_node(c, g, to, lb, "to");
         for (size_t k = 0; k < nv + 2; k++)
             bad |= nodes[k] < 0;
         if (!bad && nodes[0] == nodes[nv + 1]) {
-            kb_config_error_at(c, item, "%s: a route from '%s' to itself", what, from->text);
+            kb_config_error_at(c, item, "%sa route from '%s' to itself", lb, from->text);
             bad = true;
         }
         for (size_t k = 0; !bad && k + 1 < nv + 2; k++) {
             if (!linked(g, nodes[k], nodes[k + 1])) {
                 kb_config_error_at(c, k < nv ? via->kids[k] : item,
-                                   "%s: no link from '%s' to '%s'", what,
+                                   "%sno link from '%s' to '%s'", lb,
                                    g->nodes[nodes[k]].name, g->nodes[nodes[k + 1]].name);
                 bad = true;
             }
@@ -291,7 +292,7 @@ static void read_routes(struct kb_config *c, const struct kb_config_node *seq,
         for (size_t r = 0; !bad && r < g->n_routes; r++) {
             const struct kb_graph_route_cfg *o = &g->routes[r];
             if (o->nodes[0] == nodes[0] && o->nodes[o->n - 1] == nodes[nv + 1]) {
-                kb_config_error_at(c, item, "%s: a second route from '%s' to '%s'", what,
+                kb_config_error_at(c, item, "%sa second route from '%s' to '%s'", lb,
                                    from->text, to->text);
                 bad = true;
             }

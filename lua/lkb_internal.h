@@ -46,8 +46,21 @@ int lkb_newmetatable(lua_State *L, const char *tname);
 bool lkb_sim_is_open(lua_State *L, int i);
 /* Pushes the NULL-terminated names joined by ", ". */
 void lkb_push_names(lua_State *L, const char *const names[]);
-/* The options table at idx holds only keys among `known` (NULL-terminated);
- * otherwise "WHAT: unknown option 'KEY' (known, ...)". */
+/* The one check of a table's keys, for C and (kb._check_keys) the Lua
+ * library: the table at idx holds only string keys among `known`
+ * (NULL-terminated); otherwise raises "WHAT: unknown NOUN 'KEY' (LABELa,
+ * b, ...)", placed at `level` as error() places (1: the caller of the C
+ * function; 0: nowhere). A non-string key shows as tostring shows a
+ * number or boolean, else as its type name. */
+struct lkb_keys_words {
+    const char *what;  /* "kb.sweep" */
+    const char *noun;  /* "option", "field" */
+    const char *label; /* before the names: "", "fields: " */
+};
+void lkb_check_keys_as(lua_State *L, int idx, const struct lkb_keys_words *w,
+                       const char *const known[], int level);
+/* lkb_check_keys_as as "WHAT: unknown option 'KEY' (a, b, ...)" at the
+ * caller's line: the options tables of the binding's functions. */
 void lkb_check_keys(lua_State *L, int idx, const char *what, const char *const known[]);
 /* Keeps the value at validx alive as long as the simulation at simidx. */
 void lkb_anchor(lua_State *L, int simidx, int validx);

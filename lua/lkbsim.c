@@ -1208,7 +1208,8 @@ void lkb_push_names(lua_State *L, const char *const names[])
     luaL_pushresult(&b);
 }
 
-void lkb_check_keys(lua_State *L, int idx, const char *what, const char *const known[])
+void lkb_check_keys_as(lua_State *L, int idx, const struct lkb_keys_words *w,
+                       const char *const known[], int level)
 {
     idx = lua_absindex(L, idx);
     for (lua_pushnil(L); lua_next(L, idx); lua_pop(L, 1)) {
@@ -1216,12 +1217,55 @@ void lkb_check_keys(lua_State *L, int idx, const char *what, const char *const k
         int i = 0;
         while (k && known[i] && strcmp(k, known[i]) != 0)
             i++;
-        if (!k || !known[i]) {
-            lkb_push_names(L, known);
-            luaL_error(L, "%s: unknown option '%s' (%s)", what,
-                       k ? k : luaL_typename(L, -3), lua_tostring(L, -1));
-        }
+        if (k && known[i])
+            continue;
+        /* the key as tostring shows it; a table's or function's address
+         * would make the message differ from run to run: its type */
+        int t = lua_type(L, -2);
+        if (t == LUA_TNUMBER || t == LUA_TBOOLEAN)
+            k = luaL_tolstring(L, -2, NULL);
+        else if (!k)
+            k = luaL_typename(L, -2);
+        if (level > 0)
+            luaL_where(L, level);
+        else
+            lua_pushliteral(L, "");
+        lkb_push_names(L, known);
+        lua_pushfstring(L, "%s%s: unknown %s '%s' (%s%s)", lua_tostring(L, -2), w->what,
+                        w->noun ? w->noun : "option", k, w->label ? w->label : "",
+                        lua_tostring(L, -1));
+        lua_error(L);
     }
+}
+
+void lkb_check_keys(lua_State *L, int idx, const char *what, const char *const known[])
+{
+    lkb_check_keys_as(L, idx, &(struct lkb_keys_words){what, "option", ""}, known, 1);
+}
+
+/* kb._check_keys(t, known, what [, noun [, label [, level]]]): for the
+ * Lua library (the modules in lua/kbsim) the refusal of lkb_check_keys_as, with
+ * known a list of names and level as error()'s (1: the function calling
+ * _check_keys; 0: no place). noun defaults to "option", label to "". */
+static int l_check_keys(lua_State *L)
+{
+    enum { MAX_KNOWN = 64 };
+    const char *known[MAX_KNOWN + 1];
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    struct lkb_keys_words w = {luaL_checkstring(L, 3), luaL_optstring(L, 4, "option"),
+                               luaL_optstring(L, 5, "")};
+    int level = (int)luaL_optinteger(L, 6, 1);
+    lua_Integer n = luaL_len(L, 2);
+    luaL_argcheck(L, n <= MAX_KNOWN, 2, "more than 64 names");
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i); /* the list holds the string: no pop while known is used */
+        known[i - 1] = lua_tostring(L, -1);
+        luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 2, "names must be strings");
+    }
+    known[n] = NULL;
+    lkb_check_keys_as(L, 1, &w, known, level);
+    return 0;
 }
 
 struct sim *lkb_checksim(lua_State *L, int i)
@@ -1323,6 +1367,7 @@ static const luaL_Reg kb_funcs[] = {
     {"next_trigger", l_next_trigger}, {"now", l_now}, {"clock", l_clock},
     {"check", l_check},   {"checks_failed", l_checks_failed},
     {"outdir", l_outdir}, {"params", l_params}, {"mpi", l_mpi},
+    {"_check_keys", l_check_keys},
     {NULL, NULL}};
 
 static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,

@@ -799,14 +799,7 @@ static void read_spec(lua_State *L, struct sweep_spec *sp)
     luaL_checktype(L, 1, LUA_TTABLE);
     lua_settop(L, 1);
     /* a misspelt field (timout =) would be ignored */
-    for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
-        bool known = false;
-        for (int i = 0; fields[i] && lua_type(L, -2) == LUA_TSTRING; i++)
-            known = known || strcmp(lua_tostring(L, -2), fields[i]) == 0;
-        if (!known)
-            luaL_error(L, "kb.sweep: unknown field '%s' (fields: points, run, name, jobs, "
-                          "key_extra, cache, timeout, cost)", luaL_tolstring(L, -2, NULL));
-    }
+    lkb_check_keys_as(L, 1, &(struct lkb_keys_words){"kb.sweep", "field", "fields: "}, fields, 1);
     if (lua_getfield(L, A_SPEC, "points") != LUA_TTABLE)
         luaL_error(L, "kb.sweep: 'points' must be a table of point parameters");
     /* a list: a hole would end it early, silently dropping the points after */

@@ -999,13 +999,24 @@ static int l_context(lua_State *L)
     return 2;
 }
 
-/* adopt(ctx): binds the running thread process to ctx's PE and handles */
+/* adopt(ctx, where) -> bound: binds the running thread process to ctx's
+ * PE and handles and returns true; returns false, binding nothing, when
+ * ctx's kernel has ended (a helper that starts too late: tl.spawn says so,
+ * the flag needing no error to be caught and read). `where` ("file:line: "
+ * of the tl.spawn call) begins the message of a closed system, which the
+ * helper's own stack could not place. */
 static int l_adopt(lua_State *L)
 {
     struct kctx *c = ctx_in(luaL_checkudata(L, 1, KB_CTX));
+    if (!*c->sys_open) {
+        lua_pushfstring(L, "%sattempt to use a closed system", luaL_optstring(L, 2, ""));
+        return lua_error(L);
+    }
     check_ctx_system(L, 1);
-    if (c->ended)
-        return luaL_error(L, "tl.spawn: the kernel on PE '%s' has ended", c->pe->name);
+    if (c->ended) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
     lkb_block_end(lkb_block_begin(L, c->s, "tl.spawn")); /* must be a thread process */
     push_ctx_table(L);
     lua_pushthread(L);
@@ -1014,7 +1025,8 @@ static int l_adopt(lua_State *L)
     void **slots = lkb_tl_slots(L);
     if (slots)
         slots[SLOT_CTX] = c;
-    return 0;
+    lua_pushboolean(L, 1);
+    return 1;
 }
 
 /* unadopt(): the running helper is done; its kernel's handles stay */

@@ -164,13 +164,8 @@ end
 local FIELDS = {"choices", "default", "help", "list", "min", "type"}
 local OPTIONS = {"about", "check", "grid_only", "refuse_topology"}
 
-local function unknown_key(t, known)
-  for k in pairs(t) do
-    local found = false
-    for _, f in ipairs(known) do found = found or f == k end
-    if not found then return k end
-  end
-end
+-- (the one check of a table's keys, lua/lkbsim.c lkb_check_keys_as)
+local check_keys = require("kbsim")._check_keys
 
 -- A declaration error is the script's bug: raised at its kb.params line.
 local function check_spec(spec, names)
@@ -182,11 +177,7 @@ local function check_spec(spec, names)
     if type(e) ~= "table" or type(e.help) ~= "string" or e.default == nil then
       error(("kb.params: parameter '%s' needs a default and a help line"):format(n), 4)
     end
-    local k = unknown_key(e, FIELDS)
-    if k ~= nil then
-      error(("kb.params: parameter '%s': unknown field '%s' (fields: %s)")
-            :format(n, tostring(k), table.concat(FIELDS, ", ")), 4)
-    end
+    check_keys(e, FIELDS, ("kb.params: parameter '%s'"):format(n), "field", "fields: ", 4)
     if not TYPES[e.type] then
       error(("kb.params: parameter '%s': unknown type '%s'"):format(n, tostring(e.type)), 4)
     end
@@ -234,11 +225,7 @@ function M.params(spec, opts)
   opts = opts or {}
   if type(spec) ~= "table" then error("kb.params: expected a table of parameters", 3) end
   if type(opts) ~= "table" then error("kb.params: the options must be a table", 3) end
-  local bad = unknown_key(opts, OPTIONS)
-  if bad ~= nil then
-    error(("kb.params: unknown option '%s' (options: %s)"):format(tostring(bad),
-          table.concat(OPTIONS, ", ")), 3)
-  end
+  check_keys(opts, OPTIONS, "kb.params", "option", "options: ", 3)
   local names = {}
   for n in pairs(spec) do
     if type(n) ~= "string" then

@@ -423,13 +423,7 @@ M.figure = api(function(spec)
   -- a misspelt field (ylable =) would be ignored
   local fields = {"csv", "logx", "logy", "name", "refs", "series", "title", "x", "xlabel", "y",
                   "ylabel"}
-  for k in pairs(spec) do
-    local known = false
-    for _, f in ipairs(fields) do known = known or f == k end
-    if not known then
-      fail("figure", "unknown field '%s' (fields: %s)", tostring(k), table.concat(fields, ", "))
-    end
-  end
+  require("kbsim")._check_keys(spec, fields, "results.figure", "field", "fields: ", 0)
   if name == "" or name:find("[/%s'\"]") then
     fail("figure", "bad name '%s' (not empty; no slashes, spaces or quotes)", name)
   end

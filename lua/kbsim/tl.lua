@@ -68,13 +68,11 @@ function tl.spawn(name, fn, ...)
   local where = info and info.currentline > 0 and (info.short_src .. ":" .. info.currentline .. ": ")
                 or ""
   return sim:spawn(pname, function()
-    local ok, err = pcall(core.adopt, ctx)
-    if not ok and tostring(err):find("has ended", 1, true) then
+    -- false: the kernel has ended (a flag from the core, not an error)
+    if not core.adopt(ctx, where) then
       error(("%stl.spawn: the kernel on PE '%s' ended before its helper '%s' (spawned here) "
              .. "started: a kernel must outlive its helpers (wait for what they produce)")
             :format(where, pe, pname), 0)
-    elseif not ok then
-      error(where .. tostring(err), 0)
     end
     fn(table.unpack(args, 1, args.n))
     core.unadopt()

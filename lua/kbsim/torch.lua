@@ -67,14 +67,7 @@ local function checkopts(o, known, what, level)
   if type(o) ~= "table" then
     error(("%s: the options must be a table, got %s"):format(what, type(o)), level + 1)
   end
-  for k in pairs(o) do
-    local ok = false
-    for _, name in ipairs(known) do if k == name then ok = true break end end
-    if not ok then
-      error(("%s: unknown option '%s' (%s)"):format(what, tostring(k), table.concat(known, ", ")),
-        level + 1)
-    end
-  end
+  kb._check_keys(o, known, what, "option", "", level + 1)
   return o
 end
 

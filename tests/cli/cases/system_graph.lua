@@ -31,4 +31,33 @@ kb.check(e:find("system_graph.lua:26: links[1].to: link to unknown node 'zz'", 1
 kb.check(e:find("system_graph.lua:26: links[2].bandwidth_gbps: expected a value >= 0.001 and <= 1000000", 1, true), e)
 ok, e = pcall(kb.system, kb.sim(), {nodes = {{name = "a", pe = true}, {name = "a"}}, links = {}})
 kb.check(e:find("system_graph.lua:32: nodes[2].name: duplicate node 'a'", 1, true), e)
+-- a route's mistakes name the place once, as the YAML file does
+-- (flow_graph_bad_route): the table path, then the problem
+local function lines_of(spec)
+  local _, err = pcall(kb.system, kb.sim(), spec)
+  local t = {}
+  for l in tostring(err):gmatch("[^\n]+") do t[#t + 1] = l end
+  return t
+end
+local N = {{name = "a", pe = true}, {name = "b", pe = true}, {name = "c"}}
+local L = {{from = "a", to = "c", bandwidth_gbps = 64, bidirectional = true}}
+local function route_err(routes, want)
+  local got = lines_of({nodes = N, links = L, routes = routes})
+  kb.check(#got == 1 and got[1] == "system_graph.lua:37: " .. want,
+           "route error: " .. table.concat(got, " | "))
+end
+route_err({{from = "a", to = "b", via = {"q"}}}, "routes[1].via[1]: unknown node 'q'")
+route_err({{from = "a", to = "q"}}, "routes[1].to: unknown node 'q'")
+route_err({{from = "a", to = "b", via = {"c"}}}, "routes[1]: no link from 'c' to 'b'")
+route_err({{from = "a", to = "a"}}, "routes[1]: a route from 'a' to itself")
+route_err({{from = "a", to = "c"}, {from = "a", to = "c"}},
+          "routes[2]: a second route from 'a' to 'c'")
+route_err({{from = "a", to = "c", hop = 1}},
+          "routes[1].hop: unknown key 'hop' (expected from, to, via)")
+route_err({{from = "a", to = "c", via = 3}},
+          "routes[1].via: 'via' must be a list of node names")
+route_err({{from = "a"}}, "routes[1]: missing key 'to'")
+route_err({3}, "routes[1]: expected a map with from, to, via")
+route_err({{from = {}, to = "c"}}, "routes[1].from: 'from' must be a node name")
+route_err({{from = "a", to = "c", via = {{}}}}, "routes[1].via[1]: 'via' must be a node name")
 print("system_graph ok")
