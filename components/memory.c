@@ -1230,6 +1230,19 @@ static uint32_t snap_find(const struct kb_mem_snap *s, uint64_t off)
     return lo;
 }
 
+bool kb_mem_shared(const struct kb_mem *m, uint64_t addr, uint64_t bytes)
+{
+    if (!bytes || addr > m->capacity || bytes > m->capacity - addr)
+        return false;
+    for (uint64_t pg = addr >> PAGE_SHIFT, last = (addr + bytes - 1) >> PAGE_SHIFT; pg <= last;
+         pg++) {
+        pte e = pte_get(m, pg);
+        if ((e & PTE_SHARED) && *page_refs(pte_page(e)))
+            return true;
+    }
+    return false;
+}
+
 int kb_mem_snap_add(struct kb_mem_snap *d, const struct kb_mem_snap *s, uint64_t off,
                     uint64_t bytes)
 {

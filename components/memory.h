@@ -172,6 +172,10 @@ struct kb_mem_snap {
  * capacity, SIM_ENOMEM (kb_mem_errmsg(m) says which); the snapshot is
  * unchanged then. */
 int kb_mem_snap_take(struct kb_mem *m, uint64_t addr, uint64_t bytes, struct kb_mem_snap *s);
+/* Whether a write of [addr, addr + bytes) would copy a page first: a page
+ * there has another owner (a snapshot's piece, another memory). False
+ * beyond the capacity. */
+bool kb_mem_shared(const struct kb_mem *m, uint64_t addr, uint64_t bytes);
 /* Appends bytes [off, off + bytes) of snapshot s to d, for d to outlive
  * s (a message in flight, decision 0060): a whole page of s is held by
  * reference (one more owner), any part of a page copied (into a page of

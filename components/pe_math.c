@@ -342,6 +342,28 @@ int kb_math_compute_args(enum kb_math_op op, const struct kb_math_arg *a,
             free(res);
         return rc;
     }
+    /* a result into pages that an operand's snapshot holds (a tile beside
+     * its operands in one page): computed aside, the snapshots the caller
+     * lets go of dropped, then written, so that no page is copied */
+    bool drops = false;
+    for (int j = 0; j < arity; j++)
+        drops = drops || args[j]->drop;
+    uint64_t rbytes = (uint64_t)n * es;
+    if (out->mem && drops && kb_mem_shared(out->mem, out->addr, rbytes)) {
+        void *res = malloc(rbytes ? rbytes : 1);
+        if (!res)
+            return SIM_ENOMEM;
+        struct kb_math_dst aside = {res, NULL, 0};
+        int rc = kb_math_compute_args(op, a, b, c, &aside, n, dt);
+        if (rc == 0) {
+            for (int j = 0; j < arity; j++)
+                if (args[j]->drop)
+                    kb_mem_snap_clear(args[j]->drop);
+            rc = kb_mem_write(out->mem, out->addr, res, rbytes);
+        }
+        free(res);
+        return rc;
+    }
     /* elementwise: each element's value depends on its operands only, so
      * runs of any length give the values of one pass */
     unsigned char tmp[4][16];

@@ -131,10 +131,14 @@ int kb_math_run(struct kb_math *m, enum kb_math_op op, const void *a,
 
 /* An operand given either as a host buffer (p) or as a snapshot of memory
  * (snap: kb_mem_snap, decision 0056), which the unit reads span by span
- * instead of a caller copying it out first; both NULL: none. */
+ * instead of a caller copying it out first; both NULL: none. drop, when
+ * set, is snap itself, which the unit may clear once it has read the
+ * values: a result written into a page the snapshot still held would
+ * copy that page first (decision 0060). */
 struct kb_math_arg {
     const void *p;
     const struct kb_mem_snap *snap;
+    struct kb_mem_snap *drop;
 };
 
 /* Where a result goes: a host buffer (p), or memory (mem at addr, written

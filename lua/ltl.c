@@ -1659,7 +1659,7 @@ static int l_tstore(lua_State *L)
 static struct kb_math_arg operand(lua_State *L, int i, struct kctx *c, uint32_t n,
                                   enum kb_dtype dt, bool snaps, const char *what)
 {
-    struct kb_math_arg none = {NULL, NULL};
+    struct kb_math_arg none = {NULL, NULL, NULL};
     if (lua_type(L, i) == LUA_TNUMBER) {
         if (c->no_data)
             return none;
@@ -1667,7 +1667,7 @@ static struct kb_math_arg operand(lua_State *L, int i, struct kctx *c, uint32_t 
         unsigned char *buf = scratch(L, i - 1, (size_t)n * kb_dtype_size(dt));
         for (uint32_t j = 0; j < n; j++)
             kb_dtype_store(buf, j, dt, v);
-        return (struct kb_math_arg){buf, NULL};
+        return (struct kb_math_arg){buf, NULL, NULL};
     }
     struct handle *h = checkhandle_in(L, i, c);
     if (!handle_of(h, c) && hctx(h) != c) /* (h was checked: its context lives) */
@@ -1678,8 +1678,10 @@ static struct kb_math_arg operand(lua_State *L, int i, struct kctx *c, uint32_t 
                    (int)n, kb_dtype_name(dt), (int)h->n, kb_dtype_name(h->dt));
     if (c->no_data)
         return none;
-    return snaps ? (struct kb_math_arg){NULL, hsnap(L, h, i - 1)}
-                 : (struct kb_math_arg){hread(L, h, i - 1), NULL};
+    if (!snaps)
+        return (struct kb_math_arg){hread(L, h, i - 1), NULL, NULL};
+    struct kb_mem_snap *sn = hsnap(L, h, i - 1); /* the scratch's: the unit may drop it */
+    return (struct kb_math_arg){NULL, sn, sn};
 }
 
 /* The first handle among the first `arity` arguments fixes n and dtype. */
@@ -1727,7 +1729,7 @@ static int math_op(lua_State *L, enum kb_math_op op, int arity, const char *what
     }
     uint32_t n = first->n;
     enum kb_dtype dt = first->dt;
-    struct kb_math_arg ops[3] = {{NULL, NULL}, {NULL, NULL}, {NULL, NULL}};
+    struct kb_math_arg ops[3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}, {NULL, NULL, NULL}};
     /* the unit reads snapshots (a timing-only run has no values: run) */
     bool snaps = !c->no_data && c->math && c->math->run_args;
     for (int i = 1; !(checked && c->no_data) && i <= arity; i++)

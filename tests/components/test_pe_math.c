@@ -570,7 +570,8 @@ TEST(values_from_snapshots)
                 ASSERT_EQ(kb_math_compute((enum kb_math_op)op, host[0], host[1], host[2], want,
                                           NE, dt), 0);
                 /* operand c (clamp, fma) stays a host buffer */
-                struct kb_math_arg a = {NULL, sn[0]}, b = {NULL, sn[1]}, c = {host[2], NULL};
+                struct kb_math_arg a = {NULL, sn[0], NULL}, b = {NULL, sn[1], NULL},
+                                  c = {host[2], NULL, NULL};
                 size_t outn = op == KB_MATH_SUM ? 1 : NE;
                 /* into a host buffer */
                 memset(got, 0xA5, NB);
@@ -662,7 +663,8 @@ TEST(values_from_snapshots_of_many_pieces)
                 size_t outn = op == KB_MATH_SUM ? 1 : NE;
                 ASSERT_EQ(kb_math_compute((enum kb_math_op)op, host[0], host[1], host[2], want,
                                           NE, dt), 0);
-                struct kb_math_arg a = {NULL, sn[0]}, b = {NULL, sn[1]}, c = {NULL, sn[2]};
+                struct kb_math_arg a = {NULL, sn[0], NULL}, b = {NULL, sn[1], NULL},
+                                  c = {NULL, sn[2], NULL};
                 uint64_t ra = 300 * 1024 + NEXT() % (600 * 1024);
                 ASSERT_EQ(kb_mem_write(m, ra, src, NE * es), 0);
                 struct kb_math_dst md = {NULL, m, ra};
@@ -711,7 +713,7 @@ TEST(results_into_memory_out_of_host_memory)
             char err[256];
             struct kb_mem *m = T_OWN(kb_mem_new(s, "pe0", &MP, err, sizeof err), kb_mem_free);
             ASSERT_TRUE(m);
-            struct kb_math_arg a = {x, NULL};
+            struct kb_math_arg a = {x, NULL, NULL};
             /* 10 bytes before a page boundary (and a table node's): the
              * third element is split */
             struct kb_math_dst md = {NULL, m, 64 * 4096 - 10};
@@ -736,7 +738,61 @@ TEST(results_into_memory_out_of_host_memory)
 #endif
 }
 
+/* A result beside its operands in one page (2 KiB tiles, 4 KiB pages):
+ * with snapshots the unit may drop, it is computed aside, the snapshots
+ * let go, and written, so no page is copied; with snapshots it must keep,
+ * the page is copied and the snapshots keep their bytes. The same values
+ * either way (decision 0060). */
+TEST(results_beside_their_operands_copy_no_page)
+{
+    struct sim *s = T_OWN(sim_new(NULL), sim_free);
+    ASSERT_TRUE(s);
+    static const struct kb_mem_params MP = {.kind = KB_MEM_TCM, .capacity = 1 << 20,
+                                            .bw_gbps = 512, .n_channels = 1};
+    char err[256];
+    struct kb_mem *m = T_OWN(kb_mem_new(s, "pe0", &MP, err, sizeof err), kb_mem_free);
+    ASSERT_TRUE(m);
+    enum { NE = 1024, NB = 2 * NE };
+    uint16_t x[NE], y[NE], want[NE], got[NE];
+    fill(x, NE, KB_DTYPE_F16, 0.5, 4.0);
+    fill(y, NE, KB_DTYPE_F16, -2.0, 2.0);
+    ASSERT_EQ(kb_math_compute(KB_MATH_ADD, x, y, NULL, want, NE, KB_DTYPE_F16), 0);
+    struct kb_mem_snap *sa = T_OWN(calloc(1, sizeof *sa), snap_del);
+    struct kb_mem_snap *sb = T_OWN(calloc(1, sizeof *sb), snap_del);
+    ASSERT_TRUE(sa && sb);
+    for (int drop = 0; drop < 2; drop++) {
+        /* x at 0 and y at 4096 + 2048; the result at 2048, in x's page */
+        ASSERT_EQ(kb_mem_write(m, 0, x, NB), 0);
+        ASSERT_EQ(kb_mem_write(m, 4096 + NB, y, NB), 0);
+        ASSERT_EQ(kb_mem_snap_take(m, 0, NB, sa), 0);
+        ASSERT_EQ(kb_mem_snap_take(m, 4096 + NB, NB, sb), 0);
+        ASSERT_TRUE(kb_mem_shared(m, NB, NB));
+        ASSERT_TRUE(!kb_mem_shared(m, 8192, NB));
+        uint64_t pool = kb_mem_pool_pages();
+        struct kb_math_arg a = {NULL, sa, drop ? sa : NULL}, b = {NULL, sb, drop ? sb : NULL};
+        struct kb_math_dst md = {NULL, m, NB};
+        ASSERT_EQ(kb_math_compute_args(KB_MATH_ADD, &a, &b, NULL, &md, NE, KB_DTYPE_F16), 0);
+        ASSERT_EQ(kb_mem_read(m, NB, got, NB), 0);
+        ASSERT_TRUE(memcmp(got, want, NB) == 0);
+        if (drop) {
+            ASSERT_U64_EQ(kb_mem_pool_pages(), pool);
+            ASSERT_U64_EQ(sa->bytes, 0);
+            ASSERT_U64_EQ(sb->bytes, 0);
+        } else {
+            ASSERT_U64_EQ(kb_mem_pool_pages(), pool + 1); /* x's page, copied */
+            ASSERT_EQ(kb_mem_snap_read(sa, 0, got, NB), 0);
+            ASSERT_TRUE(memcmp(got, x, NB) == 0);
+        }
+        kb_mem_snap_clear(sa);
+        kb_mem_snap_clear(sb);
+    }
+    T_FREE(snap_del, sb);
+    T_FREE(snap_del, sa);
+    T_FREE(kb_mem_free, m);
+    T_FREE(sim_free, s);
+}
+
 TEST_MAIN(values_exact, values_f16_against_compiler, values_f16_every_input, values_transcendental, values_special, softmax_rows,
           sum_reduction, names, time_formula, params, run_waits_and_counts,
           run_errors, values_from_snapshots, values_from_snapshots_of_many_pieces,
-          results_into_memory_out_of_host_memory)
+          results_into_memory_out_of_host_memory, results_beside_their_operands_copy_no_page)
