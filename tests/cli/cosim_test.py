@@ -806,6 +806,21 @@ def case_errors():
         check(x.status == "bad_argument" and "unknown algorithm 'nope' (known: " in x.message,
               str(x))
     c.ping()
+    # ccl.yaml's default all-reduce (lrab: PE 0 of every cube) on a group of 2:
+    # bad_argument (it was a sim_error), naming where the
+    # default was set; an explicit one names itself
+    for algo, who in (("", "configs/ccl.yaml:4:14: algorithm 'lrab' (ccl.yaml's all_reduce "
+                       "default; name one in the request or --set ccl.algorithm=NAME)"),
+                      ("lrab", "failed: algorithm 'lrab'")):
+        th = threading.Thread(target=lambda: box.__setitem__("e", error_of(
+            lambda: c.all_reduce([0, 1], v, algorithm=algo))))
+        th.start()
+        e = error_of(lambda: d.all_reduce([0, 1], u, algorithm=algo))
+        th.join(60)
+        for x in (e, box["e"]):
+            check(x.status == "bad_argument" and who + " does not run on the group {0,1}: 'lrab' "
+                  "runs on PE 0 of every cube: world size must be 32, got 2" in x.message, str(x))
+    c.ping()
     # bad magic: an error reply, then the server closes (no way to resync)
     st, msg = raw_reply(c, OP["ping"], magic=b"XXXX")
     check(st == 1 and "no 'KBSM' magic" in msg, "bad magic: %d %s" % (st, msg))
