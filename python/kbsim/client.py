@@ -205,6 +205,11 @@ class Client:
     def write(self, tid, values, offset=0):
         """values: a numpy array of the tensor's dtype (bf16: uint16 bit patterns)."""
         dtype = self.tensors[tid][1]
+        if dtype == "bf16" and np.asarray(values).dtype.kind not in "ui":
+            # numpy would cast 1.5 to the bit pattern 1 (a denormal) without a word
+            raise TypeError("kbsim: tensor %d is bf16: write its uint16 bit patterns "
+                            "(bf16_from_f32(values)), not %s values"
+                            % (tid, np.asarray(values).dtype))
         arr = np.ascontiguousarray(values, dtype=_NP[dtype])
         self.request(OP["write"], struct.pack("<IQ", tid, offset), arr.data)
 

@@ -738,6 +738,18 @@ def case_errors():
         st, msg = raw_reply(old, OP["ping"], version=2)
         check(st == 3 and "on a connection that said hello in 1" in msg, "mixed: %s" % msg)
     c.ping()
+    # float values into a bf16 tensor: refused by the client (numpy cast 1.5
+    # to the bit pattern 1 and the tensor silently held denormals)
+    b = c.alloc(4, "bf16")
+    try:
+        c.write(b, np.full(4, 1.5, np.float32))
+        raise AssertionError("float values written into a bf16 tensor")
+    except TypeError as e:
+        check(str(e) == "kbsim: tensor %d is bf16: write its uint16 bit patterns "
+              "(bf16_from_f32(values)), not float32 values" % b, str(e))
+    c.write(b, bf16_from_f32(np.full(4, 1.5, np.float32)))
+    check(list(bf16_to_f32(c.read(b))) == [1.5] * 4, "bf16 write of bit patterns")
+    c.free(b)
     # bad dtype
     e = error_of(lambda: c.alloc(16, "f64"))
     check(e.status == "bad_dtype" and "unknown dtype 'f64'" in e.message, str(e))
