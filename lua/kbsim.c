@@ -358,6 +358,12 @@ static int serve_main(struct lkb_options *opt, const struct lkb_serve_options *s
     if (opt->shards > 0 || opt->merge || opt->fast || opt->point_timeout > 0)
         usage_error("%s", "--shard, --merge, --fast and --point-timeout are for sweeps; "
                     "'kbsim serve' runs none");
+    /* every rank would start a server: on one socket path they refused or
+     * replaced each other's, on TCP each took its own port (the clients are
+     * the ranks of the co-simulation, not of mpirun) */
+    if (lkb_mpi_size() > 1)
+        usage_error("%s", "'kbsim serve' is one server: run it without mpirun (its clients "
+                    "are the ranks: docs/cosim.md)");
     if (lkb_check_config(opt) != 0) {
         free((void *)opt->set);
         return EXIT_USAGE;
