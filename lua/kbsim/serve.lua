@@ -1307,6 +1307,18 @@ local function load_kernels(path)
       error(("--kernels %s: a kernel's name must be a string"):format(path), 0)
     end
     if type(k) == "function" then k = {kernel = k} end
+    if type(k) == "table" then -- a misspelt field: named (it read as a kernel-less table)
+      local odd
+      for key in pairs(k) do
+        if key ~= "kernel" and key ~= "wire" and (odd == nil or tostring(key) < odd) then
+          odd = tostring(key)
+        end
+      end
+      if odd then
+        error(("--kernels %s: '%s': unknown field '%s' (fields: kernel, wire)"):format(path,
+          name, odd), 0)
+      end
+    end
     if type(k) ~= "table" or type(k.kernel) ~= "function"
         or (k.wire ~= nil and type(k.wire) ~= "function") then
       error(("--kernels %s: '%s' is not a function or a table {kernel = function, wire = "

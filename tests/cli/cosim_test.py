@@ -632,6 +632,14 @@ def case_launch():
                        capture_output=True, text=True, cwd=WORKDIR, timeout=60)
     check(p.returncode == 2 and "--kernels %s: 'k' is not a function" % bad in p.stderr,
           p.stderr)
+    # a misspelt field is named (it was "'k' is not a function or a table ...")
+    with open(bad, "w") as f:
+        f.write("return {k = {kernal = function() end}}\n")
+    p = subprocess.run([KBSIM, "serve", "--kernels", bad, "--listen",
+                        os.path.join(tempfile.mkdtemp(prefix="kbk"), "s.sock")],
+                       capture_output=True, text=True, cwd=WORKDIR, timeout=60)
+    check(p.returncode == 2 and p.stderr == "kbsim serve: --kernels %s: 'k': unknown field "
+          "'kernal' (fields: kernel, wire)\n" % bad, p.stderr)
 
 
 def case_trace():
