@@ -848,6 +848,15 @@ def case_errors():
     # the server is still there
     with Client(srv.address, rank=0) as again:
         again.ping()
+    # an address where no server is: the error names it (it said only
+    # "[Errno 2] No such file or directory")
+    gone = os.path.join(srv.dir, "no_server.sock")
+    try:
+        Client(gone, rank=0)
+        raise AssertionError("connected to %s" % gone)
+    except FileNotFoundError as e:
+        check(str(e) == "[Errno 2] kbsim: cannot connect to '%s': No such file or directory "
+              "(is `kbsim serve` listening there? it prints its address)" % gone, str(e))
     d.close()
     srv.stop()
 
