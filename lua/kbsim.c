@@ -80,10 +80,16 @@ static const char usage_text[] =
 
 static void usage_error(const char *fmt, const char *subject)
 {
-    fputs("kbsim: ", stderr);
-    fprintf(stderr, fmt, subject);
-    fputs("\nusage: kbsim [options] SCRIPT.lua [key=value ...] (try 'kbsim --help')\n",
-          stderr);
+    /* one write: under mpirun every rank says it, and pieces of the ranks'
+     * lines interleaved ("kbsim: kbsim: 'kbsim serve' is ...") */
+    char msg[4608];
+    int n = snprintf(msg, sizeof msg, "kbsim: ");
+    n += snprintf(msg + n, sizeof msg - (size_t)n, fmt, subject);
+    if (n > (int)sizeof msg - 1)
+        n = (int)sizeof msg - 1;
+    snprintf(msg + n, sizeof msg - (size_t)n,
+             "\nusage: kbsim [options] SCRIPT.lua [key=value ...] (try 'kbsim --help')\n");
+    fputs(msg, stderr);
     exit(EXIT_USAGE);
 }
 
