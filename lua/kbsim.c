@@ -80,22 +80,45 @@ static const char usage_text[] =
 
 static void usage_error(const char *fmt, const char *subject)
 {
-    fputs("kbsim: ", stderr);
-    fprintf(stderr, fmt, subject);
-    fputs("\nusage: kbsim [options] SCRIPT.lua [key=value ...] (try 'kbsim --help')\n",
-          stderr);
+    /* one write: under mpirun every rank says it, and pieces of the ranks'
+     * lines interleaved ("kbsim: kbsim: 'kbsim serve' is ...") */
+    char msg[4608];
+    int n = snprintf(msg, sizeof msg, "kbsim: ");
+    n += snprintf(msg + n, sizeof msg - (size_t)n, fmt, subject);
+    if (n > (int)sizeof msg - 1)
+        n = (int)sizeof msg - 1;
+    snprintf(msg + n, sizeof msg - (size_t)n,
+             "\nusage: kbsim [options] SCRIPT.lua [key=value ...] (try 'kbsim --help')\n");
+    fputs(msg, stderr);
     exit(EXIT_USAGE);
 }
 
-/* --describe-dot FILE is checked before the script runs (which may take
- * long): a name, not a folder, in a folder that can be written. */
-static void check_dot_file(const char *path)
+/* path without "./" in front and "/" at the end, for comparing folders */
+static size_t trimmed_path(const char **p)
+{
+    while ((*p)[0] == '.' && (*p)[1] == '/')
+        *p += 2;
+    size_t n = strlen(*p);
+    while (n > 1 && (*p)[n - 1] == '/')
+        n--;
+    return n;
+}
+
+/* --describe-dot FILE and --trace FILE are checked before the script runs
+ * (which may take long: a bad --trace failed the traced sweep point, its
+ * row lost): a name, not a folder, in a folder that can be written, or in
+ * the output folder `out` (NULL: none) that the run makes. */
+static void check_out_file(const char *option, const char *path, const char *out)
 {
     struct stat st;
-    if (!*path)
-        usage_error("%s", "option '--describe-dot' needs a file name");
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        usage_error("--describe-dot: %s is a folder", path);
+    if (!*path) {
+        fprintf(stderr, "kbsim: option '%s' needs a file name\n", option);
+        exit(EXIT_USAGE);
+    }
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "kbsim: %s: %s is a folder\n", option, path);
+        exit(EXIT_USAGE);
+    }
     const char *slash = strrchr(path, '/');
     char dir[4096];
     if (!slash)
@@ -103,7 +126,13 @@ static void check_dot_file(const char *path)
     else
         snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
     if (access(dir, W_OK) != 0) {
-        fprintf(stderr, "kbsim: --describe-dot: cannot write %s: %s: %s\n", path, dir,
+        const char *a = dir, *b = out;
+        if (errno == ENOENT && b != NULL) {
+            size_t na = trimmed_path(&a), nb = trimmed_path(&b);
+            if (na == nb && memcmp(a, b, na) == 0)
+                return; /* made by the run (out_problem checked it can be) */
+        }
+        fprintf(stderr, "kbsim: %s: cannot write %s: %s: %s\n", option, path, dir,
                 strerror(errno));
         exit(EXIT_USAGE);
     }
@@ -358,6 +387,12 @@ static int serve_main(struct lkb_options *opt, const struct lkb_serve_options *s
     if (opt->shards > 0 || opt->merge || opt->fast || opt->point_timeout > 0)
         usage_error("%s", "--shard, --merge, --fast and --point-timeout are for sweeps; "
                     "'kbsim serve' runs none");
+    /* every rank would start a server: on one socket path they refused or
+     * replaced each other's, on TCP each took its own port (the clients are
+     * the ranks of the co-simulation, not of mpirun) */
+    if (lkb_mpi_size() > 1)
+        usage_error("%s", "'kbsim serve' is one server: run it without mpirun (its clients "
+                    "are the ranks: docs/cosim.md)");
     if (lkb_check_config(opt) != 0) {
         free((void *)opt->set);
         return EXIT_USAGE;
@@ -370,6 +405,8 @@ static int serve_main(struct lkb_options *opt, const struct lkb_serve_options *s
         free((void *)opt->set);
         return EXIT_USAGE;
     }
+    if (opt->trace)
+        check_out_file("--trace", opt->trace, opt->out);
     lua_State *L = new_state(opt);
     int status = L ? lkb_serve(L, serve) : EXIT_USAGE;
     if (L)
@@ -478,7 +515,7 @@ static int kbsim_main(int argc, char **argv)
     if (serving)
         return serve_main(&opt, &serve, i < argc ? argv[i] : NULL);
     if (describe_dot)
-        check_dot_file(describe_dot);
+        check_out_file("--describe-dot", describe_dot, NULL);
     if ((describe || describe_dot) && i >= argc)
         return describe_main(&opt, describe, describe_dot);
     if ((describe || describe_dot) && (opt.shards > 0 || opt.merge))
@@ -531,6 +568,8 @@ static int kbsim_main(int argc, char **argv)
         free(set);
         return EXIT_USAGE;
     }
+    if (opt.trace)
+        check_out_file("--trace", opt.trace, opt.out);
     if (opt.jobs == 0)
         opt.jobs = usable_cpus();
 

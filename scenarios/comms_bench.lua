@@ -262,6 +262,10 @@ else
       size = size * 2
     end
   end
+  if #points == 0 then -- every size skipped: an empty run that said "all checks passed"
+    usage_error("no size to run: every size from %d B to %d B is below one f32 element per "
+      .. "rank on %d ranks (%d B); raise max", opt.min, opt.max, opt.ws, opt.ws * ELT)
+  end
   if #skipped > 0 then
     print(("%d sizes below one f32 element per rank on %d ranks are not run: %s")
       :format(#skipped, opt.ws, table.concat(skipped, ", ")))

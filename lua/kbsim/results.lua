@@ -111,6 +111,27 @@ function M.csv_text(rows, columns, opts)
       seen[c] = true
     end
   end
+  -- rows is a list: a hole made #rows stop short (the rows after it were
+  -- dropped without a word), and one row given as itself (a map) wrote
+  -- the header alone
+  local n = #rows
+  local key, past -- the first (by name) non-integer key; the first row past a hole
+  for k in pairs(rows) do
+    if math.type(k) ~= "integer" then
+      if key == nil or tostring(k) < key then key = tostring(k) end
+    elseif (k < 1 or k > n) and (past == nil or k < past) then
+      past = k
+    end
+  end
+  if key then
+    return nil, ("rows has the key '%s': it must be a list of rows (one row: {row})"):format(key)
+  end
+  if past then
+    local hole = 1
+    while rows[hole] ~= nil do hole = hole + 1 end
+    return nil, ("row %d is nil but row %d is set: rows must be a list without holes")
+      :format(hole, past)
+  end
   local out = {}
   local head = {}
   for i, c in ipairs(columns) do head[i] = csv_field(c) end

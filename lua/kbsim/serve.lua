@@ -497,9 +497,19 @@ local function pick(kind, name, group)
     refuse("bad_argument", "algorithm '%s' is a %s, not a %s", name, algo.collective, kind)
   end
   if algo.ranks then
-    local want = algo.ranks(S.topology, #group)
+    -- ccl.yaml's all_reduce algorithm is named with where it was set (a
+    -- client that named none learns why it was chosen); a rank rule that
+    -- cannot give a group of this size raises: the group is refused as
+    -- one its rule does not give is, before any kernel runs
+    local who = where and ("%s: algorithm '%s' (ccl.yaml's all_reduce default; name one in the "
+      .. "request or --set ccl.algorithm=NAME)"):format(where, name) or ("algorithm '%s'"):format(name)
+    local ok, want = pcall(algo.ranks, S.topology, #group)
+    if not ok then
+      refuse("bad_argument", "%s does not run on the group %s: %s", who, group_text(group),
+        tostring(want))
+    end
     if group_key(want) ~= group_key(group) then
-      refuse("bad_argument", "algorithm '%s' runs on ranks %s, the group is %s", name,
+      refuse("bad_argument", "%s runs on ranks %s, the group is %s", who,
         group_text(want), group_text(group))
     end
   end
@@ -1297,6 +1307,18 @@ local function load_kernels(path)
       error(("--kernels %s: a kernel's name must be a string"):format(path), 0)
     end
     if type(k) == "function" then k = {kernel = k} end
+    if type(k) == "table" then -- a misspelt field: named (it read as a kernel-less table)
+      local odd
+      for key in pairs(k) do
+        if key ~= "kernel" and key ~= "wire" and (odd == nil or tostring(key) < odd) then
+          odd = tostring(key)
+        end
+      end
+      if odd then
+        error(("--kernels %s: '%s': unknown field '%s' (fields: kernel, wire)"):format(path,
+          name, odd), 0)
+      end
+    end
     if type(k) ~= "table" or type(k.kernel) ~= "function"
         or (k.wire ~= nil and type(k.wire) ~= "function") then
       error(("--kernels %s: '%s' is not a function or a table {kernel = function, wire = "

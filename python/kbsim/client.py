@@ -114,13 +114,23 @@ class Client:
     @staticmethod
     def _connect(address, timeout):
         host, _, port = address.rpartition(":")
-        if host and port.isdigit() and "/" not in address:
-            s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        else:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.settimeout(timeout)
-            s.connect(address)
+        s = None
+        try:
+            if host and port.isdigit() and "/" not in address:
+                s = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            else:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.settimeout(timeout)
+                s.connect(address)
+        except OSError as e:
+            # the error named no address ("[Errno 2] No such file or directory")
+            # and the Unix socket was left open; same exception type, errno kept
+            if s is not None:
+                s.close()
+            raise type(e)(e.errno, "kbsim: cannot connect to '%s': %s (is `kbsim serve` "
+                          "listening there? it prints its address)"
+                          % (address, e.strerror or e)) from None
         return s
 
     def close(self):
@@ -205,6 +215,11 @@ class Client:
     def write(self, tid, values, offset=0):
         """values: a numpy array of the tensor's dtype (bf16: uint16 bit patterns)."""
         dtype = self.tensors[tid][1]
+        if dtype == "bf16" and np.asarray(values).dtype.kind not in "ui":
+            # numpy would cast 1.5 to the bit pattern 1 (a denormal) without a word
+            raise TypeError("kbsim: tensor %d is bf16: write its uint16 bit patterns "
+                            "(bf16_from_f32(values)), not %s values"
+                            % (tid, np.asarray(values).dtype))
         arr = np.ascontiguousarray(values, dtype=_NP[dtype])
         self.request(OP["write"], struct.pack("<IQ", tid, offset), arr.data)
 

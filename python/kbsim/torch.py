@@ -590,6 +590,16 @@ class ProcessGroupKbsim(dist.ProcessGroup):
     def getBackendName(self):
         return BACKEND
 
+    def _root(self, opts, what):
+        """The group rank of a rooted collective's root (opts.rootRank), checked:
+        an index past the group raised IndexError, a negative one picked a
+        rank from the end."""
+        k = opts.rootRank if opts is not None else 0
+        if not 0 <= k < self.size():
+            raise RuntimeError("kbsim %s: root rank %d is outside the group of %d ranks (0..%d)"
+                               % (what, k, self.size(), self.size() - 1))
+        return k
+
     def _group(self):
         """The group's global ranks, in group-rank order."""
         if self._ranks is None:
@@ -690,7 +700,7 @@ class ProcessGroupKbsim(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         t = self._one(tensors, "broadcast")
-        src = self._group()[opts.rootRank if opts is not None else 0]
+        src = self._group()[self._root(opts, "broadcast")]
         dt, n, raw = _wire(t, False)
         algo = _ALGORITHMS.get("broadcast", "")
         return self._run("broadcast", lambda tid: struct.pack("<II", tid[0], src) + _s2(algo),
@@ -761,7 +771,7 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         """torch.distributed.reduce: the root's tensor gets the reduction; the
         other members' tensors are left as they were."""
         t = self._one(tensors, "reduce")
-        root = self._group()[opts.rootRank if opts is not None else 0]
+        root = self._group()[self._root(opts, "reduce")]
         op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         dt, n, raw = _wire(t, True)
         algo = _ALGORITHMS.get("reduce", "")
@@ -775,7 +785,7 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         in group order (output_tensors is [] on the other members)."""
         inp = self._one(input_tensors, "gather")
         N = self.size()
-        root_g = opts.rootRank if opts is not None else 0
+        root_g = self._root(opts, "gather")
         root = self._group()[root_g]
         is_root = self.rank() == root_g
         outs = self._one(output_tensors, "gather") if is_root else None
@@ -801,7 +811,7 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         group's k-th member (input_tensors is [] on the other members)."""
         out = self._one(output_tensors, "scatter")
         N = self.size()
-        root_g = opts.rootRank if opts is not None else 0
+        root_g = self._root(opts, "scatter")
         root = self._group()[root_g]
         is_root = self.rank() == root_g
         odt, on, _ = _wire(out, False)

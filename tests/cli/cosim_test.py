@@ -632,6 +632,14 @@ def case_launch():
                        capture_output=True, text=True, cwd=WORKDIR, timeout=60)
     check(p.returncode == 2 and "--kernels %s: 'k' is not a function" % bad in p.stderr,
           p.stderr)
+    # a misspelt field is named (it was "'k' is not a function or a table ...")
+    with open(bad, "w") as f:
+        f.write("return {k = {kernal = function() end}}\n")
+    p = subprocess.run([KBSIM, "serve", "--kernels", bad, "--listen",
+                        os.path.join(tempfile.mkdtemp(prefix="kbk"), "s.sock")],
+                       capture_output=True, text=True, cwd=WORKDIR, timeout=60)
+    check(p.returncode == 2 and p.stderr == "kbsim serve: --kernels %s: 'k': unknown field "
+          "'kernal' (fields: kernel, wire)\n" % bad, p.stderr)
 
 
 def case_trace():
@@ -738,6 +746,18 @@ def case_errors():
         st, msg = raw_reply(old, OP["ping"], version=2)
         check(st == 3 and "on a connection that said hello in 1" in msg, "mixed: %s" % msg)
     c.ping()
+    # float values into a bf16 tensor: refused by the client (numpy cast 1.5
+    # to the bit pattern 1 and the tensor silently held denormals)
+    b = c.alloc(4, "bf16")
+    try:
+        c.write(b, np.full(4, 1.5, np.float32))
+        raise AssertionError("float values written into a bf16 tensor")
+    except TypeError as e:
+        check(str(e) == "kbsim: tensor %d is bf16: write its uint16 bit patterns "
+              "(bf16_from_f32(values)), not float32 values" % b, str(e))
+    c.write(b, bf16_from_f32(np.full(4, 1.5, np.float32)))
+    check(list(bf16_to_f32(c.read(b))) == [1.5] * 4, "bf16 write of bit patterns")
+    c.free(b)
     # bad dtype
     e = error_of(lambda: c.alloc(16, "f64"))
     check(e.status == "bad_dtype" and "unknown dtype 'f64'" in e.message, str(e))
@@ -806,6 +826,21 @@ def case_errors():
         check(x.status == "bad_argument" and "unknown algorithm 'nope' (known: " in x.message,
               str(x))
     c.ping()
+    # ccl.yaml's default all-reduce (lrab: PE 0 of every cube) on a group of 2:
+    # bad_argument (it was a sim_error), naming where the
+    # default was set; an explicit one names itself
+    for algo, who in (("", "configs/ccl.yaml:4:14: algorithm 'lrab' (ccl.yaml's all_reduce "
+                       "default; name one in the request or --set ccl.algorithm=NAME)"),
+                      ("lrab", "failed: algorithm 'lrab'")):
+        th = threading.Thread(target=lambda: box.__setitem__("e", error_of(
+            lambda: c.all_reduce([0, 1], v, algorithm=algo))))
+        th.start()
+        e = error_of(lambda: d.all_reduce([0, 1], u, algorithm=algo))
+        th.join(60)
+        for x in (e, box["e"]):
+            check(x.status == "bad_argument" and who + " does not run on the group {0,1}: 'lrab' "
+                  "runs on PE 0 of every cube: world size must be 32, got 2" in x.message, str(x))
+    c.ping()
     # bad magic: an error reply, then the server closes (no way to resync)
     st, msg = raw_reply(c, OP["ping"], magic=b"XXXX")
     check(st == 1 and "no 'KBSM' magic" in msg, "bad magic: %d %s" % (st, msg))
@@ -813,6 +848,15 @@ def case_errors():
     # the server is still there
     with Client(srv.address, rank=0) as again:
         again.ping()
+    # an address where no server is: the error names it (it said only
+    # "[Errno 2] No such file or directory")
+    gone = os.path.join(srv.dir, "no_server.sock")
+    try:
+        Client(gone, rank=0)
+        raise AssertionError("connected to %s" % gone)
+    except FileNotFoundError as e:
+        check(str(e) == "[Errno 2] kbsim: cannot connect to '%s': No such file or directory "
+              "(is `kbsim serve` listening there? it prints its address)" % gone, str(e))
     d.close()
     srv.stop()
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_torch_test.py KBSIM SRCDIR WORKDIR CASE — torch.distributed backend "kbsim" (python/kbsim/torch.py).
 
-CASE: ops | costing | tp_mlp | ddp | refused | fork_child. Prints "cosim_torch_CASE ok" when every check held, or
+CASE: ops | costing | tp_mlp | ddp | refused | fork_child | bad_root. Prints "cosim_torch_CASE ok" when every check held, or
 "cosim_torch_CASE skipped: ..." when python3-torch is not installed (ctest counts
 that as skipped).
 """
@@ -449,6 +449,41 @@ def case_fork_child():
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         check(torch.equal(t, torch.full((4,), 2.0)), "all_reduce after the child: %s" % t)
         check(kt.now_ns() >= 0 and len(kt.records()) == 3, "records: %s" % kt.records())
+        dist.destroy_process_group()
+        kt.shutdown()
+    finally:
+        srv.stop()
+
+
+def case_bad_root():
+    """A rooted collective whose root is not a rank of the group raises,
+    naming it (an index past the group was an IndexError from inside the
+    backend; a negative one silently took a rank from the end)."""
+    import torch
+    import torch.distributed as dist
+    import kbsim.torch as kt
+    srv = Server("--set", "ccl.algorithm=ring_allreduce")
+    try:
+        os.environ["KBSIM_ADDRESS"] = srv.address
+        store = os.path.join(WORKDIR, "rootstore")
+        if os.path.exists(store):
+            os.unlink(store)
+        dist.init_process_group("kbsim", init_method="file://" + store, rank=0, world_size=1)
+        t = torch.arange(4, dtype=torch.float32)
+        calls = [("broadcast", lambda k: dist.broadcast(t, k)),
+                 ("reduce", lambda k: dist.reduce(t, k))]
+        for what, call in calls:
+            for k in (1, -1):
+                try:
+                    call(k)
+                    raise AssertionError("%s from root %d ran" % (what, k))
+                except RuntimeError as e:
+                    want = ("kbsim %s: root rank %d is outside the group of 1 ranks (0..0)"
+                            % (what, k))
+                    check(str(e) == want, "%s root %d: %r" % (what, k, str(e)))
+        dist.broadcast(t, 0)
+        check(torch.equal(t, torch.arange(4, dtype=torch.float32)) and len(kt.records()) == 1,
+              "a broadcast from root 0 after the refusals: %s %s" % (t, kt.records()))
         dist.destroy_process_group()
         kt.shutdown()
     finally:

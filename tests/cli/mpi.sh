@@ -80,6 +80,16 @@ failing)
   [ $? -ne 0 ] || fail "--shard under mpirun must be refused"
   grep -q "kbsim: --shard and --merge are for job arrays without MPI" log || fail "--shard message"
   ;;
+serve)
+  # every rank started a server on the same socket: one listened, the
+  # others refused or replaced its socket file, and the job never ended
+  timeout 60 "$mpirun" --allow-run-as-root --oversubscribe -n 2 "$kbsim" serve -o out \
+    --listen "$work/s.sock" > out.stdout 2> log
+  [ $? -eq 2 ] || fail "kbsim serve under mpirun -n 2: exit status, want 2"
+  grep -q "^kbsim: 'kbsim serve' is one server: run it without mpirun (its clients are the ranks: docs/cosim.md)" log \
+    || fail "the refusal names the reason"
+  grep -q "listening on" out.stdout && fail "a rank started a server"
+  ;;
 killed)
   # rank 1 killed with kill -9 during the sweep: mpirun ends the job and
   # names it, rank 0 says what to do; a --fast rerun finishes the rest
