@@ -1172,6 +1172,18 @@ static const unsigned char *page_copy(const unsigned char *p, uint64_t n)
     return pg ? memcpy(pg, p, n) : NULL;
 }
 
+/* Piece q made a copy of the n bytes at p (n <= a page): a page of the
+ * pool of its own from KB_MEM_SNAP_REF_MIN bytes, else a malloc'ed block.
+ * False: out of memory (q then holds nothing to let go of). */
+static bool piece_copy(struct kb_mem_snap_piece *q, const unsigned char *p, uint64_t n)
+{
+    bool page = n >= KB_MEM_SNAP_REF_MIN;
+    unsigned char *b = page ? NULL : malloc(n);
+    q->p = page ? page_copy(p, n) : b ? memcpy(b, p, n) : NULL;
+    q->kind = q->p ? (page ? SNAP_REF : SNAP_HEAP) : SNAP_ZERO;
+    return q->p != NULL;
+}
+
 int kb_mem_snap_take(struct kb_mem *m, uint64_t addr, uint64_t bytes, struct kb_mem_snap *s)
 {
     int rc = in_range(m, "read", addr, bytes);
@@ -1262,15 +1274,9 @@ int kb_mem_snap_add(struct kb_mem_snap *d, const struct kb_mem_snap *s, uint64_t
         *q = (struct kb_mem_snap_piece){pc->p ? pc->p + in : NULL, at, (uint32_t)n, pc->kind};
         if (pc->kind == SNAP_REF && n == PAGE_SIZE) { /* a whole page: one more owner */
             (*page_refs(pc->p))++;
-        } else if (pc->p) { /* a part: copied, so no page is held in part */
-            q->p = n >= KB_MEM_SNAP_REF_MIN ? page_copy(pc->p + in, n) : malloc(n);
-            q->kind = n >= KB_MEM_SNAP_REF_MIN ? SNAP_REF : SNAP_HEAP;
-            if (!q->p) {
-                snap_truncate(d, n0);
-                return SIM_ENOMEM;
-            }
-            if (q->kind == SNAP_HEAP)
-                memcpy((void *)q->p, pc->p + in, n);
+        } else if (pc->p && !piece_copy(q, pc->p + in, n)) { /* a part: copied */
+            snap_truncate(d, n0);
+            return SIM_ENOMEM;
         }
         d->n++;
         at += n;
@@ -1291,17 +1297,12 @@ int kb_mem_snap_add_bytes(struct kb_mem_snap *d, const void *data, uint64_t byte
     while (bytes) {
         uint64_t n = bytes < PAGE_SIZE ? bytes : PAGE_SIZE;
         struct kb_mem_snap_piece *q = &d->pc[d->n];
-        bool page = n >= KB_MEM_SNAP_REF_MIN;
         *q = (struct kb_mem_snap_piece){NULL, at, (uint32_t)n, SNAP_ZERO};
         if (p) {
-            q->p = page ? page_copy(p, n) : malloc(n);
-            q->kind = page ? SNAP_REF : SNAP_HEAP;
-            if (!q->p) {
+            if (!piece_copy(q, p, n)) {
                 snap_truncate(d, n0);
                 return SIM_ENOMEM;
             }
-            if (!page)
-                memcpy((void *)q->p, p, n);
             p += n;
         }
         d->n++;
