@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAGE_SHIFT 12 /* 4 KiB pages */
+#define PAGE_SHIFT 11 /* 2 KiB pages: a tile of 1024 f16 is one (decision 0063) */
 #define PAGE_SIZE ((uint64_t)1 << PAGE_SHIFT)
 _Static_assert(PAGE_SIZE == KB_MEM_PAGE_BYTES, "memory.h names the page size");
 
@@ -92,7 +92,7 @@ struct mem_export {
 
 /* ---- the page pool ------------------------------------------------------
  *
- * Every memory's 4 KiB pages come from one pool shared by the process:
+ * Every memory's 2 KiB pages come from one pool shared by the process:
  * pages are carved from chunks of POOL_CHUNK_PAGES and a page a memory
  * gives back (its block freed, the memory freed) goes on a free list for
  * the next page any memory makes, last in first out, so a system whose
@@ -102,12 +102,13 @@ struct mem_export {
  * use (every memory freed, e.g. between the points of a sweep). The lock
  * lets sweep threads run simulations side by side.
  *
- * A chunk is aligned to its size, and its page 0 holds the reference
- * counts of its pages (page_refs): a page two memories share after a copy
+ * A chunk is aligned to its size, and its first pages (HEADER_PAGES) hold
+ * the reference counts of its pages (page_refs): a page two memories share after a copy
  * (decision 0053). (Transparent huge pages for the chunks, asked for with
  * madvise, halved the page faults of a values run but cost more system
  * time than they saved: the kernel compacts memory to make them.) */
-#define POOL_CHUNK_PAGES 512 /* 2 MiB */
+#define POOL_CHUNK_PAGES 1024 /* 2 MiB */
+#define HEADER_PAGES ((POOL_CHUNK_PAGES * sizeof(uint32_t) + PAGE_SIZE - 1) / PAGE_SIZE)
 #define CHUNK_BYTES (POOL_CHUNK_PAGES * PAGE_SIZE)
 
 struct free_page {
@@ -157,7 +158,7 @@ static unsigned char *pool_get(void)
                 goto out;
             memset(c, 0, POOL_CHUNK_PAGES * sizeof(uint32_t)); /* the counts */
             pool.chunks[pool.n_chunks++] = c;
-            pool.fresh = POOL_CHUNK_PAGES - 1; /* page 0 is the header */
+            pool.fresh = POOL_CHUNK_PAGES - HEADER_PAGES; /* the first pages hold the counts */
         }
         p = pool.chunks[pool.n_chunks - 1] + (POOL_CHUNK_PAGES - pool.fresh--) * PAGE_SIZE;
     }

@@ -1,7 +1,7 @@
 /* memory.h — kb_mem: a TCM, SRAM or HBM bank with real bytes, an allocator
  * and an access-time model with address-interleaved channels
  *
- * Contents are stored sparsely in 4 KiB pages allocated on first write;
+ * Contents are stored sparsely in 2 KiB pages allocated on first write;
  * untouched bytes read as zero, so a 2 GiB HBM costs nothing until used.
  * A copy of whole pages between page boundaries (kb_mem_copy: a DMA)
  * shares the source's pages, copied on the next write to either side, and
@@ -44,7 +44,7 @@ enum kb_mem_kind { KB_MEM_TCM, KB_MEM_SRAM, KB_MEM_HBM };
 #define KB_MEM_MAX_CHANNELS 64
 /* a memory's storage page: a span (kb_mem_read_span, kb_mem_snap_span) is
  * at most this long */
-#define KB_MEM_PAGE_BYTES 4096
+#define KB_MEM_PAGE_BYTES 2048 /* decision 0063 */
 
 struct kb_mem_params {
     enum kb_mem_kind kind;
@@ -137,7 +137,7 @@ int kb_mem_read_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
 int kb_mem_write_span(struct kb_mem *m, uint64_t addr, uint64_t bytes,
                       unsigned char **p, uint64_t *len);
 
-/* Pages of storage held now (4 KiB each): written, not freed since. A
+/* Pages of storage held now (KB_MEM_PAGE_BYTES each): written, not freed since. A
  * page two memories share after a copy counts in both. */
 uint64_t kb_mem_pages(const struct kb_mem *m);
 /* Pages the process's memories hold, each once however many memories
@@ -152,7 +152,7 @@ uint64_t kb_mem_pool_pages(void);
  * copies the page and the snapshot keeps the old bytes; a never-written
  * page is kept as zeros, without a page. A piece much smaller than a page
  * (under KB_MEM_SNAP_REF_MIN bytes) is copied instead, so that a short
- * piece of a busy page does not make its next write copy 4 KiB (decision
+ * piece of a busy page does not make its next write copy a page (decision
  * 0056). Pages are shared only within one thread, as memories' are.
  *
  * A snapshot is the caller's struct, zeroed to start (or after

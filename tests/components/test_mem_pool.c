@@ -11,7 +11,7 @@
 #include "sim.h"
 #include "test.h"
 
-#define PAGE ((uint64_t)4096)
+#define PAGE ((uint64_t)KB_MEM_PAGE_BYTES)
 
 static const struct kb_mem_params TCM = {
     .kind = KB_MEM_TCM, .capacity = 16 << 20, .bw_gbps = 512, .setup_ns = 0,

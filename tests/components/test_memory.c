@@ -309,8 +309,9 @@ TEST(sparse_storage)
     ASSERT_EQ(kb_mem_read(h[7], UINT64_MAX, out, 2), SIM_EINVAL);
     ASSERT_U64_EQ(kb_mem_pages(h[7]), 3);
     ASSERT_U64_EQ(kb_mem_pages(h[8]), 0);
-    /* pages are 4 KiB: a 16 KiB ring costs 16 KiB, not a 64 KiB page */
-    ASSERT_EQ(kb_mem_write(h[8], 4096, buf, 16384), 0);
+    /* pages are small (KB_MEM_PAGE_BYTES): a ring of four pages costs four
+     * pages, not a 64 KiB one */
+    ASSERT_EQ(kb_mem_write(h[8], KB_MEM_PAGE_BYTES, buf, 4 * KB_MEM_PAGE_BYTES), 0);
     ASSERT_U64_EQ(kb_mem_pages(h[8]), 4);
     T_FREE(free, buf);
     for (int i = 0; i < 256; i++)
@@ -349,7 +350,7 @@ TEST(params_are_checked)
     T_FREE(sim_free, s);
 }
 
-#define PAGE ((uint64_t)1 << 12)
+#define PAGE ((uint64_t)KB_MEM_PAGE_BYTES)
 
 /* A byte pattern that differs at every offset of a few pages. */
 static unsigned char pat(uint64_t i) { return (unsigned char)(i * 131 + (i >> 8) * 7 + 1); }
@@ -872,15 +873,15 @@ TEST(reused_pages_read_as_zeros_around_a_write)
         memset(v, 0x11, sizeof v);
         if (round == 0) {
             ASSERT_EQ(kb_mem_write(m, a + 1000, v, sizeof v), 0);
-            ASSERT_EQ(kb_mem_write(m, a + PAGE + 4000, v, 50), 0);
+            ASSERT_EQ(kb_mem_write(m, a + 2 * PAGE - 96, v, 50), 0);
         } else { /* a copy from a written page into the new pages */
             ASSERT_EQ(kb_mem_write(m, 3 * PAGE, v, sizeof v), 0);
             ASSERT_EQ(kb_mem_copy(m, a + 1000, m, 3 * PAGE, sizeof v), 0);
-            ASSERT_EQ(kb_mem_copy(m, a + PAGE + 4000, m, 3 * PAGE, 50), 0);
+            ASSERT_EQ(kb_mem_copy(m, a + 2 * PAGE - 96, m, 3 * PAGE, 50), 0);
         }
         ASSERT_EQ(kb_mem_read(m, a, buf, 2 * PAGE), 0);
         for (uint64_t j = 0; j < 2 * PAGE; j++) {
-            bool in = (j >= 1000 && j < 1300) || (j >= PAGE + 4000 && j < PAGE + 4050);
+            bool in = (j >= 1000 && j < 1300) || (j >= 2 * PAGE - 96 && j < 2 * PAGE - 46);
             if (buf[j] != (in ? 0x11 : 0))
                 ASSERT_U64_EQ(j, UINT64_MAX);
         }

@@ -27,7 +27,7 @@
 #include "sim.h"
 #include "test.h"
 
-#define PAGE ((uint64_t)4096)
+#define PAGE ((uint64_t)KB_MEM_PAGE_BYTES)
 #define MiB ((uint64_t)1 << 20)
 #define GiB ((uint64_t)1 << 30)
 #define MAXB 512     /* blocks a memory's reference keeps */

@@ -738,7 +738,7 @@ TEST(results_into_memory_out_of_host_memory)
 #endif
 }
 
-/* A result beside its operands in one page (2 KiB tiles, 4 KiB pages):
+/* A result beside its operands in one page (tiles of half a page):
  * with snapshots the unit may drop, it is computed aside, the snapshots
  * let go, and written, so no page is copied; with snapshots it must keep,
  * the page is copied and the snapshots keep their bytes. The same values
@@ -752,7 +752,7 @@ TEST(results_beside_their_operands_copy_no_page)
     char err[256];
     struct kb_mem *m = T_OWN(kb_mem_new(s, "pe0", &MP, err, sizeof err), kb_mem_free);
     ASSERT_TRUE(m);
-    enum { NE = 1024, NB = 2 * NE };
+    enum { PG = KB_MEM_PAGE_BYTES, NB = PG / 2, NE = NB / 2 };
     uint16_t x[NE], y[NE], want[NE], got[NE];
     fill(x, NE, KB_DTYPE_F16, 0.5, 4.0);
     fill(y, NE, KB_DTYPE_F16, -2.0, 2.0);
@@ -761,13 +761,14 @@ TEST(results_beside_their_operands_copy_no_page)
     struct kb_mem_snap *sb = T_OWN(calloc(1, sizeof *sb), snap_del);
     ASSERT_TRUE(sa && sb);
     for (int drop = 0; drop < 2; drop++) {
-        /* x at 0 and y at 4096 + 2048; the result at 2048, in x's page */
+        /* x at 0 and y in the second half of page 1; the result in the
+         * second half of page 0, x's page */
         ASSERT_EQ(kb_mem_write(m, 0, x, NB), 0);
-        ASSERT_EQ(kb_mem_write(m, 4096 + NB, y, NB), 0);
+        ASSERT_EQ(kb_mem_write(m, PG + NB, y, NB), 0);
         ASSERT_EQ(kb_mem_snap_take(m, 0, NB, sa), 0);
-        ASSERT_EQ(kb_mem_snap_take(m, 4096 + NB, NB, sb), 0);
+        ASSERT_EQ(kb_mem_snap_take(m, PG + NB, NB, sb), 0);
         ASSERT_TRUE(kb_mem_shared(m, NB, NB));
-        ASSERT_TRUE(!kb_mem_shared(m, 8192, NB));
+        ASSERT_TRUE(!kb_mem_shared(m, 2 * PG, NB));
         uint64_t pool = kb_mem_pool_pages();
         struct kb_math_arg a = {NULL, sa, drop ? sa : NULL}, b = {NULL, sb, drop ? sb : NULL};
         struct kb_math_dst md = {NULL, m, NB};
