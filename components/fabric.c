@@ -756,8 +756,8 @@ static void msg_start(struct kb_fabric *f, struct fmsg *m, struct kb_link **path
 
 /* kb_fabric_send on a path known to be good (kb_fabric_check_path passed
  * on it before, and links are never removed). */
-static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
-                     struct sim_event *done, uint32_t vc_class,
+static int send_full(struct kb_fabric *f, const int *links, struct kb_link *const *made,
+                     int n_links, uint64_t bytes, struct sim_event *done, uint32_t vc_class,
                      void (*cb)(void *ud, sim_time at), void *cb_ud)
 {
     if (n_links == 0) {
@@ -788,8 +788,10 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
     }
     struct kb_link **path = (struct kb_link **)(m + 1);
     sim_time *body = (sim_time *)(path + ((size_t)1 << m->cls));
-    for (int j = 0; j < n_links; j++)
-        path[j] = made_link(f, &f->links[links[j]]);
+    if (made)
+        memcpy(path, made, (size_t)n_links * sizeof *path);
+    else
+        kb_fabric_path_links(f, links, n_links, path);
     msg_start(f, m, path, (uint32_t)n_links, body, bytes, done, cb, cb_ud);
     m->m.vc_class = vc_class;
     m->op = NULL;
@@ -830,7 +832,7 @@ static int send_full(struct kb_fabric *f, const int *links, int n_links, uint64_
 static int send_checked(struct kb_fabric *f, const int *links, int n_links,
                         uint64_t bytes, struct sim_event *done, uint32_t vc_class)
 {
-    return send_full(f, links, n_links, bytes, done, vc_class, NULL, NULL);
+    return send_full(f, links, NULL, n_links, bytes, done, vc_class, NULL, NULL);
 }
 
 int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64_t bytes,
@@ -839,14 +841,28 @@ int kb_fabric_send_cb(struct kb_fabric *f, const int *links, int n_links, uint64
     int rc = kb_fabric_check_path(f, links, n_links);
     if (rc < 0)
         return rc;
-    return send_full(f, links, n_links, bytes, NULL, vc_class, cb, ud);
+    return send_full(f, links, NULL, n_links, bytes, NULL, vc_class, cb, ud);
 }
 
 int kb_fabric_send_cb_checked(struct kb_fabric *f, const int *links, int n_links,
                               uint64_t bytes, uint32_t vc_class,
                               void (*cb)(void *ud, sim_time at), void *ud)
 {
-    return send_full(f, links, n_links, bytes, NULL, vc_class, cb, ud);
+    return send_full(f, links, NULL, n_links, bytes, NULL, vc_class, cb, ud);
+}
+
+void kb_fabric_path_links(const struct kb_fabric *f, const int *links, int n_links,
+                          struct kb_link **out)
+{
+    for (int j = 0; j < n_links; j++)
+        out[j] = made_link(f, &f->links[links[j]]);
+}
+
+int kb_fabric_send_cb_links(struct kb_fabric *f, const int *links, struct kb_link *const *path,
+                            int n_links, uint64_t bytes, uint32_t vc_class,
+                            void (*cb)(void *ud, sim_time at), void *ud)
+{
+    return send_full(f, links, path, n_links, bytes, NULL, vc_class, cb, ud);
 }
 
 int kb_fabric_send(struct kb_fabric *f, const int *links, int n_links,

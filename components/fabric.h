@@ -96,6 +96,20 @@ int kb_fabric_send_cb_checked(struct kb_fabric *f, const int *links, int n_links
                               uint64_t bytes, uint32_t vc_class,
                               void (*cb)(void *ud, sim_time at), void *ud);
 
+/* The links of a path that has passed kb_fabric_check_path, into
+ * out[0..n_links): a user that keeps a route (kb_dma) keeps these beside
+ * its link ids and sends with kb_fabric_send_cb_links, so that a message
+ * does not look each hop up in the fabric's table (a cold line a hop at
+ * system scale). */
+void kb_fabric_path_links(const struct kb_fabric *f, const int *links, int n_links,
+                          struct kb_link **out);
+
+/* kb_fabric_send_cb_checked with path[j] = the link of links[j], as
+ * kb_fabric_path_links gave them. */
+int kb_fabric_send_cb_links(struct kb_fabric *f, const int *links, struct kb_link *const *path,
+                            int n_links, uint64_t bytes, uint32_t vc_class,
+                            void (*cb)(void *ud, sim_time at), void *ud);
+
 /* Like kb_fabric_send, from a thread process: returns when the last byte
  * has arrived. SIM_EPERM outside a process. */
 int kb_fabric_transfer(struct kb_fabric *f, const int *links, int n_links,

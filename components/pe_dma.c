@@ -55,6 +55,9 @@ struct req {
     void *ud;
     int n_links, cap_links;
     int *links; /* the route, kept with the request when it is recycled */
+    struct kb_link **lp; /* its links (kb_fabric_path_links), cap_lp of room */
+    int cap_lp;
+    bool has_lp; /* lp holds the route's links */
     sim_time lnet; /* kb_fabric_path_time(links, 0) */
 };
 
@@ -67,6 +70,8 @@ struct req {
 struct route_entry {
     int src, dst, n, cap;
     int *links;
+    struct kb_link **lp; /* the links of `links` (kb_fabric_path_links) */
+    int cap_lp;
     sim_time lnet; /* kb_fabric_path_time(links, 0) */
 };
 
@@ -215,10 +220,33 @@ static bool links_room(int **links, int *cap, int n)
     return true;
 }
 
+/* *lp (capacity *cap) grown to hold n links; false when out of memory */
+static bool lp_room(struct kb_link ***lp, int *cap, int n)
+{
+    if (n <= *cap)
+        return true;
+    struct kb_link **a = realloc(*lp, (size_t)n * sizeof *a);
+    if (!a)
+        return false;
+    *lp = a;
+    *cap = n;
+    return true;
+}
+
+/* The request's links from the cache entry's (a request without them,
+ * out of memory, sends by link id). */
+static void req_links(struct req *r, struct kb_link *const *lp, int n)
+{
+    r->has_lp = lp && n > 0 && lp_room(&r->lp, &r->cap_lp, n);
+    if (r->has_lp)
+        memcpy(r->lp, lp, (size_t)n * sizeof *lp);
+}
+
 /* route_path through the route cache; *lnet (if not NULL) gets the
- * path's latency, kb_fabric_path_time(route, 0). */
+ * path's latency, kb_fabric_path_time(route, 0); r (if not NULL) gets the
+ * route's links (req_links). */
 static int find_path_lnet(struct kb_dma *d, int src, int dst, int **links, int *cap,
-                          sim_time *lnet)
+                          sim_time *lnet, struct req *r)
 {
     int nl = kb_fabric_link_count(d->f);
     if (nl != d->rc_f_links) {
@@ -237,6 +265,8 @@ static int find_path_lnet(struct kb_dma *d, int src, int dst, int **links, int *
             memcpy(*links, e->links, (size_t)e->n * sizeof **links);
         if (lnet)
             *lnet = e->lnet;
+        if (r)
+            req_links(r, e->lp, e->n);
         if (i > 0) { /* to the front */
             struct route_entry t = *e;
             memmove(&d->rc[1], &d->rc[0], (size_t)i * sizeof d->rc[0]);
@@ -250,13 +280,22 @@ static int find_path_lnet(struct kb_dma *d, int src, int dst, int **links, int *
     sim_time l = kb_fabric_path_time(d->f, *links, n, 0);
     if (lnet)
         *lnet = l;
+    if (r)
+        r->has_lp = false;
     /* into the cache, the least recently used entry making room; a
-     * cache that cannot grow an entry just does not keep the route */
-    struct route_entry t = d->rc_n < ROUTE_CACHE ? d->rc[d->rc_n] : d->rc[ROUTE_CACHE - 1];
-    if (!links_room(&t.links, &t.cap, n > 0 ? n : 1))
+     * cache that cannot grow an entry just does not keep the route (an
+     * entry grown keeps its contents) */
+    struct route_entry *slot = &d->rc[d->rc_n < ROUTE_CACHE ? d->rc_n : ROUTE_CACHE - 1];
+    if (!links_room(&slot->links, &slot->cap, n > 0 ? n : 1) ||
+        !lp_room(&slot->lp, &slot->cap_lp, n > 0 ? n : 1))
         return n;
-    if (n > 0)
+    struct route_entry t = *slot;
+    if (n > 0) {
         memcpy(t.links, *links, (size_t)n * sizeof *t.links);
+        kb_fabric_path_links(d->f, t.links, n, t.lp);
+    }
+    if (r)
+        req_links(r, t.lp, n);
     t.src = src;
     t.dst = dst;
     t.n = n;
@@ -271,12 +310,12 @@ static int find_path_lnet(struct kb_dma *d, int src, int dst, int **links, int *
 
 static int find_path(struct kb_dma *d, int src, int dst, int **links, int *cap)
 {
-    return find_path_lnet(d, src, dst, links, cap, NULL);
+    return find_path_lnet(d, src, dst, links, cap, NULL, NULL);
 }
 
 static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
                       const struct kb_dma_end *dst, uint64_t bytes, int **links,
-                      int *cap, sim_time *lnet)
+                      int *cap, sim_time *lnet, struct req *r)
 {
     int rc = check_end(d, "source", src, bytes);
     if (rc < 0)
@@ -284,7 +323,7 @@ static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
     rc = check_end(d, "destination", dst, bytes);
     if (rc < 0)
         return rc;
-    return find_path_lnet(d, src->node, dst->node, links, cap, lnet);
+    return find_path_lnet(d, src->node, dst->node, links, cap, lnet, r);
 }
 
 /* ---- closed form ----------------------------------------------------- */
@@ -292,7 +331,7 @@ static int check_copy(struct kb_dma *d, const struct kb_dma_end *src,
 sim_time kb_dma_time(struct kb_dma *d, struct kb_dma_end src,
                      struct kb_dma_end dst, uint64_t bytes)
 {
-    int n = check_copy(d, &src, &dst, bytes, &d->scratch, &d->cap_scratch, NULL);
+    int n = check_copy(d, &src, &dst, bytes, &d->scratch, &d->cap_scratch, NULL, NULL);
     if (n < 0)
         return SIM_FOREVER;
     const int *links = d->scratch;
@@ -421,8 +460,11 @@ static int start_net(struct chan *ch, struct req *r)
     ch->ph = PH_NET;
     if (n_links == 0)
         return 0;
-    int rc = kb_fabric_send_cb_checked(d->f, links, n_links, r->bytes, vc_class, net_done,
-                                       ch);
+    int rc = links == r->links && n_links == r->n_links && r->has_lp
+                 ? kb_fabric_send_cb_links(d->f, links, r->lp, n_links, r->bytes, vc_class,
+                                           net_done, ch)
+                 : kb_fabric_send_cb_checked(d->f, links, n_links, r->bytes, vc_class,
+                                             net_done, ch);
     if (rc < 0) {
         finish(ch, r, seterr(d, rc, "%s", kb_fabric_errmsg(d->f)));
         return -1;
@@ -613,6 +655,7 @@ static void free_req(struct req *r)
 {
     if (r) {
         free(r->links);
+        free(r->lp);
         free(r);
     }
 }
@@ -639,8 +682,10 @@ void kb_dma_free(struct kb_dma *d)
     }
     free_reqs(d->free_reqs);
     free(d->scratch);
-    for (int i = 0; i < ROUTE_CACHE; i++)
+    for (int i = 0; i < ROUTE_CACHE; i++) {
         free(d->rc[i].links);
+        free(d->rc[i].lp);
+    }
     for (size_t i = 0; i < d->n_waiters; i++)
         free(d->waiters[i]);
     free(d->waiters);
@@ -693,7 +738,7 @@ static int queue_copy(struct kb_dma *d, enum kb_dma_class c, struct kb_dma_end s
         d->free_reqs = r->next;
     else if (!(r = calloc(1, sizeof *r)))
         return seterr(d, SIM_ENOMEM, "out of memory queuing a copy");
-    int n = check_copy(d, &src, &dst, bytes, &r->links, &r->cap_links, &r->lnet);
+    int n = check_copy(d, &src, &dst, bytes, &r->links, &r->cap_links, &r->lnet, r);
     if (n < 0) {
         r->next = d->free_reqs;
         d->free_reqs = r;

@@ -540,6 +540,45 @@ TEST(send_notifies_event)
     T_FREE(sim_free, s);
 }
 
+static void at_cb(void *ud, sim_time at) { *(sim_time *)ud = at; }
+
+/* A route's links looked up once (kb_fabric_path_links) and sent on
+ * (kb_fabric_send_cb_links), as kb_dma does with the routes it keeps: the
+ * same links as kb_fabric_link's, and the same arrival as by link id, at
+ * the closed form, alone and with the other on the same links. */
+TEST(send_on_links_looked_up_once)
+{
+    for (int both = 0; both < 2; both++) {
+        struct sim *s = T_OWN(sim_new(NULL), sim_free);
+        ASSERT_TRUE(s);
+        int links[4];
+        struct kb_link_params p[4] = {P, P, P, P};
+        struct kb_fabric *f = chain(s, 4, p, links);
+        ASSERT_TRUE(f);
+        ASSERT_EQ(kb_fabric_check_path(f, links, 4), 0);
+        struct kb_link *lp[4] = {NULL, NULL, NULL, NULL};
+        kb_fabric_path_links(f, links, 4, lp);
+        for (int j = 0; j < 4; j++)
+            ASSERT_TRUE(lp[j] && lp[j] == kb_fabric_link(f, links[j]));
+        sim_time by_links = 0, by_ids = 0;
+        ASSERT_EQ(kb_fabric_send_cb_links(f, links, lp, 4, 5000, 0, at_cb, &by_links), 0);
+        if (both)
+            ASSERT_EQ(kb_fabric_send_cb_checked(f, links, 4, 5000, 0, at_cb, &by_ids), 0);
+        ASSERT_EQ(sim_run(s, SIM_FOREVER), SIM_DONE);
+        ASSERT_U64_EQ(by_links, closed_form(4, 5000, &P));
+        if (both) /* behind it by the body of 5000 bytes at the slowest link */
+            ASSERT_U64_EQ(by_ids, by_links + 19 * ser(256, P.bw_gbps) + ser(5000 - 19 * 256, P.bw_gbps));
+        for (int j = 0; j < 4; j++) { /* every hop carried each message once */
+            struct kb_link_stats st;
+            kb_link_get_stats(lp[j], &st);
+            ASSERT_U64_EQ(st.messages, (uint64_t)(1 + both));
+            ASSERT_U64_EQ(st.bytes, (uint64_t)(1 + both) * 5000);
+        }
+        T_FREE(kb_fabric_free, f);
+        T_FREE(sim_free, s);
+    }
+}
+
 TEST(empty_path_and_zero_bytes)
 {
     struct sim *s = T_OWN(sim_new(NULL), sim_free);
@@ -738,6 +777,6 @@ TEST_MAIN(transfer_matches_closed_form, closed_form_by_hand, mixed_bandwidth,
           three_flows_into_one_target, opposite_directions_do_not_contend,
           random_flows_match_flit_recurrence,
           random_crossing_flows_match_flit_recurrence,
-          send_notifies_event, empty_path_and_zero_bytes,
+          send_notifies_event, send_on_links_looked_up_once, empty_path_and_zero_bytes,
           unfinished_transfers_are_freed, bad_paths_are_errors,
           nodes_and_links, links_and_nodes_are_modules)
