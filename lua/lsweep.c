@@ -410,6 +410,7 @@ static const char *open_cache(lua_State *L, struct sweep *sw, const char *out)
                 "no point of this sweep is cached\n", sw->name, dir, strerror(e));
         return dir;
     }
+    lkb_cache_clean(dir);
     sw->cachedir = dupstr(dir, strlen(dir));
     if (sw->cachedir == NULL)
         luaL_error(L, "kb.sweep: out of memory");

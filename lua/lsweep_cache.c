@@ -10,8 +10,10 @@
  */
 #include "lsweep_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,17 @@ bool lkb_cache_path(char *buf, size_t size, const char *dir, uint64_t key)
     return n >= 0 && (size_t)n < size;
 }
 
+/* This host's name as open_unique writes it into a temporary name. */
+static void host_name(char *host, size_t size)
+{
+    if (gethostname(host, size) != 0)
+        snprintf(host, size, "host");
+    host[size - 1] = '\0';
+    for (char *c = host; *c; c++)
+        if (*c == '/')
+            *c = '_';
+}
+
 /* A fresh file next to path, opened for writing, whose name no other
  * thread or process uses: host name, process id and a counter, created
  * with O_EXCL (retried with the next counter if it exists). */
@@ -38,12 +51,7 @@ static int open_unique(const char *path, char *tmp, size_t size)
 {
     static atomic_ulong counter;
     char host[64];
-    if (gethostname(host, sizeof host) != 0)
-        strcpy(host, "host");
-    host[sizeof host - 1] = '\0';
-    for (char *c = host; *c; c++)
-        if (*c == '/')
-            *c = '_';
+    host_name(host, sizeof host);
     for (int tries = 0; tries < 100; tries++) {
         unsigned long k = atomic_fetch_add(&counter, 1);
         int n = snprintf(tmp, size, "%s.%s.%ld.%lu.tmp", path, host, (long)getpid(), k);
@@ -117,6 +125,46 @@ int lkb_cache_probe(const char *dir)
     }
     remove(tmp);
     return ok ? 0 : e;
+}
+
+/* The process id of temporary file `name` (NAME.HOST.PID.K.tmp) when HOST
+ * is `host`; 0 for any other name. */
+static long tmp_pid(const char *name, const char *host)
+{
+    size_t n = strlen(name), h = strlen(host);
+    if (n < 5 || strcmp(name + n - 4, ".tmp") != 0)
+        return 0;
+    size_t e = n - 4, i = e; /* K */
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+        i--;
+    if (i == e || i == 0 || name[i - 1] != '.')
+        return 0;
+    size_t pe = i - 1, p = pe; /* PID */
+    while (p > 0 && name[p - 1] >= '0' && name[p - 1] <= '9')
+        p--;
+    if (p == pe || pe - p > 9 || p < h + 2 || name[p - 1] != '.' ||
+        strncmp(name + p - 1 - h, host, h) != 0 || name[p - 2 - h] != '.')
+        return 0;
+    return strtol(name + p, NULL, 10);
+}
+
+void lkb_cache_clean(const char *dir)
+{
+    char host[64];
+    host_name(host, sizeof host);
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        long pid = tmp_pid(de->d_name, host);
+        if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) /* alive, or not ours to ask */
+            continue;
+        char path[4200];
+        if (snprintf(path, sizeof path, "%s/%s", dir, de->d_name) < (int)sizeof path)
+            (void)unlink(path); /* (another cleaner may have been first) */
+    }
+    closedir(d);
 }
 
 /* The document at the top has only the keys lkb_cache_store writes, the

@@ -48,6 +48,12 @@ bool lkb_cache_parse(lua_State *L, const char *p, size_t n, const char *hex);
 int lkb_cache_store(lua_State *L, const char *dir, const char *name, size_t index,
                    uint64_t key, int params, int row, char *why, size_t whysize);
 
+/* Removes from dir the temporary files (open_unique's) of processes of
+ * this host that no longer run: a writer killed mid-write (kill -9, a
+ * rank of an MPI job that died) leaves one behind. Files of other hosts,
+ * and of live processes, stay. */
+void lkb_cache_clean(const char *dir);
+
 /* Whether files can be written in dir: writes (not only creates) a
  * scratch file there and removes it. 0, or an errno value. */
 int lkb_cache_probe(const char *dir);

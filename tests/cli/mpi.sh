@@ -93,7 +93,11 @@ serve)
 killed)
   # rank 1 killed with kill -9 during the sweep: mpirun ends the job and
   # names it, rank 0 says what to do; a --fast rerun finishes the rest
-  # not through mpi(): $! must be mpirun, the ranks' parent
+  # not through mpi(): $! must be mpirun, the ranks' parent. Open MPI
+  # sends the other ranks SIGTERM, then SIGKILL a second later: on a
+  # loaded machine rank 0 missed that second about once in ten runs and
+  # said nothing, so the test gives it five (docs/cluster.md)
+  OMPI_MCA_odls_base_sigkill_timeout=5 \
   "$mpirun" --allow-run-as-root --oversubscribe -n 3 "$kbsim" -j 1 -o out "$slow" n=30 ms=250 \
     > /dev/null 2> log &
   job=$!
@@ -113,9 +117,11 @@ killed)
   [ ! -e out/slow.csv ] || fail "a killed job wrote outputs"
   done=$(entries out/cache/slow)
   [ "$done" -ge 3 ] && [ "$done" -lt 30 ] || fail "$done points cached, want 3..29"
-  ls out/cache/slow | grep -v '\.json$' && fail "temporary files left in the cache"
+  # (the killed rank may have left the temporary file of a point it was
+  # writing: the rerun removes it)
   mpi -n 3 "$kbsim" -j 1 --fast -o out "$slow" n=30 ms=250 > /dev/null 2> log || fail "--fast rerun"
   grep -q "reused $done of 30 points" log || fail "--fast rerun reused the $done points"
+  ls out/cache/slow | grep -v '\.json$' && fail "temporary files left in the cache"
   [ "$(wc -l < out/slow.csv)" -eq 31 ] || fail "30 rows after the rerun"
   awk -F, 'NR > 1 && $2 != $1 * $1 { exit 1 }' out/slow.csv || fail "rows"
   ;;

@@ -131,6 +131,22 @@ bad)
   "$kbsim" --shard=1/2 --trace t.json "$points" > log 2>&1
   [ $? -eq 2 ] && grep -q "cannot be used with --shard or --merge" log || fail "--trace with --shard"
   ;;
+stale)
+  # a writer killed mid-write (kill -9) leaves its temporary file in the
+  # cache: the next run of the sweep removes those of this host's dead
+  # processes and keeps the others (a live writer's, another host's)
+  "$kbsim" -q -j 1 -o out "$points" n=3 > log 2>&1 || fail "first run"
+  sh -c 'exit 0' & dead=$!
+  wait $dead
+  c=out/cache/squares host=$(hostname | tr / _)
+  gone="0000000000000001.json.$host.$dead.0.tmp" live="0000000000000002.json.$host.$$.7.tmp"
+  other="0000000000000003.json.not-$host.$dead.0.tmp" odd="notes.$host.$dead.tmp"
+  for f in "$gone" "$live" "$other" "$odd"; do echo '{"half' > "$c/$f"; done
+  "$kbsim" -q -j 1 -o out "$points" n=3 > log 2>&1 || fail "second run"
+  [ ! -e "$c/$gone" ] || fail "a dead writer's temporary file was left"
+  for f in "$live" "$other" "$odd"; do [ -e "$c/$f" ] || fail "'$f' was removed"; done
+  [ "$(wc -l < out/squares.csv)" -eq 4 ] || fail "3 rows"
+  ;;
 *)
   fail "unknown case" ;;
 esac
