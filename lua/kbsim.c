@@ -78,6 +78,23 @@ static const char usage_text[] =
     "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
     "Ctrl-C leaves points stuck in C behind), 143 a sweep stopped by SIGTERM\n";
 
+/* The script's error under mpirun (several ranks), said once by rank 0
+ * when every rank has ended (lkb_mpi_error_once): every rank runs the
+ * script and met the same error. Alone, it is printed at once. */
+static char *pending_error;
+
+static void script_error(const char *msg)
+{
+    if (lkb_mpi_size() == 1) {
+        fprintf(stderr, "kbsim: %s\n", msg);
+        return;
+    }
+    free(pending_error);
+    pending_error = strdup(msg);
+    if (pending_error == NULL)
+        fprintf(stderr, "kbsim: rank %d: %s\n", lkb_mpi_rank(), msg);
+}
+
 static void usage_error(const char *fmt, const char *subject)
 {
     /* one write: under mpirun every rank says it, and pieces of the ranks'
@@ -585,7 +602,7 @@ static int kbsim_main(int argc, char **argv)
 
     int status = 0;
     if (lkb_loadfile(L, script) != LUA_OK) {
-        fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
+        script_error(lua_tostring(L, -1));
         status = EXIT_USAGE;
     } else {
         int nargs = argc - i - 1;
@@ -594,7 +611,7 @@ static int kbsim_main(int argc, char **argv)
             lua_pushstring(L, argv[k]);
         if (lkb_pcall(L, nargs, 0) != LUA_OK && !lkb_sweep_is_end(L, -1)) {
             const char *msg = lua_tostring(L, -1);
-            fprintf(stderr, "kbsim: %s\n", msg ? msg : "(error object is not a string)");
+            script_error(msg ? msg : "(error object is not a string)");
             status = EXIT_USAGE;
         }
     }
@@ -667,6 +684,10 @@ int main(int argc, char **argv)
     if (status != 0)
         return status;
     status = kbsim_main(argc, argv);
+    /* collective: every rank that returned from kbsim_main */
+    if (lkb_mpi_size() > 1)
+        lkb_mpi_error_once(pending_error);
+    free(pending_error);
     /* figures drawn by kbsim serve or --describe scripts (lrender.h) */
     if (lkb_render_wait_all() > 0 && status == 0)
         status = EXIT_USAGE;

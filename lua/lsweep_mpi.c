@@ -42,6 +42,8 @@ enum { TAG_REQ = 1, TAG_ENDED = 2, TAG_RESULTS = 3, TAG_REPLY = 16 };
 #define KB_POLL_MAX_US 500
 
 #define KB_HOST_MAX 64
+/* the longest error message lkb_mpi_error_once gathers from a rank */
+#define KB_ERROR_MAX (64 << 10)
 
 static bool started;
 static int rank, size = 1;
@@ -294,6 +296,72 @@ bool lkb_mpi_bcast_blob(struct lkb_blob *b)
         b->n = (size_t)n;
     }
     return lkb_mpi_bcast(b->p, (size_t)n);
+}
+
+void lkb_mpi_error_once(const char *msg)
+{
+    if (!started || size == 1) {
+        if (msg)
+            fprintf(stderr, "kbsim: %s\n", msg);
+        return;
+    }
+    /* with its NUL; a message is cut at 64 KiB (a traceback is short) */
+    size_t len = msg ? strlen(msg) : 0;
+    int n = msg ? (int)(len > KB_ERROR_MAX ? KB_ERROR_MAX : len) + 1 : 0;
+    char *mine = NULL;
+    if (n > 0 && (mine = malloc((size_t)n)) != NULL) {
+        memcpy(mine, msg, (size_t)n - 1);
+        mine[n - 1] = 0;
+    } else {
+        n = 0;
+    }
+    int *ns = NULL, *at = NULL;
+    char *all = NULL;
+    if (rank == 0) {
+        ns = calloc((size_t)size, sizeof *ns);
+        at = calloc((size_t)size, sizeof *at);
+        if (ns == NULL || at == NULL)
+            lkb_mpi_abort(2);
+    }
+    MPI_Request req;
+    pthread_mutex_lock(&mpi_lock);
+    MPI_Igather(&n, 1, MPI_INT, ns, 1, MPI_INT, 0, comm, &req);
+    pthread_mutex_unlock(&mpi_lock);
+    wait_req(&req);
+    if (rank == 0) {
+        size_t total = 0;
+        for (int r = 0; r < size; r++) {
+            at[r] = total > INT_MAX ? INT_MAX : (int)total;
+            total += (size_t)ns[r];
+        }
+        all = total <= INT_MAX ? malloc(total ? total : 1) : NULL;
+        if (all == NULL)
+            lkb_mpi_abort(2);
+    }
+    pthread_mutex_lock(&mpi_lock);
+    MPI_Igatherv(mine, n, MPI_CHAR, all, ns, at, MPI_CHAR, 0, comm, &req);
+    pthread_mutex_unlock(&mpi_lock);
+    wait_req(&req);
+    if (rank == 0) {
+        for (int r = 0; r < size; r++) {
+            if (ns[r] == 0)
+                continue;
+            const char *m = all + at[r];
+            bool said = false;
+            for (int q = 0; q < r && !said; q++)
+                said = ns[q] > 0 && strcmp(all + at[q], m) == 0;
+            if (said)
+                continue;
+            if (r == 0)
+                fprintf(stderr, "kbsim: %s\n", m);
+            else
+                fprintf(stderr, "kbsim: rank %d on %s: %s\n", r, lkb_mpi_host(r), m);
+        }
+    }
+    free(all);
+    free(at);
+    free(ns);
+    free(mine);
 }
 
 /* ---- rank 0: the dispatcher -------------------------------------------- */

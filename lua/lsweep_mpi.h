@@ -41,6 +41,13 @@ bool lkb_mpi_bcast(void *buf, size_t n);
 /* Rank 0's blob to every rank (the others' is replaced). */
 bool lkb_mpi_bcast_blob(struct lkb_blob *b);
 
+/* Every rank's error message (NULL: none), said once: rank 0 prints each
+ * distinct one as "kbsim: MSG", in rank order; one that rank 0 did not
+ * have names the rank and host that had it ("kbsim: rank 2 on HOST: MSG").
+ * A script error of every rank was printed by every rank. Without MPI (or
+ * one rank) MSG is printed as it is. */
+void lkb_mpi_error_once(const char *msg);
+
 /* ---- rank 0: the dispatcher ------------------------------------------- */
 
 /* The next point (0-based) for a worker rank, or -1: none left. Called on
