@@ -1634,6 +1634,54 @@ def case_recv_any():
     srv.stop()
 
 
+def case_payload():
+    """The client keeps its frames within the server's --max-payload: a write and a read
+    go in pieces, and a collective or a recv whose data is larger replies without it and
+    reads it in pieces (the reply was 16 KiB over a 4 KiB limit, a write refused)."""
+    srv = Server("-q", "--max-payload", "4096")
+    n = 4096 + 3  # f32: 4 pieces and 3 elements
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            check(c.max_payload == 4096, "hello's max payload: %r" % c.max_payload)
+            t = c.alloc(n)
+            c.write(t, inputs(r, n))
+            check(np.array_equal(c.read(t), inputs(r, n)), "a split write and read")
+            part = c.read(t, 1000, 2000)
+            check(np.array_equal(part, inputs(r, n)[1000:3000]), "a split read at an offset")
+            res = c.all_reduce([0, 1], t, algorithm="ring_allreduce")
+            want = inputs(0, n) + inputs(1, n)
+            check(res.data is not None and np.array_equal(res.data, want),
+                  "all_reduce's data read in pieces")
+            check(np.array_equal(c.read(t), want), "the tensor holds the sum")
+            small = c.alloc(8)
+            c.write(small, inputs(r, 8))
+            res = c.all_reduce([0, 1], small, algorithm="ring_allreduce")
+            check(np.array_equal(res.data, inputs(0, 8) + inputs(1, 8)), "a small reply")
+            # a point-to-point recv over the limit, likewise
+            if r == 0:
+                c.write(t, inputs(5, n))
+                c.send(1, t)
+                return None
+            got = c.recv(0, t)
+            check(np.array_equal(got.data, inputs(5, n)), "recv's data read in pieces")
+            return len(got.data)
+    res = on_ranks(2, member)
+    check(res[1] == n, "rank 1 received %r elements" % res[1])
+    srv.stop()
+    # a limit smaller than one element: a clear refusal, not a refused frame per element
+    srv = Server("-q", "--max-payload", "2")
+    with Client(srv.address, rank=0) as c:
+        t = c.alloc(4)
+        try:
+            c.write(t, inputs(0, 4))
+            raise AssertionError("a write with a 2-byte limit")
+        except ValueError as e:
+            check(str(e) == "kbsim: the server's --max-payload of 2 bytes is smaller than "
+                  "one f32 element", str(e))
+    srv.stop()
+
+
 def _group_bytes(ranks):
     return struct.pack("<I%dI" % len(ranks), len(ranks), *ranks)
 
