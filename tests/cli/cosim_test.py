@@ -1682,6 +1682,37 @@ def case_payload():
     srv.stop()
 
 
+def case_example_args():
+    """examples/cosim/host_model.py (and the torch examples' shared option types) with
+    bad options: argparse's usage error naming the option (exit 2), a server refusal as
+    one line (exit 1), a --kbsim that does not exist named; they were tracebacks
+    (ZeroDivisionError, ValueError, ServerError) or, for --kbsim, another kbsim ran."""
+    prog = os.path.join(SRCDIR, "examples", "cosim", "host_model.py")
+
+    def run(*args):
+        r = subprocess.run([sys.executable, prog, "--kbsim", KBSIM, *args], capture_output=True,
+                           text=True, cwd=WORKDIR, timeout=120)
+        check("Traceback" not in r.stderr, "%s: a traceback: %s" % (args, r.stderr))
+        return r.returncode, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    for args, want in [
+            (("--chunks", "0"), "argument --chunks: '0': expected an integer >= 1"),
+            (("--quantum", "0"), "argument --quantum: '0': expected a number > 0"),
+            (("--quantum", "nan"), "argument --quantum: 'nan': expected a number > 0"),
+            (("--bytes", "6"), "argument --bytes: '6': expected an integer >= 4 and a multiple of 4"),
+            (("--targets", "1,x"), "argument --targets: 'x' is not an integer"),
+            (("--targets", "1,,2"), "argument --targets: '1,,2' has an empty item")]:
+        rc, last = run(*args)
+        check(rc == 2 and last == "host_model.py: error: " + want, "%s: %d %r" % (args, rc, last))
+    rc, last = run("--targets", "999", "--chunks", "1")
+    check(rc == 1 and last == "host_model: bad_argument: inject: no rank 999 (ranks 0..255)",
+          "a rank the machine lacks: %d %r" % (rc, last))
+    rc, last = run("--kbsim", os.path.join(WORKDIR, "no-such-kbsim"))
+    check(rc == 1 and last == "--kbsim %s: no such file" % os.path.join(WORKDIR, "no-such-kbsim"),
+          "a --kbsim that does not exist: %d %r" % (rc, last))
+    rc, last = run("--chunks", "1", "--quantum", "12.5")  # a fraction is a number
+    check(rc == 0, "a good run: %d %r" % (rc, last))
+
+
 def _group_bytes(ranks):
     return struct.pack("<I%dI" % len(ranks), len(ranks), *ranks)
 
