@@ -217,23 +217,35 @@ static void push_brief(lua_State *L, int idx, bool nested)
     lua_settop(L, acc);
 }
 
+/* "FILE:LINE: " of the first Lua function on the stack (pushed), or "". */
+static const char *push_first_lua_place(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        lua_getinfo(L, "Sl", &ar);
+        if (ar.currentline > 0)
+            return lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+    }
+    return "";
+}
+
 int lkb_traceback(lua_State *L)
 {
     if (lua_islightuserdata(L, 1)) /* a marker, such as kb.sweep's end of run */
         return 1;
     const char *msg = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+    /* Lua's own message for coroutine.yield outside a coroutine (the
+     * script, a sweep point) or in a process or kernel has no place */
+    if (msg && strncmp(msg, "attempt to yield ", 17) == 0) {
+        msg = lua_pushfstring(L, "%s%s (the script, a process, a kernel or a sweep point is not "
+                              "a coroutine to yield from: they wait with kb.wait and kb/tl "
+                              "calls)",
+                              push_first_lua_place(L), msg);
+    }
     if (msg == NULL) {
         /* error(value) adds no place to a value that is not a string:
          * the first Lua function on the stack is where it was raised */
-        lua_Debug ar;
-        const char *where = "";
-        for (int level = 1; lua_getstack(L, level, &ar); level++) {
-            lua_getinfo(L, "Sl", &ar);
-            if (ar.currentline > 0) {
-                where = lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
-                break;
-            }
-        }
+        const char *where = push_first_lua_place(L);
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
             msg = lua_pushfstring(L, "%s%s", where, lua_tostring(L, -1));
         } else {

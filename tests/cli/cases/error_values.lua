@@ -15,6 +15,11 @@ elseif what == "process" then
   local sim <close> = kb.sim{}
   sim:spawn("w", function() kb.wait(1); error(setmetatable({}, {__tostring = function() return "my error" end})) end)
   sim:run()
+elseif what == "yield" then
+  -- Lua's own message had no place
+  local sim <close> = kb.sim{}
+  sim:spawn("y", function() kb.wait(1); coroutine.yield() end)
+  sim:run()
 else
   error(42)
 end
