@@ -1186,6 +1186,12 @@ def case_tcp():
     refused(["--listen", "[::]:0"], msg)
     refused(["--timeout", "abc"], "bad value 'abc' for '--timeout'")
     refused(["--max-payload", "0"], "bad value '0' for '--max-payload'")
+    # the limits as written, an integer's whole ("a number in 1..4.29497e+09" before)
+    refused(["--max-payload", "1.5"],
+            "bad value '1.5' for '--max-payload' (expected an integer from 1 to 4294967295)")
+    refused(["--timeout", "0"],
+            "bad value '0' for '--timeout' (expected a number from 0.001 to 86400)")
+    refused(["--timeout", " 5"], "bad value ' 5' for '--timeout'")
     refused(["extra.lua"], "'kbsim serve' takes no script or argument, got 'extra.lua'")
     refused(["--set", "sips.cuont=2"], "unknown key 'sips.cuont'")
     # socket paths: one line without a script position; a live server's socket is
