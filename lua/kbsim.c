@@ -1,4 +1,5 @@
 /* kbsim.c — the kbsim command line: parse options, run one Lua script */
+#include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
 #include <sched.h>
@@ -180,12 +181,19 @@ static int usable_cpus(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* strtol and strtod skip white space before a number, and refuse it
+ * after: a value starts with a digit (or a sign, a dot) or is refused */
+static bool starts_number(const char *v)
+{
+    return v[0] != '\0' && !isspace((unsigned char)v[0]);
+}
+
 static int parse_jobs(const char *v)
 {
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 4096)
+    if (!starts_number(v) || errno != 0 || end == v || *end != '\0' || n <= 0 || n > 4096)
         usage_error("bad value '%s' for '--jobs' (expected an integer from 1 to 4096)", v);
     return (int)n;
 }
@@ -196,7 +204,8 @@ static int parse_count(const char *v, const char *name)
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 1000000000) {
+    if (!starts_number(v) || errno != 0 || end == v || *end != '\0' || n <= 0 ||
+        n > 1000000000) {
         char msg[256];
         snprintf(msg, sizeof msg,
                  "bad value '%.64s' for '%s' (expected an integer from 1 to 1000000000)", v, name);
@@ -211,7 +220,7 @@ static double parse_seconds(const char *v)
     char *end;
     errno = 0;
     double t = strtod(v, &end);
-    if (errno != 0 || end == v || *end != '\0' || !(t > 0) || t > 1e9) {
+    if (!starts_number(v) || errno != 0 || end == v || *end != '\0' || !(t > 0) || t > 1e9) {
         char msg[256];
         snprintf(msg, sizeof msg, "bad value '%.64s' for '--point-timeout' (expected a "
                  "positive number of seconds)", v);
