@@ -207,14 +207,10 @@ function handle.alloc(c, r)
   end
   local ok, addr = pcall(tl.alloc, S.sys, rank, mem, n * ESIZE[dt])
   if not ok then refuse("bad_argument", "alloc: %s", tostring(addr)) end
-  -- a fresh tensor reads as zeros, whatever the block held before; written
-  -- a bounded piece at a time (a tensor may be as large as an HBM)
-  local bytes = n * ESIZE[dt]
-  local piece = string.rep("\0", math.min(bytes, 1 << 20))
-  for off = 0, bytes - 1, #piece do
-    io_.mem_write(S.sys, rank, addr + off, #piece <= bytes - off and piece
-      or piece:sub(1, bytes - off), mem)
-  end
+  -- a fresh tensor reads as zeros, whatever the block held before (an
+  -- inject may write outside blocks); only pages that hold storage are
+  -- written, so a tensor as large as an HBM takes no host memory until used
+  io_.mem_zero(S.sys, rank, addr, n * ESIZE[dt], mem)
   c.next_tid = c.next_tid + 1
   c.tensors[c.next_tid] = {rank = rank, addr = addr, n = n, kind = mem, dtype = dt}
   return string.pack("<I4", c.next_tid)

@@ -1688,6 +1688,28 @@ def case_payload():
     srv.stop()
 
 
+def case_alloc_memory():
+    """A fresh tensor reads as zeros without taking host memory for them: an HBM-sized
+    tensor (2 GiB) took 2 GiB of the server's memory at alloc (zeros written)."""
+    srv = Server("-q")
+
+    def rss_kib():
+        with open("/proc/%d/status" % srv.proc.pid) as f:
+            return int(next(x for x in f if x.startswith("VmRSS")).split()[1])
+    with Client(srv.address, rank=0) as c:
+        before = rss_kib()
+        t = c.alloc(1 << 29, "f32", "hbm")  # the whole 2 GiB HBM
+        grew = rss_kib() - before
+        check(grew < 64 << 10, "a 2 GiB tensor's alloc took %d KiB of the server" % grew)
+        check(not c.read(t, (1 << 29) - 1024, 1024).any(), "a fresh tensor reads as zeros")
+        c.write(t, np.full(3000, 7, np.float32), offset=100)
+        c.free(t)
+        t = c.alloc(1 << 29, "f32", "hbm")
+        check(not c.read(t, 0, 4096).any(), "written, freed and allocated again: zeros")
+        c.free(t)
+    srv.stop()
+
+
 def case_example_args():
     """examples/cosim/host_model.py (and the torch examples' shared option types) with
     bad options: argparse's usage error naming the option (exit 2), a server refusal as
