@@ -79,20 +79,24 @@ static const char usage_text[] =
     "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
     "Ctrl-C leaves points stuck in C behind), 143 a sweep stopped by SIGTERM\n";
 
-/* The script's error under mpirun (several ranks), said once by rank 0
- * when every rank has ended (lkb_mpi_error_once): every rank runs the
- * script and met the same error. Alone, it is printed at once. */
+/* The script's error. Alone, and on rank 0, it is printed at once; under
+ * mpirun the other ranks' are said by rank 0 when every rank has ended
+ * (lkb_mpi_error_once), each distinct one once: every rank runs the script
+ * and met the same error, which every rank printed. */
 static char *pending_error;
+static bool pending_said;
 
 static void script_error(const char *msg)
 {
-    if (lkb_mpi_size() == 1) {
+    bool say = lkb_mpi_rank() == 0;
+    if (say)
         fprintf(stderr, "kbsim: %s\n", msg);
+    if (lkb_mpi_size() == 1)
         return;
-    }
     free(pending_error);
     pending_error = strdup(msg);
-    if (pending_error == NULL)
+    pending_said = say;
+    if (pending_error == NULL && !say)
         fprintf(stderr, "kbsim: rank %d: %s\n", lkb_mpi_rank(), msg);
 }
 
@@ -695,7 +699,7 @@ int main(int argc, char **argv)
     status = kbsim_main(argc, argv);
     /* collective: every rank that returned from kbsim_main */
     if (lkb_mpi_size() > 1)
-        lkb_mpi_error_once(pending_error);
+        lkb_mpi_error_once(pending_error, pending_said);
     free(pending_error);
     /* figures drawn by kbsim serve or --describe scripts (lrender.h) */
     if (lkb_render_wait_all() > 0 && status == 0)
