@@ -84,6 +84,8 @@ local function convert(e, s)
   elseif e.type == "number" then
     v = tonumber(s)
     if not v then return nil, "is not a number" end
+    -- "1e999" is inf: a window or a time of inf ran its points forever
+    if v ~= v or v == math.huge or v == -math.huge then return nil, "is not a finite number" end
   elseif e.type == "bytes" then
     local num, unit = s:match("^(%d+)(%a*)$")
     local mul = UNITS[unit or ""]
