@@ -125,6 +125,22 @@ void kb_config_error_at(struct kb_config *c, const struct kb_config_node *n, con
     va_end(ap);
 }
 
+bool kb_config_place_names(const char *file, int line, const char *key)
+{
+    size_t nf = file ? strlen(file) : 0, nk = strlen(key);
+    return line <= 0 && nf >= nk && strcmp(file + nf - nk, key) == 0 &&
+           (nf == nk || file[nf - nk - 1] == '.' || file[nf - nk - 1] == ' ');
+}
+
+const char *kb_config_for_key(const struct kb_config_node *n, const char *key, char *buf,
+                              size_t size)
+{
+    if (kb_config_place_names(n->file, n->line, key))
+        return "";
+    snprintf(buf, size, " for '%s'", key);
+    return buf;
+}
+
 /* ---- context, nodes, strings ----------------------------------------- */
 
 /* Out of memory: one "out of memory" error in the list (the first time),
@@ -729,9 +745,10 @@ static const char *shown(const struct kb_config_node *n, char *buf, size_t size)
 static bool reject(struct kb_config *c, const struct kb_config_node *n, const char *expected,
                    const char *what, const char *hint)
 {
-    char buf[64];
-    kb_config_error_at(c, n, "expected %s for '%s', got %s%s", expected, what,
-                       shown(n, buf, sizeof buf), hint);
+    char buf[64], fk[300];
+    kb_config_error_at(c, n, "expected %s%s, got %s%s", expected,
+                       kb_config_for_key(n, what, fk, sizeof fk), shown(n, buf, sizeof buf),
+                       hint);
     return false;
 }
 

@@ -93,6 +93,17 @@ void kb_config_error_at(struct kb_config *c, const struct kb_config_node *n,
 void kb_config_error_loc(struct kb_config *c, const char *file, int line, int col,
                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* " for 'KEY'" for a message about node n's value, or "" when n's place
+ * names the key already: a Lua table's path ("sips.count: expected an
+ * integer, got ...") or a --set ("--set sips.count: ..."), which have no
+ * line; a file's "f.yaml:3:9: expected an integer for 'count'" keeps it.
+ * Uses buf (size bytes). */
+const char *kb_config_for_key(const struct kb_config_node *n, const char *key, char *buf,
+                              size_t size);
+/* Whether a place without a line (a table's path, "--set PATH") ends with
+ * the key, so that a message there need not repeat it. */
+bool kb_config_place_names(const char *file, int line, const char *key);
+
 /* A map member by key, or NULL. */
 struct kb_config_node *kb_config_get(const struct kb_config_node *map, const char *key);
 /* A node by dotted path from a map ("cube.noc.bandwidth_gbps"), or NULL. */

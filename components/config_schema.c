@@ -2,11 +2,14 @@
  * --set overrides and user-over-defaults loading */
 #include "config_schema.h"
 
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define FOR_KEY(n, key, buf) kb_config_for_key((n), (key), (buf), sizeof(buf))
 
 /* ---- suggestions ----------------------------------------------------- */
 
@@ -58,9 +61,13 @@ static void unknown_key(struct kb_config *c, const struct kb_config_node *kid,
             best = t;
         }
     }
+    /* "f.yaml:3:5: unknown key 'cnt'", but "sips.cnt: unknown key" */
+    char named[300] = "";
+    if (!kb_config_place_names(kid->file, kid->key_line, kid->key))
+        snprintf(named, sizeof named, " '%s'", kid->key);
     if (best && close_enough(kid->key, best_score)) {
         kb_config_error_loc(c, kid->file, kid->key_line, kid->key_col,
-                            "unknown key '%s' (did you mean '%s'?)", kid->key, best->name);
+                            "unknown key%s (did you mean '%s'?)", named, best->name);
         return;
     }
     /* no near miss: a short table is worth listing */
@@ -73,8 +80,8 @@ static void unknown_key(struct kb_config *c, const struct kb_config_node *kid,
         if (len < sizeof list - 1)
             snprintf(list + len, sizeof list - len, ")");
     }
-    kb_config_error_loc(c, kid->file, kid->key_line, kid->key_col, "unknown key '%s'%s",
-                        kid->key, list);
+    kb_config_error_loc(c, kid->file, kid->key_line, kid->key_col, "unknown key%s%s", named,
+                        list);
 }
 
 /* A limit as the user would write it: a byte size with its binary suffix
@@ -124,7 +131,8 @@ static bool check_range(struct kb_config *c, const struct kb_config_node *n,
         snprintf(want, sizeof want, "a value %s %s", op, lo);
     else
         snprintf(want, sizeof want, "a value <= %s", hi);
-    kb_config_error_at(c, n, "expected %s for '%s', got %s", want, k->name, n->text);
+    char fk[300];
+    kb_config_error_at(c, n, "expected %s%s, got %s", want, FOR_KEY(n, k->name, fk), n->text);
     return false;
 }
 
@@ -133,7 +141,9 @@ static bool check_pow2(struct kb_config *c, const struct kb_config_node *n,
 {
     if (!(k->flags & KB_CONFIG_F_POW2) || (v && !(v & (v - 1))))
         return true;
-    kb_config_error_at(c, n, "expected a power of two for '%s', got %s", k->name, n->text);
+    char fk[300];
+    kb_config_error_at(c, n, "expected a power of two%s, got %s", FOR_KEY(n, k->name, fk),
+                       n->text);
     return false;
 }
 
@@ -141,14 +151,14 @@ static bool read_enum(struct kb_config *c, const struct kb_config_node *n,
                       const struct kb_config_key *k, int *out)
 {
     const char *s;
-    char want[256] = "one of ";
+    char want[256] = "one of ", fk[300];
     size_t len = strlen(want);
     for (int i = 0; k->choices[i]; i++)
         len += (size_t)snprintf(want + len, sizeof want - len, "%s%s", i ? ", " : "",
                                 k->choices[i]);
     if (n->kind != KB_CONFIG_SCALAR || !kb_config_to_string(c, n, k->name, &s)) {
         if (n->kind != KB_CONFIG_SCALAR)
-            kb_config_error_at(c, n, "expected %s for '%s', got a %s", want, k->name,
+            kb_config_error_at(c, n, "expected %s%s, got a %s", want, FOR_KEY(n, k->name, fk),
                                n->kind == KB_CONFIG_MAP ? "mapping" : "sequence");
         return false;
     }
@@ -165,10 +175,10 @@ static bool read_enum(struct kb_config *c, const struct kb_config_node *n,
         }
     }
     if (best >= 0 && close_enough(s, best_score))
-        kb_config_error_at(c, n, "expected %s for '%s', got '%s' (did you mean '%s'?)", want,
-                           k->name, s, k->choices[best]);
+        kb_config_error_at(c, n, "expected %s%s, got '%s' (did you mean '%s'?)", want,
+                           FOR_KEY(n, k->name, fk), s, k->choices[best]);
     else
-        kb_config_error_at(c, n, "expected %s for '%s', got '%s'", want, k->name, s);
+        kb_config_error_at(c, n, "expected %s%s, got '%s'", want, FOR_KEY(n, k->name, fk), s);
     return false;
 }
 
@@ -182,8 +192,9 @@ static bool read_value(struct kb_config *c, const struct kb_config_key *k,
         if (!kb_config_to_int(c, n, k->name, &v) || !check_range(c, n, k, (double)v))
             return false;
         if (v < INT_MIN || v > INT_MAX) {
-            kb_config_error_at(c, n, "expected an integer for '%s', got '%s' (out of range)",
-                               k->name, n->text);
+            char fk[300];
+            kb_config_error_at(c, n, "expected an integer%s, got '%s' (out of range)",
+                               FOR_KEY(n, k->name, fk), n->text);
             return false;
         }
         if (!check_pow2(c, n, k, (uint64_t)v))
@@ -214,8 +225,9 @@ static bool read_value(struct kb_config *c, const struct kb_config_key *k,
         if (!kb_config_to_string(c, n, k->name, &s))
             return false;
         if (strlen(s) >= KB_CONFIG_STR_MAX) {
-            kb_config_error_at(c, n, "string too long for '%s' (at most %d bytes)", k->name,
-                               KB_CONFIG_STR_MAX - 1);
+            char fk[300];
+            kb_config_error_at(c, n, "string too long%s (at most %d bytes)",
+                               FOR_KEY(n, k->name, fk), KB_CONFIG_STR_MAX - 1);
             return false;
         }
         struct kb_config_str *str = (struct kb_config_str *)(void *)field;
@@ -455,6 +467,16 @@ void kb_config_apply_sets(struct kb_config *c, struct kb_config_node *root,
         }
         if (set_is_section(c->errors, k, key) || !root || root->kind != KB_CONFIG_MAP)
             continue;
+        /* a YAML file's plain value is trimmed, a --set value is taken as
+         * written: "--set ccl.algorithm='ring '" would be the name "ring "
+         * and a number "4 " not a number; said rather than guessed */
+        size_t vn = strlen(value);
+        if (vn && (isspace((unsigned char)value[0]) || isspace((unsigned char)value[vn - 1]))) {
+            kb_config_errors_add(c->errors,
+                                 "--set %s: the value '%s' %s with white space (remove it)", key,
+                                 value, isspace((unsigned char)value[0]) ? "starts" : "ends");
+            continue;
+        }
         /* the value's "file" names the override, so a bad value reads
          * "--set sips.count: expected an integer for 'count', got 'x'" */
         char label[300];

@@ -102,17 +102,20 @@ static void check_top_keys(struct kb_config *c, const struct kb_config_node *roo
         if (in_list(graph_keys, k->key) || in_list(system_keys, k->key))
             continue;
         const char *best = nearest_top_key(k->key);
+        char named[300] = ""; /* "g.yaml:3:1: unknown key 'x'", "x: unknown key" */
+        if (!kb_config_place_names(k->file, k->key_line, k->key))
+            snprintf(named, sizeof named, " '%s'", k->key);
         if (in_list(grid_keys, k->key))
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
                                 "'%s' describes the AHBM grid, not a graph (a graph takes "
                                 "nodes, links, routes, pe, ipcq, clock_ghz, flit_bytes, fabric)", k->key);
         else if (best)
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
-                                "unknown key '%s' (did you mean '%s'?)", k->key, best);
+                                "unknown key%s (did you mean '%s'?)", named, best);
         else
             kb_config_error_loc(c, k->file, k->key_line, k->key_col,
-                                "unknown key '%s' in a graph (expected nodes, links, routes, "
-                                "pe, ipcq, clock_ghz, flit_bytes, fabric)", k->key);
+                                "unknown key%s in a graph (expected nodes, links, routes, "
+                                "pe, ipcq, clock_ghz, flit_bytes, fabric)", named);
     }
 }
 
@@ -126,7 +129,8 @@ static const struct kb_config_node *seq_of(struct kb_config *c, const struct kb_
     }
     /* an empty Lua table reads as an empty map */
     if (n->kind != KB_CONFIG_SEQ && !(n->kind == KB_CONFIG_MAP && n->n == 0)) {
-        kb_config_error_at(c, n, "expected a list for '%s'", key);
+        char fk[300];
+        kb_config_error_at(c, n, "expected a list%s", kb_config_for_key(n, key, fk, sizeof fk));
         return NULL;
     }
     return n;
@@ -249,9 +253,12 @@ static void read_routes(struct kb_config *c, const struct kb_config_node *seq,
         for (size_t k = 0; k < item->n; k++) {
             const char *key = item->kids[k]->key;
             if (strcmp(key, "from") && strcmp(key, "to") && strcmp(key, "via")) {
-                kb_config_error_loc(c, item->kids[k]->file, item->kids[k]->key_line,
-                                    item->kids[k]->key_col,
-                                    "%sunknown key '%s' (expected from, to, via)", lb, key);
+                const struct kb_config_node *kid = item->kids[k];
+                char named[300] = "";
+                if (!kb_config_place_names(kid->file, kid->key_line, key))
+                    snprintf(named, sizeof named, " '%s'", key);
+                kb_config_error_loc(c, kid->file, kid->key_line, kid->key_col,
+                                    "%sunknown key%s (expected from, to, via)", lb, named);
                 bad = true;
             }
         }

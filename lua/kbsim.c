@@ -1,4 +1,5 @@
 /* kbsim.c — the kbsim command line: parse options, run one Lua script */
+#include <ctype.h>
 #include <errno.h>
 #include <malloc.h>
 #include <sched.h>
@@ -77,6 +78,27 @@ static const char usage_text[] =
     "exit status: 0 success, 1 a check or a sweep point failed, 2 usage,\n"
     "configuration or script error, 130 a sweep stopped by Ctrl-C (a second\n"
     "Ctrl-C leaves points stuck in C behind), 143 a sweep stopped by SIGTERM\n";
+
+/* The script's error. Alone, and on rank 0, it is printed at once; under
+ * mpirun the other ranks' are said by rank 0 when every rank has ended
+ * (lkb_mpi_error_once), each distinct one once: every rank runs the script
+ * and met the same error, which every rank printed. */
+static char *pending_error;
+static bool pending_said;
+
+static void script_error(const char *msg)
+{
+    bool say = lkb_mpi_rank() == 0;
+    if (say)
+        fprintf(stderr, "kbsim: %s\n", msg);
+    if (lkb_mpi_size() == 1)
+        return;
+    free(pending_error);
+    pending_error = strdup(msg);
+    pending_said = say;
+    if (pending_error == NULL && !say)
+        fprintf(stderr, "kbsim: rank %d: %s\n", lkb_mpi_rank(), msg);
+}
 
 static void usage_error(const char *fmt, const char *subject)
 {
@@ -163,12 +185,19 @@ static int usable_cpus(void)
     return n > 0 ? (int)n : 1;
 }
 
+/* strtol and strtod skip white space before a number, and refuse it
+ * after: a value starts with a digit (or a sign, a dot) or is refused */
+static bool starts_number(const char *v)
+{
+    return v[0] != '\0' && !isspace((unsigned char)v[0]);
+}
+
 static int parse_jobs(const char *v)
 {
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 4096)
+    if (!starts_number(v) || errno != 0 || end == v || *end != '\0' || n <= 0 || n > 4096)
         usage_error("bad value '%s' for '--jobs' (expected an integer from 1 to 4096)", v);
     return (int)n;
 }
@@ -179,7 +208,8 @@ static int parse_count(const char *v, const char *name)
     char *end;
     errno = 0;
     long n = strtol(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || n <= 0 || n > 1000000000) {
+    if (!starts_number(v) || errno != 0 || end == v || *end != '\0' || n <= 0 ||
+        n > 1000000000) {
         char msg[256];
         snprintf(msg, sizeof msg,
                  "bad value '%.64s' for '%s' (expected an integer from 1 to 1000000000)", v, name);
@@ -194,7 +224,7 @@ static double parse_seconds(const char *v)
     char *end;
     errno = 0;
     double t = strtod(v, &end);
-    if (errno != 0 || end == v || *end != '\0' || !(t > 0) || t > 1e9) {
+    if (!starts_number(v) || errno != 0 || end == v || *end != '\0' || !(t > 0) || t > 1e9) {
         char msg[256];
         snprintf(msg, sizeof msg, "bad value '%.64s' for '--point-timeout' (expected a "
                  "positive number of seconds)", v);
@@ -585,7 +615,7 @@ static int kbsim_main(int argc, char **argv)
 
     int status = 0;
     if (lkb_loadfile(L, script) != LUA_OK) {
-        fprintf(stderr, "kbsim: %s\n", lua_tostring(L, -1));
+        script_error(lua_tostring(L, -1));
         status = EXIT_USAGE;
     } else {
         int nargs = argc - i - 1;
@@ -594,7 +624,7 @@ static int kbsim_main(int argc, char **argv)
             lua_pushstring(L, argv[k]);
         if (lkb_pcall(L, nargs, 0) != LUA_OK && !lkb_sweep_is_end(L, -1)) {
             const char *msg = lua_tostring(L, -1);
-            fprintf(stderr, "kbsim: %s\n", msg ? msg : "(error object is not a string)");
+            script_error(msg ? msg : "(error object is not a string)");
             status = EXIT_USAGE;
         }
     }
@@ -667,6 +697,10 @@ int main(int argc, char **argv)
     if (status != 0)
         return status;
     status = kbsim_main(argc, argv);
+    /* collective: every rank that returned from kbsim_main */
+    if (lkb_mpi_size() > 1)
+        lkb_mpi_error_once(pending_error, pending_said);
+    free(pending_error);
     /* figures drawn by kbsim serve or --describe scripts (lrender.h) */
     if (lkb_render_wait_all() > 0 && status == 0)
         status = EXIT_USAGE;

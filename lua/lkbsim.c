@@ -131,16 +131,129 @@ struct lsig {
 
 /* ---- helpers --------------------------------------------------------- */
 
+/* A short, deterministic picture of a value for an error message: a
+ * string quoted and cut, a table's first fields sorted by key ("{code = 7,
+ * why = \"bad n\"}"), nested tables as {...}; pushed on L. */
+#define KB_BRIEF_STR 40
+#define KB_BRIEF_FIELDS 6
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void push_brief(lua_State *L, int idx, bool nested)
+{
+    idx = lua_absindex(L, idx);
+    switch (lua_type(L, idx)) {
+    case LUA_TSTRING: {
+        size_t n;
+        const char *s = lua_tolstring(L, idx, &n);
+        const char *cut = lua_pushlstring(L, s, n > KB_BRIEF_STR ? KB_BRIEF_STR : n);
+        lua_pushfstring(L, "\"%s%s\"", cut, n > KB_BRIEF_STR ? "..." : "");
+        lua_remove(L, -2);
+        return;
+    }
+    case LUA_TNUMBER:
+    case LUA_TBOOLEAN:
+    case LUA_TNIL:
+        luaL_tolstring(L, idx, NULL);
+        return;
+    case LUA_TTABLE:
+        break;
+    default:
+        lua_pushstring(L, luaL_typename(L, idx));
+        return;
+    }
+    if (nested) {
+        lua_pushliteral(L, "{...}");
+        return;
+    }
+    /* "k = v" of every field with a string or number key, sorted */
+    if (!lua_checkstack(L, 12)) {
+        lua_pushliteral(L, "{...}");
+        return;
+    }
+    lua_newtable(L); /* keeps the "k = v" strings */
+    int acc = lua_gettop(L);
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        int kt = lua_type(L, -2), top = lua_gettop(L);
+        if ((kt == LUA_TSTRING || kt == LUA_TNUMBER) && n < 1000) {
+            if (kt == LUA_TSTRING)
+                lua_pushvalue(L, top - 1);
+            else
+                lua_pushfstring(L, "[%s]", luaL_tolstring(L, top - 1, NULL));
+            const char *k = lua_tostring(L, -1);
+            push_brief(L, top, true);
+            lua_pushfstring(L, "%s = %s", k, lua_tostring(L, -1));
+            lua_rawseti(L, acc, (lua_Integer)++n);
+            lua_settop(L, top);
+        }
+        lua_pop(L, 1);
+    }
+    const char **v = n ? lua_newuserdatauv(L, n * sizeof *v, 0) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        lua_rawgeti(L, acc, (lua_Integer)i + 1);
+        v[i] = lua_tostring(L, -1); /* kept by acc */
+        lua_pop(L, 1);
+    }
+    if (n)
+        qsort(v, n, sizeof *v, cmp_cstr);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addchar(&b, '{');
+    for (size_t i = 0; i < n && i < KB_BRIEF_FIELDS; i++) {
+        if (i)
+            luaL_addstring(&b, ", ");
+        luaL_addstring(&b, v[i]);
+    }
+    if (n > KB_BRIEF_FIELDS)
+        luaL_addstring(&b, ", ...");
+    luaL_addchar(&b, '}');
+    luaL_pushresult(&b);
+    lua_replace(L, acc);
+    lua_settop(L, acc);
+}
+
+/* "FILE:LINE: " of the first Lua function on the stack (pushed), or "". */
+static const char *push_first_lua_place(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        lua_getinfo(L, "Sl", &ar);
+        if (ar.currentline > 0)
+            return lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+    }
+    return "";
+}
+
 int lkb_traceback(lua_State *L)
 {
     if (lua_islightuserdata(L, 1)) /* a marker, such as kb.sweep's end of run */
         return 1;
-    const char *msg = lua_tostring(L, 1);
+    const char *msg = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+    /* Lua's own message for coroutine.yield outside a coroutine (the
+     * script, a sweep point) or in a process or kernel has no place */
+    if (msg && strncmp(msg, "attempt to yield ", 17) == 0) {
+        msg = lua_pushfstring(L, "%s%s (the script, a process, a kernel or a sweep point is not "
+                              "a coroutine to yield from: they wait with kb.wait and kb/tl "
+                              "calls)",
+                              push_first_lua_place(L), msg);
+    }
     if (msg == NULL) {
-        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
-            return 1;
-        msg = lua_pushfstring(L, "(error object is a %s value)",
-                              luaL_typename(L, 1));
+        /* error(value) adds no place to a value that is not a string:
+         * the first Lua function on the stack is where it was raised */
+        const char *where = push_first_lua_place(L);
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) {
+            msg = lua_pushfstring(L, "%s%s", where, lua_tostring(L, -1));
+        } else {
+            push_brief(L, 1, false);
+            msg = lua_pushfstring(L, "%serror object is a %s value%s%s", where,
+                                  luaL_typename(L, 1), lua_type(L, 1) == LUA_TNIL ? "" : ": ",
+                                  lua_type(L, 1) == LUA_TNIL ? "" : lua_tostring(L, -1));
+        }
     }
     luaL_traceback(L, L, msg, 1);
     return 1;

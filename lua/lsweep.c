@@ -1186,8 +1186,9 @@ static void push_points(lua_State *L, const struct sweep *sw, const unsigned cha
 
 /* Step 9: pushes the summary table (the list of points at plist). */
 static void push_summary(lua_State *L, const struct sweep *sw, size_t ndone, size_t nfailed,
-                         bool interrupted, double elapsed, int plist)
+                         int stop_signal, double elapsed, int plist)
 {
+    bool interrupted = stop_signal != 0;
     lua_createtable(L, 0, 9);
     lua_pushstring(L, sw->name);
     lua_setfield(L, -2, "name");
@@ -1198,6 +1199,11 @@ static void push_summary(lua_State *L, const struct sweep *sw, size_t ndone, siz
     setint(L, "reused", (lua_Integer)sw->nreused);
     lua_pushboolean(L, interrupted);
     lua_setfield(L, -2, "interrupted");
+    /* what stopped it, as its message says ("Ctrl-C", "SIGTERM"), or nil */
+    if (interrupted) {
+        lua_pushstring(L, stop_signal == SIGTERM ? "SIGTERM" : "Ctrl-C");
+        lua_setfield(L, -2, "stopped_by");
+    }
     lua_pushnumber(L, elapsed);
     lua_setfield(L, -2, "elapsed");
     lua_pushvalue(L, plist);
@@ -1234,7 +1240,6 @@ static int l_sweep(lua_State *L)
     int stop_signal = plan.stopped_before ? plan.stopped_before
                       : rc == SIM_STOPPED ? (sw->stop_signal ? sw->stop_signal : SIGINT)
                                           : 0;
-    bool interrupted = stop_signal != 0;
     double elapsed = (double)(uv_hrtime() - t0) * 1e-9;
 
     const unsigned char *state = point_states(L, sw);
@@ -1249,7 +1254,7 @@ static int l_sweep(lua_State *L)
                 sp.name, sw->nreused, sw->n);
     fflush(stderr);
 
-    push_summary(L, sw, ndone, nfailed, interrupted, elapsed, plist);
+    push_summary(L, sw, ndone, nfailed, stop_signal, elapsed, plist);
     if (mpi && !lkb_ranks_bcast_summary(L, lua_gettop(L)))
         return luaL_error(L, "kb.sweep: MPI failed");
     lua_pushvalue(L, rows);

@@ -42,6 +42,11 @@ enum { TAG_REQ = 1, TAG_ENDED = 2, TAG_RESULTS = 3, TAG_REPLY = 16 };
 #define KB_POLL_MAX_US 500
 
 #define KB_HOST_MAX 64
+/* the longest error message lkb_mpi_error_once gathers from a rank */
+#define KB_ERROR_MAX (64 << 10)
+/* how long a rank with a script error waits for the others before it says
+ * its error itself (lkb_mpi_error_once) */
+#define KB_ERROR_WAIT_S 5.0
 
 static bool started;
 static int rank, size = 1;
@@ -294,6 +299,153 @@ bool lkb_mpi_bcast_blob(struct lkb_blob *b)
         b->n = (size_t)n;
     }
     return lkb_mpi_bcast(b->p, (size_t)n);
+}
+
+/* A rank's error not yet said, made in advance for on_term_say: if the
+ * job is ended meanwhile (another rank's MPI error, mpirun's SIGTERM), the
+ * rank says it before it goes, as it said it before it waited. */
+static char *unsaid;
+
+static void on_term_say(int sig)
+{
+    (void)sig;
+    ssize_t r = write(2, unsaid, strlen(unsaid));
+    (void)r;
+    _exit(143);
+}
+
+/* Waits for a request at most `seconds` (< 0: no limit): 1 completed, 0
+ * not yet, -1 failed (on a communicator whose errors return). */
+static int wait_req_for(MPI_Request *req, double seconds)
+{
+    unsigned us = KB_POLL_MIN_US;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int done = 0;
+        pthread_mutex_lock(&mpi_lock);
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        pthread_mutex_unlock(&mpi_lock);
+        if (rc != MPI_SUCCESS)
+            return -1;
+        if (done)
+            return 1;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (seconds >= 0 &&
+            (double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) * 1e-9 > seconds)
+            return 0;
+        nap(&us);
+    }
+}
+
+void lkb_mpi_error_once(const char *msg, bool said)
+{
+    if (!started || size == 1) {
+        if (msg && !said)
+            fprintf(stderr, "kbsim: %s\n", msg);
+        return;
+    }
+    /* a flag byte ('1': printed already), the message, its NUL; a message
+     * is cut at 64 KiB (a traceback is short) */
+    size_t len = msg ? strlen(msg) : 0;
+    int n = msg ? (int)(len > KB_ERROR_MAX ? KB_ERROR_MAX : len) + 2 : 0;
+    char *mine = NULL;
+    if (n > 0 && (mine = malloc((size_t)n)) != NULL) {
+        mine[0] = said ? '1' : '0';
+        memcpy(mine + 1, msg, (size_t)n - 2);
+        mine[n - 1] = 0;
+    } else {
+        n = 0;
+    }
+    /* First every rank meets here, as before MPI_Finalize. A rank whose
+     * script went another way may wait in a sweep the others left: after a
+     * while a rank says its own error (rank 0 has said its own at once) and
+     * waits on; a collective that does not match (MPI's error) ends the job
+     * after it, as MPI_Finalize's barrier did. */
+    struct sigaction old_term;
+    bool on_guard = false;
+    if (rank > 0 && mine && mine[0] == '0') {
+        size_t k = strlen(mine + 1) + strlen(lkb_mpi_host(rank)) + 64;
+        if ((unsaid = malloc(k)) != NULL) {
+            snprintf(unsaid, k, "kbsim: rank %d on %s: %s\n", rank, lkb_mpi_host(rank), mine + 1);
+            struct sigaction sa = {.sa_handler = on_term_say};
+            sigemptyset(&sa.sa_mask);
+            on_guard = sigaction(SIGTERM, &sa, &old_term) == 0;
+        }
+    }
+    MPI_Request req;
+    pthread_mutex_lock(&mpi_lock);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rc = MPI_Ibarrier(comm, &req);
+    pthread_mutex_unlock(&mpi_lock);
+    int got = rc == MPI_SUCCESS ? wait_req_for(&req, KB_ERROR_WAIT_S) : -1;
+    if (got != 1 && mine && mine[0] == '0') {
+        if (on_guard)
+            sigaction(SIGTERM, &old_term, NULL); /* said now: not twice */
+        on_guard = false;
+        fprintf(stderr, "kbsim: rank %d on %s: %s\n", rank, lkb_mpi_host(rank), mine + 1);
+        mine[0] = '1';
+    }
+    if (got == 0)
+        got = wait_req_for(&req, -1);
+    if (got < 0)
+        lkb_mpi_abort(2);
+    pthread_mutex_lock(&mpi_lock);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_ARE_FATAL);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+    pthread_mutex_unlock(&mpi_lock);
+    /* every rank is here: rank 0 says what is left */
+    if (on_guard)
+        sigaction(SIGTERM, &old_term, NULL);
+    free(unsaid);
+    unsaid = NULL;
+    int *ns = NULL, *at = NULL;
+    char *all = NULL;
+    if (rank == 0) {
+        ns = calloc((size_t)size, sizeof *ns);
+        at = calloc((size_t)size, sizeof *at);
+        if (ns == NULL || at == NULL)
+            lkb_mpi_abort(2);
+    }
+    pthread_mutex_lock(&mpi_lock);
+    MPI_Igather(&n, 1, MPI_INT, ns, 1, MPI_INT, 0, comm, &req);
+    pthread_mutex_unlock(&mpi_lock);
+    wait_req(&req);
+    if (rank == 0) {
+        size_t total = 0;
+        for (int r = 0; r < size; r++) {
+            at[r] = total > INT_MAX ? INT_MAX : (int)total;
+            total += (size_t)ns[r];
+        }
+        all = total <= INT_MAX ? malloc(total ? total : 1) : NULL;
+        if (all == NULL)
+            lkb_mpi_abort(2);
+    }
+    pthread_mutex_lock(&mpi_lock);
+    MPI_Igatherv(mine, n, MPI_CHAR, all, ns, at, MPI_CHAR, 0, comm, &req);
+    pthread_mutex_unlock(&mpi_lock);
+    wait_req(&req);
+    if (rank == 0) {
+        for (int r = 0; r < size; r++) {
+            if (ns[r] == 0)
+                continue;
+            const char *m = all + at[r] + 1;
+            bool seen = all[at[r]] == '1';
+            for (int q = 0; q < r && !seen; q++)
+                seen = ns[q] > 0 && strcmp(all + at[q] + 1, m) == 0;
+            if (seen)
+                continue;
+            if (r == 0)
+                fprintf(stderr, "kbsim: %s\n", m);
+            else
+                fprintf(stderr, "kbsim: rank %d on %s: %s\n", r, lkb_mpi_host(r), m);
+        }
+    }
+    free(all);
+    free(at);
+    free(ns);
+    free(mine);
 }
 
 /* ---- rank 0: the dispatcher -------------------------------------------- */

@@ -41,6 +41,15 @@ bool lkb_mpi_bcast(void *buf, size_t n);
 /* Rank 0's blob to every rank (the others' is replaced). */
 bool lkb_mpi_bcast_blob(struct lkb_blob *b);
 
+/* Collective: every rank's error message (NULL: none), said once: rank 0
+ * prints each distinct one as "kbsim: MSG", in rank order, but those
+ * already printed (`said`: rank 0 says its own at once); one rank 0 did not
+ * have names the rank and host ("kbsim: rank 2 on HOST: MSG"). A rank the
+ * others do not join within seconds (one waits in a sweep) says its own.
+ * A script error of every rank was printed by every rank. Without MPI (or
+ * one rank) MSG is printed unless said. */
+void lkb_mpi_error_once(const char *msg, bool said);
+
 /* ---- rank 0: the dispatcher ------------------------------------------- */
 
 /* The next point (0-based) for a worker rank, or -1: none left. Called on

@@ -69,3 +69,9 @@ long lkb_mpi_request(size_t slot)
 
 void lkb_mpi_ended(size_t index) { (void)index; }
 void lkb_mpi_send_results(const struct lkb_blob *b) { (void)b; }
+
+void lkb_mpi_error_once(const char *msg, bool said)
+{
+    if (msg && !said)
+        fprintf(stderr, "kbsim: %s\n", msg);
+}

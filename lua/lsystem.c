@@ -280,7 +280,16 @@ static struct kb_config_node *parse_user_file(struct kb_config *c, const char *w
     }
     if (where && !file_readable(c, where, what, path))
         return NULL;
-    return kb_config_parse_file(c, path);
+    struct kb_config_node *n = kb_config_parse_file(c, path);
+    /* an empty file (or comments alone: one not saved, a failed copy) ran
+     * the defaults as if it described them */
+    if (n && n->kind == KB_CONFIG_MAP && n->n == 0) {
+        kb_config_error_loc(c, path, 0, 0,
+                            "no keys (an empty file?): a system file names what differs from "
+                            "configs/topology.yaml; for the defaults give no file");
+        return NULL;
+    }
+    return n;
 }
 
 /* Reads the spec at index `spec` (nil, path, table) into b. Returns 0 or

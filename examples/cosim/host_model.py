@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 sys.path.insert(0, os.path.join(HERE, "..", "torch"))
 import _server  # noqa: E402  (starts and stops kbsim serve)
-from kbsim import Client  # noqa: E402
+from kbsim import Client, ServerError  # noqa: E402
 
 
 DOORBELL_BYTES = 64
@@ -110,18 +110,21 @@ def run(address, quantum, targets, chunks, nbytes, max_quanta=100000, doorbell=F
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--kbsim", default=None)
-    p.add_argument("--quantum", type=float, default=25.0)
-    p.add_argument("--chunks", type=int, default=6)
-    p.add_argument("--bytes", type=int, default=4096)
-    p.add_argument("--targets", default="1,2,3")
+    p.add_argument("--quantum", type=_server.positive_float, default=25.0)
+    p.add_argument("--chunks", type=_server.positive_int, default=6)
+    p.add_argument("--bytes", type=_server.int_at_least(4, 4), default=4096)
+    p.add_argument("--targets", type=_server.int_list(0), default=[1, 2, 3])
     p.add_argument("--doorbell", action="store_true")
-    p.add_argument("--deadline", type=float, default=None)
-    p.add_argument("--piece", type=int, default=0)
+    p.add_argument("--deadline", type=_server.positive_float, default=None)
+    p.add_argument("--piece", type=_server.non_negative_int, default=0)
     a = p.parse_args(argv)
-    targets = [int(t) for t in a.targets.split(",")]
+    targets = a.targets
     with _server.Server(_server.find_kbsim(a.kbsim)) as srv:
-        log, steps, host = run(srv.address, a.quantum, targets, a.chunks, a.bytes,
-                               doorbell=a.doorbell, deadline=a.deadline, piece=a.piece)
+        try:
+            log, steps, host = run(srv.address, a.quantum, targets, a.chunks, a.bytes,
+                                   doorbell=a.doorbell, deadline=a.deadline, piece=a.piece)
+        except ServerError as e:  # the machine refused what the options asked (a rank it lacks)
+            raise SystemExit("host_model: %s" % e) from None
     print("%6s %12s %12s %10s %10s %8s" % ("target", "start_ns", "end_ns", "ns", "status",
                                          "bytes"))
     for t, s, e, st, b in log:

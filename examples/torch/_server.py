@@ -1,4 +1,5 @@
 """Starting and stopping `kbsim serve` for the examples (not part of the kbsim package)."""
+import argparse
 import os
 import shutil
 import signal
@@ -12,11 +13,53 @@ sys.path.insert(0, os.path.join(TOP, "python"))
 
 
 def find_kbsim(given=None):
+    # a --kbsim that does not exist ran another kbsim without a word
+    if given and not os.access(given, os.X_OK):
+        raise SystemExit("--kbsim %s: %s" % (given, "not executable" if os.path.exists(given)
+                                             else "no such file"))
     for p in (given, os.environ.get("KBSIM"), os.path.join(TOP, "build", "kbsim"),
               shutil.which("kbsim")):
         if p and os.path.exists(p):
             return os.path.abspath(p)
     raise SystemExit("kbsim not found: build it (./setup.sh) or pass --kbsim PATH")
+
+
+# argparse types for the examples' options: a bad value is argparse's usage
+# error naming the option (exit 2), not a traceback from deep in the run
+def _number(convert, what, low, multiple=1, above=False):
+    """above: the value must be > low (else >= low)."""
+    def parse(text):
+        try:
+            v = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("'%s' is not %s" % (text, what)) from None
+        if not (v > low if above else v >= low) or (multiple > 1 and v % multiple) \
+                or v != v or v == float("inf"):
+            raise argparse.ArgumentTypeError("'%s': expected %s %s %s%s" % (
+                text, what, ">" if above else ">=", low,
+                " and a multiple of %d" % multiple if multiple > 1 else ""))
+        return v
+    return parse
+
+
+def int_at_least(low, multiple=1):
+    return _number(int, "an integer", low, multiple)
+
+
+positive_int = _number(int, "an integer", 1)
+non_negative_int = _number(int, "an integer", 0)
+positive_float = _number(float, "a number", 0, above=True)
+
+
+def int_list(low=0, multiple=1):
+    """A comma-separated list of integers >= low (and multiples of `multiple`)."""
+    one = _number(int, "an integer", low, multiple)
+
+    def parse(text):
+        if not text or "" in text.split(","):
+            raise argparse.ArgumentTypeError("'%s' has an empty item" % text)
+        return [one(x) for x in text.split(",")]
+    return parse
 
 
 class Server:

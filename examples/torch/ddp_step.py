@@ -94,9 +94,9 @@ def reference(a):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ws", type=int, default=4)
-    p.add_argument("--steps", type=int, default=2)
-    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--ws", type=_server.positive_int, default=4)
+    p.add_argument("--steps", type=_server.positive_int, default=2)
+    p.add_argument("--batch", type=_server.positive_int, default=4)
     p.add_argument("--kbsim", default=None)
     p.add_argument("--start-method", default="spawn", choices=["spawn", "fork"],
                    help="how the ranks start (torch.multiprocessing); spawn by default")

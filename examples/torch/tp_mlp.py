@@ -103,18 +103,17 @@ def lua_times(kbsim, a):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--ws", type=int, default=8)
-    p.add_argument("--in", dest="n_in", type=int, default=64)
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--out", dest="n_out", type=int, default=32)
-    p.add_argument("--tokens", default="4,16")
+    p.add_argument("--ws", type=_server.positive_int, default=8)
+    p.add_argument("--in", dest="n_in", type=_server.positive_int, default=64)
+    p.add_argument("--hidden", type=_server.positive_int, default=256)
+    p.add_argument("--out", dest="n_out", type=_server.positive_int, default=32)
+    p.add_argument("--tokens", type=_server.int_list(1), default=[4, 16])
     p.add_argument("--kbsim", default=None)
     p.add_argument("--start-method", default="spawn", choices=["spawn", "fork"],
                    help="how the ranks start (torch.multiprocessing); spawn by default")
     p.add_argument("--check", action="store_true",
                    help="compare with scenarios/tp_mlp.lua's all-reduce times; exit 1 if unequal")
     a = p.parse_args(argv)
-    a.tokens = [int(t) for t in a.tokens.split(",")]
     if a.hidden % a.ws:
         p.error("hidden size %d does not divide over %d ranks" % (a.hidden, a.ws))
     kbsim = _server.find_kbsim(a.kbsim)

@@ -73,6 +73,10 @@ end
 
 -- One value of type `e.type` from text s, or nil and why.
 local function convert(e, s)
+  -- tonumber took "8 " as 8 while "no " was not a boolean: white space
+  -- around a value is refused for every type, as a --set value's is
+  local space = s:match("^%s") and "starts" or s:match("%s$") and "ends"
+  if space then return nil, ("%s with white space (remove it)"):format(space) end
   local v
   if e.type == "integer" then
     v = math.tointeger(tonumber(s))
@@ -80,6 +84,8 @@ local function convert(e, s)
   elseif e.type == "number" then
     v = tonumber(s)
     if not v then return nil, "is not a number" end
+    -- "1e999" is inf: a window or a time of inf ran its points forever
+    if v ~= v or v == math.huge or v == -math.huge then return nil, "is not a finite number" end
   elseif e.type == "bytes" then
     local num, unit = s:match("^(%d+)(%a*)$")
     local mul = UNITS[unit or ""]

@@ -640,10 +640,11 @@ end
 -- kb.check of the script failed; else what went wrong, e.g.
 -- "2 points failed, 10 not run (stopped by Ctrl-C), 1 check failed".
 function M.verdict(summaries)
-  local failed, not_run, interrupted = 0, 0, false
+  -- what stopped the first sweep that was stopped (a later one runs no point)
+  local failed, not_run, stopped_by = 0, 0, nil
   for _, s in ipairs(summaries) do
     failed, not_run = failed + s.failed, not_run + s.not_run
-    interrupted = interrupted or s.interrupted
+    stopped_by = stopped_by or (s.interrupted and (s.stopped_by or "Ctrl-C"))
   end
   local checks = require("kbsim").checks_failed()
   if failed + not_run + checks == 0 then return "all checks passed" end
@@ -652,7 +653,7 @@ function M.verdict(summaries)
   if failed > 0 then parts[#parts + 1] = count(failed, "point failed", "points failed") end
   if not_run > 0 then
     parts[#parts + 1] = ("%d not run%s"):format(not_run,
-      interrupted and " (stopped by Ctrl-C)" or "")
+      stopped_by and (" (stopped by %s)"):format(stopped_by) or "")
   end
   if checks > 0 then parts[#parts + 1] = count(checks, "check failed", "checks failed") end
   return table.concat(parts, ", ")

@@ -207,14 +207,10 @@ function handle.alloc(c, r)
   end
   local ok, addr = pcall(tl.alloc, S.sys, rank, mem, n * ESIZE[dt])
   if not ok then refuse("bad_argument", "alloc: %s", tostring(addr)) end
-  -- a fresh tensor reads as zeros, whatever the block held before; written
-  -- a bounded piece at a time (a tensor may be as large as an HBM)
-  local bytes = n * ESIZE[dt]
-  local piece = string.rep("\0", math.min(bytes, 1 << 20))
-  for off = 0, bytes - 1, #piece do
-    io_.mem_write(S.sys, rank, addr + off, #piece <= bytes - off and piece
-      or piece:sub(1, bytes - off), mem)
-  end
+  -- a fresh tensor reads as zeros, whatever the block held before (an
+  -- inject may write outside blocks); only pages that hold storage are
+  -- written, so a tensor as large as an HBM takes no host memory until used
+  io_.mem_zero(S.sys, rank, addr, n * ESIZE[dt], mem)
   c.next_tid = c.next_tid + 1
   c.tensors[c.next_tid] = {rank = rank, addr = addr, n = n, kind = mem, dtype = dt}
   return string.pack("<I4", c.next_tid)
@@ -1566,11 +1562,16 @@ end
 
 --------------------------------------------------------------------------
 
-local function number_option(v, name, default, min, max)
+-- integer: whole numbers only ("expected an integer from 1 to 4294967295",
+-- not "a number in 1..4.29497e+09"); white space around the value is
+-- refused, as kbsim's other options' (tonumber took " 5")
+local function number_option(v, name, default, min, max, integer)
   if v == nil then return default end
-  local n = tonumber(v)
+  local n = not v:find("^%s") and not v:find("%s$") and tonumber(v)
+  if integer then n = n and math.tointeger(n) end
   if not n or n < min or n > max then
-    error(("bad value '%s' for '%s' (expected a number in %g..%g)"):format(v, name, min, max), 0)
+    error(("bad value '%s' for '%s' (expected %s from %s to %s)"):format(v, name,
+      integer and "an integer" or "a number", min, max), 0)
   end
   return n
 end
@@ -1579,11 +1580,8 @@ end
 -- given on the command line).
 function M.main(opts)
   local listen = opts.listen or (kb.outdir() .. "/kbsim.sock")
-  local max_payload = math.tointeger(number_option(opts.max_payload, "--max-payload",
-    256 << 20, 1, 0xFFFFFFFF))
-  if not max_payload then
-    error(("bad value '%s' for '--max-payload' (expected an integer)"):format(opts.max_payload), 0)
-  end
+  local max_payload = number_option(opts.max_payload, "--max-payload", 256 << 20, 1,
+    0xFFFFFFFF, true)
   local timeout = number_option(opts.timeout, "--timeout", 60, 0.001, 86400)
   if opts.allow_remote and not opts.token then
     error("--allow-remote needs --token TOKEN", 0)

@@ -220,8 +220,10 @@ class Client:
             raise TypeError("kbsim: tensor %d is bf16: write its uint16 bit patterns "
                             "(bf16_from_f32(values)), not %s values"
                             % (tid, np.asarray(values).dtype))
-        arr = np.ascontiguousarray(values, dtype=_NP[dtype])
-        self.request(OP["write"], struct.pack("<IQ", tid, offset), arr.data)
+        arr = np.ascontiguousarray(values, dtype=_NP[dtype]).reshape(-1)
+        step = self._piece(dtype)
+        for k in range(0, max(arr.size, 1), step):  # frames within --max-payload
+            self.request(OP["write"], struct.pack("<IQ", tid, offset + k), arr[k:k + step].data)
 
     def read(self, tid, offset=0, n_elem=None, out=None):
         """-> a numpy array; `out` (a contiguous array of the dtype) receives the
@@ -232,17 +234,46 @@ class Client:
         if out is not None and (out.dtype != _NP[dtype] or out.size != n_elem
                                 or not out.flags.c_contiguous):
             raise ValueError("out must be a contiguous %s array of %d elements" % (dtype, n_elem))
+        step = self._piece(dtype)
+        if n_elem > step:  # frames within --max-payload, into one array
+            if out is None:
+                out = np.empty(n_elem, _NP[dtype])
+            for k in range(0, n_elem, step):
+                m = min(step, n_elem - k)
+                self.request(OP["read"], struct.pack("<IQQ", tid, offset + k, m),
+                             into=out[k:k + m])
+            return out
         _, data = self.request(OP["read"], struct.pack("<IQQ", tid, offset, n_elem), into=out)
         return out if out is not None else np.frombuffer(data, dtype=_NP[dtype])
+
+    def _piece(self, dtype):
+        """Elements of dtype one frame's data holds: the server's --max-payload (said
+        in its hello), which refuses a larger write or read."""
+        size = np.dtype(_NP[dtype]).itemsize
+        if self.max_payload is not None and self.max_payload < size:
+            raise ValueError("kbsim: the server's --max-payload of %d bytes is smaller than "
+                             "one %s element" % (self.max_payload, dtype))
+        return self.max_payload // size if self.max_payload else 1 << 62
+
+    def _too_large(self, tid, n_elem=None):
+        """Whether tid's data (n_elem elements, all by default) is over the server's
+        --max-payload: a reply then carries none and the data is read in pieces."""
+        if tid is None or tid not in self.tensors:
+            return False
+        n, dtype = self.tensors[tid]
+        return (n if n_elem is None else n_elem) > self._piece(dtype)
 
     def _collective(self, name, group, fields, tid, return_data=True, flags=True):
         """One collective: the group, its own fields, the flags byte; the reply's
         times and (if asked) the data of tensor tid."""
         meta = _group(group) + fields
+        read_after = return_data and self._too_large(tid)
         if flags:
-            meta += struct.pack("<B", FLAG_RETURN_DATA if return_data else 0)
+            meta += struct.pack("<B", FLAG_RETURN_DATA if return_data and not read_after else 0)
         rmeta, data = self.request(OP[name], meta)
         start, end, lat = struct.unpack("<ddd", rmeta)
+        if read_after:  # over --max-payload: in pieces, after the reply
+            return Result(start, end, lat, self.read(tid))
         arr = np.frombuffer(data, dtype=_NP[self.tensors[tid][1]]) if data else None
         return Result(start, end, lat, arr)
 
@@ -307,10 +338,13 @@ class Client:
         source (the oldest send to this rank not yet received), whose rank is the
         Result's .source."""
         n = self.tensors[tid][0] if n_elem is None else n_elem
+        read_after = return_data and self._too_large(tid, n)
         rmeta, data = self.request(OP["recv"], struct.pack(
             "<IIQB", ANY_SOURCE if src is None else src, tid, n,
-            FLAG_RETURN_DATA if return_data else 0))
+            FLAG_RETURN_DATA if return_data and not read_after else 0))
         arr = np.frombuffer(data, dtype=_NP[self.tensors[tid][1]]) if data else None
+        if read_after:  # over --max-payload: in pieces, after the reply
+            arr = self.read(tid, 0, n)
         source = struct.unpack_from("<I", rmeta, 24)[0] if len(rmeta) == 28 else src
         return Result(*struct.unpack_from("<ddd", rmeta), arr, source=source)
 

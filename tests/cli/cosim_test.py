@@ -1186,6 +1186,12 @@ def case_tcp():
     refused(["--listen", "[::]:0"], msg)
     refused(["--timeout", "abc"], "bad value 'abc' for '--timeout'")
     refused(["--max-payload", "0"], "bad value '0' for '--max-payload'")
+    # the limits as written, an integer's whole ("a number in 1..4.29497e+09" before)
+    refused(["--max-payload", "1.5"],
+            "bad value '1.5' for '--max-payload' (expected an integer from 1 to 4294967295)")
+    refused(["--timeout", "0"],
+            "bad value '0' for '--timeout' (expected a number from 0.001 to 86400)")
+    refused(["--timeout", " 5"], "bad value ' 5' for '--timeout'")
     refused(["extra.lua"], "'kbsim serve' takes no script or argument, got 'extra.lua'")
     refused(["--set", "sips.cuont=2"], "unknown key 'sips.cuont'")
     # socket paths: one line without a script position; a live server's socket is
@@ -1632,6 +1638,107 @@ def case_recv_any():
         check(e.status == "bad_argument" and "cannot receive from rank 4294967295" in e.message,
               str(e))
     srv.stop()
+
+
+def case_payload():
+    """The client keeps its frames within the server's --max-payload: a write and a read
+    go in pieces, and a collective or a recv whose data is larger replies without it and
+    reads it in pieces (the reply was 16 KiB over a 4 KiB limit, a write refused)."""
+    srv = Server("-q", "--max-payload", "4096")
+    n = 4096 + 3  # f32: 4 pieces and 3 elements
+
+    def member(r):
+        with Client(srv.address, rank=r) as c:
+            check(c.max_payload == 4096, "hello's max payload: %r" % c.max_payload)
+            t = c.alloc(n)
+            c.write(t, inputs(r, n))
+            check(np.array_equal(c.read(t), inputs(r, n)), "a split write and read")
+            part = c.read(t, 1000, 2000)
+            check(np.array_equal(part, inputs(r, n)[1000:3000]), "a split read at an offset")
+            res = c.all_reduce([0, 1], t, algorithm="ring_allreduce")
+            want = inputs(0, n) + inputs(1, n)
+            check(res.data is not None and np.array_equal(res.data, want),
+                  "all_reduce's data read in pieces")
+            check(np.array_equal(c.read(t), want), "the tensor holds the sum")
+            small = c.alloc(8)
+            c.write(small, inputs(r, 8))
+            res = c.all_reduce([0, 1], small, algorithm="ring_allreduce")
+            check(np.array_equal(res.data, inputs(0, 8) + inputs(1, 8)), "a small reply")
+            # a point-to-point recv over the limit, likewise
+            if r == 0:
+                c.write(t, inputs(5, n))
+                c.send(1, t)
+                return None
+            got = c.recv(0, t)
+            check(np.array_equal(got.data, inputs(5, n)), "recv's data read in pieces")
+            return len(got.data)
+    res = on_ranks(2, member)
+    check(res[1] == n, "rank 1 received %r elements" % res[1])
+    srv.stop()
+    # a limit smaller than one element: a clear refusal, not a refused frame per element
+    srv = Server("-q", "--max-payload", "2")
+    with Client(srv.address, rank=0) as c:
+        t = c.alloc(4)
+        try:
+            c.write(t, inputs(0, 4))
+            raise AssertionError("a write with a 2-byte limit")
+        except ValueError as e:
+            check(str(e) == "kbsim: the server's --max-payload of 2 bytes is smaller than "
+                  "one f32 element", str(e))
+    srv.stop()
+
+
+def case_alloc_memory():
+    """A fresh tensor reads as zeros without taking host memory for them: an HBM-sized
+    tensor (2 GiB) took 2 GiB of the server's memory at alloc (zeros written)."""
+    srv = Server("-q")
+
+    def rss_kib():
+        with open("/proc/%d/status" % srv.proc.pid) as f:
+            return int(next(x for x in f if x.startswith("VmRSS")).split()[1])
+    with Client(srv.address, rank=0) as c:
+        before = rss_kib()
+        t = c.alloc(1 << 29, "f32", "hbm")  # the whole 2 GiB HBM
+        grew = rss_kib() - before
+        check(grew < 64 << 10, "a 2 GiB tensor's alloc took %d KiB of the server" % grew)
+        check(not c.read(t, (1 << 29) - 1024, 1024).any(), "a fresh tensor reads as zeros")
+        c.write(t, np.full(3000, 7, np.float32), offset=100)
+        c.free(t)
+        t = c.alloc(1 << 29, "f32", "hbm")
+        check(not c.read(t, 0, 4096).any(), "written, freed and allocated again: zeros")
+        c.free(t)
+    srv.stop()
+
+
+def case_example_args():
+    """examples/cosim/host_model.py (and the torch examples' shared option types) with
+    bad options: argparse's usage error naming the option (exit 2), a server refusal as
+    one line (exit 1), a --kbsim that does not exist named; they were tracebacks
+    (ZeroDivisionError, ValueError, ServerError) or, for --kbsim, another kbsim ran."""
+    prog = os.path.join(SRCDIR, "examples", "cosim", "host_model.py")
+
+    def run(*args):
+        r = subprocess.run([sys.executable, prog, "--kbsim", KBSIM, *args], capture_output=True,
+                           text=True, cwd=WORKDIR, timeout=120)
+        check("Traceback" not in r.stderr, "%s: a traceback: %s" % (args, r.stderr))
+        return r.returncode, r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    for args, want in [
+            (("--chunks", "0"), "argument --chunks: '0': expected an integer >= 1"),
+            (("--quantum", "0"), "argument --quantum: '0': expected a number > 0"),
+            (("--quantum", "nan"), "argument --quantum: 'nan': expected a number > 0"),
+            (("--bytes", "6"), "argument --bytes: '6': expected an integer >= 4 and a multiple of 4"),
+            (("--targets", "1,x"), "argument --targets: 'x' is not an integer"),
+            (("--targets", "1,,2"), "argument --targets: '1,,2' has an empty item")]:
+        rc, last = run(*args)
+        check(rc == 2 and last == "host_model.py: error: " + want, "%s: %d %r" % (args, rc, last))
+    rc, last = run("--targets", "999", "--chunks", "1")
+    check(rc == 1 and last == "host_model: bad_argument: inject: no rank 999 (ranks 0..255)",
+          "a rank the machine lacks: %d %r" % (rc, last))
+    rc, last = run("--kbsim", os.path.join(WORKDIR, "no-such-kbsim"))
+    check(rc == 1 and last == "--kbsim %s: no such file" % os.path.join(WORKDIR, "no-such-kbsim"),
+          "a --kbsim that does not exist: %d %r" % (rc, last))
+    rc, last = run("--chunks", "1", "--quantum", "12.5")  # a fraction is a number
+    check(rc == 0, "a good run: %d %r" % (rc, last))
 
 
 def _group_bytes(ranks):

@@ -80,6 +80,40 @@ failing)
   [ $? -ne 0 ] || fail "--shard under mpirun must be refused"
   grep -q "kbsim: --shard and --merge are for job arrays without MPI" log || fail "--shard message"
   ;;
+script_error)
+  # a script error was printed by every rank; rank 0 says it once, every
+  # rank that met it exits 2 (each rank's status after its "exit" line)
+  se=$src/tests/cli/cases/mpi_script_error.lua
+  ranks() { mpi -n 3 sh -c '"$0" "$@"; echo "exit $?"' "$kbsim" -q -o out "$se" "$@" > out.stdout 2> log; }
+  ranks
+  [ "$(grep -c "^kbsim: .*mpi_script_error.lua:15: after the sweep: 3 rows" log)" -eq 1 ] \
+    || fail "the error said once"
+  [ "$(grep -c "stack traceback:" log)" -eq 1 ] || fail "one traceback"
+  [ "$(grep -c "^exit 2$" out.stdout)" -eq 3 ] || fail "every rank exits 2"
+  grep -q "^rows 3$" out.stdout || fail "the script ran to its error"
+  # an error only some ranks met names the first of them; rank 0 exits 0
+  ranks rank
+  [ "$(grep -c "^kbsim: rank [12] on $(hostname): .*mpi_script_error.lua:11: not on rank 0" log)" -eq 1 ] \
+    || fail "another rank's error said once, with its rank"
+  [ "$(grep -c "^exit 2$" out.stdout)" -eq 2 ] || fail "ranks 1 and 2 exit 2"
+  ranks table
+  [ "$(grep -c "^kbsim: .*mpi_script_error.lua:13: error object is a table value: {rows = 3}" log)" -eq 1 ] \
+    || fail "a table raised, said once with its place"
+  # the ranks but 0 fail before a sweep rank 0 goes into: the collectives
+  # do not match and MPI ends the job; each failed rank has said its error
+  # (it said it before it waited, as before)
+  timeout 120 "$mpirun" --allow-run-as-root --oversubscribe -n 3 "$kbsim" -q -o out "$se" before \
+    > out.stdout 2> log
+  st=$?
+  [ $st -ne 0 ] && [ $st -ne 124 ] || fail "ranks that went another way: exit status $st"
+  grep -q "^kbsim: rank [12] on $(hostname): .*mpi_script_error.lua:5: not on rank 0, before the sweep" log \
+    || fail "the other ranks' error is said"
+  # a syntax error
+  echo 'x = = 1' > syntax.lua
+  mpi -n 2 "$kbsim" -q -o out syntax.lua > /dev/null 2> log
+  [ $? -eq 2 ] || fail "syntax error: exit status, want 2"
+  [ "$(grep -c "syntax.lua:1:" log)" -eq 1 ] || fail "the syntax error said once"
+  ;;
 serve)
   # every rank started a server on the same socket: one listened, the
   # others refused or replaced its socket file, and the job never ended

@@ -273,8 +273,8 @@ TEST(set_errors)
                  "--set: expected KEY=VALUE, got 'nonsense'\n"
                  "--set: unknown key 'bandwith' (nearest: cube.noc.bandwidth_gbps, "
                  "cube.sram.bandwidth_gbps, pe.tcm.bandwidth_gbps)\n"
-                 "--set sips.count: expected an integer for 'count', got 'fast'\n"
-                 "--set cube.noc.bandwidth_gbps: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', "
+                 "--set sips.count: expected an integer, got 'fast'\n"
+                 "--set cube.noc.bandwidth_gbps: expected a value >= 0.001 and <= 1000000, "
                  "got -1");
 }
 

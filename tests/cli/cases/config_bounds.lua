@@ -15,14 +15,14 @@ end
 
 refused({clock_ghz = 1e-300, cube = {noc = {bandwidth_gbps = 1e-300}},
          pe = {hbm = {pseudo_channels = 1024}}, ipcq = {slot_size = 1 << 31}}, {
-  "clock_ghz: expected a value >= 0.001 and <= 1000 for 'clock_ghz', got 1e-300",
-  "cube.noc.bandwidth_gbps: expected a value >= 0.001 and <= 1000000 for 'bandwidth_gbps', "
+  "clock_ghz: expected a value >= 0.001 and <= 1000, got 1e-300",
+  "cube.noc.bandwidth_gbps: expected a value >= 0.001 and <= 1000000, "
     .. "got 1e-300",
-  "pe.hbm.pseudo_channels: expected a value >= 1 and <= 64 for 'pseudo_channels', got 1024",
-  "ipcq.slot_size: expected a value >= 1 and <= 1GiB for 'slot_size', got 2147483648"})
+  "pe.hbm.pseudo_channels: expected a value >= 1 and <= 64, got 1024",
+  "ipcq.slot_size: expected a value >= 1 and <= 1GiB, got 2147483648"})
 refused({cube = {noc = {ns_per_mm = 1e300, cube_mm = 1e300}}}, {
-  "cube.noc.ns_per_mm: expected a value >= 0 and <= 1000000000 for 'ns_per_mm', got 1e+300",
-  "cube.noc.cube_mm: expected a value >= 0.001 and <= 1000 for 'cube_mm', got 1e+300"})
+  "cube.noc.ns_per_mm: expected a value >= 0 and <= 1000000000, got 1e+300",
+  "cube.noc.cube_mm: expected a value >= 0.001 and <= 1000, got 1e+300"})
 refused({cube = {noc = {ns_per_mm = 1e7, cube_mm = 1000}}}, {
   "cube.noc.cube_mm: the NoC hop latency ns_per_mm x cube_mm / 2 = 5e+09 ns is above 1e+09 ns "
     .. "(cube.noc.ns_per_mm is 10000000 at config_bounds.lua:"})
@@ -36,7 +36,7 @@ refused({sips = {count = 4096}, sip = {cube_mesh = {w = 64, h = 64}}},
 refused({nodes = {{name = "a", pe = true}, {name = "b"}},
          links = {{from = "a", to = "b", bandwidth_gbps = 1e-300, latency_ns = 1e300}}}, {
   "links[1].bandwidth_gbps: expected a value >= 0.001 and <= 1000000",
-  "links[1].latency_ns: expected a value >= 0 and <= 1000000000 for 'latency_ns', got 1e+300"})
+  "links[1].latency_ns: expected a value >= 0 and <= 1000000000, got 1e+300"})
 
 -- a table that contains itself: the message keeps the path's ends and says why
 local cyc = {}
@@ -44,7 +44,7 @@ cyc.sips = cyc
 refused(cyc, {"sips.sips.sips.sips.sips.sips.sips.sips.sips.sips. ... .sips.sips.sips.sips.sips."
   .. "sips.sips.sips.sips.sips: nested deeper than 64 levels (a cycle?)"})
 -- NaN reads as nan, not as the C library's -nan
-refused({sips = {count = 0/0}}, {"sips.count: expected an integer for 'count', got 'nan'"})
+refused({sips = {count = 0/0}}, {"sips.count: expected an integer, got 'nan'"})
 
 -- the slowest link and the longest wire allowed: 1 TiB over 0.001 GB/s
 -- takes 2^40 x 1000 ns, exactly, plus the latency

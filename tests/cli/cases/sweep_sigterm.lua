@@ -20,5 +20,7 @@ f:close()
 kb.check(text == "i\n1\n2\n", "the finished rows are written: " .. text)
 local later, s2 = kb.sweep{name = "later", points = {{i = 1}}, run = function(p) return p end}
 kb.check(#later == 0 and s2.not_run == 1 and s2.interrupted, "a later sweep runs no point")
-print(("term: rows=%d done=%d not_run=%d interrupted=%s"):format(
-  #rows, summary.done, summary.not_run, tostring(summary.interrupted)))
+print(("term: rows=%d done=%d not_run=%d interrupted=%s stopped_by=%s"):format(
+  #rows, summary.done, summary.not_run, tostring(summary.interrupted), summary.stopped_by))
+-- the verdict says what stopped it (it said "stopped by Ctrl-C" after a SIGTERM)
+print("verdict: " .. results.verdict({summary, s2}))

@@ -53,7 +53,7 @@ route_err({{from = "a", to = "a"}}, "routes[1]: a route from 'a' to itself")
 route_err({{from = "a", to = "c"}, {from = "a", to = "c"}},
           "routes[2]: a second route from 'a' to 'c'")
 route_err({{from = "a", to = "c", hop = 1}},
-          "routes[1].hop: unknown key 'hop' (expected from, to, via)")
+          "routes[1].hop: unknown key (expected from, to, via)")
 route_err({{from = "a", to = "c", via = 3}},
           "routes[1].via: 'via' must be a list of node names")
 route_err({{from = "a"}}, "routes[1]: missing key 'to'")
