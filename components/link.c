@@ -616,6 +616,7 @@ static int acquire(struct kb_link *l, struct kb_link_msg *m, uint32_t j,
     if (m->next_link) {
         __builtin_prefetch(m->next_link);
         __builtin_prefetch((const char *)m->next_link + 64, 1);
+        __builtin_prefetch(m->next_link->proc);
     }
     struct kb_link *nl = j + 1 < m->n_hops ? m->path[j + 1] : NULL;
     uint64_t n = m->n_flits;
@@ -722,6 +723,9 @@ static void link_serve(struct sim *s, void *arg)
     if (l->next_hint) {
         __builtin_prefetch(l->next_hint);
         __builtin_prefetch((const char *)l->next_hint + 64, 1);
+        /* and its process, which the hand-off wakes: its address comes
+         * with line 0 while this activation runs */
+        __builtin_prefetch(l->next_hint->proc);
     }
     l->wake_req = SIM_FOREVER; /* the pending notification is the one served */
 
