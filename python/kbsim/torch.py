@@ -305,22 +305,128 @@ def op_cost_ns(unit, dtype, a, b=0, c=0):
     return ns
 
 
-# torch functions charged, by name: PE_MATH op of an element-wise function
-_MATH = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "mul": "mul",
-         "mul_": "mul", "div": "div", "div_": "div", "maximum": "maximum",
-         "minimum": "minimum", "exp": "exp", "log": "log", "softmax": "softmax",
-         "sum": "sum", "relu": "maximum", "relu_": "maximum", "clamp": "clamp",
-         "addcmul": "fma"}
-
-
-# aten operations of autograd's backward, charged while loss.backward() runs
-# (costing._Backward): GEMMs, and the element-wise ops by their PE_MATH op.
-# threshold_backward (relu's) is a masked copy: charged as a mul by the mask.
+# What each aten operation costs on the rank's PE (decision 0066): the
+# PE_MATH ops that compute it, each charged kb_math_time over a number of
+# elements ("out": the operation's first output, "in": its first input,
+# "rows": the per-row statistics of a normalisation). GEMMs (mm, bmm, addmm,
+# baddbmm) are PE_GEMM's (_ATEN_GEMM). PE_MATH has units for add, sub, mul,
+# div, maximum, minimum, fma, clamp, exp, log, softmax and sum; what it has
+# no unit for is charged as the ops that compute it:
+#   sigmoid x = 1 / (1 + e^-x)            mul, exp, add, div
+#   tanh x    = 2 sigmoid(2x) - 1         mul, exp, add, div, fma
+#   gelu x    ~ x sigmoid(1.702 x)        mul, exp, add, div, mul (either form of gelu)
+#   silu x    = x sigmoid(x)              mul, exp, add, div, mul
+#   x^p, sqrt, rsqrt = e^(p ln x)         log, mul, exp (x^2: mul; x^1: nothing)
+#   layer_norm: mean and variance (sum, sub, mul, sum over the input), 1/sqrt(var + eps)
+#   over the rows (add, log, mul, exp), normalise (mul), scale and shift (fma)
+# A reduction (sum, mean, amax, ...) is charged over its input's elements.
+_SIGMOID = ("mul", "exp", "add", "div")
 _ATEN_GEMM = {"mm", "bmm", "addmm", "baddbmm"}
-_ATEN_MATH = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "mul": "mul",
-              "mul_": "mul", "div": "div", "div_": "div", "maximum": "maximum",
-              "minimum": "minimum", "exp": "exp", "log": "log", "threshold_backward": "mul",
-              "_softmax_backward_data": "softmax", "addcmul": "fma", "addcmul_": "fma"}
+
+
+def _ew(*ops):
+    """Element-wise: every op over the output's elements."""
+    return lambda args, out: [(op, "out") for op in ops]
+
+
+def _red(*ops):
+    """A reduction: every op over the input's elements."""
+    return lambda args, out: [(op, "in") for op in ops]
+
+
+def _mean(args, out):
+    return [("sum", "in"), ("div", "out")]
+
+
+def _mse_loss(args, out):
+    """(x - y)^2, then summed (reduction 2) or averaged (1, the default), or not (0)."""
+    how = args[2] if len(args) > 2 else 1
+    return [("sub", "in"), ("mul", "in")] + ([("sum", "in")] if how else []) \
+        + ([("div", "out")] if how == 1 else [])
+
+
+def _pow(args, out):
+    p = args[1] if len(args) > 1 else None
+    if isinstance(p, (int, float)) and not isinstance(p, bool):
+        if p == 1:
+            return []
+        if p == 2:
+            return [("mul", "out")]
+    return [("log", "out"), ("mul", "out"), ("exp", "out")]
+
+
+def _max_min(unit):
+    """max / min: element-wise of two tensors, else a reduction of one."""
+    def cost(args, out):
+        if len(args) > 1 and isinstance(args[1], torch.Tensor):
+            return [(unit, "out")]
+        return [(unit, "in")]
+    return cost
+
+
+def _layer_norm(args, out):
+    ops = [("sum", "in"), ("sub", "in"), ("mul", "in"), ("sum", "in"),
+           ("add", "rows"), ("log", "rows"), ("mul", "rows"), ("exp", "rows"), ("mul", "in")]
+    if len(args) > 2 and args[2] is not None:  # weight (and bias): one fma
+        ops.append(("fma", "in"))
+    return ops
+
+
+def _layer_norm_backward(args, out):
+    # x^ = (x - mean) rstd; g w; grad_w = sum(g x^); grad_b = sum(g);
+    # grad_in = rstd (g w - mean(g w) - x^ mean(g w x^))
+    return [("sub", "in"), ("mul", "in"), ("mul", "in"), ("mul", "in"), ("sum", "in"),
+            ("sum", "in"), ("sum", "in"), ("mul", "in"), ("sum", "in"), ("fma", "in"),
+            ("sub", "in"), ("mul", "in")]
+
+
+_ATEN_COST = {
+    "add": _ew("add"), "sub": _ew("sub"), "rsub": _ew("sub"), "mul": _ew("mul"),
+    "div": _ew("div"), "maximum": _ew("maximum"), "minimum": _ew("minimum"),
+    "exp": _ew("exp"), "log": _ew("log"), "addcmul": _ew("fma"), "addcdiv": _ew("div", "fma"),
+    "lerp": _ew("fma"), "neg": _ew("mul"), "reciprocal": _ew("div"),
+    "abs": _ew("mul", "maximum"), "clamp": _ew("clamp"), "hardtanh": _ew("clamp"),
+    "relu": _ew("maximum"), "threshold_backward": _ew("mul"),  # relu's mask: a mul
+    "leaky_relu": _ew("mul", "maximum"),
+    "sigmoid": _ew(*_SIGMOID), "tanh": _ew("mul", "exp", "add", "div", "fma"),
+    "gelu": _ew(*_SIGMOID, "mul"), "silu": _ew(*_SIGMOID, "mul"),
+    "sigmoid_backward": _ew("sub", "mul", "mul"),      # g y (1 - y)
+    "tanh_backward": _ew("fma", "mul"),                # g (1 - y^2)
+    "gelu_backward": _ew(*_SIGMOID, "sub", "mul", "fma", "mul"),
+    "silu_backward": _ew(*_SIGMOID, "sub", "fma", "mul", "mul"),
+    "sqrt": _ew("log", "mul", "exp"), "rsqrt": _ew("log", "mul", "exp"), "pow": _pow,
+    "_softmax": _ew("softmax"), "_softmax_backward_data": _ew("softmax"),
+    "_log_softmax": _ew("softmax", "log"),
+    "_log_softmax_backward_data": _ew("exp", "sum", "fma"),  # g - e^y sum(g)
+    "native_dropout": _ew("mul"), "native_dropout_backward": _ew("mul"),  # the mask applied
+    "sum": _red("sum"), "mean": _mean, "amax": _red("maximum"),
+    "amin": _red("minimum"), "max": _max_min("maximum"), "min": _max_min("minimum"),
+    "native_layer_norm": _layer_norm, "native_layer_norm_backward": _layer_norm_backward,
+    "mse_loss": _mse_loss, "mse_loss_backward": _ew("sub", "mul", "mul"),
+}
+
+# aten operations that compute nothing: views, shapes, fresh tensors
+_ATEN_FREE = {
+    "view", "_unsafe_view", "_reshape_alias", "reshape", "view_as", "t", "transpose",
+    "permute", "expand", "expand_as", "detach", "alias", "as_strided", "slice", "select",
+    "squeeze", "unsqueeze", "split", "split_with_sizes", "chunk", "unbind", "narrow",
+    "diagonal", "unfold", "movedim", "empty", "empty_like", "empty_strided", "zeros",
+    "zeros_like", "ones", "ones_like", "full", "full_like", "new_empty", "new_empty_strided",
+    "new_zeros", "new_ones", "new_full", "scalar_tensor", "lift_fresh", "_local_scalar_dense",
+    "is_same_size", "_has_compatible_shallow_copy_type", "resize_", "set_", "sym_size",
+    "sym_stride", "sym_numel", "sym_storage_offset", "_conj", "_neg_view", "resolve_conj",
+    "resolve_neg", "result_type",
+}
+
+
+# torch functions charged at the function level, by their shapes (_gemm_shapes)
+_GEMM_FUNCTIONS = {"matmul", "mm", "bmm", "__matmul__", "__rmatmul__", "linear", "addmm",
+                   "baddbmm"}
+# torch functions that read a tensor on the host (printing, conversions):
+# not the program's compute, not charged
+_HOST_SIDE = {"__repr__", "__str__", "__format__", "tolist", "item", "numpy", "__array__",
+              "__bool__", "__int__", "__float__", "__index__", "__contains__", "__reduce_ex__",
+              "__deepcopy__", "__setstate__", "__hash__", "__len__", "__iter__", "__get__"}
 
 
 def _numel(x):
@@ -353,31 +459,70 @@ def _aten_gemm(name, args, out):
     return max(out.numel() // max(M * N, 1), 1), M, N, K
 
 
-class _Backward(TorchDispatchMode):
-    """Active while loss.backward() runs under costing: autograd's own aten
-    operations (C++, unseen by a TorchFunctionMode) charged to the rank's
-    PE as 'backward.<op>'."""
+def _first_tensor(out):
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            if isinstance(o, torch.Tensor):
+                return o
+    return None
 
-    def __init__(self, cost):
+
+def _aten_ns(name, args, out):
+    """ns an aten operation costs on the rank's PE (_ATEN_GEMM, _ATEN_COST),
+    0 for one that computes nothing (_ATEN_FREE) or has an empty output, None
+    for one with no rule (data movement, indexing, comparisons, ...)."""
+    if name in _ATEN_FREE:
+        return 0.0
+    first = _first_tensor(out)
+    if first is None or first.numel() == 0:
+        return 0.0
+    dt = _WIRE.get(first.dtype, "f32")
+    if name in _ATEN_GEMM:
+        batch, m, n, k = _aten_gemm(name, args, first)
+        ns = batch * op_cost_ns("gemm", dt, m, n, k)
+        if name in ("addmm", "baddbmm"):
+            ns += op_cost_ns("add", dt, first.numel())
+        return ns
+    rule = _ATEN_COST.get(name)
+    if rule is None:
+        return None
+    size = {"out": first.numel()}
+    size["in"] = args[0].numel() if args and isinstance(args[0], torch.Tensor) else size["out"]
+    stats = [o for o in out if isinstance(o, torch.Tensor)] if isinstance(out, (tuple, list)) else []
+    size["rows"] = stats[1].numel() if len(stats) > 1 else size["out"]
+    return sum(op_cost_ns(op, dt, size[on]) for op, on in rule(args, out) if size[on] > 0)
+
+
+class _Aten(TorchDispatchMode):
+    """Charges the aten operations that run while it is active, by _aten_ns:
+    autograd's backward (label None: each as 'backward.<op>'), or a torch
+    function with no rule of its own at the function level (label: its
+    name; its aten operations summed into one charge, kept by op in
+    costing.parts). An operation with no rule is counted in
+    costing.uncharged."""
+
+    def __init__(self, cost, label=None):
         super().__init__()
-        self.cost = cost
+        self.cost, self.label = cost, label
+        self.ns, self.parts = 0.0, {}
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         name = func.overloadpacket.__name__
-        if not isinstance(out, torch.Tensor) or out.numel() == 0:
-            return out
-        dt = _WIRE.get(out.dtype, "f32")
-        if name in _ATEN_GEMM:
-            batch, m, n, k = _aten_gemm(name, args, out)
-            ns = batch * op_cost_ns("gemm", dt, m, n, k)
-            if name in ("addmm", "baddbmm"):
-                ns += op_cost_ns("add", dt, out.numel())
-            self.cost._charge("backward." + name, ns)
-        elif name == "sum":  # a reduction: over its input's elements
-            self.cost._charge("backward.sum", op_cost_ns("sum", dt, args[0].numel()))
-        elif name in _ATEN_MATH:
-            self.cost._charge("backward." + name, op_cost_ns(_ATEN_MATH[name], dt, out.numel()))
+        base = name[:-1] if name.endswith("_") and not name.endswith("__") else name  # in place
+        ns = _aten_ns(base, args, out)
+        if ns is None:
+            self.cost._not_charged(name if self.label else "backward." + name)
+        elif self.label is None:
+            if ns > 0:
+                self.cost._charge("backward." + name, ns)
+        elif base not in _ATEN_FREE and ns > 0:
+            self.ns += ns
+            p = self.parts.setdefault(name, {"count": 0, "ns": 0.0})
+            p["count"] += 1
+            p["ns"] += ns
         return out
 
 
@@ -389,10 +534,15 @@ class costing(torch.overrides.TorchFunctionMode):
         cost.total_ns, cost.compute_ns, cost.breakdown  # {'linear': {'count', 'ns'}, ...}
 
     matmul / mm / bmm / linear / addmm are charged to PE_GEMM (kb_gemm_time
-    per batch element; linear's bias and addmm's addition to PE_MATH add);
-    add, sub, mul, div, maximum, minimum, exp, log, softmax, sum, relu
-    (maximum), clamp to PE_MATH (kb_math_time over the output's elements):
-    the closed forms of the rank's own components, asked of the server
+    per batch element; linear's bias and addmm's addition to PE_MATH add).
+    Every other torch function is charged by the aten operations it runs
+    (seen by a TorchDispatchMode), each as the PE_MATH ops that compute it
+    (_ATEN_COST: add, relu, softmax, sum, layer_norm, gelu, dropout, ...;
+    decision 0066), summed under the function's name (the parts by aten
+    operation in cost.parts); an operation with no rule (data movement,
+    indexing, comparisons) costs nothing and is counted in cost.uncharged,
+    which report() lists. The times are the closed forms of the rank's own
+    components, asked of the server
     (op_cost_ns). Compute advances the rank's clock (clock_ns); a collective
     issued at clock t starts at max(t, the rank's previous collective's
     end) and lasts its simulated latency; wait() (and a sync call) moves
@@ -410,12 +560,15 @@ class costing(torch.overrides.TorchFunctionMode):
         super().__init__()
         self.backward = backward
         self.in_backward = False
+        self.in_function = False  # a function being charged by its aten operations
         self.cpp_end_ns = None  # latest end of the collectives C++ issued in a backward
         self.clock_ns = 0.0
         self.comm_end_ns = 0.0
         self.compute_ns = 0.0
         self.comm_ns = 0.0
         self.breakdown = {}
+        self.parts = {}  # function -> {aten operation: {'count', 'ns'}}
+        self.uncharged = {}  # operation -> times it ran with no rule (costs nothing)
         self.cpp_futures = []
         self.lock = threading.Lock()
 
@@ -431,33 +584,54 @@ class costing(torch.overrides.TorchFunctionMode):
             torch.autograd.backward, torch.autograd.grad = _AUTOGRAD
         return super().__exit__(*exc)
 
-    def _charge(self, name, ns):
+    def _charge(self, name, ns, parts=None):
         with self.lock:
             self.clock_ns += ns
             self.compute_ns += ns
             b = self.breakdown.setdefault(name, {"count": 0, "ns": 0.0})
             b["count"] += 1
             b["ns"] += ns
+            for op, v in (parts or {}).items():
+                q = self.parts.setdefault(name, {}).setdefault(op, {"count": 0, "ns": 0.0})
+                q["count"] += v["count"]
+                q["ns"] += v["ns"]
+
+    def _not_charged(self, name):
+        with self.lock:
+            self.uncharged[name] = self.uncharged.get(name, 0) + 1
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name == "backward" and self.backward:
             return self._backward(func, args, kwargs)
-        out = func(*args, **kwargs)
-        if not isinstance(out, torch.Tensor):
+        if name in _HOST_SIDE or self.in_backward or self.in_function \
+                or isinstance(func, torch._ops.OpOverload):
+            # (inside a backward or a charged function, _Aten sees the operations)
+            return func(*args, **kwargs)
+        if name in _GEMM_FUNCTIONS:
+            out = func(*args, **kwargs)
+            shape = _gemm_shapes(name, args, out) if isinstance(out, torch.Tensor) else None
+            if shape is not None:
+                dt = _WIRE.get(out.dtype, "f32")
+                batch, m, n, k = shape
+                ns = batch * op_cost_ns("gemm", dt, m, n, k)
+                if name in ("addmm", "baddbmm") or (name == "linear" and (
+                        (len(args) > 2 and args[2] is not None)
+                        or kwargs.get("bias") is not None)):
+                    ns += op_cost_ns("add", dt, out.numel())
+                self._charge(name, ns)
             return out
-        dt = _WIRE.get(out.dtype, "f32")
-        shape = _gemm_shapes(name, args, out)
-        if shape is not None:
-            batch, m, n, k = shape
-            ns = batch * op_cost_ns("gemm", dt, m, n, k)
-            if name in ("addmm", "baddbmm") or (name == "linear" and (
-                    (len(args) > 2 and args[2] is not None) or kwargs.get("bias") is not None)):
-                ns += op_cost_ns("add", dt, out.numel())
-            self._charge(name, ns)
-        elif name in _MATH and out.numel() > 0:
-            self._charge(name, op_cost_ns(_MATH[name], dt, out.numel()))
+        # any other function: by the aten operations it runs
+        mode = _Aten(self, name)
+        self.in_function = True
+        try:
+            with mode:
+                out = func(*args, **kwargs)
+        finally:
+            self.in_function = False
+        if mode.parts:
+            self._charge(name, mode.ns, mode.parts)
         return out
 
     def _backward(self, func, args, kwargs):
@@ -467,7 +641,7 @@ class costing(torch.overrides.TorchFunctionMode):
         are waited at its end, as DDP's reducer does."""
         self.in_backward, self.cpp_end_ns = True, None
         try:
-            with _Backward(self):
+            with _Aten(self):
                 out = func(*args, **kwargs)
         finally:
             self.in_backward = False
@@ -512,12 +686,25 @@ class costing(torch.overrides.TorchFunctionMode):
         return max(self.clock_ns, self.comm_end_ns)
 
     def report(self):
-        """A table: per op its count and ns, then compute, collectives, total."""
-        lines = ["%-12s %6s %14s" % ("op", "count", "ns")]
-        for k, v in sorted(self.breakdown.items(), key=lambda kv: -kv[1]["ns"]):
-            lines.append("%-12s %6d %14.3f" % (k, v["count"], v["ns"]))
+        """A table: per op its count and ns (a function charged by several
+        aten operations: each of them below it), then compute, collectives,
+        total, and the operations that ran with no rule (not charged)."""
+        rows = []
+        for k, v in sorted(self.breakdown.items(), key=lambda kv: (-kv[1]["ns"], kv[0])):
+            rows.append((k, v))
+            parts = self.parts.get(k, {})
+            if len(parts) > 1:
+                for op, q in sorted(parts.items(), key=lambda kv: (-kv[1]["ns"], kv[0])):
+                    rows.append(("  " + op, q))
+        w = max([12] + [len(k) for k, _ in rows])
+        lines = ["%-*s %6s %14s" % (w, "op", "count", "ns")]
+        lines += ["%-*s %6d %14.3f" % (w, k, v["count"], v["ns"]) for k, v in rows]
         lines.append("compute %.3f ns, collectives %.3f ns, total %.3f ns"
                      % (self.compute_ns, self.comm_ns, self.total_ns))
+        if self.uncharged:
+            lines.append("not charged (no rule: data movement, indexing, comparisons; "
+                         "decision 0066): " + ", ".join(
+                             "%s %d" % kv for kv in sorted(self.uncharged.items())))
         return "\n".join(lines)
 
 

@@ -282,8 +282,72 @@ def rank_costing(rank, world, address, outdir):
                                               for k in bw)
                   and abs(cost.clock_ns - c3 - sum(v["ns"] for v in bw.values())) < 1e-6,
                   "torch.autograd.%s: %s, loss.backward() %s" % (how, got, bw))
+        # functions with no rule of their own: charged by the aten operations
+        # they run, each as the PE_MATH ops that compute it (decision 0066)
+        def charged(fn):
+            before = {k: dict(v) for k, v in cost.breakdown.items()}
+            c = cost.clock_ns
+            fn()
+            new = {k: v["ns"] - before.get(k, {"ns": 0.0})["ns"]
+                   for k, v in cost.breakdown.items()
+                   if v["count"] != before.get(k, {"count": 0})["count"]}
+            check(abs(cost.clock_ns - c - sum(new.values())) < 1e-6, "clock: %s" % new)
+            return new
+
+        def ops(pairs):
+            return sum(kt.op_cost_ns(op, "f32", n) for op, n in pairs)
+
+        xs = torch.arange(8 * 64, dtype=torch.float32).view(8, 64) / 100
+        n = xs.numel()
+        got = charged(lambda: F.layer_norm(xs, (64,), torch.ones(64), torch.zeros(64)))
+        want = ops([("sum", n), ("sub", n), ("mul", n), ("sum", n), ("add", 8), ("log", 8),
+                    ("mul", 8), ("exp", 8), ("mul", n), ("fma", n)])
+        check(got == {"layer_norm": want}, "layer_norm: %s, want %r" % (got, want))
+        sig = [("mul", n), ("exp", n), ("add", n), ("div", n)]
+        check(charged(lambda: F.gelu(xs)) == {"gelu": ops(sig + [("mul", n)])}, "gelu")
+        check(charged(lambda: torch.sigmoid(xs)) == {"sigmoid": ops(sig)}, "sigmoid")
+        # a reduction over its input's elements (it was charged over its one output)
+        check(charged(lambda: xs.sum()) == {"sum": ops([("sum", n)])}, "sum over its input")
+        got = charged(lambda: xs.mean())
+        check(got == {"mean": ops([("sum", n), ("div", 1)])}, "mean: %s want %r" % (got, ops([("sum", n), ("div", 1)])))
+        check(charged(lambda: xs.pow(2)) == {"pow": ops([("mul", n)])}, "x^2: a mul")
+        check(charged(lambda: torch.sqrt(xs)) == {"sqrt": ops([("log", n), ("mul", n),
+                                                              ("exp", n)])}, "sqrt")
+        z = torch.zeros(8, 64)
+        check(charged(lambda: F.mse_loss(xs, z)) == {"mse_loss": ops(
+            [("sub", n), ("mul", n), ("sum", n), ("div", 1)])}, "mse_loss")
+        check(charged(lambda: F.mse_loss(xs, z, reduction="none")) == {"mse_loss": ops(
+            [("sub", n), ("mul", n)])}, "mse_loss, no reduction")
+        # data movement: not charged, counted and listed
+        check(charged(lambda: torch.cat([xs, xs])) == {} and cost.uncharged.get("cat") == 1,
+              "cat: %s" % cost.uncharged)
+        # attention: its projections (GEMMs), scores (bmm), softmax, one charge
+        mha = torch.nn.MultiheadAttention(64, 4, batch_first=True, dropout=0.0)
+        q = torch.ones(2, 16, 64)
+        got = charged(lambda: mha(q, q, q, need_weights=False))
+        parts = cost.parts.get("multi_head_attention_forward", {})
+        check(set(got) == {"multi_head_attention_forward"}, "attention: %s" % got)
+        check(parts.get("_softmax") == {"count": 1, "ns": kt.op_cost_ns("softmax", "f32",
+                                                                       2 * 4 * 16 * 16)},
+              "attention's softmax: %s" % parts)
+        check(parts.get("bmm", {}).get("count") == 2
+              and abs(sum(v["ns"] for v in parts.values()) - got["multi_head_attention_forward"])
+              < 1e-6, "attention's parts: %s" % parts)
+        # the backward of layer_norm and gelu
+        xg2 = xs.clone().requires_grad_()
+        c4 = cost.clock_ns
+        F.gelu(F.layer_norm(xg2, (64,))).sum().backward()
+        bw2 = cost.breakdown
+        check(bw2.get("backward.gelu_backward", {}).get("ns") == ops(
+            sig + [("sub", n), ("mul", n), ("fma", n), ("mul", n)]), "gelu's backward")
+        check(bw2.get("backward.native_layer_norm_backward", {}).get("ns") == ops(
+            [("sub", n), ("mul", n), ("mul", n), ("mul", n), ("sum", n), ("sum", n),
+             ("sum", n), ("mul", n), ("sum", n), ("fma", n), ("sub", n), ("mul", n)]),
+            "layer_norm's backward: %s" % bw2)
+        check(cost.clock_ns > c4 and xg2.grad is not None, "backward of layer_norm, gelu")
         report = cost.report()
-    check("matmul" in report and "total" in report, report)
+    check("matmul" in report and "total" in report and "  _softmax" in report
+          and "not charged" in report and "cat 1" in report, report)
     with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
         json.dump(dict(gemm_ns=g, linear_gemm_ns=kt.op_cost_ns("gemm", "f32", 4, 16, 64),
                        add_ns=kt.op_cost_ns("add", "f32", 64),
