@@ -380,6 +380,84 @@ def _layer_norm_backward(args, out):
             ("sub", "in"), ("mul", "in")]
 
 
+def _prod(xs):
+    r = 1
+    for x in xs:
+        r *= int(x)
+    return r
+
+
+def _conv_gemm(x, w, transposed, groups, out_positions):
+    """(M, N, K) of one group's GEMM of a convolution: an output position's
+    C_out/g values from its C_in/g * taps inputs (transposed: an input
+    position's contributions to C_out/g * taps outputs)."""
+    taps = _prod(w.shape[2:])
+    if transposed:  # w: (C_in, C_out/g, *k)
+        return x.numel() // max(x.shape[1], 1), w.shape[1] * taps, w.shape[0] // groups
+    return out_positions, w.shape[0] // groups, w.shape[1] * taps  # w: (C_out, C_in/g, *k)
+
+
+def _convolution(args, out):
+    # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+    # groups): per group a GEMM, M output positions x C_out/g x (C_in/g * taps)
+    x, w = args[0], args[1]
+    transposed, groups = bool(args[6]), int(args[8])
+    m, n, k = _conv_gemm(x, w, transposed, groups, out.numel() // max(out.shape[1], 1))
+    return [("gemm", (groups, m, n, k))] + ([("add", "out")] if args[2] is not None else [])
+
+
+def _convolution_backward(args, out):
+    # convolution_backward(grad_out, input, weight, bias_sizes, stride, padding, dilation,
+    # transposed, output_padding, groups, output_mask): the input's gradient
+    # (M x K from M x N by N x K), the weight's (N x K from N x M by M x K), the bias's (a sum)
+    g, x, w = args[0], args[1], args[2]
+    transposed, groups, mask = bool(args[7]), int(args[9]), args[10]
+    m, n, k = _conv_gemm(x, w, transposed, groups, g.numel() // max(g.shape[1], 1))
+    return (([("gemm", (groups, m, k, n))] if mask[0] else [])
+            + ([("gemm", (groups, n, k, m))] if mask[1] else [])
+            + ([("sum", g.numel())] if mask[2] else []))
+
+
+def _batch_norm(args, out):
+    # native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,
+    # eps): training as layer_norm over the channels' statistics; eval from the running ones
+    x, w, training = args[0], args[1], bool(args[5])
+    c = x.shape[1] if x.dim() > 1 else 1
+    rstd = [("add", c), ("log", c), ("mul", c), ("exp", c)]
+    ops = ([("sum", "in"), ("sub", "in"), ("mul", "in"), ("sum", "in")] + rstd + [("mul", "in")]
+           if training else rstd + [("sub", "in"), ("mul", "in")])
+    return ops + ([("fma", "in")] if w is not None else [])
+
+
+def _pool(unit, dims):
+    """max / avg pooling over windows of taps elements: unit over out * taps
+    (avg: and a div of each output)."""
+    def cost(args, out):
+        k = list(args[1]) if isinstance(args[1], (list, tuple)) else [args[1]]
+        taps = _prod(k) if len(k) == dims else int(k[0]) ** dims
+        n = _first_tensor(out).numel() * taps
+        return [(unit, n)] + ([("div", "out")] if unit == "add" else [])
+    return cost
+
+
+def _pool_backward(unit, dims):
+    """max: each gradient added where its maximum was; avg: spread over its window."""
+    def cost(args, out):
+        g = args[0]
+        if unit == "add":
+            return [("add", g.numel())]
+        k = list(args[2]) if isinstance(args[2], (list, tuple)) else [args[2]]
+        taps = _prod(k) if len(k) == dims else int(k[0]) ** dims
+        return [("div", g.numel()), ("add", g.numel() * taps)]
+    return cost
+
+
+def _nll_loss(args, out):
+    # nll_loss_forward(input, target, weight, reduction, ignore_index): the
+    # target's entries picked and summed (mean: and a div)
+    return [("sum", args[1].numel())] + ([("div", 1)] if int(args[3]) == 1 else [])
+
+
 _ATEN_COST = {
     "add": _ew("add"), "sub": _ew("sub"), "rsub": _ew("sub"), "mul": _ew("mul"),
     "div": _ew("div"), "maximum": _ew("maximum"), "minimum": _ew("minimum"),
@@ -403,6 +481,20 @@ _ATEN_COST = {
     "amin": _red("minimum"), "max": _max_min("maximum"), "min": _max_min("minimum"),
     "native_layer_norm": _layer_norm, "native_layer_norm_backward": _layer_norm_backward,
     "mse_loss": _mse_loss, "mse_loss_backward": _ew("sub", "mul", "mul"),
+    "convolution": _convolution, "convolution_backward": _convolution_backward,
+    "native_batch_norm": _batch_norm, "_native_batch_norm_legit": _batch_norm,
+    "native_batch_norm_backward": _layer_norm_backward,
+    "max_pool2d_with_indices": _pool("maximum", 2), "max_pool3d_with_indices": _pool("maximum", 3),
+    "avg_pool2d": _pool("add", 2), "avg_pool3d": _pool("add", 3),
+    "max_pool2d_with_indices_backward": _pool_backward("add", 2),
+    "max_pool3d_with_indices_backward": _pool_backward("add", 3),
+    "avg_pool2d_backward": _pool_backward("div", 2), "avg_pool3d_backward": _pool_backward("div", 3),
+    "_adaptive_avg_pool2d": _mean, "_adaptive_avg_pool3d": _mean,
+    "_adaptive_avg_pool2d_backward": _ew("div"), "_adaptive_avg_pool3d_backward": _ew("div"),
+    "nll_loss_forward": _nll_loss, "nll_loss2d_forward": _nll_loss,
+    "nll_loss_backward": lambda args, out: [("mul", args[2].numel())],
+    "nll_loss2d_backward": lambda args, out: [("mul", args[2].numel())],
+    "embedding_dense_backward": lambda args, out: [("add", args[0].numel())],
 }
 
 # aten operations that compute nothing: views, shapes, fresh tensors
@@ -415,7 +507,8 @@ _ATEN_FREE = {
     "new_zeros", "new_ones", "new_full", "scalar_tensor", "lift_fresh", "_local_scalar_dense",
     "is_same_size", "_has_compatible_shallow_copy_type", "resize_", "set_", "sym_size",
     "sym_stride", "sym_numel", "sym_storage_offset", "_conj", "_neg_view", "resolve_conj",
-    "resolve_neg", "result_type",
+    "resolve_neg", "result_type", "_record_function_enter", "_record_function_enter_new",
+    "_record_function_exit",
 }
 
 
@@ -492,7 +585,17 @@ def _aten_ns(name, args, out):
     size["in"] = args[0].numel() if args and isinstance(args[0], torch.Tensor) else size["out"]
     stats = [o for o in out if isinstance(o, torch.Tensor)] if isinstance(out, (tuple, list)) else []
     size["rows"] = stats[1].numel() if len(stats) > 1 else size["out"]
-    return sum(op_cost_ns(op, dt, size[on]) for op, on in rule(args, out) if size[on] > 0)
+    ns = 0.0
+    for op, on in rule(args, out):
+        if op == "gemm":  # on: (times, M, N, K)
+            times, m, n, k = on
+            if times > 0 and m > 0 and n > 0 and k > 0:
+                ns += times * op_cost_ns("gemm", dt, m, n, k)
+            continue
+        k = size[on] if isinstance(on, str) else int(on)
+        if k > 0:
+            ns += op_cost_ns(op, dt, k)
+    return ns
 
 
 class _Aten(TorchDispatchMode):

@@ -333,6 +333,32 @@ def rank_costing(rank, world, address, outdir):
         check(parts.get("bmm", {}).get("count") == 2
               and abs(sum(v["ns"] for v in parts.values()) - got["multi_head_attention_forward"])
               < 1e-6, "attention's parts: %s" % parts)
+        # a CNN's functions: convolution as a GEMM per group, batch norm, pooling, loss
+        img, cw = torch.ones(2, 4, 8, 8), torch.ones(6, 2, 3, 3)  # 4 -> 6 channels, 2 groups
+        got = charged(lambda: F.conv2d(img, cw, torch.ones(6), padding=1, groups=2))
+        # per group: M = 2 * 8 * 8 positions, N = 3 output channels, K = 2 * 3 * 3
+        want = 2 * kt.op_cost_ns("gemm", "f32", 128, 3, 18) + ops([("add", 2 * 6 * 64)])
+        check(got == {"conv2d": want}, "conv2d: %s, want %r" % (got, want))
+        ni = img.numel()
+        got = charged(lambda: F.batch_norm(img, None, None, torch.ones(4), torch.zeros(4),
+                                           training=True))
+        want = ops([("sum", ni), ("sub", ni), ("mul", ni), ("sum", ni), ("add", 4), ("log", 4),
+                    ("mul", 4), ("exp", 4), ("mul", ni), ("fma", ni)])
+        check(got == {"batch_norm": want}, "batch_norm: %s, want %r" % (got, want))
+        check(charged(lambda: F.max_pool2d(img, 2)) == {"max_pool2d": ops(
+            [("maximum", 2 * 4 * 4 * 4 * 4)])}, "max_pool2d")
+        check(charged(lambda: F.avg_pool2d(img, 2)) == {"avg_pool2d": ops(
+            [("add", 2 * 4 * 4 * 4 * 4), ("div", 2 * 4 * 4 * 4)])}, "avg_pool2d")
+        got = charged(lambda: F.cross_entropy(xs, torch.arange(8)))
+        want = ops([("softmax", n), ("log", n), ("sum", 8), ("div", 1)])
+        check(got == {"cross_entropy": want}, "cross_entropy: %s, want %r" % (got, want))
+        imgg, cwg = img.clone().requires_grad_(), cw.clone().requires_grad_()
+        F.conv2d(imgg, cwg, padding=1, groups=2).sum().backward()
+        # the input's gradient (128 x 18 from 128 x 3) and the weight's (3 x 18 from 3 x 128)
+        want = 2 * (kt.op_cost_ns("gemm", "f32", 128, 18, 3)
+                    + kt.op_cost_ns("gemm", "f32", 3, 18, 128))
+        check(cost.breakdown.get("backward.convolution_backward") == {"count": 1, "ns": want},
+              "conv2d's backward: %s" % cost.breakdown.get("backward.convolution_backward"))
         # the backward of layer_norm and gelu
         xg2 = xs.clone().requires_grad_()
         c4 = cost.clock_ns
