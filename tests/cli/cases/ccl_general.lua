@@ -146,6 +146,34 @@ for _, n in ipairs({2, 3, 5}) do
   end
 end
 
+-- 6. the host check with values that are not finite: an overflow to inf
+-- and a NaN input are matched exactly (they passed only by an infinite
+-- tolerance, or failed NaN against NaN), and an inf in the reference no
+-- longer lets a wrong element pass: an algorithm that does nothing fails
+ccl.register{name = "ccl_general_nothing", collective = "all_reduce",
+  args = function(n, C, o) return {} end, wire = function() end, kernel = function() end}
+for _, dt in ipairs({"f16", "bf16", "f32"}) do
+  local big = dt == "f16" and 40000 or 3e38
+  for _, alg in ipairs({"ring_allreduce", "tree_allreduce", "ccl_general_nothing"}) do
+    local tn = world(2)
+    local x = tn.zeros({1, 4}, {dtype = dt})
+    x:copy_(tn.from_table({big, 1, big, 2}, {dtype = dt}))
+    local rep = tn.distributed.all_reduce(x, {algorithm = alg})
+    local want = alg == "ccl_general_nothing" and "failed" or "passed"
+    kb.check(rep.check == want, ("%s %s overflow: check %s, want %s"):format(alg, dt, rep.check, want))
+    if want == "passed" then
+      kb.check(x:to_table()[1] == math.huge and x:to_table()[2] == 3, alg .. " overflow values")
+      local y = tn.zeros({1, 4}, {dtype = dt})
+      y:copy_(tn.from_table({0 / 0, 1, 5, 2}, {dtype = dt}))
+      rep = tn.distributed.all_reduce(y, {algorithm = alg})
+      kb.check(rep.check == "passed", ("%s %s NaN: check %s"):format(alg, dt, rep.check))
+      local rs = tn.distributed.reduce_scatter(tn.zeros({1, 2}, {dtype = dt}), x)
+      kb.check(rs.check == "passed" and rs.max_err == 0, ("reduce_scatter %s inf: %s %s")
+        :format(dt, rs.check, rs.max_err))
+    end
+  end
+end
+
 -- 7. a ring on a graph with no way back: the error names this line
 do
   local g = {nodes = {{name = "a", pe = true}, {name = "b", pe = true}}, links = {
