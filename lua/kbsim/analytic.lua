@@ -356,21 +356,34 @@ function H.dbtree_allreduce_serial(n, s, link)
   return (d + heap_weight(n)) * (l.alpha + s / 2 * l.beta) + d * c * s / 2 * l.gamma
 end
 
--- One line of L ranks of the mesh all-reduce: prefix and suffix chains
--- on opposite links; a middle rank forwards the prefix before the
--- suffix, so each one after the first delays the suffix by Sβ.
--- line(1) = 0, line(L) = (L−1)(α + Sβ + Sγ) + (L−2)Sβ
-local function mesh_line(len, s, l)
+-- One line of L ranks of the mesh all-reduce: prefix sums go up, suffix
+-- sums down. A message costs its receiver α + Sβ (the bytes land δ + Sβ
+-- after the send, the credit flies back α − δ); a send returns at once,
+-- its bytes leaving through the sender's one DMA channel. The prefix
+-- reaches rank L−2 after L−2 hops of α + Sβ + Sγ; rank L−2 sends it up,
+-- then the suffix (long since there) down, whose copy waits for the
+-- up copy to leave, δ + Sβ, or for its own add if longer; the suffix
+-- then takes L−2 hops of α + Sβ + Sγ down to rank 0, the last to finish.
+-- line(1) = 0, line(2) = α + Sβ + Sγ (one exchange),
+-- line(L ≥ 3) = 2(L−2)(α + Sβ + Sγ) + max(δ + Sβ, Sγ)
+-- δ: link.delta, the part of α before the bytes land (the data's route
+-- latency; the rest is the credit's way back); default α, a bound above.
+local function mesh_line(len, s, l, delta)
   if len < 2 then return 0 end
-  return (len - 1) * (l.alpha + s * l.beta + s * l.gamma) + (len - 2) * s * l.beta
+  local hop = l.alpha + s * l.beta + s * l.gamma
+  if len == 2 then return hop end
+  return 2 * (len - 2) * hop + math.max(delta + s * l.beta, s * l.gamma)
 end
 
--- Mesh all-reduce on w × h: the rows, then the columns.
+-- Mesh all-reduce on w × h: the rows, then the columns (every rank of a
+-- column ends its row at the same time).
 -- T = line(w) + line(h)
 function H.mesh_allreduce(w, h, s, link)
   check_n(w); check_n(h); check_size(s)
   local l = hockney_link(link)
-  return mesh_line(w, s, l) + mesh_line(h, s, l)
+  local delta = l.alpha
+  if link.delta ~= nil then delta = nonneg(link, "delta") end
+  return mesh_line(w, s, l, delta) + mesh_line(h, s, l, delta)
 end
 
 -- Hierarchical all-reduce over G groups of at most m ranks: tree reduce

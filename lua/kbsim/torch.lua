@@ -344,8 +344,11 @@ local function execute(T, algo, ranks, a, input, output)
 end
 
 -- Every rank's output against its reference; tolerance n_ranks roundings
--- of the largest reference value (exact for f32 integer sums). Tight
--- loops: at milestone sizes this reads millions of elements.
+-- of the largest finite reference value (exact for f32 integer sums). A
+-- reference that is not finite (an overflow to ±inf, a NaN input) must
+-- be matched exactly (NaN by NaN) and does not widen the tolerance: one
+-- inf once made every error pass, and NaN = NaN made the check fail.
+-- Tight loops: at milestone sizes this reads millions of elements.
 local function compare(out, ref, dtype, n_ranks)
   local maxref, seen = 0, {}
   for _, v in pairs(ref) do
@@ -354,7 +357,7 @@ local function compare(out, ref, dtype, n_ranks)
       for j = 1, #v do
         local x = v[j]
         if x < 0 then x = -x end
-        if x > maxref then maxref = x end
+        if x > maxref and x ~= math.huge then maxref = x end
       end
     end
   end
@@ -363,15 +366,22 @@ local function compare(out, ref, dtype, n_ranks)
   for r, want in pairs(ref) do
     local got = out:shard_table(r)
     for j = 1, #want do
-      local e = got[j] - want[j]
+      local w, g = want[j], got[j]
+      local e = g - w
       if e < 0 then e = -e end
-      if not (e <= maxerr) then maxerr = (e == e) and e or math.huge end
+      if not (e <= maxerr) then
+        if w ~= w then e = (g ~= g) and 0 or math.huge -- NaN wants NaN
+        elseif w == math.huge or w == -math.huge then e = (g == w) and 0 or math.huge
+        elseif e ~= e then e = math.huge end
+        if e > maxerr then maxerr = e end
+      end
     end
   end
   return maxerr <= tol and "passed" or "failed", maxerr
 end
 
--- compare() on host vectors: every rank's shard against one reference.
+-- compare() on host vectors: every rank's shard against one reference;
+-- a reference or a difference that is not finite is settled by compare()
 local function compare_vec(out, ranks, ref, dtype)
   local maxref = ref:max_abs()
   local tol = #ranks * EPS[dtype] * (dtype == "f32" and maxref or math.max(maxref, 1))
@@ -380,7 +390,26 @@ local function compare_vec(out, ranks, ref, dtype)
     local e = out:shard_vec(r):max_abs_diff(ref)
     if e > maxerr then maxerr = e end
   end
+  if maxerr == math.huge or maxref == math.huge then
+    local t, refs = ref:to_table(), {}
+    for _, r in ipairs(ranks) do refs[r] = t end
+    return compare(out, refs, dtype, #ranks)
+  end
   return maxerr <= tol and "passed" or "failed", maxerr
+end
+
+-- x op y elementwise on host tables (op: "sum" or nil, "max", "min"),
+-- as the host reference of a reduction; a new table.
+local function elementwise(op, x, y)
+  local z = {}
+  if op == "max" then
+    for j = 1, #x do z[j] = math.max(x[j], y[j]) end
+  elseif op == "min" then
+    for j = 1, #x do z[j] = math.min(x[j], y[j]) end
+  else
+    for j = 1, #x do z[j] = x[j] + y[j] end
+  end
+  return z
 end
 
 local function report(T, name, coll, ranks, n_elem, bytes, lat, per, check, maxerr)
@@ -408,6 +437,38 @@ local function checktensor(x, what, sys, ranks, n)
   if n and x.shard_n < n then
     error(("%s: shards of %d elements, the collective needs %d"):format(what, x.shard_n, n), 4)
   end
+end
+
+-- The directory of the kbsim Lua library (…/lua), for telling its
+-- frames and messages from a script's.
+local LIBDIR = debug.getinfo(1, "S").source:match("^@(.*)/kbsim/torch%.lua$")
+
+-- "FILE:LINE" of the innermost caller outside the library (the script's
+-- line that called a torch.distributed function), or nil.
+local function user_line()
+  for level = 3, 50 do
+    local info = debug.getinfo(level, "Sl")
+    if not info then return nil end
+    if info.what ~= "C" and info.currentline > 0 and not (LIBDIR and info.source:sub(1, 1) == "@"
+        and info.source:sub(2, #LIBDIR + 1) == LIBDIR) then
+      return info.short_src .. ":" .. info.currentline
+    end
+  end
+end
+
+-- An error raised inside a collective, as the script should see it: a
+-- message without a place, or placed inside the library (a wiring of
+-- torch.lua, a check of a ccl algorithm, a kernel's failure), is placed
+-- at the script's line instead; one already placed elsewhere (the
+-- script's own line, ccl.yaml:LINE:COL, a user's algorithm) is kept.
+local function user_error(e)
+  if type(e) ~= "string" then return e end
+  local where = user_line()
+  if not where then return e end
+  local placed = e:match("^(%S+):%d+:")
+  if placed and not (LIBDIR and placed:sub(1, #LIBDIR) == LIBDIR) then return e end
+  if placed then e = e:gsub("^%S+:%d+: ", "", 1) end
+  return where .. ": " .. e
 end
 
 local function new_distributed(T)
@@ -477,26 +538,32 @@ local function new_distributed(T)
 
   function ops.all_reduce(t, o)
     o = o or {}
-    if o.op and o.op ~= "sum" then
-      error(("all_reduce: unsupported op '%s' (sum)"):format(tostring(o.op)), 0)
-    end
     local ranks = G.ranks
     checktensor(t, "all_reduce: tensor", T.sys, ranks)
     local n, dt = t.shard_n, t.dtype
     local algo = pick("all_reduce", o)
+    -- o.op (sum, max, min) is checked against what the algorithm accepts
+    -- by its args (the registry's check)
+    local a = args_for(algo, n, dt, o)
     -- o.check == false: no host reference (timing sweeps at scale)
-    -- the reference and the check run on host vectors (C speed): at
-    -- milestone sizes they read millions of elements
-    local sum
-    if o.check ~= false then
+    -- the sum's reference and check run on host vectors (C speed): at
+    -- milestone sizes they read millions of elements; max and min (exact
+    -- in any dtype) on tables
+    local sum, ref
+    if o.check ~= false and (o.op or "sum") == "sum" then
       sum = t:shard_vec(ranks[1])
       for k = 2, #ranks do sum:add(t:shard_vec(ranks[k])) end
       sum:round(dt)
+    elseif o.check ~= false then
+      local m = t:shard_table(ranks[1])
+      for k = 2, #ranks do m = elementwise(o.op, m, t:shard_table(ranks[k])) end
+      ref = {}
+      for _, r in ipairs(ranks) do ref[r] = m end
     end
-    local a = args_for(algo, n, dt, o)
     local lat, per = execute(T, algo, ranks, a, t, t)
     local check, err = "skipped", 0
     if sum then check, err = compare_vec(t, ranks, sum, dt) end
+    if ref then check, err = compare(t, ref, dt, 1) end
     local rep = report(T, algo.name, "all_reduce", ranks, n, n * DTYPE_BYTES[dt], lat, per, check,
       err)
     -- a chooser (ccl/auto.lua) names what it ran and its estimate
@@ -539,11 +606,9 @@ local function new_distributed(T)
     local algo = pick("reduce_scatter", o)
     local ref
     if not (o and o.check == false) then
-      local sum = {}
-      for _, r in ipairs(ranks) do
-        local v = inp:shard_table(r)
-        for j = 1, N * C do sum[j] = (sum[j] or 0) + v[j] end
-      end
+      -- the reference reduces with the op the kernel uses (sum, max, min)
+      local sum = inp:shard_table(ranks[1])
+      for k = 2, N do sum = elementwise(o and o.op, sum, inp:shard_table(ranks[k])) end
       ref = {}
       for k, r in ipairs(ranks) do
         local v = {}
@@ -667,12 +732,15 @@ local function new_distributed(T)
   end
 
   -- Every collective: run it now, or inside spawn wait until every worker
-  -- has called it and run it once for all of them.
+  -- has called it and run it once for all of them. An error of the run
+  -- names the caller's line (see user_error).
   for name, fn in pairs(ops) do
     D[name] = function(...)
       group(name)
       if T.spawn_yield then return T.spawn_yield(name, fn, ...) end
-      return fn(...)
+      local res = table.pack(pcall(fn, ...))
+      if not res[1] then error(user_error(res[2]), 0) end
+      return table.unpack(res, 2, res.n)
     end
   end
   return D

@@ -19,7 +19,8 @@
 --   dbtree_allreduce                       always (when the size allows);
 --   torus_allreduce, snake_ring_allreduce  when opts.dims gives the grid;
 --   hier_allreduce                         when opts.groups is given or
---                                          every PE name marks a group.
+--                                          every PE name marks a group,
+--                                          and opts.op is sum.
 -- The choice is in the report (`chosen`, `chosen_ns` the estimate) and,
 -- unless -q, one log line on stderr per distinct choice.
 local kb = require("kbsim")
@@ -127,7 +128,12 @@ local function candidates(sys, ranks, a)
   local ident, mirror = {}, {}
   for i = 0, N - 1 do ident[i + 1] = i; mirror[i + 1] = N - 1 - i end
   local out = {}
-  local function add(name, ns, extra) out[#out + 1] = {name = name, ns = ns, extra = extra} end
+  -- only candidates that reduce with opts.op (hier_allreduce: sum only)
+  local function add(name, ns, extra)
+    if ccl.accepts(ccl.get(name), o.op) then
+      out[#out + 1] = {name = name, ns = ns, extra = extra}
+    end
+  end
   if N == 1 then add("ring_allreduce", 0); return out end
   local ring = link({ring_pairs(ident)})
   add("ring_allreduce", H.ring_allreduce(N, S, ring))

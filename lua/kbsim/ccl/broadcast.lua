@@ -12,7 +12,7 @@ local function args(world_size, n_elem, opts)
   if math.type(src) ~= "integer" or src < 0 or src >= world_size then
     error(("'broadcast': source rank %s is not in 0..%d"):format(tostring(src), world_size - 1), 0)
   end
-  local chunks = math.min(opts.chunks or 1, n_elem)
+  local chunks = ccl.chunks("broadcast", n_elem, opts)
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, src = src,
           chunks = chunks}
 end

@@ -6,7 +6,8 @@
 -- above N−1−⌊N/2⌋: for even N every rank is an inner node of exactly one
 -- tree and a leaf of the other, so both halves climb at once and no rank
 -- adds both. The first half of the tile goes up and down tree A, the
--- second half tree B, concurrently. Cost (Hockney, contention-free, D =
+-- second half tree B, concurrently (a tile of one element: tree B alone;
+-- one rank: no messages). Cost (Hockney, contention-free, D =
 -- ⌊log2 N⌋, c = min(N−1, 2) children):
 --   2D(α + (S/2)β) + D·c·(S/2)γ
 -- (analytic.lua: hockney.dbtree_allreduce).
@@ -15,10 +16,9 @@ local ccl = require("kbsim.ccl")
 
 local NAME = "dbtree_allreduce"
 
+-- Any world size and element count (the registry checked both): one
+-- element goes up and down tree B alone, tree A carrying nothing.
 local function args(world_size, n_elem, opts)
-  if world_size > 1 and n_elem < 2 then
-    error(("'%s' needs at least 2 elements (one per tree), got %d"):format(NAME, n_elem), 0)
-  end
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, op = opts.op}
 end
 
@@ -48,12 +48,14 @@ local function kernel(a, input, output)
     p.left, p.right = 2 * p.h + 1 < N, 2 * p.h + 2 < N
     p.inner = p.left or p.right
   end
-  -- every receive this rank will need, posted before any send
+  -- every receive this rank will need, posted before any send; a tree
+  -- with no elements (a tile of one) sends nothing
   for _, t in ipairs({"a", "b"}) do
     local p = part[t]
+    if p.n == 0 then p.left, p.right, p.h = false, false, 0 end
     p.fl = p.left and tl.recv_async(t .. "_left", p.n, dt)
     p.fr = p.right and tl.recv_async(t .. "_right", p.n, dt)
-    p.acc = tl.load(input, p.off, p.n)
+    p.acc = p.n > 0 and tl.load(input, p.off, p.n)
   end
   -- up: the tree where this rank is a leaf first (nothing to wait for),
   -- then the one where it adds its children

@@ -12,12 +12,10 @@ local tl = require("kbsim.tl")
 local ccl = require("kbsim.ccl")
 
 local function args(world_size, n_elem, opts)
+  -- opts.op was checked by the registry (sum, max, min)
   local root = ccl.root("reduce", world_size, opts)
-  if opts.op ~= nil and opts.op ~= "sum" and opts.op ~= "max" and opts.op ~= "min" then
-    error(("'reduce': unknown reduction '%s' (sum, max, min)"):format(tostring(opts.op)), 0)
-  end
   return {world_size = world_size, n_elem = n_elem, dtype = opts.dtype, root = root,
-          op = opts.op, chunks = math.min(opts.chunks or 1, n_elem)}
+          op = opts.op, chunks = ccl.chunks("reduce", n_elem, opts)}
 end
 
 local function kernel(a, input, output)

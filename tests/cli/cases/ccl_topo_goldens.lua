@@ -141,7 +141,6 @@ refused("auto", 4, {gamma_ns_per_byte = -1}, "gamma_ns_per_byte must be a number
 refused("auto", 4, {groups = {{0, 1}, {2, 9}}}, "groups[2][2] = 9 is not a launch index 0..3")
 refused("auto", 6, {dims = {4, 2}}, "'auto': dims 4x2 hold 8 ranks, the world size is 6")
 refused("rhd_allreduce", 8, nil, "'rhd_allreduce' needs at least 8 elements (one per core rank), got 4", 4)
-refused("dbtree_allreduce", 3, nil, "'dbtree_allreduce' needs at least 2 elements (one per tree), got 1", 1)
 refused("torus_allreduce", 4, nil, "'torus_allreduce' needs at least one element per rank: n_elem 3 < world size 4", 3)
 do -- a graph whose PE names mark no group
   local g = {nodes = {}, links = {}}
