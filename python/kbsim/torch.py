@@ -568,6 +568,19 @@ def _aten_ns(name, args, out):
     for one with no rule (data movement, indexing, comparisons, ...)."""
     if name in _ATEN_FREE:
         return 0.0
+    if name.startswith("_foreach_") and args and isinstance(args[0], (list, tuple)):
+        # a list operation (optimizers' foreach=True): its operation on each tensor
+        each = name[len("_foreach_"):]
+        each = each[:-1] if each.endswith("_") else each
+        ts, total = list(args[0]), 0.0
+        for i, t in enumerate(ts):
+            a = tuple(x[i] if isinstance(x, (list, tuple)) and len(x) == len(ts) else x
+                      for x in args)
+            ns = _aten_ns(each, a, t)
+            if ns is None:
+                return None
+            total += ns
+        return total
     first = _first_tensor(out)
     if first is None or first.numel() == 0:
         return 0.0

@@ -318,6 +318,13 @@ def rank_costing(rank, world, address, outdir):
             [("sub", n), ("mul", n), ("sum", n), ("div", 1)])}, "mse_loss")
         check(charged(lambda: F.mse_loss(xs, z, reduction="none")) == {"mse_loss": ops(
             [("sub", n), ("mul", n)])}, "mse_loss, no reduction")
+        # a list operation (an optimizer's foreach=True): each tensor's operation
+        la, lb = torch.ones(10), torch.ones(3, 7)
+        check(charged(lambda: torch._foreach_mul_([la, lb], 0.5)) == {"_foreach_mul_": ops(
+            [("mul", 10), ("mul", 21)])}, "_foreach_mul_")
+        check(charged(lambda: torch._foreach_addcdiv_([la, lb], [la, lb], [la, lb], 0.1)) == {
+            "_foreach_addcdiv_": ops([("div", 10), ("fma", 10), ("div", 21), ("fma", 21)])},
+            "_foreach_addcdiv_")
         # data movement: not charged, counted and listed
         check(charged(lambda: torch.cat([xs, xs])) == {} and cost.uncharged.get("cat") == 1,
               "cat: %s" % cost.uncharged)
