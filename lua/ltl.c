@@ -2051,6 +2051,41 @@ static int l_gemm_time(lua_State *L)
     return 3;
 }
 
+/* copy_time(sys, bytes [, src_kind [, dst_kind [, rank]]]) -> ps: PE_DMA's
+ * closed form (kb_dma_time) for one copy of `bytes` between the PE's own
+ * memories (default: HBM, or TCM where there is none; the destination
+ * defaults to the source) on an idle system (rank 0 by default) */
+static int l_copy_time(lua_State *L)
+{
+    struct kb_system *sys = lkb_checksystem(L, 1);
+    lua_Integer bytes = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, bytes > 0, 2, "bytes must be positive");
+    lua_settop(L, 5);
+    if (lua_isnil(L, 5)) {
+        lua_pushinteger(L, 0);
+        lua_replace(L, 5);
+    }
+    struct kb_pe *pe = checkpe(L, sys, 5);
+    enum kb_mem_kind sk = optkind(L, 3, pe);
+    enum kb_mem_kind dk = lua_isnil(L, 4) ? sk : checkkind(L, 4);
+    struct kb_dma_end src = {0}, dst = {0};
+    src.mem = pe_mem(L, pe, sk, &src.node);
+    dst.mem = pe_mem(L, pe, dk, &dst.node);
+    uint64_t n = (uint64_t)bytes;
+    if (n > kb_mem_params(src.mem)->capacity || n > kb_mem_params(dst.mem)->capacity)
+        return luaL_error(L, "tl.copy_time: %I bytes are more than %s's %s (%I bytes) or %s "
+                             "(%I bytes) holds", bytes, pe->name, kb_mem_kind_name(sk),
+                          (lua_Integer)kb_mem_params(src.mem)->capacity, kb_mem_kind_name(dk),
+                          (lua_Integer)kb_mem_params(dst.mem)->capacity);
+    /* a closed-form query on the PE's own DMA: observation, direct */
+    sim_time t = kb_dma_time(pe->dma, src, dst, n);
+    if (t == SIM_FOREVER)
+        return luaL_error(L, "tl.copy_time: no copy from %s to %s at PE '%s'",
+                          kb_mem_kind_name(sk), kb_mem_kind_name(dk), pe->name);
+    lua_pushinteger(L, (lua_Integer)t);
+    return 1;
+}
+
 /* math_time(sys, op, n, dtype [, rank]) -> ps, cycles: kb_math's closed
  * form for one op ("add", "exp", ..., kb_math_op_parse's names) over n
  * elements on the PE's PE_MATH (rank 0 by default) */
@@ -2798,7 +2833,8 @@ static const luaL_Reg funcs[] = {
     /* tile pipelines: helper processes, tiles in place, unit counters */
     {"context", l_context},     {"adopt", l_adopt},           {"unadopt", l_unadopt},
     {"gemm_tile", l_gemm_tile}, {"fetch", l_fetch},           {"accumulate", l_accumulate},
-    {"cast", l_cast},           {"gemm_time", l_gemm_time},   {"math_time", l_math_time},   {"pe_stats", l_pe_stats},
+    {"cast", l_cast},           {"gemm_time", l_gemm_time},   {"math_time", l_math_time},
+    {"copy_time", l_copy_time},   {"pe_stats", l_pe_stats},
     {NULL, NULL}};
 
 static const luaL_Reg handle_meta[] = {

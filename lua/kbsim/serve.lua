@@ -269,9 +269,10 @@ function handle.read(c, r)
 end
 
 -- cost: the time the rank's PE takes for one GEMM (unit "gemm": a x b x c
--- = M x N x K) or one PE_MATH op (unit "add", "exp", ...: a elements), by
--- the component's own closed form (kb_gemm_time, kb_math_time); nothing
--- is simulated.
+-- = M x N x K), one PE_MATH op (unit "add", "exp", ...: a elements) or one
+-- PE_DMA copy of a bytes within the memory its tensors live in (unit
+-- "copy": HBM, or TCM where there is none), by the component's own closed
+-- form (kb_gemm_time, kb_math_time, kb_dma_time); nothing is simulated.
 function handle.cost(c, r)
   local unit, dt, a, b, k = r:str(), r:str(), r:int("I8"), r:int("I8"), r:int("I8")
   r:done()
@@ -284,6 +285,9 @@ function handle.cost(c, r)
         u64(b), u64(k))
     end
     ok, ps = pcall(tl.gemm_time, S.sys, a, b, k, rank)
+  elseif unit == "copy" then
+    if a < 1 then refuse("bad_argument", "cost: a copy of %s bytes (>= 1)", u64(a)) end
+    ok, ps = pcall(tl.copy_time, S.sys, a, nil, nil, rank)
   else
     if a < 1 or a > 1 << 40 then
       refuse("bad_argument", "cost: %s over %s elements (1 .. 2^40)", unit, u64(a))

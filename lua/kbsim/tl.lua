@@ -39,6 +39,7 @@ tl.vec_matmul = core.vec_matmul
 -- Closed forms and unit counters of a PE (host side, no simulated time).
 tl.gemm_time = core.gemm_time
 tl.math_time = core.math_time
+tl.copy_time = core.copy_time
 tl.pe_stats = core.pe_stats
 
 -- Inside a kernel.

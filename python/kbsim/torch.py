@@ -239,11 +239,26 @@ def now_ns():
 
 # ---- tensors to wire bytes and back ---------------------------------------
 
+_LOCAL = threading.local()  # .internal > 0: the backend's own tensor operations
+
+
+class _internal:
+    """The backend's own tensor operations (wire bytes to and from the
+    user's tensors): not the program's compute, so costing charges none."""
+
+    def __enter__(self):
+        _LOCAL.internal = getattr(_LOCAL, "internal", 0) + 1
+
+    def __exit__(self, *exc):
+        _LOCAL.internal -= 1
+
+
 def _wire(t, reduce):
     """(dtype on the wire, element count, bytes) of a contiguous copy of t. A
     dtype the server does not have travels as its bytes in f32 elements (zero
     padded), which only data movement (not a reduction) may do."""
-    c = t.detach().contiguous().cpu()
+    with _internal():
+        c = t.detach().contiguous().cpu()
     dt = _WIRE.get(c.dtype)
     if dt == "bf16":
         raw = c.view(torch.int16).numpy().tobytes()
@@ -265,7 +280,7 @@ def _store(t, raw):
     """Puts wire bytes (at least t's size) back into tensor t."""
     nbytes = t.numel() * t.element_size()
     src = torch.frombuffer(bytearray(raw[:nbytes]), dtype=torch.uint8)
-    with torch.no_grad():
+    with torch.no_grad(), _internal():
         if t.is_contiguous() and t.device.type == "cpu":
             t.view(-1).view(torch.uint8).copy_(src)
         else:
@@ -495,6 +510,17 @@ _ATEN_COST = {
     "nll_loss_backward": lambda args, out: [("mul", args[2].numel())],
     "nll_loss2d_backward": lambda args, out: [("mul", args[2].numel())],
     "embedding_dense_backward": lambda args, out: [("add", args[0].numel())],
+    # data movement: one PE_DMA copy of what is written (its bytes, within
+    # the memory the rank's tensors live in; kb_dma_time)
+    "clone": _ew("copy"), "copy": _ew("copy"), "_to_copy": _ew("copy"), "cat": _ew("copy"),
+    "stack": _ew("copy"), "index_select": _ew("copy"), "embedding": _ew("copy"),
+    "gather": _ew("copy"), "index": _ew("copy"), "repeat": _ew("copy"), "roll": _ew("copy"),
+    "flip": _ew("copy"), "constant_pad_nd": _ew("copy"), "fill": _ew("copy"),
+    "zero": _ew("copy"), "slice_backward": _red("copy"), "select_backward": _red("copy"),
+    "index_put": lambda args, out: [("copy", args[2].numel())],
+    "scatter": lambda args, out: [("copy", args[3].numel() if len(args) > 3
+                                   and isinstance(args[3], torch.Tensor) else args[2].numel())],
+    "scatter_add": lambda args, out: [("copy", args[3].numel()), ("add", args[3].numel())],
 }
 
 # aten operations that compute nothing: views, shapes, fresh tensors
@@ -565,7 +591,7 @@ def _first_tensor(out):
 def _aten_ns(name, args, out):
     """ns an aten operation costs on the rank's PE (_ATEN_GEMM, _ATEN_COST),
     0 for one that computes nothing (_ATEN_FREE) or has an empty output, None
-    for one with no rule (data movement, indexing, comparisons, ...)."""
+    for one with no rule (comparisons, random numbers, ...)."""
     if name in _ATEN_FREE:
         return 0.0
     if name.startswith("_foreach_") and args and isinstance(args[0], (list, tuple)):
@@ -606,7 +632,9 @@ def _aten_ns(name, args, out):
                 ns += times * op_cost_ns("gemm", dt, m, n, k)
             continue
         k = size[on] if isinstance(on, str) else int(on)
-        if k > 0:
+        if k > 0 and op == "copy":  # PE_DMA: k elements' bytes within the tensors' memory
+            ns += op_cost_ns("copy", "f32", k * first.element_size())
+        elif k > 0:
             ns += op_cost_ns(op, dt, k)
     return ns
 
@@ -626,6 +654,8 @@ class _Aten(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        if getattr(_LOCAL, "internal", 0):
+            return out
         name = func.overloadpacket.__name__
         base = name[:-1] if name.endswith("_") and not name.endswith("__") else name  # in place
         ns = _aten_ns(base, args, out)
@@ -655,9 +685,11 @@ class costing(torch.overrides.TorchFunctionMode):
     (seen by a TorchDispatchMode), each as the PE_MATH ops that compute it
     (_ATEN_COST: add, relu, softmax, sum, layer_norm, gelu, dropout, ...;
     decision 0066), summed under the function's name (the parts by aten
-    operation in cost.parts); an operation with no rule (data movement,
-    indexing, comparisons) costs nothing and is counted in cost.uncharged,
-    which report() lists. The times are the closed forms of the rank's own
+    operation in cost.parts); data movement (cat, clone, index_select, ...)
+    as one PE_DMA copy of the bytes written (kb_dma_time); an operation with
+    no rule (comparisons, random numbers) costs nothing and is counted in
+    cost.uncharged, which report() lists. The backend's own copies (wire
+    bytes) are not charged. The times are the closed forms of the rank's own
     components, asked of the server
     (op_cost_ns). Compute advances the rank's clock (clock_ns); a collective
     issued at clock t starts at max(t, the rank's previous collective's
@@ -722,6 +754,7 @@ class costing(torch.overrides.TorchFunctionMode):
         if name == "backward" and self.backward:
             return self._backward(func, args, kwargs)
         if name in _HOST_SIDE or self.in_backward or self.in_function \
+                or getattr(_LOCAL, "internal", 0) \
                 or isinstance(func, torch._ops.OpOverload):
             # (inside a backward or a charged function, _Aten sees the operations)
             return func(*args, **kwargs)
@@ -818,7 +851,7 @@ class costing(torch.overrides.TorchFunctionMode):
         lines.append("compute %.3f ns, collectives %.3f ns, total %.3f ns"
                      % (self.compute_ns, self.comm_ns, self.total_ns))
         if self.uncharged:
-            lines.append("not charged (no rule: data movement, indexing, comparisons; "
+            lines.append("not charged (no rule: comparisons, random numbers, ...; "
                          "decision 0066): " + ", ".join(
                              "%s %d" % kv for kv in sorted(self.uncharged.items())))
         return "\n".join(lines)
@@ -1059,7 +1092,8 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                                           for i in ins):
             raise RuntimeError("kbsim reduce_scatter: needs %d inputs like the output"
                                % self.size())
-        flat = torch.cat([i.detach().reshape(-1) for i in ins])
+        with _internal():
+            flat = torch.cat([i.detach().reshape(-1) for i in ins])
         return self._scatter_reduce(out, flat, output_tensors,
                                     opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
 
@@ -1190,7 +1224,8 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         if len(dts) != 1:
             raise RuntimeError("kbsim all_to_all: tensors of one dtype, got %s"
                                % sorted(map(str, dts)))
-        flat = torch.cat([t.detach().reshape(-1) for t in input_tensors])
+        with _internal():
+            flat = torch.cat([t.detach().reshape(-1) for t in input_tensors])
         ic = [t.numel() for t in input_tensors]
         oc = [t.numel() for t in output_tensors]
         es = flat.element_size()

@@ -325,9 +325,21 @@ def rank_costing(rank, world, address, outdir):
         check(charged(lambda: torch._foreach_addcdiv_([la, lb], [la, lb], [la, lb], 0.1)) == {
             "_foreach_addcdiv_": ops([("div", 10), ("fma", 10), ("div", 21), ("fma", 21)])},
             "_foreach_addcdiv_")
-        # data movement: not charged, counted and listed
-        check(charged(lambda: torch.cat([xs, xs])) == {} and cost.uncharged.get("cat") == 1,
-              "cat: %s" % cost.uncharged)
+        # data movement: one PE_DMA copy of the bytes written (kb_dma_time)
+        check(charged(lambda: torch.cat([xs, xs])) == {"cat": kt.op_cost_ns("copy", "f32",
+                                                                            2 * n * 4)}, "cat")
+        check(charged(lambda: xs.t().contiguous()) == {"contiguous": kt.op_cost_ns(
+            "copy", "f32", n * 4)}, "contiguous of a transpose: a clone")
+        # no rule (a comparison): not charged, counted and listed
+        check(charged(lambda: torch.eq(xs, xs)) == {} and cost.uncharged.get("eq") == 1,
+              "eq: %s" % cost.uncharged)
+        # the backend's own copies (a reduce_scatter's list flattened): not the program's
+        c5, u5, b5 = cost.compute_ns, dict(cost.uncharged), len(cost.breakdown)
+        rs = torch.zeros(4)
+        dist.reduce_scatter(rs, [torch.ones(4) for _ in range(world)])
+        check(torch.equal(rs, torch.full((4,), float(world))) and cost.compute_ns == c5
+              and cost.uncharged == u5 and len(cost.breakdown) == b5,
+              "reduce_scatter: %s, compute %r -> %r, uncharged %s -> %s" % (rs, c5, cost.compute_ns, u5, cost.uncharged))
         # attention: its projections (GEMMs), scores (bmm), softmax, one charge
         mha = torch.nn.MultiheadAttention(64, 4, batch_first=True, dropout=0.0)
         q = torch.ones(2, 16, 64)
@@ -380,11 +392,12 @@ def rank_costing(rank, world, address, outdir):
         check(cost.clock_ns > c4 and xg2.grad is not None, "backward of layer_norm, gelu")
         report = cost.report()
     check("matmul" in report and "total" in report and "  _softmax" in report
-          and "not charged" in report and "cat 1" in report, report)
+          and "not charged" in report and "eq 1" in report, report)
     with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
         json.dump(dict(gemm_ns=g, linear_gemm_ns=kt.op_cost_ns("gemm", "f32", 4, 16, 64),
                        add_ns=kt.op_cost_ns("add", "f32", 64),
-                       maximum_ns=kt.op_cost_ns("maximum", "f32", 64)), f)
+                       maximum_ns=kt.op_cost_ns("maximum", "f32", 64),
+                       copy_ns=kt.op_cost_ns("copy", "f32", 4096)), f)
     dist.destroy_process_group()
 
 
@@ -466,7 +479,7 @@ def case_costing():
     out = subprocess.run([KBSIM, "-q", os.path.join(HERE, "cosim_cost_ref.lua")], cwd=WORKDIR,
                          capture_output=True, text=True, check=True).stdout
     ref = {k: int(v) / 1000 for k, v in (line.split("=") for line in out.split())}
-    for k in ("gemm", "linear_gemm", "add", "maximum"):
+    for k in ("gemm", "linear_gemm", "add", "maximum", "copy"):
         check(got[k + "_ns"] == ref[k + "_ps"] and ref[k + "_ps"] > 0,
               "%s: %r ns, Lua %r" % (k, got[k + "_ns"], ref[k + "_ps"]))
 

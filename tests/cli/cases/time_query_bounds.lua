@@ -1,6 +1,7 @@
--- time_query_bounds.lua — tl.gemm_time and tl.math_time refuse sizes whose
--- closed forms cannot be computed (pe_gemm.h kb_gemm_time_fits, pe_math.h
--- kb_math_time_fits) instead of returning 0 or a negative time
+-- time_query_bounds.lua — tl.gemm_time, tl.math_time and tl.copy_time refuse
+-- sizes whose closed forms cannot be computed (pe_gemm.h kb_gemm_time_fits,
+-- pe_math.h kb_math_time_fits, a copy past the memory) instead of returning
+-- 0 or a negative time
 local kb = require("kbsim")
 local tl = require("kbsim.tl")
 local sim = kb.sim()
@@ -23,4 +24,12 @@ fails("tl.math_time: add over 2199023255553 elements is past what a simulation c
   tl.math_time, sys, "add", (1 << 41) + 1, "f32")
 fails("(n <= 2^40)", tl.math_time, sys, "exp", math.maxinteger, "f16")
 kb.check(tl.math_time(sys, "add", 1 << 40, "f32") > 0, "2^40 is allowed")
+
+fails("bytes must be positive", tl.copy_time, sys, 0)
+fails("tl.copy_time: 1125899906842624 bytes are more than sip0.cube0.pe0's hbm (2147483648 bytes)",
+  tl.copy_time, sys, 1 << 50)
+fails("invalid option 'dram'", tl.copy_time, sys, 64, "dram")
+-- a copy's closed form grows with its size, and the default memory is HBM
+local c1, c2 = tl.copy_time(sys, 64), tl.copy_time(sys, 1 << 20)
+kb.check(c1 > 0 and c2 > c1 and tl.copy_time(sys, 64, "hbm", "hbm") == c1, "copy times")
 print("time_query_bounds ok")
