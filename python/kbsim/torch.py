@@ -1017,7 +1017,14 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                 return
             fut.set_result(value)
         conn.submit(OP[kind], meta, b"", done)
-        return work if work else _create_work_from_future(fut)
+        if work:
+            return work
+        # C++ callers (DDP's reducer) read the future's value as the output
+        # tensors: a Python future's set_exception stores the exception as
+        # that value, which the reducer took for a tensor list (SIGSEGV in
+        # Reducer::finalize_backward). A derived future whose callback raises
+        # holds a C++ error instead: loss.backward() raises it.
+        return _create_work_from_future(fut.then(lambda f: f.value()))
 
     @staticmethod
     def _one(tensors, what):

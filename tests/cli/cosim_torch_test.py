@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cosim_torch_test.py KBSIM SRCDIR WORKDIR CASE — torch.distributed backend "kbsim" (python/kbsim/torch.py).
 
-CASE: ops | costing | tp_mlp | ddp | refused | fork_child | bad_root. Prints "cosim_torch_CASE ok" when every check held, or
+CASE: ops | costing | tp_mlp | ddp | ddp_error | refused | fork_child | bad_root. Prints "cosim_torch_CASE ok" when every check held, or
 "cosim_torch_CASE skipped: ..." when python3-torch is not installed (ctest counts
 that as skipped).
 """
@@ -604,6 +604,39 @@ def case_tp_mlp():
     import tp_mlp
     res = tp_mlp.main(["--kbsim", KBSIM, "--check", "--start-method", "fork"])
     check(res["checked"], "tp_mlp example did not check")
+
+
+def case_ddp_error():
+    """A collective that fails under DDP (the server's default all_reduce, lrab,
+    does not run on a group of one rank) raises from loss.backward(), naming
+    it; it was a SIGSEGV in Reducer::finalize_backward (the Python future's
+    exception read as its tensor list). The connection works afterwards."""
+    import torch
+    import torch.distributed as dist
+    import kbsim.torch as kt
+    srv = Server()
+    try:
+        os.environ["KBSIM_ADDRESS"] = srv.address
+        store = os.path.join(WORKDIR, "ddperrstore")
+        if os.path.exists(store):
+            os.unlink(store)
+        dist.init_process_group("kbsim", init_method="file://" + store, rank=0, world_size=1)
+        net = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+        loss = net(torch.ones(3, 4)).sum()
+        try:
+            loss.backward()
+            raise AssertionError("the backward's all_reduce ran")
+        except RuntimeError as e:
+            check("kbsim all_reduce over ranks [0]" in str(e)
+                  and "does not run on the group" in str(e), "backward's error: %s" % e)
+        kt.set_algorithm("all_reduce", "ring_allreduce")
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        check(torch.equal(t, torch.ones(4)), "an all_reduce after the failure: %s" % t)
+        dist.destroy_process_group()
+        kt.shutdown()
+    finally:
+        srv.stop()
 
 
 def case_ddp():
