@@ -253,10 +253,17 @@ class _internal:
         _LOCAL.internal -= 1
 
 
-def _wire(t, reduce):
+_INT_EXACT = 1 << 24  # integers of float32: exact up to 2^24
+
+
+def _wire(t, reduce, op="sum"):
     """(dtype on the wire, element count, bytes) of a contiguous copy of t. A
     dtype the server does not have travels as its bytes in f32 elements (zero
-    padded), which only data movement (not a reduction) may do."""
+    padded) for data movement. An integer tensor is reduced as float32
+    values (DDP's unused-parameter map is an int32 sum): exact while the
+    values and the result are within 2^24 (a value past it is refused here,
+    a result past it by _reduced_store, on every member alike); AVG of
+    integers (torch has none) and other dtypes (float64, bool) are refused."""
     with _internal():
         c = t.detach().contiguous().cpu()
     dt = _WIRE.get(c.dtype)
@@ -264,10 +271,21 @@ def _wire(t, reduce):
         raw = c.view(torch.int16).numpy().tobytes()
     elif dt:
         raw = c.numpy().tobytes()
-    else:
-        if reduce:
+    elif reduce:
+        if c.is_floating_point() or c.is_complex() or c.dtype == torch.bool:
             raise RuntimeError("kbsim: cannot reduce %s tensors (the machine reduces float32, "
-                               "float16, bfloat16)" % c.dtype)
+                               "float16, bfloat16, and integers as float32)" % c.dtype)
+        if op == "avg":
+            raise RuntimeError("kbsim: AVG of %s tensors (integers reduce with SUM, MAX, MIN)"
+                               % c.dtype)
+        with _internal():
+            big = c.abs().max().item() if c.numel() else 0
+            raw = c.to(torch.float32).numpy().tobytes()
+        if big > _INT_EXACT:
+            raise RuntimeError("kbsim: cannot reduce %s values up to %d exactly: the machine "
+                               "reduces integers as float32, exact up to 2^24" % (c.dtype, big))
+        dt = "f32"
+    else:
         raw = c.view(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
         raw += b"\0" * (-len(raw) % 4)
         dt = "f32"
@@ -277,7 +295,8 @@ def _wire(t, reduce):
 
 
 def _store(t, raw):
-    """Puts wire bytes (at least t's size) back into tensor t."""
+    """Puts wire bytes (at least t's size) back into tensor t: float32 values
+    for an integer tensor that was reduced (_reduced_store), else its bytes."""
     nbytes = t.numel() * t.element_size()
     src = torch.frombuffer(bytearray(raw[:nbytes]), dtype=torch.uint8)
     with torch.no_grad(), _internal():
@@ -285,6 +304,23 @@ def _store(t, raw):
             t.view(-1).view(torch.uint8).copy_(src)
         else:
             t.copy_(src.view(t.dtype).view(t.shape))
+
+
+def _reduced_store(t):
+    """The store of a reduction's result into t: an integer tensor's result
+    comes as float32 values (exact integers, _wire) and is converted."""
+    if t.dtype in _WIRE:
+        return lambda d: _store(t, d)
+
+    def store(d):
+        v = torch.frombuffer(bytearray(d[:t.numel() * 4]), dtype=torch.float32)
+        with torch.no_grad(), _internal():
+            big = v.abs().max().item() if v.numel() else 0
+            if big > _INT_EXACT:
+                raise RuntimeError("the %s result reaches %.0f, past 2^24, where the machine's "
+                                   "float32 is no longer exact for integers" % (t.dtype, big))
+            t.copy_(v.view(t.shape).to(t.dtype))
+    return store
 
 
 _REDUCE = None
@@ -1035,11 +1071,11 @@ class ProcessGroupKbsim(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         t = self._one(tensors, "all_reduce")
         op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        dt, n, raw = _wire(t, True)
+        dt, n, raw = _wire(t, True, op)
         algo = _ALGORITHMS.get("all_reduce", "")
         return self._run("all_reduce", lambda tid: struct.pack("<I", tid[0]) + _s2(op)
                          + _s2(algo), [(dt, n, raw)], None, tensors,
-                         lambda d: _store(t, d), len(raw))
+                         _reduced_store(t), len(raw))
 
     def broadcast(self, tensors, opts=None):
         t = self._one(tensors, "broadcast")
@@ -1083,14 +1119,14 @@ class ProcessGroupKbsim(dist.ProcessGroup):
     def _scatter_reduce(self, out, flat_in, value, op):
         N = self.size()
         op = _reduce_name(op)
-        dt, n, raw = _wire(flat_in, True)
+        dt, n, raw = _wire(flat_in, True, op)
         if n % N:
             raise RuntimeError("kbsim reduce_scatter: %d elements do not split over %d ranks"
                                % (n, N))
         algo = _ALGORITHMS.get("reduce_scatter", "")
         return self._run("reduce_scatter", lambda tid: struct.pack("<II", tid[0], tid[1])
                          + _s2(op) + _s2(algo), [(dt, n, raw)], (n // N, dt), value,
-                         lambda d: _store(out, d), len(raw))
+                         _reduced_store(out), len(raw))
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = self._one(output_tensors, "reduce_scatter")
@@ -1117,12 +1153,12 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         t = self._one(tensors, "reduce")
         root = self._group()[self._root(opts, "reduce")]
         op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
-        dt, n, raw = _wire(t, True)
+        dt, n, raw = _wire(t, True, op)
         algo = _ALGORITHMS.get("reduce", "")
         me = self._group()[self.rank()]
         return self._run("reduce", lambda tid: struct.pack("<II", tid[0], root) + _s2(op)
                          + _s2(algo), [(dt, n, raw)], None, tensors,
-                         (lambda d: _store(t, d)) if me == root else None, len(raw))
+                         _reduced_store(t) if me == root else None, len(raw))
 
     def gather(self, output_tensors, input_tensors, opts=None):
         """torch.distributed.gather: the root's list gets every member's tensor,

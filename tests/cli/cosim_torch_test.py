@@ -109,12 +109,36 @@ def rank_ops(rank, world, address, outdir):
     w.wait()
     check(torch.equal(got, torch.tensor([rank, 2 * rank, -rank], dtype=torch.int16)),
           "int16 scatter: %s" % got)
-    # a reduction of integers is refused, clearly
-    try:
-        dist.all_reduce(torch.ones(4, dtype=torch.int32))
-        check(False, "an int32 all_reduce was not refused")
+    # integers reduce as float32 values, exactly (DDP's unused-parameter map is
+    # an int32 sum); float64, AVG of integers and values past 2^24 are refused
+    t = torch.tensor([rank, -3 * rank, 1 << 20, 0], dtype=torch.int32)
+    dist.all_reduce(t)
+    check(t.dtype == torch.int32 and torch.equal(t, torch.tensor(
+        [N * (N - 1) // 2, -3 * N * (N - 1) // 2, N << 20, 0], dtype=torch.int32)),
+        "int32 sum: %s" % t)
+    t = torch.tensor([rank, -rank], dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    check(torch.equal(t, torch.tensor([N - 1, 0], dtype=torch.int64)), "int64 max: %s" % t)
+    rs = torch.zeros(2, dtype=torch.int16)
+    dist.reduce_scatter(rs, [torch.full((2,), k + rank, dtype=torch.int16) for k in range(N)])
+    check(torch.equal(rs, torch.full((2,), N * rank + N * (N - 1) // 2, dtype=torch.int16)),
+          "int16 reduce_scatter: %s" % rs)
+    for bad, op, want in ((torch.ones(4, dtype=torch.float64), dist.ReduceOp.SUM,
+                           "cannot reduce torch.float64"),
+                          (torch.ones(4, dtype=torch.int32), dist.ReduceOp.AVG,
+                           "AVG of torch.int32"),
+                          (torch.full((2,), (1 << 24) + 1, dtype=torch.int64), dist.ReduceOp.SUM,
+                           "values up to 16777217 exactly")):
+        try:
+            dist.all_reduce(bad, op=op)
+            check(False, "%s %s was not refused" % (bad.dtype, op))
+        except RuntimeError as e:
+            check(want in str(e), "%s message: %s" % (want, e))
+    try:  # each value is exact, the sum is not: refused on every member alike
+        dist.all_reduce(torch.full((2,), 1 << 23, dtype=torch.int32))
+        check(N * (1 << 23) <= 1 << 24, "a sum past 2^24 was not refused")
     except RuntimeError as e:
-        check("cannot reduce torch.int32" in str(e), "int32 message: %s" % e)
+        check("past 2^24" in str(e), "sum past 2^24: %s" % e)
     # two async all_reduces in flight at once
     a, b = inp(rank).clone(), (inp(rank) * 2).clone()
     wa = dist.all_reduce(a, async_op=True)
@@ -610,7 +634,8 @@ def case_ddp_error():
     """A collective that fails under DDP (the server's default all_reduce, lrab,
     does not run on a group of one rank) raises from loss.backward(), naming
     it; it was a SIGSEGV in Reducer::finalize_backward (the Python future's
-    exception read as its tensor list). The connection works afterwards."""
+    exception read as its tensor list). The connection works afterwards, and
+    DDP with find_unused_parameters (an int32 all-reduce) runs."""
     import torch
     import torch.distributed as dist
     import kbsim.torch as kt
@@ -633,6 +658,21 @@ def case_ddp_error():
         t = torch.ones(4)
         dist.all_reduce(t)
         check(torch.equal(t, torch.ones(4)), "an all_reduce after the failure: %s" % t)
+
+        # find_unused_parameters: DDP all-reduces its int32 map of used
+        # parameters (refused before: the machine reduced floats only)
+        class Two(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a, self.b = torch.nn.Linear(4, 2), torch.nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.a(x)
+        two = Two()
+        net = torch.nn.parallel.DistributedDataParallel(two, find_unused_parameters=True)
+        net(torch.ones(3, 4)).sum().backward()
+        check(two.a.weight.grad is not None and torch.equal(two.a.bias.grad, torch.full((2,), 3.0))
+              and two.b.weight.grad is None, "find_unused_parameters: %s" % two.a.bias.grad)
         dist.destroy_process_group()
         kt.shutdown()
     finally:
