@@ -546,12 +546,19 @@ _ATEN_COST = {
     "nll_loss_backward": lambda args, out: [("mul", args[2].numel())],
     "nll_loss2d_backward": lambda args, out: [("mul", args[2].numel())],
     "embedding_dense_backward": lambda args, out: [("add", args[0].numel())],
+    # a comparison or logical op is one element-wise op of two operands (as
+    # sub), a select of three (where, masked_fill) an fma-class op
+    "eq": _ew("sub"), "ne": _ew("sub"), "lt": _ew("sub"), "le": _ew("sub"), "gt": _ew("sub"),
+    "ge": _ew("sub"), "logical_and": _ew("sub"), "logical_or": _ew("sub"),
+    "logical_not": _ew("sub"), "where": _ew("fma"), "masked_fill": _ew("fma"),
+    "remainder": _ew("div", "fma"), "fmod": _ew("div", "fma"), "floor_divide": _ew("div"),
     # data movement: one PE_DMA copy of what is written (its bytes, within
     # the memory the rank's tensors live in; kb_dma_time)
     "clone": _ew("copy"), "copy": _ew("copy"), "_to_copy": _ew("copy"), "cat": _ew("copy"),
     "stack": _ew("copy"), "index_select": _ew("copy"), "embedding": _ew("copy"),
     "gather": _ew("copy"), "index": _ew("copy"), "repeat": _ew("copy"), "roll": _ew("copy"),
     "flip": _ew("copy"), "constant_pad_nd": _ew("copy"), "fill": _ew("copy"),
+    "arange": _ew("copy"),
     "zero": _ew("copy"), "slice_backward": _red("copy"), "select_backward": _red("copy"),
     "index_put": lambda args, out: [("copy", args[2].numel())],
     "scatter": lambda args, out: [("copy", args[3].numel() if len(args) > 3
@@ -627,7 +634,7 @@ def _first_tensor(out):
 def _aten_ns(name, args, out):
     """ns an aten operation costs on the rank's PE (_ATEN_GEMM, _ATEN_COST),
     0 for one that computes nothing (_ATEN_FREE) or has an empty output, None
-    for one with no rule (comparisons, random numbers, ...)."""
+    for one with no rule (random numbers, ...)."""
     if name in _ATEN_FREE:
         return 0.0
     if name.startswith("_foreach_") and args and isinstance(args[0], (list, tuple)):
@@ -723,7 +730,7 @@ class costing(torch.overrides.TorchFunctionMode):
     decision 0066), summed under the function's name (the parts by aten
     operation in cost.parts); data movement (cat, clone, index_select, ...)
     as one PE_DMA copy of the bytes written (kb_dma_time); an operation with
-    no rule (comparisons, random numbers) costs nothing and is counted in
+    no rule (random numbers, ...) costs nothing and is counted in
     cost.uncharged, which report() lists. The backend's own copies (wire
     bytes) are not charged. The times are the closed forms of the rank's own
     components, asked of the server
@@ -887,7 +894,7 @@ class costing(torch.overrides.TorchFunctionMode):
         lines.append("compute %.3f ns, collectives %.3f ns, total %.3f ns"
                      % (self.compute_ns, self.comm_ns, self.total_ns))
         if self.uncharged:
-            lines.append("not charged (no rule: comparisons, random numbers, ...; "
+            lines.append("not charged (no rule: random numbers, ...; "
                          "decision 0066): " + ", ".join(
                              "%s %d" % kv for kv in sorted(self.uncharged.items())))
         return "\n".join(lines)

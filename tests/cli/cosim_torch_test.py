@@ -354,9 +354,14 @@ def rank_costing(rank, world, address, outdir):
                                                                             2 * n * 4)}, "cat")
         check(charged(lambda: xs.t().contiguous()) == {"contiguous": kt.op_cost_ns(
             "copy", "f32", n * 4)}, "contiguous of a transpose: a clone")
-        # no rule (a comparison): not charged, counted and listed
-        check(charged(lambda: torch.eq(xs, xs)) == {} and cost.uncharged.get("eq") == 1,
-              "eq: %s" % cost.uncharged)
+        # a comparison as one element-wise op, a select as an fma-class one
+        check(charged(lambda: torch.eq(xs, xs)) == {"eq": ops([("sub", n)])}, "eq")
+        check(charged(lambda: torch.where(xs > 1, xs, z)) == {"gt": ops([("sub", n)]),
+                                                             "where": ops([("fma", n)])}, "where")
+        # no rule (random numbers): not charged, counted and listed
+        r0, u0 = torch.zeros(8), cost.uncharged.get("uniform_", 0)
+        check(charged(lambda: r0.uniform_()) == {} and cost.uncharged.get("uniform_") == u0 + 1,
+              "uniform_: %s" % cost.uncharged)
         # the backend's own copies (a reduce_scatter's list flattened): not the program's
         c5, u5, b5 = cost.compute_ns, dict(cost.uncharged), len(cost.breakdown)
         rs = torch.zeros(4)
@@ -392,7 +397,8 @@ def rank_costing(rank, world, address, outdir):
             [("maximum", 2 * 4 * 4 * 4 * 4)])}, "max_pool2d")
         check(charged(lambda: F.avg_pool2d(img, 2)) == {"avg_pool2d": ops(
             [("add", 2 * 4 * 4 * 4 * 4), ("div", 2 * 4 * 4 * 4)])}, "avg_pool2d")
-        got = charged(lambda: F.cross_entropy(xs, torch.arange(8)))
+        tgt = torch.arange(8)
+        got = charged(lambda: F.cross_entropy(xs, tgt))
         want = ops([("softmax", n), ("log", n), ("sum", 8), ("div", 1)])
         check(got == {"cross_entropy": want}, "cross_entropy: %s, want %r" % (got, want))
         imgg, cwg = img.clone().requires_grad_(), cw.clone().requires_grad_()
@@ -416,7 +422,7 @@ def rank_costing(rank, world, address, outdir):
         check(cost.clock_ns > c4 and xg2.grad is not None, "backward of layer_norm, gelu")
         report = cost.report()
     check("matmul" in report and "total" in report and "  _softmax" in report
-          and "not charged" in report and "eq 1" in report, report)
+          and "not charged" in report and "uniform_ " in report, report)
     with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
         json.dump(dict(gemm_ns=g, linear_gemm_ns=kt.op_cost_ns("gemm", "f32", 4, 16, 64),
                        add_ns=kt.op_cost_ns("add", "f32", 64),
