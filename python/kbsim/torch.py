@@ -1075,8 +1075,20 @@ class ProcessGroupKbsim(dist.ProcessGroup):
             raise RuntimeError("kbsim %s: one tensor per rank, got %d" % (what, len(tensors)))
         return tensors[0]
 
+    def _nothing(self, kind, tensors, root=None):
+        """A collective of an empty tensor: nothing to move, a no-op (as
+        torch's own backends), completed at once; not simulated, no record."""
+        if root is not None:
+            self._root(root, kind)
+        fut = Future()
+        fut.set_result(tensors)
+        return _Work(fut, kind) if _from_python() else _create_work_from_future(fut)
+
     def allreduce(self, tensors, opts=None):
         t = self._one(tensors, "all_reduce")
+        if t.numel() == 0:
+            _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+            return self._nothing("all_reduce", tensors)
         op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
         dt, n, raw = _wire(t, True, op)
         algo = _ALGORITHMS.get("all_reduce", "")
@@ -1086,6 +1098,8 @@ class ProcessGroupKbsim(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         t = self._one(tensors, "broadcast")
+        if t.numel() == 0:
+            return self._nothing("broadcast", tensors, opts)
         src = self._group()[self._root(opts, "broadcast")]
         dt, n, raw = _wire(t, False)
         algo = _ALGORITHMS.get("broadcast", "")
@@ -1160,6 +1174,8 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         t = self._one(tensors, "reduce")
         root = self._group()[self._root(opts, "reduce")]
         op = _reduce_name(opts.reduceOp if opts is not None else dist.ReduceOp.SUM)
+        if t.numel() == 0:
+            return self._nothing("reduce", tensors)
         dt, n, raw = _wire(t, True, op)
         algo = _ALGORITHMS.get("reduce", "")
         me = self._group()[self.rank()]

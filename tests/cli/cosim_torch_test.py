@@ -139,6 +139,13 @@ def rank_ops(rank, world, address, outdir):
         check(N * (1 << 23) <= 1 << 24, "a sum past 2^24 was not refused")
     except RuntimeError as e:
         check("past 2^24" in str(e), "sum past 2^24: %s" % e)
+    # an empty tensor: a no-op, as torch's own backends (it was refused)
+    before = len(kt.records())
+    e = torch.zeros(0)
+    check(dist.all_reduce(e) is None and dist.broadcast(e, 1) is None
+          and dist.reduce(e, 2) is None, "empty tensors")
+    w = dist.all_reduce(e, async_op=True)
+    check(w.wait() is True and len(kt.records()) == before, "empty: nothing simulated")
     # two async all_reduces in flight at once
     a, b = inp(rank).clone(), (inp(rank) * 2).clone()
     wa = dist.all_reduce(a, async_op=True)
