@@ -371,13 +371,14 @@ static const char describe_chunk[] =
     "  if not ok then error((d:gsub('^describe:%d+: ', '')), 0) end\n"
     "  return d\n"
     "end\n"
-    "if text then io.write(describe{ports = true, units = true, links = true}) end\n"
+    "if text then describe{ports = true, units = true, links = true, to = io.stdout} end\n"
     "if dot_file then\n"
-    "  local g = describe{format = 'dot', units = true, links = true}\n"
     "  local f, err = io.open(dot_file, 'w')\n"
     "  if not f then error('--describe-dot: ' .. err, 0) end\n"
-    "  f:write(g)\n"
-    "  f:close()\n"
+    "  local ok, err = pcall(describe, {format = 'dot', units = true, links = true, to = f})\n"
+    "  if not ok then f:close(); os.remove(dot_file); error(err, 0) end\n"
+    "  local ok, err = f:close()\n"
+    "  if not ok then error('--describe-dot: ' .. dot_file .. ': ' .. err, 0) end\n"
     "end\n";
 
 static int describe_main(struct lkb_options *opt, bool text, const char *dot_file)
