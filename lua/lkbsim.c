@@ -964,7 +964,7 @@ static int sig_tostring(lua_State *L)
 /* A function of the module (upvalue 1) called with a colon, kb:wait(ev):
  * its argument 1 is the module. Without this kb:check(false) passed
  * silently and kb:wait(ev) said "calling 'wait' on bad self". */
-static void nocolon(lua_State *L, const char *fn)
+void lkb_nocolon(lua_State *L, const char *fn)
 {
     if (lua_rawequal(L, 1, lua_upvalueindex(1)))
         luaL_error(L, "%s is a function, not a method: call it with a dot, "
@@ -974,7 +974,7 @@ static void nocolon(lua_State *L, const char *fn)
 /* kb.sim{stack_size=bytes, guard=true, trace=true} -> sim */
 static int l_sim(lua_State *L)
 {
-    nocolon(L, "kb.sim");
+    lkb_nocolon(L, "kb.sim");
     struct sim_config cfg = {.stack_size = KB_DEFAULT_STACK};
     bool traceable = true;
     if (!lua_isnoneornil(L, 1)) {
@@ -1150,7 +1150,7 @@ static int sim_stats_l(lua_State *L)
 /* kb.wait(ns) | kb.wait(ev) */
 static int l_wait(lua_State *L)
 {
-    nocolon(L, "kb.wait");
+    lkb_nocolon(L, "kb.wait");
     struct lproc *lp = current(L, true, "kb.wait");
     struct sim *s = lp->owner->s;
     int rc;
@@ -1170,7 +1170,7 @@ static int l_wait(lua_State *L)
 /* kb.wait_any({ev, ...}, timeout_ns) -> index or nil */
 static int l_wait_any(lua_State *L)
 {
-    nocolon(L, "kb.wait_any");
+    lkb_nocolon(L, "kb.wait_any");
     struct lproc *lp = current(L, true, "kb.wait_any");
     struct sim *s = lp->owner->s;
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -1202,7 +1202,7 @@ static int l_wait_any(lua_State *L)
 /* kb.next_trigger(ns|ev) */
 static int l_next_trigger(lua_State *L)
 {
-    nocolon(L, "kb.next_trigger");
+    lkb_nocolon(L, "kb.next_trigger");
     struct lproc *lp = current(L, false, "kb.next_trigger");
     struct sim *s = lp->owner->s;
     int rc;
@@ -1236,7 +1236,7 @@ static int l_clock(lua_State *L)
  * script goes on, so that one run shows every failure. */
 static int l_check(lua_State *L)
 {
-    nocolon(L, "kb.check");
+    lkb_nocolon(L, "kb.check");
     luaL_checkany(L, 1);
     if (!lua_toboolean(L, 1)) {
         struct kb_state *st = getstate(L);
@@ -1291,7 +1291,7 @@ static int makedirs(const char *path)
  * key=value arguments by lua/kbsim/params.lua (docs/cli.md) */
 static int l_params(lua_State *L)
 {
-    nocolon(L, "kb.params");
+    lkb_nocolon(L, "kb.params");
     int n = lua_gettop(L);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "kbsim.params");

@@ -539,6 +539,7 @@ int lkb_describe_end(lua_State *L, FILE *text, const char *dot_file)
 /* kb.system(sim, spec, {timing_only = bool}) -> system */
 static int l_system(lua_State *L)
 {
+    lkb_nocolon(L, "kb.system");
     struct sim *s = lkb_checksim(L, 1);
     lua_settop(L, 3); /* fixed places for spec and opts below what we push */
     int t = lua_type(L, 2);

@@ -30,6 +30,10 @@ fails("bad argument #1 to 'run' (kbsim.sim expected, got kbsim.event): 'run' is 
 fails(here .. "31: kb.check is a function, not a method: call it with a dot, kb.check(...), not with a colon",
       function() kb:check(false, "never passes silently") end)
 fails(here .. "32: kb.sim is a function, not a method", function() kb:sim{} end)
+-- kb:sweep{...} said "unknown field 'next_trigger'" (a field of the module)
+fails("kb.sweep is a function, not a method: call it with a dot, kb.sweep(...)",
+      function() kb:sweep{points = {{n = 1}}, run = function() return {} end} end)
+fails("kb.system is a function, not a method", function() kb:system(sim) end)
 local msgs = {}
 sim:spawn("p", function()
   for _, fn in ipairs{function() kb:wait(ev) end, function() kb:wait_any({ev}, 1) end,
@@ -38,9 +42,9 @@ sim:spawn("p", function()
   end
 end)
 sim:run()
-kb.check(msgs[1]:find(here .. "35: kb.wait is a function, not a method: call it with a dot, kb.wait(...)", 1, true), msgs[1])
-kb.check(msgs[2]:find(here .. "35: kb.wait_any is a function, not a method", 1, true), msgs[2])
-kb.check(msgs[3]:find(here .. "36: an event has no method or field 'wait'", 1, true), msgs[3])
-kb.check(msgs[4]:find(here .. "36: bad argument #1 to 'wait' (number or event expected, got nil)", 1, true), msgs[4])
+kb.check(msgs[1]:find(here .. "39: kb.wait is a function, not a method: call it with a dot, kb.wait(...)", 1, true), msgs[1])
+kb.check(msgs[2]:find(here .. "39: kb.wait_any is a function, not a method", 1, true), msgs[2])
+kb.check(msgs[3]:find(here .. "40: an event has no method or field 'wait'", 1, true), msgs[3])
+kb.check(msgs[4]:find(here .. "40: bad argument #1 to 'wait' (number or event expected, got nil)", 1, true), msgs[4])
 kb.check(kb.checks_failed() == 0, "no check failed")
 print("call_forms ok")
