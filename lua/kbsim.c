@@ -547,6 +547,12 @@ static int kbsim_main(int argc, char **argv)
         return serve_main(&opt, &serve, i < argc ? argv[i] : NULL);
     if (describe_dot)
         check_out_file("--describe-dot", describe_dot, NULL);
+    /* under mpirun rank 0 alone lists the system: every rank printed the
+     * listing and wrote the same --describe-dot file at once */
+    if ((describe || describe_dot) && i >= argc && lkb_mpi_rank() > 0) {
+        free(set);
+        return 0;
+    }
     if ((describe || describe_dot) && i >= argc)
         return describe_main(&opt, describe, describe_dot);
     if ((describe || describe_dot) && (opt.shards > 0 || opt.merge))
@@ -631,7 +637,9 @@ static int kbsim_main(int argc, char **argv)
     }
     if (status == 0 && (describe || describe_dot)) {
         fflush(stdout);
-        status = lkb_describe_end(L, describe ? stdout : NULL, describe_dot);
+        /* (the other ranks' stdout is /dev/null; the graph is rank 0's) */
+        status = lkb_describe_end(L, describe ? stdout : NULL,
+                                  lkb_mpi_rank() > 0 ? NULL : describe_dot);
     }
     int ended = lkb_sweep_end_status(L);
     if (status == 0 && ended < 0 && opt.shards > 0)

@@ -114,6 +114,16 @@ script_error)
   [ $? -eq 2 ] || fail "syntax error: exit status, want 2"
   [ "$(grep -c "syntax.lua:1:" log)" -eq 1 ] || fail "the syntax error said once"
   ;;
+describe)
+  # kbsim --describe under mpirun: rank 0 alone lists the system and writes
+  # the graph (every rank printed the listing and wrote the same file)
+  "$kbsim" --describe --describe-dot one.dot --set sips.count=1 > one.txt 2> log \
+    || fail "--describe in one process"
+  mpi -n 3 "$kbsim" --describe --describe-dot mpi.dot --set sips.count=1 > mpi.txt 2> log \
+    || fail "--describe under mpirun"
+  cmp one.txt mpi.txt || fail "the listing under mpirun is not one process's"
+  cmp one.dot mpi.dot || fail "the graph under mpirun is not one process's"
+  ;;
 rank0_error)
   # rank 0 only fails before a sweep the other ranks go into: they waited
   # for it for ever. Rank 0 says its error once, waits 5 s for the others
