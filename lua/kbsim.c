@@ -490,6 +490,10 @@ static int kbsim_main(int argc, char **argv)
         bool flag = false;
         if (strcmp(name, "-o") == 0 || strcmp(name, "--out") == 0) {
             opt.out = optvalue(argc, argv, &i, name, attached);
+            /* -o "" ran the script, which failed at its first output
+             * ("kb.options.out is not set") after its sweeps */
+            if (!*opt.out)
+                usage_error("option '%s' needs a folder name", name);
         } else if (strcmp(name, "-j") == 0 || strcmp(name, "--jobs") == 0) {
             opt.jobs = parse_jobs(optvalue(argc, argv, &i, name, attached));
         } else if (strcmp(name, "--set") == 0) {
