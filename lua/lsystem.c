@@ -537,6 +537,30 @@ int lkb_describe_end(lua_State *L, FILE *text, const char *dot_file)
 }
 
 /* kb.system(sim, spec, {timing_only = bool}) -> system */
+static uint64_t memory_room(void);
+
+/* What a grid system takes (~1.6 KiB a PE measured on 131,072 and 524,288
+ * PEs; with some room). A system far larger than the memory the process
+ * can have was made until an allocation failed, or the kernel's OOM
+ * killer ended kbsim (or another process) first: refused at once. */
+#define KB_SYSTEM_PE_BYTES (2u << 10)
+
+static bool too_large(const struct kb_topology_cfg *cfg, char *err, size_t errsize)
+{
+    uint64_t pes = (uint64_t)cfg->sips.count * (uint64_t)cfg->sip.cube_mesh.w *
+                   (uint64_t)cfg->sip.cube_mesh.h * (uint64_t)cfg->cube.corners *
+                   (uint64_t)cfg->cube.pes_per_corner;
+    uint64_t need = pes * KB_SYSTEM_PE_BYTES, room = memory_room();
+    if (room == 0 || need <= room)
+        return false;
+    snprintf(err, errsize,
+             "kb.system: %llu PEs need about %.1f GiB (~%u KiB a PE), more than the %.1f GiB "
+             "this process can still have (available memory, cgroup limit, ulimit -v)",
+             (unsigned long long)pes, (double)need / (1u << 30), KB_SYSTEM_PE_BYTES >> 10,
+             (double)room / (1u << 30));
+    return true;
+}
+
 static int l_system(lua_State *L)
 {
     lkb_nocolon(L, "kb.system");
@@ -571,10 +595,10 @@ static int l_system(lua_State *L)
     kb_config_errors_init(&b->errs);
     kb_config_init(&b->c, &b->errs);
     char err[512] = "";
-    if (read_spec(L, b, 2, where, sets, n_sets) == 0) {
+    if (read_spec(L, b, 2, where, sets, n_sets) == 0 &&
+        (b->is_graph || !too_large(&b->topo, err, sizeof err))) /* else refused: err */
         h->sys = b->is_graph ? kb_system_new_graph(s, &b->graph, &b->topo, &opts, err, sizeof err)
                              : kb_system_new(s, &b->topo, &opts, err, sizeof err);
-    }
     if (b->errs.n)
         push_errors(L, &b->errs);
     else
