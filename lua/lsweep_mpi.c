@@ -397,7 +397,7 @@ void lkb_mpi_error_once(const char *msg, bool said)
         fprintf(stderr, "kbsim: rank 0 on %s: the other ranks did not meet this error "
                 "within %.0f s (the script went another way on them, maybe into a "
                 "sweep): ending the MPI job\n", lkb_mpi_host(0), KB_ERROR_WAIT_S);
-        fflush(stderr);
+        fflush(NULL); /* what the script printed before its error too */
         signal(SIGTERM, SIG_DFL); /* not on_term's "a rank died" */
         MPI_Abort(MPI_COMM_WORLD, 2);
         _exit(2);
