@@ -371,13 +371,14 @@ static const char describe_chunk[] =
     "  if not ok then error((d:gsub('^describe:%d+: ', '')), 0) end\n"
     "  return d\n"
     "end\n"
-    "if text then io.write(describe{ports = true, units = true, links = true}) end\n"
+    "if text then describe{ports = true, units = true, links = true, to = io.stdout} end\n"
     "if dot_file then\n"
-    "  local g = describe{format = 'dot', units = true, links = true}\n"
     "  local f, err = io.open(dot_file, 'w')\n"
     "  if not f then error('--describe-dot: ' .. err, 0) end\n"
-    "  f:write(g)\n"
-    "  f:close()\n"
+    "  local ok, err = pcall(describe, {format = 'dot', units = true, links = true, to = f})\n"
+    "  if not ok then f:close(); os.remove(dot_file); error(err, 0) end\n"
+    "  local ok, err = f:close()\n"
+    "  if not ok then error('--describe-dot: ' .. dot_file .. ': ' .. err, 0) end\n"
     "end\n";
 
 static int describe_main(struct lkb_options *opt, bool text, const char *dot_file)
@@ -489,6 +490,10 @@ static int kbsim_main(int argc, char **argv)
         bool flag = false;
         if (strcmp(name, "-o") == 0 || strcmp(name, "--out") == 0) {
             opt.out = optvalue(argc, argv, &i, name, attached);
+            /* -o "" ran the script, which failed at its first output
+             * ("kb.options.out is not set") after its sweeps */
+            if (!*opt.out)
+                usage_error("option '%s' needs a folder name", name);
         } else if (strcmp(name, "-j") == 0 || strcmp(name, "--jobs") == 0) {
             opt.jobs = parse_jobs(optvalue(argc, argv, &i, name, attached));
         } else if (strcmp(name, "--set") == 0) {
@@ -546,6 +551,12 @@ static int kbsim_main(int argc, char **argv)
         return serve_main(&opt, &serve, i < argc ? argv[i] : NULL);
     if (describe_dot)
         check_out_file("--describe-dot", describe_dot, NULL);
+    /* under mpirun rank 0 alone lists the system: every rank printed the
+     * listing and wrote the same --describe-dot file at once */
+    if ((describe || describe_dot) && i >= argc && lkb_mpi_rank() > 0) {
+        free(set);
+        return 0;
+    }
     if ((describe || describe_dot) && i >= argc)
         return describe_main(&opt, describe, describe_dot);
     if ((describe || describe_dot) && (opt.shards > 0 || opt.merge))
@@ -630,7 +641,9 @@ static int kbsim_main(int argc, char **argv)
     }
     if (status == 0 && (describe || describe_dot)) {
         fflush(stdout);
-        status = lkb_describe_end(L, describe ? stdout : NULL, describe_dot);
+        /* (the other ranks' stdout is /dev/null; the graph is rank 0's) */
+        status = lkb_describe_end(L, describe ? stdout : NULL,
+                                  lkb_mpi_rank() > 0 ? NULL : describe_dot);
     }
     int ended = lkb_sweep_end_status(L);
     if (status == 0 && ended < 0 && opt.shards > 0)

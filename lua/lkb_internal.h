@@ -63,6 +63,10 @@ void lkb_check_keys_as(lua_State *L, int idx, const struct lkb_keys_words *w,
  * caller's line: the options tables of the binding's functions. */
 void lkb_check_keys(lua_State *L, int idx, const char *what, const char *const known[]);
 /* Keeps the value at validx alive as long as the simulation at simidx. */
+/* In a function of the kbsim module whose upvalue 1 is the module: raises
+ * "FN is a function, not a method: call it with a dot" when it was called
+ * with a colon (kb:wait(ev), kb:sweep{...}). */
+void lkb_nocolon(lua_State *L, const char *fn);
 void lkb_anchor(lua_State *L, int simidx, int validx);
 /* Before a blocking C call: the running Lua thread process of simulation
  * s, or an error naming `what`. Pass the result to lkb_block_end once the

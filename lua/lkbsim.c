@@ -330,9 +330,58 @@ static struct sim *live(lua_State *L, struct lsim *o)
     return o->s;
 }
 
+/* A class's noun in messages ("an event") and the variable of its
+ * examples (ev:notify(...)). */
+static void classwords(const char *tname, const char **noun, const char **var)
+{
+    static const char *const words[][3] = {
+        {KB_SIM, "a simulation", "sim"}, {KB_PROC, "a process", "p"},
+        {KB_EVENT, "an event", "ev"},    {KB_FIFO, "a fifo", "f"},
+        {KB_SIGNAL, "a signal", "sig"}};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strcmp(tname, words[i][0]) == 0) {
+            *noun = words[i][1];
+            *var = words[i][2];
+            return;
+        }
+    *noun = tname;
+    *var = "x";
+}
+
+/* Raises the error of a method called on something not of its class
+ * (ev.notify(5) with a dot, a nil or another object before the colon):
+ * the usual "bad argument" message with the call form to use. */
+static int badself(lua_State *L, const char *tname)
+{
+    lua_Debug ar;
+    const char *fn = "?";
+    if (lua_getstack(L, 0, &ar) && lua_getinfo(L, "n", &ar) && ar.name)
+        fn = ar.name;
+    const char *noun, *var;
+    classwords(tname, &noun, &var);
+    const char *got = luaL_typename(L, 1);
+    if (luaL_getmetafield(L, 1, "__name") == LUA_TSTRING)
+        got = lua_tostring(L, -1);
+    else if (lua_isnone(L, 1))
+        got = "no value";
+    return luaL_error(L, "bad argument #1 to '%s' (%s expected, got %s): '%s' is a "
+                         "method of %s, called with a colon: %s:%s(...)",
+                      fn, tname, got, fn, noun, var, fn);
+}
+
+/* Argument 1 of a method of the class `tname` (raises badself's error). */
+static void *checkselfud(lua_State *L, const char *tname)
+{
+    void *h = luaL_testudata(L, 1, tname);
+    if (h == NULL)
+        badself(L, tname);
+    return h;
+}
+
+/* The simulation of a sim method (argument 1). */
 static struct lsim *checksim(lua_State *L, int i)
 {
-    struct lsim *o = luaL_checkudata(L, i, KB_SIM);
+    struct lsim *o = i == 1 ? checkselfud(L, KB_SIM) : luaL_checkudata(L, i, KB_SIM);
     live(L, o);
     return o;
 }
@@ -379,7 +428,9 @@ static void *checkself(lua_State *L, const char *tname)
         live(L, h->owner);
         return h;
     }
-    return checkhandle(L, 1, tname);
+    h = checkselfud(L, tname);
+    live(L, h->owner);
+    return h;
 }
 
 /* The innermost running simulation, or an error naming `what`. */
@@ -573,14 +624,14 @@ static int l_method(lua_State *L)
 
 static int proc_name(lua_State *L)
 {
-    struct lproc *lp = checkhandle(L, 1, KB_PROC);
+    struct lproc *lp = checkself(L, KB_PROC);
     lua_pushstring(L, lp->name);
     return 1;
 }
 
 static int proc_done(lua_State *L)
 {
-    struct lproc *lp = checkhandle(L, 1, KB_PROC);
+    struct lproc *lp = checkself(L, KB_PROC);
     lua_pushboolean(L, sim_proc_terminated(lp->p));
     return 1;
 }
@@ -910,9 +961,20 @@ static int sig_tostring(lua_State *L)
 
 /* ---- kbsim.sim ------------------------------------------------------- */
 
+/* A function of the module (upvalue 1) called with a colon, kb:wait(ev):
+ * its argument 1 is the module. Without this kb:check(false) passed
+ * silently and kb:wait(ev) said "calling 'wait' on bad self". */
+void lkb_nocolon(lua_State *L, const char *fn)
+{
+    if (lua_rawequal(L, 1, lua_upvalueindex(1)))
+        luaL_error(L, "%s is a function, not a method: call it with a dot, "
+                      "%s(...), not with a colon", fn, fn);
+}
+
 /* kb.sim{stack_size=bytes, guard=true, trace=true} -> sim */
 static int l_sim(lua_State *L)
 {
+    lkb_nocolon(L, "kb.sim");
     struct sim_config cfg = {.stack_size = KB_DEFAULT_STACK};
     bool traceable = true;
     if (!lua_isnoneornil(L, 1)) {
@@ -1088,6 +1150,7 @@ static int sim_stats_l(lua_State *L)
 /* kb.wait(ns) | kb.wait(ev) */
 static int l_wait(lua_State *L)
 {
+    lkb_nocolon(L, "kb.wait");
     struct lproc *lp = current(L, true, "kb.wait");
     struct sim *s = lp->owner->s;
     int rc;
@@ -1107,6 +1170,7 @@ static int l_wait(lua_State *L)
 /* kb.wait_any({ev, ...}, timeout_ns) -> index or nil */
 static int l_wait_any(lua_State *L)
 {
+    lkb_nocolon(L, "kb.wait_any");
     struct lproc *lp = current(L, true, "kb.wait_any");
     struct sim *s = lp->owner->s;
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -1138,6 +1202,7 @@ static int l_wait_any(lua_State *L)
 /* kb.next_trigger(ns|ev) */
 static int l_next_trigger(lua_State *L)
 {
+    lkb_nocolon(L, "kb.next_trigger");
     struct lproc *lp = current(L, false, "kb.next_trigger");
     struct sim *s = lp->owner->s;
     int rc;
@@ -1171,6 +1236,7 @@ static int l_clock(lua_State *L)
  * script goes on, so that one run shows every failure. */
 static int l_check(lua_State *L)
 {
+    lkb_nocolon(L, "kb.check");
     luaL_checkany(L, 1);
     if (!lua_toboolean(L, 1)) {
         struct kb_state *st = getstate(L);
@@ -1225,6 +1291,7 @@ static int makedirs(const char *path)
  * key=value arguments by lua/kbsim/params.lua (docs/cli.md) */
 static int l_params(lua_State *L)
 {
+    lkb_nocolon(L, "kb.params");
     int n = lua_gettop(L);
     lua_getglobal(L, "require");
     lua_pushliteral(L, "kbsim.params");
@@ -1383,7 +1450,7 @@ static int l_check_keys(lua_State *L)
 
 struct sim *lkb_checksim(lua_State *L, int i)
 {
-    return checksim(L, i)->s;
+    return live(L, luaL_checkudata(L, i, KB_SIM));
 }
 
 struct sim *lkb_checksim_known(lua_State *L, int i)
@@ -1483,6 +1550,57 @@ static const luaL_Reg kb_funcs[] = {
     {"_check_keys", l_check_keys},
     {NULL, NULL}};
 
+/* __index of a class's method table (upvalue 1: the class name): a name
+ * that is not a method (ev:wait(), sim:wiat()) is an error naming it and
+ * the methods there are, not a nil called later ("attempt to call a nil
+ * value"). Only reached for a missing name, so the methods cost nothing. */
+static int nomethod(lua_State *L)
+{
+    const char *noun, *var;
+    classwords(lua_tostring(L, lua_upvalueindex(1)), &noun, &var);
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    if (lua_type(L, 2) == LUA_TSTRING)
+        lua_pushfstring(L, "%s has no method or field '%s'", noun,
+                        lua_tostring(L, 2));
+    else
+        lua_pushfstring(L, "%s has no field of type %s", noun, luaL_typename(L, 2));
+    luaL_addvalue(&b);
+    /* the methods, sorted */
+    const char *names[64];
+    int n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, 1) != 0) {
+        if (lua_type(L, -2) == LUA_TSTRING && n < 64)
+            names[n++] = lua_tostring(L, -2); /* keys stay in the table */
+        lua_pop(L, 1);
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+            const char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    luaL_addstring(&b, " (its methods: ");
+    for (int i = 0; i < n; i++) {
+        if (i > 0)
+            luaL_addstring(&b, ", ");
+        luaL_addstring(&b, names[i]);
+    }
+    luaL_addchar(&b, ')');
+    if (lua_type(L, 2) == LUA_TSTRING && strcmp(lua_tostring(L, 2), "wait") == 0)
+        luaL_addstring(&b, strcmp(var, "sig") == 0
+                               ? "; to wait for a change: kb.wait(sig:changed()) "
+                                 "in a thread process"
+                               : "; to wait: kb.wait(ev) or kb.wait(ns) in a "
+                                 "thread process");
+    luaL_pushresult(&b);
+    luaL_where(L, 1); /* the script's line that named it */
+    lua_insert(L, -2);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
 static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
                      const luaL_Reg *methods)
 {
@@ -1490,6 +1608,11 @@ static void newclass(lua_State *L, const char *tname, const luaL_Reg *meta,
     luaL_setfuncs(L, meta, 0);
     lua_newtable(L);
     luaL_setfuncs(L, methods, 0);
+    lua_createtable(L, 0, 1);
+    lua_pushstring(L, tname);
+    lua_pushcclosure(L, nomethod, 1);
+    lua_setfield(L, -2, "__index");
+    lua_setmetatable(L, -2);
     lua_setfield(L, -2, "__index");
     lua_pop(L, 1);
 }

@@ -1214,6 +1214,7 @@ static void push_summary(lua_State *L, const struct sweep *sw, size_t ndone, siz
  * -> rows, summary */
 static int l_sweep(lua_State *L)
 {
+    lkb_nocolon(L, "kb.sweep");
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &kb_point_key) != LUA_TNIL)
         return luaL_error(L, "kb.sweep: a sweep cannot run inside a sweep point");
     lua_pop(L, 1);

@@ -387,6 +387,21 @@ void lkb_mpi_error_once(const char *msg, bool said)
         fprintf(stderr, "kbsim: rank %d on %s: %s\n", rank, lkb_mpi_host(rank), mine + 1);
         mine[0] = '1';
     }
+    if (got == 0 && rank == 0 && mine) {
+        /* Rank 0 failed and the others did not follow within the wait:
+         * they went another way, into a sweep rank 0 will not run (the
+         * error depended on the rank, a file only rank 0 could not read)
+         * or on through the script, where nothing is written but by
+         * rank 0. They would wait for it for ever: end the job. Its error
+         * is said; mpirun's own note follows. */
+        fprintf(stderr, "kbsim: rank 0 on %s: the other ranks did not meet this error "
+                "within %.0f s (the script went another way on them, maybe into a "
+                "sweep): ending the MPI job\n", lkb_mpi_host(0), KB_ERROR_WAIT_S);
+        fflush(NULL); /* what the script printed before its error too */
+        signal(SIGTERM, SIG_DFL); /* not on_term's "a rank died" */
+        MPI_Abort(MPI_COMM_WORLD, 2);
+        _exit(2);
+    }
     if (got == 0)
         got = wait_req_for(&req, -1);
     if (got < 0)

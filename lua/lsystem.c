@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <lauxlib.h>
 
@@ -535,8 +537,33 @@ int lkb_describe_end(lua_State *L, FILE *text, const char *dot_file)
 }
 
 /* kb.system(sim, spec, {timing_only = bool}) -> system */
+static uint64_t memory_room(void);
+
+/* What a grid system takes (~1.6 KiB a PE measured on 131,072 and 524,288
+ * PEs; with some room). A system far larger than the memory the process
+ * can have was made until an allocation failed, or the kernel's OOM
+ * killer ended kbsim (or another process) first: refused at once. */
+#define KB_SYSTEM_PE_BYTES (2u << 10)
+
+static bool too_large(const struct kb_topology_cfg *cfg, char *err, size_t errsize)
+{
+    uint64_t pes = (uint64_t)cfg->sips.count * (uint64_t)cfg->sip.cube_mesh.w *
+                   (uint64_t)cfg->sip.cube_mesh.h * (uint64_t)cfg->cube.corners *
+                   (uint64_t)cfg->cube.pes_per_corner;
+    uint64_t need = pes * KB_SYSTEM_PE_BYTES, room = memory_room();
+    if (room == 0 || need <= room)
+        return false;
+    snprintf(err, errsize,
+             "kb.system: %llu PEs need about %.1f GiB (~%u KiB a PE), more than the %.1f GiB "
+             "this process can still have (available memory, cgroup limit, ulimit -v)",
+             (unsigned long long)pes, (double)need / (1u << 30), KB_SYSTEM_PE_BYTES >> 10,
+             (double)room / (1u << 30));
+    return true;
+}
+
 static int l_system(lua_State *L)
 {
+    lkb_nocolon(L, "kb.system");
     struct sim *s = lkb_checksim(L, 1);
     lua_settop(L, 3); /* fixed places for spec and opts below what we push */
     int t = lua_type(L, 2);
@@ -568,10 +595,10 @@ static int l_system(lua_State *L)
     kb_config_errors_init(&b->errs);
     kb_config_init(&b->c, &b->errs);
     char err[512] = "";
-    if (read_spec(L, b, 2, where, sets, n_sets) == 0) {
+    if (read_spec(L, b, 2, where, sets, n_sets) == 0 &&
+        (b->is_graph || !too_large(&b->topo, err, sizeof err))) /* else refused: err */
         h->sys = b->is_graph ? kb_system_new_graph(s, &b->graph, &b->topo, &opts, err, sizeof err)
                              : kb_system_new(s, &b->topo, &opts, err, sizeof err);
-    }
     if (b->errs.n)
         push_errors(L, &b->errs);
     else
@@ -996,10 +1023,14 @@ static int sys_path(lua_State *L)
 
 /* A growing string that never raises a Lua error (the listing keeps Lua
  * tables on the stack while it writes). */
+/* Where a listing goes: a growing string, or a file it is written to as
+ * it is made (kbsim --describe of a large system: the text of 4096 SIPs
+ * is 1.4 GB). */
 struct sbuf {
     char *p;
     size_t n, cap;
     bool oom;
+    FILE *f; /* set: written there, p unused */
 };
 
 static void sb_add(struct sbuf *b, const char *str)
@@ -1007,6 +1038,11 @@ static void sb_add(struct sbuf *b, const char *str)
     size_t l = strlen(str);
     if (b->oom)
         return;
+    if (b->f) {
+        if (fwrite(str, 1, l, b->f) != l)
+            b->oom = true;
+        return;
+    }
     if (b->n + l + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->n + l + 1)
@@ -1023,12 +1059,25 @@ static void sb_add(struct sbuf *b, const char *str)
     b->n += l;
 }
 
+static void sb_addn(struct sbuf *b, const char *str, size_t n)
+{
+    char chunk[256];
+    while (n > 0) {
+        size_t k = n < sizeof chunk - 1 ? n : sizeof chunk - 1;
+        memcpy(chunk, str, k);
+        chunk[k] = 0;
+        sb_add(b, chunk);
+        str += k;
+        n -= k;
+    }
+}
+
 /* str in a Graphviz record label: the characters that shape a record
  * ("a->b" names a link) are escaped. */
-static void sb_add_label(struct sbuf *b, const char *str)
+static void sb_add_label(struct sbuf *b, const char *str, size_t n)
 {
     char one[3] = {0};
-    for (; *str; str++) {
+    for (const char *end = str + n; str < end; str++) {
         bool special = strchr("<>{}|\\\"", *str) != NULL;
         one[0] = special ? '\\' : *str;
         one[1] = special ? *str : 0;
@@ -1049,187 +1098,253 @@ static const char *dir_word(enum sim_port_dir d)
     return d == SIM_PORT_IN ? "in" : d == SIM_PORT_OUT ? "out" : "inout";
 }
 
-/* Pushes {{name=, ports={{name=, full=, type=, dir=, min=, max=, peers={...}}}}}
- * for every port of s, modules in the order of their first port. */
-static void push_modules(lua_State *L, struct sim *s)
+/* Every port of a simulation grouped by module, modules in the order of
+ * their first port, ports in creation order: arrays only (16 bytes a
+ * port and 12 a module), where a Lua table of modules and ports took
+ * ~26 KB a PE (kbsim --describe of 4096 SIPs peaked at 21.9 GB). */
+struct modlist {
+    struct sim_port **port; /* grouped by module */
+    int *first;             /* module m's ports: port[first[m] .. first[m + 1]) */
+    int np, nm;
+};
+
+static uint64_t name_hash(const char *s, size_t n)
 {
-    lua_newtable(L); /* modules */
-    lua_newtable(L); /* name -> module */
-    int nmod = 0;
-    if (sim_port_make_deferred(s) < 0) /* the fabric's (decision 0038) */
-        luaL_error(L, "describe: %s", sim_errmsg(s));
-    for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p)) {
-        const char *full = sim_port_name(p);
-        size_t ml = module_len(full);
-        lua_pushlstring(L, full, ml);
-        if (lua_rawget(L, -2) == LUA_TNIL) {
-            lua_pop(L, 1);
-            lua_createtable(L, 0, 2);
-            lua_pushlstring(L, full, ml);
-            lua_setfield(L, -2, "name");
-            lua_newtable(L);
-            lua_setfield(L, -2, "ports");
-            lua_pushvalue(L, -1);
-            lua_rawseti(L, -4, ++nmod);
-            lua_pushlstring(L, full, ml);
-            lua_pushvalue(L, -2);
-            lua_rawset(L, -4);
-        }
-        lua_getfield(L, -1, "ports");
-        lua_createtable(L, 0, 7);
-        lua_pushstring(L, ml ? full + ml + 1 : full);
-        lua_setfield(L, -2, "name");
-        lua_pushstring(L, full);
-        lua_setfield(L, -2, "full");
-        lua_pushstring(L, sim_port_type(p));
-        lua_setfield(L, -2, "type");
-        lua_pushstring(L, dir_word(sim_port_dir(p)));
-        lua_setfield(L, -2, "dir");
-        int mn, mx;
-        sim_port_multiplicity(p, &mn, &mx);
-        lua_pushinteger(L, mn);
-        lua_setfield(L, -2, "min");
-        lua_pushinteger(L, mx);
-        lua_setfield(L, -2, "max");
-        int n = sim_port_bound_count(p);
-        lua_createtable(L, n, 0);
-        for (int i = 0; i < n; i++) {
-            lua_pushstring(L, sim_port_name(sim_port_peer(p, i)));
-            lua_rawseti(L, -2, i + 1);
-        }
-        lua_setfield(L, -2, "peers");
-        lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
-        lua_pop(L, 2); /* ports, module */
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* 0, or -1 when out of memory (ml freed). */
+static int modlist_make(struct sim *s, struct modlist *ml)
+{
+    memset(ml, 0, sizeof *ml);
+    int np = 0;
+    for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p))
+        np++;
+    size_t slots = 16;
+    while (slots < (size_t)np * 2)
+        slots *= 2;
+    struct sim_port **all = malloc(((size_t)np + 1) * sizeof *all);
+    int *mod = malloc(((size_t)np + 1) * sizeof *mod);
+    int *table = malloc(slots * sizeof *table); /* module + 1, 0: free */
+    int *mfirst = malloc(((size_t)np + 1) * sizeof *mfirst); /* a module's first port */
+    int *count = calloc((size_t)np + 2, sizeof *count);
+    ml->port = malloc(((size_t)np + 1) * sizeof *ml->port);
+    if (!all || !mod || !table || !mfirst || !count || !ml->port) {
+        free(all), free(mod), free(table), free(mfirst), free(count), free(ml->port);
+        ml->port = NULL;
+        return -1;
     }
-    lua_pop(L, 1);
+    memset(table, 0, slots * sizeof *table);
+    int i = 0, nm = 0;
+    for (struct sim_port *p = sim_port_next(s, NULL); p; p = sim_port_next(s, p), i++) {
+        const char *full = sim_port_name(p);
+        size_t len = module_len(full);
+        size_t k = (size_t)name_hash(full, len) & (slots - 1);
+        int m = -1;
+        for (; table[k] != 0; k = (k + 1) & (slots - 1)) {
+            const char *other = sim_port_name(all[mfirst[table[k] - 1]]);
+            if (module_len(other) == len && memcmp(other, full, len) == 0) {
+                m = table[k] - 1;
+                break;
+            }
+        }
+        if (m < 0) {
+            m = nm++;
+            table[k] = m + 1;
+            mfirst[m] = i;
+        }
+        all[i] = p;
+        mod[i] = m;
+        count[m + 1]++;
+    }
+    /* a counting sort by module, stable */
+    for (int m = 0; m < nm; m++)
+        count[m + 1] += count[m];
+    for (int j = 0; j < np; j++)
+        ml->port[count[mod[j]]++] = all[j];
+    /* count[m] is now the end of module m, the start of m + 1 */
+    memmove(count + 1, count, (size_t)nm * sizeof *count);
+    count[0] = 0;
+    free(all), free(mod), free(table), free(mfirst);
+    ml->first = count;
+    ml->np = np;
+    ml->nm = nm;
+    return 0;
+}
+
+static void modlist_free(struct modlist *ml)
+{
+    free(ml->port);
+    free(ml->first);
 }
 
 /* The text listing: one line a module, one a port with its bindings. */
-static void ports_text(lua_State *L, struct sbuf *b, int mods)
+static void ports_text(struct sbuf *b, const struct modlist *ml)
 {
-    int nm = (int)lua_rawlen(L, mods), np = 0, nb = 0;
-    for (int i = 1; i <= nm; i++) {
-        lua_rawgeti(L, mods, i);
-        lua_getfield(L, -1, "ports");
-        np += (int)lua_rawlen(L, -1);
-        for (int j = 1; j <= (int)lua_rawlen(L, -1); j++) {
-            lua_rawgeti(L, -1, j);
-            lua_getfield(L, -1, "dir");
-            lua_getfield(L, -2, "peers");
-            if (strcmp(lua_tostring(L, -2), "in") != 0)
-                nb += (int)lua_rawlen(L, -1);
-            lua_pop(L, 3);
-        }
-        lua_pop(L, 2);
-    }
+    int nb = 0;
+    for (int j = 0; j < ml->np; j++)
+        if (sim_port_dir(ml->port[j]) != SIM_PORT_IN)
+            nb += sim_port_bound_count(ml->port[j]);
     char line[512];
-    snprintf(line, sizeof line, "modules %d, ports %d, bindings %d\n", nm, np, nb);
+    snprintf(line, sizeof line, "modules %d, ports %d, bindings %d\n", ml->nm, ml->np, nb);
     sb_add(b, line);
-    for (int i = 1; i <= nm; i++) {
-        lua_rawgeti(L, mods, i);
-        lua_getfield(L, -1, "name");
-        snprintf(line, sizeof line, "%s\n", lua_tostring(L, -1));
+    for (int m = 0; m < ml->nm; m++) {
+        const char *full = sim_port_name(ml->port[ml->first[m]]);
+        size_t len = module_len(full);
+        snprintf(line, sizeof line, "%.*s\n", (int)len, full);
         sb_add(b, line);
-        lua_pop(L, 1);
-        lua_getfield(L, -1, "ports");
-        for (int j = 1; j <= (int)lua_rawlen(L, -1); j++) {
-            lua_rawgeti(L, -1, j);
-            lua_getfield(L, -1, "name");
-            lua_getfield(L, -2, "type");
-            lua_getfield(L, -3, "dir");
-            lua_getfield(L, -4, "min");
-            lua_getfield(L, -5, "max");
-            lua_Integer mx = lua_tointeger(L, -1);
+        for (int j = ml->first[m]; j < ml->first[m + 1]; j++) {
+            struct sim_port *p = ml->port[j];
+            const char *pf = sim_port_name(p);
+            size_t pl = module_len(pf);
+            int mn, mx;
+            sim_port_multiplicity(p, &mn, &mx);
             char maxs[24];
             if (mx >= 1000000)
                 snprintf(maxs, sizeof maxs, "*");
             else
                 snprintf(maxs, sizeof maxs, "%lld", (long long)mx);
-            bool in = strcmp(lua_tostring(L, -3), "in") == 0;
-            snprintf(line, sizeof line, "  %-5s %-5s %-10s %lld..%s", lua_tostring(L, -3),
-                     lua_tostring(L, -5), lua_tostring(L, -4),
-                     (long long)lua_tointeger(L, -2), maxs);
+            bool in = sim_port_dir(p) == SIM_PORT_IN;
+            snprintf(line, sizeof line, "  %-5s %-5s %-10s %lld..%s", dir_word(sim_port_dir(p)),
+                     pl ? pf + pl + 1 : pf, sim_port_type(p), (long long)mn, maxs);
             sb_add(b, line);
-            lua_pop(L, 5);
-            lua_getfield(L, -1, "peers");
-            int n = (int)lua_rawlen(L, -1);
+            int n = sim_port_bound_count(p);
             if (n == 0)
                 sb_add(b, "  (unbound)");
-            for (int k = 1; k <= n; k++) {
-                lua_rawgeti(L, -1, k);
-                sb_add(b, k == 1 ? (in ? "  <- " : "  -> ") : ", ");
-                sb_add(b, lua_tostring(L, -1));
-                lua_pop(L, 1);
+            for (int k = 0; k < n; k++) {
+                sb_add(b, k == 0 ? (in ? "  <- " : "  -> ") : ", ");
+                sb_add(b, sim_port_name(sim_port_peer(p, k)));
             }
             sb_add(b, "\n");
-            lua_pop(L, 2);
         }
-        lua_pop(L, 2);
     }
 }
 
 /* Graphviz: a record node a module with a field a port, an edge a binding
  * from the OUT (or INOUT) side, labelled with the interface type. */
-static void ports_dot(lua_State *L, struct sbuf *b, int mods)
+static void ports_dot(struct sbuf *b, const struct modlist *ml)
 {
     sb_add(b, "digraph kbsim {\n  rankdir=LR;\n"
                       "  node [shape=record, fontname=\"Helvetica\", fontsize=10];\n"
                       "  edge [fontname=\"Helvetica\", fontsize=8];\n");
-    int nm = (int)lua_rawlen(L, mods);
-    for (int i = 1; i <= nm; i++) {
-        lua_rawgeti(L, mods, i);
-        lua_getfield(L, -1, "name");
+    for (int m = 0; m < ml->nm; m++) {
+        const char *full = sim_port_name(ml->port[ml->first[m]]);
+        size_t len = module_len(full);
         sb_add(b, "  \"");
-        sb_add(b, lua_tostring(L, -1));
+        sb_addn(b, full, len);
         sb_add(b, "\" [label=\"{");
-        sb_add_label(b, lua_tostring(L, -1));
+        sb_add_label(b, full, len);
         sb_add(b, "|{");
-        lua_pop(L, 1);
-        lua_getfield(L, -1, "ports");
-        for (int j = 1; j <= (int)lua_rawlen(L, -1); j++) {
-            lua_rawgeti(L, -1, j);
-            lua_getfield(L, -1, "name");
-            if (j > 1)
+        for (int j = ml->first[m]; j < ml->first[m + 1]; j++) {
+            const char *pf = sim_port_name(ml->port[j]);
+            size_t pl = module_len(pf);
+            if (j > ml->first[m])
                 sb_add(b, "|");
             sb_add(b, "<p_");
-            sb_add(b, lua_tostring(L, -1));
+            sb_add(b, pl ? pf + pl + 1 : pf);
             sb_add(b, "> ");
-            sb_add(b, lua_tostring(L, -1));
-            lua_pop(L, 2);
+            sb_add(b, pl ? pf + pl + 1 : pf);
         }
         sb_add(b, "}}\"];\n");
-        lua_pop(L, 2);
     }
-    for (int i = 1; i <= nm; i++) {
-        lua_rawgeti(L, mods, i);
-        lua_getfield(L, -1, "ports");
-        for (int j = 1; j <= (int)lua_rawlen(L, -1); j++) {
-            lua_rawgeti(L, -1, j);
-            lua_getfield(L, -1, "full");
-            lua_getfield(L, -2, "dir");
-            lua_getfield(L, -3, "type");
-            lua_getfield(L, -4, "peers");
-            const char *full = lua_tostring(L, -4), *dir = lua_tostring(L, -3);
-            for (int k = 1; k <= (int)lua_rawlen(L, -1); k++) {
-                lua_rawgeti(L, -1, k);
-                const char *peer = lua_tostring(L, -1);
-                /* an in port's binding is drawn from its peer; inout once */
-                if (strcmp(dir, "in") != 0 && (strcmp(dir, "out") == 0 || strcmp(full, peer) < 0)) {
-                    char line[640];
-                    size_t a = module_len(full), c = module_len(peer);
-                    snprintf(line, sizeof line,
-                             "  \"%.*s\":\"p_%s\" -> \"%.*s\":\"p_%s\" [label=\"%s\"%s];\n",
-                             (int)a, full, full + a + 1, (int)c, peer, peer + c + 1,
-                             lua_tostring(L, -3), strcmp(dir, "inout") == 0 ? ", dir=both" : "");
-                    sb_add(b, line);
-                }
-                lua_pop(L, 1);
+    for (int j = 0; j < ml->np; j++) {
+        struct sim_port *p = ml->port[j];
+        const char *full = sim_port_name(p);
+        enum sim_port_dir dir = sim_port_dir(p);
+        for (int k = 0; k < sim_port_bound_count(p); k++) {
+            const char *peer = sim_port_name(sim_port_peer(p, k));
+            /* an in port's binding is drawn from its peer; inout once */
+            if (dir != SIM_PORT_IN && (dir == SIM_PORT_OUT || strcmp(full, peer) < 0)) {
+                char line[640];
+                size_t a = module_len(full), c = module_len(peer);
+                snprintf(line, sizeof line,
+                         "  \"%.*s\":\"p_%s\" -> \"%.*s\":\"p_%s\" [label=\"%s\"%s];\n",
+                         (int)a, full, full + a + 1, (int)c, peer, peer + c + 1,
+                         sim_port_type(p), dir == SIM_PORT_INOUT ? ", dir=both" : "");
+                sb_add(b, line);
             }
-            lua_pop(L, 5);
         }
-        lua_pop(L, 2);
     }
     sb_add(b, "}\n");
+}
+
+/* Bytes this process may still take: the smallest of the machine's
+ * available memory (MemAvailable), its cgroup's room (memory.max less
+ * memory.current) and the address space left under RLIMIT_AS; 0 if
+ * none of them can be read. */
+static uint64_t memory_room(void)
+{
+    uint64_t room = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+                room = (uint64_t)kb * 1024;
+        fclose(f);
+    }
+    unsigned long long max = 0, cur = 0;
+    f = fopen("/sys/fs/cgroup/memory.max", "r");
+    if (f) {
+        if (fscanf(f, "%llu", &max) != 1) /* "max": no limit */
+            max = 0;
+        fclose(f);
+    }
+    f = max ? fopen("/sys/fs/cgroup/memory.current", "r") : NULL;
+    if (f) {
+        if (fscanf(f, "%llu", &cur) == 1 && cur < max && (room == 0 || max - cur < room))
+            room = max - cur;
+        fclose(f);
+    }
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        unsigned long long pages = 0;
+        f = fopen("/proc/self/statm", "r");
+        if (f) {
+            if (fscanf(f, "%llu", &pages) != 1)
+                pages = 0;
+            fclose(f);
+        }
+        uint64_t used = (uint64_t)pages * (uint64_t)sysconf(_SC_PAGESIZE);
+        uint64_t left = rl.rlim_cur > used ? rl.rlim_cur - used : 0;
+        if (room == 0 || left < room)
+            room = left ? left : 1;
+    }
+    return room;
+}
+
+/* What making every PE's units and every link, then listing them, takes
+ * beyond the system itself (measured on 64 and 256 SIPs of the default
+ * topology: ~6.3 KiB a PE's units, ~0.6 KiB a link, ~0.7 KiB a PE the
+ * listing's index; with some room). Refused before anything is made when
+ * it exceeds what the process can have: an allocation failing half way
+ * took the machine's memory first (4096 SIPs peaked at 21.9 GB). */
+#define KB_DESCRIBE_PE_BYTES (10u << 10)
+#define KB_DESCRIBE_LINK_BYTES 700u
+
+static void check_describe_room(lua_State *L, struct kb_system *sys, bool units, bool links)
+{
+    struct kb_system_counts c;
+    kb_system_get_counts(sys, &c);
+    uint64_t need = (units ? (uint64_t)c.pes * KB_DESCRIBE_PE_BYTES : 0) +
+                    (links ? (uint64_t)c.links * KB_DESCRIBE_LINK_BYTES : 0);
+    uint64_t room = memory_room();
+    if (room == 0 || need <= room)
+        return;
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "sys:describe: listing %d PEs and %d links needs about %.1f GiB (~%u KiB a PE, "
+             "~%u B a link), more than the %.1f GiB this process can still have (available "
+             "memory, cgroup limit, ulimit -v): describe a smaller system (the listing of a "
+             "few SIPs shows every kind of module)",
+             c.pes, c.links, (double)need / (1u << 30), KB_DESCRIBE_PE_BYTES >> 10,
+             KB_DESCRIBE_LINK_BYTES, (double)room / (1u << 30));
+    lua_pushstring(L, msg);
+    lua_error(L);
 }
 
 /* sys:describe([{ports = true, units = true, links = true, format = "text" | "dot"}]):
@@ -1241,6 +1356,7 @@ static int sys_describe(lua_State *L)
 {
     struct lsys *h = checksys(L, 1);
     bool ports = false, units = false, links = false, dot = false;
+    FILE *to = NULL; /* {to = file}: the listing written there, not returned */
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
         lua_getfield(L, 2, "ports");
@@ -1257,7 +1373,18 @@ static int sys_describe(lua_State *L)
         else if (strcmp(fmt, "text") != 0)
             return luaL_error(L, "sys:describe: format must be 'text' or 'dot', got '%s'", fmt);
         lua_pop(L, 3);
+        lua_getfield(L, 2, "to");
+        if (!lua_isnil(L, -1)) {
+            luaL_Stream *st = luaL_testudata(L, -1, LUA_FILEHANDLE);
+            if (st == NULL || st->closef == NULL)
+                return luaL_error(L, "sys:describe: 'to' must be an open file (io.stdout, "
+                                     "io.open(name, 'w')), got %s", luaL_typename(L, -1));
+            to = st->f;
+        }
+        lua_settop(L, 3); /* 3: the file or nil */
     }
+    if (units || links)
+        check_describe_room(L, h->sys, units, links);
     if (units) {
         struct kb_system_counts c;
         kb_system_get_counts(h->sys, &c);
@@ -1278,11 +1405,15 @@ static int sys_describe(lua_State *L)
             if (!kb_fabric_link(f, i))
                 return luaL_error(L, "sys:describe: %s", kb_fabric_errmsg(f));
     if (ports) {
-        push_modules(L, kb_system_sim(h->sys));
-        int mods = lua_gettop(L);
-        struct sbuf b = {0};
+        struct sim *s = kb_system_sim(h->sys);
+        if (sim_port_make_deferred(s) < 0) /* the fabric's (decision 0038) */
+            return luaL_error(L, "describe: %s", sim_errmsg(s));
+        struct modlist ml;
+        if (modlist_make(s, &ml) < 0)
+            return luaL_error(L, "sys:describe: out of memory");
+        struct sbuf b = {.f = to};
         if (dot) {
-            ports_dot(L, &b, mods);
+            ports_dot(&b, &ml);
         } else {
             char buf[1024];
             kb_system_describe(h->sys, buf, sizeof buf);
@@ -1291,18 +1422,29 @@ static int sys_describe(lua_State *L)
             snprintf(buf, sizeof buf, "links made %d of %d\n", kb_fabric_links_made(f),
                      kb_fabric_link_count(f));
             sb_add(&b, buf);
-            ports_text(L, &b, mods);
+            ports_text(&b, &ml);
         }
+        modlist_free(&ml);
         if (b.oom) {
             free(b.p);
+            if (to)
+                return luaL_error(L, "sys:describe: cannot write the listing: %s",
+                                  strerror(errno));
             return luaL_error(L, "sys:describe: out of memory");
         }
+        if (to) /* written: the file, as file:write returns */
+            return lua_settop(L, 3), 1;
         lua_pushlstring(L, b.p ? b.p : "", b.n);
         free(b.p);
         return 1;
     }
     char buf[1024];
     kb_system_describe(h->sys, buf, sizeof buf);
+    if (to) {
+        if (fputs(buf, to) < 0)
+            return luaL_error(L, "sys:describe: cannot write the listing: %s", strerror(errno));
+        return lua_settop(L, 3), 1;
+    }
     lua_pushstring(L, buf);
     return 1;
 }

@@ -1597,6 +1597,7 @@ static int l_tload(lua_State *L)
     lua_Integer sn = lua_tointeger(L, 5);
     /* off and n given as integers, the usual call: no default to fill */
     bool off_int = lua_isinteger(L, 2), n_int = lua_isinteger(L, 3);
+    bool n_default = lua_isnil(L, 3);
     if (!off_int && lua_isnil(L, 2)) {
         lua_pushinteger(L, 0);
         lua_replace(L, 2);
@@ -1609,8 +1610,23 @@ static int l_tload(lua_State *L)
     }
     lua_Integer off = off_int ? lua_tointeger(L, 2) : 0, n = n_int ? lua_tointeger(L, 3) : 0;
     if (!off_int || off < 0 || !n_int || n < 1 || off > sn ||
-        n > sn - off) /* (off + n could wrap) */
+        n > sn - off) { /* (off + n could wrap) */
+        /* no element to load: "elements [0, 0+0) are outside the shard"
+         * said an empty range was out of it */
+        if (off_int && n_int && n == 0 && off >= 0 && off <= sn) {
+            if (sn == 0)
+                return luaL_error(L, "tl.load: this PE's shard of the tensor has 0 elements: "
+                                     "nothing to load");
+            if (n_default)
+                return luaL_error(L, "tl.load: offset %I is the end of the shard of %I "
+                                     "elements: no element is left to load (offsets 0 to %I)",
+                                  (LUAI_UACINT)off, (LUAI_UACINT)sn, (LUAI_UACINT)(sn - 1));
+            return luaL_error(L, "tl.load: a count of 0 elements (a load takes 1 to %I "
+                                 "elements from offset %I of the shard of %I)",
+                              (LUAI_UACINT)(sn - off), (LUAI_UACINT)off, (LUAI_UACINT)sn);
+        }
         return shard_range_error(L, "tl.load", 2, 3, sn);
+    }
     enum kb_dtype dt = shard_dtype(L, c->st, 7);
     lua_Integer at = lua_tointeger(L, 4) + off * (lua_Integer)kb_dtype_size(dt);
     enum kb_mem_kind kind = shard_kind(L, c->st, 6);

@@ -215,7 +215,8 @@ local t_start = kb.clock()
 if opt.param then
   mode = "param"
   local prow, err = pr.read(opt.param)
-  if not prow then error(err, 0) end
+  -- a bad file is bad input, said in one line as other parameters are (exit 2, no traceback)
+  if not prow then io.stderr:write(("comms_bench: %s\n"):format(err)); os.exit(2) end
   local wanted = {}
   for _, c in ipairs(opt.collectives) do wanted[c] = true end
   for _, c in ipairs(pr.collectives(prow)) do
@@ -229,7 +230,9 @@ if opt.param then
     end
   end
   if #rows == 0 then
-    error(("%s: no COMMS-RES rows of %s"):format(opt.param, table.concat(opt.collectives, ", ")), 0)
+    io.stderr:write(("comms_bench: %s: no COMMS-RES rows of %s\n"):format(opt.param,
+      table.concat(opt.collectives, ", ")))
+    os.exit(2)
   end
 else
   mode = "simulated"

@@ -100,4 +100,28 @@ out=$("$kbsim" --describe --topology $graph --set ipcq.buffer_kind=hbm 2>&1); [ 
 out=$("$kbsim" --describe-dot "$work/no/such/dir.dot" --topology $graph 2>&1); [ $? -eq 2 ] || fail "dir"
 printf '%s' "$out" | grep -qF "kbsim: --describe-dot: cannot write $work/no/such/dir.dot: $work/no/such: No such file or directory" \
   || fail "dir: $out"
+
+# a system too large for the memory the process may have: refused before
+# any unit is made, with the estimate (it ran until an allocation failed,
+# the machine's memory taken first). Under ulimit -v 2 GB a grid of one SIP
+# is listed; 1024 SIPs (131,072 PEs, ~2 GiB to list) are refused. Skipped
+# where the limit stops even the small one (AddressSanitizer reserves more)
+if (ulimit -v 2000000 && "$kbsim" --describe --set sips.count=1 > /dev/null 2>&1); then
+  out=$(ulimit -v 2000000 && "$kbsim" --describe --set sips.count=1024 2>&1); st=$?
+  [ $st -eq 2 ] || fail "1024 SIPs under ulimit -v: exit status $st"
+  printf '%s' "$out" | grep -qE "^kbsim: sys:describe: listing 131072 PEs and 1007616 links needs about [0-9.]+ GiB \(~10 KiB a PE, ~700 B a link\), more than the [0-9.]+ GiB this process can still have \(available memory, cgroup limit, ulimit -v\)" \
+    || fail "1024 SIPs under ulimit -v: $out"
+  # a system itself far larger (16,777,216 PEs, ~32 GiB) is refused before it is made (it
+  # was made until an allocation failed, or the OOM killer came first)
+  out=$(ulimit -v 2000000 && "$kbsim" --describe --set sips.count=2048 --set sip.cube_mesh.w=32 \
+    --set sip.cube_mesh.h=32 --set sips.topology=torus_2d --set sips.w=32 --set sips.h=64 2>&1); st=$?
+  [ $st -eq 2 ] || fail "16,777,216 PEs under ulimit -v: exit status $st"
+  printf '%s' "$out" | grep -qE "^kbsim: kb.system: 16777216 PEs need about 32.0 GiB \(~2 KiB a PE\), more than the [0-9.]+ GiB this process can still have" \
+    || fail "16,777,216 PEs under ulimit -v: $out"
+fi
+# a script can write a listing to a file instead of holding it
+(cd $cases && "$kbsim" --set sips.count=1 describe_to.lua "$work/to.txt") > "$work/to.log" 2>&1 \
+  || { cat "$work/to.log"; fail "sys:describe{to = file}"; }
+"$kbsim" --describe --set sips.count=1 > "$work/s1.txt" 2>&1
+cmp "$work/s1.txt" "$work/to.txt" || fail "sys:describe{to = file} differs from --describe"
 echo "describe ok"

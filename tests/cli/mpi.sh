@@ -86,18 +86,18 @@ script_error)
   se=$src/tests/cli/cases/mpi_script_error.lua
   ranks() { mpi -n 3 sh -c '"$0" "$@"; echo "exit $?"' "$kbsim" -q -o out "$se" "$@" > out.stdout 2> log; }
   ranks
-  [ "$(grep -c "^kbsim: .*mpi_script_error.lua:15: after the sweep: 3 rows" log)" -eq 1 ] \
+  [ "$(grep -c "^kbsim: .*mpi_script_error.lua:18: after the sweep: 3 rows" log)" -eq 1 ] \
     || fail "the error said once"
   [ "$(grep -c "stack traceback:" log)" -eq 1 ] || fail "one traceback"
   [ "$(grep -c "^exit 2$" out.stdout)" -eq 3 ] || fail "every rank exits 2"
   grep -q "^rows 3$" out.stdout || fail "the script ran to its error"
   # an error only some ranks met names the first of them; rank 0 exits 0
   ranks rank
-  [ "$(grep -c "^kbsim: rank [12] on $(hostname): .*mpi_script_error.lua:11: not on rank 0" log)" -eq 1 ] \
+  [ "$(grep -c "^kbsim: rank [12] on $(hostname): .*mpi_script_error.lua:14: not on rank 0" log)" -eq 1 ] \
     || fail "another rank's error said once, with its rank"
   [ "$(grep -c "^exit 2$" out.stdout)" -eq 2 ] || fail "ranks 1 and 2 exit 2"
   ranks table
-  [ "$(grep -c "^kbsim: .*mpi_script_error.lua:13: error object is a table value: {rows = 3}" log)" -eq 1 ] \
+  [ "$(grep -c "^kbsim: .*mpi_script_error.lua:16: error object is a table value: {rows = 3}" log)" -eq 1 ] \
     || fail "a table raised, said once with its place"
   # the ranks but 0 fail before a sweep rank 0 goes into: the collectives
   # do not match and MPI ends the job; each failed rank has said its error
@@ -106,13 +106,42 @@ script_error)
     > out.stdout 2> log
   st=$?
   [ $st -ne 0 ] && [ $st -ne 124 ] || fail "ranks that went another way: exit status $st"
-  grep -q "^kbsim: rank [12] on $(hostname): .*mpi_script_error.lua:5: not on rank 0, before the sweep" log \
+  grep -q "^kbsim: rank [12] on $(hostname): .*mpi_script_error.lua:6: not on rank 0, before the sweep" log \
     || fail "the other ranks' error is said"
   # a syntax error
   echo 'x = = 1' > syntax.lua
   mpi -n 2 "$kbsim" -q -o out syntax.lua > /dev/null 2> log
   [ $? -eq 2 ] || fail "syntax error: exit status, want 2"
   [ "$(grep -c "syntax.lua:1:" log)" -eq 1 ] || fail "the syntax error said once"
+  ;;
+describe)
+  # kbsim --describe under mpirun: rank 0 alone lists the system and writes
+  # the graph (every rank printed the listing and wrote the same file)
+  "$kbsim" --describe --describe-dot one.dot --set sips.count=1 > one.txt 2> log \
+    || fail "--describe in one process"
+  mpi -n 3 "$kbsim" --describe --describe-dot mpi.dot --set sips.count=1 > mpi.txt 2> log \
+    || fail "--describe under mpirun"
+  cmp one.txt mpi.txt || fail "the listing under mpirun is not one process's"
+  cmp one.dot mpi.dot || fail "the graph under mpirun is not one process's"
+  ;;
+rank0_error)
+  # rank 0 only fails before a sweep the other ranks go into: they waited
+  # for it for ever. Rank 0 says its error once, waits 5 s for the others
+  # to meet it, then ends the job (docs/cluster.md)
+  se=$src/tests/cli/cases/mpi_script_error.lua
+  t0=$(date +%s)
+  timeout 120 "$mpirun" --allow-run-as-root --oversubscribe -n 3 "$kbsim" -q -o out "$se" rank0 \
+    > out.stdout 2> log
+  st=$? t=$(($(date +%s) - t0))
+  [ $st -ne 124 ] || fail "the job hung (killed by timeout after 120 s)"
+  [ $st -ne 0 ] || fail "exit status 0"
+  [ $t -lt 60 ] || fail "the job took $t s to end"
+  [ "$(grep -c "mpi_script_error.lua:8: only on rank 0, before the sweep" log)" -eq 1 ] \
+    || fail "the error said once"
+  grep -q "^kbsim: rank 0 on $(hostname): the other ranks did not meet this error within 5 s" log \
+    || fail "why the job is ended"
+  grep -q "the MPI job was ended (a rank died" log && fail "rank 0 blamed another rank"
+  grep -q "^rows" out.stdout && fail "a rank ran past the sweep"
   ;;
 serve)
   # every rank started a server on the same socket: one listened, the

@@ -51,16 +51,23 @@ tl.launch(sys, {0}, function()
     expect_error("float count", range, tl.load, t, 1, 2.5)
     expect_error("string offset", range, tl.load, t, "1", 2)
     expect_error("string count", range, tl.load, t, 1, "2")
-    expect_error("zero count", range, tl.load, t, 0, 0)
+    -- no element to load: said so, not "elements [0, 0+0) are outside the shard"
+    expect_error("zero count", "tl.load: a count of 0 elements (a load takes 1 to 14 elements "
+                 .. "from offset 2 of the shard of 16)", tl.load, t, 2, 0)
     expect_error("negative offset", range, tl.load, t, -1, 2)
-    expect_error("past the end", range, tl.load, t, N, nil)
+    expect_error("at the end", "tl.load: offset 16 is the end of the shard of 16 elements: "
+                 .. "no element is left to load (offsets 0 to 15)", tl.load, t, N, nil)
+    expect_error("past the end", range, tl.load, t, N + 1, nil)
     expect_error("too many", range, tl.load, t, 1, N)
     expect_error("float offset, no count", range, tl.load, t, 1.5)
   end
+  local empty = {shard = function() return {addr = addr, n = 0, kind = "hbm", dtype = "f32"} end}
+  expect_error("empty shard", "tl.load: this PE's shard of the tensor has 0 elements: nothing "
+               .. "to load", tl.load, empty)
   expect_error("no tensor", "tl.load: a tensor is expected, got number", tl.load, 7)
   expect_error("no shard method", "tl.load: a tensor is expected, got table", tl.load,
                {shard_place = placed.shard_place})
 end)
 sim:run()
-kb.check(place_calls == 15, "shard_place called once a tl.load: " .. place_calls)
+kb.check(place_calls == 16, "shard_place called once a tl.load: " .. place_calls)
 print("tl_load_args ok")
