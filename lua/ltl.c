@@ -453,6 +453,18 @@ static struct kb_pe *checkpe(lua_State *L, struct kb_system *sys, int i)
     return pe;
 }
 
+/* The PE of the optional rank at i (the last argument; default rank 0), for
+ * the closed-form queries (gemm_time, math_time, copy_time) */
+static struct kb_pe *optrank_pe(lua_State *L, struct kb_system *sys, int i)
+{
+    lua_settop(L, i);
+    if (lua_isnil(L, i)) {
+        lua_pushinteger(L, 0);
+        lua_replace(L, i);
+    }
+    return checkpe(L, sys, i);
+}
+
 /* The memory of `kind` at a PE, or an error naming both. */
 static struct kb_mem *pe_mem(lua_State *L, struct kb_pe *pe, enum kb_mem_kind kind, int *node)
 {
@@ -2050,12 +2062,7 @@ static int l_gemm_time(lua_State *L)
     lua_Integer m = luaL_checkinteger(L, 2), n = luaL_checkinteger(L, 3),
                 k = luaL_checkinteger(L, 4);
     luaL_argcheck(L, m > 0 && n > 0 && k > 0, 2, "m, n and k must be positive");
-    lua_settop(L, 5);
-    if (lua_isnil(L, 5)) {
-        lua_pushinteger(L, 0);
-        lua_replace(L, 5);
-    }
-    struct kb_pe *pe = checkpe(L, sys, 5);
+    struct kb_pe *pe = optrank_pe(L, sys, 5);
     /* a closed-form query on the PE's own unit's params: observation, direct */
     const struct kb_gemm_params *p = kb_gemm_params(pe->gemm);
     if (!kb_gemm_time_fits(p, (uint64_t)m, (uint64_t)n, (uint64_t)k))
@@ -2076,12 +2083,7 @@ static int l_copy_time(lua_State *L)
     struct kb_system *sys = lkb_checksystem(L, 1);
     lua_Integer bytes = luaL_checkinteger(L, 2);
     luaL_argcheck(L, bytes > 0, 2, "bytes must be positive");
-    lua_settop(L, 5);
-    if (lua_isnil(L, 5)) {
-        lua_pushinteger(L, 0);
-        lua_replace(L, 5);
-    }
-    struct kb_pe *pe = checkpe(L, sys, 5);
+    struct kb_pe *pe = optrank_pe(L, sys, 5);
     enum kb_mem_kind sk = optkind(L, 3, pe);
     enum kb_mem_kind dk = lua_isnil(L, 4) ? sk : checkkind(L, 4);
     struct kb_dma_end src = {0}, dst = {0};
@@ -2115,12 +2117,7 @@ static int l_math_time(lua_State *L)
     if (kb_math_op_parse(name, &op) != 0)
         return luaL_argerror(L, 2, lua_pushfstring(L, "unknown math op '%s'", name));
     luaL_argcheck(L, n > 0, 3, "n must be positive");
-    lua_settop(L, 5);
-    if (lua_isnil(L, 5)) {
-        lua_pushinteger(L, 0);
-        lua_replace(L, 5);
-    }
-    struct kb_pe *pe = checkpe(L, sys, 5);
+    struct kb_pe *pe = optrank_pe(L, sys, 5);
     /* a closed-form query on the PE's own unit's params: observation, direct */
     const struct kb_math_params *p = kb_math_params(pe->math);
     if (!kb_math_time_fits(p, op, (uint64_t)n, dt))

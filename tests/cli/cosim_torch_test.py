@@ -457,6 +457,16 @@ class Server:
         check("internal error" not in err, err)
 
 
+def one_rank_group(srv, store_name):
+    """This process as the one rank of a process group on srv."""
+    import torch.distributed as dist
+    os.environ["KBSIM_ADDRESS"] = srv.address
+    store = os.path.join(WORKDIR, store_name)
+    if os.path.exists(store):
+        os.unlink(store)
+    dist.init_process_group("kbsim", init_method="file://" + store, rank=0, world_size=1)
+
+
 def case_ops():
     import torch.multiprocessing as mp
     world = 4
@@ -611,11 +621,7 @@ def case_bad_root():
     import kbsim.torch as kt
     srv = Server("--set", "ccl.algorithm=ring_allreduce")
     try:
-        os.environ["KBSIM_ADDRESS"] = srv.address
-        store = os.path.join(WORKDIR, "rootstore")
-        if os.path.exists(store):
-            os.unlink(store)
-        dist.init_process_group("kbsim", init_method="file://" + store, rank=0, world_size=1)
+        one_rank_group(srv, "rootstore")
         t = torch.arange(4, dtype=torch.float32)
         calls = [("broadcast", lambda k: dist.broadcast(t, k)),
                  ("reduce", lambda k: dist.reduce(t, k))]
@@ -654,11 +660,7 @@ def case_ddp_error():
     import kbsim.torch as kt
     srv = Server()
     try:
-        os.environ["KBSIM_ADDRESS"] = srv.address
-        store = os.path.join(WORKDIR, "ddperrstore")
-        if os.path.exists(store):
-            os.unlink(store)
-        dist.init_process_group("kbsim", init_method="file://" + store, rank=0, world_size=1)
+        one_rank_group(srv, "ddperrstore")
         net = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
         loss = net(torch.ones(3, 4)).sum()
         try:
