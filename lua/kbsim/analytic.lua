@@ -314,7 +314,7 @@ end
 -- ranks) each reduce and broadcast S/2 at once, children served
 -- concurrently. 2D(α + (S/2)β) + D·c·(S/2)γ, D = ⌊log2 N⌋, c = min(N−1, 2).
 -- With one DMA channel for sends a parent's second child waits for the
--- first's bytes: at most D(S/2)β more (docs/collectives.md).
+-- first's bytes (dbtree_allreduce_exact; docs/collectives.md).
 function H.dbtree_allreduce(n, s, link)
   check_n(n); check_size(s)
   local l = hockney_link(link)
@@ -329,8 +329,11 @@ end
 -- such weight from the root to any node of the heap of n nodes; going up,
 -- children send at once (one message a level).
 -- tree:   (D + W)(α + Sβ) + D·c·Sγ
--- dbtree: (D + W)(α + (S/2)β) + D·c·(S/2)γ   (N odd: one rank is a leaf of
---         both trees and sends both halves, about (S/2)β more)
+-- dbtree: (D + W)(α + (S/2)β) + D·c·(S/2)γ
+-- Estimates (auto's), not exact: a right child waits δ + Sβ for the left
+-- one's copy, not α + Sβ, and for odd N one rank is a leaf of both trees
+-- and sends its halves one after the other (the simulation 0.85-1.31x
+-- these); the exact forms are tree_allreduce_exact, dbtree_allreduce_exact.
 local function heap_weight(n)
   local w, best = {[0] = 0}, 0
   for i = 1, n - 1 do
@@ -354,6 +357,123 @@ function H.dbtree_allreduce_serial(n, s, link)
   local d = floor_log2(n)
   local c = math.min(n - 1, 2)
   return (d + heap_weight(n)) * (l.alpha + s / 2 * l.beta) + d * c * s / 2 * l.gamma
+end
+
+-- ---- Trees, message by message ------------------------------------------
+-- The trees' schedules played out as the kernels run them, under the
+-- IPCQ's timing (docs/components/pe_ipcq.md, pe_dma.md): a send queues a
+-- DMA copy on the sender's one comm channel, which carries one copy at a
+-- time for δ + kβ (δ: the data's route latency, link.delta); the receive
+-- of a message that landed at t returns at t + (α − δ), the credit's
+-- flight (α = δ + the credit's return, as the closed-form tests measure
+-- it); an add of k bytes takes kγ. A rank's kernel goes on once its
+-- receive returns; only its comm channel makes its sends wait. The
+-- result is the last rank's end, which the simulation gives to a few
+-- memory touches (a free TCM). trees: {{mirror=, bytes=}, ...} (tree A:
+-- heap order; mirrored: on the indices N−1−r); each rank climbs the trees
+-- where it is a leaf first, then the others, and comes down in the
+-- reverse order (dbtree_allreduce.lua; one tree: tree_allreduce.lua).
+local function tree_schedule(n, trees, link)
+  local l = hockney_link(link)
+  local delta = l.alpha
+  if link.delta ~= nil then delta = nonneg(link, "delta") end
+  if delta > l.alpha then
+    error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
+      tostring(delta), tostring(l.alpha)), 3)
+  end
+  local credit = l.alpha - delta
+  local function heap(t, r) if t.mirror then return n - 1 - r end return r end
+  -- up[t][h]: when heap node h's partial lands at its parent; down[t][h]:
+  -- when the result lands at h (math.huge: not known yet)
+  local up, down = {}, {}
+  for k = 1, #trees do up[k], down[k] = {}, {} end
+  local last
+  for _ = 1, 4 * n + 16 do
+    local changed = false
+    last = 0
+    for r = 0, n - 1 do
+      local now, dma = 0, 0
+      local function send(bytes)
+        dma = math.max(now, dma) + delta + bytes * l.beta
+        return dma
+      end
+      local function set(map, h, v)
+        if map[h] ~= v then map[h], changed = v, true end
+      end
+      -- the trees where this rank is a leaf first, each part in the given
+      -- order (a tree of no bytes: no messages)
+      local leaf, inner = {}, {}
+      for k, t in ipairs(trees) do
+        local h = t.bytes > 0 and heap(t, r) or 0
+        local kids = {}
+        if t.bytes > 0 then
+          for c = 2 * h + 1, math.min(2 * h + 2, n - 1) do kids[#kids + 1] = c end
+        end
+        local o = {k = k, h = h, kids = kids, bytes = t.bytes}
+        if #kids == 0 then leaf[#leaf + 1] = o else inner[#inner + 1] = o end
+      end
+      local sorted = leaf
+      for _, o in ipairs(inner) do sorted[#sorted + 1] = o end
+      for _, o in ipairs(sorted) do
+        for _, c in ipairs(o.kids) do
+          now = math.max(now, (up[o.k][c] or math.huge) + credit) + o.bytes * l.gamma
+        end
+        if o.h > 0 then set(up[o.k], o.h, send(o.bytes)) end
+      end
+      for i = #sorted, 1, -1 do
+        local o = sorted[i]
+        if o.h > 0 then now = math.max(now, (down[o.k][o.h] or math.huge) + credit) end
+        for _, c in ipairs(o.kids) do set(down[o.k], c, send(o.bytes)) end
+      end
+      if now > last then last = now end
+    end
+    if not changed then return last end
+  end
+  error("tree schedule did not settle", 3) -- a dependency cycle: a bug here
+end
+
+-- Double binary tree, message by message (tree_schedule): exact for the
+-- kernel on contention-free links, every N (odd N too, where one rank is
+-- a leaf of both trees and its second half waits for its first on the
+-- comm channel). S/2 bytes a tree (an even element count).
+function H.dbtree_allreduce_exact(n, s, link)
+  check_n(n); check_size(s)
+  return tree_schedule(n, {{bytes = s / 2}, {mirror = true, bytes = s / 2}}, link)
+end
+
+-- The single heap tree of tree_allreduce, exactly (what tree_schedule
+-- plays out, in closed form). Up: a heap's left subtree is never later
+-- than its right, so the root has the sum after the leftmost path, D
+-- hops of α + Sβ and k adds (k = 2D, or 2D − 1 when N = 2^D and the
+-- last parent on that path has one child). Down: the root's sends start
+-- then; a node's copy leaves its parent's comm channel w·(δ + Sβ) after
+-- the parent has the result (w = 1 for a left child, 2 for a right one,
+-- queued behind the left), and its receive returns α − δ after landing.
+--   T = D(α + Sβ) + k·Sγ + max_v [W(v)(δ + Sβ) + d(v)(α − δ)]
+-- W(v), d(v): the weight and the depth of the root-to-v path.
+function H.tree_allreduce_exact(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local delta = l.alpha
+  if link.delta ~= nil then delta = nonneg(link, "delta") end
+  if n == 1 then return 0 end
+  local d = floor_log2(n)
+  local k = (n == 1 << d) and 2 * d - 1 or 2 * d
+  local hop, credit = delta + s * l.beta, l.alpha - delta
+  local w, dep, down = {[0] = 0}, {[0] = 0}, 0
+  for i = 1, n - 1 do
+    local p = (i - 1) // 2
+    w[i] = w[p] + ((i % 2 == 0) and 2 or 1)
+    dep[i] = dep[p] + 1
+    down = math.max(down, w[i] * hop + dep[i] * credit)
+  end
+  return d * (l.alpha + s * l.beta) + k * s * l.gamma + down
+end
+
+-- As tree_schedule plays it (a check of the closed form above).
+function H.tree_allreduce_schedule(n, s, link)
+  check_n(n); check_size(s)
+  return tree_schedule(n, {{bytes = s}}, link)
 end
 
 -- One line of L ranks of the mesh all-reduce: prefix sums go up, suffix
