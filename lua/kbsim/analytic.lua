@@ -270,7 +270,8 @@ end
 -- sends p − 1 pieces (adding each), the doubling p − 1;
 -- T = 2(p−1)(α + (S/p)β) + (p−1)(S/p)γ, and for N > p the fold in and
 -- out of whole tiles, p pieces each way, at most 2p(α + (S/p)β) + Sγ
--- more (the pieces stream one way, so the simulated time is below it).
+-- more (the pieces stream one way, so the simulated time is below it;
+-- rhd_allreduce_exact plays it out).
 function H.rhd_allreduce(n, s, link)
   check_n(n); check_size(s)
   local l = hockney_link(link)
@@ -474,6 +475,172 @@ end
 function H.tree_allreduce_schedule(n, s, link)
   check_n(n); check_size(s)
   return tree_schedule(n, {{bytes = s}}, link)
+end
+
+-- ---- Kernels message by message (rhd on any N) ---------------------------
+-- progs[r] (r = 0..N−1): a rank's operations in its kernel's order,
+-- {"send", ch, bytes}, {"post", ch, id} (tl.recv_async), {"wait", id},
+-- {"recv", ch} (blocking), {"add", bytes}; ch names a one-way channel, and
+-- its m-th send is its m-th receive. The component rules of tree_schedule,
+-- plus the ring's credits: the m-th send on a channel waits (blocks) for
+-- the credit of message m − slots, back when that receive returned
+-- (slots: the IPCQ's n_slots, a message one slot). Returns the last
+-- rank's end.
+local function msg_schedule(progs, l, delta, slots)
+  local credit = l.alpha - delta
+  local land, back = {}, {} -- [ch][m]: when message m lands / its credit is back
+  local function at(map, ch, m) return (map[ch] or {})[m] or math.huge end
+  local ops = 0
+  for r = 0, #progs do ops = ops + #progs[r] end
+  for _ = 1, ops + 16 do
+    local changed, last = false, 0
+    local function set(map, ch, m, v)
+      map[ch] = map[ch] or {}
+      if map[ch][m] ~= v then map[ch][m], changed = v, true end
+    end
+    for r = 0, #progs do
+      local now, dma = 0, 0
+      local sent, got, posted = {}, {}, {}
+      for _, op in ipairs(progs[r]) do
+        local k, ch = op[1], op[2]
+        if k == "send" then
+          local m = (sent[ch] or 0) + 1
+          sent[ch] = m
+          if m > slots then now = math.max(now, at(back, ch, m - slots)) end
+          dma = math.max(now, dma) + delta + op[3] * l.beta
+          set(land, ch, m, dma)
+        elseif k == "post" or k == "recv" then
+          local m = (got[ch] or 0) + 1
+          got[ch] = m
+          local t = math.max(now, at(land, ch, m)) + credit
+          set(back, ch, m, t)
+          if k == "post" then posted[op[3]] = t else now = t end
+        elseif k == "wait" then
+          now = math.max(now, posted[op[2]])
+        else -- add
+          now = now + op[2] * l.gamma
+        end
+      end
+      if now > last then last = now end
+    end
+    if not changed then return last end
+  end
+  error("message schedule did not settle", 3) -- a cycle: a bug here
+end
+
+-- The programs of ccl/lib/rhd.lua's kernels on n ranks (kind "ar":
+-- rhd_allreduce, p pieces; "rs": rhd_reduce_scatter and "ag":
+-- rhd_all_gather, n chunks), c bytes a piece.
+local function rhd_programs(kind, n, c)
+  local p, bits = 1, 0
+  while p * 2 <= n do p, bits = p * 2, bits + 1 end
+  local ex = n - p
+  local np = kind == "ar" and p or n
+  local function core(r)
+    if r < 2 * ex then return (r % 2 == 1) and r // 2 or nil end
+    return r - ex
+  end
+  local function real(j) if j < ex then return 2 * j + 1 end return j + ex end
+  local function owner(q)
+    if kind == "ar" then return q end
+    if q < 2 * ex then return q // 2 end
+    return q - ex
+  end
+  local function held(j, free)
+    local fixed, list = (p - 1) & ~free, {}
+    for q = 0, np - 1 do if ((owner(q) ~ j) & fixed) == 0 then list[#list + 1] = q end end
+    return list
+  end
+  -- pieces folded in (and added unless all-gather) and handed back
+  local fold_in = kind == "ag" and 1 or np
+  local fold_out = kind == "ar" and p or kind == "rs" and 1 or n - 1
+  local progs = {}
+  for r = 0, n - 1 do
+    local P = {}
+    progs[r] = P
+    local function op(...) P[#P + 1] = {...} end
+    local function ch(from, to, dir) return from .. ">" .. to .. ":" .. dir end
+    local j = core(r)
+    if not j then
+      for _ = 1, fold_in do op("send", ch(r, r + 1, "f"), c) end
+      for _ = 1, fold_out do op("recv", ch(r + 1, r, "f")) end
+    else
+      if r < 2 * ex then
+        for _ = 1, fold_in do
+          op("recv", ch(r - 1, r, "f"))
+          if kind ~= "ag" then op("add", c) end
+        end
+      end
+      local id = 0
+      local function exchange(b, sends, recvs, reduce)
+        local peer = real(j ~ (1 << b))
+        for i = 1, math.max(#sends, #recvs) do
+          id = id + 1
+          if recvs[i] then op("post", ch(peer, r, b), id) end
+          if sends[i] then op("send", ch(r, peer, b), c) end
+          if recvs[i] then
+            op("wait", id)
+            if reduce then op("add", c) end
+          end
+        end
+      end
+      if kind ~= "ag" then -- halving, lowest bit first
+        local free = p - 1
+        for b = 0, bits - 1 do
+          local nf = free & ~(1 << b)
+          exchange(b, held(j ~ (1 << b), nf), held(j, nf), true)
+          free = nf
+        end
+      end
+      if kind ~= "rs" then -- doubling, highest bit first
+        local free = 0
+        for b = bits - 1, 0, -1 do
+          exchange(b, held(j, free), held(j ~ (1 << b), free), false)
+          free = free | (1 << b)
+        end
+      end
+      if r < 2 * ex then
+        for _ = 1, fold_out do op("send", ch(r, r - 1, "f"), c) end
+      end
+    end
+  end
+  return progs
+end
+
+local function rhd_exact(kind, n, c, link)
+  local l = hockney_link(link)
+  local delta = l.alpha
+  if link.delta ~= nil then delta = nonneg(link, "delta") end
+  if delta > l.alpha then
+    error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
+      tostring(delta), tostring(l.alpha)), 3)
+  end
+  local slots = link.slots or 4
+  if math.type(slots) ~= "integer" or slots < 1 then
+    error(("bad link parameter 'slots' = %s (want an integer >= 1)"):format(tostring(slots)), 3)
+  end
+  return msg_schedule(rhd_programs(kind, n, c), l, delta, slots)
+end
+
+-- Rabenseifner on any N, exactly: the kernels of ccl/lib/rhd.lua played
+-- out message by message (msg_schedule), the fold's pieces streaming
+-- through the IPCQ ring (link.slots, default 4: configs' ipcq.n_slots)
+-- while the core ranks already exchange. link.delta as for the trees.
+-- Pieces of S/p (all-reduce) or S/N (reduce-scatter: S the input;
+-- all-gather: S the output), each one slot.
+function H.rhd_allreduce_exact(n, s, link)
+  check_n(n); check_size(s)
+  return rhd_exact("ar", n, s / pow2_floor(n), link)
+end
+
+function H.rhd_reduce_scatter_exact(n, s, link)
+  check_n(n); check_size(s)
+  return rhd_exact("rs", n, s / n, link)
+end
+
+function H.rhd_all_gather_exact(n, s, link)
+  check_n(n); check_size(s)
+  return rhd_exact("ag", n, s / n, link)
 end
 
 -- One line of L ranks of the mesh all-reduce: prefix sums go up, suffix
