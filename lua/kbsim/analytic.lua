@@ -270,7 +270,8 @@ end
 -- sends p − 1 pieces (adding each), the doubling p − 1;
 -- T = 2(p−1)(α + (S/p)β) + (p−1)(S/p)γ, and for N > p the fold in and
 -- out of whole tiles, p pieces each way, at most 2p(α + (S/p)β) + Sγ
--- more (the pieces stream one way, so the simulated time is below it).
+-- more (the pieces stream one way, so the simulated time is below it;
+-- rhd_allreduce_exact plays it out).
 function H.rhd_allreduce(n, s, link)
   check_n(n); check_size(s)
   local l = hockney_link(link)
@@ -314,7 +315,7 @@ end
 -- ranks) each reduce and broadcast S/2 at once, children served
 -- concurrently. 2D(α + (S/2)β) + D·c·(S/2)γ, D = ⌊log2 N⌋, c = min(N−1, 2).
 -- With one DMA channel for sends a parent's second child waits for the
--- first's bytes: at most D(S/2)β more (docs/collectives.md).
+-- first's bytes (dbtree_allreduce_exact; docs/collectives.md).
 function H.dbtree_allreduce(n, s, link)
   check_n(n); check_size(s)
   local l = hockney_link(link)
@@ -329,8 +330,11 @@ end
 -- such weight from the root to any node of the heap of n nodes; going up,
 -- children send at once (one message a level).
 -- tree:   (D + W)(α + Sβ) + D·c·Sγ
--- dbtree: (D + W)(α + (S/2)β) + D·c·(S/2)γ   (N odd: one rank is a leaf of
---         both trees and sends both halves, about (S/2)β more)
+-- dbtree: (D + W)(α + (S/2)β) + D·c·(S/2)γ
+-- Estimates (auto's), not exact: a right child waits δ + Sβ for the left
+-- one's copy, not α + Sβ, and for odd N one rank is a leaf of both trees
+-- and sends its halves one after the other (the simulation 0.85-1.31x
+-- these); the exact forms are tree_allreduce_exact, dbtree_allreduce_exact.
 local function heap_weight(n)
   local w, best = {[0] = 0}, 0
   for i = 1, n - 1 do
@@ -354,6 +358,289 @@ function H.dbtree_allreduce_serial(n, s, link)
   local d = floor_log2(n)
   local c = math.min(n - 1, 2)
   return (d + heap_weight(n)) * (l.alpha + s / 2 * l.beta) + d * c * s / 2 * l.gamma
+end
+
+-- ---- Trees, message by message ------------------------------------------
+-- The trees' schedules played out as the kernels run them, under the
+-- IPCQ's timing (docs/components/pe_ipcq.md, pe_dma.md): a send queues a
+-- DMA copy on the sender's one comm channel, which carries one copy at a
+-- time for δ + kβ (δ: the data's route latency, link.delta); the receive
+-- of a message that landed at t returns at t + (α − δ), the credit's
+-- flight (α = δ + the credit's return, as the closed-form tests measure
+-- it); an add of k bytes takes kγ. A rank's kernel goes on once its
+-- receive returns; only its comm channel makes its sends wait. The
+-- result is the last rank's end, which the simulation gives to a few
+-- memory touches (a free TCM). trees: {{mirror=, bytes=}, ...} (tree A:
+-- heap order; mirrored: on the indices N−1−r); each rank climbs the trees
+-- where it is a leaf first, then the others, and comes down in the
+-- reverse order (dbtree_allreduce.lua; one tree: tree_allreduce.lua).
+local function tree_schedule(n, trees, link)
+  local l = hockney_link(link)
+  local delta = l.alpha
+  if link.delta ~= nil then delta = nonneg(link, "delta") end
+  if delta > l.alpha then
+    error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
+      tostring(delta), tostring(l.alpha)), 3)
+  end
+  local credit = l.alpha - delta
+  local function heap(t, r) if t.mirror then return n - 1 - r end return r end
+  -- up[t][h]: when heap node h's partial lands at its parent; down[t][h]:
+  -- when the result lands at h (math.huge: not known yet)
+  local up, down = {}, {}
+  for k = 1, #trees do up[k], down[k] = {}, {} end
+  local last
+  for _ = 1, 4 * n + 16 do
+    local changed = false
+    last = 0
+    for r = 0, n - 1 do
+      local now, dma = 0, 0
+      local function send(bytes)
+        dma = math.max(now, dma) + delta + bytes * l.beta
+        return dma
+      end
+      local function set(map, h, v)
+        if map[h] ~= v then map[h], changed = v, true end
+      end
+      -- the trees where this rank is a leaf first, each part in the given
+      -- order (a tree of no bytes: no messages)
+      local leaf, inner = {}, {}
+      for k, t in ipairs(trees) do
+        local h = t.bytes > 0 and heap(t, r) or 0
+        local kids = {}
+        if t.bytes > 0 then
+          for c = 2 * h + 1, math.min(2 * h + 2, n - 1) do kids[#kids + 1] = c end
+        end
+        local o = {k = k, h = h, kids = kids, bytes = t.bytes}
+        if #kids == 0 then leaf[#leaf + 1] = o else inner[#inner + 1] = o end
+      end
+      local sorted = leaf
+      for _, o in ipairs(inner) do sorted[#sorted + 1] = o end
+      for _, o in ipairs(sorted) do
+        for _, c in ipairs(o.kids) do
+          now = math.max(now, (up[o.k][c] or math.huge) + credit) + o.bytes * l.gamma
+        end
+        if o.h > 0 then set(up[o.k], o.h, send(o.bytes)) end
+      end
+      for i = #sorted, 1, -1 do
+        local o = sorted[i]
+        if o.h > 0 then now = math.max(now, (down[o.k][o.h] or math.huge) + credit) end
+        for _, c in ipairs(o.kids) do set(down[o.k], c, send(o.bytes)) end
+      end
+      if now > last then last = now end
+    end
+    if not changed then return last end
+  end
+  error("tree schedule did not settle", 3) -- a dependency cycle: a bug here
+end
+
+-- Double binary tree, message by message (tree_schedule): exact for the
+-- kernel on contention-free links, every N (odd N too, where one rank is
+-- a leaf of both trees and its second half waits for its first on the
+-- comm channel). S/2 bytes a tree (an even element count).
+function H.dbtree_allreduce_exact(n, s, link)
+  check_n(n); check_size(s)
+  return tree_schedule(n, {{bytes = s / 2}, {mirror = true, bytes = s / 2}}, link)
+end
+
+-- The single heap tree of tree_allreduce, exactly (what tree_schedule
+-- plays out, in closed form). Up: a heap's left subtree is never later
+-- than its right, so the root has the sum after the leftmost path, D
+-- hops of α + Sβ and k adds (k = 2D, or 2D − 1 when N = 2^D and the
+-- last parent on that path has one child). Down: the root's sends start
+-- then; a node's copy leaves its parent's comm channel w·(δ + Sβ) after
+-- the parent has the result (w = 1 for a left child, 2 for a right one,
+-- queued behind the left), and its receive returns α − δ after landing.
+--   T = D(α + Sβ) + k·Sγ + max_v [W(v)(δ + Sβ) + d(v)(α − δ)]
+-- W(v), d(v): the weight and the depth of the root-to-v path.
+function H.tree_allreduce_exact(n, s, link)
+  check_n(n); check_size(s)
+  local l = hockney_link(link)
+  local delta = l.alpha
+  if link.delta ~= nil then delta = nonneg(link, "delta") end
+  if n == 1 then return 0 end
+  local d = floor_log2(n)
+  local k = (n == 1 << d) and 2 * d - 1 or 2 * d
+  local hop, credit = delta + s * l.beta, l.alpha - delta
+  local w, dep, down = {[0] = 0}, {[0] = 0}, 0
+  for i = 1, n - 1 do
+    local p = (i - 1) // 2
+    w[i] = w[p] + ((i % 2 == 0) and 2 or 1)
+    dep[i] = dep[p] + 1
+    down = math.max(down, w[i] * hop + dep[i] * credit)
+  end
+  return d * (l.alpha + s * l.beta) + k * s * l.gamma + down
+end
+
+-- As tree_schedule plays it (a check of the closed form above).
+function H.tree_allreduce_schedule(n, s, link)
+  check_n(n); check_size(s)
+  return tree_schedule(n, {{bytes = s}}, link)
+end
+
+-- ---- Kernels message by message (rhd on any N) ---------------------------
+-- progs[r] (r = 0..N−1): a rank's operations in its kernel's order,
+-- {"send", ch, bytes}, {"post", ch, id} (tl.recv_async), {"wait", id},
+-- {"recv", ch} (blocking), {"add", bytes}; ch names a one-way channel, and
+-- its m-th send is its m-th receive. The component rules of tree_schedule,
+-- plus the ring's credits: the m-th send on a channel waits (blocks) for
+-- the credit of message m − slots, back when that receive returned
+-- (slots: the IPCQ's n_slots, a message one slot). Returns the last
+-- rank's end.
+local function msg_schedule(progs, l, delta, slots)
+  local credit = l.alpha - delta
+  local land, back = {}, {} -- [ch][m]: when message m lands / its credit is back
+  local function at(map, ch, m) return (map[ch] or {})[m] or math.huge end
+  local ops = 0
+  for r = 0, #progs do ops = ops + #progs[r] end
+  for _ = 1, ops + 16 do
+    local changed, last = false, 0
+    local function set(map, ch, m, v)
+      map[ch] = map[ch] or {}
+      if map[ch][m] ~= v then map[ch][m], changed = v, true end
+    end
+    for r = 0, #progs do
+      local now, dma = 0, 0
+      local sent, got, posted = {}, {}, {}
+      for _, op in ipairs(progs[r]) do
+        local k, ch = op[1], op[2]
+        if k == "send" then
+          local m = (sent[ch] or 0) + 1
+          sent[ch] = m
+          if m > slots then now = math.max(now, at(back, ch, m - slots)) end
+          dma = math.max(now, dma) + delta + op[3] * l.beta
+          set(land, ch, m, dma)
+        elseif k == "post" or k == "recv" then
+          local m = (got[ch] or 0) + 1
+          got[ch] = m
+          local t = math.max(now, at(land, ch, m)) + credit
+          set(back, ch, m, t)
+          if k == "post" then posted[op[3]] = t else now = t end
+        elseif k == "wait" then
+          now = math.max(now, posted[op[2]])
+        else -- add
+          now = now + op[2] * l.gamma
+        end
+      end
+      if now > last then last = now end
+    end
+    if not changed then return last end
+  end
+  error("message schedule did not settle", 3) -- a cycle: a bug here
+end
+
+-- The programs of ccl/lib/rhd.lua's kernels on n ranks (kind "ar":
+-- rhd_allreduce, p pieces; "rs": rhd_reduce_scatter and "ag":
+-- rhd_all_gather, n chunks), c bytes a piece.
+local function rhd_programs(kind, n, c)
+  local p, bits = 1, 0
+  while p * 2 <= n do p, bits = p * 2, bits + 1 end
+  local ex = n - p
+  local np = kind == "ar" and p or n
+  local function core(r)
+    if r < 2 * ex then return (r % 2 == 1) and r // 2 or nil end
+    return r - ex
+  end
+  local function real(j) if j < ex then return 2 * j + 1 end return j + ex end
+  local function owner(q)
+    if kind == "ar" then return q end
+    if q < 2 * ex then return q // 2 end
+    return q - ex
+  end
+  local function held(j, free)
+    local fixed, list = (p - 1) & ~free, {}
+    for q = 0, np - 1 do if ((owner(q) ~ j) & fixed) == 0 then list[#list + 1] = q end end
+    return list
+  end
+  -- pieces folded in (and added unless all-gather) and handed back
+  local fold_in = kind == "ag" and 1 or np
+  local fold_out = kind == "ar" and p or kind == "rs" and 1 or n - 1
+  local progs = {}
+  for r = 0, n - 1 do
+    local P = {}
+    progs[r] = P
+    local function op(...) P[#P + 1] = {...} end
+    local function ch(from, to, dir) return from .. ">" .. to .. ":" .. dir end
+    local j = core(r)
+    if not j then
+      for _ = 1, fold_in do op("send", ch(r, r + 1, "f"), c) end
+      for _ = 1, fold_out do op("recv", ch(r + 1, r, "f")) end
+    else
+      if r < 2 * ex then
+        for _ = 1, fold_in do
+          op("recv", ch(r - 1, r, "f"))
+          if kind ~= "ag" then op("add", c) end
+        end
+      end
+      local id = 0
+      local function exchange(b, sends, recvs, reduce)
+        local peer = real(j ~ (1 << b))
+        for i = 1, math.max(#sends, #recvs) do
+          id = id + 1
+          if recvs[i] then op("post", ch(peer, r, b), id) end
+          if sends[i] then op("send", ch(r, peer, b), c) end
+          if recvs[i] then
+            op("wait", id)
+            if reduce then op("add", c) end
+          end
+        end
+      end
+      if kind ~= "ag" then -- halving, lowest bit first
+        local free = p - 1
+        for b = 0, bits - 1 do
+          local nf = free & ~(1 << b)
+          exchange(b, held(j ~ (1 << b), nf), held(j, nf), true)
+          free = nf
+        end
+      end
+      if kind ~= "rs" then -- doubling, highest bit first
+        local free = 0
+        for b = bits - 1, 0, -1 do
+          exchange(b, held(j, free), held(j ~ (1 << b), free), false)
+          free = free | (1 << b)
+        end
+      end
+      if r < 2 * ex then
+        for _ = 1, fold_out do op("send", ch(r, r - 1, "f"), c) end
+      end
+    end
+  end
+  return progs
+end
+
+local function rhd_exact(kind, n, c, link)
+  local l = hockney_link(link)
+  local delta = l.alpha
+  if link.delta ~= nil then delta = nonneg(link, "delta") end
+  if delta > l.alpha then
+    error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
+      tostring(delta), tostring(l.alpha)), 3)
+  end
+  local slots = link.slots or 4
+  if math.type(slots) ~= "integer" or slots < 1 then
+    error(("bad link parameter 'slots' = %s (want an integer >= 1)"):format(tostring(slots)), 3)
+  end
+  return msg_schedule(rhd_programs(kind, n, c), l, delta, slots)
+end
+
+-- Rabenseifner on any N, exactly: the kernels of ccl/lib/rhd.lua played
+-- out message by message (msg_schedule), the fold's pieces streaming
+-- through the IPCQ ring (link.slots, default 4: configs' ipcq.n_slots)
+-- while the core ranks already exchange. link.delta as for the trees.
+-- Pieces of S/p (all-reduce) or S/N (reduce-scatter: S the input;
+-- all-gather: S the output), each one slot.
+function H.rhd_allreduce_exact(n, s, link)
+  check_n(n); check_size(s)
+  return rhd_exact("ar", n, s / pow2_floor(n), link)
+end
+
+function H.rhd_reduce_scatter_exact(n, s, link)
+  check_n(n); check_size(s)
+  return rhd_exact("rs", n, s / n, link)
+end
+
+function H.rhd_all_gather_exact(n, s, link)
+  check_n(n); check_size(s)
+  return rhd_exact("ag", n, s / n, link)
 end
 
 -- One line of L ranks of the mesh all-reduce: prefix sums go up, suffix

@@ -55,6 +55,9 @@ local BUS = {
   all_to_all = function(n) return (n - 1) / n end,
   all_to_allv = function(n) return (n - 1) / n end,
   broadcast = function() return 1 end,
+  reduce = function() return 1 end,
+  gather = function(n) return (n - 1) / n end,
+  scatter = function(n) return (n - 1) / n end,
   barrier = function() return 0 end,
 }
 
@@ -723,6 +726,193 @@ local function new_distributed(T)
     return report(T, algo.name, "broadcast", ranks, n, n * DTYPE_BYTES[dt], lat, per, check, err)
   end
 
+  -- The rooted collectives (reduce, gather, scatter), torch's meaning: the
+  -- root is a rank of the group (0..N-1, as broadcast's src), given after
+  -- the tensors or as opts[key] ("dst" or "src"), default 0. Returns the
+  -- root and the options (only the keys in known).
+  local function rooted(what, key, x, y, known)
+    local o = y
+    if type(x) == "table" and y == nil then x, o = nil, x end
+    o = checkopts(o, known, what, 2)
+    if x ~= nil and o[key] ~= nil then
+      error(("%s: %s given twice (as an argument and as an option)"):format(what, key), 0)
+    end
+    local root = x
+    if root == nil then root = o[key] end
+    if root == nil then root = 0 end
+    local N = #G.ranks
+    local r = type(root) == "number" and math.tointeger(root)
+    if not r or r < 0 or r >= N then
+      error(("%s: %s rank %s is not a rank of the group (0..%d)"):format(what, key,
+        type(root) == "string" and ("'" .. root .. "'") or tostring(root), N - 1), 0)
+    end
+    return r, o
+  end
+
+  -- A rooted collective's tensor list (gather_list, scatter_list): N
+  -- tensors of dtype dt, each with a shard of at least C elements on rank.
+  local function checklist(l, what, rank, N, C, dt)
+    if #l ~= N then
+      error(("%s has %d tensors, the group has %d ranks"):format(what, #l, N), 0)
+    end
+    for i = 1, N do
+      local x = l[i]
+      local w = ("%s[%d]"):format(what, i)
+      checktensor(x, w, T.sys, {rank}, C)
+      if x.dtype ~= dt then
+        error(("%s is %s, the collective's elements %s"):format(w, x.dtype, dt), 0)
+      end
+    end
+  end
+
+  -- A buffer of n elements on rank only, kept for the next call of the
+  -- same shape: what a list form's kernel reads or writes (the host copies
+  -- between it and the list take no simulated time).
+  local function staging(rank, n, dt)
+    local key = ("%d:%d:%s"):format(rank, n, dt)
+    T.staging = T.staging or {}
+    if not T.staging[key] then
+      T.staging[key] = T.zeros({n}, {dtype = dt, placement = "replicate", ranks = {rank}})
+    end
+    return T.staging[key]
+  end
+
+  -- n elements of t's shard on rank from element off, and a write of them
+  -- (host, no time)
+  local function read_part(t, rank, off, n)
+    return tl.host_read(t.sys, rank, t.addrs[t.index[rank]] + off * DTYPE_BYTES[t.dtype],
+      t.dtype, n, t.memory)
+  end
+  local function write_part(t, rank, off, v)
+    tl.host_write(t.sys, rank, t.addrs[t.index[rank]] + off * DTYPE_BYTES[t.dtype], t.dtype, v,
+      t.memory)
+  end
+
+  -- reduce(t, dst, {op=, ...}) or reduce(t, {dst=, op=, ...}): t's shards
+  -- on every rank reduced into dst's; the other ranks' are left as they
+  -- were (the check reads them too).
+  function ops.reduce(t, x, y)
+    local ranks, N = G.ranks, #G.ranks
+    local dst, o = rooted("reduce", "dst", x, y, {"dst", "op", "algorithm", "chunks", "check"})
+    checktensor(t, "reduce: tensor", T.sys, ranks)
+    local n, dt = t.shard_n, t.dtype
+    local algo = pick("reduce", o)
+    -- o.op (sum, max, min) is checked by the registry, as all_reduce's
+    local a = args_for(algo, n, dt, {root = dst, op = o.op, chunks = o.chunks})
+    local ref
+    if o.check ~= false then
+      ref = {}
+      local m = t:shard_table(ranks[1])
+      ref[ranks[1]] = m
+      for k = 2, N do
+        local v = t:shard_table(ranks[k])
+        ref[ranks[k]] = v
+        m = elementwise(o.op, m, v)
+      end
+      for j = 1, n do m[j] = ROUND[dt](m[j]) end
+      ref[ranks[dst + 1]] = m
+    end
+    local lat, per = execute(T, algo, ranks, a, t, t)
+    local check, err = "skipped", 0
+    if ref then check, err = compare(t, ref, dt, N) end
+    return report(T, algo.name, "reduce", ranks, n, n * DTYPE_BYTES[dt], lat, per, check, err)
+  end
+
+  -- gather(out, in, dst, opts) or gather(out, in, {dst=, ...}): every
+  -- rank's input (C elements) into dst's output, in group order. out: a
+  -- tensor with a shard of at least N*C elements on dst (block k from
+  -- rank k), or a list of N tensors (gather_list: list[k+1]'s shard on
+  -- dst gets rank k's C elements). Only dst's shards change; the other
+  -- ranks need none.
+  function ops.gather(out, inp, x, y)
+    local ranks, N = G.ranks, #G.ranks
+    local dst, o = rooted("gather", "dst", x, y, {"dst", "algorithm", "check"})
+    checktensor(inp, "gather: input", T.sys, ranks)
+    local C, dt, root = inp.shard_n, inp.dtype, ranks[dst + 1]
+    local list = getmetatable(out) ~= Tensor and type(out) == "table" and out or nil
+    if list then
+      checklist(list, "gather: gather list", root, N, C, dt)
+    else
+      checktensor(out, "gather: output", T.sys, {root}, N * C)
+      if out.dtype ~= dt then
+        error(("gather: output is %s, the input %s"):format(out.dtype, dt), 0)
+      end
+    end
+    local algo = pick("gather", o)
+    local a = args_for(algo, C, dt, {root = dst})
+    local blocks, keep
+    if o.check ~= false then
+      blocks = {}
+      for k, r in ipairs(ranks) do blocks[k] = inp:shard_table(r) end
+      -- the shards that must not change: the output's on the other ranks
+      keep = {}
+      if not list then
+        for _, r in ipairs(out.ranks) do if r ~= root then keep[r] = out:shard_table(r) end end
+      end
+    end
+    local target = list and staging(root, N * C, dt) or out
+    local lat, per = execute(T, algo, ranks, a, inp, target)
+    if list then
+      for k = 1, N do write_part(list[k], root, 0, read_part(target, root, (k - 1) * C, C)) end
+    end
+    local check, err = "skipped", 0
+    if blocks then
+      local fails = {}
+      if list then
+        for k = 1, N do fails[#fails + 1] = {list[k], {[root] = blocks[k]}} end
+      else
+        local cat = {}
+        for k = 1, N do for j = 1, C do cat[(k - 1) * C + j] = blocks[k][j] end end
+        keep[root] = cat
+        fails[1] = {out, keep}
+      end
+      check = "passed"
+      for _, f in ipairs(fails) do
+        local c, e = compare(f[1], f[2], dt, 1)
+        if c == "failed" then check = c end
+        if e > err then err = e end
+      end
+    end
+    return report(T, algo.name, "gather", ranks, C, N * C * DTYPE_BYTES[dt], lat, per, check, err)
+  end
+
+  -- scatter(out, in, src, opts) or scatter(out, in, {src=, ...}): block k
+  -- of src's input into rank k's output (C elements, out's shard size).
+  -- in: a tensor with a shard of at least N*C elements on src, or a list
+  -- of N tensors (scatter_list: list[k+1]'s shard on src, at least C
+  -- elements, goes to rank k). The other ranks need no input.
+  function ops.scatter(out, inp, x, y)
+    local ranks, N = G.ranks, #G.ranks
+    local src, o = rooted("scatter", "src", x, y, {"src", "algorithm", "check"})
+    checktensor(out, "scatter: output", T.sys, ranks)
+    local C, dt, root = out.shard_n, out.dtype, ranks[src + 1]
+    local list = getmetatable(inp) ~= Tensor and type(inp) == "table" and inp or nil
+    if list then
+      checklist(list, "scatter: scatter list", root, N, C, dt)
+    else
+      checktensor(inp, "scatter: input", T.sys, {root}, N * C)
+      if inp.dtype ~= dt then
+        error(("scatter: input is %s, the output %s"):format(inp.dtype, dt), 0)
+      end
+    end
+    local algo = pick("scatter", o)
+    local a = args_for(algo, C, dt, {root = src})
+    local source = inp
+    if list then
+      source = staging(root, N * C, dt)
+      for k = 1, N do write_part(source, root, (k - 1) * C, read_part(list[k], root, 0, C)) end
+    end
+    local ref
+    if o.check ~= false then
+      ref = {}
+      for k, r in ipairs(ranks) do ref[r] = read_part(source, root, (k - 1) * C, C) end
+    end
+    local lat, per = execute(T, algo, ranks, a, source, out)
+    local check, err = "skipped", 0
+    if ref then check, err = compare(out, ref, dt, 1) end
+    return report(T, algo.name, "scatter", ranks, C, N * C * DTYPE_BYTES[dt], lat, per, check, err)
+  end
+
   function ops.barrier(o)
     local algo = pick("barrier", o)
     G.epoch = G.epoch + 1
@@ -917,6 +1107,7 @@ function M.new(sim, sys)
             to_table = function(self) return self.values end}
   end
 
+  T.zeros = torch.zeros -- the rooted collectives' staging buffers
   torch.distributed = new_distributed(T)
   torch.multiprocessing = new_multiprocessing(T)
   torch.round = M.round

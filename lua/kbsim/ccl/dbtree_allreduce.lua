@@ -8,9 +8,10 @@
 -- adds both. The first half of the tile goes up and down tree A, the
 -- second half tree B, concurrently (a tile of one element: tree B alone;
 -- one rank: no messages). Cost (Hockney, contention-free, D =
--- ⌊log2 N⌋, c = min(N−1, 2) children):
+-- ⌊log2 N⌋, c = min(N−1, 2) children), a lower bound:
 --   2D(α + (S/2)β) + D·c·(S/2)γ
--- (analytic.lua: hockney.dbtree_allreduce).
+-- (analytic.lua: hockney.dbtree_allreduce; exact, with one comm channel
+-- a sender: hockney.dbtree_allreduce_exact, docs/collectives.md).
 local tl = require("kbsim.tl")
 local ccl = require("kbsim.ccl")
 

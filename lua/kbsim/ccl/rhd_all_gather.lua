@@ -5,7 +5,8 @@
 -- back at the end. Cost (Hockney, S = N·C·bytes output, p = 2^⌊log2 N⌋),
 -- counted per message of one chunk:
 --   (N − 1)(α + (S/N)β)                  for N = p
---   + (α + (S/N)β) + (N − 1)(α + (S/N)β) for N > p (fold in, hand back)
+--   + (α + (S/N)β) + (N − 1)(α + (S/N)β) for N > p (fold in, hand back;
+--                                        a bound: hockney.rhd_all_gather_exact)
 -- (analytic.lua: hockney.rhd_all_gather).
 local rhd = require("kbsim.ccl.lib.rhd")
 

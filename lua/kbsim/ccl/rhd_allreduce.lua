@@ -5,7 +5,8 @@
 -- tile into r + 1 and gets the result back at the end). lib/rhd.lua has
 -- the steps. Cost (Hockney, contention-free, p = p2, S bytes):
 --   2·log2(p)·α + 2((p−1)/p)·S·β + ((p−1)/p)·S·γ      (N = p)
---   + 2(α + Sβ) + Sγ                                   (N > p: fold in and out)
+--   + 2(α + Sβ) + Sγ                                   (N > p: fold in and out,
+--     streamed; exact, message by message: hockney.rhd_allreduce_exact)
 -- counted per message: every piece is one message of S/p bytes, so the
 -- halving step at bit b sends p/2^(b+1) of them (analytic.lua:
 -- hockney.rhd_allreduce).

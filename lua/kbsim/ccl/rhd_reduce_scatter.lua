@@ -6,7 +6,9 @@
 -- Cost (Hockney, S = N·C·bytes input per rank, p = 2^⌊log2 N⌋):
 --   log2(p)·α·(N/p... per message) — exactly, counted per message:
 --   Σ_b (chunks sent at bit b)(α + Cβ + Cγ)
---   + N(α + C(β + γ)) + (α + Cβ)        (N > p: fold in, hand back)
+--   + N(α + C(β + γ)) + (α + Cβ)        (N > p: fold in, hand back;
+--                                        a bound: the fold streams, see
+--                                        hockney.rhd_reduce_scatter_exact)
 -- which for N = p is (N − 1)(α + (S/N)(β + γ)) in messages of one chunk
 -- (analytic.lua: hockney.rhd_reduce_scatter).
 local rhd = require("kbsim.ccl.lib.rhd")
