@@ -81,10 +81,17 @@ static void wait_req(MPI_Request *req)
  * a message made in advance, write, _exit). */
 static char term_msg[512];
 
+/* what rank 0 says when mpirun ends the job before any of its sweeps has
+ * handed out a point (another rank's usage or script error, Ctrl-C during
+ * set-up): the cache advice of term_msg would be wrong */
+static char term_msg_early[512];
+static volatile sig_atomic_t swept; /* a sweep has started dispatching */
+
 static void on_term(int sig)
 {
     (void)sig;
-    ssize_t r = write(2, term_msg, strlen(term_msg));
+    const char *m = swept ? term_msg : term_msg_early;
+    ssize_t r = write(2, m, strlen(m));
     (void)r;
     _exit(143);
 }
@@ -223,6 +230,9 @@ int lkb_mpi_init(int *argc, char ***argv)
                  "kbsim: rank 0 on %s: the MPI job was ended (a rank died or was killed, "
                  "or Ctrl-C: see mpirun's message); every sweep point that finished is in "
                  "the cache: run the same command with --fast to run only the others\n", me);
+        snprintf(term_msg_early, sizeof term_msg_early,
+                 "kbsim: rank 0 on %s: the MPI job was ended before any sweep began (another "
+                 "rank ended first, or Ctrl-C: see the messages above and mpirun's)\n", me);
         struct sigaction sa = {.sa_handler = on_term};
         sigemptyset(&sa.sa_mask);
         sigaction(SIGTERM, &sa, NULL);
@@ -533,6 +543,7 @@ static void *dispatch_main(void *arg)
 
 struct lkb_dispatch *lkb_dispatch_start(lkb_claim_fn claim, lkb_ended_fn ended, void *ud)
 {
+    swept = 1; /* from now, a job ended by mpirun may have finished points */
     struct lkb_dispatch *d = calloc(1, sizeof *d);
     if (d == NULL)
         return NULL;

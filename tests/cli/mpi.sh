@@ -153,6 +153,31 @@ serve)
     || fail "the refusal names the reason"
   grep -q "listening on" out.stdout && fail "a rank started a server"
   ;;
+term_early)
+  # mpirun ends the job before any sweep began (here: SIGTERM to rank 0
+  # while the script is still setting up, as when another rank's usage
+  # error ends it first): rank 0 says so, without the advice about the
+  # cache and --fast, which is for a job whose sweep had started
+  cat > early.lua <<'LUA'
+require("kbsim")
+if os.getenv("OMPI_COMM_WORLD_RANK") == "0" then
+  local f = io.open("/proc/self/stat"):read("l")
+  local out = io.open("rank0.pid", "w"); out:write(f:match("^(%d+)")); out:close()
+end
+local t = os.time() + 20
+while os.time() < t do end -- set-up that takes a while, no sweep yet
+LUA
+  "$mpirun" --allow-run-as-root --oversubscribe -n 2 "$kbsim" -q early.lua > /dev/null 2> log &
+  job=$!
+  i=0
+  while [ ! -s rank0.pid ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  [ -s rank0.pid ] || { kill $job; wait $job; fail "rank 0 did not start"; }
+  kill -TERM "$(cat rank0.pid)"
+  wait $job
+  grep -q "kbsim: rank 0 on .*: the MPI job was ended before any sweep began" log \
+    || fail "rank 0 says the job ended before any sweep"
+  grep -q "with --fast" log && fail "no cache advice before any sweep"
+  ;;
 killed)
   # rank 1 killed with kill -9 during the sweep: mpirun ends the job and
   # names it, rank 0 says what to do; a --fast rerun finishes the rest
