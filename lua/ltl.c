@@ -1408,6 +1408,13 @@ struct place { lua_Integer rank, addr; };
 struct places {
     const void *tag;
     lua_Integer sn;
+    /* the kind and dtype names, checked when the record was made: what
+     * tl.load and tl.store read on every call (kind_kinds[kind], dt), and
+     * whether the dtype name is kb_dtype_name(dt) (tl.store compares it
+     * with its handle's by name) */
+    int kind;
+    enum kb_dtype dt;
+    bool dt_canonical;
     size_t n;
     struct place e[];
 };
@@ -1465,6 +1472,9 @@ static int l_places(lua_State *L)
     struct places *p = lua_newuserdatauv(L, sizeof *p + (size_t)n * sizeof(struct place), 2);
     p->tag = &places_tag;
     p->sn = sn;
+    p->kind = ki;
+    p->dt = dt;
+    p->dt_canonical = strcmp(kb_dtype_name(dt), dtype) == 0;
     p->n = (size_t)n;
     for (lua_Integer k = 1; k <= n; k++) {
         int isnum_r, isnum_a;
@@ -1588,11 +1598,36 @@ static enum kb_mem_kind shard_kind(lua_State *L, const struct tl_state *st, int 
                       name ? name : "?");
 }
 
+/* The places record of the tensor at index 1, a table (its raw field
+ * shard_places), or NULL; pushes that field either way. */
+static const struct places *tensor_places(lua_State *L)
+{
+    lua_pushvalue(L, lua_upvalueindex(UV_K_PLACES));
+    return lua_rawget(L, 1) == LUA_TUSERDATA ? toplaces(L, -1) : NULL;
+}
+
 /* tl.load(t, off, n) -> handle: n elements (default: to the end) of this
  * PE's shard of t from element off (default 0), through load() */
 static int l_tload(lua_State *L)
 {
     lua_settop(L, 3);
+    /* the usual call, a tensor with places and integer off and n within
+     * the shard: what the general path below does, with the kind and
+     * dtype the record keeps as numbers (no strings read or compared) */
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        const struct places *p = tensor_places(L);
+        struct kctx *c = p ? current(L, "tl.load") : NULL;
+        lua_Integer addr;
+        if (c && lua_isinteger(L, 2) && lua_isinteger(L, 3) &&
+            places_find(p, c->program_id, &addr)) {
+            lua_Integer sn = p->sn, off = lua_tointeger(L, 2), n = lua_tointeger(L, 3);
+            if (off >= 0 && n >= 1 && off <= sn && n <= sn - off && n <= INT32_MAX)
+                return load_at(L, c, kind_kinds[p->kind],
+                               addr + off * (lua_Integer)kb_dtype_size(p->dt), (uint32_t)n,
+                               p->dt);
+        }
+        lua_settop(L, 3); /* anything else: as before, with its errors */
+    }
     struct kctx *c = push_shard(L, "tl.load"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
     lua_Integer sn = lua_tointeger(L, 5);
     /* off and n given as integers, the usual call: no default to fill */
@@ -1640,6 +1675,22 @@ static int l_tload(lua_State *L)
 static int l_tstore(lua_State *L)
 {
     lua_settop(L, 3);
+    /* the usual call (as in tl.load): the running kernel's own live handle
+     * of the tensor's dtype, within the shard */
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        const struct places *p = tensor_places(L);
+        struct kctx *c = p ? current(L, "tl.store") : NULL;
+        struct handle *h = c ? tohandle(L, 3) : NULL;
+        lua_Integer addr;
+        if (h && handle_of(h, c) && !h->freed && p->dt_canonical && h->dt == p->dt &&
+            lua_isinteger(L, 2) && places_find(p, c->program_id, &addr)) {
+            lua_Integer sn = p->sn, off = lua_tointeger(L, 2);
+            if (off >= 0 && off <= sn && (lua_Integer)h->n <= sn - off)
+                return store_at(L, c, kind_kinds[p->kind],
+                                addr + off * (lua_Integer)kb_dtype_size(h->dt), h);
+        }
+        lua_settop(L, 3);
+    }
     struct kctx *c = push_shard(L, "tl.store"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
     lua_Integer sn = lua_tointeger(L, 5);
     struct handle *h = tohandle(L, 3);
