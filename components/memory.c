@@ -428,6 +428,8 @@ const struct kb_mem_params *kb_mem_params(const struct kb_mem *m)
     return &m->p;
 }
 
+uint64_t kb_mem_capacity(const struct kb_mem *m) { return m->capacity; }
+
 /* ---- allocation -------------------------------------------------------- */
 
 /* ---- the free list: blocks sorted by address, in fl_in while short ---- */

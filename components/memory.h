@@ -77,6 +77,9 @@ void kb_mem_free(struct kb_mem *m);
 const char *kb_mem_errmsg(const struct kb_mem *m);
 const char *kb_mem_name(const struct kb_mem *m);
 const struct kb_mem_params *kb_mem_params(const struct kb_mem *m);
+/* kb_mem_params(m)->capacity, from the line an allocation and an access
+ * read anyway (the parameters are a line of their own) */
+uint64_t kb_mem_capacity(const struct kb_mem *m);
 
 /* ---- allocation -------------------------------------------------------- */
 

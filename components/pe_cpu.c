@@ -8,12 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a dispatch reads and writes first (at system scale a PE's CPU is
+ * cold at each op). */
 struct kb_cpu {
     struct sim *sim;
-    char *name;
-    struct kb_cpu_params p;
     sim_time dispatch_ps;
     struct kb_cpu_stats st;
+    char *name;
+    struct kb_cpu_params p;
     struct kb_cpu_if iface;
     struct sim_port *port;              /* "NAME.cpu.in" */
     struct sim_port *out[KB_CPU_NOUTS]; /* "NAME.cpu.dma", ... */

@@ -165,7 +165,7 @@ static int check_end(struct kb_dma *d, const char *what,
 {
     if (!e->mem)
         return seterr(d, SIM_EINVAL, "%s of the copy has no memory", what);
-    uint64_t cap = kb_mem_params(e->mem)->capacity;
+    uint64_t cap = kb_mem_capacity(e->mem);
     if (e->addr > cap || bytes > cap - e->addr)
         return seterr(d, SIM_EINVAL,
                       "%s of %llu bytes at 0x%llx is beyond the %llu bytes "

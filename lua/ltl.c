@@ -275,14 +275,20 @@ struct kctx {
     bool sr_ok;
     /* TCM addresses of live handles, by slot (a handle knows its slot),
      * so that the table is as long as the most handles live at once and
-     * tl.free finds its entry at once. A free slot holds SLOT_FREE | the
-     * next free slot (SLOT_NONE ends the list that free_head starts). */
-    uint32_t free_head;
-    struct kb_pe *pe;
+     * tl.free finds its entry at once; a free slot's entry holds
+     * SLOT_FREE. The free slots' numbers are a stack (the last freed is
+     * taken first) in the same block, after cap_allocs entries
+     * (free_slots()): a new handle reads its top, one line a step
+     * touches anyway, not the entry of a slot freed steps ago. */
+    uint32_t n_free;
+    /* pe->cpu, which dispatches every op (the PE's own line is not read
+     * by a ring step) */
+    struct kb_cpu *cpu;
     struct sim *s;
     struct tl_state *st; /* the module's (the registry keeps it) */
     struct ctx_ref *ref; /* its record for its handles, of generation gen */
     uint32_t gen;
+    uint32_t cap_allocs;
     struct alloc *allocs;
     /* What its ops go through (decision 0045): the interfaces bound to
      * the CPU's OUT ports dma, math, gemm and ipcq,
@@ -304,8 +310,9 @@ struct kctx {
      * that fails leaves its receive here for good */
     struct future *free_futs, *busy_futs;
     int sr_rid, sr_sid, sr_rix, sr_six;
-    uint32_t n_allocs, cap_allocs;
+    uint32_t n_allocs;
     /* the rest is read at bind, at the end and by the rarer calls */
+    struct kb_pe *pe;
     const struct kb_dma_if *dma;
     const struct kb_gemm_if *gemm;
     struct kb_system *sys;
@@ -330,6 +337,12 @@ struct alloc {
  * that the fields a step reads first are two lines, not three. */
 #define CTX_UD_BYTES (sizeof(struct kctx) + 63)
 _Static_assert(offsetof(struct kctx, n_allocs) == 128, "a step's fields are the first two lines");
+/* The stack of c's free slots: cap_allocs numbers after its entries. */
+static uint32_t *free_slots(const struct kctx *c)
+{
+    return (uint32_t *)(c->allocs + c->cap_allocs);
+}
+
 static struct kctx *ctx_in(void *ud)
 {
     return ud ? (struct kctx *)(((uintptr_t)ud + 63) & ~(uintptr_t)63) : NULL;
@@ -861,8 +874,7 @@ static void release_allocs(struct kctx *c)
             kb_mem_dealloc_owned(c->tcm, c->allocs[i].addr, c->allocs[i].bytes);
     free(c->allocs);
     c->allocs = NULL;
-    c->n_allocs = c->cap_allocs = 0;
-    c->free_head = SLOT_NONE;
+    c->n_allocs = c->cap_allocs = c->n_free = 0;
 }
 
 static int ctx_gc(lua_State *L)
@@ -942,7 +954,6 @@ static int l_bind(lua_State *L)
     struct ctx_ref *ref = ref_take(L, st);
     struct kctx *c = ctx_in(lua_newuserdatauv(L, CTX_UD_BYTES, 1));
     memset(c, 0, sizeof *c);
-    c->free_head = SLOT_NONE;
     c->st = st;
     c->ref = ref; /* (before its finalizer can run: it gives the record back) */
     c->gen = ref->gen;
@@ -951,6 +962,7 @@ static int l_bind(lua_State *L)
     c->sys = sys;
     c->s = s;
     c->pe = pe;
+    c->cpu = pe->cpu;
     c->tcm = pe->tcm;
     c->dma = kb_cpu_dma(pe->cpu);
     c->math = kb_cpu_math(pe->cpu);
@@ -1088,7 +1100,7 @@ static const struct kb_ipcq_if *need_ipcq(lua_State *L, const struct kctx *c, co
 static void dispatch(lua_State *L, struct kctx *c, const char *what)
 {
     void *bp = lkb_block_begin(L, c->s, what);
-    int rc = kb_cpu_dispatch(c->pe->cpu);
+    int rc = kb_cpu_dispatch(c->cpu);
     lkb_block_end(bp);
     if (rc < 0)
         luaL_error(L, "%s on PE '%s': dispatch failed (%d)", what, c->pe->name, rc);
@@ -1138,13 +1150,16 @@ static struct handle *newhandle(lua_State *L, struct kctx *c, uint32_t n, enum k
     if (kb_mem_alloc_owned(c->tcm, bytes, HANDLE_ALIGN, &addr) != 0)
         luaL_error(L, "PE '%s': TCM scratch is full (%s); free handles with tl.free or "
                       "use smaller tiles", c->pe->name, kb_mem_errmsg(c->tcm));
-    uint32_t slot = c->free_head;
-    if (slot != SLOT_NONE) {
-        c->free_head = (uint32_t)c->allocs[slot].addr;
+    uint32_t slot;
+    if (c->n_free) {
+        slot = free_slots(c)[--c->n_free];
     } else {
         if (c->n_allocs == c->cap_allocs) {
+            /* (no slot is free: the stack moves with nothing on it) */
             size_t cap = c->cap_allocs ? 2 * (size_t)c->cap_allocs : 16;
-            struct alloc *a = cap < SLOT_NONE ? realloc(c->allocs, cap * sizeof *a) : NULL;
+            struct alloc *a = cap < SLOT_NONE ? realloc(c->allocs, cap * (sizeof *a +
+                                                                    sizeof(uint32_t)))
+                                              : NULL;
             if (!a) {
                 kb_mem_dealloc_owned(c->tcm, addr, bytes);
                 luaL_error(L, "out of memory");
@@ -1325,8 +1340,8 @@ static int h_index(lua_State *L)
 static int handle_release(struct kctx *c, struct handle *h)
 {
     int rc = kb_mem_dealloc_owned(c->tcm, h->addr, hbytes(h));
-    c->allocs[h->slot].addr = SLOT_FREE | c->free_head;
-    c->free_head = h->slot;
+    c->allocs[h->slot].addr = SLOT_FREE;
+    free_slots(c)[c->n_free++] = h->slot;
     h->freed = true;
     return rc;
 }
@@ -1420,6 +1435,13 @@ struct place { lua_Integer rank, addr; };
 struct places {
     const void *tag;
     lua_Integer sn;
+    /* the kind and dtype names, checked when the record was made: what
+     * tl.load and tl.store read on every call (kind_kinds[kind], dt), and
+     * whether the dtype name is kb_dtype_name(dt) (tl.store compares it
+     * with its handle's by name) */
+    int kind;
+    enum kb_dtype dt;
+    bool dt_canonical;
     size_t n;
     struct place e[];
 };
@@ -1477,6 +1499,9 @@ static int l_places(lua_State *L)
     struct places *p = lua_newuserdatauv(L, sizeof *p + (size_t)n * sizeof(struct place), 2);
     p->tag = &places_tag;
     p->sn = sn;
+    p->kind = ki;
+    p->dt = dt;
+    p->dt_canonical = strcmp(kb_dtype_name(dt), dtype) == 0;
     p->n = (size_t)n;
     for (lua_Integer k = 1; k <= n; k++) {
         int isnum_r, isnum_a;
@@ -1600,11 +1625,36 @@ static enum kb_mem_kind shard_kind(lua_State *L, const struct tl_state *st, int 
                       name ? name : "?");
 }
 
+/* The places record of the tensor at index 1, a table (its raw field
+ * shard_places), or NULL; pushes that field either way. */
+static const struct places *tensor_places(lua_State *L)
+{
+    lua_pushvalue(L, lua_upvalueindex(UV_K_PLACES));
+    return lua_rawget(L, 1) == LUA_TUSERDATA ? toplaces(L, -1) : NULL;
+}
+
 /* tl.load(t, off, n) -> handle: n elements (default: to the end) of this
  * PE's shard of t from element off (default 0), through load() */
 static int l_tload(lua_State *L)
 {
     lua_settop(L, 3);
+    /* the usual call, a tensor with places and integer off and n within
+     * the shard: what the general path below does, with the kind and
+     * dtype the record keeps as numbers (no strings read or compared) */
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        const struct places *p = tensor_places(L);
+        struct kctx *c = p ? current(L, "tl.load") : NULL;
+        lua_Integer addr;
+        if (c && lua_isinteger(L, 2) && lua_isinteger(L, 3) &&
+            places_find(p, c->program_id, &addr)) {
+            lua_Integer sn = p->sn, off = lua_tointeger(L, 2), n = lua_tointeger(L, 3);
+            if (off >= 0 && n >= 1 && off <= sn && n <= sn - off && n <= INT32_MAX)
+                return load_at(L, c, kind_kinds[p->kind],
+                               addr + off * (lua_Integer)kb_dtype_size(p->dt), (uint32_t)n,
+                               p->dt);
+        }
+        lua_settop(L, 3); /* anything else: as before, with its errors */
+    }
     struct kctx *c = push_shard(L, "tl.load"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
     lua_Integer sn = lua_tointeger(L, 5);
     /* off and n given as integers, the usual call: no default to fill */
@@ -1652,6 +1702,22 @@ static int l_tload(lua_State *L)
 static int l_tstore(lua_State *L)
 {
     lua_settop(L, 3);
+    /* the usual call (as in tl.load): the running kernel's own live handle
+     * of the tensor's dtype, within the shard */
+    if (lua_type(L, 1) == LUA_TTABLE) {
+        const struct places *p = tensor_places(L);
+        struct kctx *c = p ? current(L, "tl.store") : NULL;
+        struct handle *h = c ? tohandle(L, 3) : NULL;
+        lua_Integer addr;
+        if (h && handle_of(h, c) && !h->freed && p->dt_canonical && h->dt == p->dt &&
+            lua_isinteger(L, 2) && places_find(p, c->program_id, &addr)) {
+            lua_Integer sn = p->sn, off = lua_tointeger(L, 2);
+            if (off >= 0 && off <= sn && (lua_Integer)h->n <= sn - off)
+                return store_at(L, c, kind_kinds[p->kind],
+                                addr + off * (lua_Integer)kb_dtype_size(h->dt), h);
+        }
+        lua_settop(L, 3);
+    }
     struct kctx *c = push_shard(L, "tl.store"); /* 4 addr, 5 sn, 6 kind, 7 dtype */
     lua_Integer sn = lua_tointeger(L, 5);
     struct handle *h = tohandle(L, 3);
@@ -2745,7 +2811,7 @@ static int l_sendrecv(lua_State *L)
     }
     /* tl.recv_async */
     void *bp = lkb_block_begin(L, c->s, "tl.sendrecv");
-    int rc = kb_cpu_dispatch(c->pe->cpu);
+    int rc = kb_cpu_dispatch(c->cpu);
     lkb_block_end(bp);
     const char *why = rc < 0 ? NULL : start_recv(c, f);
     if (rc < 0 || why) {
@@ -2764,7 +2830,7 @@ static int l_sendrecv(lua_State *L)
     if (ssn && kb_mem_snap_take(hc->tcm, h->addr, hbytes(h), ssn) != 0)
         return fail_busy(L, c, kb_mem_errmsg(hc->tcm));
     bp = lkb_block_begin(L, c->s, "tl.sendrecv");
-    rc = kb_cpu_dispatch(c->pe->cpu);
+    rc = kb_cpu_dispatch(c->cpu);
     if (rc < 0) {
         lkb_block_end(bp);
         lua_pushfstring(L, "tl.sendrecv on PE '%s': dispatch failed (%d)", c->pe->name, rc);

@@ -43,6 +43,21 @@ tl.launch(sys, {0, 3, 5, 6}, function()
     kb.check(got[j] == 100 * r + 2 + j, ("rank %d load[%d] = %s"):format(r, j, tostring(got[j])))
   end
   tl.store(t, 0, h * 2) -- elements 0..3 of the same shard
+  -- what the record's quick way does not take goes the general way, with
+  -- its errors (and writes nothing)
+  local function err(f, ...)
+    local ok, e = pcall(f, ...)
+    return not ok and tostring(e) or "no error"
+  end
+  local function has(e, s) kb.check(e:find(s, 1, true), ("rank %d: %s"):format(r, e)) end
+  has(err(tl.load, t, N - 1, 2), "outside the shard of 8")
+  has(err(tl.load, t, 1.5, 1), "outside the shard of 8")
+  has(err(tl.load, t, 0, 0), "a count of 0 elements")
+  has(err(tl.store, t, N - 3, h), "outside the shard of 8")
+  has(err(tl.store, t, 0, tl.full(4, 1, "f16")), "a f16 handle into a f32 tensor")
+  local g = tl.load(t, 0, 1)
+  tl.free(g)
+  has(err(tl.store, t, 0, g), "handle was freed")
 end)
 sim:run()
 kb.check(#errs == 1 and errs[1]:find("tensor has no shard on rank 6", 1, true),
