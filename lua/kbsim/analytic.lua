@@ -331,7 +331,7 @@ end
 -- children send at once (one message a level).
 -- tree:   (D + W)(α + Sβ) + D·c·Sγ
 -- dbtree: (D + W)(α + (S/2)β) + D·c·(S/2)γ
--- Estimates (auto's), not exact: a right child waits δ + Sβ for the left
+-- Estimates (auto's until decision 0069), not exact: a right child waits δ + Sβ for the left
 -- one's copy, not α + Sβ, and for odd N one rank is a leaf of both trees
 -- and sends its halves one after the other (the simulation 0.85-1.31x
 -- these); the exact forms are tree_allreduce_exact, dbtree_allreduce_exact.
@@ -486,46 +486,97 @@ end
 -- the credit of message m − slots, back when that receive returned
 -- (slots: the IPCQ's n_slots, a message one slot). Returns the last
 -- rank's end.
+-- Played in dependency order: each rank runs its program until an
+-- operation needs a time not known yet (a message not landed, a credit not
+-- back, a posted receive not landed), waits there, and is woken when that
+-- time is set; a posted receive is resolved when its message lands. Every
+-- operation is done once (was a relaxation over all ranks until nothing
+-- moved: O(N^2 log N) operations, minutes at N = 768).
 local function msg_schedule(progs, l, delta, slots)
   local credit = l.alpha - delta
   local land, back = {}, {} -- [ch][m]: when message m lands / its credit is back
-  local function at(map, ch, m) return (map[ch] or {})[m] or math.huge end
-  local ops = 0
-  for r = 0, #progs do ops = ops + #progs[r] end
-  for _ = 1, ops + 16 do
-    local changed, last = false, 0
-    local function set(map, ch, m, v)
-      map[ch] = map[ch] or {}
-      if map[ch][m] ~= v then map[ch][m], changed = v, true end
-    end
-    for r = 0, #progs do
-      local now, dma = 0, 0
-      local sent, got, posted = {}, {}, {}
-      for _, op in ipairs(progs[r]) do
-        local k, ch = op[1], op[2]
-        if k == "send" then
-          local m = (sent[ch] or 0) + 1
-          sent[ch] = m
-          if m > slots then now = math.max(now, at(back, ch, m - slots)) end
-          dma = math.max(now, dma) + delta + op[3] * l.beta
-          set(land, ch, m, dma)
-        elseif k == "post" or k == "recv" then
-          local m = (got[ch] or 0) + 1
-          got[ch] = m
-          local t = math.max(now, at(land, ch, m)) + credit
-          set(back, ch, m, t)
-          if k == "post" then posted[op[3]] = t else now = t end
-        elseif k == "wait" then
-          now = math.max(now, posted[op[2]])
-        else -- add
-          now = now + op[2] * l.gamma
-        end
-      end
-      if now > last then last = now end
-    end
-    if not changed then return last end
+  local pend = {} -- [ch][m]: a posted receive of message m not landed yet
+  local waiting = {} -- [key]: the rank waiting for that time
+  local st, ready, last = {}, {}, 0
+  for r = 0, #progs do
+    st[r] = {pc = 1, now = 0, dma = 0, sent = {}, got = {}, posted = {}}
+    ready[#ready + 1] = r
   end
-  error("message schedule did not settle", 3) -- a cycle: a bug here
+  local function wake(key)
+    local w = waiting[key]
+    if w then ready[#ready + 1], waiting[key] = w, nil end
+  end
+  local set_back
+  local function set_land(ch, m, v)
+    land[ch] = land[ch] or {}
+    land[ch][m] = v
+    wake("L" .. ch .. "#" .. m)
+    local p = pend[ch] and pend[ch][m]
+    if p then -- the receive was posted at p.now: it returns credit after both
+      pend[ch][m] = nil
+      local t = math.max(p.now, v) + credit
+      st[p.r].posted[p.id] = t
+      wake("P" .. p.r .. "#" .. p.id)
+      set_back(ch, m, t)
+    end
+  end
+  function set_back(ch, m, v)
+    back[ch] = back[ch] or {}
+    back[ch][m] = v
+    wake("B" .. ch .. "#" .. m)
+  end
+  while #ready > 0 do
+    local r = table.remove(ready)
+    local s, prog = st[r], progs[r]
+    while s.pc <= #prog do
+      local op = prog[s.pc]
+      local k, ch = op[1], op[2]
+      if k == "send" then
+        local m = (s.sent[ch] or 0) + 1
+        if m > slots then
+          local t = (back[ch] or {})[m - slots]
+          if t == nil then waiting["B" .. ch .. "#" .. (m - slots)] = r; break end
+          s.now = math.max(s.now, t)
+        end
+        s.sent[ch] = m
+        s.dma = math.max(s.now, s.dma) + delta + op[3] * l.beta
+        set_land(ch, m, s.dma)
+      elseif k == "post" then
+        local m = (s.got[ch] or 0) + 1
+        s.got[ch] = m
+        local t = (land[ch] or {})[m]
+        if t == nil then
+          pend[ch] = pend[ch] or {}
+          pend[ch][m] = {r = r, id = op[3], now = s.now}
+        else
+          t = math.max(s.now, t) + credit
+          s.posted[op[3]] = t
+          set_back(ch, m, t)
+        end
+      elseif k == "recv" then
+        local m = (s.got[ch] or 0) + 1
+        local t = (land[ch] or {})[m]
+        if t == nil then waiting["L" .. ch .. "#" .. m] = r; break end
+        s.got[ch] = m
+        s.now = math.max(s.now, t) + credit
+        set_back(ch, m, s.now)
+      elseif k == "wait" then
+        local t = s.posted[op[2]]
+        if t == nil then waiting["P" .. r .. "#" .. op[2]] = r; break end
+        s.now = math.max(s.now, t)
+      else -- add
+        s.now = s.now + op[2] * l.gamma
+      end
+      s.pc = s.pc + 1
+    end
+    if s.pc > #prog and s.now > last then last = s.now end
+  end
+  for r = 0, #progs do
+    if st[r].pc <= #progs[r] then
+      error("message schedule did not settle", 3) -- a cycle: a bug here
+    end
+  end
+  return last
 end
 
 -- The programs of ccl/lib/rhd.lua's kernels on n ranks (kind "ar":
