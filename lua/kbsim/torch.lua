@@ -569,8 +569,13 @@ local function new_distributed(T)
     if ref then check, err = compare(t, ref, dt, 1) end
     local rep = report(T, algo.name, "all_reduce", ranks, n, n * DTYPE_BYTES[dt], lat, per, check,
       err)
-    -- a chooser (ccl/auto.lua) names what it ran and its estimate
+    -- a chooser (ccl/auto.lua) names what it ran, its estimate and every
+    -- candidate's ({name = ns})
     rep.chosen, rep.chosen_ns = a.chosen, a.chosen_ns
+    if a.candidates then
+      rep.estimates = {}
+      for _, c in ipairs(a.candidates) do rep.estimates[c.name] = c.ns end
+    end
     return rep
   end
 

@@ -8,9 +8,12 @@
 -- step's concurrent messages share the busiest link of a route, and the
 -- cheapest runs.
 -- α = route latency of 0 bytes + the 16-byte credit back; β = the
--- route's ns per byte. Trees are costed with blocking sends (a parent
--- serves its children one after the other: analytic.lua's *_serial
--- forms), as kbsim's IPCQ sends are. γ (ns per byte added) is one pass
+-- route's ns per byte; δ = the data's part of α (the route latency of 0
+-- bytes; the rest is the credit's way back). Trees and Rabenseifner on N
+-- not a power of two are costed by their exact forms (decision 0069): the
+-- kernels played out under the IPCQ's rules, a sender's one comm channel
+-- serialising its copies (δ + Sβ each) and a fold streaming through the
+-- ring's ipcq.n_slots slots. γ (ns per byte added) is one pass
 -- through the PE's vector unit, 1 / (pe.math.vector_bytes_per_cycle ×
 -- clock_ghz) as the system was built, or opts.gamma_ns_per_byte.
 -- Beyond the link sharing within a step,
@@ -31,6 +34,7 @@ local grid = require("kbsim.ccl.lib.grid")
 local NAME = "auto"
 local H = an.hockney
 local DTYPE_BYTES = {f16 = 2, bf16 = 2, f32 = 4}
+local RHD_EXACT_MAX = 16384
 local logged = {}
 
 local function args(world_size, n_elem, opts)
@@ -53,9 +57,10 @@ end
 -- routes share that pair's busiest link (a rank-order ring on a torus, or
 -- a tree whose two children reach their parent over one link, pays for
 -- the sharing). The candidate's α and β are the means over its steps
--- (a tree's critical path crosses every level once).
+-- (a tree's critical path crosses every level once); δ is the mean of the
+-- steps' worst pairs' route latency (at most α).
 local function measure(sys, ranks, steps, cache, gamma)
-  local alpha, beta = 0, 0
+  local alpha, beta, delta = 0, 0, 0
   local B = 1 << 20
   local function route(a, b)
     local key = a .. ">" .. b
@@ -64,7 +69,7 @@ local function measure(sys, ranks, steps, cache, gamma)
       local fwd, back = sys:path(a, b), sys:path(b, a)
       local l0 = fwd.latency_ns(0)
       v = {alpha = l0 + back.latency_ns(16), beta = (fwd.latency_ns(B) - l0) / B,
-           links = fwd.links}
+           delta = l0, links = fwd.links}
       cache[key] = v
     end
     return v
@@ -76,17 +81,17 @@ local function measure(sys, ranks, steps, cache, gamma)
       routes[k] = v
       for _, l in ipairs(v.links) do load[l] = (load[l] or 0) + 1 end
     end
-    local sa, sb = 0, 0
+    local sa, sb, sd = 0, 0, 0
     for _, v in ipairs(routes) do
       local share = 1
       for _, l in ipairs(v.links) do if load[l] > share then share = load[l] end end
-      if v.alpha > sa then sa = v.alpha end
+      if v.alpha > sa then sa, sd = v.alpha, v.delta end
       if v.beta * share > sb then sb = v.beta * share end
     end
-    alpha, beta = alpha + sa, beta + sb
+    alpha, beta, delta = alpha + sa, beta + sb, delta + sd
   end
   local n = math.max(#steps, 1)
-  return {alpha = alpha / n, beta = beta / n, gamma = gamma}
+  return {alpha = alpha / n, beta = beta / n, gamma = gamma, delta = math.min(delta, alpha) / n}
 end
 
 local function ring_pairs(order)
@@ -124,7 +129,12 @@ local function candidates(sys, ranks, a)
     g = 1 / (sys:config("pe.math.vector_bytes_per_cycle") * sys:config("clock_ghz"))
   end
   local cache = {}
-  local function link(p) return measure(sys, ranks, p, cache, g) end
+  local slots = sys:config("ipcq.n_slots")
+  local function link(p)
+    local l = measure(sys, ranks, p, cache, g)
+    l.slots = slots
+    return l
+  end
   local ident, mirror = {}, {}
   for i = 0, N - 1 do ident[i + 1] = i; mirror[i + 1] = N - 1 - i end
   local out = {}
@@ -153,12 +163,17 @@ local function candidates(sys, ranks, a)
       for r = 0, 2 * rhd.ex - 1, 2 do st[#st + 1] = {r, r + 1} end
       steps[#steps + 1] = st
     end
-    add("rhd_allreduce", H.rhd_allreduce(N, S, link(steps)))
+    -- a power of two: the lockstep form is the schedule's; the schedule
+    -- plays ~N·p messages (N·p <= RHD_EXACT_MAX: under ~0.2 s), beyond
+    -- which the lockstep form stands as an upper bound
+    local exact = p2 ~= N and N * p2 <= RHD_EXACT_MAX
+    add("rhd_allreduce", exact and H.rhd_allreduce_exact(N, S, link(steps))
+      or H.rhd_allreduce(N, S, link(steps)))
   end
-  add("tree_allreduce", H.tree_allreduce_serial(N, S, link(list_of(heap_steps(ident)))))
+  add("tree_allreduce", H.tree_allreduce_exact(N, S, link(list_of(heap_steps(ident)))))
   if a.n_elem >= 2 then
     local steps = heap_steps(mirror, heap_steps(ident))
-    add("dbtree_allreduce", H.dbtree_allreduce_serial(N, S, link(list_of(steps))))
+    add("dbtree_allreduce", H.dbtree_allreduce_exact(N, S, link(list_of(steps))))
   end
   if o.dims and a.n_elem >= N then
     local dims = o.dims
