@@ -484,16 +484,20 @@ end
 -- its m-th send is its m-th receive. The component rules of tree_schedule,
 -- plus the ring's credits: the m-th send on a channel waits (blocks) for
 -- the credit of message m − slots, back when that receive returned
--- (slots: the IPCQ's n_slots, a message one slot). Returns the last
--- rank's end.
+-- (slots: the IPCQ's n_slots, a message one slot). per (optional):
+-- per[ch] = {beta=, delta=, credit=} for a channel over other links (a
+-- credit: α − δ of its route). Returns the last rank's end.
 -- Played in dependency order: each rank runs its program until an
 -- operation needs a time not known yet (a message not landed, a credit not
 -- back, a posted receive not landed), waits there, and is woken when that
 -- time is set; a posted receive is resolved when its message lands. Every
 -- operation is done once (was a relaxation over all ranks until nothing
 -- moved: O(N^2 log N) operations, minutes at N = 768).
-local function msg_schedule(progs, l, delta, slots)
+local function msg_schedule(progs, l, delta, slots, per)
   local credit = l.alpha - delta
+  -- a channel's own {beta, delta, credit} (per[ch]), else the common ones
+  per = per or {}
+  local common = {beta = l.beta, delta = delta, credit = credit}
   local land, back = {}, {} -- [ch][m]: when message m lands / its credit is back
   local pend = {} -- [ch][m]: a posted receive of message m not landed yet
   local waiting = {} -- [key]: the rank waiting for that time
@@ -514,7 +518,7 @@ local function msg_schedule(progs, l, delta, slots)
     local p = pend[ch] and pend[ch][m]
     if p then -- the receive was posted at p.now: it returns credit after both
       pend[ch][m] = nil
-      local t = math.max(p.now, v) + credit
+      local t = math.max(p.now, v) + (per[ch] or common).credit
       st[p.r].posted[p.id] = t
       wake("P" .. p.r .. "#" .. p.id)
       set_back(ch, m, t)
@@ -539,7 +543,8 @@ local function msg_schedule(progs, l, delta, slots)
           s.now = math.max(s.now, t)
         end
         s.sent[ch] = m
-        s.dma = math.max(s.now, s.dma) + delta + op[3] * l.beta
+        local c = per[ch] or common
+        s.dma = math.max(s.now, s.dma) + c.delta + op[3] * c.beta
         set_land(ch, m, s.dma)
       elseif k == "post" then
         local m = (s.got[ch] or 0) + 1
@@ -549,7 +554,7 @@ local function msg_schedule(progs, l, delta, slots)
           pend[ch] = pend[ch] or {}
           pend[ch][m] = {r = r, id = op[3], now = s.now}
         else
-          t = math.max(s.now, t) + credit
+          t = math.max(s.now, t) + (per[ch] or common).credit
           s.posted[op[3]] = t
           set_back(ch, m, t)
         end
@@ -558,7 +563,7 @@ local function msg_schedule(progs, l, delta, slots)
         local t = (land[ch] or {})[m]
         if t == nil then waiting["L" .. ch .. "#" .. m] = r; break end
         s.got[ch] = m
-        s.now = math.max(s.now, t) + credit
+        s.now = math.max(s.now, t) + (per[ch] or common).credit
         set_back(ch, m, s.now)
       elseif k == "wait" then
         local t = s.posted[op[2]]
@@ -737,6 +742,79 @@ function H.hier_allreduce_serial(groups, m, s, link_in, link_out)
   local c = math.min(m - 1, 2)
   return (d + heap_weight(m)) * (li.alpha + s * li.beta) + d * c * s * li.gamma
     + (groups - 1) * (lo.alpha + s * lo.beta + s * lo.gamma)
+end
+
+-- hier_allreduce's kernel message by message (msg_schedule): groups of
+-- sizes[1..G] ranks (heap order within a group, the first its leader),
+-- each group's tree over link_in, the leaders' ring (group g sends to
+-- g + 1) over link_out; both links' delta as for the trees (default α),
+-- slots from link_in (default 4). A rank posts its children's receives,
+-- adds each as it lands, sends up and waits for the result (a leader:
+-- G − 1 ring steps of post, send, wait, add), then sends it down, left
+-- child first, on its one comm channel. Exact for the kernel on
+-- contention-free links (cli.ccl_topo_closed_form); equal groups of m
+-- need not be given as a list: sizes may be G with m.
+function H.hier_allreduce_exact(sizes, m, s, link_in, link_out)
+  if type(sizes) ~= "table" then
+    check_n(sizes); check_n(m)
+    local list = {}
+    for g = 1, sizes do list[g] = m end
+    sizes = list
+  else
+    link_out, link_in, s = link_in, s, m
+    if #sizes == 0 then error("hier_allreduce_exact: no groups", 2) end
+    for _, k in ipairs(sizes) do check_n(k) end
+  end
+  check_size(s)
+  local function prep(link)
+    local l = hockney_link(link)
+    local delta = l.alpha
+    if link.delta ~= nil then delta = nonneg(link, "delta") end
+    if delta > l.alpha then
+      error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
+        tostring(delta), tostring(l.alpha)), 3)
+    end
+    return l, delta
+  end
+  local li, di = prep(link_in)
+  local lo, dout = prep(link_out or link_in)
+  local slots = link_in.slots or 4
+  if math.type(slots) ~= "integer" or slots < 1 then
+    error(("bad link parameter 'slots' = %s (want an integer >= 1)"):format(tostring(slots)), 2)
+  end
+  local G, progs, per, base = #sizes, {}, {}, {}
+  local n = 0
+  for g = 1, G do base[g] = n; n = n + sizes[g] end
+  local ring = {beta = lo.beta, delta = dout, credit = lo.alpha - dout}
+  for g = 1, G do
+    local m_g = sizes[g]
+    for k = 0, m_g - 1 do
+      local r = base[g] + k
+      local P = {}
+      progs[r] = P
+      local function op(...) P[#P + 1] = {...} end
+      local function tch(a, b) return "t" .. (base[g] + a) .. ">" .. (base[g] + b) end
+      local kids = {}
+      for c = 2 * k + 1, math.min(2 * k + 2, m_g - 1) do kids[#kids + 1] = c end
+      for i, c in ipairs(kids) do op("post", tch(c, k), i) end
+      for i = 1, #kids do op("wait", i); op("add", s) end
+      if k > 0 then
+        op("send", tch(k, (k - 1) // 2), s)
+        op("recv", tch((k - 1) // 2, k))
+      elseif G > 1 then
+        local tx, rx = "r" .. g, "r" .. ((g - 2) % G + 1)
+        per[tx] = ring
+        for step = 1, G - 1 do
+          op("post", rx, #kids + step)
+          op("send", tx, s)
+          op("wait", #kids + step)
+          op("add", s)
+        end
+      end
+      for _, c in ipairs(kids) do op("send", tch(k, c), s) end
+    end
+  end
+  return msg_schedule(progs, li, di, slots, per)
 end
 
 function H.hier_allreduce(groups, m, s, link_in, link_out)

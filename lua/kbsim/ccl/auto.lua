@@ -9,9 +9,10 @@
 -- cheapest runs.
 -- α = route latency of 0 bytes + the 16-byte credit back; β = the
 -- route's ns per byte; δ = the data's part of α (the route latency of 0
--- bytes; the rest is the credit's way back). Trees and Rabenseifner on N
--- not a power of two are costed by their exact forms (decision 0069): the
--- kernels played out under the IPCQ's rules, a sender's one comm channel
+-- bytes; the rest is the credit's way back). Trees, Rabenseifner on N not
+-- a power of two and hier_allreduce are costed by their exact forms
+-- (decision 0069): the kernels played out under the IPCQ's rules, a
+-- sender's one comm channel
 -- serialising its copies (δ + Sβ each) and a fold streaming through the
 -- ring's ipcq.n_slots slots. γ (ns per byte added) is one pass
 -- through the PE's vector unit, 1 / (pe.math.vector_bytes_per_cycle ×
@@ -35,6 +36,7 @@ local NAME = "auto"
 local H = an.hockney
 local DTYPE_BYTES = {f16 = 2, bf16 = 2, f32 = 4}
 local RHD_EXACT_MAX = 16384
+local HIER_EXACT_MAX = 16384
 local logged = {}
 
 local function args(world_size, n_elem, opts)
@@ -212,9 +214,16 @@ local function candidates(sys, ranks, a)
       leaders[#leaders + 1] = gl[1]
       if #gl > m then m = #gl end
     end
-    local lin = #inner > 0 and link(list_of(inner)) or {alpha = 0, beta = 0, gamma = g}
-    add("hier_allreduce", H.hier_allreduce_serial(#groups, m, S, lin,
-      link({ring_pairs(leaders)})), {groups = groups})
+    local lin = #inner > 0 and link(list_of(inner))
+      or {alpha = 0, beta = 0, gamma = g, delta = 0, slots = slots}
+    local lout = link({ring_pairs(leaders)})
+    -- the schedule plays ~G² ring messages: exact up to G² = HIER_EXACT_MAX
+    -- (~0.1 s), the serial-tree form beyond (within 2 % where measured)
+    local sizes = {}
+    for k, gl in ipairs(groups) do sizes[k] = #gl end
+    add("hier_allreduce", #groups * #groups <= HIER_EXACT_MAX
+      and H.hier_allreduce_exact(sizes, S, lin, lout)
+      or H.hier_allreduce_serial(#groups, m, S, lin, lout), {groups = groups})
   end
   return out
 end
