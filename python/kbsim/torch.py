@@ -566,7 +566,9 @@ _ATEN_COST = {
     "scatter_add": lambda args, out: [("copy", args[3].numel()), ("add", args[3].numel())],
 }
 
-# aten operations that compute nothing: views, shapes, fresh tensors
+# aten operations that compute nothing: views, shapes, fresh tensors; an
+# in-place operation is looked up by its own name (resize_, set_: no
+# out-of-place form) and then by its out-of-place one (detach_: detach)
 _ATEN_FREE = {
     "view", "_unsafe_view", "_reshape_alias", "reshape", "view_as", "t", "transpose",
     "permute", "expand", "expand_as", "detach", "alias", "as_strided", "slice", "select",
@@ -631,16 +633,25 @@ def _first_tensor(out):
     return None
 
 
+def _out_of_place(name):
+    """An in-place aten operation's out-of-place name (add_: add); a dunder
+    (__iand__) and any other name stay as they are."""
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
 def _aten_ns(name, args, out):
-    """ns an aten operation costs on the rank's PE (_ATEN_GEMM, _ATEN_COST),
-    0 for one that computes nothing (_ATEN_FREE) or has an empty output, None
-    for one with no rule (random numbers, ...)."""
+    """ns an aten operation (its name as aten has it, add_ for the in-place
+    add) costs on the rank's PE (_ATEN_GEMM, _ATEN_COST), 0 for one that
+    computes nothing (_ATEN_FREE) or has an empty output, None for one with
+    no rule (random numbers, ...)."""
+    if name in _ATEN_FREE:
+        return 0.0
+    name = _out_of_place(name)
     if name in _ATEN_FREE:
         return 0.0
     if name.startswith("_foreach_") and args and isinstance(args[0], (list, tuple)):
         # a list operation (optimizers' foreach=True): its operation on each tensor
         each = name[len("_foreach_"):]
-        each = each[:-1] if each.endswith("_") else each
         ts, total = list(args[0]), 0.0
         for i, t in enumerate(ts):
             a = tuple(x[i] if isinstance(x, (list, tuple)) and len(x) == len(ts) else x
@@ -700,14 +711,13 @@ class _Aten(TorchDispatchMode):
         if getattr(_LOCAL, "internal", 0):
             return out
         name = func.overloadpacket.__name__
-        base = name[:-1] if name.endswith("_") and not name.endswith("__") else name  # in place
-        ns = _aten_ns(base, args, out)
+        ns = _aten_ns(name, args, out)
         if ns is None:
             self.cost._not_charged(name if self.label else "backward." + name)
         elif self.label is None:
             if ns > 0:
                 self.cost._charge("backward." + name, ns)
-        elif base not in _ATEN_FREE and ns > 0:
+        elif ns > 0:
             self.ns += ns
             p = self.parts.setdefault(name, {"count": 0, "ns": 0.0})
             p["count"] += 1
