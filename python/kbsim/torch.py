@@ -12,12 +12,14 @@ copies the tensors into the rank's PE memory, runs the collective on the
 simulated fabric with the real values, and copies the result back; its
 simulated times are kept in records(). docs/cosim.md, decision 0021.
 
-What torch 1.13 asks of a Python backend (found by experiment, decision
-0021): every operation returns a c10d Work; a Python subclass of Work is not
-seen by C++ callers (DDP, _verify_params_across_processes wait on it
-forever), so the Work is `_create_work_from_future(fut)`: C++ and Python
-wait() block on the torch Future, get_future() returns it, and the Future's
-value is the list of output tensors (DDP's reducer reads it).
+What torch 1.13 asks of a Python backend (found by experiment, decisions
+0021 and 0070): every operation returns a c10d Work. A Python subclass of
+Work (_Work) is what every caller gets; C++ callers (DDP's constructor,
+_broadcast_coalesced, the reducer) reach its wait() and get_future() only
+while its Python object lives (pybind11 drops the overrides with it, and
+the base Work's wait() blocks forever), so the backend holds a C++
+caller's Work until that caller is done with it. get_future()'s value is
+the list of output tensors (DDP's reducer reads it).
 """
 import atexit
 import os
@@ -566,7 +568,9 @@ _ATEN_COST = {
     "scatter_add": lambda args, out: [("copy", args[3].numel()), ("add", args[3].numel())],
 }
 
-# aten operations that compute nothing: views, shapes, fresh tensors
+# aten operations that compute nothing: views, shapes, fresh tensors; an
+# in-place operation is looked up by its own name (resize_, set_: no
+# out-of-place form) and then by its out-of-place one (detach_: detach)
 _ATEN_FREE = {
     "view", "_unsafe_view", "_reshape_alias", "reshape", "view_as", "t", "transpose",
     "permute", "expand", "expand_as", "detach", "alias", "as_strided", "slice", "select",
@@ -631,16 +635,25 @@ def _first_tensor(out):
     return None
 
 
+def _out_of_place(name):
+    """An in-place aten operation's out-of-place name (add_: add); a dunder
+    (__iand__) and any other name stay as they are."""
+    return name[:-1] if name.endswith("_") and not name.endswith("__") else name
+
+
 def _aten_ns(name, args, out):
-    """ns an aten operation costs on the rank's PE (_ATEN_GEMM, _ATEN_COST),
-    0 for one that computes nothing (_ATEN_FREE) or has an empty output, None
-    for one with no rule (random numbers, ...)."""
+    """ns an aten operation (its name as aten has it, add_ for the in-place
+    add) costs on the rank's PE (_ATEN_GEMM, _ATEN_COST), 0 for one that
+    computes nothing (_ATEN_FREE) or has an empty output, None for one with
+    no rule (random numbers, ...)."""
+    if name in _ATEN_FREE:
+        return 0.0
+    name = _out_of_place(name)
     if name in _ATEN_FREE:
         return 0.0
     if name.startswith("_foreach_") and args and isinstance(args[0], (list, tuple)):
         # a list operation (optimizers' foreach=True): its operation on each tensor
         each = name[len("_foreach_"):]
-        each = each[:-1] if each.endswith("_") else each
         ts, total = list(args[0]), 0.0
         for i, t in enumerate(ts):
             a = tuple(x[i] if isinstance(x, (list, tuple)) and len(x) == len(ts) else x
@@ -700,14 +713,13 @@ class _Aten(TorchDispatchMode):
         if getattr(_LOCAL, "internal", 0):
             return out
         name = func.overloadpacket.__name__
-        base = name[:-1] if name.endswith("_") and not name.endswith("__") else name  # in place
-        ns = _aten_ns(base, args, out)
+        ns = _aten_ns(name, args, out)
         if ns is None:
             self.cost._not_charged(name if self.label else "backward." + name)
         elif self.label is None:
             if ns > 0:
                 self.cost._charge("backward." + name, ns)
-        elif base not in _ATEN_FREE and ns > 0:
+        elif ns > 0:
             self.ns += ns
             p = self.parts.setdefault(name, {"count": 0, "ns": 0.0})
             p["count"] += 1
@@ -738,12 +750,15 @@ class costing(torch.overrides.TorchFunctionMode):
     issued at clock t starts at max(t, the rank's previous collective's
     end) and lasts its simulated latency; wait() (and a sync call) moves
     the clock to its end, so an async collective overlaps the compute done
-    before its wait. loss.backward() (Tensor.backward), torch.autograd.backward
-    and torch.autograd.grad are charged too: autograd's aten operations (mm,
-    bmm, addmm, element-wise, sum, threshold_backward) as 'backward.<op>', seen
-    by a TorchDispatchMode while they run (backward=False turns that off);
-    collectives C++ issues meanwhile (DDP's gradient buckets) overlap the rest
-    of the backward and are waited at its end. The two autograd functions are
+    before its wait. The waits of C++ callers count alike (DDP's broadcasts
+    at its construction and of its buffers and bucket indices in a forward:
+    the step goes on after they end). loss.backward() (Tensor.backward),
+    torch.autograd.backward and torch.autograd.grad are charged too:
+    autograd's aten operations (mm, bmm, addmm, element-wise, sum,
+    threshold_backward) as 'backward.<op>', seen by a TorchDispatchMode
+    while they run (backward=False turns that off); collectives issued
+    meanwhile (DDP's gradient buckets, a comm hook's all_reduce) overlap the
+    rest of the backward and are waited at its end. The two autograd functions are
     seen as attributes of torch.autograd while a costing context is open (a
     name imported from it earlier is the original)."""
 
@@ -752,7 +767,7 @@ class costing(torch.overrides.TorchFunctionMode):
         self.backward = backward
         self.in_backward = False
         self.in_function = False  # a function being charged by its aten operations
-        self.cpp_end_ns = None  # latest end of the collectives C++ issued in a backward
+        self.backward_end_ns = None  # latest end of the collectives issued in a backward
         self.clock_ns = 0.0
         self.comm_end_ns = 0.0
         self.compute_ns = 0.0
@@ -760,7 +775,7 @@ class costing(torch.overrides.TorchFunctionMode):
         self.breakdown = {}
         self.parts = {}  # function -> {aten operation: {'count', 'ns'}}
         self.uncharged = {}  # operation -> times it ran with no rule (costs nothing)
-        self.cpp_futures = []
+        self.backward_futures = []  # their futures, waited at the backward's end
         self.lock = threading.Lock()
 
     def __enter__(self):
@@ -827,25 +842,27 @@ class costing(torch.overrides.TorchFunctionMode):
         return out
 
     def _backward(self, func, args, kwargs):
-        """loss.backward(): autograd's operations charged (_Backward); the
-        collectives C++ issues meanwhile (DDP's gradient buckets) start at
-        the clock of their issue, overlapping the rest of the backward, and
-        are waited at its end, as DDP's reducer does."""
-        self.in_backward, self.cpp_end_ns = True, None
+        """loss.backward(): autograd's operations charged (_Aten); the
+        collectives issued meanwhile (DDP's gradient buckets from C++, a comm
+        hook's all_reduce from Python) start at the clock of their issue,
+        overlapping the rest of the backward, and are waited at its end, as
+        DDP's reducer does (on their futures, unseen here)."""
+        self.in_backward, self.backward_end_ns = True, None
         try:
             with _Aten(self):
                 out = func(*args, **kwargs)
         finally:
             self.in_backward = False
-        # the C++ works' replies complete on the reader thread: wait for them
-        for fut in list(self.cpp_futures):
+        # their replies complete on the reader thread, which sets
+        # backward_end_ns before completing each future: wait for them all
+        for fut in list(self.backward_futures):
             try:
                 fut.wait()
             except Exception:  # noqa: BLE001 - the caller sees it on its own wait
                 pass
-        self.cpp_futures = []
-        if self.cpp_end_ns is not None:
-            self._waited(self.cpp_end_ns)
+        self.backward_futures = []
+        if self.backward_end_ns is not None:
+            self._waited(self.backward_end_ns)
         return out
 
     def _autograd(self, func, args, kwargs):
@@ -868,8 +885,8 @@ class costing(torch.overrides.TorchFunctionMode):
 
     def synchronize(self):
         """Waits (in the model) for every collective issued so far: the clock
-        moves to the last one's end (what DDP's reducer does at the end of
-        backward, unseen here). -> clock_ns"""
+        moves to the last one's end (for collectives whose wait is not a
+        Work's: a future taken and waited outside a backward). -> clock_ns"""
         self._waited(self.comm_end_ns)
         return self.clock_ns
 
@@ -902,38 +919,80 @@ class costing(torch.overrides.TorchFunctionMode):
 
 def _from_python():
     """True when a torch.distributed function (Python) called the process
-    group, false when C++ did (DDP's reducer, _broadcast_coalesced, ...)."""
+    group, false when C++ did (DDP's constructor and reducer,
+    _broadcast_coalesced, ...): the Work goes back to C++ and must be held
+    (_Work.keep)."""
     f = sys._getframe(1)
     while f is not None and f.f_globals.get("__name__") == __name__:
         f = f.f_back  # out of this module: the process group's caller
     return f is not None and f.f_globals.get("__name__") == "torch.distributed.distributed_c10d"
 
 
+_KEPT = {}  # id -> the _Work of a C++ caller, until that caller is done with it (_Work.keep)
+_KEPT_LOCK = threading.Lock()
+
+
 class _Work(dist.Work):
-    """What torch.distributed's Python functions get: wait() raises the
-    collective's error (the C++ work of _create_work_from_future returns True
-    even then); get_future() is the torch Future, completed with the output
-    tensors."""
+    """Every collective's Work. wait() raises the collective's error and moves
+    a costing clock to the collective's end; get_future() is a torch Future
+    completed with the output tensors.
+
+    A C++ caller (DDP's constructor and reducer, _broadcast_coalesced) holds
+    only the C++ part of this object. pybind11 calls the Python wait() and
+    get_future() only while the Python object lives; without it the base
+    Work's wait() blocks forever and its getFuture() raises. keep() holds
+    the object until the caller's first wait() returns, or, once the
+    caller has taken the future (the reducer, which never waits on the
+    Work), until the collective completes. A C++ wait() that gave True on a
+    failed collective (the C++ work of _create_work_from_future) let DDP's
+    constructor go on with parameters that were never broadcast."""
 
     def __init__(self, fut, kind):
         super().__init__()
         self.fut, self.kind, self.error = fut, kind, None
         self.cost, self.model_end_ns = None, None
         self.source = None  # recv from any source: the sender's rank in the group
+        self.kept = False
+        self.derived = None  # get_future()'s Future
+        self.lock = threading.Lock()
+
+    def keep(self):
+        self.kept = True
+        with _KEPT_LOCK:
+            _KEPT[id(self)] = self
+
+    def _release(self):
+        if self.kept:
+            with _KEPT_LOCK:
+                _KEPT.pop(id(self), None)
 
     def wait(self, timeout=None):
         try:
-            self.fut.wait()
-        except Exception:  # noqa: BLE001 - self.error says it
-            pass
-        if self.error is not None:
-            raise self.error
-        if self.cost is not None and self.model_end_ns is not None:
-            self.cost._waited(self.model_end_ns)
-        return True
+            try:
+                self.fut.wait()
+            except Exception:  # noqa: BLE001 - self.error says it
+                pass
+            if self.error is not None:
+                raise self.error
+            if self.cost is not None and self.model_end_ns is not None:
+                self.cost._waited(self.model_end_ns)
+            return True
+        finally:
+            self._release()
 
     def get_future(self):
-        return self.fut
+        """A Future derived from the collective's: the same value, but a
+        failure is a C++ error in it, which value() raises. A Python Future's
+        set_exception stores the exception as its value, which DDP's reducer
+        took for the gradients: a SIGSEGV in Reducer::finalize_backward from
+        its default hook, "Unable to cast kbsim all_reduce ... to Tensor"
+        from a comm hook that returned this future."""
+        if self.kept:  # (first: the caller, woken by the derived Future, finds it released)
+            self.fut.add_done_callback(lambda f: self._release())
+        with self.lock:
+            if self.derived is None:
+                self.derived = self.fut.then(lambda f: f.value())
+        return self.derived
 
     def _source_rank(self):
         """The sender of a receive from any source (dist.recv without src asks it)."""
@@ -1016,14 +1075,18 @@ class ProcessGroupKbsim(dist.ProcessGroup):
         if flags:
             meta += struct.pack("<B", FLAG_RETURN_DATA if on_data else 0)
         fut = Future()
-        work = _Work(fut, kind) if _from_python() else None
+        work = _Work(fut, kind)
+        from_cpp = not _from_python()
         cost = _COSTING[-1] if _COSTING else None
         issue_ns = cost.clock_ns if cost is not None else 0.0
-        if work:
-            work.cost = cost
-        in_backward = cost is not None and cost.in_backward and work is None
+        work.cost = cost
+        # issued during a backward, by C++ (DDP's gradient buckets) or by Python
+        # (a comm hook's all_reduce): DDP's reducer waits for them at the
+        # backward's end on their futures, which costing does not see, so
+        # costing._backward waits for them there itself
+        in_backward = cost is not None and cost.in_backward
         if in_backward:
-            cost.cpp_futures.append(fut)
+            cost.backward_futures.append(fut)
 
         def done(status, rmeta, rdata):
             for n, dt, tid in held:
@@ -1038,36 +1101,28 @@ class ProcessGroupKbsim(dist.ProcessGroup):
                         raise RuntimeError("recv from any source: rank %d, outside the group %s, "
                                            "sent it" % (src, self._group()))
                     members[0] = src
-                    if work:
-                        work.source = self._group().index(src)
+                    work.source = self._group().index(src)
                 if on_data:
                     on_data(rdata)
                 rec = dict(op=kind, group=members, bytes=nbytes, start_ns=start,
                            end_ns=end, latency_ns=lat)
                 if cost is not None:
                     cost._completed(rec, issue_ns)
-                    if work:
-                        work.model_end_ns = rec["model_end_ns"]
-                    elif in_backward:
+                    work.model_end_ns = rec["model_end_ns"]
+                    if in_backward:
                         with cost.lock:
-                            cost.cpp_end_ns = max(cost.cpp_end_ns or 0.0, rec["model_end_ns"])
+                            cost.backward_end_ns = max(cost.backward_end_ns or 0.0,
+                                                       rec["model_end_ns"])
                 _RECORDS.append(rec)
             except Exception as e:  # noqa: BLE001 - handed to the waiter
-                err = RuntimeError("kbsim %s over ranks %s: %s" % (kind, group, e))
-                if work:
-                    work.error = err
-                fut.set_exception(err)
+                work.error = RuntimeError("kbsim %s over ranks %s: %s" % (kind, group, e))
+                fut.set_exception(work.error)
                 return
             fut.set_result(value)
         conn.submit(OP[kind], meta, b"", done)
-        if work:
-            return work
-        # C++ callers (DDP's reducer) read the future's value as the output
-        # tensors: a Python future's set_exception stores the exception as
-        # that value, which the reducer took for a tensor list (SIGSEGV in
-        # Reducer::finalize_backward). A derived future whose callback raises
-        # holds a C++ error instead: loss.backward() raises it.
-        return _create_work_from_future(fut.then(lambda f: f.value()))
+        if from_cpp:
+            work.keep()
+        return work
 
     @staticmethod
     def _one(tensors, what):
@@ -1082,6 +1137,7 @@ class ProcessGroupKbsim(dist.ProcessGroup):
             self._root(root, kind)
         fut = Future()
         fut.set_result(tensors)
+        # a C++ caller: a Work all in C++ (nothing can fail, nothing to hold)
         return _Work(fut, kind) if _from_python() else _create_work_from_future(fut)
 
     def allreduce(self, tensors, opts=None):

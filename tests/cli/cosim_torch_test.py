@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """cosim_torch_test.py KBSIM SRCDIR WORKDIR CASE — torch.distributed backend "kbsim" (python/kbsim/torch.py).
 
-CASE: ops | costing | tp_mlp | ddp | ddp_error | refused | fork_child | bad_root. Prints "cosim_torch_CASE ok" when every check held, or
+CASE: ops | costing | tp_mlp | ddp | ddp_error | refused | fork_child | bad_root |
+cpp_waits. Prints "cosim_torch_CASE ok" when every check held, or
 "cosim_torch_CASE skipped: ..." when python3-torch is not installed (ctest counts
 that as skipped).
 """
@@ -438,6 +439,188 @@ def rank_costing(rank, world, address, outdir):
     dist.destroy_process_group()
 
 
+def rank_cpp_waits(rank, world, address, outdir):
+    """One rank of case cpp_waits: collectives C++ issues outside a backward
+    (DDP's constructor, _broadcast_coalesced) give rank 0's values, raise a
+    failure from their wait() and move the costing clock to their end; a
+    comm hook's all-reduces are waited at the backward's end; resize_ and
+    set_ cost nothing."""
+    import signal
+    import torch
+    import torch.distributed as dist
+    import kbsim.torch as kt
+    import ddp_step
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    signal.alarm(300)  # a wait that never returns fails the case instead of hanging it
+    os.environ["KBSIM_ADDRESS"] = address
+    dist.init_process_group("kbsim", init_method="file://" + os.path.join(outdir, "store"),
+                            rank=rank, world_size=world)
+    out = {}
+
+    # resize_ and set_ compute nothing: free, not listed as having no rule
+    # (the trailing _ was stripped before the table of free operations was asked)
+    with kt.costing() as cost:
+        t = torch.ones(6)
+        t.resize_(2, 3)
+        u = torch.empty(0)
+        u.set_(torch.zeros(5))
+        s = torch.empty(0)
+        torch.add(torch.ones(3), torch.ones(3), out=s)
+    check(t.shape == (2, 3) and u.shape == (5,) and torch.equal(s, torch.full((3,), 2.0)),
+          "resize_, set_, add(out=): %s %s %s" % (t.shape, u.shape, s))
+    check(not any(k.rstrip("_") in ("resize", "set") for k in cost.uncharged)
+          and not any(k.rstrip("_") in ("resize", "set") for k in cost.breakdown),
+          "resize_ / set_ charged or listed: uncharged %s, breakdown %s"
+          % (cost.uncharged, cost.breakdown))
+    check(cost.compute_ns == cost.breakdown["add"]["ns"] == kt.op_cost_ns("add", "f32", 3),
+          "only add(out=) charged: %r, %s" % (cost.compute_ns, cost.breakdown))
+
+    def module(r):
+        """Parameters and buffers (float, and BatchNorm's int64 count) that
+        differ by rank; module(0) is rank 0's."""
+        torch.manual_seed(0)
+        m = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.BatchNorm1d(8),
+                                torch.nn.Linear(8, 3))
+        with torch.no_grad():
+            for k, v in enumerate(m.state_dict().values()):
+                v.add_(10 * r + k)
+        return m
+
+    def waited_at_once(recs):
+        """The time the clock stood still for collectives waited with no
+        compute while they ran (C++ issues and waits them): the union of
+        their intervals from issue to end (_broadcast_coalesced issues a
+        bucket's broadcast before it waits for the one before)."""
+        stall, prev = 0.0, 0.0
+        for x in recs:
+            stall += max(0.0, x["model_end_ns"] - max(x["issue_ns"], prev))
+            prev = max(prev, x["model_end_ns"])
+        return stall
+
+    # DDP's constructor: an all_gather and broadcasts from C++ (the parameters'
+    # count and shapes checked, the states broadcast from rank 0), each waited
+    # at once: every rank holds rank 0's states, and the clock went to their ends
+    kt.clear_records()
+    m = module(rank)
+    with kt.costing() as cost:
+        DDP(m)
+    recs = kt.records()
+    want = module(0).state_dict()
+    for k, v in m.state_dict().items():
+        check(torch.equal(v, want[k]), "after DDP(): %s is not rank 0's: %s" % (k, v))
+    ops = [x["op"] for x in recs]
+    check(ops[0] == "all_gather" and ops.count("broadcast") >= 2, "DDP()'s collectives: %s" % ops)
+    stall = waited_at_once(recs)
+    check(stall > 0 and abs(cost.clock_ns - cost.compute_ns - stall) < 1e-6,
+          "DDP() under costing: clock %r, compute %r + waited %r" % (cost.clock_ns,
+                                                                    cost.compute_ns, stall))
+    out["construct_ops"], out["construct_wait_ns"] = ops, stall
+    check(not kt._KEPT, "works held after they were waited: %s" % kt._KEPT)
+
+    # _broadcast_coalesced from rank 1 in buckets of 16 bytes: several
+    # broadcasts, two in flight at a time, each waited by C++
+    kt.clear_records()
+    ts = [torch.arange(k + 2, dtype=torch.float32) * (rank + 1) for k in range(5)]
+    dist._broadcast_coalesced(dist.group.WORLD, ts, 16, 1)
+    check(all(torch.equal(x, torch.arange(k + 2, dtype=torch.float32) * 2)
+              for k, x in enumerate(ts)), "_broadcast_coalesced from rank 1: %s" % ts)
+    n_bcast = len([x for x in kt.records() if x["op"] == "broadcast"])
+    check(n_bcast >= 3, "_broadcast_coalesced's buckets: %d broadcasts" % n_bcast)
+    check(not kt._KEPT, "works held after _broadcast_coalesced: %s" % kt._KEPT)
+
+    # a forward broadcasts the buffers (BatchNorm's) from C++, waited at once:
+    # the step stands still until the broadcast ends
+    ddp = DDP(module(rank))
+    kt.clear_records()
+    with kt.costing() as cost:
+        y = ddp(torch.ones(4, 6))
+    recs = kt.records()
+    stall = waited_at_once(recs)
+    check([x["op"] for x in recs] == ["broadcast"] * len(recs) and recs and stall > 0
+          and abs(cost.clock_ns - cost.compute_ns - stall) < 1e-6,
+          "the forward's buffer broadcast: clock %r, compute %r, waited %r, %s"
+          % (cost.clock_ns, cost.compute_ns, stall, recs))
+    y.sum().backward()  # the reducer takes its all_reduce's future, never waits on the Work
+    check(not kt._KEPT, "works held after a backward: %s" % kt._KEPT)
+
+    # a broadcast, an all_gather that fails: DDP() raises the server's error
+    # (it went on silently, with each rank's own parameters, or with torch's
+    # "inconsistent params" from an all_gather's uninitialised output)
+    for coll in ("broadcast", "all_gather"):
+        kt.set_algorithm(coll, "no_such_algorithm")
+        try:
+            DDP(module(rank))
+            check(False, "DDP() with a failing %s did not raise" % coll)
+        except RuntimeError as e:
+            check(("kbsim %s over ranks [0, 1]" % coll) in str(e)
+                  and "unknown algorithm 'no_such_algorithm'" in str(e),
+                  "DDP() with a failing %s: %s" % (coll, e))
+        kt.set_algorithm(coll, "")
+        check(not kt._KEPT, "failed works held: %s" % kt._KEPT)
+    t = torch.full((3,), float(rank))
+    dist.broadcast(t, 1)
+    check(torch.equal(t, torch.ones(3)), "a broadcast after the failures: %s" % t)
+
+    # a comm hook: its all_reduce (from Python, inside the backward) is waited
+    # at the backward's end, and its end is the step's if later than the compute
+    class A:
+        ws, steps, batch = world, 2, 4
+    ref = ddp_step.reference(A)
+    hooked = []
+
+    def hook(state, bucket):
+        hooked.append(bucket.index())
+        return dist.all_reduce(bucket.buffer(), async_op=True).get_future().then(
+            lambda f: f.value()[0].div_(world))
+    ddp = DDP(ddp_step.model())
+    ddp.register_comm_hook(None, hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=ddp_step.LR)
+    out["hook_steps"] = []
+    for step in range(A.steps):
+        opt.zero_grad()
+        kt.clear_records()
+        with kt.costing() as cost:
+            loss = ddp_step.loss_of(ddp(ddp_step.batch(rank, A.batch)))
+            forward_ns = cost.clock_ns
+            loss.backward()
+        check(len(hooked) == step + 1, "the hook ran %d times" % len(hooked))
+        check(all(torch.equal(p.grad, g) for p, g in zip(ddp.parameters(), ref[step])),
+              "step %d: the hook's gradients differ from the one-process model's" % step)
+        recs = kt.records()
+        ars = [x for x in recs if x["op"] == "all_reduce"]
+        stall = waited_at_once([x for x in recs if x["op"] != "all_reduce"])
+        end = max(x["model_end_ns"] for x in ars)
+        check(len(ars) == 1 and forward_ns < ars[0]["issue_ns"], "step %d: %s" % (step, ars))
+        check(end > cost.compute_ns + stall, "step %d: the all_reduce ends (%r) before the "
+              "compute (%r + %r): the check below would prove nothing"
+              % (step, end, cost.compute_ns, stall))
+        check(abs(cost.clock_ns - max(cost.compute_ns + stall, end)) < 1e-6,
+              "step %d: clock %r, not max(compute %r + waited %r, the hook's all_reduce's end %r)"
+              % (step, cost.clock_ns, cost.compute_ns, stall, end))
+        out["hook_steps"].append(dict(step_ns=cost.clock_ns, end_ns=end))
+        opt.step()
+
+    # a hook returning the all_reduce's own future, which fails: backward
+    # raises the collective's error (the future held the exception as its
+    # value, which the reducer tried to read as the gradients: "Unable to
+    # cast kbsim all_reduce ... to Tensor")
+    kt.set_algorithm("all_reduce", "no_such_algorithm")
+    ddp = DDP(ddp_step.model())
+    ddp.register_comm_hook(None, lambda state, bucket: dist.all_reduce(
+        bucket.buffer(), async_op=True).get_future())
+    try:
+        ddp_step.loss_of(ddp(ddp_step.batch(rank, 4))).backward()
+        check(False, "a failing all_reduce of a comm hook did not raise")
+    except RuntimeError as e:
+        check("kbsim all_reduce over ranks [0, 1]" in str(e) and "unknown algorithm" in str(e)
+              and "Unable to cast" not in str(e), "the hook's failure: %s" % e)
+    kt.set_algorithm("all_reduce", "")
+    check(not kt._KEPT, "works held at the end: %s" % kt._KEPT)
+    with open(os.path.join(outdir, "rank%d.json" % rank), "w") as f:
+        json.dump(out, f)
+    dist.destroy_process_group()
+
+
 class Server:
     def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="kbtorch")
@@ -698,6 +881,21 @@ def case_ddp():
     import ddp_step
     res = ddp_step.main(["--kbsim", KBSIM, "--check", "--start-method", "fork"])
     check(res["checked"], "ddp example did not check")
+
+
+def case_cpp_waits():
+    import torch.multiprocessing as mp
+    world = 2
+    srv = Server("--set", "ccl.algorithm=ring_allreduce")
+    outdir = tempfile.mkdtemp(prefix="kbtorchcpp")
+    try:
+        mp.start_processes(rank_cpp_waits, args=(world, srv.address, outdir), nprocs=world,
+                           join=True, start_method="fork")
+    finally:
+        srv.stop()
+    got = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(world)]
+    # every member waits as long for the same collectives
+    check(got[0] == got[1], "ranks differ: %s" % got)
 
 
 if __name__ == "__main__":
