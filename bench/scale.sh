@@ -11,7 +11,8 @@
 # of minutes); --full adds it and 384 and 1024 SIPs (hours and up to ~12
 # GB); --quick runs 6 SIPs at n_elem 1024 only. A CASE given on the command
 # line replaces the list: "lrab 96 49152", "ring 24 1024", with "timing"
-# appended for a timing-only run, "noguard" for kb.sim{guard = false}.
+# appended for a timing-only run, "noguard" for kb.sim{guard = false},
+# "huge" for kbsim --huge-pages (decision 0072).
 #
 # Table 2: bench/lua/abring.lua (kbsim) and kbsim-bench-simgrid at N = 8,
 # 64, 512 (--quick: 8), one 128-byte chunk a step, alternating run by run,
@@ -100,15 +101,17 @@ echo "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"
 for c in "${cases[@]}"; do
   read -r alg sips nel rest <<<"$c"
   args=(algorithm="$alg" sips="$sips" n_elem="$nel")
+  flags=()
   kind=values
   for x in $rest; do
     case $x in
       timing) args+=(values=no); kind=timing ;;
       noguard) args+=(guard=no); kind="$kind, no guard" ;;
+      huge) flags+=(--huge-pages); kind="$kind, --huge-pages" ;;
       *) echo "scale.sh: unknown word '$x' in case '$c'" >&2; exit 2 ;;
     esac
   done
-  run "$kbsim" -q "$here/lua/scale_allreduce.lua" "${args[@]}"
+  run "$kbsim" "${flags[@]}" -q "$here/lua/scale_allreduce.lua" "${args[@]}"
   if [ -n "$fail" ]; then
     printf '| %s | %s | | %s | %s | %s | %s | | | | failed (%s) |\n' "$alg" "$sips" "$nel" "$kind" "$cpu" "$rss" "$fail"
     continue
