@@ -360,6 +360,29 @@ function H.dbtree_allreduce_serial(n, s, link)
   return (d + heap_weight(n)) * (l.alpha + s / 2 * l.beta) + d * c * s / 2 * l.gamma
 end
 
+-- A schedule's link: its Hockney parameters and δ (link.delta, the data's
+-- part of α; default α, at most α). Errors `level` frames above the caller.
+local function schedule_link(link, level)
+  local l = hockney_link(link)
+  local delta = l.alpha
+  if link.delta ~= nil then delta = nonneg(link, "delta") end
+  if delta > l.alpha then
+    error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
+      tostring(delta), tostring(l.alpha)), level + 1)
+  end
+  return l, delta
+end
+
+-- link.slots (the IPCQ ring's n_slots; default 4), checked likewise
+local function schedule_slots(link, level)
+  local slots = link.slots or 4
+  if math.type(slots) ~= "integer" or slots < 1 then
+    error(("bad link parameter 'slots' = %s (want an integer >= 1)"):format(tostring(slots)),
+      level + 1)
+  end
+  return slots
+end
+
 -- ---- Trees, message by message ------------------------------------------
 -- The trees' schedules played out as the kernels run them, under the
 -- IPCQ's timing (docs/components/pe_ipcq.md, pe_dma.md): a send queues a
@@ -375,13 +398,7 @@ end
 -- where it is a leaf first, then the others, and comes down in the
 -- reverse order (dbtree_allreduce.lua; one tree: tree_allreduce.lua).
 local function tree_schedule(n, trees, link)
-  local l = hockney_link(link)
-  local delta = l.alpha
-  if link.delta ~= nil then delta = nonneg(link, "delta") end
-  if delta > l.alpha then
-    error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
-      tostring(delta), tostring(l.alpha)), 3)
-  end
+  local l, delta = schedule_link(link, 2)
   local credit = l.alpha - delta
   local function heap(t, r) if t.mirror then return n - 1 - r end return r end
   -- up[t][h]: when heap node h's partial lands at its parent; down[t][h]:
@@ -664,18 +681,8 @@ local function rhd_programs(kind, n, c)
 end
 
 local function rhd_exact(kind, n, c, link)
-  local l = hockney_link(link)
-  local delta = l.alpha
-  if link.delta ~= nil then delta = nonneg(link, "delta") end
-  if delta > l.alpha then
-    error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
-      tostring(delta), tostring(l.alpha)), 3)
-  end
-  local slots = link.slots or 4
-  if math.type(slots) ~= "integer" or slots < 1 then
-    error(("bad link parameter 'slots' = %s (want an integer >= 1)"):format(tostring(slots)), 3)
-  end
-  return msg_schedule(rhd_programs(kind, n, c), l, delta, slots)
+  local l, delta = schedule_link(link, 2)
+  return msg_schedule(rhd_programs(kind, n, c), l, delta, schedule_slots(link, 2))
 end
 
 -- Rabenseifner on any N, exactly: the kernels of ccl/lib/rhd.lua played
@@ -766,22 +773,9 @@ function H.hier_allreduce_exact(sizes, m, s, link_in, link_out)
     for _, k in ipairs(sizes) do check_n(k) end
   end
   check_size(s)
-  local function prep(link)
-    local l = hockney_link(link)
-    local delta = l.alpha
-    if link.delta ~= nil then delta = nonneg(link, "delta") end
-    if delta > l.alpha then
-      error(("bad link parameter 'delta' = %s (want at most alpha = %s)"):format(
-        tostring(delta), tostring(l.alpha)), 3)
-    end
-    return l, delta
-  end
-  local li, di = prep(link_in)
-  local lo, dout = prep(link_out or link_in)
-  local slots = link_in.slots or 4
-  if math.type(slots) ~= "integer" or slots < 1 then
-    error(("bad link parameter 'slots' = %s (want an integer >= 1)"):format(tostring(slots)), 2)
-  end
+  local li, di = schedule_link(link_in, 2)
+  local lo, dout = schedule_link(link_out or link_in, 2)
+  local slots = schedule_slots(link_in, 2)
   local G, progs, per, base = #sizes, {}, {}, {}
   local n = 0
   for g = 1, G do base[g] = n; n = n + sizes[g] end

@@ -650,17 +650,23 @@ def one_rank_group(srv, store_name):
     dist.init_process_group("kbsim", init_method="file://" + store, rank=0, world_size=1)
 
 
-def case_ops():
+def run_ranks(rank_fn, world, prefix):
+    """rank_fn(rank, world, address, outdir) on `world` forked ranks against a
+    server with the ring all-reduce; -> every rank's rank<r>.json"""
     import torch.multiprocessing as mp
-    world = 4
     srv = Server("--set", "ccl.algorithm=ring_allreduce")
-    outdir = tempfile.mkdtemp(prefix="kbtorchops")
+    outdir = tempfile.mkdtemp(prefix=prefix)
     try:
-        mp.start_processes(rank_ops, args=(world, srv.address, outdir), nprocs=world,
+        mp.start_processes(rank_fn, args=(world, srv.address, outdir), nprocs=world,
                            join=True, start_method="fork")  # fork: no second import of torch
     finally:
         srv.stop()
-    recs = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(world)]
+    return [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(world)]
+
+
+def case_ops():
+    world = 4
+    recs = run_ranks(rank_ops, world, "kbtorchops")
     kinds = [x["op"] for x in recs[0]]
     check(kinds[:4] == ["all_reduce"] * 4 and "all_gather" in kinds and "broadcast" in kinds
           and "reduce_scatter" in kinds and "barrier" in kinds and "all_to_all" in kinds
@@ -694,18 +700,9 @@ def case_ops():
 
 
 def case_costing():
-    import torch.multiprocessing as mp
-    world = 2
-    srv = Server("--set", "ccl.algorithm=ring_allreduce")
-    outdir = tempfile.mkdtemp(prefix="kbtorchcost")
-    try:
-        mp.start_processes(rank_costing, args=(world, srv.address, outdir), nprocs=world,
-                           join=True, start_method="fork")
-    finally:
-        srv.stop()
+    got = run_ranks(rank_costing, 2, "kbtorchcost")[1]
     # the charges are the components' closed forms, as Lua's tl.gemm_time / tl.math_time
     # give them for rank 1's PE
-    got = json.load(open(os.path.join(outdir, "rank1.json")))
     out = subprocess.run([KBSIM, "-q", os.path.join(HERE, "cosim_cost_ref.lua")], cwd=WORKDIR,
                          capture_output=True, text=True, check=True).stdout
     ref = {k: int(v) / 1000 for k, v in (line.split("=") for line in out.split())}
@@ -884,16 +881,8 @@ def case_ddp():
 
 
 def case_cpp_waits():
-    import torch.multiprocessing as mp
     world = 2
-    srv = Server("--set", "ccl.algorithm=ring_allreduce")
-    outdir = tempfile.mkdtemp(prefix="kbtorchcpp")
-    try:
-        mp.start_processes(rank_cpp_waits, args=(world, srv.address, outdir), nprocs=world,
-                           join=True, start_method="fork")
-    finally:
-        srv.stop()
-    got = [json.load(open(os.path.join(outdir, "rank%d.json" % r))) for r in range(world)]
+    got = run_ranks(rank_cpp_waits, world, "kbtorchcpp")
     # every member waits as long for the same collectives
     check(got[0] == got[1], "ranks differ: %s" % got)
 
