@@ -12,7 +12,9 @@
 # GB); --quick runs 6 SIPs at n_elem 1024 only. A CASE given on the command
 # line replaces the list: "lrab 96 49152", "ring 24 1024", with "timing"
 # appended for a timing-only run, "noguard" for kb.sim{guard = false},
-# "huge" for kbsim --huge-pages (decision 0072).
+# "huge" for kbsim --huge-pages, "small" for --no-huge-pages (decisions
+# 0072, 0073: huge pages are the default where the kernel gives them on
+# request).
 #
 # Table 2: bench/lua/abring.lua (kbsim) and kbsim-bench-simgrid at N = 8,
 # 64, 512 (--quick: 8), one 128-byte chunk a step, alternating run by run,
@@ -108,6 +110,7 @@ for c in "${cases[@]}"; do
       timing) args+=(values=no); kind=timing ;;
       noguard) args+=(guard=no); kind="$kind, no guard" ;;
       huge) flags+=(--huge-pages); kind="$kind, --huge-pages" ;;
+      small) flags+=(--no-huge-pages); kind="$kind, --no-huge-pages" ;;
       *) echo "scale.sh: unknown word '$x' in case '$c'" >&2; exit 2 ;;
     esac
   done

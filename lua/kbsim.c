@@ -42,9 +42,11 @@ static const char usage_text[] =
     "                       (kb.options.topology)\n"
     "  --fast               reuse cached sweep points whose inputs are\n"
     "                       unchanged (kb.options.fast)\n"
-    "  --huge-pages         malloc's memory on 2 MiB pages (glibc tunables): ~0.55x\n"
-    "                       the CPU of a timing-only run at system scale, but up\n"
-    "                       to 1.5x the memory with values (decision 0072)\n"
+    "  --no-huge-pages      keep malloc's memory on the kernel's small pages; by\n"
+    "                       default kbsim runs itself again with glibc's tunables\n"
+    "                       for 2 MiB pages where the kernel gives them on request\n"
+    "                       (about half the CPU at system scale; decision 0073)\n"
+    "  --huge-pages         ask for them, with a notice when they cannot be had\n"
     "  --point-timeout S    a sweep point still running after S seconds fails\n"
     "                       (kb.options.point_timeout)\n"
     "  --shard I/N          run only share I of N of every kb.sweep's points into\n"
@@ -522,7 +524,7 @@ static int kbsim_main(int argc, char **argv)
             opt.merge = flag = true;
         } else if (strcmp(name, "--fast") == 0) {
             opt.fast = flag = true;
-        } else if (strcmp(name, "--huge-pages") == 0) {
+        } else if (strcmp(name, "--huge-pages") == 0 || strcmp(name, "--no-huge-pages") == 0) {
             flag = true; /* (done at the start: malloc_tune) */
         } else if (strcmp(name, "-q") == 0 || strcmp(name, "--quiet") == 0) {
             opt.quiet = flag = true;
@@ -708,29 +710,83 @@ static void malloc_keep_freed_memory(void)
     mallopt(M_TOP_PAD, 16 << 20);
 }
 
-/* --huge-pages: the same settings, and transparent huge pages for all of
- * malloc's memory, as glibc tunables (read only when a process starts):
- * kbsim runs itself again with GLIBC_TUNABLES set, once, before anything
- * else. A timing-only run at system scale is bound by TLB misses on its
- * processes, links, Lua objects and messages, spread over the heap; on 2
- * MiB pages lrab on 1024 SIPs timing-only took ~0.55x the CPU, but a run
- * with values held 1.5x the memory (the heap's partly used huge pages), so
- * it is asked for, not the default (decision 0072). The variables are
+/* Huge pages (decision 0073; 0072 made them a flag): 0044's settings and
+ * transparent huge pages for all of malloc's memory, as glibc tunables,
+ * which are read only when a process starts: kbsim runs itself again with
+ * GLIBC_TUNABLES set, once, before anything else. A run at system scale is
+ * bound by TLB misses on its processes, links, Lua objects and messages,
+ * spread over the heap: on 2 MiB pages lrab on 1024 SIPs takes about half
+ * the CPU, timing-only or with values, in the same memory since the page
+ * pool's chunks come in extents (components/memory.c). The variables are
  * taken out again in the process that runs, so programs it starts
- * (gnuplot, dot, python) see the user's environment. A user's own
- * GLIBC_TUNABLES decides instead, as does a system where the running
- * binary cannot be found (a notice says so). The flag is looked for before
- * the script, as the options are. */
+ * (gnuplot, dot, python) see the user's environment.
+ *
+ * It is the default where the kernel gives huge pages on request
+ * (transparent_hugepage/enabled is "madvise": with "always" the heap gets
+ * them unasked, with "never" not at all), unless a user's GLIBC_TUNABLES
+ * is set (it decides), the process is traced (a debugger or strace would
+ * see it start twice) or under valgrind or ASan, whose allocators do not
+ * read the tunables (valgrind would not follow the second start either).
+ * --no-huge-pages keeps the process as it starts; --huge-pages asks for it
+ * and says why when it cannot be had. Options are looked for before the
+ * script, where they go. */
 #define KB_TUNED_ENV "KBSIM_MALLOC_TUNED"
+#define KB_HUGE_TUNABLES "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:" \
+                         "glibc.malloc.trim_threshold=268435456:glibc.malloc.top_pad=16777216"
+
+#if defined(__linux__) && defined(__GLIBC__)
+/* The kernel's transparent huge page setting: 'a' always, 'm' madvise,
+ * 'n' never, 0 when it cannot be read (no THP). */
+static char thp_mode(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char line[128] = "";
+    if (!f)
+        return 0;
+    bool got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (!got)
+        return 0;
+    return strstr(line, "[madvise]") ? 'm' : strstr(line, "[always]") ? 'a'
+           : strstr(line, "[never]") ? 'n' : 0;
+}
+
+/* Why not to run again by default: a tracer or valgrind is watching this
+ * process, or it is built with ASan; NULL when nothing stands in the way. */
+static const char *watched(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return "ASan";
+#else
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload"))
+        return "valgrind";
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long tracer = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "TracerPid:", 10) == 0) {
+            tracer = strtol(line + 10, NULL, 10);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return tracer ? "a tracer" : NULL;
+#endif
+}
+#endif
+
 static void malloc_tune(int argc, char **argv)
 {
-    bool huge = false;
+    int want = 0; /* 1 --huge-pages, -1 --no-huge-pages, 0 neither */
     for (int i = 1; i < argc; i++) {
         size_t n = strlen(argv[i]);
         if (strcmp(argv[i], "--") == 0 || (n > 4 && strcmp(argv[i] + n - 4, ".lua") == 0))
             break;
         if (strcmp(argv[i], "--huge-pages") == 0)
-            huge = true;
+            want = 1;
+        else if (strcmp(argv[i], "--no-huge-pages") == 0)
+            want = -1;
     }
 #if defined(__linux__) && defined(__GLIBC__)
     if (getenv(KB_TUNED_ENV)) { /* the second start: tuned */
@@ -738,23 +794,32 @@ static void malloc_tune(int argc, char **argv)
         unsetenv("GLIBC_TUNABLES");
         return;
     }
-    if (huge && !getenv("GLIBC_TUNABLES")) {
-        if (setenv("GLIBC_TUNABLES",
-                   "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=33554432:"
-                   "glibc.malloc.trim_threshold=268435456:glibc.malloc.top_pad=16777216",
-                   1) == 0 &&
+    char thp = want >= 0 ? thp_mode() : 0;
+    const char *why = NULL;
+    if (want < 0)
+        why = "";
+    else if (getenv("GLIBC_TUNABLES"))
+        why = "GLIBC_TUNABLES is set, so it decides (add glibc.malloc.hugetlb=1 to it)";
+    else if (!thp || thp == 'n')
+        why = "transparent huge pages are off here";
+    else if (want == 0 && thp == 'a')
+        why = ""; /* the heap gets them unasked */
+    else if (want == 0 && watched())
+        why = "";
+    if (!why) {
+        if (setenv("GLIBC_TUNABLES", KB_HUGE_TUNABLES, 1) == 0 &&
             setenv(KB_TUNED_ENV, "1", 1) == 0)
             execv("/proc/self/exe", argv);
         unsetenv(KB_TUNED_ENV); /* (exec failed: go on here) */
         unsetenv("GLIBC_TUNABLES");
-        fprintf(stderr, "kbsim: note: --huge-pages: could not run /proc/self/exe again (%s); "
-                        "going on without\n", strerror(errno));
-    } else if (huge) {
-        fprintf(stderr, "kbsim: note: --huge-pages: GLIBC_TUNABLES is set, so it decides "
-                        "(add glibc.malloc.hugetlb=1 to it)\n");
+        if (want > 0)
+            fprintf(stderr, "kbsim: note: --huge-pages: could not run /proc/self/exe again "
+                            "(%s); going on without\n", strerror(errno));
+    } else if (want > 0) {
+        fprintf(stderr, "kbsim: note: --huge-pages: %s\n", why);
     }
 #else
-    if (huge)
+    if (want > 0)
         fprintf(stderr, "kbsim: note: --huge-pages needs Linux and glibc; going on without\n");
 #endif
     malloc_keep_freed_memory();

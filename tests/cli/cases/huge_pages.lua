@@ -1,11 +1,14 @@
--- huge_pages.lua — kbsim --huge-pages runs with malloc's memory on 2 MiB pages (decision 0072),
--- and what it starts sees the user's environment, not the tunables it ran with
+-- huge_pages.lua — by default, and with --huge-pages, kbsim runs with malloc's memory on 2 MiB
+-- pages (decisions 0072, 0073), and what it starts sees the user's environment, not the tunables
+-- it ran with; with --no-huge-pages (expect=off) the heap stays on small pages
 local kb = require("kbsim")
+local p = kb.params({expect = {default = "on", type = "string", choices = {"on", "off"},
+                               help = "on: the heap is on huge pages; off: it is not"}})
 local f = io.open("/sys/kernel/mm/transparent_hugepage/enabled")
 local thp = f and f:read("l") or ""
 if f then f:close() end
-if thp == "" or thp:find("%[never%]") then
-  print("huge_pages skipped: transparent huge pages are off here (" .. thp .. ")")
+if not thp:find("%[madvise%]") then
+  print("huge_pages skipped: transparent huge pages are not given on request here (" .. thp .. ")")
   return
 end
 -- ~80 MB of Lua strings: the heap, not the memories' page pool
@@ -15,7 +18,11 @@ local r = io.open("/proc/self/smaps_rollup")
 local text = r:read("a")
 r:close()
 local kib = tonumber(text:match("AnonHugePages:%s+(%d+) kB"))
-kb.check(kib and kib >= 4096, ("AnonHugePages %s kB: the heap is not on huge pages"):format(tostring(kib)))
+if p.expect == "on" then
+  kb.check(kib and kib >= 4096, ("AnonHugePages %s kB: the heap is not on huge pages"):format(tostring(kib)))
+else
+  kb.check(kib == 0, ("AnonHugePages %s kB with --no-huge-pages"):format(tostring(kib)))
+end
 kb.check(os.getenv("GLIBC_TUNABLES") == nil and os.getenv("KBSIM_MALLOC_TUNED") == nil,
   "the tunables kbsim ran itself with are left in the environment of what it starts")
-print(("huge_pages ok: %d kB on huge pages, %d strings"):format(kib, #keep))
+print(("huge_pages %s ok: %d kB on huge pages, %d strings"):format(p.expect, kib, #keep))
