@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -792,6 +795,11 @@ static void malloc_tune(int argc, char **argv)
     if (getenv(KB_TUNED_ENV)) { /* the second start: tuned */
         unsetenv(KB_TUNED_ENV);
         unsetenv("GLIBC_TUNABLES");
+        /* the name ps, top and pkill know it by, which the exec of
+         * /proc/self/exe made "exe" */
+        const char *base = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+        base = base ? base + 1 : argc > 0 && argv[0] ? argv[0] : "kbsim";
+        (void)prctl(PR_SET_NAME, base, 0, 0, 0);
         return;
     }
     char thp = want >= 0 ? thp_mode() : 0;
