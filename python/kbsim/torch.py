@@ -511,6 +511,54 @@ def _nll_loss(args, out):
     return [("sum", args[1].numel())] + ([("div", 1)] if int(args[3]) == 1 else [])
 
 
+def _sqrt_out():
+    """A square root of every output element: e^(0.5 ln x)."""
+    return [("log", "out"), ("mul", "out"), ("exp", "out")]
+
+
+def _vector_norm(args, out):
+    """linalg_vector_norm(x, ord=2, ...), norm(x, p=2, ...): the p-norm
+    over the input. |x| is mul + maximum (as abs), x^p log mul exp (as pow)."""
+    p = args[1] if len(args) > 1 and args[1] is not None else 2
+    p = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else 2.0
+    if p == 2:
+        return [("mul", "in"), ("sum", "in")] + _sqrt_out()
+    if p == 1:
+        return [("mul", "in"), ("maximum", "in"), ("sum", "in")]
+    if p == 0:  # the count of non-zeros: a comparison, summed
+        return [("sub", "in"), ("sum", "in")]
+    if p in (float("inf"), float("-inf")):
+        return [("mul", "in"), ("maximum", "in"), ("maximum" if p > 0 else "minimum", "in")]
+    return [("mul", "in"), ("maximum", "in"), ("log", "in"), ("mul", "in"), ("exp", "in"),
+            ("sum", "in"), ("log", "out"), ("mul", "out"), ("exp", "out")]
+
+
+def _var(args, out):
+    # the mean (sum, div), the deviations squared (sub, mul), summed and divided
+    return [("sum", "in"), ("div", "out"), ("sub", "in"), ("mul", "in"), ("sum", "in"),
+            ("div", "out")]
+
+
+def _sdpa(args, out):
+    # _scaled_dot_product_attention_forward(q, k, v, attn_mask, dropout_p,
+    # need_attn_weights, is_causal) of torch 1.13, one operation: q scaled
+    # (mul), the scores q k^T (a GEMM per batch, L x S x E), a mask added,
+    # softmax over the L x S scores, dropout's mask applied, then scores v
+    # (L x Ev x S)
+    q, k, v = args[0], args[1], args[2]
+    L, E, S, Ev = q.shape[-2], q.shape[-1], k.shape[-2], v.shape[-1]
+    batch = q.numel() // max(L * E, 1)
+    scores = batch * L * S
+    ops = [("mul", q.numel()), ("gemm", (batch, L, S, E))]
+    if len(args) > 3 and isinstance(args[3], torch.Tensor):
+        ops.append(("add", scores))
+    ops.append(("softmax", scores))
+    if len(args) > 4 and isinstance(args[4], (int, float)) and args[4] > 0:
+        ops.append(("mul", scores))
+    ops.append(("gemm", (batch, L, Ev, S)))
+    return ops
+
+
 _ATEN_COST = {
     "add": _ew("add"), "sub": _ew("sub"), "rsub": _ew("sub"), "mul": _ew("mul"),
     "div": _ew("div"), "maximum": _ew("maximum"), "minimum": _ew("minimum"),
@@ -554,6 +602,21 @@ _ATEN_COST = {
     "ge": _ew("sub"), "logical_and": _ew("sub"), "logical_or": _ew("sub"),
     "logical_not": _ew("sub"), "where": _ew("fma"), "masked_fill": _ew("fma"),
     "remainder": _ew("div", "fma"), "fmod": _ew("div", "fma"), "floor_divide": _ew("div"),
+    "isnan": _ew("sub"), "isinf": _ew("sub"), "bitwise_and": _ew("sub"),
+    "bitwise_or": _ew("sub"), "bitwise_xor": _ew("sub"), "bitwise_not": _ew("sub"),
+    "tril": _ew("fma"), "triu": _ew("fma"), "nan_to_num": _ew("sub", "fma"),
+    # more reductions and element-wise functions, as the ops that compute them
+    "argmax": _red("maximum"), "argmin": _red("minimum"), "all": _red("minimum"),
+    "any": _red("maximum"), "prod": _red("mul"), "cumsum": _ew("add"),
+    "linalg_vector_norm": _vector_norm, "norm": _vector_norm, "var": _var,
+    "std": lambda args, out: _var(args, out) + _sqrt_out(),
+    "logsumexp": lambda args, out: [("maximum", "in"), ("sub", "in"), ("exp", "in"),
+                                    ("sum", "in"), ("log", "out"), ("add", "out")],
+    "clamp_min": _ew("maximum"), "clamp_max": _ew("minimum"),
+    "log1p": _ew("add", "log"), "expm1": _ew("exp", "sub"), "exp2": _ew("mul", "exp"),
+    "softplus": _ew("exp", "add", "log"),                 # ln(1 + e^x)
+    "hardsigmoid": _ew("fma", "clamp"), "hardswish": _ew("fma", "clamp", "mul"),
+    "_scaled_dot_product_attention_forward": _sdpa,
     # data movement: one PE_DMA copy of what is written (its bytes, within
     # the memory the rank's tensors live in; kb_dma_time)
     "clone": _ew("copy"), "copy": _ew("copy"), "_to_copy": _ew("copy"), "cat": _ew("copy"),

@@ -366,6 +366,35 @@ def rank_costing(rank, world, address, outdir):
         check(charged(lambda: torch.eq(xs, xs)) == {"eq": ops([("sub", n)])}, "eq")
         check(charged(lambda: torch.where(xs > 1, xs, z)) == {"gt": ops([("sub", n)]),
                                                              "where": ops([("fma", n)])}, "where")
+        # reductions and functions with no PE_MATH unit, as the ops that compute them
+        rows = xs.shape[0]
+        check(charged(lambda: xs.argmax(-1)) == {"argmax": ops([("maximum", n)])}, "argmax")
+        check(charged(lambda: xs.cumsum(-1)) == {"cumsum": ops([("add", n)])}, "cumsum")
+        check(charged(lambda: torch.tril(xs)) == {"tril": ops([("fma", n)])}, "tril: a select")
+        sq = [("log", 1), ("mul", 1), ("exp", 1)]
+        got = charged(lambda: torch.linalg.vector_norm(xs))
+        check(got == {"linalg_vector_norm": ops([("mul", n), ("sum", n)] + sq)},
+              "vector_norm: %s" % got)
+        check(charged(lambda: xs.norm(p=1)) == {"norm": ops([("mul", n), ("maximum", n),
+                                                            ("sum", n)])}, "norm p=1")
+        var = [("sum", n), ("div", rows), ("sub", n), ("mul", n), ("sum", n), ("div", rows)]
+        check(charged(lambda: xs.var(-1)) == {"var": ops(var)}, "var")
+        got = charged(lambda: xs.std(-1))
+        check(got == {"std": ops(var + [(o, rows) for o, _ in sq])}, "std: %s" % got)
+        check(charged(lambda: torch.logsumexp(xs, -1)) == {"logsumexp": ops(
+            [("maximum", n), ("sub", n), ("exp", n), ("sum", n), ("log", rows),
+             ("add", rows)])}, "logsumexp")
+        check(charged(lambda: F.softplus(xs)) == {"softplus": ops(
+            [("exp", n), ("add", n), ("log", n)])}, "softplus")
+        # torch 1.13's attention in one operation: two GEMMs, the scale and the softmax
+        q = torch.ones(2, 3, 16, 8)
+        kk, vv = torch.ones(2, 3, 12, 8), torch.ones(2, 3, 12, 4)
+        got = charged(lambda: F._scaled_dot_product_attention(q, kk, vv))
+        want = (ops([("mul", q.numel()), ("softmax", 6 * 16 * 12)])
+                + 6 * kt.op_cost_ns("gemm", "f32", 16, 12, 8)
+                + 6 * kt.op_cost_ns("gemm", "f32", 16, 4, 12))
+        check(len(got) == 1 and abs(sum(got.values()) - want) < 1e-6,
+              "scaled dot product attention: %s, want %r" % (got, want))
         # no rule (random numbers): not charged, counted and listed
         r0, u0 = torch.zeros(8), cost.uncharged.get("uniform_", 0)
         check(charged(lambda: r0.uniform_()) == {} and cost.uncharged.get("uniform_") == u0 + 1,
