@@ -425,6 +425,12 @@ def _layer_norm(args, out):
     return ops
 
 
+def _group_norm(args, out):
+    # native_group_norm(input, weight, bias, N, C, HxW, group, eps): layer
+    # norm's ops with the N x group groups as rows; the weight is args[1]
+    return _layer_norm((args[0], None, args[1]), out)
+
+
 def _layer_norm_backward(args, out):
     # x^ = (x - mean) rstd; g w; grad_w = sum(g x^); grad_b = sum(g);
     # grad_in = rstd (g w - mean(g w) - x^ mean(g w x^))
@@ -585,6 +591,7 @@ _ATEN_COST = {
     "convolution": _convolution, "convolution_backward": _convolution_backward,
     "native_batch_norm": _batch_norm, "_native_batch_norm_legit": _batch_norm,
     "native_batch_norm_backward": _layer_norm_backward,
+    "native_group_norm": _group_norm, "native_group_norm_backward": _layer_norm_backward,
     "max_pool2d_with_indices": _pool("maximum", 2), "max_pool3d_with_indices": _pool("maximum", 3),
     "avg_pool2d": _pool("add", 2), "avg_pool3d": _pool("add", 3),
     "max_pool2d_with_indices_backward": _pool_backward("add", 2),
@@ -623,7 +630,8 @@ _ATEN_COST = {
     "stack": _ew("copy"), "index_select": _ew("copy"), "embedding": _ew("copy"),
     "gather": _ew("copy"), "index": _ew("copy"), "repeat": _ew("copy"), "roll": _ew("copy"),
     "flip": _ew("copy"), "constant_pad_nd": _ew("copy"), "fill": _ew("copy"),
-    "arange": _ew("copy"),
+    "arange": _ew("copy"), "upsample_nearest1d": _ew("copy"), "upsample_nearest2d": _ew("copy"),
+    "upsample_nearest3d": _ew("copy"),
     "zero": _ew("copy"), "slice_backward": _red("copy"), "select_backward": _red("copy"),
     "index_put": lambda args, out: [("copy", args[2].numel())],
     "scatter": lambda args, out: [("copy", args[3].numel() if len(args) > 3

@@ -386,6 +386,16 @@ def rank_costing(rank, world, address, outdir):
              ("add", rows)])}, "logsumexp")
         check(charged(lambda: F.softplus(xs)) == {"softplus": ops(
             [("exp", n), ("add", n), ("log", n)])}, "softplus")
+        # group norm: layer norm's ops with the groups as rows; nearest upsampling: a copy
+        xg4 = torch.arange(2 * 8 * 16, dtype=torch.float32).view(2, 8, 4, 4) / 100
+        ng = xg4.numel()
+        got = charged(lambda: F.group_norm(xg4, 4, torch.ones(8), torch.zeros(8)))
+        want = ops([("sum", ng), ("sub", ng), ("mul", ng), ("sum", ng), ("add", 8), ("log", 8),
+                    ("mul", 8), ("exp", 8), ("mul", ng), ("fma", ng)])
+        check(got == {"group_norm": want}, "group_norm: %s, want %r" % (got, want))
+        got = charged(lambda: F.interpolate(xg4, scale_factor=2, mode="nearest"))
+        check(got == {"interpolate": kt.op_cost_ns("copy", "f32", 4 * ng * 4)},
+              "nearest upsampling: %s" % got)
         # torch 1.13's attention in one operation: two GEMMs, the scale and the softmax
         q = torch.ones(2, 3, 16, 8)
         kk, vv = torch.ones(2, 3, 12, 8), torch.ones(2, 3, 12, 4)
