@@ -275,7 +275,25 @@ static int max_diff(lua_State *L, bool relative)
     struct vec *y = same_size(L, x, 2);
     double worst = 0;
     size_t at = 0;
+    /* A check that passes finds every pair the same finite value: one
+     * pass of integer operations the compiler vectorises tells that before
+     * the pass that finds the largest difference and its index (lrab on
+     * 1024 SIPs checks 805 M values). Pairs equal bit for bit and finite
+     * differ by 0; anything else (-0 against 0, NaN, inf against inf:
+     * inf - inf is NaN, an inf difference) takes the second pass. A double
+     * is not finite when its exponent bits are all ones: adding one to
+     * that exponent carries into the sign bit, and no finite one does. */
+    uint64_t bits = 0, nonfinite = 0;
+    const uint64_t exp_mask = UINT64_C(0x7ff0000000000000), exp_one = UINT64_C(1) << 52;
     for (size_t i = 0; i < x->n; i++) {
+        uint64_t a, b;
+        memcpy(&a, &x->v[i], sizeof a);
+        memcpy(&b, &y->v[i], sizeof b);
+        bits |= a ^ b;
+        nonfinite |= (a & exp_mask) + exp_one;
+    }
+    bool differ = bits != 0 || (nonfinite >> 63) != 0;
+    for (size_t i = 0; differ && i < x->n; i++) {
         double d = fabs(x->v[i] - y->v[i]);
         if (d != d)
             d = INFINITY;
