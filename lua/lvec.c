@@ -101,22 +101,18 @@ static int l_from(lua_State *L)
     return 1;
 }
 
-/* vec_read(sys, rank, addr, dtype, n [, kind]) */
-static int l_read(lua_State *L)
+/* x->n elements of dt at addr of m into x, widened straight from the
+ * memory's pages; the first span checks the whole range, so an error
+ * names it as kb_mem_read would */
+static void read_into(lua_State *L, struct kb_mem *m, uint64_t a, enum kb_dtype dt,
+                      struct vec *x)
 {
-    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 6);
-    lua_Integer addr = luaL_checkinteger(L, 3);
-    enum kb_dtype dt = checkdt(L, 4);
-    size_t n = checksize(L, 5), es = kb_dtype_size(dt);
-    struct vec *x = newvec(L, n);
-    /* widened straight from the memory's pages; the first span checks the
-     * whole range, so an error names it as kb_mem_read would */
-    uint64_t a = (uint64_t)addr;
+    size_t n = x->n, es = kb_dtype_size(dt);
     for (size_t i = 0;;) {
         const unsigned char *p;
         uint64_t len;
         if (kb_mem_read_span(m, a, (uint64_t)(n - i) * es, &p, &len) != 0)
-            return luaL_error(L, "%s", kb_mem_errmsg(m));
+            luaL_error(L, "%s", kb_mem_errmsg(m));
         if (i == n)
             break;
         size_t k = (size_t)(len / es);
@@ -133,6 +129,29 @@ static int l_read(lua_State *L)
         i += k;
         a += (uint64_t)k * es;
     }
+}
+
+/* vec_read(sys, rank, addr, dtype, n [, kind]) */
+static int l_read(lua_State *L)
+{
+    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 6);
+    lua_Integer addr = luaL_checkinteger(L, 3);
+    enum kb_dtype dt = checkdt(L, 4);
+    size_t n = checksize(L, 5);
+    read_into(L, m, (uint64_t)addr, dt, newvec(L, n));
+    return 1;
+}
+
+/* v:read(sys, rank, addr, dtype [, kind]): #v elements read into v (as
+ * vec_read, without a new vec: a check of many shards reuses one) -> v */
+static int v_read(lua_State *L)
+{
+    struct vec *x = checkvec(L, 1);
+    struct kb_mem *m = lkb_check_pe_mem(L, 2, 3, 6);
+    lua_Integer addr = luaL_checkinteger(L, 4);
+    enum kb_dtype dt = checkdt(L, 5);
+    read_into(L, m, (uint64_t)addr, dt, x);
+    lua_settop(L, 1);
     return 1;
 }
 
@@ -416,7 +435,7 @@ static int v_tostring(lua_State *L)
 }
 
 static const luaL_Reg vec_methods[] = {
-    {"write", v_write},   {"round", v_round},     {"add", v_add},
+    {"write", v_write},   {"read", v_read},   {"round", v_round},     {"add", v_add},
     {"scale", v_scale},   {"mod", v_mod},         {"copy", v_copy},       {"slice", v_slice},
     {"set", v_set},       {"max_abs_diff", v_max_abs_diff}, {"max_rel_diff", v_max_rel_diff},
     {"tile", v_tile},

@@ -205,10 +205,21 @@ function Tensor:shard_table(rank)
   return tl.host_read(self.sys, rank, s.addr, self.dtype, s.n, self.memory)
 end
 
--- One shard as a host vector (kbsim.vec: C speed, no time).
-function Tensor:shard_vec(rank)
+-- One shard as a host vector (kbsim.vec: C speed, no time); with `into`, a
+-- vector of the shard's length, read into it (a check of many shards
+-- reuses one vector rather than making one a shard).
+function Tensor:shard_vec(rank, into)
   local s = shard_of(self, rank)
-  return tl.vec_read(self.sys, rank, s.addr, self.dtype, s.n, s.kind)
+  if into == nil then
+    return tl.vec_read(self.sys, rank, s.addr, self.dtype, s.n, s.kind)
+  end
+  if getmetatable(into) ~= VEC_MT then
+    error(("shard_vec: 'into' must be a host vector (tl.vec_new, ...), got %s"):format(type(into)), 2)
+  end
+  if #into ~= s.n then
+    error(("shard_vec: 'into' has %d elements, the shard %d"):format(#into, s.n), 2)
+  end
+  return into:read(self.sys, rank, s.addr, self.dtype, s.kind)
 end
 
 -- Writes a host vector into one shard (no time); rounded to the dtype.
@@ -388,9 +399,9 @@ end
 local function compare_vec(out, ranks, ref, dtype)
   local maxref = ref:max_abs()
   local tol = #ranks * EPS[dtype] * (dtype == "f32" and maxref or math.max(maxref, 1))
-  local maxerr = 0
+  local maxerr, buf = 0, tl.vec_new(#ref)
   for _, r in ipairs(ranks) do
-    local e = out:shard_vec(r):max_abs_diff(ref)
+    local e = out:shard_vec(r, buf):max_abs_diff(ref)
     if e > maxerr then maxerr = e end
   end
   if maxerr == math.huge or maxref == math.huge then

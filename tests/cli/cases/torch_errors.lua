@@ -49,6 +49,18 @@ kb.check(not ok and msg == ("torch_errors.lua:%d: tensor has no shard on rank 99
 fails("shard_write_vec: a host vector (tl.vec_new, tl.vec_from, ...) is expected, got string",
   host.shard_write_vec, host, 0, "x")
 fails("torch.zeros: no PE of rank 999 (ranks 0..7)", torch.zeros, {1, 8}, {ranks = {999}})
+-- shard_vec(rank, into): read into a host vector of the shard's length, returned
+local shard_n = #host:shard_vec(0)
+host:shard_write_vec(1, tl.vec_affine(shard_n, 2, 1))
+local into = tl.vec_new(shard_n, 7)
+local back = host:shard_vec(1, into)
+kb.check(rawequal(back, into) and into:max_abs_diff(tl.vec_affine(shard_n, 2, 1)) == 0,
+  "shard_vec into a vector")
+kb.check(host:shard_vec(0, into):max_abs() == 0, "shard_vec into, the zeros of rank 0")
+fails("shard_vec: 'into' has 3 elements, the shard " .. shard_n, host.shard_vec, host, 0,
+  tl.vec_new(3))
+fails("shard_vec: 'into' must be a host vector (tl.vec_new, ...), got table", host.shard_vec,
+  host, 0, {})
 
 -- the same PE twice in one launch
 fails("tl.launch: rank 1 listed twice", tl.launch, torch.sys, {0, 1, 1}, function() end)
