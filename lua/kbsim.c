@@ -754,16 +754,16 @@ static char thp_mode(void)
            : strstr(line, "[never]") ? 'n' : 0;
 }
 
-/* Why not to run again by default: a tracer or valgrind is watching this
- * process, or it is built with ASan; NULL when nothing stands in the way. */
-static const char *watched(void)
+/* Whether not to run again by default: a tracer or valgrind is watching
+ * this process, or it is built with ASan. */
+static bool watched(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
-    return "ASan";
+    return true;
 #else
     const char *pre = getenv("LD_PRELOAD");
     if (pre && strstr(pre, "vgpreload"))
-        return "valgrind";
+        return true;
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
     long tracer = 0;
@@ -774,7 +774,7 @@ static const char *watched(void)
         }
     if (f)
         fclose(f);
-    return tracer ? "a tracer" : NULL;
+    return tracer != 0;
 #endif
 }
 #endif
@@ -810,10 +810,8 @@ static void malloc_tune(int argc, char **argv)
         why = "GLIBC_TUNABLES is set, so it decides (add glibc.malloc.hugetlb=1 to it)";
     else if (!thp || thp == 'n')
         why = "transparent huge pages are off here";
-    else if (want == 0 && thp == 'a')
-        why = ""; /* the heap gets them unasked */
-    else if (want == 0 && watched())
-        why = "";
+    else if (want == 0 && (thp == 'a' || watched()))
+        why = ""; /* (always: the heap gets them unasked) */
     if (!why) {
         if (setenv("GLIBC_TUNABLES", KB_HUGE_TUNABLES, 1) == 0 &&
             setenv(KB_TUNED_ENV, "1", 1) == 0)

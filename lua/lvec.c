@@ -131,14 +131,24 @@ static void read_into(lua_State *L, struct kb_mem *m, uint64_t a, enum kb_dtype 
     }
 }
 
+/* The place the arguments from `sys` on name: sys, rank, addr, dtype
+ * (and kind at kindidx) -> the memory, *addr and *dt. */
+static struct kb_mem *check_place(lua_State *L, int sys, int kindidx, uint64_t *addr,
+                                  enum kb_dtype *dt)
+{
+    struct kb_mem *m = lkb_check_pe_mem(L, sys, sys + 1, kindidx);
+    *addr = (uint64_t)luaL_checkinteger(L, sys + 2);
+    *dt = checkdt(L, sys + 3);
+    return m;
+}
+
 /* vec_read(sys, rank, addr, dtype, n [, kind]) */
 static int l_read(lua_State *L)
 {
-    struct kb_mem *m = lkb_check_pe_mem(L, 1, 2, 6);
-    lua_Integer addr = luaL_checkinteger(L, 3);
-    enum kb_dtype dt = checkdt(L, 4);
-    size_t n = checksize(L, 5);
-    read_into(L, m, (uint64_t)addr, dt, newvec(L, n));
+    uint64_t addr;
+    enum kb_dtype dt;
+    struct kb_mem *m = check_place(L, 1, 6, &addr, &dt);
+    read_into(L, m, addr, dt, newvec(L, checksize(L, 5)));
     return 1;
 }
 
@@ -147,10 +157,10 @@ static int l_read(lua_State *L)
 static int v_read(lua_State *L)
 {
     struct vec *x = checkvec(L, 1);
-    struct kb_mem *m = lkb_check_pe_mem(L, 2, 3, 6);
-    lua_Integer addr = luaL_checkinteger(L, 4);
-    enum kb_dtype dt = checkdt(L, 5);
-    read_into(L, m, (uint64_t)addr, dt, x);
+    uint64_t addr;
+    enum kb_dtype dt;
+    struct kb_mem *m = check_place(L, 2, 6, &addr, &dt);
+    read_into(L, m, addr, dt, x);
     lua_settop(L, 1);
     return 1;
 }
@@ -159,15 +169,14 @@ static int v_read(lua_State *L)
 static int v_write(lua_State *L)
 {
     struct vec *x = checkvec(L, 1);
-    struct kb_mem *m = lkb_check_pe_mem(L, 2, 3, 6);
-    lua_Integer addr = luaL_checkinteger(L, 4);
-    enum kb_dtype dt = checkdt(L, 5);
+    uint64_t a;
+    enum kb_dtype dt;
+    struct kb_mem *m = check_place(L, 2, 6, &a, &dt);
     size_t es = kb_dtype_size(dt);
     if (kb_system_timing_only(lkb_checksystem(L, 2)))
         return 0; /* a timing-only system carries no payload, host writes included */
     /* rounded straight into the memory's pages; the first span checks the
      * whole range, so an error names it as kb_mem_write would */
-    uint64_t a = (uint64_t)addr;
     for (size_t i = 0;;) {
         unsigned char *p;
         uint64_t len;

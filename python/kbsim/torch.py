@@ -517,8 +517,8 @@ def _nll_loss(args, out):
     return [("sum", args[1].numel())] + ([("div", 1)] if int(args[3]) == 1 else [])
 
 
-def _sqrt_out():
-    """A square root of every output element: e^(0.5 ln x)."""
+def _root_out():
+    """A root of every output element (square or p-th): e^(ln x / p)."""
     return [("log", "out"), ("mul", "out"), ("exp", "out")]
 
 
@@ -528,7 +528,7 @@ def _vector_norm(args, out):
     p = args[1] if len(args) > 1 and args[1] is not None else 2
     p = float(p) if isinstance(p, (int, float)) and not isinstance(p, bool) else 2.0
     if p == 2:
-        return [("mul", "in"), ("sum", "in")] + _sqrt_out()
+        return [("mul", "in"), ("sum", "in")] + _root_out()
     if p == 1:
         return [("mul", "in"), ("maximum", "in"), ("sum", "in")]
     if p == 0:  # the count of non-zeros: a comparison, summed
@@ -536,7 +536,7 @@ def _vector_norm(args, out):
     if p in (float("inf"), float("-inf")):
         return [("mul", "in"), ("maximum", "in"), ("maximum" if p > 0 else "minimum", "in")]
     return [("mul", "in"), ("maximum", "in"), ("log", "in"), ("mul", "in"), ("exp", "in"),
-            ("sum", "in"), ("log", "out"), ("mul", "out"), ("exp", "out")]
+            ("sum", "in")] + _root_out()
 
 
 def _var(args, out):
@@ -616,7 +616,7 @@ _ATEN_COST = {
     "argmax": _red("maximum"), "argmin": _red("minimum"), "all": _red("minimum"),
     "any": _red("maximum"), "prod": _red("mul"), "cumsum": _ew("add"),
     "linalg_vector_norm": _vector_norm, "norm": _vector_norm, "var": _var,
-    "std": lambda args, out: _var(args, out) + _sqrt_out(),
+    "std": lambda args, out: _var(args, out) + _root_out(),
     "logsumexp": lambda args, out: [("maximum", "in"), ("sub", "in"), ("exp", "in"),
                                     ("sum", "in"), ("log", "out"), ("add", "out")],
     "clamp_min": _ew("maximum"), "clamp_max": _ew("minimum"),
